@@ -1,0 +1,119 @@
+// .npy reader and writer.
+#include "core/npy.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/fileio.h"
+
+namespace quorum::core {
+
+namespace {
+std::string descr_of(DType d) {
+  switch (d) {
+    case DType::F32: return "<f4";
+    case DType::F64: return "<f8";
+    case DType::I64: return "<i8";
+  }
+  return "";
+}
+
+// Finds the value text after 'key': in a Python dict literal header.
+std::string header_field(const std::string& header, const std::string& key, const std::string& what) {
+  const std::string k = "'" + key + "'";
+  size_t p = header.find(k);
+  if (p == std::string::npos) throw UserError(what + ": npy header has no '" + key + "'");
+  p = header.find(':', p + k.size());
+  if (p == std::string::npos) throw UserError(what + ": malformed npy header");
+  ++p;
+  while (p < header.size() && header[p] == ' ') ++p;
+  size_t end = p;
+  if (header[p] == '(') {
+    end = header.find(')', p);
+    if (end == std::string::npos) throw UserError(what + ": malformed npy shape");
+    return header.substr(p, end - p + 1);
+  }
+  if (header[p] == '\'') {
+    end = header.find('\'', p + 1);
+    if (end == std::string::npos) throw UserError(what + ": malformed npy header");
+    return header.substr(p + 1, end - p - 1);
+  }
+  while (end < header.size() && header[end] != ',' && header[end] != '}') ++end;
+  return header.substr(p, end - p);
+}
+}  // namespace
+
+std::string npy_bytes(const Tensor& t) {
+  std::ostringstream h;
+  h << "{'descr': '" << descr_of(t.dtype()) << "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < t.shape().size(); ++i) h << t.shape()[i] << (t.shape().size() == 1 || i + 1 < t.shape().size() ? ", " : "");
+  h << "), }";
+  std::string header = h.str();
+  // Pad so that magic(6)+version(2)+len(2)+header is a multiple of 64, ending in '\n'.
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  std::string out = "\x93NUMPY";
+  out.push_back('\x01');
+  out.push_back('\x00');
+  out.push_back(static_cast<char>(header.size() & 0xff));
+  out.push_back(static_cast<char>((header.size() >> 8) & 0xff));
+  out += header;
+  out.append(static_cast<const char*>(t.raw()), t.nbytes());
+  return out;
+}
+
+Tensor parse_npy(const std::string& bytes, const std::string& what) {
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    throw UserError(what + ": not a .npy file (bad magic)");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  size_t hlen, off;
+  if (major == 1) {
+    hlen = static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    off = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) throw UserError(what + ": truncated npy header");
+    hlen = 0;
+    for (int i = 0; i < 4; ++i) hlen |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    off = 12;
+  } else {
+    throw UserError(what + ": unsupported npy version " + std::to_string(major));
+  }
+  if (bytes.size() < off + hlen) throw UserError(what + ": truncated npy header");
+  const std::string header = bytes.substr(off, hlen);
+  const std::string descr = header_field(header, "descr", what);
+  DType dtype;
+  if (descr == "<f4") dtype = DType::F32;
+  else if (descr == "<f8") dtype = DType::F64;
+  else if (descr == "<i8") dtype = DType::I64;
+  else throw UserError(what + ": unsupported npy dtype '" + descr + "' (expected <f4, <f8 or <i8)");
+  if (header_field(header, "fortran_order", what) != "False")
+    throw UserError(what + ": Fortran-order npy arrays are not supported");
+  std::string shape_text = header_field(header, "shape", what);
+  Shape shape;
+  std::string num;
+  for (char c : shape_text) {
+    if (c >= '0' && c <= '9') {
+      num.push_back(c);
+    } else if (c == ',' || c == ')') {
+      if (!num.empty()) shape.push_back(std::stoll(num));
+      num.clear();
+    } else if (c != '(' && c != ' ' && c != 'L') {
+      throw UserError(what + ": malformed npy shape " + shape_text);
+    }
+  }
+  Tensor t(dtype, shape);
+  if (bytes.size() - off - hlen != t.nbytes())
+    throw UserError(what + ": npy data has " + std::to_string(bytes.size() - off - hlen) + " bytes, shape " +
+                    to_string(shape) + " needs " + std::to_string(t.nbytes()));
+  std::memcpy(t.raw(), bytes.data() + off + hlen, t.nbytes());
+  return t;
+}
+
+Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+
+void write_npy(const std::string& path, const Tensor& t) { write_file_atomic(path, npy_bytes(t)); }
+
+}  // namespace quorum::core

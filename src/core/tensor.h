@@ -1,0 +1,81 @@
+// Tensors: a dtype, a shape and a contiguous row-major byte buffer.
+// The reference computes in float64; backends exchange float32/float64/int64 buffers.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace quorum::core {
+
+enum class DType : uint8_t { F32, F64, I64 };
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape& shape);
+std::string to_string(const Shape& shape);
+std::string to_string(DType dtype);
+// Accepts "float32"/"f32", "float64"/"f64", "int64"/"i64"; throws UserError otherwise.
+DType dtype_from_string(const std::string& s);
+size_t dtype_size(DType dtype);
+
+struct TensorType {
+  DType dtype = DType::F64;
+  Shape shape;
+  bool operator==(const TensorType&) const = default;
+};
+std::string to_string(const TensorType& t);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape);  // zero-filled
+  explicit Tensor(const TensorType& t) : Tensor(t.dtype, t.shape) {}
+
+  static Tensor f64(Shape shape, const std::vector<double>& values);
+  static Tensor scalar(double v) { return f64({}, {v}); }
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  TensorType type() const { return {dtype_, shape_}; }
+  int64_t numel() const { return core::numel(shape_); }
+  int64_t dim(int i) const;  // negative i counts from the end
+  int rank() const { return static_cast<int>(shape_.size()); }
+  bool defined() const { return defined_; }
+
+  void* raw() { return data_.data(); }
+  const void* raw() const { return data_.data(); }
+  size_t nbytes() const { return data_.size(); }
+
+  double* f64();
+  const double* f64() const;
+  float* f32();
+  const float* f32() const;
+  int64_t* i64();
+  const int64_t* i64() const;
+
+  // Element i converted to double, whatever the dtype.
+  double get(int64_t i) const;
+  void set(int64_t i, double v);
+
+  Tensor to(DType dtype) const;        // converting copy
+  Tensor reshaped(Shape shape) const;  // same data, new shape (numel must match)
+  std::vector<double> values() const;  // all elements as double
+  void fill(double v);
+
+  bool bit_equal(const Tensor& o) const {
+    return dtype_ == o.dtype_ && shape_ == o.shape_ && data_ == o.data_;
+  }
+
+ private:
+  DType dtype_ = DType::F64;
+  Shape shape_;
+  std::vector<std::byte> data_;
+  bool defined_ = false;
+};
+
+// Row-major strides of a shape, in elements.
+std::vector<int64_t> strides_of(const Shape& shape);
+
+}  // namespace quorum::core

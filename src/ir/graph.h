@@ -1,0 +1,58 @@
+// The one model language: a DAG of operator nodes over named values, with initializers (weights).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/tensor.h"
+
+namespace quorum::ir {
+
+using core::Attrs;
+using core::Tensor;
+using core::TensorType;
+
+struct ValueInfo {
+  std::string name;
+  TensorType type;
+  bool operator==(const ValueInfo&) const = default;
+};
+
+struct Node {
+  std::string name;
+  std::string op;
+  std::vector<std::string> inputs;  // data inputs, then the op's parameters (weights)
+  std::vector<std::string> outputs;
+  Attrs attrs;
+  bool operator==(const Node&) const = default;
+};
+
+struct Graph {
+  std::string name = "model";
+  std::vector<ValueInfo> inputs;
+  std::vector<std::string> outputs;
+  std::map<std::string, Tensor> initializers;
+  std::vector<Node> nodes;  // topological order after validate()
+  // Type of every value: inputs, initializers and node outputs. Filled (and checked) by validate().
+  std::map<std::string, TensorType> types;
+
+  const Node* producer(const std::string& value) const;
+  const Node* find_node(const std::string& name) const;
+  bool is_initializer(const std::string& v) const { return initializers.count(v) > 0; }
+};
+
+struct ValidateOptions {
+  bool allow_invalid_attrs = false;  // invalid-parameter campaigns
+};
+
+// Checks a graph and completes it: canonical attributes (defaults filled), nodes in topological
+// order, every value typed. Throws UserError "<where>: node 'N' (op): <problem>" (or naming the
+// value or graph part) on the first problem: unknown operator, bad attribute, wrong arity, shape
+// rule violated, declared type differing from the inferred one, undefined or duplicate value, cycle.
+void validate(Graph& g, const std::string& where, const ValidateOptions& opt = {});
+
+// Number of leading data inputs of a node (the rest are the op's parameters).
+size_t data_input_count(const Node& n);
+
+}  // namespace quorum::ir

@@ -1,0 +1,198 @@
+// Elementwise unary operators: activations and math functions.
+// Each is a scalar function f(x) and its derivative f'(x) (given x and y = f(x)); the table builds
+// the OpSpec, the forward kernel and the VJP from them.
+#include <cmath>
+#include <numbers>
+
+#include "ops/kernel_util.h"
+#include "ops/registry.h"
+
+namespace quorum::ops {
+namespace {
+
+using Fn = std::function<double(double x, const Attrs& a)>;
+using DFn = std::function<double(double x, double y, const Attrs& a)>;
+
+struct Unary {
+  std::string name;
+  std::string doc;
+  Fn f;
+  DFn df;
+  std::vector<AttrSpec> attrs = {};
+  InputGen gen = {};
+  std::vector<ValidRange> ranges = {};
+  std::vector<std::string> tags = {"activation"};
+  std::function<void(core::Rng&, Attrs&)> sample_attrs = nullptr;
+  std::function<void(const Attrs&)> check = nullptr;  // extra attribute requirements
+};
+
+double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+
+OpSpec make_unary(Unary u) {
+  OpSpec s;
+  s.name = u.name;
+  s.family = "eltwise";
+  s.doc = u.doc;
+  s.attrs = u.attrs;
+  s.tags = u.tags;
+  s.valid_ranges = u.ranges;
+  if (!u.ranges.empty()) s.tags.push_back("vulnerable");
+  auto check = u.check;
+  s.infer = [check](const std::vector<TensorType>& in, const Attrs& a) {
+    if (check) check(a);
+    return same_type_as_input(in, a);
+  };
+  Fn f = u.f;
+  DFn df = u.df;
+  s.forward = [f](const Inputs& in, const Attrs& a) {
+    return std::vector<Tensor>{map1(*in[0], [&](double x) { return f(x, a); })};
+  };
+  s.vjp = [df](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out, const std::vector<Tensor>& g) {
+    Tensor gx(DType::F64, in[0]->shape());
+    const double* x = in[0]->f64();
+    const double* y = out[0].f64();
+    const double* gy = g[0].f64();
+    double* gxp = gx.f64();
+    for (int64_t i = 0; i < gx.numel(); ++i) gxp[i] = gy[i] * df(x[i], y[i], a);
+    return std::vector<Tensor>{gx};
+  };
+  InputGen gen = u.gen;
+  auto sample_attrs = u.sample_attrs;
+  std::vector<AttrSpec> attrs = u.attrs;
+  s.sample = [gen, sample_attrs, attrs](core::Rng& rng) {
+    Case c;
+    c.inputs = {f64t(random_shape(rng, static_cast<int>(rng.randint(1, 4)), 1, 5))};
+    for (const auto& a : attrs) c.attrs[a.name] = a.default_value;
+    if (sample_attrs) sample_attrs(rng, c.attrs);
+    c.gen = {gen};
+    return c;
+  };
+  return s;
+}
+
+constexpr double kSeluAlpha = 1.6732632423543772;
+constexpr double kSeluGamma = 1.0507009873554805;
+
+double gelu_tanh_inner(double x) { return std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x); }
+
+std::vector<Unary> unaries() {
+  const double nan = std::nan("");
+  return {
+      {"relu", "max(x, 0)", [](double x, const Attrs&) { return x > 0 ? x : 0.0; },
+       [](double x, double, const Attrs&) { return x > 0 ? 1.0 : 0.0; }},
+      {"relu6", "min(max(x, 0), 6)", [](double x, const Attrs&) { return std::min(std::max(x, 0.0), 6.0); },
+       [](double x, double, const Attrs&) { return x > 0 && x < 6 ? 1.0 : 0.0; }, {}, InputGen{-8, 8}},
+      {"leaky_relu", "x if x > 0 else alpha*x",
+       [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * x; },
+       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); },
+       {float_attr("alpha", 0.01, 0, kInf, {AttrValue(nan)}, "slope for x < 0")}, {}, {}, {"activation"},
+       [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.0, 1.0); }},
+      {"elu", "x if x > 0 else alpha*(exp(x)-1)",
+       [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * std::expm1(x); },
+       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha") * std::exp(x); },
+       {float_attr("alpha", 1.0, 0, kInf, {AttrValue(-1.0)}, "scale for x < 0")}, {}, {}, {"activation"},
+       [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.1, 2.0); }},
+      {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
+       [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
+       [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
+      {"gelu", "x*Phi(x); approximate='tanh' uses the tanh formula",
+       [](double x, const Attrs& a) {
+         if (core::attr_s(a, "approximate") == "tanh") return 0.5 * x * (1.0 + std::tanh(gelu_tanh_inner(x)));
+         return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+       },
+       [](double x, double, const Attrs& a) {
+         if (core::attr_s(a, "approximate") == "tanh") {
+           const double t = std::tanh(gelu_tanh_inner(x));
+           return 0.5 * (1.0 + t) +
+                  0.5 * x * (1.0 - t * t) * std::sqrt(2.0 / std::numbers::pi) * (1.0 + 3.0 * 0.044715 * x * x);
+         }
+         return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) +
+                x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+       },
+       {enum_attr("approximate", "none", {"none", "tanh"}, {"erf", ""}, "erf form or tanh approximation")}, {}, {},
+       {"activation"}, [](core::Rng& r, Attrs& a) { a["approximate"] = std::string(r.bernoulli(0.5) ? "none" : "tanh"); }},
+      {"sigmoid", "1/(1+exp(-x))", [](double x, const Attrs&) { return sigmoid(x); },
+       [](double, double y, const Attrs&) { return y * (1.0 - y); }},
+      {"tanh", "tanh(x)", [](double x, const Attrs&) { return std::tanh(x); },
+       [](double, double y, const Attrs&) { return 1.0 - y * y; }},
+      {"softplus", "log(1+exp(x))",
+       [](double x, const Attrs&) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); },
+       [](double x, double, const Attrs&) { return sigmoid(x); }, {}, InputGen{-4, 4},
+       {ValidRange{0, -kInf, 88.72, false, false, "exp overflows float32 above ~88.7 in a naive implementation"}}},
+      {"softsign", "x/(1+|x|)", [](double x, const Attrs&) { return x / (1.0 + std::abs(x)); },
+       [](double x, double, const Attrs&) { return 1.0 / ((1.0 + std::abs(x)) * (1.0 + std::abs(x))); }},
+      {"hard_sigmoid", "max(0, min(1, alpha*x+beta))",
+       [](double x, const Attrs& a) {
+         return std::max(0.0, std::min(1.0, core::attr_f(a, "alpha") * x + core::attr_f(a, "beta")));
+       },
+       [](double x, double, const Attrs& a) {
+         const double v = core::attr_f(a, "alpha") * x + core::attr_f(a, "beta");
+         return v > 0 && v < 1 ? core::attr_f(a, "alpha") : 0.0;
+       },
+       {float_attr("alpha", 0.2, 0, kInf, {AttrValue(nan)}, "slope"),
+        float_attr("beta", 0.5, -kInf, kInf, {AttrValue(nan)}, "offset")},
+       InputGen{-4, 4}, {}, {"activation"},
+       [](core::Rng& r, Attrs& a) {
+         a["alpha"] = random_float(r, 0.1, 0.5);
+         a["beta"] = random_float(r, 0.2, 0.8);
+       }},
+      {"hardswish", "x*max(0, min(1, x/6+1/2))",
+       [](double x, const Attrs&) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); },
+       [](double x, double, const Attrs&) { return x <= -3 ? 0.0 : x >= 3 ? 1.0 : x / 3.0 + 0.5; }, {},
+       InputGen{-5, 5}},
+      {"exp", "e^x", [](double x, const Attrs&) { return std::exp(x); },
+       [](double, double y, const Attrs&) { return y; }, {}, {},
+       {ValidRange{0, -kInf, 88.72, false, false, "float32 overflow to inf above ~88.72"}}, {"math"}},
+      {"log", "natural logarithm", [](double x, const Attrs&) { return std::log(x); },
+       [](double x, double, const Attrs&) { return 1.0 / x; }, {}, InputGen{0.1, 3},
+       {ValidRange{0, 0, kInf, false, false, "log of x <= 0 is -inf or NaN"}}, {"math"}},
+      {"sqrt", "square root", [](double x, const Attrs&) { return std::sqrt(x); },
+       [](double, double y, const Attrs&) { return 0.5 / y; }, {}, InputGen{0.1, 3},
+       {ValidRange{0, 0, kInf, true, false, "sqrt of x < 0 is NaN; its derivative is inf at 0"}}, {"math"}},
+      {"rsqrt", "1/sqrt(x)", [](double x, const Attrs&) { return 1.0 / std::sqrt(x); },
+       [](double x, double y, const Attrs&) { return -0.5 * y / x; }, {}, InputGen{0.2, 3},
+       {ValidRange{0, 0, kInf, false, false, "rsqrt of x <= 0 is inf or NaN"}}, {"math"}},
+      {"reciprocal", "1/x", [](double x, const Attrs&) { return 1.0 / x; },
+       [](double, double y, const Attrs&) { return -y * y; }, {}, InputGen{0.2, 3},
+       {ValidRange{0, -kInf, 0, false, false, "division by zero"},
+        ValidRange{0, 0, kInf, false, false, "division by zero"}},
+       {"math"}},
+      {"abs", "|x|", [](double x, const Attrs&) { return std::abs(x); },
+       [](double x, double, const Attrs&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, {}, {}, {}, {"math"}},
+      {"neg", "-x", [](double x, const Attrs&) { return -x; }, [](double, double, const Attrs&) { return -1.0; },
+       {}, {}, {}, {"math"}},
+      {"square", "x*x", [](double x, const Attrs&) { return x * x; },
+       [](double x, double, const Attrs&) { return 2.0 * x; }, {}, {}, {}, {"math"}},
+      {"pow", "x^exponent (scalar exponent)",
+       [](double x, const Attrs& a) { return std::pow(x, core::attr_f(a, "exponent")); },
+       [](double x, double, const Attrs& a) {
+         const double e = core::attr_f(a, "exponent");
+         return e == 0 ? 0.0 : e * std::pow(x, e - 1.0);
+       },
+       {float_attr("exponent", 2.0, -kInf, kInf, {AttrValue(nan)}, "scalar exponent")}, InputGen{0.2, 2},
+       {ValidRange{0, 0, kInf, true, false, "a fractional power of x < 0 is NaN"}}, {"math"},
+       [](core::Rng& r, Attrs& a) { a["exponent"] = r.pick(std::vector<double>{2.0, 3.0, 0.5, 1.5, -1.0, -0.5}); }},
+      {"clip", "min(max(x, min), max)",
+       [](double x, const Attrs& a) { return std::min(std::max(x, core::attr_f(a, "min")), core::attr_f(a, "max")); },
+       [](double x, double, const Attrs& a) {
+         return x > core::attr_f(a, "min") && x < core::attr_f(a, "max") ? 1.0 : 0.0;
+       },
+       {float_attr("min", -1.0, -kInf, kInf, {AttrValue(nan)}, "lower bound"),
+        float_attr("max", 1.0, -kInf, kInf, {AttrValue(nan)}, "upper bound (>= min)")},
+       {}, {}, {"activation"},
+       [](core::Rng& r, Attrs& a) {
+         const double lo = random_float(r, -1.5, 0.0);
+         a["min"] = lo;
+         a["max"] = lo + random_float(r, 0.5, 2.0);
+       },
+       [](const Attrs& a) { require(core::attr_f(a, "min") <= core::attr_f(a, "max"), "clip requires min <= max"); }},
+  };
+}
+
+}  // namespace
+
+void register_eltwise(Registry& r) {
+  for (auto& u : unaries()) r.add(make_unary(std::move(u)));
+}
+
+}  // namespace quorum::ops

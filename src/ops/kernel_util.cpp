@@ -1,0 +1,90 @@
+// Kernel helpers.
+#include "ops/kernel_util.h"
+
+namespace quorum::ops {
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  const size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    require(da == db || da == 1 || db == 1,
+            "shapes " + core::to_string(a) + " and " + core::to_string(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out) {
+  const size_t r = out.size();
+  QUORUM_CHECK(in.size() <= r, "broadcast_map: input rank exceeds output rank");
+  Shape padded(r - in.size(), 1);
+  padded.insert(padded.end(), in.begin(), in.end());
+  const auto in_strides = core::strides_of(padded);
+  const int64_t n = core::numel(out);
+  std::vector<int64_t> map(static_cast<size_t>(n));
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d)
+      if (padded[d] != 1) off += idx[d] * in_strides[d];
+    map[static_cast<size_t>(flat)] = off;
+    for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < out[static_cast<size_t>(d)]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return map;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& in_shape) {
+  if (g.shape() == in_shape) return g;
+  Tensor out(DType::F64, in_shape);
+  const auto map = broadcast_map(in_shape, g.shape());
+  const double* gp = g.f64();
+  double* op = out.f64();
+  for (size_t i = 0; i < map.size(); ++i) op[map[i]] += gp[i];
+  return out;
+}
+
+int norm_axis(int64_t axis, int rank) {
+  require(axis >= -rank && axis < rank,
+          "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+Tensor map1(const Tensor& x, const std::function<double(double)>& f) {
+  Tensor y(DType::F64, x.shape());
+  const double* xp = x.f64();
+  double* yp = y.f64();
+  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = f(xp[i]);
+  return y;
+}
+
+Signature same_type_as_input(const std::vector<TensorType>& in, const Attrs&) {
+  common_float_dtype(in);
+  return Signature{{in[0]}, {}};
+}
+
+Shape random_shape(core::Rng& rng, int rank, int64_t lo, int64_t hi) {
+  Shape s(static_cast<size_t>(rank));
+  for (auto& d : s) d = rng.randint(lo, hi);
+  return s;
+}
+
+double random_float(core::Rng& rng, double lo, double hi, int digits) {
+  const double scale = std::pow(10.0, digits);
+  return std::round(rng.uniform(lo, hi) * scale) / scale;
+}
+
+DType common_float_dtype(const std::vector<TensorType>& in) {
+  QUORUM_CHECK(!in.empty(), "no inputs");
+  for (const auto& t : in) {
+    require(t.dtype != DType::I64, "input must be floating point, got int64");
+    require(t.dtype == in[0].dtype, "inputs mix " + core::to_string(in[0].dtype) + " and " + core::to_string(t.dtype));
+  }
+  return in[0].dtype;
+}
+
+}  // namespace quorum::ops

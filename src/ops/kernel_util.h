@@ -1,0 +1,39 @@
+// Helpers shared by the family files: broadcasting, axes, element maps and case sampling.
+// Kernels here favour clarity over speed: they are the float64 reference.
+#pragma once
+#include <cmath>
+#include <functional>
+
+#include "ops/op_spec.h"
+
+namespace quorum::ops {
+
+using core::require;
+
+inline TensorType f64t(Shape s) { return TensorType{DType::F64, std::move(s)}; }
+
+// NumPy broadcasting of two shapes; OpError when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+// For every flat index of `out`, the flat index of `in` that broadcasts to it.
+std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out);
+// Sums `g` (shaped like a broadcast result) back down to `in_shape`.
+Tensor sum_to(const Tensor& g, const Shape& in_shape);
+
+// Normalises a possibly negative axis; OpError "axis A out of range for rank R" otherwise.
+int norm_axis(int64_t axis, int rank);
+
+// Elementwise map.
+Tensor map1(const Tensor& x, const std::function<double(double)>& f);
+
+// Common shape rules.
+Signature same_type_as_input(const std::vector<TensorType>& in, const Attrs&);
+
+// Sampling helpers for OpSpec::sample.
+Shape random_shape(core::Rng& rng, int rank, int64_t lo, int64_t hi);
+// A float in [lo, hi] rounded to `digits` decimals, so cases print readably.
+double random_float(core::Rng& rng, double lo, double hi, int digits = 2);
+
+// The dtype every input must share; OpError if they differ or are not floating point.
+DType common_float_dtype(const std::vector<TensorType>& in);
+
+}  // namespace quorum::ops

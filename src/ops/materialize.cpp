@@ -1,0 +1,64 @@
+// Drawing concrete inputs and weights.
+#include "ops/materialize.h"
+
+#include <cmath>
+
+namespace quorum::ops {
+
+Tensor fill_input(const TensorType& t, const InputGen& gen, core::Rng& rng) {
+  Tensor x(DType::F64, t.shape);
+  double* p = x.f64();
+  const int64_t n = x.numel();
+  if (gen.fill == Fill::Uniform) {
+    for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(gen.lo, gen.hi);
+    return x;
+  }
+  const int64_t last = t.shape.empty() ? 1 : t.shape.back();
+  for (int64_t row = 0; row < n / std::max<int64_t>(last, 1); ++row) {
+    double* r = p + row * last;
+    if (gen.fill == Fill::OneHot) {
+      r[rng.randint(0, last - 1)] = 1.0;
+    } else {
+      double sum = 0;
+      for (int64_t j = 0; j < last; ++j) sum += (r[j] = rng.uniform(0.05, 1.0));
+      for (int64_t j = 0; j < last; ++j) r[j] /= sum;
+    }
+  }
+  return x;
+}
+
+Tensor init_param(const ParamSpec& ps, core::Rng& rng) {
+  Tensor w(DType::F64, ps.type.shape);
+  double* p = w.f64();
+  // He-style scale from the fan-in (every dimension but the first), so deep stacks stay bounded.
+  int64_t fan_in = 1;
+  for (size_t i = 1; i < ps.type.shape.size(); ++i) fan_in *= ps.type.shape[i];
+  const double scale = std::sqrt(2.0 / static_cast<double>(std::max<int64_t>(fan_in, 1)));
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    switch (ps.init) {
+      case Init::Normal: p[i] = rng.normal(0.0, scale); break;
+      case Init::Zeros: p[i] = rng.uniform(-0.1, 0.1); break;  // small, not zero: gradients stay informative
+      case Init::Ones: p[i] = rng.uniform(0.8, 1.2); break;
+      case Init::Positive: p[i] = rng.uniform(0.5, 1.5); break;
+    }
+  }
+  return w;
+}
+
+Inputs Materialized::ptrs() const {
+  Inputs v;
+  for (const auto& t : inputs) v.push_back(&t);
+  return v;
+}
+
+Materialized materialize(const OpSpec& spec, Case& c, core::Rng& rng) {
+  Materialized m;
+  c.attrs = canonical_attrs(spec, c.attrs);
+  m.sig = spec.infer(c.inputs, c.attrs);
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    m.inputs.push_back(fill_input(c.inputs[i], i < c.gen.size() ? c.gen[i] : InputGen{}, rng));
+  for (const auto& p : m.sig.params) m.inputs.push_back(init_param(p, rng));
+  return m;
+}
+
+}  // namespace quorum::ops

@@ -1,0 +1,132 @@
+// OpSpec helpers: attribute builders, canonicalisation, tolerances.
+#include "ops/op_spec.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace quorum::ops {
+
+bool OpSpec::has_tag(const std::string& t) const { return std::find(tags.begin(), tags.end(), t) != tags.end(); }
+
+const AttrSpec* OpSpec::attr(const std::string& n) const {
+  for (const auto& a : attrs)
+    if (a.name == n) return &a;
+  return nullptr;
+}
+
+Tolerance OpSpec::tolerance(DType dtype, const std::vector<TensorType>& data_in, const Attrs& a) const {
+  Tolerance t = dtype == DType::F32 ? tol_f32 : tol_f64;
+  if (dtype == DType::I64) return {0, 0};
+  if (reduction_length) {
+    const double scale = std::sqrt(static_cast<double>(std::max<int64_t>(1, reduction_length(data_in, a))));
+    t.atol *= scale;
+    t.rtol *= scale;
+  }
+  return t;
+}
+
+AttrSpec int_attr(std::string name, int64_t def, double lo, double hi, std::vector<AttrValue> invalid,
+                  std::string doc) {
+  return AttrSpec{std::move(name), AttrKind::Int, def, std::move(doc), {}, lo, hi, std::move(invalid)};
+}
+AttrSpec float_attr(std::string name, double def, double lo, double hi, std::vector<AttrValue> invalid,
+                    std::string doc) {
+  return AttrSpec{std::move(name), AttrKind::Float, def, std::move(doc), {}, lo, hi, std::move(invalid)};
+}
+AttrSpec ints_attr(std::string name, std::vector<int64_t> def, double lo, double hi,
+                   std::vector<AttrValue> invalid, std::string doc) {
+  return AttrSpec{std::move(name), AttrKind::Ints, std::move(def), std::move(doc), {}, lo, hi, std::move(invalid)};
+}
+AttrSpec enum_attr(std::string name, std::string def, std::vector<std::string> choices,
+                   std::vector<std::string> invalid, std::string doc) {
+  AttrSpec s{std::move(name), AttrKind::String, std::move(def), std::move(doc), {}, -kInf, kInf, {}};
+  for (auto& c : choices) s.choices.emplace_back(std::move(c));
+  for (auto& c : invalid) s.invalid.emplace_back(std::move(c));
+  return s;
+}
+AttrSpec int_enum_attr(std::string name, int64_t def, std::vector<int64_t> choices, std::vector<int64_t> invalid,
+                       std::string doc) {
+  AttrSpec s{std::move(name), AttrKind::Int, def, std::move(doc), {}, -kInf, kInf, {}};
+  for (auto c : choices) s.choices.emplace_back(c);
+  for (auto c : invalid) s.invalid.emplace_back(c);
+  return s;
+}
+
+namespace {
+bool in_range(double v, const AttrSpec& s) { return v >= s.lo && v <= s.hi; }
+
+std::string range_text(const AttrSpec& s) {
+  auto f = [](double d) {
+    if (std::isinf(d)) return std::string(d > 0 ? "inf" : "-inf");
+    return core::to_string(AttrValue(d));
+  };
+  return "[" + f(s.lo) + ", " + f(s.hi) + "]";
+}
+
+void check_domain(const AttrSpec& s, const AttrValue& v) {
+  if (!s.choices.empty()) {
+    if (std::find(s.choices.begin(), s.choices.end(), v) == s.choices.end()) {
+      std::string allowed;
+      for (const auto& c : s.choices) allowed += (allowed.empty() ? "" : ", ") + core::to_string(c);
+      throw core::OpError("attribute '" + s.name + "' value " + core::to_string(v) + " not one of " + allowed);
+    }
+    return;
+  }
+  auto bad = [&](double x) {
+    throw core::OpError("attribute '" + s.name + "' value " + core::to_string(AttrValue(x)) + " outside " +
+                        range_text(s));
+  };
+  switch (s.kind) {
+    case AttrKind::Int:
+      if (!in_range(static_cast<double>(std::get<int64_t>(v)), s)) bad(static_cast<double>(std::get<int64_t>(v)));
+      break;
+    case AttrKind::Float: {
+      double x = std::get<double>(v);
+      if (std::isnan(x) || !in_range(x, s)) bad(x);
+      break;
+    }
+    case AttrKind::Ints:
+      for (int64_t x : std::get<std::vector<int64_t>>(v))
+        if (!in_range(static_cast<double>(x), s)) bad(static_cast<double>(x));
+      break;
+    case AttrKind::Floats:
+      for (double x : std::get<std::vector<double>>(v))
+        if (std::isnan(x) || !in_range(x, s)) bad(x);
+      break;
+    case AttrKind::String: break;
+  }
+}
+}  // namespace
+
+Attrs canonical_attrs(const OpSpec& spec, const Attrs& given, bool allow_invalid) {
+  Attrs out;
+  for (const auto& [name, value] : given) {
+    const AttrSpec* s = spec.attr(name);
+    if (!s) throw core::OpError("unknown attribute '" + name + "' for operator '" + spec.name + "'");
+    AttrValue v = value;
+    // JSON spells non-finite floats as strings.
+    if (s->kind == AttrKind::Float && core::kind_of(v) == AttrKind::String) {
+      const auto& t = std::get<std::string>(v);
+      if (t == "nan") v = std::nan("");
+      else if (t == "inf") v = kInf;
+      else if (t == "-inf") v = -kInf;
+    }
+    if (s->kind == AttrKind::Float && core::kind_of(v) == AttrKind::Int)
+      v = static_cast<double>(std::get<int64_t>(v));
+    if (s->kind == AttrKind::Floats && core::kind_of(v) == AttrKind::Ints) {
+      const auto& xs = std::get<std::vector<int64_t>>(v);
+      v = std::vector<double>(xs.begin(), xs.end());
+    }
+    // An empty JSON list reads as ints; accept it for floats too.
+    if (s->kind != core::kind_of(v))
+      throw core::OpError("attribute '" + name + "' must be " + core::to_string(s->kind) + ", got " +
+                          core::to_string(core::kind_of(v)) + " " + core::to_string(v));
+    if (!allow_invalid) check_domain(*s, v);
+    out[name] = std::move(v);
+  }
+  for (const auto& s : spec.attrs)
+    if (!out.count(s.name)) out[s.name] = s.default_value;
+  return out;
+}
+
+}  // namespace quorum::ops

@@ -1,0 +1,140 @@
+// The operator extension point. An operator is one OpSpec in its family file (src/ops/<family>.cpp)
+// and nothing else in the core: name, arity, attribute domains (valid and deliberately invalid
+// values), a shape rule whose failures are named reasons, a float64 forward kernel, its
+// vector-Jacobian product, tolerances, valid operand ranges for vulnerable operations, and a
+// sampler that draws valid test cases from the domain.
+#pragma once
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace quorum::ops {
+
+using core::AttrKind;
+using core::Attrs;
+using core::AttrValue;
+using core::DType;
+using core::Shape;
+using core::Tensor;
+using core::TensorType;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kUnbounded = -1;
+
+// The domain of one attribute. Valid values are `choices` when given, otherwise every value (or,
+// for list kinds, every element) in [lo, hi]. `invalid` lists deliberately invalid values that an
+// invalid-parameter campaign feeds to libraries; every library should reject them.
+struct AttrSpec {
+  std::string name;
+  AttrKind kind = AttrKind::Int;
+  AttrValue default_value;
+  std::string doc;
+  std::vector<AttrValue> choices;
+  double lo = -kInf, hi = kInf;
+  std::vector<AttrValue> invalid;
+};
+
+// How the generator should initialise a weight (a parameter input).
+enum class Init { Normal, Zeros, Ones, Positive };
+
+struct ParamSpec {
+  std::string name;  // e.g. "weight", "bias"
+  TensorType type;
+  Init init = Init::Normal;
+};
+
+// What a shape rule returns for valid inputs: output types and the parameter (weight) inputs the
+// node must carry after its data inputs.
+struct Signature {
+  std::vector<TensorType> outputs;
+  std::vector<ParamSpec> params;
+};
+
+// The valid range of a vulnerable operation's operand (GRIST): input `input` must lie in (lo, hi)
+// (bounds included when the flags say so); `why` names what goes wrong outside.
+struct ValidRange {
+  int input = 0;
+  double lo = -kInf, hi = kInf;
+  bool lo_inclusive = false, hi_inclusive = false;
+  std::string why;
+};
+
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+
+// How the values of one data input are drawn in tests and generated data.
+enum class Fill { Uniform, OneHot, Probability };
+struct InputGen {
+  double lo = -2.0, hi = 2.0;
+  Fill fill = Fill::Uniform;  // OneHot / Probability: over the last axis
+};
+
+// One valid parameter case drawn from an operator's domain.
+struct Case {
+  std::vector<TensorType> inputs;  // data inputs only
+  Attrs attrs;
+  std::vector<InputGen> gen;  // per data input; missing entries use InputGen{}
+};
+
+using Inputs = std::vector<const Tensor*>;  // data inputs then parameters, all float64
+using ForwardFn = std::function<std::vector<Tensor>(const Inputs& in, const Attrs& attrs)>;
+// Given inputs, outputs and the gradient of a scalar with respect to each output, returns the
+// gradient with respect to each input (an undefined Tensor for inputs listed as nondiff).
+using VjpFn = std::function<std::vector<Tensor>(const Inputs& in, const Attrs& attrs,
+                                                const std::vector<Tensor>& out,
+                                                const std::vector<Tensor>& grad_out)>;
+using InferFn = std::function<Signature(const std::vector<TensorType>& data_in, const Attrs& attrs)>;
+
+struct OpSpec {
+  std::string name;
+  std::string family;
+  std::string doc;
+  int min_inputs = 1, max_inputs = 1;  // data inputs; max kUnbounded = any number
+  std::vector<AttrSpec> attrs;
+  InferFn infer;  // throws core::OpError(reason) through core::require
+  ForwardFn forward;
+  VjpFn vjp;  // null: not differentiable
+  std::vector<int> nondiff_inputs;  // e.g. a loss's target
+  Tolerance tol_f32{1e-5, 1e-4};
+  Tolerance tol_f64{1e-12, 1e-10};
+  // Length of the longest sum inside one output element (conv: C/g·kH·kW); tolerances grow with
+  // its square root. Null means 1.
+  std::function<int64_t(const std::vector<TensorType>&, const Attrs&)> reduction_length;
+  std::vector<ValidRange> valid_ranges;
+  std::function<Case(core::Rng&)> sample;
+  bool is_loss = false;
+  std::vector<std::string> tags;  // "activation", "reshaping", "vulnerable", "pool", ...
+
+  bool multi_input() const { return max_inputs != 1; }
+  bool differentiable() const { return static_cast<bool>(vjp); }
+  bool has_tag(const std::string& t) const;
+  const AttrSpec* attr(const std::string& name) const;
+  // The tolerance for comparing a `dtype` result of this op against the float64 reference.
+  Tolerance tolerance(DType dtype, const std::vector<TensorType>& data_in, const Attrs& attrs) const;
+};
+
+// Attribute-spec builders, so family files read as tables.
+AttrSpec int_attr(std::string name, int64_t def, double lo, double hi, std::vector<AttrValue> invalid,
+                  std::string doc);
+AttrSpec float_attr(std::string name, double def, double lo, double hi, std::vector<AttrValue> invalid,
+                    std::string doc);
+AttrSpec ints_attr(std::string name, std::vector<int64_t> def, double lo, double hi,
+                   std::vector<AttrValue> invalid, std::string doc);
+AttrSpec enum_attr(std::string name, std::string def, std::vector<std::string> choices,
+                   std::vector<std::string> invalid, std::string doc);
+AttrSpec int_enum_attr(std::string name, int64_t def, std::vector<int64_t> choices,
+                       std::vector<int64_t> invalid, std::string doc);
+
+// Fills defaults for omitted attributes, converts int→float where a float is expected, and checks
+// every value against its domain. Throws OpError naming the attribute on an unknown name, a wrong
+// kind or a value outside the domain (unless allow_invalid, used by invalid-parameter campaigns).
+Attrs canonical_attrs(const OpSpec& spec, const Attrs& given, bool allow_invalid = false);
+
+}  // namespace quorum::ops

@@ -1,0 +1,111 @@
+// Reference interpreter.
+#include "ref/interpreter.h"
+
+#include "core/error.h"
+#include "ops/registry.h"
+
+namespace quorum::ref {
+
+using core::UserError;
+
+namespace {
+
+ops::Inputs gather(const ir::Node& n, const ValueMap& values) {
+  ops::Inputs in;
+  for (const auto& name : n.inputs) in.push_back(&values.at(name));
+  return in;
+}
+
+void accumulate(ValueMap& grads, const std::string& name, const Tensor& g) {
+  auto it = grads.find(name);
+  if (it == grads.end()) {
+    grads.emplace(name, g);
+    return;
+  }
+  double* dst = it->second.f64();
+  const double* src = g.f64();
+  for (int64_t i = 0; i < g.numel(); ++i) dst[i] += src[i];
+}
+
+}  // namespace
+
+ValueMap forward(const ir::Graph& g, const ValueMap& inputs) {
+  ValueMap values;
+  for (const auto& in : g.inputs) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end()) throw UserError("missing value for graph input '" + in.name + "'");
+    if (it->second.shape() != in.type.shape)
+      throw UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
+                      ", the model wants " + core::to_string(in.type.shape));
+    values.emplace(in.name, it->second.to(core::DType::F64));
+  }
+  for (const auto& [name, t] : g.initializers) values.emplace(name, t.to(core::DType::F64));
+  for (const auto& n : g.nodes) {
+    const ops::OpSpec& spec = ops::op(n.op);
+    std::vector<Tensor> outs = spec.forward(gather(n, values), n.attrs);
+    QUORUM_CHECK(outs.size() == n.outputs.size(), "operator '" + n.op + "' returned the wrong number of outputs");
+    for (size_t i = 0; i < outs.size(); ++i) {
+      QUORUM_CHECK(outs[i].shape() == g.types.at(n.outputs[i]).shape,
+                   "operator '" + n.op + "' kernel shape disagrees with its shape rule");
+      values.insert_or_assign(n.outputs[i], std::move(outs[i]));
+    }
+  }
+  return values;
+}
+
+TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss) {
+  const ops::OpSpec& lspec = ops::op(loss.op);
+  if (!lspec.is_loss) throw UserError("operator '" + loss.op + "' is not a loss");
+  TrainResult r;
+  r.values = forward(g, inputs);
+  const Tensor& pred = r.values.at(g.outputs[0]);
+  const Tensor tgt = target.to(core::DType::F64);
+  core::Attrs la;
+  try {
+    la = ops::canonical_attrs(lspec, loss.attrs);
+    lspec.infer({pred.type(), tgt.type()}, la);
+  } catch (const core::OpError& e) {
+    throw UserError("loss '" + loss.op + "': " + e.what());
+  }
+  const ops::Inputs lin{&pred, &tgt};
+  std::vector<Tensor> lout = lspec.forward(lin, la);
+  r.loss = lout[0].get(0);
+  std::vector<Tensor> seed{Tensor::f64({}, {1.0})};
+  r.loss_grad = lspec.vjp(lin, la, lout, seed)[0];
+  accumulate(r.grads, g.outputs[0], r.loss_grad);
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const ir::Node& n = *it;
+    const ops::OpSpec& spec = ops::op(n.op);
+    std::vector<Tensor> outs, gouts;
+    bool any = false;
+    for (const auto& o : n.outputs) {
+      outs.push_back(r.values.at(o));
+      auto git = r.grads.find(o);
+      if (git != r.grads.end()) {
+        gouts.push_back(git->second);
+        any = true;
+      } else {
+        gouts.emplace_back(core::DType::F64, r.values.at(o).shape());
+      }
+    }
+    if (!any) continue;  // the loss does not depend on this node
+    if (!spec.vjp) throw UserError("node '" + n.name + "' (" + n.op + ") is not differentiable");
+    std::vector<Tensor> gin = spec.vjp(gather(n, r.values), n.attrs, outs, gouts);
+    QUORUM_CHECK(gin.size() == n.inputs.size(), "operator '" + n.op + "' VJP returned the wrong number of gradients");
+    for (size_t i = 0; i < gin.size(); ++i)
+      if (gin[i].defined()) accumulate(r.grads, n.inputs[i], gin[i]);
+  }
+  return r;
+}
+
+ValueMap random_inputs(const ir::Graph& g, core::Rng& rng) {
+  ValueMap m;
+  for (const auto& in : g.inputs) {
+    Tensor t(core::DType::F64, in.type.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = rng.uniform(-1.0, 1.0);
+    m.emplace(in.name, std::move(t));
+  }
+  return m;
+}
+
+}  // namespace quorum::ref

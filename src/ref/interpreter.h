@@ -1,0 +1,36 @@
+// The float64 reference interpreter: runs any valid graph, computes a loss, and back-propagates
+// through the operators' VJPs to every node output, every weight and every graph input.
+#pragma once
+#include <map>
+#include <string>
+
+#include "core/rng.h"
+#include "ir/graph.h"
+
+namespace quorum::ref {
+
+using core::Tensor;
+using ValueMap = std::map<std::string, Tensor>;
+
+// Every value of the graph (inputs, initializers, node outputs) in float64. Inputs of other dtypes
+// are converted. Throws UserError when an input is missing or has the wrong shape.
+ValueMap forward(const ir::Graph& g, const ValueMap& inputs);
+
+struct LossSpec {
+  std::string op = "mse_loss";  // a catalogue operator with is_loss
+  core::Attrs attrs;
+};
+
+struct TrainResult {
+  ValueMap values;    // as forward()
+  double loss = 0;    // the loss of graph output 0 against the target
+  Tensor loss_grad;   // d loss / d (graph output 0)
+  ValueMap grads;     // d loss / d value, for every value the loss depends on
+};
+
+TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss);
+
+// Random inputs for every graph input, drawn from rng (uniform in [-1, 1], float64).
+ValueMap random_inputs(const ir::Graph& g, core::Rng& rng);
+
+}  // namespace quorum::ref
