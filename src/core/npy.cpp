@@ -48,7 +48,9 @@ std::string header_field(const std::string& header, const std::string& key, cons
 std::string npy_bytes(const Tensor& t) {
   std::ostringstream h;
   h << "{'descr': '" << descr_of(t.dtype()) << "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < t.shape().size(); ++i) h << t.shape()[i] << (t.shape().size() == 1 || i + 1 < t.shape().size() ? ", " : "");
+  // Python tuple syntax: (), (3,), (2, 3).
+  for (size_t i = 0; i < t.shape().size(); ++i) h << (i ? ", " : "") << t.shape()[i];
+  if (t.shape().size() == 1) h << ",";
   h << "), }";
   std::string header = h.str();
   // Pad so that magic(6)+version(2)+len(2)+header is a multiple of 64, ending in '\n'.

@@ -2,7 +2,9 @@
 // form; non-finite values as the strings "nan", "inf", "-inf".
 #include "ir/json_io.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -16,6 +18,15 @@ using json = nlohmann::ordered_json;
 namespace {
 
 constexpr int kFormatVersion = 1;
+
+// The double whose shortest decimal form is the shortest form that round-trips float32 `f`, so a
+// float32 weight is written as "0.1" rather than "0.10000000149011612".
+double shortest_f32(float f) {
+  if (!std::isfinite(f)) return f;
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, f);
+  return std::strtod(std::string(buf, res.ptr).c_str(), nullptr);
+}
 
 json number(double d) {
   if (std::isnan(d)) return "nan";
@@ -185,14 +196,20 @@ std::string graph_to_json(const Graph& g) {
     root["inputs"].push_back({{"name", in.name}, {"dtype", core::to_string(in.type.dtype)}, {"shape", in.type.shape}});
   root["outputs"] = g.outputs;
   root["initializers"] = json::array();
+  // Weight arrays are written on one line each: a placeholder is swapped for the compact array.
+  std::vector<std::string> compact;
   for (const auto& [name, t] : g.initializers) {
     json data = json::array();
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (t.dtype() == core::DType::I64) data.push_back(t.i64()[i]);
-      else data.push_back(number(t.get(i)));
+      else if (t.dtype() == core::DType::F32) data.push_back(number(shortest_f32(t.f32()[i])));
+      else data.push_back(number(t.f64()[i]));
     }
-    root["initializers"].push_back(
-        {{"name", name}, {"dtype", core::to_string(t.dtype())}, {"shape", t.shape()}, {"data", std::move(data)}});
+    compact.push_back(data.dump());
+    root["initializers"].push_back({{"name", name},
+                                    {"dtype", core::to_string(t.dtype())},
+                                    {"shape", t.shape()},
+                                    {"data", "@@data" + std::to_string(compact.size() - 1) + "@@"}});
   }
   root["nodes"] = json::array();
   for (const auto& n : g.nodes) {
@@ -230,7 +247,16 @@ std::string graph_to_json(const Graph& g) {
     jn["attrs"] = attrs;
     root["nodes"].push_back(std::move(jn));
   }
-  return root.dump(1) + "\n";
+  std::string text = root.dump(1);
+  size_t pos = 0;
+  for (size_t i = 0; i < compact.size(); ++i) {
+    const std::string marker = "\"@@data" + std::to_string(i) + "@@\"";
+    pos = text.find(marker, pos);
+    QUORUM_CHECK(pos != std::string::npos, "weight placeholder lost");
+    text.replace(pos, marker.size(), compact[i]);
+    pos += compact[i].size();
+  }
+  return text + "\n";
 }
 
 Graph load_graph(const std::string& path, const ValidateOptions& opt) {

@@ -1,9 +1,401 @@
-// Operators of the 'conv' family.
+// Convolution operators: conv1d/conv2d/conv3d (ONNX Conv: NC<spatial> layout, groups, dilations,
+// explicit pads in ONNX order or auto_pad) and conv_transpose2d (ONNX ConvTranspose).
+// Both are the same "tap" relation: input position i, kernel position k and output position o are
+// linked by o*stride = i + pad_begin - k*dilation (conv) or o = i*stride - pad_begin + k*dilation
+// (transposed). The forward kernel and both gradients walk one list of taps, so the VJP is the
+// exact transpose of the forward by construction.
+#include <algorithm>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_conv(Registry& r) { (void)r; }
+const std::vector<std::string> kAutoPadModes = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+
+// Everything a kernel needs, resolved from the input type and the attributes.
+struct ConvGeom {
+  int64_t batch = 0, in_ch = 0, out_ch = 0, group = 1;
+  Shape in_sp, out_sp, kernel, strides, dilations, pad_begin;
+  bool transposed = false;
+  bool has_bias = true;
+
+  int rank() const { return static_cast<int>(kernel.size()); }
+  Shape weight_shape() const {
+    // Conv: [OC, C/g, k...]; transposed (ONNX/PyTorch): [C, OC/g, k...].
+    Shape w = transposed ? Shape{in_ch, out_ch / group} : Shape{out_ch, in_ch / group};
+    w.insert(w.end(), kernel.begin(), kernel.end());
+    return w;
+  }
+  Shape out_shape() const {
+    Shape y{batch, out_ch};
+    y.insert(y.end(), out_sp.begin(), out_sp.end());
+    return y;
+  }
+};
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// The list attribute `name`, required to have `len` entries each >= lo.
+Shape list_attr(const Attrs& a, const std::string& name, size_t len, int64_t lo, const std::string& why) {
+  const auto& v = core::attr_ints(a, name);
+  require(v.size() == len, name + " must have " + str(static_cast<int64_t>(len)) + " entries (" + why + "), got " +
+                               str(static_cast<int64_t>(v.size())));
+  for (int64_t e : v) require(e >= lo, name + " entries must be >= " + str(lo) + ", got " + str(e));
+  return v;
+}
+
+// Validates the input and attributes of a convolution of spatial rank `rank` and resolves the
+// geometry. Every violated rule is a named reason.
+ConvGeom conv_geometry(const std::string& op_name, const TensorType& x, const Attrs& a, int rank, bool transposed) {
+  const auto r = static_cast<size_t>(rank);
+  require(x.shape.size() == r + 2, op_name + " expects a rank-" + str(rank + 2) + " input [N, C, spatial...], got " +
+                                       core::to_string(x.shape));
+  ConvGeom g;
+  g.transposed = transposed;
+  g.batch = x.shape[0];
+  g.in_ch = x.shape[1];
+  g.in_sp.assign(x.shape.begin() + 2, x.shape.end());
+  g.out_ch = core::attr_i(a, "out_channels");
+  g.group = core::attr_i(a, "group");
+  const int64_t bias = core::attr_i(a, "bias");
+  require(bias == 0 || bias == 1, "bias must be 0 or 1, got " + str(bias));
+  g.has_bias = bias == 1;
+  require(g.in_ch >= 1, "input must have at least one channel");
+  require(g.out_ch >= 1, "out_channels must be >= 1, got " + str(g.out_ch));
+  require(g.group >= 1, "group must be >= 1, got " + str(g.group));
+  require(g.in_ch % g.group == 0,
+          "input channels C=" + str(g.in_ch) + " must be divisible by group=" + str(g.group));
+  require(g.out_ch % g.group == 0,
+          "out_channels=" + str(g.out_ch) + " must be divisible by group=" + str(g.group));
+  for (int64_t d : g.in_sp) require(d >= 1, "spatial dimensions must be >= 1, got " + core::to_string(x.shape));
+
+  g.kernel = list_attr(a, "kernel_shape", r, 1, "one per spatial dim");
+  g.strides = list_attr(a, "strides", r, 1, "one per spatial dim");
+  g.dilations = list_attr(a, "dilations", r, 1, "one per spatial dim");
+  const Shape pads = list_attr(a, "pads", 2 * r, 0, "begins then ends, ONNX order");
+  Shape output_padding(r, 0);
+  std::string auto_pad = "NOTSET";
+  if (transposed) {
+    output_padding = list_attr(a, "output_padding", r, 0, "one per spatial dim");
+  } else {
+    auto_pad = core::attr_s(a, "auto_pad");
+    require(std::find(kAutoPadModes.begin(), kAutoPadModes.end(), auto_pad) != kAutoPadModes.end(),
+            "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + auto_pad + "'");
+  }
+
+  g.pad_begin.assign(r, 0);
+  g.out_sp.assign(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t in = g.in_sp[i], k = g.kernel[i], s = g.strides[i], d = g.dilations[i];
+    const int64_t eff_k = d * (k - 1) + 1;  // the dilated kernel's extent
+    int64_t pb = pads[i], pe = pads[r + i];
+    int64_t out = 0;
+    if (transposed) {
+      const int64_t op = output_padding[i];
+      // PyTorch's rule: the extra output rows must not reach a position a stride or dilation step
+      // would cover anyway.
+      require(op < s || op < d, "output_padding[" + str(static_cast<int64_t>(i)) + "]=" + str(op) +
+                                    " must be smaller than stride (" + str(s) + ") or dilation (" + str(d) + ")");
+      out = (in - 1) * s - pb - pe + eff_k + op;
+    } else {
+      if (auto_pad == "VALID") {
+        pb = pe = 0;
+      } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        // ONNX: output = ceil(in / stride); the odd pad element goes to the end (UPPER) or the
+        // beginning (LOWER). Explicit pads are ignored.
+        const int64_t want = (in + s - 1) / s;
+        const int64_t total = std::max<int64_t>(0, (want - 1) * s + eff_k - in);
+        pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pe = total - pb;
+      }
+      const int64_t span = in + pb + pe - eff_k;
+      out = span < 0 ? 0 : span / s + 1;  // floor division of a non-negative span
+    }
+    require(out >= 1, op_name + " output spatial dim " + str(static_cast<int64_t>(i)) + " would be " +
+                          str(out) + " (< 1): input " + str(in) + ", kernel " + str(k) + ", dilation " + str(d) +
+                          ", pads " + str(pb) + "+" + str(pe) + ", stride " + str(s));
+    g.pad_begin[i] = pb;
+    g.out_sp[i] = out;
+  }
+  return g;
+}
+
+// All multi-indices of `dims` in row-major order.
+std::vector<Shape> multi_indices(const Shape& dims) {
+  std::vector<Shape> all;
+  const int64_t n = core::numel(dims);
+  Shape idx(dims.size(), 0);
+  for (int64_t f = 0; f < n; ++f) {
+    all.push_back(idx);
+    for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+      const auto u = static_cast<size_t>(d);
+      if (++idx[u] < dims[u]) break;
+      idx[u] = 0;
+    }
+  }
+  return all;
+}
+
+int64_t flat_index(const Shape& idx, const Shape& dims) {
+  int64_t f = 0;
+  for (size_t d = 0; d < dims.size(); ++d) f = f * dims[d] + idx[d];
+  return f;
+}
+
+// One spatial tap: flat input position, flat kernel position, flat output position.
+struct Tap {
+  int64_t in, k, out;
+};
+
+// Every (input, kernel, output) spatial triple that contributes, independent of channels.
+std::vector<Tap> spatial_taps(const ConvGeom& g) {
+  const int r = g.rank();
+  std::vector<Tap> taps;
+  const auto kernel_positions = multi_indices(g.kernel);
+  // Conv walks output positions and finds the input; transposed walks inputs and finds the output.
+  const Shape& driver_dims = g.transposed ? g.in_sp : g.out_sp;
+  const Shape& other_dims = g.transposed ? g.out_sp : g.in_sp;
+  Shape other(static_cast<size_t>(r));
+  for (const Shape& p : multi_indices(driver_dims)) {
+    for (const Shape& k : kernel_positions) {
+      bool inside = true;
+      for (size_t d = 0; d < static_cast<size_t>(r) && inside; ++d) {
+        other[d] = p[d] * g.strides[d] - g.pad_begin[d] + k[d] * g.dilations[d];
+        inside = other[d] >= 0 && other[d] < other_dims[d];
+      }
+      if (!inside) continue;  // lands in the padding: contributes zero
+      const int64_t pf = flat_index(p, driver_dims), of = flat_index(other, other_dims);
+      const int64_t kf = flat_index(k, g.kernel);
+      taps.push_back(g.transposed ? Tap{pf, kf, of} : Tap{of, kf, pf});
+    }
+  }
+  return taps;
+}
+
+// Calls f(x_index, w_index, y_index) for every product term of the convolution.
+template <class F>
+void for_each_term(const ConvGeom& g, F f) {
+  const auto taps = spatial_taps(g);
+  const int64_t in_n = core::numel(g.in_sp), out_n = core::numel(g.out_sp), k_n = core::numel(g.kernel);
+  const int64_t cg = g.in_ch / g.group, ocg = g.out_ch / g.group;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t grp = 0; grp < g.group; ++grp)
+      for (int64_t cl = 0; cl < cg; ++cl)
+        for (int64_t ol = 0; ol < ocg; ++ol) {
+          const int64_t ci = grp * cg + cl, co = grp * ocg + ol;
+          const int64_t x0 = (n * g.in_ch + ci) * in_n, y0 = (n * g.out_ch + co) * out_n;
+          const int64_t w0 = (g.transposed ? ci * ocg + ol : co * cg + cl) * k_n;
+          for (const Tap& t : taps) f(x0 + t.in, w0 + t.k, y0 + t.out);
+        }
+}
+
+std::vector<Tensor> conv_forward(const ConvGeom& g, const Inputs& in) {
+  Tensor y(DType::F64, g.out_shape());
+  const double* x = in[0]->f64();
+  const double* w = in[1]->f64();
+  double* yp = y.f64();
+  for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) { yp[yi] += x[xi] * w[wi]; });
+  if (g.has_bias) {
+    const double* b = in[2]->f64();
+    const int64_t out_n = core::numel(g.out_sp);
+    for (int64_t i = 0; i < y.numel(); ++i) yp[i] += b[(i / out_n) % g.out_ch];
+  }
+  return {y};
+}
+
+std::vector<Tensor> conv_vjp(const ConvGeom& g, const Inputs& in, const Tensor& gy) {
+  Tensor gx(DType::F64, in[0]->shape()), gw(DType::F64, in[1]->shape());
+  const double* x = in[0]->f64();
+  const double* w = in[1]->f64();
+  const double* gyp = gy.f64();
+  double* gxp = gx.f64();
+  double* gwp = gw.f64();
+  // y[yi] += x[xi]*w[wi], so each term sends gy[yi]*w[wi] to x and gy[yi]*x[xi] to w.
+  for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    gxp[xi] += gyp[yi] * w[wi];
+    gwp[wi] += gyp[yi] * x[xi];
+  });
+  std::vector<Tensor> grads{gx, gw};
+  if (g.has_bias) {
+    Tensor gb(DType::F64, {g.out_ch});
+    const int64_t out_n = core::numel(g.out_sp);
+    for (int64_t i = 0; i < gy.numel(); ++i) gb.f64()[(i / out_n) % g.out_ch] += gyp[i];
+    grads.push_back(gb);
+  }
+  return grads;
+}
+
+Signature conv_signature(const ConvGeom& g, DType dtype) {
+  Signature sig;
+  sig.outputs = {TensorType{dtype, g.out_shape()}};
+  sig.params = {ParamSpec{"weight", TensorType{dtype, g.weight_shape()}, Init::Normal}};
+  if (g.has_bias) sig.params.push_back(ParamSpec{"bias", TensorType{dtype, {g.out_ch}}, Init::Zeros});
+  return sig;
+}
+
+Shape filled(int n, int64_t v) { return Shape(static_cast<size_t>(n), v); }
+
+// Channel counts for a sampled case: plain (group 1), grouped (group 2) or depthwise (group = C,
+// channel multiplier 1 or 2).
+struct Channels {
+  int64_t in, out, group;
+};
+Channels sample_channels(core::Rng& rng, int64_t max_ch) {
+  switch (rng.randint(0, 2)) {
+    case 0: return {rng.randint(1, max_ch), rng.randint(1, max_ch), 1};
+    case 1: return {2 * rng.randint(1, max_ch / 2), 2 * rng.randint(1, max_ch / 2), 2};
+    default: {
+      const int64_t c = rng.randint(1, max_ch);
+      return {c, c * rng.randint(1, 2), c};
+    }
+  }
+}
+
+// The attributes shared by conv and conv_transpose.
+std::vector<AttrSpec> common_attrs(int rank) {
+  return {
+      int_attr("out_channels", 1, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1})},
+               "number of output channels (divisible by group)"),
+      ints_attr("kernel_shape", filled(rank, 3), 1, kInf, {AttrValue(filled(rank, 0)), AttrValue(filled(rank + 1, 3))},
+                "kernel extent per spatial dim"),
+      ints_attr("strides", filled(rank, 1), 1, kInf, {AttrValue(filled(rank, 0)), AttrValue(filled(rank, -1))},
+                "stride per spatial dim"),
+      ints_attr("dilations", filled(rank, 1), 1, kInf, {AttrValue(filled(rank, 0))}, "dilation per spatial dim"),
+      ints_attr("pads", filled(2 * rank, 0), 0, kInf, {AttrValue(filled(2 * rank, -1))},
+                "ONNX order [x1_begin, x2_begin, ..., x1_end, x2_end]; asymmetric allowed"),
+      int_attr("group", 1, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1})},
+               "channel groups; C and out_channels divisible by it (depthwise: group = C)"),
+      int_enum_attr("bias", 1, {0, 1}, {2, -1}, "1 adds a learned bias [out_channels]"),
+  };
+}
+
+int64_t conv_reduction_length(const std::vector<TensorType>& in, const Attrs& a) {
+  const int64_t group = std::max<int64_t>(1, core::attr_i(a, "group"));
+  int64_t len = in[0].shape.size() > 1 ? in[0].shape[1] / group : 1;
+  for (int64_t k : core::attr_ints(a, "kernel_shape")) len *= k;
+  return std::max<int64_t>(1, len);
+}
+
+OpSpec make_conv(int rank) {
+  const std::string name = "conv" + std::to_string(rank) + "d";
+  OpSpec s;
+  s.name = name;
+  s.family = "conv";
+  s.doc = "ONNX Conv over " + std::to_string(rank) +
+          " spatial dim(s), layout NC" + (rank == 1 ? "L" : rank == 2 ? "HW" : "DHW") +
+          "; weight [out_channels, C/group, k...], optional bias [out_channels]; output = floor((in + pad_b + "
+          "pad_e - dil*(k-1) - 1)/stride) + 1";
+  s.attrs = common_attrs(rank);
+  s.attrs.push_back(enum_attr("auto_pad", "NOTSET", kAutoPadModes, {"SAME", "same", ""},
+                              "ONNX auto_pad: SAME_* ignore pads and give ceil(in/stride), the odd pad at the end "
+                              "(UPPER) or beginning (LOWER); VALID means no padding"));
+  s.infer = [name, rank](const std::vector<TensorType>& in, const Attrs& a) {
+    const DType dt = common_float_dtype(in);
+    return conv_signature(conv_geometry(name, in[0], a, rank, false), dt);
+  };
+  s.forward = [name, rank](const Inputs& in, const Attrs& a) {
+    return conv_forward(conv_geometry(name, in[0]->type(), a, rank, false), in);
+  };
+  s.vjp = [name, rank](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
+    return conv_vjp(conv_geometry(name, in[0]->type(), a, rank, false), in, g[0]);
+  };
+  s.tol_f32 = {1e-5, 1e-4};
+  s.reduction_length = conv_reduction_length;
+  s.tags = {"conv"};
+  // Smaller extents for higher ranks keep the finite-difference check fast.
+  const int64_t sp_lo = rank == 3 ? 2 : 3, sp_hi = rank == 1 ? 7 : rank == 2 ? 6 : 4;
+  const int64_t max_ch = rank == 3 ? 2 : 4, max_pad = rank == 3 ? 1 : 2;
+  s.sample = [rank, sp_lo, sp_hi, max_ch, max_pad](core::Rng& rng) {
+    const auto r = static_cast<size_t>(rank);
+    const Channels ch = sample_channels(rng, max_ch);
+    const std::string mode = rng.pick(std::vector<std::string>{"NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"});
+    Shape x{rng.randint(1, 2), ch.in};
+    Shape kernel(r), strides(r), dilations(r), pads(2 * r, 0);
+    for (size_t i = 0; i < r; ++i) {
+      kernel[i] = rng.randint(1, 3);
+      strides[i] = rng.pick(std::vector<int64_t>{1, 1, 2, 3});
+      dilations[i] = rng.pick(std::vector<int64_t>{1, 1, 2});
+      if (mode == "NOTSET") {
+        pads[i] = rng.randint(0, max_pad);
+        pads[r + i] = rng.randint(0, max_pad);
+      }
+      // Grow the input until the (padded) input holds one dilated kernel; SAME always fits.
+      const int64_t eff_k = dilations[i] * (kernel[i] - 1) + 1;
+      const int64_t need = mode == "NOTSET" ? eff_k - pads[i] - pads[r + i] : mode == "VALID" ? eff_k : 1;
+      x.push_back(std::max(rng.randint(sp_lo, sp_hi), need));
+    }
+    Case c;
+    c.inputs = {f64t(x)};
+    c.attrs = {{"out_channels", ch.out}, {"group", ch.group}, {"kernel_shape", kernel}, {"strides", strides},
+               {"dilations", dilations}, {"pads", pads}, {"auto_pad", mode},
+               {"bias", int64_t{rng.bernoulli(0.5) ? 1 : 0}}};
+    c.gen = {InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+OpSpec make_conv_transpose2d() {
+  const std::string name = "conv_transpose2d";
+  OpSpec s;
+  s.name = name;
+  s.family = "conv";
+  s.doc = "ONNX ConvTranspose over NCHW; weight [C, out_channels/group, kH, kW], optional bias [out_channels]; "
+          "output = (in-1)*stride - pad_b - pad_e + dil*(k-1) + output_padding + 1";
+  s.attrs = common_attrs(2);
+  s.attrs.push_back(ints_attr("output_padding", {0, 0}, 0, kInf, {AttrValue(Shape{-1, -1}), AttrValue(Shape{9, 9})},
+                              "extra rows/cols at the end of the output; each < stride or < dilation"));
+  s.infer = [name](const std::vector<TensorType>& in, const Attrs& a) {
+    const DType dt = common_float_dtype(in);
+    return conv_signature(conv_geometry(name, in[0], a, 2, true), dt);
+  };
+  s.forward = [name](const Inputs& in, const Attrs& a) {
+    return conv_forward(conv_geometry(name, in[0]->type(), a, 2, true), in);
+  };
+  s.vjp = [name](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
+    return conv_vjp(conv_geometry(name, in[0]->type(), a, 2, true), in, g[0]);
+  };
+  s.tol_f32 = {1e-5, 1e-4};
+  s.reduction_length = conv_reduction_length;
+  s.tags = {"conv"};
+  s.sample = [](core::Rng& rng) {
+    const Channels ch = sample_channels(rng, 4);
+    Shape x{rng.randint(1, 2), ch.in};
+    Shape kernel(2), strides(2), dilations(2), pads(4), output_padding(2);
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t in = rng.randint(2, 5);
+      x.push_back(in);
+      kernel[i] = rng.randint(1, 3);
+      strides[i] = rng.pick(std::vector<int64_t>{1, 2, 3});
+      dilations[i] = rng.pick(std::vector<int64_t>{1, 1, 2});
+      output_padding[i] = rng.randint(0, std::max(strides[i], dilations[i]) - 1);
+      // Pads at most the dilated kernel overhang on each side (the portable range; PyTorch and TF
+      // derive their implicit padding from it), then shrunk until the output is non-empty.
+      const int64_t overhang = dilations[i] * (kernel[i] - 1);
+      int64_t& pb = pads[i];
+      int64_t& pe = pads[2 + i];
+      pb = rng.randint(0, std::min<int64_t>(2, overhang));
+      pe = rng.randint(0, std::min<int64_t>(2, overhang));
+      while ((in - 1) * strides[i] - pb - pe + overhang + output_padding[i] + 1 < 1) (pb >= pe ? pb : pe) -= 1;
+    }
+    Case c;
+    c.inputs = {f64t(x)};
+    c.attrs = {{"out_channels", ch.out}, {"group", ch.group}, {"kernel_shape", kernel}, {"strides", strides},
+               {"dilations", dilations}, {"pads", pads}, {"output_padding", output_padding},
+               {"bias", int64_t{rng.bernoulli(0.5) ? 1 : 0}}};
+    c.gen = {InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_conv(Registry& r) {
+  for (int rank = 1; rank <= 3; ++rank) r.add(make_conv(rank));
+  r.add(make_conv_transpose2d());
+}
 
 }  // namespace quorum::ops

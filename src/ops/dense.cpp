@@ -1,9 +1,228 @@
-// Operators of the 'dense' family.
+// Dense (fully connected, PyTorch Linear layout) and matmul (NumPy matmul with batch
+// broadcasting). Both reduce to row-times-matrix products; matmul's gradients are summed back
+// over broadcast batch dims through the same batch map the forward uses.
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_dense(Registry& r) { (void)r; }
+std::string str(int64_t v) { return std::to_string(v); }
+
+// ---- dense: y = x W^T + b over the last axis --------------------------------------------------
+
+struct DenseGeom {
+  int64_t rows = 0, in_features = 0, units = 0;
+  bool has_bias = true;
+};
+
+DenseGeom dense_geometry(const TensorType& x, const Attrs& a) {
+  require(x.shape.size() >= 2, "dense expects an input of rank >= 2 [..., in_features], got " + core::to_string(x.shape));
+  DenseGeom g;
+  g.in_features = x.shape.back();
+  g.units = core::attr_i(a, "units");
+  const int64_t bias = core::attr_i(a, "bias");
+  require(g.units >= 1, "units must be >= 1, got " + str(g.units));
+  require(bias == 0 || bias == 1, "bias must be 0 or 1, got " + str(bias));
+  require(g.in_features >= 1, "in_features (the last input dim) must be >= 1");
+  g.has_bias = bias == 1;
+  g.rows = core::numel(x.shape) / g.in_features;
+  return g;
+}
+
+OpSpec make_dense() {
+  OpSpec s;
+  s.name = "dense";
+  s.family = "dense";
+  s.doc = "fully connected over the last axis: y = x W^T + b, weight [units, in_features] (PyTorch Linear), "
+          "optional bias [units]";
+  s.attrs = {
+      int_attr("units", 1, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1})}, "output features"),
+      int_enum_attr("bias", 1, {0, 1}, {2, -1}, "1 adds a learned bias [units]"),
+  };
+  s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
+    const DType dt = common_float_dtype(in);
+    const DenseGeom g = dense_geometry(in[0], a);
+    Shape y = in[0].shape;
+    y.back() = g.units;
+    Signature sig;
+    sig.outputs = {TensorType{dt, y}};
+    sig.params = {ParamSpec{"weight", TensorType{dt, {g.units, g.in_features}}, Init::Normal}};
+    if (g.has_bias) sig.params.push_back(ParamSpec{"bias", TensorType{dt, {g.units}}, Init::Zeros});
+    return sig;
+  };
+  s.forward = [](const Inputs& in, const Attrs& a) {
+    const DenseGeom g = dense_geometry(in[0]->type(), a);
+    Shape ys = in[0]->shape();
+    ys.back() = g.units;
+    Tensor y(DType::F64, ys);
+    const double* x = in[0]->f64();
+    const double* w = in[1]->f64();
+    const double* b = g.has_bias ? in[2]->f64() : nullptr;
+    double* yp = y.f64();
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int64_t u = 0; u < g.units; ++u) {
+        double acc = b ? b[u] : 0.0;
+        for (int64_t i = 0; i < g.in_features; ++i) acc += x[r * g.in_features + i] * w[u * g.in_features + i];
+        yp[r * g.units + u] = acc;
+      }
+    return std::vector<Tensor>{y};
+  };
+  s.vjp = [](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& grad) {
+    const DenseGeom g = dense_geometry(in[0]->type(), a);
+    Tensor gx(DType::F64, in[0]->shape()), gw(DType::F64, in[1]->shape());
+    const double* x = in[0]->f64();
+    const double* w = in[1]->f64();
+    const double* gy = grad[0].f64();
+    double* gxp = gx.f64();
+    double* gwp = gw.f64();
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (int64_t u = 0; u < g.units; ++u) {
+        const double d = gy[r * g.units + u];
+        for (int64_t i = 0; i < g.in_features; ++i) {
+          gxp[r * g.in_features + i] += d * w[u * g.in_features + i];
+          gwp[u * g.in_features + i] += d * x[r * g.in_features + i];
+        }
+      }
+    std::vector<Tensor> grads{gx, gw};
+    if (g.has_bias) {
+      Tensor gb(DType::F64, {g.units});
+      for (int64_t r = 0; r < g.rows; ++r)
+        for (int64_t u = 0; u < g.units; ++u) gb.f64()[u] += gy[r * g.units + u];
+      grads.push_back(gb);
+    }
+    return grads;
+  };
+  s.tol_f32 = {1e-5, 1e-4};
+  s.reduction_length = [](const std::vector<TensorType>& in, const Attrs&) {
+    return in[0].shape.empty() ? int64_t{1} : std::max<int64_t>(1, in[0].shape.back());
+  };
+  s.tags = {"dense"};
+  s.sample = [](core::Rng& rng) {
+    Shape x = random_shape(rng, static_cast<int>(rng.randint(1, 3)), 1, 3);  // leading dims
+    x.push_back(rng.randint(1, 6));
+    Case c;
+    c.inputs = {f64t(x)};
+    c.attrs = {{"units", rng.randint(1, 6)}, {"bias", int64_t{rng.bernoulli(0.5) ? 1 : 0}}};
+    c.gen = {InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+// ---- matmul: A [..., M, K] @ B [..., K, N] with broadcast batch dims -------------------------
+
+struct MatmulGeom {
+  int64_t m = 0, k = 0, n = 0;
+  Shape batch_a, batch_b, batch_out;
+};
+
+MatmulGeom matmul_geometry(const TensorType& a, const TensorType& b) {
+  require(a.shape.size() >= 2, "matmul input A must have rank >= 2 [..., M, K], got " + core::to_string(a.shape));
+  require(b.shape.size() >= 2, "matmul input B must have rank >= 2 [..., K, N], got " + core::to_string(b.shape));
+  MatmulGeom g;
+  g.m = a.shape[a.shape.size() - 2];
+  g.k = a.shape.back();
+  g.n = b.shape.back();
+  const int64_t kb = b.shape[b.shape.size() - 2];
+  require(g.k == kb, "matmul inner dimensions differ: A " + core::to_string(a.shape) + " has K=" + str(g.k) + ", B " +
+                         core::to_string(b.shape) + " has K=" + str(kb));
+  g.batch_a.assign(a.shape.begin(), a.shape.end() - 2);
+  g.batch_b.assign(b.shape.begin(), b.shape.end() - 2);
+  g.batch_out = broadcast_shapes(g.batch_a, g.batch_b);
+  return g;
+}
+
+Shape matmul_out_shape(const MatmulGeom& g) {
+  Shape y = g.batch_out;
+  y.push_back(g.m);
+  y.push_back(g.n);
+  return y;
+}
+
+// Calls f(a_index, b_index, y_index) for every product term A[.., i, p] * B[.., p, j] -> Y[.., i, j].
+template <class F>
+void for_each_matmul_term(const MatmulGeom& g, F f) {
+  // Which batch matrix of A and of B feeds each output batch matrix.
+  const auto map_a = broadcast_map(g.batch_a, g.batch_out);
+  const auto map_b = broadcast_map(g.batch_b, g.batch_out);
+  for (size_t bi = 0; bi < map_a.size(); ++bi) {
+    const int64_t a0 = map_a[bi] * g.m * g.k, b0 = map_b[bi] * g.k * g.n;
+    const int64_t y0 = static_cast<int64_t>(bi) * g.m * g.n;
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j)
+        for (int64_t p = 0; p < g.k; ++p) f(a0 + i * g.k + p, b0 + p * g.n + j, y0 + i * g.n + j);
+  }
+}
+
+// Batch dims for one matmul operand: a suffix of `full`, some dims replaced by 1 to broadcast.
+Shape operand_batch(core::Rng& rng, const Shape& full) {
+  const auto r = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(full.size())));
+  Shape b(full.end() - static_cast<std::ptrdiff_t>(r), full.end());
+  for (auto& d : b)
+    if (rng.bernoulli(0.3)) d = 1;
+  return b;
+}
+
+OpSpec make_matmul() {
+  OpSpec s;
+  s.name = "matmul";
+  s.family = "dense";
+  s.doc = "NumPy matmul of A [..., M, K] and B [..., K, N] (both rank >= 2), batch dims broadcast";
+  s.min_inputs = s.max_inputs = 2;
+  s.infer = [](const std::vector<TensorType>& in, const Attrs&) {
+    const DType dt = common_float_dtype(in);
+    return Signature{{TensorType{dt, matmul_out_shape(matmul_geometry(in[0], in[1]))}}, {}};
+  };
+  s.forward = [](const Inputs& in, const Attrs&) {
+    const MatmulGeom g = matmul_geometry(in[0]->type(), in[1]->type());
+    Tensor y(DType::F64, matmul_out_shape(g));
+    const double* a = in[0]->f64();
+    const double* b = in[1]->f64();
+    double* yp = y.f64();
+    for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) { yp[yi] += a[ai] * b[bi]; });
+    return std::vector<Tensor>{y};
+  };
+  s.vjp = [](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& grad) {
+    const MatmulGeom g = matmul_geometry(in[0]->type(), in[1]->type());
+    Tensor ga(DType::F64, in[0]->shape()), gb(DType::F64, in[1]->shape());
+    const double* a = in[0]->f64();
+    const double* b = in[1]->f64();
+    const double* gy = grad[0].f64();
+    double* gap = ga.f64();
+    double* gbp = gb.f64();
+    // Accumulating into the mapped (un-broadcast) matrix sums the gradient over broadcast batch
+    // dims, as sum_to would on a materialised broadcast gradient.
+    for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) {
+      gap[ai] += gy[yi] * b[bi];
+      gbp[bi] += gy[yi] * a[ai];
+    });
+    return std::vector<Tensor>{ga, gb};
+  };
+  s.tol_f32 = {1e-5, 1e-4};
+  s.reduction_length = [](const std::vector<TensorType>& in, const Attrs&) {
+    return in[0].shape.empty() ? int64_t{1} : std::max<int64_t>(1, in[0].shape.back());
+  };
+  s.tags = {"matmul"};
+  s.sample = [](core::Rng& rng) {
+    const Shape full = random_shape(rng, static_cast<int>(rng.randint(0, 2)), 2, 3);  // output batch dims
+    const int64_t m = rng.randint(1, 4), k = rng.randint(1, 4), n = rng.randint(1, 4);
+    Shape a = operand_batch(rng, full), b = operand_batch(rng, full);
+    a.insert(a.end(), {m, k});
+    b.insert(b.end(), {k, n});
+    Case c;
+    c.inputs = {f64t(a), f64t(b)};
+    c.gen = {InputGen{}, InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_dense(Registry& r) {
+  r.add(make_dense());
+  r.add(make_matmul());
+}
 
 }  // namespace quorum::ops

@@ -1,9 +1,208 @@
-// Operators of the 'loss' family.
+// Losses: a prediction and a target of the same shape reduced to one scalar (shape []), the mean
+// over the batch or over every element. The target is data, not a variable: its gradient is not
+// computed (nondiff input 1), so the VJP returns an undefined Tensor for it.
+#include <algorithm>
+#include <cmath>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_loss(Registry& r) { (void)r; }
+// A loss as two functions of the prediction p and target t (both float64, same shape): its value
+// and dL/dp.
+using LossFn = std::function<double(const Tensor& p, const Tensor& t)>;
+using LossGradFn = std::function<Tensor(const Tensor& p, const Tensor& t)>;
+
+struct Loss {
+  std::string name;
+  std::string doc;
+  int rank;  // required rank of the prediction; -1 for any
+  LossFn value;
+  LossGradFn grad;
+  InputGen pred_gen;
+  InputGen target_gen;
+  std::vector<ValidRange> ranges = {};
+};
+
+Signature loss_infer(const std::string& name, int rank, const std::vector<TensorType>& in) {
+  const DType dt = common_float_dtype(in);
+  const Shape& p = in[0].shape;
+  if (rank >= 0)
+    require(static_cast<int>(p.size()) == rank, name + " expects a prediction [N, C] of rank " + std::to_string(rank) +
+                                                    ", got rank " + std::to_string(p.size()));
+  require(in[1].shape == p, "target shape " + core::to_string(in[1].shape) + " differs from prediction shape " +
+                                core::to_string(p));
+  require(core::numel(p) > 0, name + " of an empty prediction is undefined (mean over zero elements)");
+  return Signature{{TensorType{dt, {}}}, {}};
+}
+
+OpSpec make_loss(Loss l) {
+  OpSpec s;
+  s.name = l.name;
+  s.family = "loss";
+  s.doc = l.doc;
+  s.min_inputs = s.max_inputs = 2;
+  s.is_loss = true;
+  s.nondiff_inputs = {1};
+  s.valid_ranges = l.ranges;
+  s.tags = {"loss"};
+  if (!l.ranges.empty()) s.tags.push_back("vulnerable");
+  const std::string name = l.name;
+  const int rank = l.rank;
+  s.infer = [name, rank](const std::vector<TensorType>& in, const Attrs&) { return loss_infer(name, rank, in); };
+  LossFn value = l.value;
+  s.forward = [value](const Inputs& in, const Attrs&) { return std::vector<Tensor>{Tensor::scalar(value(*in[0], *in[1]))}; };
+  LossGradFn grad = l.grad;
+  s.vjp = [grad](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
+    Tensor gp = grad(*in[0], *in[1]);
+    const double seed = g[0].f64()[0];
+    for (int64_t i = 0; i < gp.numel(); ++i) gp.f64()[i] *= seed;
+    return std::vector<Tensor>{gp, Tensor()};
+  };
+  // The mean sums every element.
+  s.reduction_length = [](const std::vector<TensorType>& in, const Attrs&) { return core::numel(in[0].shape); };
+  const int sample_rank = rank;
+  const InputGen pg = l.pred_gen, tg = l.target_gen;
+  const bool soft_or_hard = l.target_gen.fill == Fill::Probability;
+  s.sample = [sample_rank, pg, tg, soft_or_hard](core::Rng& rng) {
+    Case c;
+    const int r = sample_rank >= 0 ? sample_rank : static_cast<int>(rng.randint(1, 3));
+    const Shape shape = sample_rank == 2 ? Shape{rng.randint(1, 3), rng.randint(2, 5)} : random_shape(rng, r, 1, 4);
+    c.inputs = {f64t(shape), f64t(shape)};
+    InputGen t = tg;
+    // Soft targets and hard (one-hot) labels both count as probabilities.
+    if (soft_or_hard && rng.bernoulli(0.5)) t.fill = Fill::OneHot;
+    c.gen = {pg, t};
+    return c;
+  };
+  return s;
+}
+
+// Per-row view of an [N, C] tensor.
+int64_t rows(const Tensor& p) { return p.dim(0); }
+int64_t cols(const Tensor& p) { return p.dim(1); }
+
+// log(sum(exp(row))) with the maximum subtracted first, so large logits do not overflow.
+double row_logsumexp(const double* row, int64_t c) {
+  const double m = *std::max_element(row, row + c);
+  double s = 0;
+  for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
+  return m + std::log(s);
+}
+
+// The first index attaining the maximum of (1 - t) * p in a row (categorical_hinge's negative).
+int64_t hinge_neg_index(const double* p, const double* t, int64_t c) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < c; ++j)
+    if ((1.0 - t[j]) * p[j] > (1.0 - t[best]) * p[best]) best = j;
+  return best;
+}
+
+double hinge_margin(const double* p, const double* t, int64_t c) {
+  double pos = 0;
+  for (int64_t j = 0; j < c; ++j) pos += t[j] * p[j];
+  const int64_t k = hinge_neg_index(p, t, c);
+  return (1.0 - t[k]) * p[k] - pos + 1.0;
+}
+
+std::vector<Loss> losses() {
+  return {
+      {"mse_loss", "mean over all elements of (p - t)^2", -1,
+       [](const Tensor& p, const Tensor& t) {
+         double s = 0;
+         for (int64_t i = 0; i < p.numel(); ++i) s += (p.f64()[i] - t.f64()[i]) * (p.f64()[i] - t.f64()[i]);
+         return s / static_cast<double>(p.numel());
+       },
+       [](const Tensor& p, const Tensor& t) {
+         Tensor g(DType::F64, p.shape());
+         const double n = static_cast<double>(p.numel());
+         for (int64_t i = 0; i < p.numel(); ++i) g.f64()[i] = 2.0 * (p.f64()[i] - t.f64()[i]) / n;
+         return g;
+       },
+       InputGen{}, InputGen{}},
+      {"softmax_cross_entropy",
+       "logits p [N, C], target probabilities t [N, C]: mean over N of -sum_c t * log_softmax(p)", 2,
+       [](const Tensor& p, const Tensor& t) {
+         double s = 0;
+         for (int64_t b = 0; b < rows(p); ++b) {
+           const double* pr = p.f64() + b * cols(p);
+           const double* tr = t.f64() + b * cols(p);
+           const double lse = row_logsumexp(pr, cols(p));
+           for (int64_t j = 0; j < cols(p); ++j) s -= tr[j] * (pr[j] - lse);
+         }
+         return s / static_cast<double>(rows(p));
+       },
+       [](const Tensor& p, const Tensor& t) {
+         // d/dp_j = (sum_c t_c) * softmax_j - t_j: exact even when a target row does not sum to 1.
+         Tensor g(DType::F64, p.shape());
+         const double n = static_cast<double>(rows(p));
+         for (int64_t b = 0; b < rows(p); ++b) {
+           const double* pr = p.f64() + b * cols(p);
+           const double* tr = t.f64() + b * cols(p);
+           const double lse = row_logsumexp(pr, cols(p));
+           double tsum = 0;
+           for (int64_t j = 0; j < cols(p); ++j) tsum += tr[j];
+           for (int64_t j = 0; j < cols(p); ++j)
+             g.f64()[b * cols(p) + j] = (tsum * std::exp(pr[j] - lse) - tr[j]) / n;
+         }
+         return g;
+       },
+       InputGen{-3, 3}, InputGen{0, 1, Fill::Probability}},
+      {"binary_cross_entropy",
+       "probabilities p, targets t in [0, 1] of the same shape: mean of -(t log p + (1-t) log(1-p))", -1,
+       [](const Tensor& p, const Tensor& t) {
+         double s = 0;
+         for (int64_t i = 0; i < p.numel(); ++i) {
+           const double pi = p.f64()[i], ti = t.f64()[i];
+           s -= ti * std::log(pi) + (1.0 - ti) * std::log1p(-pi);
+         }
+         return s / static_cast<double>(p.numel());
+       },
+       [](const Tensor& p, const Tensor& t) {
+         Tensor g(DType::F64, p.shape());
+         const double n = static_cast<double>(p.numel());
+         for (int64_t i = 0; i < p.numel(); ++i) {
+           const double pi = p.f64()[i], ti = t.f64()[i];
+           g.f64()[i] = (pi - ti) / (pi * (1.0 - pi)) / n;
+         }
+         return g;
+       },
+       InputGen{0.05, 0.95}, InputGen{0, 1},
+       {ValidRange{0, 0, 1, false, false, "log(p) or log(1 - p) is -inf or NaN for p outside (0, 1)"}}},
+      {"categorical_hinge",
+       "Keras categorical hinge, p [N, C], one-hot t [N, C]: pos = sum(t*p), neg = max((1-t)*p) over C, "
+       "mean over N of max(0, neg - pos + 1)",
+       2,
+       [](const Tensor& p, const Tensor& t) {
+         double s = 0;
+         for (int64_t b = 0; b < rows(p); ++b)
+           s += std::max(0.0, hinge_margin(p.f64() + b * cols(p), t.f64() + b * cols(p), cols(p)));
+         return s / static_cast<double>(rows(p));
+       },
+       [](const Tensor& p, const Tensor& t) {
+         Tensor g(DType::F64, p.shape());
+         const double n = static_cast<double>(rows(p));
+         for (int64_t b = 0; b < rows(p); ++b) {
+           const double* pr = p.f64() + b * cols(p);
+           const double* tr = t.f64() + b * cols(p);
+           if (hinge_margin(pr, tr, cols(p)) <= 0) continue;  // the hinge is flat here
+           double* gr = g.f64() + b * cols(p);
+           for (int64_t j = 0; j < cols(p); ++j) gr[j] = -tr[j] / n;
+           const int64_t k = hinge_neg_index(pr, tr, cols(p));
+           gr[k] += (1.0 - tr[k]) / n;
+         }
+         return g;
+       },
+       InputGen{-2, 2}, InputGen{0, 1, Fill::OneHot}},
+  };
+}
+
+}  // namespace
+
+void register_loss(Registry& r) {
+  for (auto& l : losses()) r.add(make_loss(std::move(l)));
+}
 
 }  // namespace quorum::ops

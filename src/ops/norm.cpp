@@ -1,9 +1,401 @@
-// Operators of the 'norm' family.
+// Normalisation operators: batch_norm (stored or batch statistics), layer_norm (ONNX
+// LayerNormalization) and lrn (ONNX LRN across channels).
+// batch_norm in training mode and layer_norm share one backward: with xhat = (x - mu) * rstd over a
+// group of m values (biased variance), dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+#include <cmath>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_norm(Registry& r) { (void)r; }
+// The smallest epsilon the domain accepts: epsilon must be strictly positive so that a zero
+// variance never reaches the square root.
+constexpr double kEpsLo = 1e-12;
+
+AttrSpec epsilon_attr() {
+  return float_attr("epsilon", 1e-5, kEpsLo, kInf, {AttrValue(-1.0), AttrValue(0.0)},
+                    "added to the variance under the square root (> 0)");
+}
+
+double sample_epsilon(core::Rng& rng) { return rng.pick(std::vector<double>{1e-5, 1e-3, 1e-2, 0.1}); }
+
+// Mean and reciprocal standard deviation (biased variance) of one group of values.
+struct GroupStats {
+  double mean = 0, rstd = 0;
+};
+
+GroupStats group_stats(const double* x, const std::vector<int64_t>& idx, double eps) {
+  const double m = static_cast<double>(idx.size());
+  double mean = 0;
+  for (int64_t i : idx) mean += x[i];
+  mean /= m;
+  double var = 0;
+  for (int64_t i : idx) var += (x[i] - mean) * (x[i] - mean);
+  var /= m;
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
+// The backward of xhat = (x - mean(x)) * rstd(x) over one group, given dL/dxhat; accumulates dL/dx.
+void group_backward(const double* x, const double* dxhat, const std::vector<int64_t>& idx, const GroupStats& s,
+                    double* dx) {
+  const double m = static_cast<double>(idx.size());
+  double mean_d = 0, mean_dx = 0;
+  for (int64_t i : idx) {
+    const double xh = (x[i] - s.mean) * s.rstd;
+    mean_d += dxhat[i];
+    mean_dx += dxhat[i] * xh;
+  }
+  mean_d /= m;
+  mean_dx /= m;
+  for (int64_t i : idx) {
+    const double xh = (x[i] - s.mean) * s.rstd;
+    dx[i] += s.rstd * (dxhat[i] - mean_d - xh * mean_dx);
+  }
+}
+
+// ---- batch_norm ----------------------------------------------------------------------------------
+
+int64_t spatial_size(const Shape& s) {
+  int64_t n = 1;
+  for (size_t d = 2; d < s.size(); ++d) n *= s[d];
+  return n;
+}
+
+// Flat indices of every element of channel c in an [N, C, ...] tensor.
+std::vector<int64_t> channel_indices(const Shape& s, int64_t c) {
+  const int64_t n = s[0], ch = s[1], sp = spatial_size(s);
+  std::vector<int64_t> idx;
+  idx.reserve(static_cast<size_t>(n * sp));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < sp; ++k) idx.push_back((b * ch + c) * sp + k);
+  return idx;
+}
+
+// The statistics channel c is normalised with: the stored mean/var, or the batch's own.
+GroupStats bn_stats(const Inputs& in, const Attrs& a, int64_t c, const std::vector<int64_t>& idx) {
+  const double eps = core::attr_f(a, "epsilon");
+  if (core::attr_i(a, "training") == 1) return group_stats(in[0]->f64(), idx, eps);
+  return {in[3]->f64()[c], 1.0 / std::sqrt(in[4]->f64()[c] + eps)};
+}
+
+Signature batch_norm_infer(const std::vector<TensorType>& in, const Attrs& a) {
+  const DType dt = common_float_dtype(in);
+  const Shape& s = in[0].shape;
+  require(s.size() >= 2 && s.size() <= 5,
+          "batch_norm expects X [N, C, ...] of rank 2 to 5, got rank " + std::to_string(s.size()));
+  require(s[0] >= 1 && s[1] >= 1 && spatial_size(s) >= 1, "batch_norm needs at least one value per channel");
+  // With one value per channel the batch variance is 0 and the output is just the bias; PyTorch
+  // rejects this, so the catalogue does too.
+  if (core::attr_i(a, "training") == 1)
+    require(s[0] * spatial_size(s) > 1, "batch_norm in training mode needs more than one value per channel");
+  const TensorType p{dt, {s[1]}};
+  return Signature{{in[0]}, {{"scale", p, Init::Ones}, {"bias", p, Init::Zeros}, {"mean", p, Init::Zeros},
+                             {"var", p, Init::Positive}}};
+}
+
+std::vector<Tensor> batch_norm_forward(const Inputs& in, const Attrs& a) {
+  const Tensor& x = *in[0];
+  const double* scale = in[1]->f64();
+  const double* bias = in[2]->f64();
+  Tensor y(DType::F64, x.shape());
+  for (int64_t c = 0; c < x.dim(1); ++c) {
+    const auto idx = channel_indices(x.shape(), c);
+    const GroupStats s = bn_stats(in, a, c, idx);
+    for (int64_t i : idx) y.f64()[i] = scale[c] * (x.f64()[i] - s.mean) * s.rstd + bias[c];
+  }
+  return {y};
+}
+
+std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
+                                   const std::vector<Tensor>& g) {
+  const Tensor& x = *in[0];
+  const double* xp = x.f64();
+  const double* scale = in[1]->f64();
+  const double* gy = g[0].f64();
+  const bool training = core::attr_i(a, "training") == 1;
+  const Shape cs{x.dim(1)};
+  Tensor gx(DType::F64, x.shape()), gscale(DType::F64, cs), gbias(DType::F64, cs), gmean(DType::F64, cs),
+      gvar(DType::F64, cs);
+  Tensor dxhat(DType::F64, x.shape());
+  for (int64_t c = 0; c < x.dim(1); ++c) {
+    const auto idx = channel_indices(x.shape(), c);
+    const GroupStats s = bn_stats(in, a, c, idx);
+    for (int64_t i : idx) {
+      const double xh = (xp[i] - s.mean) * s.rstd;
+      gscale.f64()[c] += gy[i] * xh;
+      gbias.f64()[c] += gy[i];
+      dxhat.f64()[i] = gy[i] * scale[c];
+    }
+    if (training) {
+      // The statistics depend on x; the stored mean/var are unused, so their gradient stays 0.
+      group_backward(xp, dxhat.f64(), idx, s, gx.f64());
+    } else {
+      for (int64_t i : idx) {
+        const double d = dxhat.f64()[i];
+        gx.f64()[i] = d * s.rstd;
+        gmean.f64()[c] -= d * s.rstd;
+        // d rstd / d var = -rstd^3 / 2.
+        gvar.f64()[c] += d * (xp[i] - s.mean) * -0.5 * s.rstd * s.rstd * s.rstd;
+      }
+    }
+  }
+  return {gx, gscale, gbias, gmean, gvar};
+}
+
+OpSpec batch_norm_spec() {
+  OpSpec s;
+  s.name = "batch_norm";
+  s.family = "norm";
+  s.doc =
+      "y = scale*(x-mean)/sqrt(var+epsilon)+bias per channel of X [N, C, ...]; training=1 normalises with the "
+      "batch statistics over N and the spatial dims (biased variance) and ignores the mean/var params";
+  s.attrs = {epsilon_attr(),
+             int_enum_attr("training", 0, {0, 1}, {2, -1}, "0: stored mean/var; 1: batch statistics")};
+  s.infer = batch_norm_infer;
+  s.forward = batch_norm_forward;
+  s.vjp = batch_norm_vjp;
+  s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
+    return core::attr_i(a, "training") == 1 ? in[0].shape[0] * spatial_size(in[0].shape) : 1;
+  };
+  s.valid_ranges = {ValidRange{4, 0, kInf, true, false, "var + epsilon <= 0 puts a non-positive value under sqrt"}};
+  s.tags = {"norm", "vulnerable"};
+  s.sample = [](core::Rng& rng) {
+    Case c;
+    const int rank = static_cast<int>(rng.randint(2, 5));
+    Shape shape{rng.randint(1, 2), rng.randint(1, 4)};
+    // Higher ranks get smaller spatial extents so the tensor stays small.
+    const int64_t hi = rank <= 3 ? 7 : rank == 4 ? 5 : 3;
+    for (int d = 2; d < rank; ++d) shape.push_back(rng.randint(2, hi));
+    const bool training = rng.bernoulli(0.5);
+    if (training && rank == 2 && shape[0] == 1) shape[0] = 2;  // more than one value per channel
+    c.inputs = {f64t(shape)};
+    c.attrs["epsilon"] = sample_epsilon(rng);
+    c.attrs["training"] = int64_t{training ? 1 : 0};
+    return c;
+  };
+  return s;
+}
+
+// ---- layer_norm ----------------------------------------------------------------------------------
+
+// Rows (the leading dims before axis) and their length K (the product of dims axis..end).
+std::pair<int64_t, int64_t> ln_split(const Shape& s, int axis) {
+  int64_t rows = 1, k = 1;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) (d < axis ? rows : k) *= s[static_cast<size_t>(d)];
+  return {rows, k};
+}
+
+std::vector<int64_t> row_indices(int64_t row, int64_t k) {
+  std::vector<int64_t> idx(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) idx[static_cast<size_t>(j)] = row * k + j;
+  return idx;
+}
+
+int ln_axis(const Shape& s, const Attrs& a) { return norm_axis(core::attr_i(a, "axis"), static_cast<int>(s.size())); }
+
+Signature layer_norm_infer(const std::vector<TensorType>& in, const Attrs& a) {
+  const DType dt = common_float_dtype(in);
+  const Shape& s = in[0].shape;
+  require(s.size() >= 2, "layer_norm expects X of rank >= 2, got rank " + std::to_string(s.size()));
+  const int axis = ln_axis(s, a);
+  require(ln_split(s, axis).second >= 1, "layer_norm over an empty slice");
+  const TensorType p{dt, Shape(s.begin() + axis, s.end())};
+  return Signature{{in[0]}, {{"scale", p, Init::Ones}, {"bias", p, Init::Zeros}}};
+}
+
+std::vector<Tensor> layer_norm_forward(const Inputs& in, const Attrs& a) {
+  const Tensor& x = *in[0];
+  const double* scale = in[1]->f64();
+  const double* bias = in[2]->f64();
+  const double eps = core::attr_f(a, "epsilon");
+  const auto [rows, k] = ln_split(x.shape(), ln_axis(x.shape(), a));
+  Tensor y(DType::F64, x.shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto idx = row_indices(r, k);
+    const GroupStats s = group_stats(x.f64(), idx, eps);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = r * k + j;
+      y.f64()[i] = scale[j] * (x.f64()[i] - s.mean) * s.rstd + bias[j];
+    }
+  }
+  return {y};
+}
+
+std::vector<Tensor> layer_norm_vjp(const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
+                                   const std::vector<Tensor>& g) {
+  const Tensor& x = *in[0];
+  const double* xp = x.f64();
+  const double* scale = in[1]->f64();
+  const double* gy = g[0].f64();
+  const double eps = core::attr_f(a, "epsilon");
+  const auto [rows, k] = ln_split(x.shape(), ln_axis(x.shape(), a));
+  Tensor gx(DType::F64, x.shape()), dxhat(DType::F64, x.shape());
+  Tensor gscale(DType::F64, in[1]->shape()), gbias(DType::F64, in[2]->shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto idx = row_indices(r, k);
+    const GroupStats s = group_stats(xp, idx, eps);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = r * k + j;
+      gscale.f64()[j] += gy[i] * (xp[i] - s.mean) * s.rstd;
+      gbias.f64()[j] += gy[i];
+      dxhat.f64()[i] = gy[i] * scale[j];
+    }
+    group_backward(xp, dxhat.f64(), idx, s, gx.f64());
+  }
+  return {gx, gscale, gbias};
+}
+
+OpSpec layer_norm_spec() {
+  OpSpec s;
+  s.name = "layer_norm";
+  s.family = "norm";
+  s.doc =
+      "ONNX LayerNormalization: normalise over dims axis..end (biased variance), then scale and bias shaped "
+      "X.shape[axis:]";
+  s.attrs = {int_attr("axis", -1, -kInf, kInf, {AttrValue(int64_t{10}), AttrValue(int64_t{-10})},
+                      "first normalised dim; dims axis..end are normalised (negative counts from the end)"),
+             epsilon_attr()};
+  s.infer = layer_norm_infer;
+  s.forward = layer_norm_forward;
+  s.vjp = layer_norm_vjp;
+  s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
+    return ln_split(in[0].shape, ln_axis(in[0].shape, a)).second;
+  };
+  s.tags = {"norm"};
+  s.sample = [](core::Rng& rng) {
+    Case c;
+    const int rank = static_cast<int>(rng.randint(2, 4));
+    c.inputs = {f64t(random_shape(rng, rank, 1, 5))};
+    // Mostly the common trailing-dims forms; axis 0 (normalise everything) now and then.
+    const int64_t first = rng.bernoulli(0.15) ? 0 : rng.randint(1, rank - 1);
+    c.attrs["axis"] = rng.bernoulli(0.5) ? first : first - rank;
+    c.attrs["epsilon"] = sample_epsilon(rng);
+    return c;
+  };
+  return s;
+}
+
+// ---- lrn -----------------------------------------------------------------------------------------
+
+struct LrnGeom {
+  int64_t n, c, sp;  // batch, channels, H*W
+  int64_t before, after;  // window is [ch - before, ch + after], clipped to the channels
+  double alpha_n, beta, bias;  // alpha_n = alpha / size
+};
+
+LrnGeom lrn_geom(const Shape& s, const Attrs& a) {
+  const int64_t size = core::attr_i(a, "size");
+  return {s[0],
+          s[1],
+          s[2] * s[3],
+          (size - 1) / 2,
+          size - 1 - (size - 1) / 2,
+          core::attr_f(a, "alpha") / static_cast<double>(size),
+          core::attr_f(a, "beta"),
+          core::attr_f(a, "bias")};
+}
+
+// The denominator base d = bias + alpha/size * (sum of squares over the channel window).
+Tensor lrn_base(const Tensor& x, const LrnGeom& g) {
+  Tensor d(DType::F64, x.shape());
+  const double* xp = x.f64();
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t ch = 0; ch < g.c; ++ch)
+      for (int64_t k = 0; k < g.sp; ++k) {
+        double sum = 0;
+        for (int64_t j = std::max<int64_t>(0, ch - g.before); j <= std::min(g.c - 1, ch + g.after); ++j) {
+          const double v = xp[(b * g.c + j) * g.sp + k];
+          sum += v * v;
+        }
+        d.f64()[(b * g.c + ch) * g.sp + k] = g.bias + g.alpha_n * sum;
+      }
+  return d;
+}
+
+Signature lrn_infer(const std::vector<TensorType>& in, const Attrs& a) {
+  common_float_dtype(in);
+  require(in[0].shape.size() == 4, "lrn expects X [N, C, H, W], got rank " + std::to_string(in[0].shape.size()));
+  require(core::attr_i(a, "size") % 2 == 1, "lrn size must be odd (ONNX LRN), got " +
+                                                std::to_string(core::attr_i(a, "size")));
+  return Signature{{in[0]}, {}};
+}
+
+std::vector<Tensor> lrn_forward(const Inputs& in, const Attrs& a) {
+  const Tensor& x = *in[0];
+  const LrnGeom g = lrn_geom(x.shape(), a);
+  const Tensor d = lrn_base(x, g);
+  Tensor y(DType::F64, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) y.f64()[i] = x.f64()[i] * std::pow(d.f64()[i], -g.beta);
+  return {y};
+}
+
+std::vector<Tensor> lrn_vjp(const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
+                            const std::vector<Tensor>& grad) {
+  const Tensor& x = *in[0];
+  const double* xp = x.f64();
+  const double* gy = grad[0].f64();
+  const LrnGeom g = lrn_geom(x.shape(), a);
+  const Tensor d = lrn_base(x, g);
+  const double* dp = d.f64();
+  Tensor gx(DType::F64, x.shape());
+  double* gxp = gx.f64();
+  // y_c = x_c * d_c^-beta: a direct term, plus each x_j in c's window reaching y_c through d_c.
+  for (int64_t i = 0; i < x.numel(); ++i) gxp[i] = gy[i] * std::pow(dp[i], -g.beta);
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t ch = 0; ch < g.c; ++ch)
+      for (int64_t k = 0; k < g.sp; ++k) {
+        const int64_t i = (b * g.c + ch) * g.sp + k;
+        const double coef = gy[i] * xp[i] * -g.beta * std::pow(dp[i], -g.beta - 1.0) * g.alpha_n * 2.0;
+        for (int64_t j = std::max<int64_t>(0, ch - g.before); j <= std::min(g.c - 1, ch + g.after); ++j) {
+          const int64_t ij = (b * g.c + j) * g.sp + k;
+          gxp[ij] += coef * xp[ij];
+        }
+      }
+  return {gx};
+}
+
+OpSpec lrn_spec() {
+  OpSpec s;
+  s.name = "lrn";
+  s.family = "norm";
+  s.doc =
+      "ONNX LRN across channels of X [N, C, H, W]: y = x / (bias + alpha/size * sum of x^2 over channels "
+      "[c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, C-1])^beta";
+  const double nan = std::nan("");
+  s.attrs = {int_attr("size", 5, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1}), AttrValue(int64_t{2})},
+                      "number of channels in the window (odd)"),
+             float_attr("alpha", 1e-4, 0, kInf, {AttrValue(-1.0), AttrValue(nan)}, "scale of the sum of squares"),
+             float_attr("beta", 0.75, 0, kInf, {AttrValue(nan)}, "exponent"),
+             float_attr("bias", 1.0, kEpsLo, kInf, {AttrValue(0.0), AttrValue(-1.0)},
+                        "additive constant in the base (> 0 keeps the base positive)")};
+  s.infer = lrn_infer;
+  s.forward = lrn_forward;
+  s.vjp = lrn_vjp;
+  s.reduction_length = [](const std::vector<TensorType>&, const Attrs& a) -> int64_t {
+    return core::attr_i(a, "size");
+  };
+  s.tags = {"norm"};
+  s.sample = [](core::Rng& rng) {
+    Case c;
+    c.inputs = {f64t({rng.randint(1, 2), rng.randint(1, 6), rng.randint(2, 4), rng.randint(2, 4)})};
+    c.attrs["size"] = rng.pick(std::vector<int64_t>{1, 3, 5});
+    // Much larger than the 1e-4 default, so the window term matters in the gradient check.
+    c.attrs["alpha"] = random_float(rng, 0.01, 0.5);
+    c.attrs["beta"] = random_float(rng, 0.5, 1.0);
+    c.attrs["bias"] = random_float(rng, 0.5, 2.0);
+    return c;
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_norm(Registry& r) {
+  r.add(batch_norm_spec());
+  r.add(layer_norm_spec());
+  r.add(lrn_spec());
+}
 
 }  // namespace quorum::ops

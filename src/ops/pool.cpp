@@ -1,9 +1,365 @@
-// Operators of the 'pool' family.
+// Pooling operators (layout NCL / NCHW, ONNX MaxPool / AveragePool / Global*Pool semantics).
+// A window pool is described per spatial axis by its geometry (kernel, stride, begin/end padding,
+// output length); the kernels enumerate each output's window once, as a list of input cells, and
+// the forward and backward passes both walk that list.
+#include <algorithm>
+#include <cmath>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_pool(Registry& r) { (void)r; }
+// One spatial axis of a window pool.
+struct Axis {
+  int64_t in = 1;      // input length
+  int64_t k = 1;       // kernel length
+  int64_t s = 1;       // stride
+  int64_t pb = 0;      // padding before
+  int64_t pe = 0;      // padding after
+  int64_t out = 1;     // output length
+};
+
+std::string ints_text(const std::vector<int64_t>& v) { return core::to_string(AttrValue(v)); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b > 0
+
+// The geometry of a window pool over `x`, with every requirement checked. Shared by the shape rule
+// and the kernels, so they can never disagree.
+std::vector<Axis> window_geometry(const std::string& op, const Shape& x, const Attrs& a, int d) {
+  require(static_cast<int>(x.size()) == d + 2,
+          op + " expects input of rank " + std::to_string(d + 2) + (d == 1 ? " [N, C, L]" : " [N, C, H, W]") +
+              ", got rank " + std::to_string(x.size()));
+  const auto& kernel = core::attr_ints(a, "kernel_shape");
+  const auto& strides = core::attr_ints(a, "strides");
+  const auto& pads = core::attr_ints(a, "pads");
+  const std::string& auto_pad = core::attr_s(a, "auto_pad");
+  const bool ceil_mode = core::attr_i(a, "ceil_mode") == 1;
+  require(static_cast<int>(kernel.size()) == d, "kernel_shape " + ints_text(kernel) + " must have " +
+                                                    std::to_string(d) + " entries (one per spatial axis)");
+  require(static_cast<int>(strides.size()) == d,
+          "strides " + ints_text(strides) + " must have " + std::to_string(d) + " entries (one per spatial axis)");
+  require(static_cast<int>(pads.size()) == 2 * d, "pads " + ints_text(pads) + " must have " + std::to_string(2 * d) +
+                                                      " entries [begin..., end...]");
+  const bool explicit_pads = auto_pad == "NOTSET";
+  std::vector<Axis> g(static_cast<size_t>(d));
+  for (int i = 0; i < d; ++i) {
+    const auto ui = static_cast<size_t>(i);
+    Axis& ax = g[ui];
+    ax.in = x[ui + 2];
+    ax.k = kernel[ui];
+    ax.s = strides[ui];
+    ax.pb = pads[ui];
+    ax.pe = pads[ui + static_cast<size_t>(d)];
+    const std::string axis = "spatial axis " + std::to_string(i);
+    require(ax.in >= 1, op + " requires non-empty spatial dims, " + axis + " has length " + std::to_string(ax.in));
+    require(ax.k >= 1, "kernel_shape entries must be >= 1, got " + ints_text(kernel));
+    require(ax.s >= 1, "strides entries must be >= 1, got " + ints_text(strides));
+    require(ax.pb >= 0 && ax.pe >= 0, "pads entries must be >= 0, got " + ints_text(pads));
+    require(explicit_pads || (ax.pb == 0 && ax.pe == 0),
+            "pads must be zero when auto_pad is " + auto_pad + ", got " + ints_text(pads));
+    if (auto_pad == "NOTSET") {
+      // ONNX / PyTorch: a pad as large as the kernel would allow windows made only of padding.
+      require(ax.pb < ax.k && ax.pe < ax.k, "pads must be smaller than the kernel: " + axis + " has pads (" +
+                                                std::to_string(ax.pb) + ", " + std::to_string(ax.pe) +
+                                                ") for kernel " + std::to_string(ax.k));
+      const int64_t span = ax.in + ax.pb + ax.pe - ax.k;
+      require(span >= 0, "kernel larger than the padded input: " + axis + " has kernel " + std::to_string(ax.k) +
+                             " over padded length " + std::to_string(ax.in + ax.pb + ax.pe));
+      ax.out = (ceil_mode ? ceil_div(span, ax.s) : span / ax.s) + 1;
+      // A ceil-mode window that would start in the right padding is dropped (PyTorch, ONNX).
+      if (ceil_mode && (ax.out - 1) * ax.s >= ax.in + ax.pb) --ax.out;
+    } else if (auto_pad == "VALID") {
+      require(ax.in >= ax.k, "kernel larger than the input with auto_pad VALID: " + axis + " has kernel " +
+                                 std::to_string(ax.k) + " over length " + std::to_string(ax.in));
+      ax.out = (ax.in - ax.k) / ax.s + 1;
+    } else {
+      // SAME_UPPER / SAME_LOWER: out = ceil(in / stride), the odd pad cell goes at the end (UPPER)
+      // or at the beginning (LOWER).
+      ax.out = ceil_div(ax.in, ax.s);
+      const int64_t total = std::max<int64_t>(0, (ax.out - 1) * ax.s + ax.k - ax.in);
+      ax.pe = auto_pad == "SAME_UPPER" ? total - total / 2 : total / 2;
+      ax.pb = total - ax.pe;
+    }
+    require(ax.out >= 1, op + " output would be empty along " + axis);
+  }
+  return g;
+}
+
+// One output position's window: its input cells (offsets within a [spatial...] plane, in row-major
+// window order) and the divisor an average uses with and without the padded cells.
+struct Window {
+  std::vector<int64_t> cells;
+  int64_t with_pad = 1;  // cells inside [-pad_begin, in + pad_end): never beyond the padded input
+};
+
+// Advances a row-major multi-index over the box [lo, hi); false once it wraps.
+bool next_index(std::vector<int64_t>& idx, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi) {
+  for (int d = static_cast<int>(idx.size()) - 1; d >= 0; --d) {
+    const auto ud = static_cast<size_t>(d);
+    if (++idx[ud] < hi[ud]) return true;
+    idx[ud] = lo[ud];
+  }
+  return false;
+}
+
+std::vector<Window> windows_of(const std::vector<Axis>& g) {
+  const size_t d = g.size();
+  std::vector<int64_t> in_strides(d, 1);
+  for (int i = static_cast<int>(d) - 2; i >= 0; --i)
+    in_strides[static_cast<size_t>(i)] = in_strides[static_cast<size_t>(i) + 1] * g[static_cast<size_t>(i) + 1].in;
+  std::vector<int64_t> out_lo(d, 0), out_hi(d);
+  for (size_t i = 0; i < d; ++i) out_hi[i] = g[i].out;
+  std::vector<Window> ws;
+  std::vector<int64_t> o = out_lo;
+  do {
+    Window w;
+    std::vector<int64_t> lo(d), hi(d);
+    for (size_t i = 0; i < d; ++i) {
+      const int64_t start = o[i] * g[i].s - g[i].pb;
+      lo[i] = std::max<int64_t>(start, 0);
+      hi[i] = std::min(start + g[i].k, g[i].in);
+      w.with_pad *= std::min(start + g[i].k, g[i].in + g[i].pe) - start;
+    }
+    std::vector<int64_t> c = lo;
+    do {
+      int64_t off = 0;
+      for (size_t i = 0; i < d; ++i) off += c[i] * in_strides[i];
+      w.cells.push_back(off);
+    } while (next_index(c, lo, hi));
+    ws.push_back(std::move(w));
+  } while (next_index(o, out_lo, out_hi));
+  return ws;
+}
+
+// Index (into w.cells) of the first maximal input cell of a window.
+size_t first_max(const double* plane, const Window& w) {
+  size_t best = 0;
+  for (size_t j = 1; j < w.cells.size(); ++j)
+    if (plane[w.cells[j]] > plane[w.cells[best]]) best = j;
+  return best;
+}
+
+Shape pooled_shape(const Shape& x, const std::vector<Axis>& g) {
+  Shape s{x[0], x[1]};
+  for (const auto& ax : g) s.push_back(ax.out);
+  return s;
+}
+
+std::vector<int64_t> zeros(int n) { return std::vector<int64_t>(static_cast<size_t>(n), 0); }
+std::vector<int64_t> filled(int n, int64_t v) { return std::vector<int64_t>(static_cast<size_t>(n), v); }
+
+OpSpec make_window_pool(int d, bool is_max) {
+  OpSpec s;
+  const std::string name = std::string(is_max ? "max_pool" : "avg_pool") + std::to_string(d) + "d";
+  s.name = name;
+  s.family = "pool";
+  s.doc = std::string(is_max ? "Max" : "Average") + " pooling over " + (d == 1 ? "[N, C, L]" : "[N, C, H, W]") +
+          " (ONNX " + (is_max ? "MaxPool" : "AveragePool") +
+          "): pads are [x1_begin, x2_begin, ..., x1_end, x2_end]" +
+          (is_max ? "; padded cells never win (-inf)" : "; count_include_pad chooses the divisor");
+  const std::vector<int64_t> bad_len(static_cast<size_t>(d + 1), 2);
+  s.attrs = {
+      ints_attr("kernel_shape", filled(d, 2), 1, kInf,
+                {AttrValue(zeros(d)), AttrValue(filled(d, -1)), AttrValue(bad_len)},
+                "window length per spatial axis"),
+      ints_attr("strides", filled(d, 1), 1, kInf, {AttrValue(zeros(d)), AttrValue(filled(d, -2))},
+                "step per spatial axis"),
+      ints_attr("pads", zeros(2 * d), 0, kInf, {AttrValue(filled(2 * d, -1)), AttrValue(zeros(d))},
+                "[x1_begin, x2_begin, ..., x1_end, x2_end]; each < kernel along its axis; zero unless auto_pad is "
+                "NOTSET"),
+      enum_attr("auto_pad", "NOTSET", {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"}, {"same", "FULL"},
+                "ONNX auto_pad: SAME_* gives out = ceil(in/stride) with the odd pad cell at the end (UPPER) or "
+                "beginning (LOWER); VALID pads nothing"),
+      int_enum_attr("ceil_mode", 0, {0, 1}, {2, -1},
+                    "1: output length ceil((in+pads-k)/s)+1 instead of floor, dropping a window that would start "
+                    "in the right padding; no effect unless auto_pad is NOTSET"),
+  };
+  if (!is_max)
+    s.attrs.push_back(int_enum_attr("count_include_pad", 0, {0, 1}, {2, -1},
+                                    "1: the divisor counts padded cells (never cells beyond the padded input)"));
+  s.tags = {"pool"};
+  s.infer = [name, d](const std::vector<TensorType>& in, const Attrs& a) {
+    const DType dt = common_float_dtype(in);
+    const auto g = window_geometry(name, in[0].shape, a, d);
+    return Signature{{TensorType{dt, pooled_shape(in[0].shape, g)}}, {}};
+  };
+  s.forward = [name, d, is_max](const Inputs& in, const Attrs& a) {
+    const Tensor& x = *in[0];
+    const auto g = window_geometry(name, x.shape(), a, d);
+    const auto ws = windows_of(g);
+    const bool include_pad = !is_max && core::attr_i(a, "count_include_pad") == 1;
+    Tensor y(DType::F64, pooled_shape(x.shape(), g));
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const int64_t in_plane = x.numel() / std::max<int64_t>(planes, 1);
+    const auto out_plane = static_cast<int64_t>(ws.size());
+    for (int64_t p = 0; p < planes; ++p) {
+      const double* xp = x.f64() + p * in_plane;
+      double* yp = y.f64() + p * out_plane;
+      for (size_t o = 0; o < ws.size(); ++o) {
+        const Window& w = ws[o];
+        if (is_max) {
+          yp[o] = xp[w.cells[first_max(xp, w)]];
+        } else {
+          double sum = 0;
+          for (int64_t c : w.cells) sum += xp[c];
+          yp[o] = sum / static_cast<double>(include_pad ? w.with_pad : static_cast<int64_t>(w.cells.size()));
+        }
+      }
+    }
+    return std::vector<Tensor>{y};
+  };
+  s.vjp = [name, d, is_max](const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
+                            const std::vector<Tensor>& grad) {
+    const Tensor& x = *in[0];
+    const auto g = window_geometry(name, x.shape(), a, d);
+    const auto ws = windows_of(g);
+    const bool include_pad = !is_max && core::attr_i(a, "count_include_pad") == 1;
+    Tensor gx(DType::F64, x.shape());
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const int64_t in_plane = x.numel() / std::max<int64_t>(planes, 1);
+    const auto out_plane = static_cast<int64_t>(ws.size());
+    for (int64_t p = 0; p < planes; ++p) {
+      const double* xp = x.f64() + p * in_plane;
+      const double* gy = grad[0].f64() + p * out_plane;
+      double* gp = gx.f64() + p * in_plane;
+      for (size_t o = 0; o < ws.size(); ++o) {
+        const Window& w = ws[o];
+        if (is_max) {
+          gp[w.cells[first_max(xp, w)]] += gy[o];
+        } else {
+          const double share =
+              gy[o] / static_cast<double>(include_pad ? w.with_pad : static_cast<int64_t>(w.cells.size()));
+          for (int64_t c : w.cells) gp[c] += share;
+        }
+      }
+    }
+    return std::vector<Tensor>{gx};
+  };
+  if (!is_max) {
+    s.reduction_length = [](const std::vector<TensorType>&, const Attrs& a) {
+      int64_t area = 1;
+      for (int64_t k : core::attr_ints(a, "kernel_shape")) area *= k;
+      return area;
+    };
+  }
+  s.sample = [d, is_max](core::Rng& rng) {
+    Case c;
+    Shape x{rng.randint(1, 2), rng.randint(1, 3)};
+    for (int i = 0; i < d; ++i) x.push_back(rng.randint(3, 7));
+    c.inputs = {f64t(x)};
+    const std::string auto_pad =
+        rng.pick(std::vector<std::string>{"NOTSET", "NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"});
+    std::vector<int64_t> kernel, strides, pads(static_cast<size_t>(2 * d), 0);
+    for (int i = 0; i < d; ++i) {
+      kernel.push_back(rng.randint(1, 3));
+      strides.push_back(rng.randint(1, 3));
+    }
+    if (auto_pad == "NOTSET")
+      for (int i = 0; i < 2 * d; ++i) pads[static_cast<size_t>(i)] = rng.randint(0, kernel[static_cast<size_t>(i % d)] - 1);
+    c.attrs["kernel_shape"] = kernel;
+    c.attrs["strides"] = strides;
+    c.attrs["pads"] = pads;
+    c.attrs["auto_pad"] = auto_pad;
+    // ceil_mode only matters with explicit pads (ONNX); backends disagree on it under auto_pad.
+    c.attrs["ceil_mode"] = int64_t{auto_pad == "NOTSET" && rng.bernoulli(0.5) ? 1 : 0};
+    if (!is_max) c.attrs["count_include_pad"] = int64_t{rng.bernoulli(0.5) ? 1 : 0};
+    c.gen = {InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+// Global pools reduce every spatial axis to length 1 (the dims are kept, as in ONNX).
+Shape global_shape(const Shape& x) {
+  Shape out(x.size(), 1);
+  out[0] = x[0];
+  out[1] = x[1];
+  return out;
+}
+
+OpSpec make_global_pool(bool is_max) {
+  OpSpec s;
+  s.name = is_max ? "global_max_pool" : "global_avg_pool";
+  s.family = "pool";
+  s.doc = std::string(is_max ? "Maximum" : "Mean") +
+          " over every spatial axis of [N, C, spatial...] (rank 3..5); output [N, C, 1, ...] (ONNX " +
+          (is_max ? "GlobalMaxPool" : "GlobalAveragePool") + ")";
+  s.tags = {"pool"};
+  const std::string name = s.name;
+  s.infer = [name](const std::vector<TensorType>& in, const Attrs&) {
+    const DType dt = common_float_dtype(in);
+    const Shape& x = in[0].shape;
+    require(x.size() >= 3 && x.size() <= 5,
+            name + " expects input of rank 3..5 [N, C, spatial...], got rank " + std::to_string(x.size()));
+    for (size_t i = 2; i < x.size(); ++i)
+      require(x[i] >= 1, name + " requires non-empty spatial dims, got " + core::to_string(x));
+    return Signature{{TensorType{dt, global_shape(x)}}, {}};
+  };
+  s.forward = [is_max](const Inputs& in, const Attrs&) {
+    const Tensor& x = *in[0];
+    Tensor y(DType::F64, global_shape(x.shape()));
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
+    for (int64_t p = 0; p < planes; ++p) {
+      const double* xp = x.f64() + p * plane;
+      double acc = is_max ? -kInf : 0.0;
+      for (int64_t i = 0; i < plane; ++i) acc = is_max ? std::max(acc, xp[i]) : acc + xp[i];
+      y.f64()[p] = is_max ? acc : acc / static_cast<double>(plane);
+    }
+    return std::vector<Tensor>{y};
+  };
+  s.vjp = [is_max](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& grad) {
+    const Tensor& x = *in[0];
+    Tensor gx(DType::F64, x.shape());
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
+    for (int64_t p = 0; p < planes; ++p) {
+      const double* xp = x.f64() + p * plane;
+      double* gp = gx.f64() + p * plane;
+      const double gy = grad[0].f64()[p];
+      if (is_max) {
+        int64_t best = 0;  // the first maximal element
+        for (int64_t i = 1; i < plane; ++i)
+          if (xp[i] > xp[best]) best = i;
+        gp[best] = gy;
+      } else {
+        for (int64_t i = 0; i < plane; ++i) gp[i] = gy / static_cast<double>(plane);
+      }
+    }
+    return std::vector<Tensor>{gx};
+  };
+  if (!is_max) {
+    s.reduction_length = [](const std::vector<TensorType>& in, const Attrs&) {
+      int64_t n = 1;
+      for (size_t i = 2; i < in[0].shape.size(); ++i) n *= in[0].shape[i];
+      return n;
+    };
+  }
+  s.sample = [](core::Rng& rng) {
+    Case c;
+    const int spatial = static_cast<int>(rng.randint(1, 3));
+    Shape x{rng.randint(1, 2), rng.randint(1, 3)};
+    // Fewer cells per axis at higher rank keeps the finite-difference check cheap.
+    const int64_t hi = spatial == 3 ? 3 : 6;
+    for (int i = 0; i < spatial; ++i) x.push_back(rng.randint(2, hi));
+    c.inputs = {f64t(x)};
+    c.gen = {InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_pool(Registry& r) {
+  for (int d : {1, 2}) {
+    r.add(make_window_pool(d, true));
+    r.add(make_window_pool(d, false));
+  }
+  r.add(make_global_pool(false));
+  r.add(make_global_pool(true));
+}
 
 }  // namespace quorum::ops

@@ -1,9 +1,214 @@
-// Operators of the 'reduce' family.
+// Reductions over a set of axes: sum, mean, max, min, prod (ONNX ReduceX with the axes as an
+// attribute; an empty list reduces every axis). Every kernel maps each input element to its
+// output "slot" (its index in the keepdims=1 output) and folds the slot's elements in row-major
+// order, which also fixes "first" for the max/min gradient.
+#include <algorithm>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_reduce(Registry& r) { (void)r; }
+enum class Kind { Sum, Mean, Max, Min, Prod };
+
+// Which axes are reduced, validated: each in range and listed once; keepdims is 0 or 1.
+std::vector<bool> reduced_mask(const Shape& s, const Attrs& a) {
+  const int rank = static_cast<int>(s.size());
+  const auto& axes = core::attr_ints(a, "axes");
+  const int64_t keep = core::attr_i(a, "keepdims");
+  require(keep == 0 || keep == 1, "keepdims must be 0 or 1, got " + std::to_string(keep));
+  std::vector<bool> mask(s.size(), axes.empty());
+  for (int64_t ax : axes) {
+    const auto d = static_cast<size_t>(norm_axis(ax, rank));
+    require(!mask[d], "axis " + std::to_string(d) + " is listed twice in axes " + core::to_string(AttrValue(axes)));
+    mask[d] = true;
+  }
+  return mask;
+}
+
+// The output shape with reduced axes kept as size 1; its flat layout equals the final output's.
+Shape keep_shape(const Shape& s, const std::vector<bool>& mask) {
+  Shape k = s;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (mask[d]) k[d] = 1;
+  return k;
+}
+
+Shape out_shape(const Shape& s, const Attrs& a) {
+  const auto mask = reduced_mask(s, a);
+  if (core::attr_i(a, "keepdims") == 1) return keep_shape(s, mask);
+  Shape o;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (!mask[d]) o.push_back(s[d]);
+  return o;
+}
+
+// For every input element, the flat index of the output element it contributes to.
+struct Slots {
+  std::vector<int64_t> of;  // per input element
+  int64_t count = 1;        // output elements
+  int64_t per_slot = 1;     // input elements folded into each
+};
+
+Slots slots_of(const Shape& s, const Attrs& a) {
+  const Shape k = keep_shape(s, reduced_mask(s, a));
+  Slots sl;
+  // Broadcasting the keepdims shape back to the input maps each input element to its slot.
+  sl.of = broadcast_map(k, s);
+  sl.count = core::numel(k);
+  sl.per_slot = sl.count == 0 ? 0 : core::numel(s) / sl.count;
+  return sl;
+}
+
+// Index of the first extreme element of every slot (row-major order, strict comparison).
+std::vector<int64_t> first_extreme(const Tensor& x, const Slots& sl, bool max) {
+  std::vector<int64_t> arg(static_cast<size_t>(sl.count), -1);
+  const double* xp = x.f64();
+  for (size_t i = 0; i < sl.of.size(); ++i) {
+    int64_t& best = arg[static_cast<size_t>(sl.of[i])];
+    const double v = xp[i];
+    if (best < 0 || (max ? v > xp[best] : v < xp[best])) best = static_cast<int64_t>(i);
+  }
+  return arg;
+}
+
+Tensor reduce_forward(Kind kind, const Tensor& x, const Attrs& a) {
+  const Slots sl = slots_of(x.shape(), a);
+  Tensor y(DType::F64, out_shape(x.shape(), a));
+  double* yp = y.f64();
+  const double* xp = x.f64();
+  switch (kind) {
+    case Kind::Sum:
+    case Kind::Mean:
+      for (size_t i = 0; i < sl.of.size(); ++i) yp[sl.of[i]] += xp[i];
+      if (kind == Kind::Mean)
+        for (int64_t k = 0; k < sl.count; ++k) yp[k] /= static_cast<double>(sl.per_slot);
+      break;
+    case Kind::Prod:
+      y.fill(1.0);
+      for (size_t i = 0; i < sl.of.size(); ++i) yp[sl.of[i]] *= xp[i];
+      break;
+    case Kind::Max:
+    case Kind::Min: {
+      const auto arg = first_extreme(x, sl, kind == Kind::Max);
+      for (int64_t k = 0; k < sl.count; ++k) yp[k] = xp[arg[static_cast<size_t>(k)]];
+      break;
+    }
+  }
+  return y;
+}
+
+// d prod / d x_i is the product of the slot's other elements. It is built from prefix and suffix
+// products rather than prod / x_i, so zeros in the input are handled exactly.
+Tensor prod_vjp(const Tensor& x, const Slots& sl, const double* gy) {
+  std::vector<std::vector<int64_t>> members(static_cast<size_t>(sl.count));
+  for (size_t i = 0; i < sl.of.size(); ++i) members[static_cast<size_t>(sl.of[i])].push_back(static_cast<int64_t>(i));
+  Tensor gx(DType::F64, x.shape());
+  const double* xp = x.f64();
+  double* gxp = gx.f64();
+  for (int64_t k = 0; k < sl.count; ++k) {
+    const auto& m = members[static_cast<size_t>(k)];
+    std::vector<double> suffix(m.size() + 1, 1.0);  // suffix[j] = product of m[j..]
+    for (size_t j = m.size(); j-- > 0;) suffix[j] = suffix[j + 1] * xp[m[j]];
+    double prefix = 1.0;  // product of m[..j)
+    for (size_t j = 0; j < m.size(); ++j) {
+      gxp[m[j]] = gy[k] * prefix * suffix[j + 1];
+      prefix *= xp[m[j]];
+    }
+  }
+  return gx;
+}
+
+Tensor reduce_vjp(Kind kind, const Tensor& x, const Attrs& a, const Tensor& g) {
+  const Slots sl = slots_of(x.shape(), a);
+  const double* gy = g.f64();
+  if (kind == Kind::Prod) return prod_vjp(x, sl, gy);
+  Tensor gx(DType::F64, x.shape());
+  double* gxp = gx.f64();
+  switch (kind) {
+    case Kind::Sum:
+      for (size_t i = 0; i < sl.of.size(); ++i) gxp[i] = gy[sl.of[i]];
+      break;
+    case Kind::Mean:
+      for (size_t i = 0; i < sl.of.size(); ++i) gxp[i] = gy[sl.of[i]] / static_cast<double>(sl.per_slot);
+      break;
+    case Kind::Max:
+    case Kind::Min: {
+      const auto arg = first_extreme(x, sl, kind == Kind::Max);
+      for (int64_t k = 0; k < sl.count; ++k) gxp[arg[static_cast<size_t>(k)]] = gy[k];
+      break;
+    }
+    case Kind::Prod: break;  // handled above
+  }
+  return gx;
+}
+
+OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
+  OpSpec s;
+  s.name = name;
+  s.family = "reduce";
+  s.doc = doc;
+  s.tags = {"reduce"};
+  s.attrs = {
+      ints_attr("axes", {}, -kInf, kInf,
+                {AttrValue(std::vector<int64_t>{64}), AttrValue(std::vector<int64_t>{0, 0})},
+                "axes to reduce, negative counts from the end, each at most once; [] (the default) reduces "
+                "every axis"),
+      int_enum_attr("keepdims", 1, {0, 1}, {2, -1}, "1 keeps reduced axes as size 1, 0 removes them"),
+  };
+  s.infer = [kind, name](const std::vector<TensorType>& in, const Attrs& a) {
+    require(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
+    const DType dt = common_float_dtype(in);
+    // An empty slot has no extreme element (sum, mean and prod have identities).
+    if (kind == Kind::Max || kind == Kind::Min)
+      require(core::numel(in[0].shape) > 0, name + " of an empty tensor is undefined");
+    return Signature{{TensorType{dt, out_shape(in[0].shape, a)}}, {}};
+  };
+  s.forward = [kind](const Inputs& in, const Attrs& a) { return std::vector<Tensor>{reduce_forward(kind, *in[0], a)}; };
+  s.vjp = [kind](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{reduce_vjp(kind, *in[0], a, g[0])};
+  };
+  // The number of input elements folded into each output element.
+  s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
+    try {
+      return slots_of(in[0].shape, a).per_slot;
+    } catch (const core::OpError&) {
+      return 1;  // invalid attributes: the shape rule reports them
+    }
+  };
+  const bool is_prod = kind == Kind::Prod;
+  s.sample = [is_prod](core::Rng& rng) {
+    // Products of many factors under/overflow, so prod gets smaller tensors and values near 1 in size.
+    const int rank = static_cast<int>(rng.randint(1, is_prod ? 3 : 4));
+    Case c;
+    c.inputs = {f64t(random_shape(rng, rank, 1, is_prod ? 4 : 5))};
+    std::vector<int64_t> axes;
+    if (!rng.bernoulli(0.25)) {
+      for (int d = 0; d < rank; ++d)
+        if (rng.bernoulli(0.5)) axes.push_back(rng.bernoulli(0.3) ? d - rank : d);
+      if (axes.empty()) axes.push_back(rng.randint(-rank, rank - 1));
+      rng.shuffle(axes);
+    }
+    c.attrs["axes"] = axes;
+    c.attrs["keepdims"] = static_cast<int64_t>(rng.randint(0, 1));
+    c.gen = {is_prod ? InputGen{-1.5, 1.5} : InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_reduce(Registry& r) {
+  r.add(make_reduce("reduce_sum", Kind::Sum, "sum over `axes`"));
+  r.add(make_reduce("reduce_mean", Kind::Mean, "arithmetic mean over `axes`"));
+  r.add(make_reduce("reduce_max", Kind::Max,
+                    "maximum over `axes`; the gradient goes to the first maximal element in row-major order"));
+  r.add(make_reduce("reduce_min", Kind::Min,
+                    "minimum over `axes`; the gradient goes to the first minimal element in row-major order"));
+  r.add(make_reduce("reduce_prod", Kind::Prod,
+                    "product over `axes`; the gradient is the product of the other elements (exact at zeros)"));
+}
 
 }  // namespace quorum::ops

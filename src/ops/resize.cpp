@@ -1,9 +1,169 @@
-// Operators of the 'resize' family.
+// Spatial resizing of [N, C, H, W] to [N, C, oH, oW] (ONNX Resize with `sizes`, nearest and linear
+// modes). Both axes are separable: each output row/column maps to source taps (one for nearest, two
+// weighted ones for bilinear) computed once per axis, and the forward pass and its VJP walk the
+// same taps, so the gradient is exactly the transpose of the forward map.
+#include <algorithm>
+#include <cmath>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_resize(Registry& r) { (void)r; }
+// The ONNX source coordinate of output index `o` along an axis of length `in` resized to `out`.
+// scale = out / in; the formulas multiply by in / out instead of dividing by the scale, and keep the
+// arithmetic in exact integer ratios as long as possible so exact half-way points (which decide
+// nearest rounding) stay exact.
+double source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
+  const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
+  if (mode == "asymmetric") return od * ind / outd;
+  if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
+  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
+  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
+  return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;  // half_pixel, pytorch_half_pixel
+}
+
+int64_t round_nearest(const std::string& mode, double x) {
+  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
+  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
+  const double fl = std::floor(x);
+  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
+  return static_cast<int64_t>(std::round(x));
+}
+
+// One output index's source taps along an axis: value = w0 * x[i0] + w1 * x[i1].
+struct Tap {
+  int64_t i0 = 0, i1 = 0;
+  double w0 = 1.0, w1 = 0.0;
+};
+
+std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t out) {
+  const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
+  std::vector<Tap> taps(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    const double x = source_coord(ctm, o, in, out);
+    Tap& t = taps[static_cast<size_t>(o)];
+    if (bilinear) {
+      // ONNX linear: clamp the coordinate into the input, then interpolate its two neighbours.
+      const double c = std::clamp(x, 0.0, static_cast<double>(in - 1));
+      t.i0 = static_cast<int64_t>(std::floor(c));
+      t.i1 = std::min(t.i0 + 1, in - 1);
+      t.w1 = c - static_cast<double>(t.i0);
+      t.w0 = 1.0 - t.w1;
+    } else {
+      t.i0 = t.i1 = std::clamp<int64_t>(round_nearest(core::attr_s(a, "nearest_mode"), x), 0, in - 1);
+    }
+  }
+  return taps;
+}
+
+Shape resized_shape(const std::string& op, const Shape& x, const Attrs& a) {
+  require(x.size() == 4, op + " expects input of rank 4 [N, C, H, W], got rank " + std::to_string(x.size()));
+  require(x[2] >= 1 && x[3] >= 1, op + " requires a non-empty input plane, got " + core::to_string(x));
+  const auto& sizes = core::attr_ints(a, "sizes");
+  require(sizes.size() == 2, "sizes " + core::to_string(AttrValue(sizes)) + " must have 2 entries [oH, oW]");
+  require(sizes[0] >= 1 && sizes[1] >= 1, "sizes entries must be >= 1, got " + core::to_string(AttrValue(sizes)));
+  return Shape{x[0], x[1], sizes[0], sizes[1]};
+}
+
+OpSpec make_resize(bool bilinear) {
+  OpSpec s;
+  s.name = bilinear ? "resize_bilinear" : "resize_nearest";
+  s.family = "resize";
+  s.doc = std::string("Resize [N, C, H, W] to [N, C, sizes[0], sizes[1]] (ONNX Resize, mode ") +
+          (bilinear ? "linear: source coordinate clamped to [0, in-1], then linear interpolation"
+                    : "nearest: source index rounded per nearest_mode, then clamped to [0, in-1]") +
+          "; scale = out/in per axis";
+  const std::vector<std::string> modes =
+      bilinear ? std::vector<std::string>{"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"}
+               : std::vector<std::string>{"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                                          "tf_half_pixel_for_nn"};
+  s.attrs = {
+      ints_attr("sizes", {2, 2}, 1, kInf,
+                {AttrValue(std::vector<int64_t>{0, 0}), AttrValue(std::vector<int64_t>{-1, 4}),
+                 AttrValue(std::vector<int64_t>{4})},
+                "output [oH, oW]"),
+      enum_attr("coordinate_transformation_mode", "half_pixel", modes, {"", "half-pixel"},
+                "ONNX: half_pixel (x+0.5)/scale-0.5; asymmetric x/scale; align_corners x*(in-1)/(out-1) (0 if "
+                "out=1); pytorch_half_pixel like half_pixel but 0 if out=1" +
+                    std::string(bilinear ? "" : "; tf_half_pixel_for_nn (x+0.5)/scale")),
+  };
+  if (!bilinear)
+    s.attrs.push_back(enum_attr("nearest_mode", "round_prefer_floor",
+                                {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, {"round", ""},
+                                "how the source coordinate is rounded to an index (ONNX)"));
+  s.tags = {"resize"};
+  const std::string name = s.name;
+  s.infer = [name](const std::vector<TensorType>& in, const Attrs& a) {
+    const DType dt = common_float_dtype(in);
+    return Signature{{TensorType{dt, resized_shape(name, in[0].shape, a)}}, {}};
+  };
+  s.forward = [name, bilinear](const Inputs& in, const Attrs& a) {
+    const Tensor& x = *in[0];
+    const Shape ys = resized_shape(name, x.shape(), a);
+    const int64_t h = ys[2], w = ys[3], ih = x.dim(2), iw = x.dim(3);
+    const auto ty = axis_taps(bilinear, a, ih, h), tx = axis_taps(bilinear, a, iw, w);
+    Tensor y(DType::F64, ys);
+    for (int64_t p = 0; p < ys[0] * ys[1]; ++p) {
+      const double* xp = x.f64() + p * ih * iw;
+      double* yp = y.f64() + p * h * w;
+      for (int64_t i = 0; i < h; ++i) {
+        const Tap& r = ty[static_cast<size_t>(i)];
+        for (int64_t j = 0; j < w; ++j) {
+          const Tap& c = tx[static_cast<size_t>(j)];
+          yp[i * w + j] = r.w0 * (c.w0 * xp[r.i0 * iw + c.i0] + c.w1 * xp[r.i0 * iw + c.i1]) +
+                          r.w1 * (c.w0 * xp[r.i1 * iw + c.i0] + c.w1 * xp[r.i1 * iw + c.i1]);
+        }
+      }
+    }
+    return std::vector<Tensor>{y};
+  };
+  s.vjp = [name, bilinear](const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
+                           const std::vector<Tensor>& grad) {
+    const Tensor& x = *in[0];
+    const Shape ys = resized_shape(name, x.shape(), a);
+    const int64_t h = ys[2], w = ys[3], ih = x.dim(2), iw = x.dim(3);
+    const auto ty = axis_taps(bilinear, a, ih, h), tx = axis_taps(bilinear, a, iw, w);
+    Tensor gx(DType::F64, x.shape());
+    for (int64_t p = 0; p < ys[0] * ys[1]; ++p) {
+      const double* gy = grad[0].f64() + p * h * w;
+      double* gp = gx.f64() + p * ih * iw;
+      for (int64_t i = 0; i < h; ++i) {
+        const Tap& r = ty[static_cast<size_t>(i)];
+        for (int64_t j = 0; j < w; ++j) {
+          const Tap& c = tx[static_cast<size_t>(j)];
+          const double g = gy[i * w + j];
+          // For nearest every tap has i0 == i1 with weights (1, 0): the zero-weight taps add nothing.
+          gp[r.i0 * iw + c.i0] += g * r.w0 * c.w0;
+          gp[r.i0 * iw + c.i1] += g * r.w0 * c.w1;
+          gp[r.i1 * iw + c.i0] += g * r.w1 * c.w0;
+          gp[r.i1 * iw + c.i1] += g * r.w1 * c.w1;
+        }
+      }
+    }
+    return std::vector<Tensor>{gx};
+  };
+  s.sample = [bilinear, modes](core::Rng& rng) {
+    Case c;
+    c.inputs = {f64t(Shape{rng.randint(1, 2), rng.randint(1, 3), rng.randint(1, 6), rng.randint(1, 6)})};
+    // Outputs from 1 (the align_corners / pytorch_half_pixel special case) through up- and downsampling.
+    c.attrs["sizes"] = std::vector<int64_t>{rng.randint(1, 9), rng.randint(1, 9)};
+    c.attrs["coordinate_transformation_mode"] = rng.pick(modes);
+    if (!bilinear)
+      c.attrs["nearest_mode"] =
+          rng.pick(std::vector<std::string>{"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
+    c.gen = {InputGen{}};
+    return c;
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_resize(Registry& r) {
+  r.add(make_resize(false));
+  r.add(make_resize(true));
+}
 
 }  // namespace quorum::ops

@@ -1,9 +1,123 @@
-// Operators of the 'softmax' family.
+// Softmax and log-softmax along one axis (ONNX opset 13 semantics: the normalisation runs over the
+// single axis `axis`, not over all trailing axes). Both subtract the row maximum before
+// exponentiating, so large inputs do not overflow.
+#include <algorithm>
+#include <cmath>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
+namespace {
 
-void register_softmax(Registry& r) { (void)r; }
+// A tensor viewed as [outer, len, inner] around the normalised axis: row (o, i) holds the `len`
+// elements at o*len*inner + j*inner + i for j in [0, len).
+struct Rows {
+  int64_t outer = 1, len = 1, inner = 1;
+  int64_t at(int64_t o, int64_t i, int64_t j) const { return (o * len + j) * inner + i; }
+};
+
+Rows rows_of(const Shape& s, int64_t axis_attr) {
+  const int rank = static_cast<int>(s.size());
+  const int axis = norm_axis(axis_attr, rank);
+  Rows r;
+  for (int d = 0; d < axis; ++d) r.outer *= s[static_cast<size_t>(d)];
+  r.len = s[static_cast<size_t>(axis)];
+  for (int d = axis + 1; d < rank; ++d) r.inner *= s[static_cast<size_t>(d)];
+  return r;
+}
+
+// Applies fn(row_offset_function) to every row.
+template <class Fn>
+void for_each_row(const Rows& r, Fn fn) {
+  for (int64_t o = 0; o < r.outer; ++o)
+    for (int64_t i = 0; i < r.inner; ++i) fn([&](int64_t j) { return r.at(o, i, j); });
+}
+
+Tensor softmax_forward(const Tensor& x, int64_t axis, bool log) {
+  const Rows r = rows_of(x.shape(), axis);
+  Tensor y(DType::F64, x.shape());
+  const double* xp = x.f64();
+  double* yp = y.f64();
+  for_each_row(r, [&](auto idx) {
+    double m = -kInf;
+    for (int64_t j = 0; j < r.len; ++j) m = std::max(m, xp[idx(j)]);
+    double sum = 0;
+    for (int64_t j = 0; j < r.len; ++j) sum += std::exp(xp[idx(j)] - m);
+    const double log_sum = std::log(sum);
+    for (int64_t j = 0; j < r.len; ++j) {
+      const double z = xp[idx(j)] - m;
+      yp[idx(j)] = log ? z - log_sum : std::exp(z) / sum;
+    }
+  });
+  return y;
+}
+
+// softmax:     dx = y * (g - sum_j g_j y_j)
+// log_softmax: dx = g - softmax(x) * sum_j g_j, with softmax(x) = exp(y)
+Tensor softmax_vjp(const Tensor& y, const Tensor& g, int64_t axis, bool log) {
+  const Rows r = rows_of(y.shape(), axis);
+  Tensor gx(DType::F64, y.shape());
+  const double* yp = y.f64();
+  const double* gp = g.f64();
+  double* gxp = gx.f64();
+  for_each_row(r, [&](auto idx) {
+    double dot = 0;
+    for (int64_t j = 0; j < r.len; ++j) dot += log ? gp[idx(j)] : gp[idx(j)] * yp[idx(j)];
+    for (int64_t j = 0; j < r.len; ++j) {
+      const int64_t k = idx(j);
+      gxp[k] = log ? gp[k] - std::exp(yp[k]) * dot : yp[k] * (gp[k] - dot);
+    }
+  });
+  return gx;
+}
+
+OpSpec make_softmax(const std::string& name, bool log) {
+  OpSpec s;
+  s.name = name;
+  s.family = "softmax";
+  s.doc = log ? "log(softmax(x)) along `axis`, computed as x - max - log(sum(exp(x - max)))"
+              : "exp(x - max) / sum(exp(x - max)) along `axis`";
+  s.tags = {"activation"};
+  s.attrs = {int_attr("axis", -1, -kInf, kInf, {AttrValue(int64_t{64}), AttrValue(int64_t{-65})},
+                      "the axis normalised over (only that one axis, as in ONNX opset 13); must lie in "
+                      "[-rank, rank-1]")};
+  s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
+    require(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
+    const DType dt = common_float_dtype(in);
+    norm_axis(core::attr_i(a, "axis"), static_cast<int>(in[0].shape.size()));
+    return Signature{{TensorType{dt, in[0].shape}}, {}};
+  };
+  s.forward = [log](const Inputs& in, const Attrs& a) {
+    return std::vector<Tensor>{softmax_forward(*in[0], core::attr_i(a, "axis"), log)};
+  };
+  s.vjp = [log](const Inputs&, const Attrs& a, const std::vector<Tensor>& out, const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{softmax_vjp(out[0], g[0], core::attr_i(a, "axis"), log)};
+  };
+  // The normalising sum runs over the softmax axis.
+  s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
+    const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+    int64_t axis = core::attr_i(a, "axis");
+    if (axis < 0) axis += rank;
+    return axis >= 0 && axis < rank ? in[0].shape[static_cast<size_t>(axis)] : 1;
+  };
+  s.sample = [](core::Rng& rng) {
+    const int rank = static_cast<int>(rng.randint(1, 4));
+    Case c;
+    c.inputs = {f64t(random_shape(rng, rank, 1, 5))};
+    // Half the cases keep the default last axis; the rest pick any axis, either sign.
+    c.attrs["axis"] = rng.bernoulli(0.5) ? int64_t{-1} : rng.randint(-rank, rank - 1);
+    c.gen = {InputGen{-4, 4}};
+    return c;
+  };
+  return s;
+}
+
+}  // namespace
+
+void register_softmax(Registry& r) {
+  r.add(make_softmax("softmax", false));
+  r.add(make_softmax("log_softmax", true));
+}
 
 }  // namespace quorum::ops

@@ -1,0 +1,40 @@
+# What users type. `make test` is what CI runs (.ci/run).
+BUILD ?= build
+BUILD_ASAN ?= build-asan
+JOBS ?= 2
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build test test-fast test-asan bench format clean
+
+all: build
+
+deps:
+	@bash deps/install.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Tests on the normal build, then again under AddressSanitizer + UndefinedBehaviorSanitizer.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) test-asan
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DQUORUM_SANITIZE=ON -DQUORUM_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_ASAN) -j$(JOBS)
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+
+bench: build
+	@for b in $(BUILD)/*_bench; do [ -x "$$b" ] && "$$b"; done
+
+format:
+	clang-format -i $$(git ls-files 'src/*.cpp' 'src/*.h' 'tests/*.cpp' 'bench/*.cpp')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

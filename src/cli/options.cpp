@@ -1,0 +1,101 @@
+// The flag parser, generated from flags.def.
+#include "cli/options.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace quorum::cli {
+
+using core::UserError;
+
+namespace {
+
+enum class Kind { STRING, UINT, FLAG };
+
+struct FlagDef {
+  std::string name;
+  Kind kind;
+  std::string def;
+  std::string help;
+  std::function<void(Options&, const std::string&)> set;
+};
+
+uint64_t parse_uint(const std::string& flag, const std::string& v) {
+  if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) || v.size() > 19)
+    throw UserError("--" + flag + ": expected a non-negative integer, got '" + v + "'");
+  return std::stoull(v);
+}
+
+const std::vector<FlagDef>& table() {
+  static const std::vector<FlagDef> t = {
+#define QUORUM_SET_STRING(name) [](Options& o, const std::string& v) { o.name = v; }
+#define QUORUM_SET_UINT(name) [](Options& o, const std::string& v) { o.name = parse_uint(#name, v); }
+#define QUORUM_SET_FLAG(name) [](Options& o, const std::string&) { o.name = true; }
+#define QUORUM_FLAG(name, kind, def, help) FlagDef{#name, Kind::kind, def, help, QUORUM_SET_##kind(name)},
+#include "cli/flags.def"
+#undef QUORUM_FLAG
+#undef QUORUM_SET_STRING
+#undef QUORUM_SET_UINT
+#undef QUORUM_SET_FLAG
+  };
+  return t;
+}
+
+const FlagDef* find(const std::string& name) {
+  for (const auto& f : table())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+Options parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
+                    const std::string& command) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
+      if (!a.empty() && a[0] == '-' && a != "-") throw UserError("unknown flag '" + a + "' for '" + command + "'");
+      o.positional.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const FlagDef* f = find(name);
+    if (!f || std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+      throw UserError("unknown flag '--" + name + "' for '" + command + "' (see quorum " + command + " --help)");
+    if (f->kind != Kind::FLAG && !has_value) {
+      if (i + 1 >= args.size()) throw UserError("flag '--" + name + "' needs a value");
+      value = args[++i];
+    } else if (f->kind == Kind::FLAG && has_value) {
+      throw UserError("flag '--" + name + "' takes no value");
+    }
+    f->set(o, value);
+    o.given.insert(name);
+  }
+  return o;
+}
+
+std::string flag_help(const std::vector<std::string>& flags) {
+  std::ostringstream os;
+  for (const auto& name : flags) {
+    const FlagDef* f = find(name);
+    if (!f) continue;
+    std::string left = "--" + f->name + (f->kind == Kind::FLAG ? "" : f->kind == Kind::UINT ? " N" : " V");
+    os << "  " << left << std::string(left.size() < 16 ? 16 - left.size() : 1, ' ') << f->help;
+    if (!f->def.empty() && f->kind != Kind::FLAG) os << " (default " << f->def << ")";
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace quorum::cli

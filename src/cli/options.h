@@ -1,0 +1,31 @@
+// Options parsed from the command line (generated from flags.def).
+#pragma once
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace quorum::cli {
+
+struct Options {
+#define QUORUM_FLAG_STRING(name, def) std::string name = def;
+#define QUORUM_FLAG_UINT(name, def) uint64_t name = std::stoull(def);
+#define QUORUM_FLAG_FLAG(name, def) bool name = false;
+#define QUORUM_FLAG(name, kind, def, help) QUORUM_FLAG_##kind(name, def)
+#include "cli/flags.def"
+#undef QUORUM_FLAG
+#undef QUORUM_FLAG_STRING
+#undef QUORUM_FLAG_UINT
+#undef QUORUM_FLAG_FLAG
+  std::vector<std::string> positional;
+  std::set<std::string> given;  // flags that appeared on the command line
+};
+
+// Parses argv after the command name. `allowed` lists the flags this command takes; any other
+// flag, a missing value or a malformed number is a UserError.
+Options parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
+                    const std::string& command);
+// "  --seed N   seed of the one RNG ..." lines for the given flags.
+std::string flag_help(const std::vector<std::string>& flags);
+
+}  // namespace quorum::cli

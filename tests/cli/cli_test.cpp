@@ -1,0 +1,133 @@
+// The quorum command as a user runs it: exit codes, one-line errors, reproducible output.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/fileio.h"
+#include "core/npy.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+fs::path scratch() {
+  const fs::path d = fs::temp_directory_path() / ("quorum_cli_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+Result quorum(const std::string& args) {
+  const fs::path d = scratch();
+  const std::string cmd = std::string(QUORUM_BINARY) + " " + args + " >" + (d / "out").string() + " 2>" +
+                          (d / "err").string() + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return {WEXITSTATUS(status), quorum::core::read_file((d / "out").string()),
+          quorum::core::read_file((d / "err").string())};
+}
+
+std::string example(const std::string& name) { return std::string(QUORUM_SOURCE_DIR) + "/docs/examples/" + name; }
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = scratch() / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+TEST(Cli, VersionAndHelp) {
+  Result r = quorum("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("quorum ", 0), 0u);
+  r = quorum("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* c : {"run", "ops", "version"}) EXPECT_NE(r.out.find(c), std::string::npos) << c;
+  r = quorum("run --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--seed"), std::string::npos);
+}
+
+TEST(Cli, OpsListsAtLeastFiftyOperators) {
+  const Result r = quorum("ops");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto pos = r.out.rfind('\n', r.out.size() - 2);
+  const int count = std::stoi(r.out.substr(pos + 1));
+  EXPECT_GE(count, 50);
+  EXPECT_NE(r.out.find("conv2d"), std::string::npos);
+  EXPECT_NE(r.out.find("invalid:"), std::string::npos);
+}
+
+TEST(Cli, RunExamplesIsReproducible) {
+  for (const char* m : {"lenet5.json", "residual_small.json"}) {
+    const Result a = quorum("run " + example(m) + " --seed 17");
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_NE(a.out.find("seed: 17"), std::string::npos);
+    EXPECT_EQ(a.out, quorum("run " + example(m) + " --seed 17").out);
+    EXPECT_NE(a.out, quorum("run " + example(m) + " --seed 18").out);
+  }
+  const Result chosen = quorum("run " + example("lenet5.json"));
+  ASSERT_EQ(chosen.code, 0);
+  EXPECT_NE(chosen.out.find("seed: "), std::string::npos);
+}
+
+TEST(Cli, RunWithLossPrintsGradientsAndSavesNpy) {
+  const fs::path dir = scratch() / "saved";
+  fs::remove_all(dir);
+  const Result r = quorum("run " + example("lenet5.json") + " --seed 3 --loss softmax_cross_entropy --save " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("loss (softmax_cross_entropy): "), std::string::npos);
+  EXPECT_NE(r.out.find("gradients of the loss"), std::string::npos);
+  EXPECT_EQ(quorum::core::read_npy((dir / "softmax.npy").string()).shape(), (quorum::core::Shape{1, 10}));
+  EXPECT_EQ(quorum::core::read_npy((dir / "grad.conv1.weight.npy").string()).shape(),
+            (quorum::core::Shape{6, 1, 5, 5}));
+  // Saved inputs feed a rerun that prints the same numbers.
+  const Result again = quorum("run " + example("lenet5.json") + " --seed 99 --inputs " + dir.string());
+  ASSERT_EQ(again.code, 0) << again.err;
+  const Result first = quorum("run " + example("lenet5.json") + " --seed 3");
+  EXPECT_EQ(again.out.substr(again.out.find("model:")), first.out.substr(first.out.find("model:")));
+}
+
+TEST(Cli, BadInputExitsTwoWithOneLine) {
+  const std::string unknown_op = write_temp("unknown.json", R"({"inputs": [{"name": "x", "dtype": "float32",
+    "shape": [2]}], "outputs": ["y"], "nodes": [{"name": "n", "op": "frob", "inputs": ["x"], "outputs": ["y"]}]})");
+  const std::string bad_attr = write_temp("attr.json", R"({"inputs": [{"name": "x", "dtype": "float32",
+    "shape": [2]}], "outputs": ["y"], "nodes": [{"name": "n", "op": "elu", "inputs": ["x"], "outputs": ["y"],
+    "attrs": {"alpha": "high"}}]})");
+  const std::string bad_shape = write_temp("shape.json", R"({"inputs": [{"name": "x", "dtype": "float32",
+    "shape": [2]}], "outputs": ["y"], "nodes": [{"name": "n", "op": "relu", "inputs": ["x"],
+    "outputs": [{"name": "y", "dtype": "float32", "shape": [3]}]}]})");
+  const std::string malformed = write_temp("malformed.json", "{\"inputs\": [1,");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run /nonexistent/model.json", "cannot open"},
+      {"run " + malformed, "malformed JSON"},
+      {"run " + unknown_op, "node 'n' (frob): unknown operator 'frob'"},
+      {"run " + bad_attr, "node 'n' (elu): attribute 'alpha' must be float"},
+      {"run " + bad_shape, "node 'n' (relu): output 'y' is declared float32[3]"},
+      {"run " + example("lenet5.json") + " --bogus", "unknown flag '--bogus'"},
+      {"run " + example("lenet5.json") + " --seed abc", "--seed: expected a non-negative integer"},
+      {"run " + example("lenet5.json") + " --loss relu", "is not a loss"},
+      {"run " + example("lenet5.json") + " --loss nope", "unknown operator 'nope'"},
+      {"run " + example("lenet5.json") + " --inputs /nonexistent", "missing input file"},
+      {"run model.txt", "unsupported model file type"},
+      {"run", "expected one MODEL file"},
+      {"frobnicate", "unknown command 'frobnicate'"},
+  };
+  for (const auto& [args, expect] : cases) {
+    const Result r = quorum(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("quorum: ", 0), 0u) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << args << "\n" << r.err;
+  }
+}
+
+}  // namespace
