@@ -53,7 +53,9 @@ OpSpec make_loss(Loss l) {
   const int rank = l.rank;
   s.infer = [name, rank](const std::vector<TensorType>& in, const Attrs&) { return loss_infer(name, rank, in); };
   LossFn value = l.value;
-  s.forward = [value](const Inputs& in, const Attrs&) { return std::vector<Tensor>{Tensor::scalar(value(*in[0], *in[1]))}; };
+  s.forward = [value](const Inputs& in, const Attrs&) {
+    return std::vector<Tensor>{Tensor::scalar(value(*in[0], *in[1]))};
+  };
   LossGradFn grad = l.grad;
   s.vjp = [grad](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
     Tensor gp = grad(*in[0], *in[1]);

@@ -1,0 +1,30 @@
+// Shared backend helpers.
+#include "backends/backend.h"
+
+#include "ref/interpreter.h"
+
+namespace quorum::backends {
+
+TrainResult Session::train_step(const TrainRequest&) {
+  throw std::logic_error("this backend does not train");
+}
+
+Support supports_graph(const Backend& b, const ir::Graph& g, bool training) {
+  if (training && !b.trains()) return Support::no("backend does not train");
+  for (const auto& n : g.nodes) {
+    Support s = b.supports(g, n);
+    if (s.ok && training) s = b.supports_training(g, n);
+    if (!s.ok) return Support::no("node '" + n.name + "' (" + n.op + "): " + s.reason);
+  }
+  return Support::yes();
+}
+
+ValueMap reference_forward(const ir::Graph& g, const ValueMap& inputs, core::DType dtype) {
+  ir::Graph rounded = g;
+  for (auto& [name, t] : rounded.initializers) t = t.to(dtype).to(core::DType::F64);
+  ValueMap in;
+  for (const auto& [name, t] : inputs) in.emplace(name, t.to(dtype).to(core::DType::F64));
+  return ref::forward(rounded, in);
+}
+
+}  // namespace quorum::backends

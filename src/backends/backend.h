@@ -1,0 +1,96 @@
+// The backend interface: one narrow contract every library implements in its own folder
+// (src/backends/<name>/). Library quirks — layouts, padding conventions, unsupported attributes —
+// live there, never in shared code. Backends run inside worker processes (src/worker/): a library
+// that crashes, aborts or hangs takes down only its worker.
+#pragma once
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace quorum::backends {
+
+using core::Tensor;
+using ValueMap = std::map<std::string, Tensor>;
+
+// The library refused to build the model (a conversion / compile failure finding).
+class ConversionError : public std::runtime_error {
+ public:
+  explicit ConversionError(const std::string& m) : std::runtime_error(m) {}
+};
+
+struct Support {
+  bool ok = true;
+  std::string reason;  // why not, when !ok
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+};
+
+struct CompileOptions {
+  core::DType dtype = core::DType::F32;  // the precision the library computes in
+  int threads = 1;
+};
+
+struct TrainRequest {
+  ValueMap inputs;
+  Tensor target;
+  std::string loss;   // a catalogue loss operator, e.g. "mse_loss"
+  core::Attrs loss_attrs;
+  double learning_rate = 0.01;  // one plain SGD step
+};
+
+struct TrainResult {
+  double loss = 0;
+  Tensor loss_grad;       // d loss / d (graph output 0)
+  ValueMap values;        // every node output (forward of this step)
+  ValueMap grads;         // d loss / d value: every node output and every weight
+  ValueMap weights_after; // every weight after w -= learning_rate * grad
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  // Graph outputs, and with keep_intermediates every node output, by value name, in the
+  // session's dtype. Library exceptions propagate (the worker turns them into outcomes).
+  virtual ValueMap forward(const ValueMap& inputs, bool keep_intermediates) = 0;
+  // Only for backends whose trains() is true.
+  virtual TrainResult train_step(const TrainRequest& req);
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::string version() const = 0;  // the library's own version string
+  virtual bool trains() const = 0;
+  // Whether this library can run this node (its operator and attributes), or why not.
+  virtual Support supports(const ir::Graph& g, const ir::Node& n) const = 0;
+  // Whether train_step can differentiate through this node (e.g. the library has a backward
+  // primitive for it). Only asked when trains() is true.
+  virtual Support supports_training(const ir::Graph&, const ir::Node&) const {
+    return trains() ? Support::yes() : Support::no("backend does not train");
+  }
+  // Builds a runnable session; throws ConversionError when the library refuses the model.
+  virtual std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) = 0;
+};
+
+// Every node of the graph supported (for training too, if `training`), or the first reason why not.
+Support supports_graph(const Backend& b, const ir::Graph& g, bool training = false);
+
+}  // namespace quorum::backends
+
+namespace quorum::backends {
+
+// Each backend library (src/backends/<name>/) defines this factory; a worker executable links
+// exactly one backend. `args` are backend options from the command line (e.g. a fault name).
+std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args);
+
+// Reference values for comparing a backend: the float64 interpreter run on the same inputs and
+// weights rounded to `dtype` first, so both see identical operands.
+ValueMap reference_forward(const ir::Graph& g, const ValueMap& inputs, core::DType dtype);
+
+}  // namespace quorum::backends

@@ -1,0 +1,130 @@
+// The faulty backend: the float64 reference with named planted faults, chosen by option, so tests
+// can check that Quorum notices, classifies and survives each one. Options are FAULT[=ARG]:
+//   crash-on-op=OP          SIGSEGV when running a node of operator OP
+//   abort-on-attribute=A[:V] abort() at compile when a node has attribute A (equal to V if given)
+//   hang-on-shape=D         never return from forward when any value has a dimension of size D
+//   leak-until-oom          allocate until allocation fails (needs the worker's address-space limit)
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "backends/ref/ref_backend.h"
+#include "core/error.h"
+
+namespace quorum::backends {
+namespace {
+
+struct Faults {
+  std::string crash_on_op;
+  std::string abort_attr, abort_value;
+  int64_t hang_dim = -1;
+  bool leak = false;
+};
+
+Faults parse(const std::vector<std::string>& args) {
+  Faults f;
+  for (const auto& a : args) {
+    const auto eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (name == "crash-on-op" && !value.empty()) {
+      f.crash_on_op = value;
+    } else if (name == "abort-on-attribute" && !value.empty()) {
+      const auto colon = value.find(':');
+      f.abort_attr = value.substr(0, colon);
+      if (colon != std::string::npos) f.abort_value = value.substr(colon + 1);
+    } else if (name == "hang-on-shape" && !value.empty()) {
+      f.hang_dim = std::stoll(value);
+    } else if (name == "leak-until-oom" && value.empty()) {
+      f.leak = true;
+    } else {
+      throw core::UserError("faulty: unknown fault '" + a +
+                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom)");
+    }
+  }
+  return f;
+}
+
+[[noreturn]] void leak_until_oom() {
+  rlimit as{};
+  ::getrlimit(RLIMIT_AS, &as);
+  if (as.rlim_cur == RLIM_INFINITY) throw std::runtime_error("leak-until-oom refuses to run without an address-space limit");
+  std::vector<char*> chunks;
+  for (;;) {
+    char* p = new char[64 << 20];  // throws std::bad_alloc at the limit
+    std::memset(p, 1, 64 << 20);
+    chunks.push_back(p);
+  }
+}
+
+class FaultySession : public Session {
+ public:
+  FaultySession(std::unique_ptr<Session> inner, const ir::Graph& g, Faults f)
+      : inner_(std::move(inner)), g_(g), f_(std::move(f)) {}
+
+  ValueMap forward(const ValueMap& inputs, bool keep) override {
+    before_run();
+    return inner_->forward(inputs, keep);
+  }
+  TrainResult train_step(const TrainRequest& req) override {
+    before_run();
+    return inner_->train_step(req);
+  }
+
+ private:
+  void before_run() {
+    for (const auto& n : g_.nodes)
+      if (n.op == f_.crash_on_op) {
+        std::fprintf(stderr, "faulty: crashing in node '%s' (%s)\n", n.name.c_str(), n.op.c_str());
+        std::fflush(stderr);
+        ::raise(SIGSEGV);
+      }
+    if (f_.hang_dim >= 0)
+      for (const auto& [name, t] : g_.types)
+        if (std::find(t.shape.begin(), t.shape.end(), f_.hang_dim) != t.shape.end())
+          for (;;) ::pause();
+    if (f_.leak) leak_until_oom();
+  }
+  std::unique_ptr<Session> inner_;
+  ir::Graph g_;
+  Faults f_;
+};
+
+class FaultyBackend : public Backend {
+ public:
+  explicit FaultyBackend(Faults f) : ref_(make_ref_backend()), f_(std::move(f)) {}
+  std::string name() const override { return "faulty"; }
+  std::string version() const override { return ref_->version() + " with planted faults"; }
+  bool trains() const override { return true; }
+  Support supports(const ir::Graph& g, const ir::Node& n) const override { return ref_->supports(g, n); }
+  std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
+    if (!f_.abort_attr.empty())
+      for (const auto& n : g.nodes) {
+        auto it = n.attrs.find(f_.abort_attr);
+        if (it != n.attrs.end() && (f_.abort_value.empty() || core::to_string(it->second) == f_.abort_value)) {
+          std::fprintf(stderr, "faulty: assertion failed in node '%s': attribute %s=%s\n", n.name.c_str(),
+                       f_.abort_attr.c_str(), core::to_string(it->second).c_str());
+          std::fflush(stderr);
+          std::abort();
+        }
+      }
+    return std::make_unique<FaultySession>(ref_->compile(g, opt), g, f_);
+  }
+
+ private:
+  std::unique_ptr<Backend> ref_;
+  Faults f_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
+  return std::make_unique<FaultyBackend>(parse(args));
+}
+
+}  // namespace quorum::backends

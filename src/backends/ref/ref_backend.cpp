@@ -1,0 +1,69 @@
+// The float64 reference as a backend: a voter and the tie-breaker in every comparison.
+#include "backends/ref/ref_backend.h"
+
+#include <algorithm>
+
+#include "ops/registry.h"
+#include "ref/interpreter.h"
+
+namespace quorum::backends {
+namespace {
+
+class RefSession : public Session {
+ public:
+  explicit RefSession(ir::Graph g) : g_(std::move(g)) {}
+
+  ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
+    ValueMap all = ref::forward(g_, inputs);
+    return select(all, keep_intermediates);
+  }
+
+  TrainResult train_step(const TrainRequest& req) override {
+    ref::TrainResult r = ref::train(g_, req.inputs, req.target, ref::LossSpec{req.loss, req.loss_attrs});
+    TrainResult out;
+    out.loss = r.loss;
+    out.loss_grad = r.loss_grad;
+    out.values = select(r.values, true);
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs)
+        if (r.grads.count(o)) out.grads.emplace(o, r.grads.at(o));
+    for (auto& [name, w] : g_.initializers) {
+      core::Tensor g = r.grads.count(name) ? r.grads.at(name) : core::Tensor(core::DType::F64, w.shape());
+      out.grads.emplace(name, g);
+      core::Tensor after = w.to(core::DType::F64);
+      for (int64_t i = 0; i < after.numel(); ++i) after.f64()[i] -= req.learning_rate * g.f64()[i];
+      out.weights_after.emplace(name, after);
+    }
+    return out;
+  }
+
+ private:
+  ValueMap select(ValueMap& all, bool keep_intermediates) const {
+    ValueMap out;
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs)
+        if (keep_intermediates || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end())
+          out.emplace(o, std::move(all.at(o)));
+    return out;
+  }
+  ir::Graph g_;
+};
+
+class RefBackend : public Backend {
+ public:
+  std::string name() const override { return "ref"; }
+  std::string version() const override { return std::string("quorum-ref ") + QUORUM_VERSION + " (float64)"; }
+  bool trains() const override { return true; }
+  Support supports(const ir::Graph&, const ir::Node& n) const override {
+    return ops::catalogue().find(n.op) ? Support::yes() : Support::no("not in the catalogue");
+  }
+  std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions&) override {
+    return std::make_unique<RefSession>(g);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_ref_backend() { return std::make_unique<RefBackend>(); }
+
+}  // namespace quorum::backends

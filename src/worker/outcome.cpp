@@ -1,0 +1,32 @@
+// Outcome names.
+#include "worker/outcome.h"
+
+namespace quorum::worker {
+
+const char* to_string(Status s) {
+  switch (s) {
+    case Status::Ok: return "ok";
+    case Status::Unsupported: return "unsupported";
+    case Status::ConversionFailure: return "conversion failure";
+    case Status::LibraryError: return "library error";
+    case Status::OutOfMemory: return "out of memory";
+    case Status::Crash: return "crash";
+    case Status::Timeout: return "timeout";
+    case Status::ProtocolError: return "protocol error";
+  }
+  return "?";
+}
+
+std::string Outcome::str() const {
+  std::string s = to_string(status);
+  if (!message.empty()) s += ": " + message;
+  if (!stderr_tail.empty()) {
+    std::string tail = stderr_tail;
+    for (auto& c : tail)
+      if (c == '\n') c = '|';
+    s += " (stderr: " + tail + ")";
+  }
+  return s;
+}
+
+}  // namespace quorum::worker

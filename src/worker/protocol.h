@@ -1,0 +1,24 @@
+// The worker protocol: length-prefixed frames over a pair of pipes. A frame is a u32 payload
+// length and the payload; a request payload starts with its Kind, a reply payload with a Status
+// and, for Ok, the kind's result (otherwise a message string).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace quorum::worker {
+
+enum class Kind : uint8_t {
+  Hello = 1,     // -> name, version, trains
+  Supports = 2,  // graph, training flag -> per node: name, ok, reason
+  Compile = 3,   // graph, dtype, threads -> (nothing)
+  Forward = 4,   // values, keep_intermediates -> values
+  Train = 5,     // values, target, loss, loss attrs, learning rate -> TrainResult
+};
+
+constexpr uint32_t kMaxFrame = 1u << 31;
+
+// Blocking frame I/O for the worker side. read_frame returns false on a clean EOF.
+bool read_frame(int fd, std::string& payload);
+void write_frame(int fd, const std::string& payload);
+
+}  // namespace quorum::worker

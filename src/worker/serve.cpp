@@ -1,0 +1,159 @@
+// Worker request loop and frame I/O.
+#include "worker/serve.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <new>
+#include <stdexcept>
+
+#include "worker/codec.h"
+#include "worker/outcome.h"
+#include "worker/protocol.h"
+
+namespace quorum::worker {
+
+namespace {
+
+bool read_all(int fd, char* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r == 0) return false;
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void write_all(int fd, const char* p, size_t n) {
+  size_t put = 0;
+  while (put < n) {
+    const ssize_t w = ::write(fd, p + put, n - put);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("worker pipe closed");
+    }
+    put += static_cast<size_t>(w);
+  }
+}
+
+std::string reply(Status s, const std::string& msg = "") {
+  Writer w;
+  w.u8(static_cast<uint8_t>(s));
+  w.str(msg);
+  return w.bytes();
+}
+
+}  // namespace
+
+bool read_frame(int fd, std::string& payload) {
+  uint32_t len;
+  if (!read_all(fd, reinterpret_cast<char*>(&len), 4)) return false;
+  if (len > kMaxFrame) throw std::runtime_error("frame too large");
+  payload.resize(len);
+  return read_all(fd, payload.data(), len);
+}
+
+void write_frame(int fd, const std::string& payload) {
+  const uint32_t len = static_cast<uint32_t>(payload.size());
+  std::string buf(reinterpret_cast<const char*>(&len), 4);
+  buf += payload;
+  write_all(fd, buf.data(), buf.size());
+}
+
+int serve(backends::Backend& backend, int in_fd, int out_fd) {
+  std::unique_ptr<backends::Session> session;
+  std::string req;
+  while (read_frame(in_fd, req)) {
+    Writer ok;
+    ok.u8(static_cast<uint8_t>(Status::Ok));
+    std::string out;
+    try {
+      Reader r(req);
+      const auto kind = static_cast<Kind>(r.u8());
+      switch (kind) {
+        case Kind::Hello:
+          ok.str(backend.name());
+          ok.str(backend.version());
+          ok.u8(backend.trains() ? 1 : 0);
+          out = ok.bytes();
+          break;
+        case Kind::Supports: {
+          ir::Graph g = r.graph();
+          const bool training = r.u8() != 0;
+          ok.u32(static_cast<uint32_t>(g.nodes.size()));
+          for (const auto& n : g.nodes) {
+            backends::Support s = backend.supports(g, n);
+            if (s.ok && training) s = backend.trains() ? backend.supports_training(g, n) : backends::Support::no("backend does not train");
+            ok.str(n.name);
+            ok.u8(s.ok ? 1 : 0);
+            ok.str(s.reason);
+          }
+          out = ok.bytes();
+          break;
+        }
+        case Kind::Compile: {
+          ir::Graph g = r.graph();
+          backends::CompileOptions opt;
+          opt.dtype = static_cast<core::DType>(r.u8());
+          opt.threads = static_cast<int>(r.u32());
+          session.reset();
+          try {
+            session = backend.compile(g, opt);
+          } catch (const std::bad_alloc&) {
+            throw;
+          } catch (const std::exception& e) {
+            out = reply(Status::ConversionFailure, e.what());
+            break;
+          }
+          out = ok.bytes();
+          break;
+        }
+        case Kind::Forward: {
+          if (!session) {
+            out = reply(Status::ProtocolError, "forward before compile");
+            break;
+          }
+          const backends::ValueMap in = r.values();
+          const bool keep = r.u8() != 0;
+          ok.values(session->forward(in, keep));
+          out = ok.bytes();
+          break;
+        }
+        case Kind::Train: {
+          if (!session) {
+            out = reply(Status::ProtocolError, "train before compile");
+            break;
+          }
+          backends::TrainRequest t;
+          t.inputs = r.values();
+          t.target = r.tensor();
+          t.loss = r.str();
+          t.loss_attrs = r.attrs();
+          t.learning_rate = r.f64();
+          const backends::TrainResult res = session->train_step(t);
+          ok.f64(res.loss);
+          ok.tensor(res.loss_grad);
+          ok.values(res.values);
+          ok.values(res.grads);
+          ok.values(res.weights_after);
+          out = ok.bytes();
+          break;
+        }
+        default: out = reply(Status::ProtocolError, "unknown request kind"); break;
+      }
+    } catch (const std::bad_alloc&) {
+      out = reply(Status::OutOfMemory, "std::bad_alloc");
+    } catch (const std::exception& e) {
+      out = reply(Status::LibraryError, e.what());
+    }
+    write_frame(out_fd, out);
+  }
+  return 0;
+}
+
+}  // namespace quorum::worker

@@ -1,0 +1,350 @@
+// Worker processes: spawn, frame I/O with deadlines, limits, classification.
+#include "worker/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "worker/codec.h"
+#include "worker/protocol.h"
+
+namespace quorum::worker {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGBUS: return "SIGBUS";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGPIPE: return "SIGPIPE";
+    default: return nullptr;
+  }
+}
+
+std::string exe_dir() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+double remaining(Clock::time_point deadline) {
+  return std::chrono::duration<double>(deadline - Clock::now()).count();
+}
+
+// Waits until fd is ready for `events` or the deadline passes. Returns false on timeout.
+bool wait_fd(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const double left = remaining(deadline);
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min(left * 1000.0 + 1, 60000.0)));
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return true;  // let the read/write report the error
+  }
+}
+
+enum class Io { Ok, Closed, Timeout };
+
+Io write_all(int fd, const char* p, size_t n, Clock::time_point deadline) {
+  size_t put = 0;
+  while (put < n) {
+    if (!wait_fd(fd, POLLOUT, deadline)) return Io::Timeout;
+    const ssize_t w = ::write(fd, p + put, n - put);
+    if (w < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Io::Closed;
+    }
+    put += static_cast<size_t>(w);
+  }
+  return Io::Ok;
+}
+
+Io read_all(int fd, char* p, size_t n, Clock::time_point deadline) {
+  size_t got = 0;
+  while (got < n) {
+    if (!wait_fd(fd, POLLIN, deadline)) return Io::Timeout;
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r == 0) return Io::Closed;
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Io::Closed;
+    }
+    got += static_cast<size_t>(r);
+  }
+  return Io::Ok;
+}
+
+}  // namespace
+
+const std::vector<std::string>& available_backends() {
+  static const std::vector<std::string> names = {
+#include "backend_table.inc"
+  };
+  return names;
+}
+
+std::string worker_path(const std::string& backend) {
+  const auto& names = available_backends();
+  if (std::find(names.begin(), names.end(), backend) == names.end()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw core::UserError("unknown backend '" + backend + "' (built: " + list + ")");
+  }
+  const char* dir = std::getenv("QUORUM_WORKER_DIR");
+  return (dir ? std::string(dir) : exe_dir()) + "/quorum-worker-" + backend;
+}
+
+Worker::Worker(std::string backend, std::vector<std::string> args, Limits limits)
+    : backend_(std::move(backend)), args_(std::move(args)), limits_(limits) {
+  worker_path(backend_);  // reject unknown names now, not at the first call
+  static const bool ignore_sigpipe = [] {
+    ::signal(SIGPIPE, SIG_IGN);  // a dead worker must not kill us through its pipe
+    return true;
+  }();
+  (void)ignore_sigpipe;
+  char tmpl[] = "/tmp/quorum-worker-stderr-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) throw core::UserError(std::string("cannot create a worker log file: ") + std::strerror(errno));
+  ::close(fd);
+  stderr_path_ = tmpl;
+}
+
+Worker::~Worker() {
+  stop();
+  if (!stderr_path_.empty()) std::filesystem::remove(stderr_path_);
+}
+
+void Worker::start() {
+  const std::string path = worker_path(backend_);
+  int to_child[2], from_child[2];
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const int err_fd = ::open(stderr_path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  std::vector<std::string> argv_s{path};
+  argv_s.insert(argv_s.end(), args_.begin(), args_.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const rlim_t as_limit = limits_.address_space_mb ? limits_.address_space_mb << 20 : RLIM_INFINITY;
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    ::dup2(to_child[0], 0);
+    ::dup2(from_child[1], 1);
+    if (err_fd >= 0) ::dup2(err_fd, 2);
+    rlimit core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &core);
+#if !defined(__SANITIZE_ADDRESS__)
+    // (AddressSanitizer reserves terabytes of shadow memory: an address-space limit breaks it.)
+    rlimit as{as_limit, as_limit};
+    ::setrlimit(RLIMIT_AS, &as);
+#else
+    (void)as_limit;
+#endif
+    ::execv(path.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  if (err_fd >= 0) ::close(err_fd);
+  pid_ = pid;
+  to_fd_ = to_child[1];
+  from_fd_ = from_child[0];
+  ++restarts_;
+}
+
+void Worker::stop() {
+  if (pid_ <= 0) return;
+  ::close(to_fd_);
+  ::close(from_fd_);
+  // Closing stdin ends a healthy worker; kill it anyway so a hung one cannot linger.
+  ::kill(pid_, SIGKILL);
+  int status;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  to_fd_ = from_fd_ = -1;
+}
+
+std::string Worker::stderr_tail() const {
+  std::ifstream in(stderr_path_, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr size_t kTail = 1500;
+  if (all.size() > kTail) all = all.substr(all.size() - kTail);
+  while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
+  return all;
+}
+
+Outcome Worker::death(int wait_status, bool timed_out) {
+  Outcome o;
+  o.stderr_tail = stderr_tail();
+  if (timed_out) {
+    o.status = Status::Timeout;
+    o.message = "no answer within " + std::to_string(static_cast<int>(limits_.timeout_s)) + " s; worker killed";
+    return o;
+  }
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    o.signal = sig;
+    const char* name = signal_name(sig);
+    o.message = name ? name : "signal " + std::to_string(sig);
+    const bool alloc_failure = o.stderr_tail.find("bad_alloc") != std::string::npos ||
+                               o.stderr_tail.find("out of memory") != std::string::npos ||
+                               o.stderr_tail.find("Cannot allocate memory") != std::string::npos;
+    // SIGKILL we did not send is the kernel's OOM killer; an abort after a failed allocation
+    // is an out-of-memory death too.
+    o.status = (sig == SIGKILL || (sig == SIGABRT && alloc_failure)) ? Status::OutOfMemory : Status::Crash;
+    return o;
+  }
+  o.status = Status::Crash;
+  o.message = "worker exited with code " + std::to_string(WEXITSTATUS(wait_status));
+  return o;
+}
+
+Outcome Worker::call(const std::string& request, std::string& reply) {
+  if (pid_ <= 0) start();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(limits_.timeout_s));
+  const uint32_t len = static_cast<uint32_t>(request.size());
+  Io io = write_all(to_fd_, reinterpret_cast<const char*>(&len), 4, deadline);
+  if (io == Io::Ok) io = write_all(to_fd_, request.data(), request.size(), deadline);
+  uint32_t rlen = 0;
+  if (io == Io::Ok) io = read_all(from_fd_, reinterpret_cast<char*>(&rlen), 4, deadline);
+  if (io == Io::Ok) {
+    reply.resize(rlen);
+    io = read_all(from_fd_, reply.data(), rlen, deadline);
+  }
+  if (io == Io::Ok) return {};
+  // The worker died or hung: kill, reap, classify. The next call starts a fresh one.
+  if (io == Io::Timeout) ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  ::close(to_fd_);
+  ::close(from_fd_);
+  pid_ = -1;
+  return death(status, io == Io::Timeout);
+}
+
+namespace {
+// Parses a reply's status; for a non-Ok status, fills the message.
+Outcome reply_status(Reader& r) {
+  Outcome o;
+  const uint8_t s = r.u8();
+  if (s > static_cast<uint8_t>(Status::ProtocolError)) {
+    o.status = Status::ProtocolError;
+    o.message = "bad status byte";
+    return o;
+  }
+  o.status = static_cast<Status>(s);
+  if (!o.ok()) o.message = r.str();
+  return o;
+}
+
+template <class Fn>
+Outcome decode(const std::string& reply, Fn&& fn) {
+  try {
+    Reader r(reply);
+    Outcome o = reply_status(r);
+    if (o.ok()) fn(r);
+    return o;
+  } catch (const std::exception& e) {
+    return Outcome{Status::ProtocolError, e.what(), 0, ""};
+  }
+}
+}  // namespace
+
+Outcome Worker::hello(BackendInfo& info) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Hello));
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) {
+    info.name = r.str();
+    info.version = r.str();
+    info.trains = r.u8() != 0;
+  });
+}
+
+Outcome Worker::supports(const ir::Graph& g, bool training, std::vector<NodeSupport>& out) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Supports));
+  w.graph(g);
+  w.u8(training ? 1 : 0);
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) {
+    out.clear();
+    for (uint32_t i = 0, n = r.u32(); i < n; ++i) {
+      NodeSupport s;
+      s.node = r.str();
+      s.ok = r.u8() != 0;
+      s.reason = r.str();
+      out.push_back(std::move(s));
+    }
+  });
+}
+
+Outcome Worker::compile(const ir::Graph& g, const backends::CompileOptions& opt) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Compile));
+  w.graph(g);
+  w.u8(static_cast<uint8_t>(opt.dtype));
+  w.u32(static_cast<uint32_t>(opt.threads));
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  if (!o.ok()) return o;
+  return decode(reply, [](Reader&) {});
+}
+
+Outcome Worker::forward(const backends::ValueMap& inputs, bool keep, backends::ValueMap& out) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Forward));
+  w.values(inputs);
+  w.u8(keep ? 1 : 0);
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) { out = r.values(); });
+}
+
+Outcome Worker::train(const backends::TrainRequest& req, backends::TrainResult& out) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Train));
+  w.values(req.inputs);
+  w.tensor(req.target);
+  w.str(req.loss);
+  w.attrs(req.loss_attrs);
+  w.f64(req.learning_rate);
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) {
+    out.loss = r.f64();
+    out.loss_grad = r.tensor();
+    out.values = r.values();
+    out.grads = r.values();
+    out.weights_after = r.values();
+  });
+}
+
+}  // namespace quorum::worker

@@ -1,0 +1,69 @@
+// The supervisor side: starts `quorum-worker-<backend>` with fork+exec (a fresh process, so library
+// thread pools start clean), talks to it over pipes, enforces a time limit per call and an
+// address-space limit per process, and classifies a death — signal, timeout, out of memory — into
+// an Outcome. A dead worker is restarted on the next call; the caller's campaign goes on.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "worker/outcome.h"
+
+namespace quorum::worker {
+
+struct Limits {
+  double timeout_s = 60;              // per call
+  uint64_t address_space_mb = 16384;  // RLIMIT_AS of the worker; 0 = unlimited
+};
+
+struct BackendInfo {
+  std::string name, version;
+  bool trains = false;
+};
+
+struct NodeSupport {
+  std::string node;
+  bool ok = true;
+  std::string reason;
+};
+
+// Backends built next to this executable (the generated backend table).
+const std::vector<std::string>& available_backends();
+// Path of the worker executable for `backend`; UserError for an unknown backend name.
+std::string worker_path(const std::string& backend);
+
+class Worker {
+ public:
+  Worker(std::string backend, std::vector<std::string> args = {}, Limits limits = {});
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  const std::string& backend() const { return backend_; }
+  int restarts() const { return restarts_; }
+  pid_t pid() const { return pid_; }
+
+  Outcome hello(BackendInfo& info);
+  Outcome supports(const ir::Graph& g, bool training, std::vector<NodeSupport>& out);
+  Outcome compile(const ir::Graph& g, const backends::CompileOptions& opt);
+  Outcome forward(const backends::ValueMap& inputs, bool keep_intermediates, backends::ValueMap& out);
+  Outcome train(const backends::TrainRequest& req, backends::TrainResult& out);
+
+ private:
+  void start();
+  void stop();
+  // Sends one request and waits for the reply; on death or timeout returns the classified outcome.
+  Outcome call(const std::string& request, std::string& reply);
+  Outcome death(int wait_status, bool timed_out);
+  std::string stderr_tail() const;
+
+  std::string backend_;
+  std::vector<std::string> args_;
+  Limits limits_;
+  pid_t pid_ = -1;
+  int to_fd_ = -1, from_fd_ = -1;
+  std::string stderr_path_;
+  int restarts_ = -1;
+};
+
+}  // namespace quorum::worker

@@ -1,0 +1,179 @@
+// Backend agreement: compiled once per backend (it links exactly one backend library). For every
+// catalogue operator the backend supports, cases drawn from the operator's domain must agree with
+// the float64 reference within the operator's tolerance — forward, and for training backends the
+// loss, the loss gradient, every gradient and the weights after one SGD step. A pair that disagrees
+// is either listed in the backend's known_differences.txt with a reason, or fails here.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "backends/backend.h"
+#include "ir/build.h"
+#include "ops/materialize.h"
+#include "ops/registry.h"
+#include "oracle/compare.h"
+#include "ref/interpreter.h"
+
+namespace quorum::backends {
+namespace {
+
+constexpr int kCases = 6;
+
+Backend& backend() {
+  static std::unique_ptr<Backend> b = create_backend({});
+  return *b;
+}
+
+// op name -> reason, from src/backends/<name>/known_differences.txt ("op  reason", '#' comments).
+const std::map<std::string, std::string>& known_differences() {
+  static const std::map<std::string, std::string> m = [] {
+    std::map<std::string, std::string> out;
+    std::ifstream in(QUORUM_KNOWN_DIFFERENCES);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream ls(line);
+      std::string op, reason;
+      ls >> op;
+      std::getline(ls, reason);
+      out[op] = reason;
+    }
+    return out;
+  }();
+  return m;
+}
+
+uint64_t name_seed(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Gradients sum over more terms than the forward pass (batch and spatial positions); they get
+// ten times the operator's forward tolerance.
+ops::Tolerance grad_tolerance(ops::Tolerance t) { return {t.atol * 10, t.rtol * 10}; }
+
+class Agreement : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Agreement, MatchesReference) {
+  const ops::OpSpec& spec = ops::op(GetParam());
+  Backend& b = backend();
+  int supported = 0;
+  std::vector<std::string> failures;
+  for (int k = 0; k < kCases; ++k) {
+    core::Rng rng(name_seed(spec.name) + static_cast<uint64_t>(k));
+    ops::Case c = spec.sample(rng);
+    const ir::SingleNode sn = ir::single_node_graph(spec, c, rng, core::DType::F32);
+    const ir::Graph& g = sn.graph;
+    const std::string where = "case " + std::to_string(k) + " " + core::to_string(g.nodes[0].attrs) + " inputs " +
+                              core::to_string(g.inputs[0].type.shape);
+    const Support s = supports_graph(b, g);
+    if (!s.ok) {
+      EXPECT_FALSE(s.reason.empty()) << "an unsupported node must say why";
+      continue;
+    }
+    ++supported;
+    std::unique_ptr<Session> session;
+    try {
+      session = b.compile(g, CompileOptions{core::DType::F32, 1});
+    } catch (const std::exception& e) {
+      failures.push_back(where + ": compile failed: " + e.what());
+      continue;
+    }
+    std::vector<core::TensorType> in_types;
+    for (const auto& in : g.inputs) in_types.push_back(in.type);
+    const ops::Tolerance tol = spec.tolerance(core::DType::F32, in_types, g.nodes[0].attrs);
+    ValueMap inputs;
+    for (const auto& [name, t] : sn.inputs) inputs.emplace(name, t.to(core::DType::F32));
+    try {
+      const ValueMap got = session->forward(inputs, true);
+      const ValueMap want = reference_forward(g, sn.inputs, core::DType::F32);
+      for (const auto& out : g.outputs) {
+        if (!got.count(out)) {
+          failures.push_back(where + ": forward did not return '" + out + "'");
+          continue;
+        }
+        const oracle::Diff d = oracle::compare(got.at(out), want.at(out), tol);
+        if (!d.ok) failures.push_back(where + ": forward " + out + ": " + d.describe());
+      }
+    } catch (const std::exception& e) {
+      failures.push_back(where + ": forward threw: " + e.what());
+      continue;
+    }
+    if (!spec.differentiable() || !supports_graph(b, g, true).ok) continue;
+    // One training step with an MSE loss on output 0 against a random target.
+    TrainRequest req;
+    req.inputs = inputs;
+    req.target = ops::fill_input(g.types.at(g.outputs[0]), ops::InputGen{-1, 1}, rng);
+    req.loss = "mse_loss";
+    req.learning_rate = 0.1;
+    ir::Graph rounded = g;
+    for (auto& [name, t] : rounded.initializers) t = t.to(core::DType::F64);
+    ValueMap ref_in;
+    for (const auto& [name, t] : inputs) ref_in.emplace(name, t.to(core::DType::F64));
+    try {
+      const TrainResult got = session->train_step(req);
+      const ref::TrainResult want = ref::train(rounded, ref_in, req.target.to(core::DType::F32), ref::LossSpec{"mse_loss", {}});
+      const ops::Tolerance gt = grad_tolerance(tol);
+      const oracle::Diff dl = oracle::compare(core::Tensor::scalar(got.loss), core::Tensor::scalar(want.loss), gt);
+      if (!dl.ok) failures.push_back(where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss));
+      const oracle::Diff dlg = oracle::compare(got.loss_grad, want.loss_grad, gt);
+      if (!dlg.ok) failures.push_back(where + ": loss gradient: " + dlg.describe());
+      for (const auto& [name, t] : g.initializers) {
+        if (!got.grads.count(name)) {
+          failures.push_back(where + ": no gradient for weight '" + name + "'");
+          continue;
+        }
+        const oracle::Diff d = oracle::compare(got.grads.at(name), want.grads.at(name), gt);
+        if (!d.ok) failures.push_back(where + ": gradient of " + name + ": " + d.describe());
+        if (!got.weights_after.count(name)) {
+          failures.push_back(where + ": no updated weight '" + name + "'");
+          continue;
+        }
+        core::Tensor expect_w = t.to(core::DType::F64);
+        for (int64_t i = 0; i < expect_w.numel(); ++i)
+          expect_w.f64()[i] -= req.learning_rate * want.grads.at(name).f64()[i];
+        const oracle::Diff dw = oracle::compare(got.weights_after.at(name), expect_w, gt);
+        if (!dw.ok) failures.push_back(where + ": weight after SGD " + name + ": " + dw.describe());
+      }
+      for (const auto& n : g.nodes)
+        for (const auto& out : n.outputs) {
+          if (!got.grads.count(out)) {
+            failures.push_back(where + ": no gradient for node output '" + out + "'");
+            continue;
+          }
+          const oracle::Diff d = oracle::compare(got.grads.at(out), want.grads.at(out), gt);
+          if (!d.ok) failures.push_back(where + ": gradient of " + out + ": " + d.describe());
+        }
+    } catch (const std::exception& e) {
+      failures.push_back(where + ": train_step threw: " + e.what());
+    }
+  }
+  if (supported == 0) GTEST_SKIP() << b.name() << " supports none of the sampled " << spec.name << " cases";
+  auto known = known_differences().find(spec.name);
+  if (known != known_differences().end()) {
+    if (!failures.empty())
+      std::cout << "[known difference] " << b.name() << "/" << spec.name << ":" << known->second << " ("
+                << failures.size() << " disagreeing checks, first: " << failures[0] << ")\n";
+    return;
+  }
+  for (const auto& f : failures) ADD_FAILURE() << b.name() << "/" << spec.name << " " << f;
+}
+
+std::vector<std::string> all_names() {
+  std::vector<std::string> v;
+  for (const ops::OpSpec* s : ops::catalogue().all()) v.push_back(s->name);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, Agreement, ::testing::ValuesIn(all_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(BackendInfo, HasNameAndRealVersion) {
+  EXPECT_FALSE(backend().name().empty());
+  EXPECT_FALSE(backend().version().empty());
+}
+
+}  // namespace
+}  // namespace quorum::backends
