@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -163,6 +164,10 @@ int cmd_run(const Options& o) {
   ref::ValueMap inputs = load_inputs(g, o, rng);
   std::cout << "model: " << path << " (" << g.nodes.size() << " nodes, " << g.initializers.size()
             << " initializers)\n";
+  if (!o.backends.empty()) {
+    if (loss) throw UserError("--loss and --backends cannot be combined yet");
+    return run_on_backends(g, inputs, o);
+  }
   ref::ValueMap values;
   ref::TrainResult tr;
   if (loss) {
@@ -214,8 +219,12 @@ int cmd_version(const Options&) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> c = {
-      {"run", "run MODEL.json", "run a model on the float64 reference; per-node summary",
-       {"inputs", "seed", "loss", "target", "save"}, cmd_run},
+      {"run", "run MODEL.json", "run a model on the float64 reference (per-node summary), or compare backends",
+       {"inputs", "seed", "loss", "target", "save", "backends", "timeout", "memory", "threads", "dtype"}, cmd_run},
+      {"backends", "backends", "list backends: library version, training, operators supported",
+       {"verbose", "timeout", "memory"}, cmd_backends},
+      {"worker", "worker --backend NAME [OPT...]", "serve one backend over the worker protocol (stdin/stdout)",
+       {"backend"}, cmd_worker},
       {"ops", "ops", "list every operator with arity, attributes and domains", {"verbose"}, cmd_ops},
       {"version", "version | --version", "print the version", {}, cmd_version},
       {"help", "help | --help", "this text", {}, cmd_help},

@@ -131,3 +131,33 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, BackendsListsEveryBuiltBackendWithVersion) {
+  const Result r = quorum("backends");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ref       yes     68/68"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("faulty"), std::string::npos) << r.out;
+}
+
+TEST(Cli, RunOnBackendsReportsDifferencesAndOutcomes) {
+  const Result r = quorum("run " + example("lenet5.json") + " --seed 3 --backends ref,faulty:crash-on-op=softmax");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("conv1             conv2d          0.0e+00 / 0.0e+00"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ref: ok, every node within tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("faulty: crash: SIGSEGV"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("crashing in node 'softmax'"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadBackendArgumentsExitTwo) {
+  for (const std::string& args : std::vector<std::string>{"run " + example("lenet5.json") + " --backends nope",
+                                 "run " + example("lenet5.json") + " --backends ref --dtype float16",
+                                 std::string("worker --backend nope"), std::string("worker")}) {
+    const Result r = quorum(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+  }
+}
+
+}  // namespace
