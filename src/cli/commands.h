@@ -8,6 +8,7 @@ namespace quorum::cli {
 
 int cmd_backends(const Options& o);
 int cmd_worker(const Options& o);
+int cmd_gen(const Options& o);
 // `quorum run --backends ...`: runs the model on each backend's worker and prints, per node, each
 // backend's difference from the float64 reference and every outcome other than success.
 int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const Options& o);
