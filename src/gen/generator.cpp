@@ -1,0 +1,2 @@
+// Model generators (being written).
+namespace quorum::gen {}
