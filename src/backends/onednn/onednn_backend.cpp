@@ -1,0 +1,187 @@
+// The oneDNN backend: runs a graph node by node with oneDNN 2.6 primitives (float32, CPU) and
+// trains with the library's backward primitives. Each operator family lives in its own ops_*.cpp
+// and registers a kernel, its support rule and its training rule in the op table below.
+#include <omp.h>
+
+#include <algorithm>
+#include <set>
+
+#include "backends/onednn/onednn_common.h"
+#include "core/error.h"
+
+namespace quorum::backends::onednn {
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    register_conv(t);
+    register_pool(t);
+    register_dense(t);
+    register_eltwise(t);
+    register_binary(t);
+    register_norm(t);
+    register_softmax_reduce(t);
+    register_shape(t);
+    register_resize(t);
+    register_rnn(t);
+    register_loss(t);
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+
+class OnednnSession : public Session {
+ public:
+  OnednnSession(ir::Graph g, std::vector<std::unique_ptr<Kernel>> kernels)
+      : g_(std::move(g)), kernels_(std::move(kernels)) {
+    for (const auto& [name, t] : g_.initializers) weights_.emplace(name, buf_from_tensor(t));
+  }
+
+  ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
+    Env env = run_forward(inputs, false);
+    ValueMap out;
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs)
+        if (keep_intermediates || is_graph_output(o)) out.emplace(o, tensor_from_buf(env.values.at(o)));
+    return out;
+  }
+
+  TrainResult train_step(const TrainRequest& req) override {
+    if (!loss_known(req.loss)) throw core::UserError("oneDNN backend: unknown loss '" + req.loss + "'");
+    Env env = run_forward(req.inputs, true);
+    const std::string& out0 = g_.outputs.at(0);
+    const Buf& pred = env.values.at(out0);
+    const Buf target = buf_from_tensor(req.target);
+    if (target.shape != pred.shape)
+      throw core::UserError("target shape " + core::to_string(target.shape) + " differs from output shape " +
+                            core::to_string(pred.shape));
+    LossValue lv = compute_loss(req.loss, pred, target);
+    TrainResult r;
+    r.loss = lv.loss.data.at(0);
+    r.loss_grad = tensor_from_buf(lv.grad);
+    env.add_grad(out0, lv.grad);
+    // Reverse topological order: every consumer has added its share before a producer runs.
+    for (size_t i = kernels_.size(); i-- > 0;) {
+      const ir::Node& n = g_.nodes[i];
+      const bool any = std::any_of(n.outputs.begin(), n.outputs.end(),
+                                   [&](const std::string& o) { return env.grad(o) != nullptr; });
+      if (any) kernels_[i]->backward(env);
+    }
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs) {
+        r.values.emplace(o, tensor_from_buf(env.values.at(o)));
+        const Buf* gr = env.grad(o);
+        r.grads.emplace(o, tensor_from_buf(gr ? *gr : Buf(env.values.at(o).shape)));
+      }
+    for (const auto& [name, w] : weights_) {
+      const Buf* gr = env.grad(name);
+      const Buf gw = gr ? *gr : Buf(w.shape);
+      r.grads.emplace(name, tensor_from_buf(gw));
+      r.weights_after.emplace(name,
+                              tensor_from_buf(scaled_sum(w, -static_cast<float>(req.learning_rate), gw)));
+    }
+    return r;
+  }
+
+ private:
+  bool is_graph_output(const std::string& v) const {
+    return std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end();
+  }
+
+  Env run_forward(const ValueMap& inputs, bool training) {
+    Env env;
+    for (const auto& in : g_.inputs) {
+      auto it = inputs.find(in.name);
+      if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
+      if (it->second.shape() != in.type.shape)
+        throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
+                              ", the model wants " + core::to_string(in.type.shape));
+      env.values[in.name] = buf_from_tensor(it->second);
+    }
+    for (const auto& [name, w] : weights_) env.values[name] = w;
+    for (auto& k : kernels_) k->forward(env, training);
+    return env;
+  }
+
+  ir::Graph g_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::map<std::string, Buf> weights_;
+};
+
+class OnednnBackend : public Backend {
+ public:
+  std::string name() const override { return "onednn"; }
+
+  std::string version() const override {
+    const dnnl_version_t* v = dnnl_version();
+    std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                    std::to_string(v->patch) + " (git hash " + (v->hash ? v->hash : "?") + ", cpu runtime ";
+    s += v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : std::to_string(v->cpu_runtime);
+    s += ", isa " + isa_name(dnnl::get_effective_cpu_isa()) + ")";
+    return s;
+  }
+
+  bool trains() const override { return true; }
+
+  Support supports(const ir::Graph& g, const ir::Node& n) const override {
+    for (const auto& v : n.inputs)
+      if (g.types.count(v) && g.types.at(v).dtype == core::DType::I64)
+        return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is int64");
+    const auto it = op_table().find(n.op);
+    if (it == op_table().end()) return Support::no("no oneDNN 2.6 primitive is mapped for operator '" + n.op + "'");
+    return it->second.supports ? it->second.supports(g, n) : Support::yes();
+  }
+
+  Support supports_training(const ir::Graph& g, const ir::Node& n) const override {
+    const auto it = op_table().find(n.op);
+    if (it == op_table().end()) return Support::no("operator '" + n.op + "' is not mapped");
+    return it->second.trains ? it->second.trains(g, n) : Support::yes();
+  }
+
+  std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
+    if (opt.dtype != core::DType::F32)
+      throw ConversionError("oneDNN 2.6 on CPU has no float64 data type; only float32 sessions can be built");
+    // oneDNN parallelises with OpenMP: the thread count of its parallel regions is this one.
+    omp_set_num_threads(std::max(1, opt.threads));
+    std::vector<std::unique_ptr<Kernel>> kernels;
+    for (const auto& n : g.nodes) {
+      const Support s = supports(g, n);
+      if (!s.ok) throw ConversionError("node '" + n.name + "' (" + n.op + "): " + s.reason);
+      try {
+        kernels.push_back(op_table().at(n.op).make(g, n));
+      } catch (const dnnl::error& e) {
+        throw ConversionError("node '" + n.name + "' (" + n.op + "): oneDNN refused it: " + e.what());
+      }
+    }
+    return std::make_unique<OnednnSession>(g, std::move(kernels));
+  }
+
+ private:
+  static std::string isa_name(dnnl::cpu_isa isa) {
+    switch (isa) {
+      case dnnl::cpu_isa::sse41: return "sse41";
+      case dnnl::cpu_isa::avx: return "avx";
+      case dnnl::cpu_isa::avx2: return "avx2";
+      case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+      case dnnl::cpu_isa::avx512_core: return "avx512_core";
+      case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+      case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+      case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+      default: return "isa#" + std::to_string(static_cast<int>(isa));
+    }
+  }
+};
+
+}  // namespace
+}  // namespace quorum::backends::onednn
+
+namespace quorum::backends {
+
+std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
+  if (!args.empty()) throw core::UserError("backend 'onednn' takes no options, got '" + args[0] + "'");
+  return std::make_unique<onednn::OnednnBackend>();
+}
+
+}  // namespace quorum::backends

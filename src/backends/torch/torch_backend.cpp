@@ -1,0 +1,225 @@
+// The libtorch backend (libtorch 1.13, Debian libtorch-dev): a graph runs node by node in eager
+// ATen calls, in float32 or float64. Training uses libtorch's autograd: weights and inputs become
+// leaf tensors, every node output retains its gradient, and one backward pass of the catalogue
+// loss gives the loss gradient, every node output's gradient and every weight's gradient.
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/zeros_like.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/torch/torch_ops.h"
+#include "core/error.h"
+
+namespace quorum::backends {
+namespace torch {
+
+int64_t NodeContext::i(const std::string& name) const { return core::attr_i(node.attrs, name); }
+double NodeContext::f(const std::string& name) const { return core::attr_f(node.attrs, name); }
+const std::string& NodeContext::s(const std::string& name) const { return core::attr_s(node.attrs, name); }
+const std::vector<int64_t>& NodeContext::ints(const std::string& name) const {
+  return core::attr_ints(node.attrs, name);
+}
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    add_elementwise_ops(t);
+    add_layout_ops(t);
+    add_spatial_ops(t);
+    add_network_ops(t);
+    return t;
+  }();
+  return table;
+}
+
+int normalize_axis(int64_t axis, int64_t rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+    throw std::out_of_range("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return static_cast<int>(a);
+}
+
+std::vector<int64_t> torch_pad_order(const std::vector<int64_t>& begin, const std::vector<int64_t>& end) {
+  std::vector<int64_t> out;
+  for (size_t i = begin.size(); i-- > 0;) {
+    out.push_back(begin[i]);
+    out.push_back(end[i]);
+  }
+  return out;
+}
+
+namespace {
+
+at::ScalarType scalar_type(core::DType d) {
+  switch (d) {
+    case core::DType::F32: return at::kFloat;
+    case core::DType::F64: return at::kDouble;
+    case core::DType::I64: return at::kLong;
+  }
+  return at::kDouble;
+}
+
+// A copy of a Quorum tensor as an ATen tensor of type `st` (any source dtype).
+at::Tensor to_aten(const core::Tensor& t, at::ScalarType st) {
+  const std::vector<int64_t> sizes(t.shape().begin(), t.shape().end());
+  if (t.numel() == 0) return at::empty(sizes, at::TensorOptions().dtype(st));
+  // from_blob only borrows the buffer; the converting copy owns its data.
+  const at::Tensor view = at::from_blob(const_cast<void*>(t.raw()), sizes, at::TensorOptions().dtype(scalar_type(t.dtype())));
+  return view.to(st, false, true);
+}
+
+core::Tensor to_core(const at::Tensor& t, core::DType d) {
+  const at::Tensor c = t.detach().to(scalar_type(d)).contiguous();
+  core::Tensor out(d, core::Shape(c.sizes().begin(), c.sizes().end()));
+  if (out.nbytes() > 0) std::memcpy(out.raw(), c.data_ptr(), out.nbytes());
+  return out;
+}
+
+using Env = std::map<std::string, at::Tensor>;
+
+class TorchSession : public Session {
+ public:
+  TorchSession(ir::Graph g, const CompileOptions& opt)
+      : g_(std::move(g)), dtype_(opt.dtype), st_(scalar_type(opt.dtype)) {
+    if (dtype_ != core::DType::F32 && dtype_ != core::DType::F64)
+      throw ConversionError("the torch backend computes in float32 or float64, not " + core::to_string(dtype_));
+    // Single-threaded unless asked: results are then bit-identical across processes.
+    at::set_num_threads(std::max(1, opt.threads));
+    for (const auto& n : g_.nodes) {
+      auto it = op_table().find(n.op);
+      if (it == op_table().end()) throw ConversionError("libtorch has no mapping for operator '" + n.op + "'");
+      impls_.push_back(&it->second);
+    }
+    try {
+      // Weights are converted once, to the session's dtype.
+      for (const auto& [name, w] : g_.initializers) weights_.emplace(name, to_aten(w, st_));
+    } catch (const c10::Error& e) {
+      throw ConversionError(std::string("libtorch refused a weight: ") + e.what_without_backtrace());
+    }
+  }
+
+  ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
+    at::NoGradGuard no_grad;
+    Env env = weights_;
+    bind_inputs(inputs, env, false);
+    run_graph(env, false);
+    ValueMap out;
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs)
+        if (keep_intermediates || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end())
+          out.emplace(o, to_core(env.at(o), dtype_));
+    return out;
+  }
+
+  TrainResult train_step(const TrainRequest& req) override {
+    if (!req.loss_attrs.empty()) throw core::UserError("torch backend: loss '" + req.loss + "' takes no attributes");
+    at::AutoGradMode grad_mode(true);
+    Env env;
+    // Fresh leaves every step: the session's weights never change.
+    for (const auto& [name, w] : weights_) env.emplace(name, w.detach().clone().requires_grad_(true));
+    bind_inputs(req.inputs, env, true);
+    run_graph(env, true);
+    const at::Tensor& y = env.at(g_.outputs.at(0));
+    const at::Tensor loss = catalogue_loss(req.loss, y, to_aten(req.target, st_));
+    if (loss.requires_grad()) loss.backward();
+
+    TrainResult r;
+    r.loss = loss.detach().to(at::kDouble).item<double>();
+    r.loss_grad = grad_of(y);
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs) {
+        r.values.emplace(o, to_core(env.at(o), dtype_));
+        r.grads.emplace(o, grad_of(env.at(o)));
+      }
+    at::NoGradGuard no_grad;
+    for (const auto& [name, w] : weights_) {
+      const at::Tensor& leaf = env.at(name);
+      const at::Tensor g = leaf.grad().defined() ? leaf.grad() : at::zeros_like(w);
+      r.grads.emplace(name, to_core(g, dtype_));
+      r.weights_after.emplace(name, to_core(at::sub(w, at::mul(g, req.learning_rate)), dtype_));
+    }
+    return r;
+  }
+
+ private:
+  void bind_inputs(const ValueMap& inputs, Env& env, bool training) const {
+    for (const auto& vi : g_.inputs) {
+      auto it = inputs.find(vi.name);
+      if (it == inputs.end()) throw core::UserError("torch backend: missing graph input '" + vi.name + "'");
+      at::Tensor x = to_aten(it->second, st_);
+      // Inputs are leaves too, so every node output (even of a weightless graph) has a gradient.
+      if (training) x.requires_grad_(true);
+      env.emplace(vi.name, x);
+    }
+  }
+
+  void run_graph(Env& env, bool training) const {
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      const ir::Node& n = g_.nodes[k];
+      TensorList in;
+      for (const auto& name : n.inputs) in.push_back(env.at(name));
+      TensorList out = impls_[k]->run(NodeContext{g_, n}, in);
+      if (out.size() != n.outputs.size())
+        throw std::runtime_error("torch backend: node '" + n.name + "' gave " + std::to_string(out.size()) +
+                                 " outputs, expected " + std::to_string(n.outputs.size()));
+      for (size_t j = 0; j < out.size(); ++j) {
+        at::Tensor t = out[j].scalar_type() == st_ ? out[j] : out[j].to(st_);
+        if (training) {
+          // A node output must be its own autograd node, or its gradient would merge with the
+          // gradient of the input (or leaf) it aliases.
+          const bool aliases_input =
+              t.is_leaf() || std::any_of(in.begin(), in.end(), [&](const at::Tensor& x) { return x.is_same(t); });
+          if (aliases_input) t = t.view_as(t);
+          if (t.requires_grad()) t.retain_grad();
+        }
+        env[n.outputs[j]] = t;
+      }
+    }
+  }
+
+  core::Tensor grad_of(const at::Tensor& t) const {
+    const at::Tensor g = t.grad();
+    return to_core(g.defined() ? g : at::zeros_like(t), dtype_);
+  }
+
+  ir::Graph g_;
+  core::DType dtype_;
+  at::ScalarType st_;
+  Env weights_;
+  std::vector<const OpImpl*> impls_;
+};
+
+class TorchBackend : public Backend {
+ public:
+  std::string name() const override { return "torch"; }
+  std::string version() const override { return std::string("libtorch ") + TORCH_VERSION + ", float32/float64"; }
+  bool trains() const override { return true; }
+
+  Support supports(const ir::Graph& g, const ir::Node& n) const override {
+    auto it = op_table().find(n.op);
+    if (it == op_table().end()) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
+    if (!it->second.support) return Support::yes();
+    return it->second.support(NodeContext{g, n});
+  }
+
+  std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
+    return std::make_unique<TorchSession>(g, opt);
+  }
+};
+
+}  // namespace
+}  // namespace torch
+
+std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
+  if (!args.empty()) throw core::UserError("backend 'torch' takes no options, got '" + args[0] + "'");
+  return std::make_unique<torch::TorchBackend>();
+}
+
+}  // namespace quorum::backends
