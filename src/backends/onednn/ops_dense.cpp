@@ -1,0 +1,151 @@
+// Dense (inner product) and batched, broadcasting matmul.
+// dense: oneDNN's inner product takes a rank-2 source, so [..., in] is viewed as [rows, in]; the
+// PyTorch Linear weight [units, in] is oneDNN's "oi" layout as is.
+// matmul: operands are padded to one rank with leading 1s (oneDNN broadcasts size-1 batch dims of
+// either operand). Backward is two more matmuls over transposed (strided) views, then a reduction
+// over the batch dims an operand was broadcast along.
+#include "backends/onednn/onednn_common.h"
+
+namespace quorum::backends::onednn {
+namespace {
+
+class DenseKernel : public Kernel {
+ public:
+  DenseKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+    in_features_ = in_shape(0).back();
+    units_ = core::attr_i(attrs(), "units");
+    rows_ = core::numel(in_shape(0)) / in_features_;
+    bias_ = core::attr_i(attrs(), "bias") == 1;
+    src_ = plain_md({rows_, in_features_});
+    w_ = plain_md({units_, in_features_});
+    b_ = plain_md({units_});
+    dst_ = plain_md({rows_, units_});
+    key_ = Key() << rows_ << in_features_ << units_ << bias_;
+    fwd(prop_kind::forward_inference);
+  }
+
+  void forward(Env& env, bool training) override {
+    const auto& f = fwd(training ? prop_kind::forward_training : prop_kind::forward_inference);
+    Buf y(out_shape(0));
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src_, in(env, 0).ptr())},
+                                         {DNNL_ARG_WEIGHTS, mem(w_, in(env, 1).ptr())},
+                                         {DNNL_ARG_DST, mem(dst_, y.ptr())}};
+    if (bias_) args[DNNL_ARG_BIAS] = mem(b_, in(env, 2).ptr());
+    run(f.prim, args);
+    set_out(env, 0, std::move(y));
+  }
+
+  void backward(Env& env) override {
+    const auto& f = fwd(prop_kind::forward_training);
+    const Buf& gy = *gout(env, 0);
+    const auto& bd = cached<dnnl::inner_product_backward_data::primitive_desc>(key_, [&] {
+      dnnl::inner_product_backward_data::desc d(src_, w_, dst_);
+      return dnnl::inner_product_backward_data::primitive_desc(d, cpu_engine(), f.pd);
+    });
+    Buf gx(in_shape(0));
+    run(bd.prim, {{DNNL_ARG_DIFF_DST, mem(dst_, gy.ptr())},
+                  {DNNL_ARG_WEIGHTS, mem(w_, in(env, 1).ptr())},
+                  {DNNL_ARG_DIFF_SRC, mem(src_, gx.ptr())}});
+    add_gin(env, 0, std::move(gx));
+    const auto& bw = cached<dnnl::inner_product_backward_weights::primitive_desc>(key_, [&] {
+      auto d = bias_ ? dnnl::inner_product_backward_weights::desc(src_, w_, b_, dst_)
+                     : dnnl::inner_product_backward_weights::desc(src_, w_, dst_);
+      return dnnl::inner_product_backward_weights::primitive_desc(d, cpu_engine(), f.pd);
+    });
+    Buf gw(in_shape(1));
+    Buf gb;
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src_, in(env, 0).ptr())},
+                                         {DNNL_ARG_DIFF_DST, mem(dst_, gy.ptr())},
+                                         {DNNL_ARG_DIFF_WEIGHTS, mem(w_, gw.ptr())}};
+    if (bias_) {
+      gb = Buf(in_shape(2));
+      args[DNNL_ARG_DIFF_BIAS] = mem(b_, gb.ptr());
+    }
+    run(bw.prim, args);
+    add_gin(env, 1, std::move(gw));
+    if (bias_) add_gin(env, 2, std::move(gb));
+  }
+
+ private:
+  const Cached<dnnl::inner_product_forward::primitive_desc>& fwd(prop_kind prop) {
+    return cached<dnnl::inner_product_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
+      auto d = bias_ ? dnnl::inner_product_forward::desc(prop, src_, w_, b_, dst_)
+                     : dnnl::inner_product_forward::desc(prop, src_, w_, dst_);
+      return dnnl::inner_product_forward::primitive_desc(d, cpu_engine());
+    });
+  }
+
+  int64_t in_features_ = 0, units_ = 0, rows_ = 0;
+  bool bias_ = true;
+  memory::desc src_, w_, b_, dst_;
+  std::string key_;
+};
+
+// Row-major strides of `dims` with the last two axes swapped: the transposed view of a matrix stack.
+memory::desc transposed_md(const Dims& dims) {
+  Dims st = dense_strides(dims);
+  Dims d = dims;
+  const size_t r = dims.size();
+  std::swap(d[r - 1], d[r - 2]);
+  std::swap(st[r - 1], st[r - 2]);
+  return strided_md(d, st);
+}
+
+// One matmul: dst = src @ weights, batch dims broadcast.
+void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, const float* bp,
+                const memory::desc& y, float* yp) {
+  const auto& c = cached<dnnl::matmul::primitive_desc>(Key() << a << b << y, [&] {
+    dnnl::matmul::desc d(a, b, y);
+    return dnnl::matmul::primitive_desc(d, cpu_engine());
+  });
+  run(c.prim, {{DNNL_ARG_SRC, mem(a, ap)}, {DNNL_ARG_WEIGHTS, mem(b, bp)}, {DNNL_ARG_DST, mem(y, yp)}});
+}
+
+class MatmulKernel : public Kernel {
+ public:
+  MatmulKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+    const size_t r = std::max(in_shape(0).size(), in_shape(1).size());
+    a_ = dims_of(pad_rank(in_shape(0), r));
+    b_ = dims_of(pad_rank(in_shape(1), r));
+    y_ = dims_of(out_shape(0));
+    cached<dnnl::matmul::primitive_desc>(Key() << plain_md(a_) << plain_md(b_) << plain_md(y_), [&] {
+      dnnl::matmul::desc d(plain_md(a_), plain_md(b_), plain_md(y_));
+      return dnnl::matmul::primitive_desc(d, cpu_engine());
+    });
+  }
+
+  void forward(Env& env, bool) override {
+    Buf y(out_shape(0));
+    matmul_raw(plain_md(a_), in(env, 0).ptr(), plain_md(b_), in(env, 1).ptr(), plain_md(y_), y.ptr());
+    set_out(env, 0, std::move(y));
+  }
+
+  void backward(Env& env) override {
+    const Buf& gy = *gout(env, 0);
+    const size_t r = y_.size();
+    // dA = dY @ B^T over the output's batch dims, then summed down to A's.
+    Dims ga_dims = y_;
+    ga_dims[r - 1] = a_[r - 1];
+    Buf ga_full(Shape(ga_dims.begin(), ga_dims.end()));
+    matmul_raw(plain_md(y_), gy.ptr(), transposed_md(b_), in(env, 1).ptr(), plain_md(ga_dims), ga_full.ptr());
+    add_gin(env, 0, sum_to(ga_full, in_shape(0)));
+    // dB = A^T @ dY.
+    Dims gb_dims = y_;
+    gb_dims[r - 2] = b_[r - 2];
+    Buf gb_full(Shape(gb_dims.begin(), gb_dims.end()));
+    matmul_raw(transposed_md(a_), in(env, 0).ptr(), plain_md(y_), gy.ptr(), plain_md(gb_dims), gb_full.ptr());
+    add_gin(env, 1, sum_to(gb_full, in_shape(1)));
+  }
+
+ private:
+  Dims a_, b_, y_;
+};
+
+}  // namespace
+
+void register_dense(OpTable& t) {
+  t["dense"] = OpEntry{maker<DenseKernel>(), {}, {}};
+  t["matmul"] = OpEntry{maker<MatmulKernel>(), {}, {}};
+}
+
+}  // namespace quorum::backends::onednn

@@ -1,0 +1,169 @@
+// Shape operators. reshape / flatten / squeeze / unsqueeze reinterpret the buffer (no data moves).
+// transpose, slice and pad move data with oneDNN reorders between strided views: a transpose is a
+// view with permuted strides, a slice a view with an offset and multiplied strides, a pad a copy
+// into the interior view of the output (reflect and edge then copy border slices axis by axis).
+// Backward reorders the other way; pad's mirrored borders accumulate with a sum post-op.
+#include <algorithm>
+
+#include "backends/onednn/onednn_common.h"
+
+namespace quorum::backends::onednn {
+namespace {
+
+class ReshapeKernel : public Kernel {
+ public:
+  using Kernel::Kernel;
+  void forward(Env& env, bool) override { set_out(env, 0, in(env, 0).reshaped(out_shape(0))); }
+  void backward(Env& env) override { add_gin(env, 0, gout(env, 0)->reshaped(in_shape(0))); }
+};
+
+class TransposeKernel : public Kernel {
+ public:
+  TransposeKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+    const auto& perm = core::attr_ints(attrs(), "perm");
+    const size_t r = in_shape(0).size();
+    const Dims in_strides = dense_strides(dims_of(in_shape(0)));
+    for (size_t i = 0; i < r; ++i) {
+      const auto p = perm.empty() ? r - 1 - i : static_cast<size_t>(perm[i]);
+      permuted_strides_.push_back(in_strides[p]);
+    }
+  }
+
+  void forward(Env& env, bool) override {
+    Buf y(out_shape(0));
+    copy_view(View{const_cast<float*>(in(env, 0).ptr()), dims_of(out_shape(0)), permuted_strides_}, view_of(y));
+    set_out(env, 0, std::move(y));
+  }
+
+  void backward(Env& env) override {
+    Buf gx(in_shape(0));
+    copy_view(view_of(*gout(env, 0)), View{gx.ptr(), dims_of(out_shape(0)), permuted_strides_});
+    add_gin(env, 0, std::move(gx));
+  }
+
+ private:
+  Dims permuted_strides_;
+};
+
+class SliceKernel : public Kernel {
+ public:
+  SliceKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+    const Shape& x = in_shape(0);
+    const int rank = static_cast<int>(x.size());
+    const auto& starts = core::attr_ints(attrs(), "starts");
+    const auto& axes = core::attr_ints(attrs(), "axes");
+    const auto& steps = core::attr_ints(attrs(), "steps");
+    strides_ = dense_strides(dims_of(x));
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const auto d = static_cast<size_t>(axes.empty() ? static_cast<int>(i) : norm_axis(axes[i], rank));
+      const int64_t len = x[d];
+      // ONNX: a negative start counts from the end, then clamps to [0, len].
+      const int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + len : starts[i], 0, len);
+      offset_ += start * strides_[d];
+      strides_[d] *= steps.empty() ? 1 : steps[i];
+    }
+  }
+
+  void forward(Env& env, bool) override {
+    Buf y(out_shape(0));
+    copy_view(View{const_cast<float*>(in(env, 0).ptr()) + offset_, dims_of(out_shape(0)), strides_}, view_of(y));
+    set_out(env, 0, std::move(y));
+  }
+
+  void backward(Env& env) override {
+    Buf gx(in_shape(0));
+    copy_view(view_of(*gout(env, 0)), View{gx.ptr() + offset_, dims_of(out_shape(0)), strides_});
+    add_gin(env, 0, std::move(gx));
+  }
+
+ private:
+  Dims strides_;
+  int64_t offset_ = 0;
+};
+
+class PadKernel : public Kernel {
+ public:
+  PadKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+    const size_t r = in_shape(0).size();
+    const auto& pads = core::attr_ints(attrs(), "pads");
+    begin_ = pads.empty() ? Dims(r, 0) : Dims(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(r));
+    mode_ = core::attr_s(attrs(), "mode");
+    value_ = static_cast<float>(core::attr_f(attrs(), "value"));
+  }
+
+  void forward(Env& env, bool) override {
+    Buf y(out_shape(0));
+    if (mode_ == "constant") std::fill(y.data.begin(), y.data.end(), value_);
+    copy_view(view_of(in(env, 0)), interior(y));
+    if (mode_ != "constant")
+      for (size_t d = 0; d < begin_.size(); ++d)
+        for (const auto& [dst, src] : border_slices(d)) copy_view(slab(y, d, src), slab(y, d, dst));
+    set_out(env, 0, std::move(y));
+  }
+
+  void backward(Env& env) override {
+    Buf g = *gout(env, 0);
+    // The transpose of forward: border slices, last axis first, add onto the slices they copied.
+    if (mode_ != "constant")
+      for (size_t d = begin_.size(); d-- > 0;)
+        for (const auto& [dst, src] : border_slices(d)) copy_view(slab(g, d, dst), slab(g, d, src), true);
+    Buf gx(in_shape(0));
+    copy_view(interior(g), view_of(gx));
+    add_gin(env, 0, std::move(gx));
+  }
+
+ private:
+  // The input-sized window of an output-sized buffer.
+  View interior(Buf& y) const {
+    View v = view_of(y);
+    v.dims = dims_of(in_shape(0));
+    for (size_t d = 0; d < begin_.size(); ++d) v.ptr += begin_[d] * v.strides[d];
+    return v;
+  }
+  View interior(const Buf& y) const { return interior(const_cast<Buf&>(y)); }
+
+  // The slice at output index `at` along axis d: full extent on axes before d (already padded),
+  // interior extent on axes after d (not yet padded).
+  View slab(Buf& y, size_t d, int64_t at) const {
+    View v = view_of(y);
+    for (size_t k = 0; k < begin_.size(); ++k) {
+      if (k == d) {
+        v.dims[k] = 1;
+        v.ptr += at * v.strides[k];
+      } else if (k > d) {
+        v.dims[k] = in_shape(0)[k];
+        v.ptr += begin_[k] * v.strides[k];
+      }
+    }
+    return v;
+  }
+
+  // (padded output index, output index it copies) along axis d.
+  std::vector<std::pair<int64_t, int64_t>> border_slices(size_t d) const {
+    const int64_t n = in_shape(0)[d], b = begin_[d], total = out_shape(0)[d];
+    std::vector<std::pair<int64_t, int64_t>> v;
+    for (int64_t j = 0; j < total; ++j) {
+      int64_t i = j - b;
+      if (i >= 0 && i < n) continue;
+      if (mode_ == "reflect") i = i < 0 ? -i : 2 * (n - 1) - i;  // mirror without repeating the edge
+      else i = std::clamp<int64_t>(i, 0, n - 1);                 // edge: repeat the border element
+      v.emplace_back(j, i + b);
+    }
+    return v;
+  }
+
+  Dims begin_;
+  std::string mode_;
+  float value_ = 0;
+};
+
+}  // namespace
+
+void register_shape(OpTable& t) {
+  for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze"}) t[name] = OpEntry{maker<ReshapeKernel>(), {}, {}};
+  t["transpose"] = OpEntry{maker<TransposeKernel>(), {}, {}};
+  t["slice"] = OpEntry{maker<SliceKernel>(), {}, {}};
+  t["pad"] = OpEntry{maker<PadKernel>(), {}, {}};
+}
+
+}  // namespace quorum::backends::onednn

@@ -1,0 +1,112 @@
+// softmax / log_softmax (softmax_v2 primitive, accurate and log algorithms, any axis) and the
+// reductions sum / mean / max / min / prod (reduction primitive with the reduced dims kept as 1).
+// Reduction backward is composed: broadcast (binary add onto zeros), scaling (eltwise linear), for
+// max/min a mask of the elements equal to the result (binary eq), for prod y/x (binary div).
+#include "backends/onednn/onednn_common.h"
+
+namespace quorum::backends::onednn {
+namespace {
+
+class SoftmaxKernel : public Kernel {
+ public:
+  SoftmaxKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+    alg_ = n.op == "log_softmax" ? algorithm::softmax_log : algorithm::softmax_accurate;
+    axis_ = norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(in_shape(0).size()));
+    md_ = plain_md(dims_of(in_shape(0)));
+    key_ = Key() << static_cast<int>(alg_) << axis_ << md_;
+    fwd(prop_kind::forward_inference);
+  }
+
+  void forward(Env& env, bool training) override {
+    const auto& f = fwd(training ? prop_kind::forward_training : prop_kind::forward_inference);
+    Buf y(out_shape(0));
+    run(f.prim, {{DNNL_ARG_SRC, mem(md_, in(env, 0).ptr())}, {DNNL_ARG_DST, mem(md_, y.ptr())}});
+    set_out(env, 0, std::move(y));
+  }
+
+  void backward(Env& env) override {
+    const auto& f = fwd(prop_kind::forward_training);
+    const auto& b = cached<dnnl::softmax_v2_backward::primitive_desc>(key_, [&] {
+      dnnl::softmax_v2_backward::desc d(alg_, md_, md_, md_, axis_);
+      return dnnl::softmax_v2_backward::primitive_desc(d, cpu_engine(), f.pd);
+    });
+    Buf gx(in_shape(0));
+    run(b.prim, {{DNNL_ARG_DST, mem(md_, env.value(node_.outputs[0]).ptr())},
+                 {DNNL_ARG_DIFF_DST, mem(md_, gout(env, 0)->ptr())},
+                 {DNNL_ARG_DIFF_SRC, mem(md_, gx.ptr())}});
+    add_gin(env, 0, std::move(gx));
+  }
+
+ private:
+  const Cached<dnnl::softmax_v2_forward::primitive_desc>& fwd(prop_kind prop) {
+    return cached<dnnl::softmax_v2_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
+      dnnl::softmax_v2_forward::desc d(prop, alg_, md_, md_, axis_);
+      return dnnl::softmax_v2_forward::primitive_desc(d, cpu_engine());
+    });
+  }
+
+  algorithm alg_;
+  int axis_ = 0;
+  memory::desc md_;
+  std::string key_;
+};
+
+class ReduceKernel : public Kernel {
+ public:
+  ReduceKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+    static const std::map<std::string, algorithm> algs = {{"reduce_sum", algorithm::reduction_sum},
+                                                          {"reduce_mean", algorithm::reduction_mean},
+                                                          {"reduce_max", algorithm::reduction_max},
+                                                          {"reduce_min", algorithm::reduction_min},
+                                                          {"reduce_prod", algorithm::reduction_mul}};
+    alg_ = algs.at(n.op);
+    const Shape& x = in_shape(0);
+    const auto& axes = core::attr_ints(attrs(), "axes");
+    keep_ = x;
+    for (size_t d = 0; d < x.size(); ++d) {
+      bool reduced = axes.empty();
+      for (int64_t a : axes) reduced = reduced || norm_axis(a, static_cast<int>(x.size())) == static_cast<int>(d);
+      if (reduced) keep_[d] = 1;
+    }
+  }
+
+  void forward(Env& env, bool) override { set_out(env, 0, reduce_to(alg_, in(env, 0), keep_).reshaped(out_shape(0))); }
+
+  void backward(Env& env) override {
+    const Buf& x = in(env, 0);
+    const Buf gy = gout(env, 0)->reshaped(keep_);
+    const Buf y = env.value(node_.outputs[0]).reshaped(keep_);
+    Buf gx;
+    switch (alg_) {
+      case algorithm::reduction_sum: gx = broadcast_to(gy, x.shape); break;
+      case algorithm::reduction_mean:
+        gx = linear(broadcast_to(gy, x.shape), static_cast<float>(gy.numel()) / static_cast<float>(x.numel()));
+        break;
+      case algorithm::reduction_mul:
+        // d prod / d x_i = prod / x_i (undefined at x_i = 0, where the reference is exact).
+        gx = binary(algorithm::binary_div, binary(algorithm::binary_mul, gy, y), x);
+        break;
+      default:
+        // Every element equal to the extreme receives the gradient (the reference picks the first
+        // on ties; ties have probability zero for continuous inputs).
+        gx = binary(algorithm::binary_mul, binary(algorithm::binary_eq, x, y), gy);
+        break;
+    }
+    add_gin(env, 0, std::move(gx));
+  }
+
+ private:
+  algorithm alg_;
+  Shape keep_;
+};
+
+}  // namespace
+
+void register_softmax_reduce(OpTable& t) {
+  t["softmax"] = OpEntry{maker<SoftmaxKernel>(), {}, {}};
+  t["log_softmax"] = OpEntry{maker<SoftmaxKernel>(), {}, {}};
+  for (const char* name : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
+    t[name] = OpEntry{maker<ReduceKernel>(), {}, {}};
+}
+
+}  // namespace quorum::backends::onednn

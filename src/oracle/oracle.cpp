@@ -1,0 +1,411 @@
+// The oracles of METHODS.md §1 (Muffin) with the graph-fuzzing relative-error rule as an option.
+#include "oracle/oracle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include "ops/registry.h"
+#include "oracle/compare.h"
+
+namespace quorum::oracle {
+
+const char* to_string(Stage s) {
+  switch (s) {
+    case Stage::Compile: return "compile";
+    case Stage::Forward: return "FC";
+    case Stage::Loss: return "LC";
+    case Stage::Backward: return "BC";
+  }
+  return "?";
+}
+
+const char* to_string(Kind k) {
+  switch (k) {
+    case Kind::Inconsistency: return "inconsistency";
+    case Kind::NaN: return "nan";
+    case Kind::Crash: return "crash";
+  }
+  return "?";
+}
+
+std::string Finding::signature() const {
+  std::string s = std::string(to_string(kind)) + "|" + to_string(stage) + "|" + backend + "|" + op;
+  if (kind == Kind::Crash) return s + "|" + message;
+  if (kind == Kind::Inconsistency) return s + "|" + params;
+  return s;  // NaN: by layer type
+}
+
+double chebyshev(const core::Tensor& a, const core::Tensor& b) {
+  if (a.shape() != b.shape()) return INFINITY;
+  double d = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.get(i), y = b.get(i);
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      const bool same = (std::isnan(x) && std::isnan(y)) || (x == y);
+      if (!same) return INFINITY;
+      continue;
+    }
+    d = std::max(d, std::abs(x - y));
+  }
+  return d;
+}
+
+std::string normalize_message(const std::string& msg) {
+  static const std::regex hex("0x[0-9a-fA-F]+");
+  static const std::regex path("(/[^ :'\"]+)+");
+  static const std::regex num("[-+]?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?");
+  static const std::regex space("\\s+");
+  std::string s = std::regex_replace(msg, hex, "ADDR");
+  s = std::regex_replace(s, path, "PATH");
+  s = std::regex_replace(s, num, "N");
+  s = std::regex_replace(s, space, " ");
+  if (s.size() > 300) s = s.substr(0, 300);
+  return s;
+}
+
+namespace {
+
+bool has_nonfinite(const core::Tensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.get(i))) return true;
+  return false;
+}
+
+std::string key_params(const ir::Node& n) {
+  // Every attribute: parameters are what localizes a library bug.
+  return core::to_string(n.attrs);
+}
+
+struct Judge {
+  const ir::Graph& g;
+  const std::vector<BackendRun>& runs;
+  const Thresholds& th;
+  std::vector<Finding> out;
+  std::map<std::string, std::vector<std::string>> consumers;  // value -> nodes using it as data input
+
+  ops::Tolerance tol_of(const ir::Node& n, bool grad) const {
+    const ops::OpSpec& spec = ops::op(n.op);
+    std::vector<core::TensorType> in;
+    for (size_t i = 0; i < ir::data_input_count(n); ++i) in.push_back(g.types.at(n.inputs[i]));
+    ops::Tolerance t = spec.tolerance(core::DType::F32, in, n.attrs);
+    if (grad) t = {t.atol * 10, t.rtol * 10};
+    return t;
+  }
+
+  bool relative_ok(const core::Tensor& a, const core::Tensor& b) const {
+    if (a.shape() != b.shape()) return false;
+    int64_t good = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double x = a.get(i), y = b.get(i);
+      if ((std::isnan(x) && std::isnan(y)) || x == y || std::abs(x - y) <= th.rel_err * std::abs(y)) ++good;
+    }
+    return a.numel() == 0 || static_cast<double>(good) >= th.rel_share * static_cast<double>(a.numel());
+  }
+
+  // Distance, and whether it is inconsistent / in agreement, for one value on two runs.
+  struct Cmp {
+    double d = 0;
+    bool inconsistent = false, agree = true;
+  };
+  Cmp cmp(const core::Tensor& a, const core::Tensor& b, const ops::Tolerance& tol) const {
+    Cmp c;
+    c.d = chebyshev(a, b);
+    const bool within = compare(a, b, tol).ok;
+    if (th.relative_metric) {
+      c.inconsistent = !relative_ok(a, b) && !within;
+    } else {
+      c.inconsistent = c.d > th.T && !within;
+    }
+    c.agree = c.d < th.eps || within;
+    return c;
+  }
+
+  // Voting: the backend in most inconsistent pairs; ties go to the one farther from the
+  // reference; the reference itself is never blamed while another backend is a candidate.
+  std::string blame(const std::vector<std::pair<size_t, size_t>>& pairs,
+                    const std::function<double(size_t)>& dist_to_ref) const {
+    std::map<size_t, int> count;
+    for (auto [j, k] : pairs) {
+      ++count[j];
+      ++count[k];
+    }
+    size_t best = SIZE_MAX;
+    for (auto [i, c] : count) {
+      if (runs[i].is_reference) continue;
+      if (best == SIZE_MAX || c > count[best] || (c == count[best] && dist_to_ref(i) > dist_to_ref(best))) best = i;
+    }
+    return best == SIZE_MAX ? runs[pairs[0].first].backend : runs[best].backend;
+  }
+
+  size_t reference() const {
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (runs[i].is_reference) return i;
+    return SIZE_MAX;
+  }
+
+  void add_inconsistency(Stage stage, const ir::Node* n, const std::string& op, const std::string& value,
+                         const std::vector<std::pair<size_t, size_t>>& pairs,
+                         const std::map<std::pair<size_t, size_t>, double>& dist, double d_pre,
+                         const std::function<double(size_t)>& dist_to_ref) {
+    Finding f;
+    f.kind = Kind::Inconsistency;
+    f.stage = stage;
+    f.backend = blame(pairs, dist_to_ref);
+    f.node = n ? n->name : "loss";
+    f.op = op;
+    f.params = n ? key_params(*n) : "";
+    for (auto [j, k] : pairs) {
+      const std::string& other = runs[j].backend == f.backend ? runs[k].backend : runs[j].backend;
+      if (runs[j].backend != f.backend && runs[k].backend != f.backend) continue;
+      f.against.push_back(other);
+      f.distance = std::max(f.distance, dist.at({j, k}));
+    }
+    f.rate = (f.distance - d_pre) / (d_pre + 1e-7);
+    f.detail = std::string(to_string(stage)) + " inconsistency at '" + value + "': Chebyshev distance " +
+               std::to_string(f.distance) + ", born here (inputs agree within " + std::to_string(d_pre) + ")";
+    out.push_back(std::move(f));
+  }
+
+  void crashes() {
+    bool someone_ok = false;
+    for (const auto& r : runs) someone_ok |= r.outcome.ok();
+    if (!someone_ok) return;
+    for (const auto& r : runs) {
+      if (r.outcome.ok() || r.unsupported) continue;
+      Finding f;
+      f.kind = Kind::Crash;
+      f.stage = r.failed_at;
+      f.backend = r.backend;
+      std::string last_line = r.outcome.stderr_tail;
+      if (auto p = last_line.rfind('\n'); p != std::string::npos) last_line = last_line.substr(p + 1);
+      f.message = std::string(worker::to_string(r.outcome.status)) + ": " +
+                  normalize_message(r.outcome.message + (last_line.empty() ? "" : " | " + last_line));
+      f.detail = (r.failed_at == Stage::Compile ? "conversion (model build) failure: " : "execution failure: ") +
+                 r.outcome.str();
+      out.push_back(std::move(f));
+    }
+  }
+
+  // NaN/Inf where some other backend ran the same stage clean; never blamed on the reference.
+  void nans() {
+    auto forward_first = [&](const BackendRun& r) -> const ir::Node* {
+      for (const auto& n : g.nodes)
+        for (const auto& o : n.outputs)
+          if (r.values.count(o) && has_nonfinite(r.values.at(o))) return &n;
+      return nullptr;
+    };
+    auto backward_first = [&](const BackendRun& r) -> const ir::Node* {
+      for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+        std::vector<std::string> vals = it->outputs;
+        for (size_t i = ir::data_input_count(*it); i < it->inputs.size(); ++i) vals.push_back(it->inputs[i]);
+        for (const auto& v : vals)
+          if (r.grads.count(v) && has_nonfinite(r.grads.at(v))) return &*it;
+      }
+      return nullptr;
+    };
+    auto ran_forward = [](const BackendRun& r) { return !r.values.empty(); };
+    for (size_t j = 0; j < runs.size(); ++j) {
+      const BackendRun& r = runs[j];
+      if (r.is_reference) continue;
+      auto clean_elsewhere = [&](auto&& ran, auto&& dirty) {
+        for (size_t k = 0; k < runs.size(); ++k)
+          if (k != j && ran(runs[k]) && !dirty(runs[k])) return true;
+        return false;
+      };
+      if (ran_forward(r)) {
+        if (const ir::Node* n = forward_first(r);
+            n && clean_elsewhere(ran_forward, [&](const BackendRun& o) { return forward_first(o) != nullptr; })) {
+          add_nan(r, Stage::Forward, n);
+          continue;
+        }
+      }
+      if (r.trained && !std::isfinite(r.loss) &&
+          clean_elsewhere([](const BackendRun& o) { return o.trained; },
+                          [](const BackendRun& o) { return !std::isfinite(o.loss); })) {
+        add_nan(r, Stage::Loss, nullptr);
+        continue;
+      }
+      if (r.trained) {
+        if (const ir::Node* n = backward_first(r);
+            n && clean_elsewhere([](const BackendRun& o) { return o.trained; },
+                                 [&](const BackendRun& o) { return backward_first(o) != nullptr; }))
+          add_nan(r, Stage::Backward, n);
+      }
+    }
+  }
+
+  void add_nan(const BackendRun& r, Stage stage, const ir::Node* n) {
+    Finding f;
+    f.kind = Kind::NaN;
+    f.stage = stage;
+    f.backend = r.backend;
+    f.node = n ? n->name : "loss";
+    f.op = n ? n->op : "loss";
+    f.params = n ? key_params(*n) : "";
+    f.detail = std::string("NaN/Inf first appears in ") + to_string(stage) + " at '" + f.node + "'";
+    out.push_back(std::move(f));
+  }
+
+  std::vector<size_t> forward_runs() const {
+    std::vector<size_t> v;
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (!runs[i].values.empty()) v.push_back(i);
+    return v;
+  }
+
+  void forward_inconsistencies() {
+    const auto idx = forward_runs();
+    const size_t ref = reference();
+    for (const auto& n : g.nodes) {
+      const ops::Tolerance tol = tol_of(n, false);
+      for (const auto& v : n.outputs) {
+        std::vector<std::pair<size_t, size_t>> pairs;
+        std::map<std::pair<size_t, size_t>, double> dist;
+        double d_pre_max = 0;
+        for (size_t a = 0; a < idx.size(); ++a)
+          for (size_t b = a + 1; b < idx.size(); ++b) {
+            const BackendRun &rj = runs[idx[a]], &rk = runs[idx[b]];
+            if (!rj.values.count(v) || !rk.values.count(v)) continue;
+            const Cmp c = cmp(rj.values.at(v), rk.values.at(v), tol);
+            if (!c.inconsistent) continue;
+            // Born here: every data input agrees on both backends.
+            bool inputs_agree = true;
+            double d_pre = 0;
+            for (size_t i = 0; i < ir::data_input_count(n); ++i) {
+              const std::string& in = n.inputs[i];
+              const ir::Node* p = g.producer(in);
+              if (!p) continue;  // a graph input: identical on every backend
+              if (!rj.values.count(in) || !rk.values.count(in)) continue;
+              const Cmp ci = cmp(rj.values.at(in), rk.values.at(in), tol_of(*p, false));
+              d_pre = std::max(d_pre, ci.d);
+              inputs_agree &= ci.agree;
+            }
+            if (!inputs_agree) continue;
+            pairs.push_back({idx[a], idx[b]});
+            dist[{idx[a], idx[b]}] = c.d;
+            d_pre_max = std::max(d_pre_max, d_pre);
+          }
+        if (pairs.empty()) continue;
+        auto to_ref = [&](size_t i) {
+          return ref == SIZE_MAX || !runs[ref].values.count(v) ? 0.0 : chebyshev(runs[i].values.at(v), runs[ref].values.at(v));
+        };
+        add_inconsistency(Stage::Forward, &n, n.op, v, pairs, dist, d_pre_max, to_ref);
+      }
+    }
+  }
+
+  std::vector<size_t> trained_runs() const {
+    std::vector<size_t> v;
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (runs[i].trained) v.push_back(i);
+    return v;
+  }
+
+  bool outputs_agree(const BackendRun& a, const BackendRun& b) const {
+    for (const auto& o : g.outputs) {
+      const ir::Node* p = g.producer(o);
+      if (!p || !a.values.count(o) || !b.values.count(o)) return false;
+      if (!cmp(a.values.at(o), b.values.at(o), tol_of(*p, false)).agree) return false;
+    }
+    return true;
+  }
+
+  void loss_and_backward(const std::string& loss_op) {
+    const auto idx = trained_runs();
+    const size_t ref = reference();
+    const ir::Node* out_node = g.producer(g.outputs[0]);
+    if (!out_node) return;
+    const ops::Tolerance ltol = tol_of(*out_node, true);
+    // LC: only where the model outputs agree.
+    std::vector<std::pair<size_t, size_t>> lc_pairs;
+    std::map<std::pair<size_t, size_t>, double> lc_dist;
+    std::set<std::pair<size_t, size_t>> loss_agrees;
+    for (size_t a = 0; a < idx.size(); ++a)
+      for (size_t b = a + 1; b < idx.size(); ++b) {
+        const BackendRun &rj = runs[idx[a]], &rk = runs[idx[b]];
+        if (!outputs_agree(rj, rk)) continue;
+        const Cmp cl = cmp(core::Tensor::scalar(rj.loss), core::Tensor::scalar(rk.loss), ltol);
+        Cmp cg;
+        if (rj.loss_grad.defined() && rk.loss_grad.defined()) cg = cmp(rj.loss_grad, rk.loss_grad, ltol);
+        if (cl.inconsistent || cg.inconsistent) {
+          lc_pairs.push_back({idx[a], idx[b]});
+          lc_dist[{idx[a], idx[b]}] = std::max(cl.d, cg.d);
+        } else if (cl.agree) {
+          loss_agrees.insert({idx[a], idx[b]});
+        }
+      }
+    if (!lc_pairs.empty()) {
+      auto to_ref = [&](size_t i) {
+        return ref == SIZE_MAX || !runs[ref].trained ? 0.0 : std::abs(runs[i].loss - runs[ref].loss);
+      };
+      add_inconsistency(Stage::Loss, nullptr, loss_op, "loss", lc_pairs, lc_dist, 0.0, to_ref);
+    }
+    // BC: only where the loss agrees; born at L when the gradient arriving at L's output agrees
+    // and a gradient L produces (its weights', or an input's it alone consumes) does not.
+    for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+      const ir::Node& n = *it;
+      const ops::Tolerance gtol = tol_of(n, true);
+      std::vector<std::string> produced;
+      const size_t nd = ir::data_input_count(n);
+      for (size_t i = nd; i < n.inputs.size(); ++i) produced.push_back(n.inputs[i]);
+      for (size_t i = 0; i < nd; ++i)
+        if (consumers[n.inputs[i]].size() == 1) produced.push_back(n.inputs[i]);
+      if (produced.empty()) continue;
+      std::vector<std::pair<size_t, size_t>> pairs;
+      std::map<std::pair<size_t, size_t>, double> dist;
+      double d_in_max = 0;
+      for (auto [j, k] : loss_agrees) {
+        const BackendRun &rj = runs[j], &rk = runs[k];
+        bool incoming_agree = true;
+        double d_in = 0;
+        for (const auto& o : n.outputs) {
+          if (!rj.grads.count(o) || !rk.grads.count(o)) continue;
+          const Cmp c = cmp(rj.grads.at(o), rk.grads.at(o), gtol);
+          incoming_agree &= c.agree;
+          d_in = std::max(d_in, c.d);
+        }
+        if (!incoming_agree) continue;
+        double d = 0;
+        bool bad = false;
+        for (const auto& p : produced) {
+          if (!rj.grads.count(p) || !rk.grads.count(p)) continue;
+          const Cmp c = cmp(rj.grads.at(p), rk.grads.at(p), gtol);
+          if (c.inconsistent) {
+            bad = true;
+            d = std::max(d, c.d);
+          }
+        }
+        if (!bad) continue;
+        pairs.push_back({j, k});
+        dist[{j, k}] = d;
+        d_in_max = std::max(d_in_max, d_in);
+      }
+      if (pairs.empty()) continue;
+      auto to_ref = [&](size_t i) {
+        double d = 0;
+        if (ref == SIZE_MAX) return d;
+        for (const auto& p : produced)
+          if (runs[i].grads.count(p) && runs[ref].grads.count(p)) d = std::max(d, chebyshev(runs[i].grads.at(p), runs[ref].grads.at(p)));
+        return d;
+      };
+      add_inconsistency(Stage::Backward, &n, n.op, n.outputs[0], pairs, dist, d_in_max, to_ref);
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th) {
+  Judge j{g, runs, th, {}, {}};
+  for (const auto& n : g.nodes)
+    for (size_t i = 0; i < ir::data_input_count(n); ++i) j.consumers[n.inputs[i]].push_back(n.name);
+  j.crashes();
+  j.nans();
+  j.forward_inconsistencies();
+  j.loss_and_backward(th.loss_op);
+  return j.out;
+}
+
+}  // namespace quorum::oracle

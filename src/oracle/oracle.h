@@ -1,0 +1,69 @@
+// Oracles: from every backend's run of one model, the findings — forward (FC), loss (LC) and
+// backward (BC) inconsistencies with Muffin's "born here" rule and voting, NaN/Inf where at least
+// one backend ran clean, and crashes where at least one backend ran normally.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "ir/graph.h"
+#include "worker/outcome.h"
+
+namespace quorum::oracle {
+
+enum class Stage : uint8_t { Compile, Forward, Loss, Backward };
+const char* to_string(Stage s);  // "compile", "FC", "LC", "BC"
+
+enum class Kind : uint8_t { Inconsistency, NaN, Crash };
+const char* to_string(Kind k);
+
+// One backend's run of one model. Stages that did not run are empty.
+struct BackendRun {
+  std::string backend;
+  bool is_reference = false;
+  worker::Outcome outcome;  // the first non-ok outcome, or ok
+  Stage failed_at = Stage::Compile;  // meaningful when !outcome.ok()
+  bool unsupported = false;          // supports() said no: the backend abstains
+  backends::ValueMap values;         // every node output (forward)
+  bool trained = false;
+  double loss = 0;
+  core::Tensor loss_grad;
+  backends::ValueMap grads;          // node outputs and weights
+};
+
+struct Thresholds {
+  double T = 0.15;       // a distance above T (and beyond the op's tolerance) is inconsistent
+  double eps = 1e-5;     // inputs agree when below eps (or within the producing op's tolerance)
+  bool relative_metric = false;  // the graph-fuzzing rule instead: >= 99.9% of elements within 0.1%
+  double rel_share = 0.999, rel_err = 0.001;
+  std::string loss_op = "mse_loss";  // the loss the trained runs used (named in LC findings)
+};
+
+struct Finding {
+  Kind kind = Kind::Inconsistency;
+  Stage stage = Stage::Forward;
+  std::string backend;            // blamed
+  std::vector<std::string> against;  // the backends it disagreed with (inconsistency)
+  std::string node, op;
+  std::string params;             // key attributes of the node, rendered
+  double distance = 0;            // Chebyshev distance (inconsistency)
+  double rate = 0;                // change rate R at the node
+  std::string message;            // outcome message (crash), normalised
+  std::string detail;             // free text for people
+  // The deduplication key: kind, stage, blamed backend, operator, and key parameters (NaN,
+  // inconsistency) or the normalised message (crash).
+  std::string signature() const;
+};
+
+// Chebyshev distance max |a - b|; NaN/Inf at the same positions count as equal, elsewhere as +inf.
+double chebyshev(const core::Tensor& a, const core::Tensor& b);
+
+// Numbers, hexadecimal addresses and paths replaced, so messages that differ only there match.
+std::string normalize_message(const std::string& msg);
+
+// All findings for one model. `runs` holds every backend that took part (the reference too).
+std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th);
+
+}  // namespace quorum::oracle

@@ -1,0 +1,165 @@
+// The oracles on synthetic runs: born-here localisation, voting, the NaN and crash rules, LC and BC.
+#include "oracle/oracle.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/json_io.h"
+#include "ref/interpreter.h"
+
+namespace quorum::oracle {
+namespace {
+
+// x -> a (relu) -> b (neg) -> d (dense, weights W, bias B) -> output
+ir::Graph graph() {
+  return ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 4]}], "outputs": ["d"],
+    "initializers": [{"name": "W", "dtype": "float32", "shape": [2, 4], "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+                     {"name": "B", "dtype": "float32", "shape": [2], "data": [0, 1]}],
+    "nodes": [{"name": "a", "op": "relu", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "neg", "inputs": ["a"], "outputs": ["b"]},
+              {"name": "d", "op": "dense", "inputs": ["b", "W", "B"], "outputs": ["d"], "attrs": {"units": 2}}]})",
+                             "g");
+}
+
+struct Fixture {
+  ir::Graph g = graph();
+  ref::ValueMap in{{"x", core::Tensor::f64({1, 4}, {0.5, -1, 2, 3})}};
+  ref::TrainResult tr = ref::train(g, in, core::Tensor::f64({1, 2}, {0, 0}), ref::LossSpec{"mse_loss", {}});
+
+  BackendRun run(const std::string& name, bool is_ref = false) const {
+    BackendRun r;
+    r.backend = name;
+    r.is_reference = is_ref;
+    for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
+    r.trained = true;
+    r.loss = tr.loss;
+    r.loss_grad = tr.loss_grad;
+    r.grads = tr.grads;
+    return r;
+  }
+  std::vector<BackendRun> three() const { return {run("ref", true), run("A"), run("B")}; }
+};
+
+void bump(core::Tensor& t, double by) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] += by;
+}
+
+TEST(Oracle, AgreementGivesNoFinding) {
+  Fixture f;
+  EXPECT_TRUE(judge(f.g, f.three(), {}).empty());
+}
+
+TEST(Oracle, ForwardDeviationIsBornAtItsNodeAndBlamedByVote) {
+  Fixture f;
+  auto runs = f.three();
+  bump(runs[1].values["b"], 1.0);
+  bump(runs[1].values["d"], 5.0);  // inherited downstream: must not be reported again
+  const auto found = judge(f.g, runs, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::Inconsistency);
+  EXPECT_EQ(found[0].stage, Stage::Forward);
+  EXPECT_EQ(found[0].node, "b");
+  EXPECT_EQ(found[0].backend, "A");
+  EXPECT_DOUBLE_EQ(found[0].distance, 1.0);
+  EXPECT_EQ(found[0].against, (std::vector<std::string>{"ref", "B"}));
+  EXPECT_GT(found[0].rate, 1e6);
+}
+
+TEST(Oracle, SmallOrWithinToleranceDeviationsAreNotFindings) {
+  Fixture f;
+  auto runs = f.three();
+  bump(runs[1].values["b"], 0.1);  // below T = 0.15
+  EXPECT_TRUE(judge(f.g, runs, {}).empty());
+  Thresholds strict;
+  strict.T = 0.01;
+  EXPECT_EQ(judge(f.g, runs, strict).size(), 1u);
+}
+
+TEST(Oracle, RelativeMetricIsAvailable) {
+  Fixture f;
+  auto runs = f.three();
+  runs[1].values["b"].f64()[3] *= 1.01;  // 1 % off on one element of four
+  Thresholds rel;
+  rel.relative_metric = true;
+  const auto found = judge(f.g, runs, rel);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, "b");
+}
+
+TEST(Oracle, NaNCountsOnlyWhenAnotherBackendRanClean) {
+  Fixture f;
+  auto runs = f.three();
+  runs[1].values["a"].f64()[0] = NAN;
+  runs[1].values["b"].f64()[0] = NAN;
+  auto found = judge(f.g, runs, {});
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+  EXPECT_EQ(found[0].stage, Stage::Forward);
+  EXPECT_EQ(found[0].node, "a");
+  EXPECT_EQ(found[0].backend, "A");
+  EXPECT_EQ(found[0].signature(), "nan|FC|A|relu");
+  for (auto& r : runs) r.values["a"].f64()[0] = NAN;
+  for (const auto& x : judge(f.g, runs, {})) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
+}
+
+TEST(Oracle, CrashesAreSplitByStageAndNormalised) {
+  Fixture f;
+  auto runs = f.three();
+  runs[2].values.clear();
+  runs[2].trained = false;
+  runs[2].outcome = {worker::Status::Crash, "SIGSEGV", 11, "bad access at 0x7ffe12 in /usr/lib/x.so:42"};
+  runs[2].failed_at = Stage::Compile;
+  auto found = judge(f.g, runs, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::Crash);
+  EXPECT_EQ(found[0].stage, Stage::Compile);
+  EXPECT_EQ(found[0].message, "crash: SIGSEGV | bad access at ADDR in PATH:N");
+  EXPECT_NE(found[0].detail.find("conversion"), std::string::npos);
+  // Nobody ran normally: not a finding.
+  for (auto& r : runs) r.outcome = runs[2].outcome;
+  EXPECT_TRUE(judge(f.g, runs, {}).empty());
+  // An unsupported model is an abstention, not a crash.
+  auto runs2 = f.three();
+  runs2[1].outcome = {worker::Status::Unsupported, "no", 0, ""};
+  runs2[1].unsupported = true;
+  runs2[1].values.clear();
+  EXPECT_TRUE(judge(f.g, runs2, {}).empty());
+}
+
+TEST(Oracle, LossInconsistencyOnlyWhenOutputsAgree) {
+  Fixture f;
+  auto runs = f.three();
+  runs[1].loss *= 1.05;  // 5 % off: beyond the loss tolerance and T
+  auto found = judge(f.g, runs, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Loss);
+  EXPECT_EQ(found[0].backend, "A");
+  EXPECT_EQ(found[0].op, "mse_loss");
+  bump(runs[1].values["d"], 3.0);  // outputs differ now: the forward finding, no LC
+  found = judge(f.g, runs, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Forward);
+}
+
+TEST(Oracle, BackwardInconsistencyIsBornWhereIncomingGradientsAgree) {
+  Fixture f;
+  auto runs = f.three();
+  bump(runs[2].grads["W"], 2.0);  // dense's weight gradient on B
+  bump(runs[2].grads["b"], 2.0);  // dense's input gradient on B
+  bump(runs[2].grads["a"], 2.0);  // inherited upstream: not reported again
+  auto found = judge(f.g, runs, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Backward);
+  EXPECT_EQ(found[0].node, "d");
+  EXPECT_EQ(found[0].backend, "B");
+}
+
+TEST(Oracle, NormalizeMessage) {
+  EXPECT_EQ(normalize_message("error at 0xdeadBEEF in /usr/lib/libtorch.so line 42, size 3.5e+10"),
+            "error at ADDR in PATH line N, size N");
+}
+
+}  // namespace
+}  // namespace quorum::oracle
