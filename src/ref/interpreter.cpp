@@ -27,9 +27,19 @@ void accumulate(ValueMap& grads, const std::string& name, const Tensor& g) {
   for (int64_t i = 0; i < g.numel(); ++i) dst[i] += src[i];
 }
 
+// The override for `op` if there is one, else the catalogue's kernel.
+template <class Fn>
+const Fn& pick(const std::map<std::string, Fn>* table, const std::string& op, const Fn& own) {
+  if (table) {
+    auto it = table->find(op);
+    if (it != table->end()) return it->second;
+  }
+  return own;
+}
+
 }  // namespace
 
-ValueMap forward(const ir::Graph& g, const ValueMap& inputs) {
+ValueMap forward(const ir::Graph& g, const ValueMap& inputs, const Overrides* ov) {
   ValueMap values;
   for (const auto& in : g.inputs) {
     auto it = inputs.find(in.name);
@@ -42,7 +52,7 @@ ValueMap forward(const ir::Graph& g, const ValueMap& inputs) {
   for (const auto& [name, t] : g.initializers) values.emplace(name, t.to(core::DType::F64));
   for (const auto& n : g.nodes) {
     const ops::OpSpec& spec = ops::op(n.op);
-    std::vector<Tensor> outs = spec.forward(gather(n, values), n.attrs);
+    std::vector<Tensor> outs = pick(ov ? &ov->forward : nullptr, n.op, spec.forward)(gather(n, values), n.attrs);
     QUORUM_CHECK(outs.size() == n.outputs.size(), "operator '" + n.op + "' returned the wrong number of outputs");
     for (size_t i = 0; i < outs.size(); ++i) {
       QUORUM_CHECK(outs[i].shape() == g.types.at(n.outputs[i]).shape,
@@ -53,11 +63,12 @@ ValueMap forward(const ir::Graph& g, const ValueMap& inputs) {
   return values;
 }
 
-TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss) {
+TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss,
+                  const Overrides* ov) {
   const ops::OpSpec& lspec = ops::op(loss.op);
   if (!lspec.is_loss) throw UserError("operator '" + loss.op + "' is not a loss");
   TrainResult r;
-  r.values = forward(g, inputs);
+  r.values = forward(g, inputs, ov);
   const Tensor& pred = r.values.at(g.outputs[0]);
   const Tensor tgt = target.to(core::DType::F64);
   core::Attrs la;
@@ -72,6 +83,8 @@ TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& targ
   r.loss = lout[0].get(0);
   std::vector<Tensor> seed{Tensor::f64({}, {1.0})};
   r.loss_grad = lspec.vjp(lin, la, lout, seed)[0];
+  if (ov && ov->loss_grad_scale != 1.0)
+    for (int64_t i = 0; i < r.loss_grad.numel(); ++i) r.loss_grad.f64()[i] *= ov->loss_grad_scale;
   accumulate(r.grads, g.outputs[0], r.loss_grad);
   for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
     const ir::Node& n = *it;
@@ -89,8 +102,9 @@ TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& targ
       }
     }
     if (!any) continue;  // the loss does not depend on this node
-    if (!spec.vjp) throw UserError("node '" + n.name + "' (" + n.op + ") is not differentiable");
-    std::vector<Tensor> gin = spec.vjp(gather(n, r.values), n.attrs, outs, gouts);
+    const ops::VjpFn& vjp = pick(ov ? &ov->vjp : nullptr, n.op, spec.vjp);
+    if (!vjp) throw UserError("node '" + n.name + "' (" + n.op + ") is not differentiable");
+    std::vector<Tensor> gin = vjp(gather(n, r.values), n.attrs, outs, gouts);
     QUORUM_CHECK(gin.size() == n.inputs.size(), "operator '" + n.op + "' VJP returned the wrong number of gradients");
     for (size_t i = 0; i < gin.size(); ++i)
       if (gin[i].defined()) accumulate(r.grads, n.inputs[i], gin[i]);

@@ -6,15 +6,24 @@
 
 #include "core/rng.h"
 #include "ir/graph.h"
+#include "ops/op_spec.h"
 
 namespace quorum::ref {
 
 using core::Tensor;
 using ValueMap = std::map<std::string, Tensor>;
 
+// Replacement kernels by operator name, for backends built on the interpreter (the faulty
+// backend plants its numeric faults this way). Null means the catalogue's own kernels.
+struct Overrides {
+  std::map<std::string, ops::ForwardFn> forward;
+  std::map<std::string, ops::VjpFn> vjp;
+  double loss_grad_scale = 1.0;
+};
+
 // Every value of the graph (inputs, initializers, node outputs) in float64. Inputs of other dtypes
 // are converted. Throws UserError when an input is missing or has the wrong shape.
-ValueMap forward(const ir::Graph& g, const ValueMap& inputs);
+ValueMap forward(const ir::Graph& g, const ValueMap& inputs, const Overrides* ov = nullptr);
 
 struct LossSpec {
   std::string op = "mse_loss";  // a catalogue operator with is_loss
@@ -28,7 +37,8 @@ struct TrainResult {
   ValueMap grads;     // d loss / d value, for every value the loss depends on
 };
 
-TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss);
+TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss,
+                  const Overrides* ov = nullptr);
 
 // Random inputs for every graph input, drawn from rng (uniform in [-1, 1], float64).
 ValueMap random_inputs(const ir::Graph& g, core::Rng& rng);

@@ -1,0 +1,118 @@
+// The four catalogue losses and their gradients, built from oneDNN primitives only: binary
+// (sub/mul/div/add/eq/gt), eltwise (square/log/linear/relu), reduction (mean/sum/max) and softmax_v2
+// (accurate and log). Used both by train_step and by the loss operators as graph nodes.
+#include "backends/onednn/onednn_common.h"
+#include "core/error.h"
+
+namespace quorum::backends::onednn {
+namespace {
+
+Buf softmax_along(algorithm alg, const Buf& x, int axis) {
+  const memory::desc md = md_of(x);
+  const auto& c = cached<dnnl::softmax_v2_forward::primitive_desc>(
+      Key() << "loss" << static_cast<int>(alg) << axis << md, [&] {
+        dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, alg, md, md, axis);
+        return dnnl::softmax_v2_forward::primitive_desc(d, cpu_engine());
+      });
+  Buf y(x.shape);
+  run(c.prim, {{DNNL_ARG_SRC, mem(md, x.ptr())}, {DNNL_ARG_DST, mem(md, y.ptr())}});
+  return y;
+}
+
+Buf mul(const Buf& a, const Buf& b) { return binary(algorithm::binary_mul, a, b); }
+Buf sub(const Buf& a, const Buf& b) { return binary(algorithm::binary_sub, a, b); }
+Buf one_minus(const Buf& x) { return linear(x, -1, 1); }
+Buf total(algorithm alg, const Buf& x) { return reduce_to(alg, x, Shape{}); }
+
+void require_rank2(const std::string& name, const Buf& p) {
+  if (p.shape.size() != 2)
+    throw core::UserError(name + " expects a prediction [N, C] of rank 2, got " + core::to_string(p.shape));
+}
+
+LossValue mse(const Buf& p, const Buf& t) {
+  const Buf d = sub(p, t);
+  return {total(algorithm::reduction_mean, eltwise(algorithm::eltwise_square, 0, 0, d)),
+          linear(d, 2.0f / static_cast<float>(p.numel()))};
+}
+
+LossValue softmax_cross_entropy(const Buf& p, const Buf& t) {
+  require_rank2("softmax_cross_entropy", p);
+  const float inv_n = 1.0f / static_cast<float>(p.shape[0]);
+  const Buf log_sm = softmax_along(algorithm::softmax_log, p, 1);
+  LossValue v;
+  v.loss = linear(total(algorithm::reduction_sum, mul(t, log_sm)), -inv_n);
+  // d/dp = (sum_c t) * softmax(p) - t, over N.
+  const Buf tsum = reduce_to(algorithm::reduction_sum, t, Shape{p.shape[0], 1});
+  v.grad = linear(sub(mul(softmax_along(algorithm::softmax_accurate, p, 1), tsum), t), inv_n);
+  return v;
+}
+
+LossValue binary_cross_entropy(const Buf& p, const Buf& t) {
+  const Buf q = one_minus(p);
+  const Buf terms = binary(algorithm::binary_add, mul(t, eltwise(algorithm::eltwise_log, 0, 0, p)),
+                           mul(one_minus(t), eltwise(algorithm::eltwise_log, 0, 0, q)));
+  LossValue v;
+  v.loss = linear(total(algorithm::reduction_mean, terms), -1);
+  v.grad = linear(binary(algorithm::binary_div, sub(p, t), mul(p, q)), 1.0f / static_cast<float>(p.numel()));
+  return v;
+}
+
+LossValue categorical_hinge(const Buf& p, const Buf& t) {
+  require_rank2("categorical_hinge", p);
+  const Shape rows{p.shape[0], 1};
+  const float inv_n = 1.0f / static_cast<float>(p.shape[0]);
+  const Buf not_t = one_minus(t);
+  const Buf q = mul(not_t, p);
+  const Buf pos = reduce_to(algorithm::reduction_sum, mul(t, p), rows);
+  const Buf neg = reduce_to(algorithm::reduction_max, q, rows);
+  const Buf margin = linear(sub(neg, pos), 1, 1);
+  LossValue v;
+  v.loss = total(algorithm::reduction_mean, eltwise(algorithm::eltwise_relu, 0, 0, margin));
+  // Rows with margin <= 0 sit on the flat part of the hinge; elsewhere d/dp = (1-t)*[p is the
+  // largest (1-t)*p] - t.
+  const Buf active = binary(algorithm::binary_gt, margin, Buf(Shape{1}));
+  const Buf at_max = binary(algorithm::binary_eq, q, neg);
+  v.grad = linear(mul(sub(mul(at_max, not_t), t), active), inv_n);
+  return v;
+}
+
+const std::map<std::string, std::function<LossValue(const Buf&, const Buf&)>>& losses() {
+  static const std::map<std::string, std::function<LossValue(const Buf&, const Buf&)>> m = {
+      {"mse_loss", mse},
+      {"softmax_cross_entropy", softmax_cross_entropy},
+      {"binary_cross_entropy", binary_cross_entropy},
+      {"categorical_hinge", categorical_hinge}};
+  return m;
+}
+
+// A loss as a graph node: scalar output; the target (input 1) is not differentiated.
+class LossKernel : public Kernel {
+ public:
+  using Kernel::Kernel;
+
+  void forward(Env& env, bool) override {
+    value_ = compute_loss(node_.op, in(env, 0), in(env, 1));
+    set_out(env, 0, value_.loss);
+  }
+
+  void backward(Env& env) override { add_gin(env, 0, mul(value_.grad, *gout(env, 0))); }
+
+ private:
+  LossValue value_;
+};
+
+}  // namespace
+
+bool loss_known(const std::string& name) { return losses().count(name) > 0; }
+
+LossValue compute_loss(const std::string& name, const Buf& pred, const Buf& target) {
+  LossValue v = losses().at(name)(pred, target);
+  v.loss.shape = {};
+  return v;
+}
+
+void register_loss(OpTable& t) {
+  for (const auto& [name, fn] : losses()) t[name] = OpEntry{maker<LossKernel>(), {}, {}};
+}
+
+}  // namespace quorum::backends::onednn

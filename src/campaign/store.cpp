@@ -1,0 +1,201 @@
+// SQLite findings store.
+#include "campaign/store.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+
+#include "core/error.h"
+
+namespace quorum::campaign {
+
+namespace {
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& bind(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
+  bool step() {
+    const int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(sqlite3_db_handle(s_)));
+  }
+  std::string text(int c) {
+    const unsigned char* t = sqlite3_column_text(s_, c);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+  int64_t i64(int c) { return sqlite3_column_int64(s_, c); }
+  double f64(int c) { return sqlite3_column_double(s_, c); }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+};
+
+}  // namespace
+
+Store::Store(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw core::UserError(dir + ": cannot create the campaign directory: " + ec.message());
+  path_ = dir + "/findings.db";
+  if (sqlite3_open(path_.c_str(), &db_) != SQLITE_OK)
+    throw core::UserError(path_ + ": cannot open the findings store: " + sqlite3_errmsg(db_));
+  sqlite3_busy_timeout(db_, 10000);
+  exec("PRAGMA journal_mode=WAL");
+  exec("PRAGMA synchronous=NORMAL");
+  exec(
+      "CREATE TABLE IF NOT EXISTS findings ("
+      " signature TEXT PRIMARY KEY, kind TEXT NOT NULL, stage TEXT NOT NULL, backend TEXT NOT NULL,"
+      " op TEXT, node TEXT, params TEXT, message TEXT, detail TEXT, distance REAL, rate REAL,"
+      " hits INTEGER NOT NULL, first_model INTEGER NOT NULL, first_seen TEXT NOT NULL, last_seen TEXT NOT NULL,"
+      " bundle TEXT NOT NULL);"
+      "CREATE TABLE IF NOT EXISTS models (idx INTEGER PRIMARY KEY, findings INTEGER NOT NULL, done_at TEXT NOT NULL);"
+      "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+void Store::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw std::runtime_error(path_ + ": " + msg);
+  }
+}
+
+void Store::check_settings(const std::map<std::string, std::string>& settings) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, v] : settings) {
+    Stmt get(db_, "SELECT value FROM settings WHERE key = ?");
+    get.bind(1, k);
+    if (get.step()) {
+      const std::string have = get.text(0);
+      if (have != v)
+        throw core::UserError(path_ + ": this campaign ran with " + k + " = " + have + ", not " + v +
+                              " (use another --out to start a new campaign)");
+    } else {
+      Stmt put(db_, "INSERT INTO settings (key, value) VALUES (?, ?)");
+      put.bind(1, k).bind(2, v).step();
+    }
+  }
+}
+
+bool Store::model_done(int64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT 1 FROM models WHERE idx = ?");
+  s.bind(1, index);
+  return s.step();
+}
+
+int64_t Store::models_done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt s(db_, "SELECT COUNT(*) FROM models");
+  s.step();
+  return s.i64(0);
+}
+
+int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
+                  const std::function<std::string(const oracle::Finding&)>& bundle_for) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string now = now_utc();
+  int fresh = 0;
+  exec("BEGIN IMMEDIATE");
+  try {
+    for (const auto& f : findings) {
+      const std::string sig = f.signature();
+      Stmt get(db_, "SELECT hits FROM findings WHERE signature = ?");
+      get.bind(1, sig);
+      if (get.step()) {
+        Stmt up(db_, "UPDATE findings SET hits = hits + 1, last_seen = ? WHERE signature = ?");
+        up.bind(1, now).bind(2, sig).step();
+        continue;
+      }
+      const std::string bundle = bundle_for(f);  // written and renamed into place before the commit
+      Stmt ins(db_,
+               "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
+               " rate, hits, first_model, first_seen, last_seen, bundle) VALUES (?,?,?,?,?,?,?,?,?,?,?,1,?,?,?,?)");
+      ins.bind(1, sig)
+          .bind(2, std::string(oracle::to_string(f.kind)))
+          .bind(3, std::string(oracle::to_string(f.stage)))
+          .bind(4, f.backend)
+          .bind(5, f.op)
+          .bind(6, f.node)
+          .bind(7, f.params)
+          .bind(8, f.message)
+          .bind(9, f.detail)
+          .bind(10, f.distance)
+          .bind(11, f.rate)
+          .bind(12, index)
+          .bind(13, now)
+          .bind(14, now)
+          .bind(15, bundle);
+      ins.step();
+      ++fresh;
+    }
+    Stmt done(db_, "INSERT OR REPLACE INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
+    done.bind(1, index).bind(2, static_cast<int64_t>(findings.size())).bind(3, now).step();
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+  return fresh;
+}
+
+std::vector<StoredFinding> Store::findings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredFinding> out;
+  Stmt s(db_,
+         "SELECT signature, kind, stage, backend, op, node, params, message, detail, bundle, distance, rate, hits,"
+         " first_model, first_seen, last_seen FROM findings ORDER BY first_model, signature");
+  while (s.step()) {
+    StoredFinding f;
+    f.signature = s.text(0);
+    f.kind = s.text(1);
+    f.stage = s.text(2);
+    f.backend = s.text(3);
+    f.op = s.text(4);
+    f.node = s.text(5);
+    f.params = s.text(6);
+    f.message = s.text(7);
+    f.detail = s.text(8);
+    f.bundle = s.text(9);
+    f.distance = s.f64(10);
+    f.rate = s.f64(11);
+    f.hits = s.i64(12);
+    f.first_model = s.i64(13);
+    f.first_seen = s.text(14);
+    f.last_seen = s.text(15);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace quorum::campaign

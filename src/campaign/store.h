@@ -1,0 +1,53 @@
+// The findings store: SQLite (WAL) in the campaign directory, one row per unique finding (by
+// signature) with hit counts, first/last seen and its bundle, plus the models already done, so
+// the same --out resumes where it stopped. Schema: docs/findings.md.
+#pragma once
+#include <map>
+#include <mutex>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oracle/oracle.h"
+
+struct sqlite3;
+
+namespace quorum::campaign {
+
+struct StoredFinding {
+  std::string signature, kind, stage, backend, op, node, params, message, detail, bundle;
+  double distance = 0, rate = 0;
+  int64_t hits = 0, first_model = 0;
+  std::string first_seen, last_seen;
+};
+
+class Store {
+ public:
+  // Opens (creating) DIR/findings.db. UserError when DIR cannot hold it.
+  explicit Store(const std::string& dir);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Campaign settings: the first run writes them; a resumed run must match (UserError otherwise).
+  void check_settings(const std::map<std::string, std::string>& settings);
+
+  bool model_done(int64_t index);
+  int64_t models_done();
+  // Records a finished model and its findings atomically. For a signature seen for the first
+  // time `bundle_for` is called (it writes the bundle and returns its path) before the commit.
+  // Returns how many of the findings were new.
+  int record(int64_t index, const std::vector<oracle::Finding>& findings,
+             const std::function<std::string(const oracle::Finding&)>& bundle_for);
+
+  std::vector<StoredFinding> findings();
+
+ private:
+  void exec(const std::string& sql);
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  std::mutex mu_;
+};
+
+}  // namespace quorum::campaign
