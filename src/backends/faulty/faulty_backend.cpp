@@ -4,6 +4,7 @@
 //   abort-on-attribute=A[:V] abort() at compile when a node has attribute A (equal to V if given)
 //   hang-on-shape=D         never return from forward when any value has a dimension of size D
 //   leak-until-oom          allocate until allocation fails (needs the worker's address-space limit)
+// and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,7 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
+#include "backends/faulty/numeric_faults.h"
 #include "backends/ref/ref_backend.h"
 #include "core/error.h"
 
@@ -24,6 +27,7 @@ struct Faults {
   std::string abort_attr, abort_value;
   int64_t hang_dim = -1;
   bool leak = false;
+  std::set<std::string> numeric;
 };
 
 Faults parse(const std::vector<std::string>& args) {
@@ -42,9 +46,14 @@ Faults parse(const std::vector<std::string>& args) {
       f.hang_dim = std::stoll(value);
     } else if (name == "leak-until-oom" && value.empty()) {
       f.leak = true;
+    } else if (name == "all-numeric" && value.empty()) {
+      for (const auto& nf : faulty::numeric_faults()) f.numeric.insert(nf.name);
+    } else if (value.empty() && std::any_of(faulty::numeric_faults().begin(), faulty::numeric_faults().end(),
+                                            [&](const auto& nf) { return nf.name == name; })) {
+      f.numeric.insert(name);
     } else {
       throw core::UserError("faulty: unknown fault '" + a +
-                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom)");
+                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -113,7 +122,8 @@ class FaultyBackend : public Backend {
           std::abort();
         }
       }
-    return std::make_unique<FaultySession>(ref_->compile(g, opt), g, f_);
+    (void)opt;
+    return std::make_unique<FaultySession>(make_ref_session(g, faulty::numeric_overrides(f_.numeric)), g, f_);
   }
 
  private:

@@ -80,7 +80,7 @@ class PrimitiveCache {
     if (it == entries_.end()) {
       auto e = std::make_shared<Cached<Pd>>();
       e->pd = make();
-      e->prim = dnnl::primitive(e->pd);
+      e->prim = dnnl::primitive(e->pd.get());
       it = entries_.emplace(full, e).first;
       ++misses_;
     } else {

@@ -11,15 +11,15 @@ namespace {
 
 class RefSession : public Session {
  public:
-  explicit RefSession(ir::Graph g) : g_(std::move(g)) {}
+  RefSession(ir::Graph g, ref::Overrides ov) : g_(std::move(g)), ov_(std::move(ov)) {}
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
-    ValueMap all = ref::forward(g_, inputs);
+    ValueMap all = ref::forward(g_, inputs, &ov_);
     return select(all, keep_intermediates);
   }
 
   TrainResult train_step(const TrainRequest& req) override {
-    ref::TrainResult r = ref::train(g_, req.inputs, req.target, ref::LossSpec{req.loss, req.loss_attrs});
+    ref::TrainResult r = ref::train(g_, req.inputs, req.target, ref::LossSpec{req.loss, req.loss_attrs}, &ov_);
     TrainResult out;
     out.loss = r.loss;
     out.loss_grad = r.loss_grad;
@@ -47,6 +47,7 @@ class RefSession : public Session {
     return out;
   }
   ir::Graph g_;
+  ref::Overrides ov_;
 };
 
 class RefBackend : public Backend {
@@ -58,12 +59,16 @@ class RefBackend : public Backend {
     return ops::catalogue().find(n.op) ? Support::yes() : Support::no("not in the catalogue");
   }
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions&) override {
-    return std::make_unique<RefSession>(g);
+    return make_ref_session(g);
   }
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_ref_backend() { return std::make_unique<RefBackend>(); }
+
+std::unique_ptr<Session> make_ref_session(const ir::Graph& g, ref::Overrides overrides) {
+  return std::make_unique<RefSession>(g, std::move(overrides));
+}
 
 }  // namespace quorum::backends

@@ -1,0 +1,204 @@
+// The numeric faults. Each wraps the catalogue's own kernel and changes one thing.
+#include "backends/faulty/numeric_faults.h"
+
+#include <cmath>
+
+#include "ops/kernel_util.h"
+#include "ops/registry.h"
+
+namespace quorum::backends::faulty {
+
+namespace {
+
+using core::Attrs;
+using core::Tensor;
+using ops::Inputs;
+
+const std::vector<std::string> kConvs = {"conv1d", "conv2d", "conv3d"};
+const std::vector<std::string> kAvgPools = {"avg_pool1d", "avg_pool2d"};
+const std::vector<std::string> kMaxPools = {"max_pool1d", "max_pool2d"};
+
+// SAME_UPPER put the odd padding cell at the beginning (the SAME_LOWER rule): off by one for odd totals.
+Attrs same_pad_off_by_one(Attrs a) {
+  if (core::attr_s(a, "auto_pad") == "SAME_UPPER") a["auto_pad"] = std::string("SAME_LOWER");
+  return a;
+}
+
+Attrs count_padding(Attrs a) {
+  a["count_include_pad"] = int64_t{1};
+  return a;
+}
+
+void with_attrs(ref::Overrides& ov, const std::vector<std::string>& ops_, Attrs (*change)(Attrs)) {
+  for (const auto& name : ops_) {
+    const ops::OpSpec& spec = ops::op(name);
+    ov.forward[name] = [&spec, change](const Inputs& in, const Attrs& a) { return spec.forward(in, change(a)); };
+    ov.vjp[name] = [&spec, change](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out,
+                                   const std::vector<Tensor>& g) { return spec.vjp(in, change(a), out, g); };
+  }
+}
+
+// batch_norm (inference statistics) computing (x - mean) / (sqrt(var) + eps): epsilon outside
+// the square root. Done by feeding the real kernel var' = (sqrt(var) + eps)^2 and eps = 0.
+void bn_eps_outside_sqrt(ref::Overrides& ov) {
+  const ops::OpSpec& spec = ops::op("batch_norm");
+  auto rewrite = [](const Inputs& in, const Attrs& a, Tensor& var2, Attrs& a2) {
+    const double eps = core::attr_f(a, "epsilon");
+    var2 = ops::map1(*in[4], [eps](double v) {
+      const double s = std::sqrt(v) + eps;
+      return s * s;
+    });
+    a2 = a;
+    a2["epsilon"] = 0.0;
+    Inputs changed = in;
+    changed[4] = &var2;
+    return changed;
+  };
+  ov.forward["batch_norm"] = [&spec, rewrite](const Inputs& in, const Attrs& a) {
+    if (core::attr_i(a, "training") != 0) return spec.forward(in, a);
+    Tensor var2;
+    Attrs a2;
+    return spec.forward(rewrite(in, a, var2, a2), a2);
+  };
+  ov.vjp["batch_norm"] = [&spec, rewrite](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out,
+                                          const std::vector<Tensor>& g) {
+    if (core::attr_i(a, "training") != 0) return spec.vjp(in, a, out, g);
+    Tensor var2;
+    Attrs a2;
+    return spec.vjp(rewrite(in, a, var2, a2), a2, out, g);  // (the var gradient is the fault's own)
+  };
+}
+
+// relu's gradient passes through at x == 0 (x >= 0 instead of x > 0).
+void relu_grad_at_zero(ref::Overrides& ov) {
+  ov.vjp["relu"] = [](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
+    Tensor gx(core::DType::F64, in[0]->shape());
+    for (int64_t i = 0; i < gx.numel(); ++i) gx.f64()[i] = in[0]->f64()[i] >= 0 ? g[0].f64()[i] : 0.0;
+    return std::vector<Tensor>{gx};
+  };
+}
+
+// softmax without subtracting the maximum, with exp in float32: large logits overflow to inf and
+// inf/inf gives NaN.
+void softmax_no_max_sub(ref::Overrides& ov) {
+  ov.forward["softmax"] = [](const Inputs& in, const Attrs& a) {
+    const Tensor& x = *in[0];
+    const int axis = ops::norm_axis(core::attr_i(a, "axis"), x.rank());
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= x.dim(d);
+    for (int d = axis + 1; d < x.rank(); ++d) inner *= x.dim(d);
+    const int64_t n = x.dim(axis);
+    Tensor y(core::DType::F64, x.shape());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        float sum = 0;
+        for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<float>(x.f64()[(o * n + k) * inner + i]));
+        for (int64_t k = 0; k < n; ++k) {
+          const int64_t idx = (o * n + k) * inner + i;
+          y.f64()[idx] = static_cast<double>(std::exp(static_cast<float>(x.f64()[idx])) / sum);
+        }
+      }
+    return std::vector<Tensor>{y};
+  };
+}
+
+// Begin padding of one spatial axis, as the pooling shape rule computes it.
+int64_t pad_begin(const Attrs& a, size_t d, size_t rank, int64_t in, int64_t out) {
+  const std::string mode = core::attr_s(a, "auto_pad");
+  const int64_t k = core::attr_ints(a, "kernel_shape")[d], s = core::attr_ints(a, "strides")[d];
+  if (mode == "NOTSET") return core::attr_ints(a, "pads")[d];
+  if (mode == "VALID") return 0;
+  const int64_t total = std::max<int64_t>(0, (out - 1) * s + k - in);
+  (void)rank;
+  return mode == "SAME_UPPER" ? total / 2 : total - total / 2;
+}
+
+// max pool's gradient goes to every element equal to the window's maximum, not just the first.
+void maxpool_grad_all_ties(ref::Overrides& ov) {
+  for (const auto& name : kMaxPools) {
+    ov.vjp[name] = [](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out, const std::vector<Tensor>& g) {
+      const Tensor& x = *in[0];
+      const Tensor& y = out[0];
+      const size_t sp = static_cast<size_t>(x.rank() - 2);
+      const int64_t nc = x.dim(0) * x.dim(1);
+      const int64_t ih = x.dim(2), iw = sp == 2 ? x.dim(3) : 1;
+      const int64_t oh = y.dim(2), ow = sp == 2 ? y.dim(3) : 1;
+      const auto& k = core::attr_ints(a, "kernel_shape");
+      const auto& s = core::attr_ints(a, "strides");
+      const int64_t kh = k[0], kw = sp == 2 ? k[1] : 1, sh = s[0], sw = sp == 2 ? s[1] : 1;
+      const int64_t ph = pad_begin(a, 0, sp, ih, oh), pw = sp == 2 ? pad_begin(a, 1, sp, iw, ow) : 0;
+      Tensor gx(core::DType::F64, x.shape());
+      for (int64_t c = 0; c < nc; ++c)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            const double m = y.f64()[(c * oh + oy) * ow + ox];
+            const double gy = g[0].f64()[(c * oh + oy) * ow + ox];
+            for (int64_t dy = 0; dy < kh; ++dy)
+              for (int64_t dx = 0; dx < kw; ++dx) {
+                const int64_t yy = oy * sh - ph + dy, xx = ox * sw - pw + dx;
+                if (yy < 0 || yy >= ih || xx < 0 || xx >= iw) continue;
+                const int64_t idx = (c * ih + yy) * iw + xx;
+                if (x.f64()[idx] == m) gx.f64()[idx] += gy;
+              }
+          }
+      return std::vector<Tensor>{gx};
+    };
+  }
+}
+
+// concat loses its last input: that part of the output is zero (and gets no gradient).
+void concat_drops_last(ref::Overrides& ov) {
+  const ops::OpSpec& spec = ops::op("concat");
+  ov.forward["concat"] = [&spec](const Inputs& in, const Attrs& a) {
+    std::vector<Tensor> y = spec.forward(in, a);
+    const Tensor& last = *in.back();
+    const int axis = ops::norm_axis(core::attr_i(a, "axis"), last.rank());
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= last.dim(d);
+    for (int d = axis + 1; d < last.rank(); ++d) inner *= last.dim(d);
+    const int64_t total = y[0].dim(axis), n = last.dim(axis);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = total - n; k < total; ++k)
+        for (int64_t i = 0; i < inner; ++i) y[0].f64()[(o * total + k) * inner + i] = 0.0;
+    return y;
+  };
+  ov.vjp["concat"] = [&spec](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out,
+                             const std::vector<Tensor>& g) {
+    std::vector<Tensor> gin = spec.vjp(in, a, out, g);
+    gin.back().fill(0.0);
+    return gin;
+  };
+}
+
+}  // namespace
+
+const std::vector<NumericFault>& numeric_faults() {
+  static const std::vector<NumericFault> f = {
+      {"same-pad-off-by-one", "SAME_UPPER convolution puts the odd padding cell first", "FC"},
+      {"bn-eps-outside-sqrt", "batch norm divides by sqrt(var) + eps", "FC"},
+      {"relu-grad-at-zero", "relu's gradient passes through at x == 0", "BC"},
+      {"avgpool-counts-padding", "average pooling divides by the whole window, padding included", "FC"},
+      {"softmax-no-max-sub", "softmax without max subtraction overflows to NaN", "FC"},
+      {"maxpool-grad-all-ties", "max pooling's gradient goes to every tied element", "BC"},
+      {"concat-drops-last", "concat loses its last input", "FC"},
+      {"loss-grad-x2", "the loss gradient is twice what it should be", "LC"},
+  };
+  return f;
+}
+
+ref::Overrides numeric_overrides(const std::set<std::string>& names) {
+  ref::Overrides ov;
+  for (const auto& n : names) {
+    if (n == "same-pad-off-by-one") with_attrs(ov, kConvs, same_pad_off_by_one);
+    else if (n == "bn-eps-outside-sqrt") bn_eps_outside_sqrt(ov);
+    else if (n == "relu-grad-at-zero") relu_grad_at_zero(ov);
+    else if (n == "avgpool-counts-padding") with_attrs(ov, kAvgPools, count_padding);
+    else if (n == "softmax-no-max-sub") softmax_no_max_sub(ov);
+    else if (n == "maxpool-grad-all-ties") maxpool_grad_all_ties(ov);
+    else if (n == "concat-drops-last") concat_drops_last(ov);
+    else if (n == "loss-grad-x2") ov.loss_grad_scale = 2.0;
+  }
+  return ov;
+}
+
+}  // namespace quorum::backends::faulty
