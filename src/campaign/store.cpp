@@ -107,6 +107,14 @@ void Store::check_settings(const std::map<std::string, std::string>& settings) {
   }
 }
 
+std::optional<std::string> Store::setting(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt get(db_, "SELECT value FROM settings WHERE key = ?");
+  get.bind(1, key);
+  if (get.step()) return get.text(0);
+  return std::nullopt;
+}
+
 bool Store::model_done(int64_t index) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_, "SELECT 1 FROM models WHERE idx = ?");

@@ -32,6 +32,7 @@ class Store {
 
   // Campaign settings: the first run writes them; a resumed run must match (UserError otherwise).
   void check_settings(const std::map<std::string, std::string>& settings);
+  std::optional<std::string> setting(const std::string& key);
 
   bool model_done(int64_t index);
   int64_t models_done();

@@ -47,13 +47,13 @@ struct Finding {
   std::string backend;            // blamed
   std::vector<std::string> against;  // the backends it disagreed with (inconsistency)
   std::string node, op;
-  std::string params;             // key attributes of the node, rendered
+  std::string params;             // the node's categorical attributes (modes, flags), rendered
   double distance = 0;            // Chebyshev distance (inconsistency)
   double rate = 0;                // change rate R at the node
   std::string message;            // outcome message (crash), normalised
   std::string detail;             // free text for people
-  // The deduplication key: kind, stage, blamed backend, operator, and key parameters (NaN,
-  // inconsistency) or the normalised message (crash).
+  // The deduplication key: kind, stage, blamed backend, operator, and the categorical
+  // attributes (inconsistency), nothing more (NaN: by layer type) or the normalised message (crash).
   std::string signature() const;
 };
 

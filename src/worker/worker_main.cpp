@@ -1,6 +1,7 @@
 // quorum-worker-<backend>: one backend behind the worker protocol. The protocol uses private
 // copies of stdin/stdout; fd 1 is pointed at stderr so a library that prints cannot corrupt it.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -9,6 +10,9 @@
 #include "worker/serve.h"
 
 int main(int argc, char** argv) {
+  // A library crash must end the worker on its signal so the supervisor can classify it;
+  // sanitizer runtimes would otherwise catch it and exit with a plain code.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::signal(sig, SIG_DFL);
   const int proto_in = ::dup(0);
   const int proto_out = ::dup(1);
   ::dup2(2, 1);

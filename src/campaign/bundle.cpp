@@ -1,0 +1,168 @@
+// Bundle writing and replay.
+#include "campaign/bundle.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/error.h"
+#include "core/fileio.h"
+#include "core/npy.h"
+#include "ir/json_io.h"
+
+namespace quorum::campaign {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string safe(const std::string& s) {
+  std::string o;
+  for (char c : s) o.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_');
+  return o;
+}
+
+std::string short_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h & 0xffffffffull));
+  return buf;
+}
+
+void save_values(const fs::path& dir, const backends::ValueMap& m) {
+  fs::create_directories(dir);
+  for (const auto& [name, t] : m)
+    if (t.defined()) core::write_npy((dir / (safe(name) + ".npy")).string(), t);
+}
+
+json setup_json(const Setup& s) {
+  json backends = json::array();
+  for (const auto& b : s.backends) backends.push_back(b.str());
+  return {{"backends", backends},
+          {"mode", to_string(s.mode)},
+          {"dtype", core::to_string(s.dtype)},
+          {"threads", s.threads},
+          {"loss", s.loss},
+          {"learning_rate", s.learning_rate},
+          {"timeout_s", s.limits.timeout_s},
+          {"memory_mb", s.limits.address_space_mb},
+          {"T", s.thresholds.T},
+          {"eps", s.thresholds.eps},
+          {"relative_metric", s.thresholds.relative_metric}};
+}
+
+Setup setup_from_json(const json& j, const std::string& where) {
+  try {
+    Setup s;
+    std::string list;
+    for (const auto& b : j.at("backends")) list += (list.empty() ? "" : ",") + b.get<std::string>();
+    s.backends = parse_backends(list);
+    s.mode = mode_from_string(j.at("mode").get<std::string>());
+    s.dtype = core::dtype_from_string(j.at("dtype").get<std::string>());
+    s.threads = j.at("threads").get<int>();
+    s.loss = j.at("loss").get<std::string>();
+    s.learning_rate = j.at("learning_rate").get<double>();
+    s.limits.timeout_s = j.at("timeout_s").get<double>();
+    s.limits.address_space_mb = j.at("memory_mb").get<uint64_t>();
+    s.thresholds.T = j.at("T").get<double>();
+    s.thresholds.eps = j.at("eps").get<double>();
+    s.thresholds.relative_metric = j.at("relative_metric").get<bool>();
+    return s;
+  } catch (const json::exception& e) {
+    throw core::UserError(where + ": malformed setup: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string replay_command(const std::string& bundle_dir) { return "quorum replay " + bundle_dir; }
+
+void clean_partial_bundles(const std::string& out_dir) {
+  const fs::path root = fs::path(out_dir) / "bundles";
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove_all(e.path(), ec);
+}
+
+std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, const BundleContext& ctx) {
+  const std::string id = safe(std::string(oracle::to_string(f.kind)) + "-" + oracle::to_string(f.stage) + "-" +
+                              f.backend + "-" + (f.op.empty() ? "model" : f.op)) +
+                         "-" + short_hash(f.signature());
+  const fs::path root = fs::path(out_dir) / "bundles";
+  const fs::path final_dir = root / id;
+  std::ostringstream tid;
+  tid << std::this_thread::get_id();
+  const fs::path tmp = root / (".tmp-" + id + "-" + std::to_string(::getpid()) + "-" + tid.str());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  ir::save_graph((tmp / "model.json").string(), ctx.model.graph);
+  save_values(tmp / "inputs", ctx.model.inputs);
+  core::write_npy((tmp / "target.npy").string(), ctx.model.target);
+  json backends = json::array();
+  for (const auto& r : ctx.evaluation.runs) {
+    save_values(tmp / "outputs" / safe(r.backend), r.values);
+    if (r.trained) save_values(tmp / "grads" / safe(r.backend), r.grads);
+    const auto v = ctx.versions.find(r.backend);
+    backends.push_back({{"backend", r.backend},
+                        {"version", v == ctx.versions.end() ? (r.is_reference ? "quorum float64 reference" : "") : v->second},
+                        {"outcome", r.outcome.str()},
+                        {"trained", r.trained},
+                        {"loss", r.trained ? json(r.loss) : json(nullptr)}});
+  }
+  const std::string bundle_path = final_dir.string();
+  json j = {{"quorum_version", QUORUM_VERSION},
+            {"signature", f.signature()},
+            {"kind", oracle::to_string(f.kind)},
+            {"stage", oracle::to_string(f.stage)},
+            {"backend", f.backend},
+            {"against", f.against},
+            {"node", f.node},
+            {"op", f.op},
+            {"params", f.params},
+            {"distance", f.distance},
+            {"rate", f.rate},
+            {"message", f.message},
+            {"detail", f.detail},
+            {"backends", backends},
+            {"setup", setup_json(ctx.setup)},
+            {"seed", ctx.seed},
+            {"model_index", ctx.model_index},
+            {"command_line", ctx.command_line},
+            {"replay", replay_command(bundle_path)}};
+  core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");
+  std::error_code ec;
+  fs::remove_all(final_dir, ec);  // a bundle left by a run killed before its commit
+  fs::rename(tmp, final_dir);
+  return bundle_path;
+}
+
+Replayed replay(const std::string& bundle_dir) {
+  const fs::path dir(bundle_dir);
+  const std::string fpath = (dir / "finding.json").string();
+  json j;
+  try {
+    j = json::parse(core::read_file(fpath));
+  } catch (const json::parse_error& e) {
+    throw core::UserError(fpath + ": malformed JSON: " + e.what());
+  }
+  ModelCase m;
+  m.graph = ir::load_graph((dir / "model.json").string());
+  for (const auto& in : m.graph.inputs)
+    m.inputs.emplace(in.name, core::read_npy((dir / "inputs" / (safe(in.name) + ".npy")).string()).to(core::DType::F64));
+  m.target = core::read_npy((dir / "target.npy").string());
+  const Setup setup = setup_from_json(j.at("setup"), fpath);
+  WorkerSet workers(setup.backends, setup.limits);
+  const Evaluation ev = evaluate(m, setup, workers);
+  Replayed r;
+  r.expected = j.at("signature").get<std::string>();
+  r.found = ev.findings;
+  for (const auto& f : ev.findings) r.reproduced |= f.signature() == r.expected;
+  return r;
+}
+
+}  // namespace quorum::campaign

@@ -1,0 +1,182 @@
+// The campaign loop.
+#include "campaign/campaign.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "campaign/bundle.h"
+#include "campaign/store.h"
+#include "core/error.h"
+
+namespace quorum::campaign {
+
+using Clock = std::chrono::steady_clock;
+
+double parse_duration(const std::string& s) {
+  if (s.empty()) throw core::UserError("--time: empty duration");
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    throw core::UserError("--time: expected a duration like 90s, 10m or 2h, got '" + s + "'");
+  }
+  const std::string unit = s.substr(pos);
+  double mult = 0;
+  if (unit.empty() || unit == "s") mult = 1;
+  else if (unit == "m") mult = 60;
+  else if (unit == "h") mult = 3600;
+  if (mult == 0 || v < 0) throw core::UserError("--time: expected a duration like 90s, 10m or 2h, got '" + s + "'");
+  return v * mult;
+}
+
+namespace {
+
+struct Shared {
+  std::mutex mu;
+  std::map<std::string, int64_t> by_kind;  // hits per finding kind
+  int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
+  Timing timing;
+};
+
+}  // namespace
+
+Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log) {
+  Store store(opt.out);
+  clean_partial_bundles(opt.out);
+  // The seed: given, or the one this --out already used, or a fresh one.
+  uint64_t seed = opt.seed;
+  if (seed == 0) {
+    const auto stored = store.setting("seed");
+    seed = stored ? std::stoull(*stored) : core::Rng::resolve_seed(0);
+  }
+  store.check_settings({{"seed", std::to_string(seed)},
+                        {"generator", opt.generator},
+                        {"backends", [&] {
+                           std::string s;
+                           for (const auto& b : opt.setup.backends) s += (s.empty() ? "" : ",") + b.str();
+                           return s;
+                         }()},
+                        {"mode", to_string(opt.setup.mode)},
+                        {"dtype", core::to_string(opt.setup.dtype)},
+                        {"loss", opt.setup.loss}});
+  const int64_t already = store.models_done();
+  log << "seed: " << seed << "\n";
+  if (already) log << "resuming: " << already << " models already done in " << opt.out << "\n";
+
+  // Library versions, for the bundles (and to fail early on a broken backend).
+  std::map<std::string, std::string> versions;
+  {
+    WorkerSet probe(opt.setup.backends, opt.setup.limits);
+    for (size_t i = 0; i < probe.size(); ++i) {
+      worker::BackendInfo info;
+      const worker::Outcome o = probe.at(i).hello(info);
+      versions[opt.setup.backends[i].str()] = o.ok() ? info.version : "unavailable: " + o.str();
+      log << "backend " << opt.setup.backends[i].str() << ": " << versions[opt.setup.backends[i].str()] << "\n";
+    }
+  }
+
+  Shared sh;
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> stop{false};
+  const auto t_start = Clock::now();
+  auto out_of_budget = [&](int64_t index) {
+    if (opt.models > 0 && index >= opt.models) return true;
+    if (opt.time_s > 0 && std::chrono::duration<double>(Clock::now() - t_start).count() >= opt.time_s) return true;
+    return false;
+  };
+
+  auto job = [&]() {
+    WorkerSet workers(opt.setup.backends, opt.setup.limits);
+    const core::Rng root(seed);
+    while (!stop) {
+      const int64_t index = next++;
+      if (out_of_budget(index)) break;
+      if (store.model_done(index)) continue;
+      Timing t;
+      auto t0 = Clock::now();
+      ModelCase m;
+      try {
+        core::Rng model_rng = root.derive("model:" + std::to_string(index));
+        ir::Graph g = factory(index, model_rng);
+        core::Rng data_rng = root.derive("data:" + std::to_string(index));
+        m = draw_case(std::move(g), opt.setup.loss, data_rng);
+      } catch (const std::exception&) {
+        std::lock_guard<std::mutex> lock(sh.mu);
+        ++sh.invalid;
+        store.record(index, {}, nullptr);
+        continue;
+      }
+      t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
+      try {
+        const Evaluation ev = evaluate(m, opt.setup, workers, &t);
+        t0 = Clock::now();
+        const BundleContext ctx{m, ev, opt.setup, seed, index, opt.command_line, versions};
+        std::vector<std::string> fresh_lines;
+        const int fresh = store.record(index, ev.findings, [&](const oracle::Finding& f) {
+          const std::string path = write_bundle(opt.out, f, ctx);
+          fresh_lines.push_back("new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) +
+                                "] " + f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
+                                (f.node.empty() ? "" : "at '" + f.node + "' ") + "- " + f.detail + "\n  replay: " +
+                                replay_command(path));
+          return path;
+        });
+        t.store += std::chrono::duration<double>(Clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(sh.mu);
+        ++sh.models_run;
+        sh.new_findings += fresh;
+        sh.hits += static_cast<int64_t>(ev.findings.size());
+        for (const auto& f : ev.findings) ++sh.by_kind[oracle::to_string(f.kind)];
+        sh.timing.add(t);
+        if (!opt.quiet)
+          for (const auto& l : fresh_lines) log << l << "\n";
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(sh.mu);
+        ++sh.errors;
+        if (!opt.quiet) log << "model " << index << ": internal error: " << e.what() << "\n";
+      }
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back(job);
+  std::atomic<bool> done{false};
+  std::thread progress([&] {
+    auto last = Clock::now();
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (done || opt.quiet || Clock::now() - last < std::chrono::seconds(1)) continue;
+      last = Clock::now();
+      std::lock_guard<std::mutex> lock(sh.mu);
+      const double el = std::chrono::duration<double>(last - t_start).count();
+      log << "[" << std::fixed << std::setprecision(0) << el << "s] models " << sh.models_run << " ("
+          << std::setprecision(1) << (el > 0 ? static_cast<double>(sh.models_run) / el : 0.0) << "/s)";
+      log << " findings:";
+      for (const char* k : {"crash", "nan", "inconsistency"}) log << " " << k << " " << sh.by_kind[k];
+      log << " | unique " << sh.new_findings << (already ? " new" : "") << std::endl;
+    }
+  });
+  for (auto& t : threads) t.join();
+  done = true;
+  progress.join();
+
+  Summary s;
+  s.seed = seed;
+  s.models_run = sh.models_run;
+  s.invalid_models = sh.invalid;
+  s.errors = sh.errors;
+  s.new_findings = sh.new_findings;
+  s.hits = sh.hits;
+  s.models_total = store.models_done();
+  s.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  s.timing = sh.timing;
+  return s;
+}
+
+}  // namespace quorum::campaign

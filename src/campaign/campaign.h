@@ -1,0 +1,41 @@
+// The fuzz loop: generate a model, run it on every backend and the reference, judge, deduplicate
+// into the findings store, write a bundle for every new finding, print progress once a second.
+// The same --out resumes where it stopped: model i is a pure function of (seed, i).
+#pragma once
+#include <functional>
+#include <iosfwd>
+#include <string>
+
+#include "campaign/evaluate.h"
+
+namespace quorum::campaign {
+
+// Builds model `index` of a campaign from its own Rng stream (throws to skip an invalid model).
+using ModelFactory = std::function<ir::Graph(int64_t index, core::Rng& rng)>;
+
+struct CampaignOptions {
+  std::string generator;  // recorded in the settings; the factory is the generator itself
+  Setup setup;
+  double time_s = 0;   // stop starting models after this long (0 = no time budget)
+  int64_t models = 0;  // stop when this many models are done in total (0 = no count budget)
+  int jobs = 1;
+  uint64_t seed = 0;   // 0: the stored seed when resuming, else a fresh one (printed)
+  std::string out;
+  std::string command_line;
+  bool quiet = false;  // no progress lines (tests)
+};
+
+struct Summary {
+  uint64_t seed = 0;
+  int64_t models_run = 0, models_total = 0, invalid_models = 0, errors = 0;
+  int64_t new_findings = 0, hits = 0;
+  double seconds = 0;
+  Timing timing;
+};
+
+Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log);
+
+// "90", "30s", "10m", "2h" -> seconds; UserError otherwise.
+double parse_duration(const std::string& s);
+
+}  // namespace quorum::campaign

@@ -1,0 +1,206 @@
+// Running one model on every backend and judging it.
+#include "campaign/evaluate.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "core/error.h"
+#include "ops/materialize.h"
+#include "ops/registry.h"
+#include "ref/interpreter.h"
+
+namespace quorum::campaign {
+
+using core::UserError;
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+backends::ValueMap rounded(const backends::ValueMap& m, core::DType dtype) {
+  backends::ValueMap out;
+  for (const auto& [k, t] : m) out.emplace(k, t.to(dtype));
+  return out;
+}
+
+}  // namespace
+
+Mode mode_from_string(const std::string& s) {
+  if (s == "infer") return Mode::Infer;
+  if (s == "train") return Mode::Train;
+  if (s == "both") return Mode::Both;
+  throw UserError("--mode: expected infer, train or both, got '" + s + "'");
+}
+
+const char* to_string(Mode m) {
+  switch (m) {
+    case Mode::Infer: return "infer";
+    case Mode::Train: return "train";
+    case Mode::Both: return "both";
+  }
+  return "?";
+}
+
+std::string BackendSpec::str() const {
+  std::string s = name;
+  for (size_t i = 0; i < options.size(); ++i) s += (i ? "+" : ":") + options[i];
+  return s;
+}
+
+std::vector<BackendSpec> parse_backends(const std::string& list) {
+  std::vector<BackendSpec> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    BackendSpec s;
+    const auto colon = item.find(':');
+    s.name = item.substr(0, colon);
+    if (colon != std::string::npos) {
+      std::stringstream os(item.substr(colon + 1));
+      std::string opt;
+      while (std::getline(os, opt, '+'))
+        if (!opt.empty()) s.options.push_back(opt);
+    }
+    worker::worker_path(s.name);  // UserError for an unknown name
+    out.push_back(std::move(s));
+  }
+  if (out.empty()) throw UserError("--backends: no backend named");
+  return out;
+}
+
+void Timing::add(const Timing& o) {
+  generate += o.generate;
+  compare += o.compare;
+  store += o.store;
+  reference += o.reference;
+  for (const auto& [k, v] : o.compile) compile[k] += v;
+  for (const auto& [k, v] : o.run) run[k] += v;
+}
+
+WorkerSet::WorkerSet(const std::vector<BackendSpec>& specs, const worker::Limits& limits) {
+  for (const auto& s : specs) workers_.push_back(std::make_unique<worker::Worker>(s.name, s.options, limits));
+}
+
+Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing) {
+  Timing local;
+  Timing& t = timing ? *timing : local;
+  Evaluation ev;
+  const bool want_train = setup.mode != Mode::Infer;
+  const bool want_forward = setup.mode != Mode::Train;
+  const backends::ValueMap inputs = rounded(m.inputs, setup.dtype);
+  const core::Tensor target = m.target.to(setup.dtype);
+
+  // The reference: float64 on the same rounded inputs and weights, in-process.
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    oracle::BackendRun r;
+    r.backend = "ref";
+    r.is_reference = true;
+    ir::Graph g = m.graph;
+    for (auto& [name, w] : g.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+    if (want_train) {
+      ref::TrainResult tr = ref::train(g, inputs, target, ref::LossSpec{setup.loss, {}});
+      r.trained = true;
+      r.loss = tr.loss;
+      r.loss_grad = tr.loss_grad;
+      r.grads = std::move(tr.grads);
+      for (const auto& n : g.nodes)
+        for (const auto& o : n.outputs) r.values.emplace(o, tr.values.at(o));
+    } else {
+      const auto all = ref::forward(g, inputs);
+      for (const auto& n : g.nodes)
+        for (const auto& o : n.outputs) r.values.emplace(o, all.at(o));
+    }
+    ev.runs.push_back(std::move(r));
+  }
+  t.reference += since(t0);
+
+  for (size_t i = 0; i < workers.size(); ++i) {
+    worker::Worker& w = workers.at(i);
+    const std::string& name = setup.backends[i].name;
+    oracle::BackendRun r;
+    r.backend = setup.backends[i].str();
+    auto fail = [&](const worker::Outcome& o, oracle::Stage stage) {
+      r.outcome = o;
+      r.failed_at = stage;
+      r.unsupported = o.status == worker::Status::Unsupported;
+    };
+    // Training where the backend can; inference elsewhere (and always, in both mode).
+    std::vector<worker::NodeSupport> sup;
+    bool trains = false;
+    worker::Outcome o = w.supports(m.graph, false, sup);
+    if (o.ok()) {
+      for (const auto& s : sup)
+        if (!s.ok && o.ok()) o = {worker::Status::Unsupported, "node '" + s.node + "': " + s.reason, 0, ""};
+    }
+    if (o.ok() && want_train) {
+      std::vector<worker::NodeSupport> tsup;
+      trains = w.supports(m.graph, true, tsup).ok();
+      for (const auto& s : tsup) trains &= s.ok;
+    }
+    if (!o.ok()) {
+      fail(o, oracle::Stage::Compile);
+      ev.runs.push_back(std::move(r));
+      continue;
+    }
+    t0 = std::chrono::steady_clock::now();
+    o = w.compile(m.graph, backends::CompileOptions{setup.dtype, setup.threads});
+    t.compile[name] += since(t0);
+    if (!o.ok()) {
+      fail(o, oracle::Stage::Compile);
+      ev.runs.push_back(std::move(r));
+      continue;
+    }
+    t0 = std::chrono::steady_clock::now();
+    if (want_forward || !trains) {
+      o = w.forward(inputs, true, r.values);
+      if (!o.ok()) fail(o, oracle::Stage::Forward);
+    }
+    if (o.ok() && trains) {
+      backends::TrainRequest req{inputs, target, setup.loss, {}, setup.learning_rate};
+      backends::TrainResult tr;
+      o = w.train(req, tr);
+      if (o.ok()) {
+        r.trained = true;
+        r.loss = tr.loss;
+        r.loss_grad = std::move(tr.loss_grad);
+        r.grads = std::move(tr.grads);
+        if (r.values.empty()) r.values = std::move(tr.values);
+      } else {
+        fail(o, oracle::Stage::Backward);
+      }
+    }
+    t.run[name] += since(t0);
+    ev.runs.push_back(std::move(r));
+  }
+
+  t0 = std::chrono::steady_clock::now();
+  oracle::Thresholds th = setup.thresholds;
+  th.loss_op = setup.loss;
+  ev.findings = oracle::judge(m.graph, ev.runs, th);
+  t.compare += since(t0);
+  return ev;
+}
+
+ModelCase draw_case(ir::Graph g, const std::string& loss, core::Rng& rng) {
+  ModelCase m;
+  static const double kEdge[] = {0.0, 1.0, -1.0, 1e-40, 100.0, -100.0};
+  for (const auto& in : g.inputs) {
+    core::Tensor t(core::DType::F64, in.type.shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.f64()[i] = rng.bernoulli(0.1) ? kEdge[rng.index(std::size(kEdge))] : rng.uniform(-1.0, 1.0);
+    m.inputs.emplace(in.name, std::move(t));
+  }
+  const ops::OpSpec& l = ops::op(loss);
+  core::Rng srng(1);
+  const ops::Case c = l.sample(srng);
+  const ops::InputGen gen = c.gen.size() > 1 ? c.gen[1] : ops::InputGen{-1, 1};
+  m.target = ops::fill_input({core::DType::F64, g.types.at(g.outputs[0]).shape}, gen, rng);
+  m.graph = std::move(g);
+  return m;
+}
+
+}  // namespace quorum::campaign

@@ -1,0 +1,71 @@
+// One model through every backend and the oracles: the unit of work of a campaign and of replay.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "oracle/oracle.h"
+#include "worker/supervisor.h"
+
+namespace quorum::campaign {
+
+enum class Mode { Infer, Train, Both };
+Mode mode_from_string(const std::string& s);  // UserError for anything but infer|train|both
+const char* to_string(Mode m);
+
+struct BackendSpec {
+  std::string name;
+  std::vector<std::string> options;
+  std::string str() const;  // "faulty:crash-on-op=relu+leak-until-oom"
+};
+// "torch,faulty:crash-on-op=relu+hang-on-shape=7" -> specs; UserError for unknown names.
+std::vector<BackendSpec> parse_backends(const std::string& list);
+
+struct Setup {
+  std::vector<BackendSpec> backends;  // the libraries; the reference always takes part in-process
+  Mode mode = Mode::Both;
+  core::DType dtype = core::DType::F32;
+  int threads = 1;
+  std::string loss = "mse_loss";
+  double learning_rate = 0.01;
+  oracle::Thresholds thresholds;
+  worker::Limits limits;
+};
+
+struct ModelCase {
+  ir::Graph graph;
+  backends::ValueMap inputs;  // float64 values; every backend receives them rounded to the dtype
+  core::Tensor target;
+};
+
+// Seconds spent per phase, summed over a campaign.
+struct Timing {
+  double generate = 0, compare = 0, store = 0, reference = 0;
+  std::map<std::string, double> compile, run;  // per backend
+  void add(const Timing& o);
+};
+
+struct Evaluation {
+  std::vector<oracle::BackendRun> runs;  // the reference first
+  std::vector<oracle::Finding> findings;
+};
+
+// One worker per backend spec, started lazily and reused across models.
+class WorkerSet {
+ public:
+  WorkerSet(const std::vector<BackendSpec>& specs, const worker::Limits& limits);
+  worker::Worker& at(size_t i) { return *workers_[i]; }
+  size_t size() const { return workers_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<worker::Worker>> workers_;
+};
+
+Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);
+
+// Inputs for every graph input: uniform in [-1, 1] with edge values mixed in (0, ±1, a float32
+// denormal, ±100); the target for the loss, drawn the way the loss expects it.
+ModelCase draw_case(ir::Graph g, const std::string& loss, core::Rng& rng);
+
+}  // namespace quorum::campaign
