@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "campaign/evaluate.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "ir/build.h"
@@ -19,34 +20,6 @@ namespace quorum::cli {
 using core::UserError;
 
 namespace {
-
-struct BackendSpec {
-  std::string name;
-  std::vector<std::string> options;
-};
-
-// "torch,faulty:crash-on-op=relu+hang-on-shape=7" -> specs.
-std::vector<BackendSpec> parse_backends(const std::string& list) {
-  std::vector<BackendSpec> out;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    BackendSpec s;
-    const auto colon = item.find(':');
-    s.name = item.substr(0, colon);
-    if (colon != std::string::npos) {
-      std::stringstream os(item.substr(colon + 1));
-      std::string opt;
-      while (std::getline(os, opt, '+'))
-        if (!opt.empty()) s.options.push_back(opt);
-    }
-    worker::worker_path(s.name);  // UserError for an unknown name
-    out.push_back(std::move(s));
-  }
-  if (out.empty()) throw UserError("--backends: no backend named");
-  return out;
-}
 
 worker::Limits limits_of(const Options& o) {
   return worker::Limits{static_cast<double>(o.timeout), o.memory};
@@ -114,7 +87,7 @@ int cmd_worker(const Options& o) {
 }
 
 int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const Options& o) {
-  const auto specs = parse_backends(o.backends);
+  const auto specs = campaign::parse_backends(o.backends);
   const core::DType dtype = core::dtype_from_string(o.dtype);
   if (dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
   const ref::ValueMap want = backends::reference_forward(g, inputs, dtype);

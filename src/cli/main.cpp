@@ -228,6 +228,11 @@ const std::vector<Command>& commands() {
       {"gen", "gen --generator G --count N --out DIR", "generate models (JSON) with a named generator",
        {"generator", "count", "seed", "out", "max_nodes", "dataset", "invalid_params", "mutation_rate", "model"},
        cmd_gen},
+      {"fuzz", "fuzz --backends LIST --time 10m|--models N", "a fuzz campaign: generate, run, compare, store findings",
+       {"generator", "backends", "mode", "time", "models", "jobs", "seed", "out", "max_nodes", "dataset", "timeout",
+        "memory", "threads", "dtype", "loss", "learning_rate", "threshold", "epsilon", "metric"},
+       cmd_fuzz},
+      {"replay", "replay BUNDLE", "rerun a finding's bundle and say whether it reproduces", {}, cmd_replay},
       {"ops", "ops", "list every operator with arity, attributes and domains", {"verbose"}, cmd_ops},
       {"version", "version | --version", "print the version", {}, cmd_version},
       {"help", "help | --help", "this text", {}, cmd_help},
@@ -250,7 +255,10 @@ int dispatch(const std::vector<std::string>& args) {
       std::cout << "usage: quorum " << c.usage << "\n" << c.summary << "\n" << flag_help(c.flags);
       return 0;
     }
-    return c.run(parse_flags(rest, c.flags, c.name));
+    Options o = parse_flags(rest, c.flags, c.name);
+    o.command_line = "quorum";
+    for (const auto& a : args) o.command_line += " " + a;
+    return c.run(o);
   }
   throw UserError("unknown command '" + name + "' (see quorum --help)");
 }

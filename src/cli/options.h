@@ -19,6 +19,7 @@ struct Options {
 #undef QUORUM_FLAG_FLAG
   std::vector<std::string> positional;
   std::set<std::string> given;  // flags that appeared on the command line
+  std::string command_line;     // the whole invocation, for bundles and replay
 };
 
 // Parses argv after the command name. `allowed` lists the flags this command takes; any other

@@ -1,0 +1,102 @@
+// quorum fuzz and quorum replay.
+#include <iomanip>
+#include <iostream>
+
+#include "campaign/bundle.h"
+#include "campaign/campaign.h"
+#include "campaign/store.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "ir/build.h"
+#include "ops/registry.h"
+
+namespace quorum::cli {
+
+using core::UserError;
+
+namespace {
+
+double parse_double(const std::string& flag, const std::string& v) {
+  try {
+    size_t pos = 0;
+    const double d = std::stod(v, &pos);
+    if (pos == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  throw UserError("--" + flag + ": expected a number, got '" + v + "'");
+}
+
+void print_summary(const campaign::Summary& s, const std::string& out) {
+  campaign::Store store(out);
+  const auto all = store.findings();
+  std::cout << "\nsummary: " << s.models_run << " models in " << std::fixed << std::setprecision(1) << s.seconds
+            << " s (" << (s.seconds > 0 ? static_cast<double>(s.models_run) / s.seconds : 0.0) << "/s), "
+            << s.models_total << " in this campaign; " << s.invalid_models << " invalid, " << s.errors
+            << " internal errors; seed " << s.seed << "\n";
+  const campaign::Timing& t = s.timing;
+  std::cout << "time: generate " << t.generate << " s, reference " << t.reference << " s";
+  for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
+  for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
+  std::cout << ", compare " << t.compare << " s, store " << t.store << " s\n";
+  if (all.empty()) {
+    std::cout << "no findings: every backend agreed with the reference on every model\n";
+    return;
+  }
+  std::cout << all.size() << " unique findings (" << s.new_findings << " new in this run), in " << out << ":\n";
+  for (const auto& f : all)
+    std::cout << "  " << std::setw(6) << f.hits << "x  " << f.kind << " [" << f.stage << "] " << f.backend << " "
+              << f.op << (f.node.empty() ? "" : " at '" + f.node + "'") << "\n          replay: "
+              << campaign::replay_command(f.bundle) << "\n";
+}
+
+}  // namespace
+
+int cmd_fuzz(const Options& o) {
+  campaign::CampaignOptions opt;
+  opt.generator = o.generator;
+  opt.setup.backends = campaign::parse_backends(o.backends.empty() ? "torch,onednn" : o.backends);
+  opt.setup.mode = campaign::mode_from_string(o.mode);
+  opt.setup.dtype = core::dtype_from_string(o.dtype);
+  if (opt.setup.dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
+  opt.setup.threads = static_cast<int>(o.threads);
+  opt.setup.loss = o.loss.empty() ? "mse_loss" : o.loss;
+  if (!ops::op(opt.setup.loss).is_loss) throw UserError("--loss: operator '" + opt.setup.loss + "' is not a loss");
+  opt.setup.learning_rate = parse_double("learning_rate", o.learning_rate);
+  opt.setup.thresholds.T = parse_double("threshold", o.threshold);
+  opt.setup.thresholds.eps = parse_double("epsilon", o.epsilon);
+  if (o.metric != "chebyshev" && o.metric != "relative")
+    throw UserError("--metric: expected chebyshev or relative, got '" + o.metric + "'");
+  opt.setup.thresholds.relative_metric = o.metric == "relative";
+  opt.setup.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
+  opt.time_s = o.time.empty() ? 0 : campaign::parse_duration(o.time);
+  opt.models = static_cast<int64_t>(o.models);
+  if (opt.time_s == 0 && opt.models == 0) throw UserError("fuzz: give a budget, --time (e.g. 10m) or --models N");
+  if (o.jobs == 0) throw UserError("--jobs: at least 1");
+  opt.jobs = static_cast<int>(o.jobs);
+  opt.seed = o.seed;
+  opt.out = o.out.empty() ? "campaign" : o.out;
+  opt.command_line = o.command_line;
+  const campaign::ModelFactory factory = model_factory(o);
+  const campaign::Summary s = campaign::run_campaign(opt, factory, std::cout);
+  print_summary(s, opt.out);
+  return 0;
+}
+
+int cmd_replay(const Options& o) {
+  if (o.positional.size() != 1) throw UserError("replay: expected one BUNDLE directory");
+  const campaign::Replayed r = campaign::replay(o.positional[0]);
+  std::cout << "expected: " << r.expected << "\n";
+  if (r.reproduced) {
+    std::cout << "reproduced: the same finding appears again\n";
+  } else {
+    std::cout << "not reproduced";
+    if (r.found.empty()) std::cout << ": every backend now agrees with the reference";
+    std::cout << "\n";
+  }
+  for (const auto& f : r.found)
+    std::cout << "  found " << f.signature() << (f.signature() == r.expected ? "  (this one)" : "") << "\n    "
+              << f.detail << "\n";
+  return r.reproduced ? 0 : 1;
+}
+
+}  // namespace quorum::cli
