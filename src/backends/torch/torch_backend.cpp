@@ -206,7 +206,12 @@ class TorchBackend : public Backend {
     auto it = op_table().find(n.op);
     if (it == op_table().end()) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
     if (!it->second.support) return Support::yes();
-    return it->second.support(NodeContext{g, n});
+    try {
+      return it->second.support(NodeContext{g, n});
+    } catch (const std::exception& e) {
+      // The decision reads value shapes; a graph without them cannot be judged.
+      return Support::no(std::string("cannot inspect the node's shapes: ") + e.what());
+    }
   }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
