@@ -65,8 +65,8 @@ class OnednnSession : public Session {
     // Reverse topological order: every consumer has added its share before a producer runs.
     for (size_t i = kernels_.size(); i-- > 0;) {
       const ir::Node& n = g_.nodes[i];
-      const bool any = std::any_of(n.outputs.begin(), n.outputs.end(),
-                                   [&](const std::string& o) { return env.grad(o) != nullptr; });
+      const bool any =
+          std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return env.grad(o) != nullptr; });
       if (any) kernels_[i]->backward(env);
     }
     for (const auto& n : g_.nodes)
@@ -79,8 +79,7 @@ class OnednnSession : public Session {
       const Buf* gr = env.grad(name);
       const Buf gw = gr ? *gr : Buf(w.shape);
       r.grads.emplace(name, tensor_from_buf(gw));
-      r.weights_after.emplace(name,
-                              tensor_from_buf(scaled_sum(w, -static_cast<float>(req.learning_rate), gw)));
+      r.weights_after.emplace(name, tensor_from_buf(scaled_sum(w, -static_cast<float>(req.learning_rate), gw)));
     }
     return r;
   }
@@ -161,15 +160,24 @@ class OnednnBackend : public Backend {
  private:
   static std::string isa_name(dnnl::cpu_isa isa) {
     switch (isa) {
-      case dnnl::cpu_isa::sse41: return "sse41";
-      case dnnl::cpu_isa::avx: return "avx";
-      case dnnl::cpu_isa::avx2: return "avx2";
-      case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-      case dnnl::cpu_isa::avx512_core: return "avx512_core";
-      case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-      case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-      case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-      default: return "isa#" + std::to_string(static_cast<int>(isa));
+      case dnnl::cpu_isa::sse41:
+        return "sse41";
+      case dnnl::cpu_isa::avx:
+        return "avx";
+      case dnnl::cpu_isa::avx2:
+        return "avx2";
+      case dnnl::cpu_isa::avx2_vnni:
+        return "avx2_vnni";
+      case dnnl::cpu_isa::avx512_core:
+        return "avx512_core";
+      case dnnl::cpu_isa::avx512_core_vnni:
+        return "avx512_core_vnni";
+      case dnnl::cpu_isa::avx512_core_bf16:
+        return "avx512_core_bf16";
+      case dnnl::cpu_isa::avx512_core_amx:
+        return "avx512_core_amx";
+      default:
+        return "isa#" + std::to_string(static_cast<int>(isa));
     }
   }
 };

@@ -3,12 +3,11 @@
 // (eltwise, binary with NumPy broadcasting, reductions, strided copies) that every operator family
 // composes. Everything numeric runs through oneDNN primitives; C++ here only moves buffers around.
 #pragma once
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <string>
 #include <typeinfo>
@@ -63,6 +62,9 @@ memory to_layout(const memory& m, const memory::desc& want);
 void reorder_into(const memory& m, const memory& dst);
 
 // ---- the primitive cache: primitive descriptors and primitives keyed by op, shapes and attributes ----
+// Some oneDNN kernels split their work by the thread count when created, so it is part of the key.
+int thread_count();
+
 template <class Pd>
 struct Cached {
   Pd pd;
@@ -74,7 +76,7 @@ class PrimitiveCache {
   static PrimitiveCache& instance();
   template <class Pd, class Make>
   const Cached<Pd>& get(const std::string& key, Make&& make) {
-    const std::string full = std::string(typeid(Pd).name()) + "|" + key;
+    const std::string full = std::string(typeid(Pd).name()) + "|t" + std::to_string(thread_count()) + "|" + key;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(full);
     if (it == entries_.end()) {
@@ -82,19 +84,13 @@ class PrimitiveCache {
       e->pd = make();
       e->prim = dnnl::primitive(e->pd.get());
       it = entries_.emplace(full, e).first;
-      ++misses_;
-    } else {
-      ++hits_;
     }
     return *static_cast<const Cached<Pd>*>(it->second.get());
   }
-  size_t hits() const { return hits_; }
-  size_t misses() const { return misses_; }
 
  private:
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<void>> entries_;
-  size_t hits_ = 0, misses_ = 0;
 };
 
 template <class Pd, class Make>
@@ -102,9 +98,11 @@ const Cached<Pd>& cached(const std::string& key, Make&& make) {
   return PrimitiveCache::instance().get<Pd>(key, std::forward<Make>(make));
 }
 
-// Builds cache keys from dims, numbers and strings.
+// Builds cache keys from dims, numbers and strings. Numbers print with every significant digit:
+// two attributes that differ only in the 7th digit must not share a primitive.
 class Key {
  public:
+  Key() { os_.precision(17); }
   Key& operator<<(const Dims& d) {
     os_ << '[';
     for (auto v : d) os_ << v << ',';

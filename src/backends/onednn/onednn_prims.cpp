@@ -1,6 +1,8 @@
 // Generic oneDNN building blocks: engine and stream, descriptors for dense and strided buffers,
 // the primitive cache, and the cached eltwise / binary / reduction / reorder / sum helpers that the
 // operator families compose.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -47,14 +49,10 @@ Dims dense_strides(const Dims& d) {
 }
 
 memory::desc plain_md(const Dims& d) { return memory::desc(d, memory::data_type::f32, dense_strides(d)); }
-memory::desc strided_md(const Dims& d, const Dims& strides) {
-  return memory::desc(d, memory::data_type::f32, strides);
-}
+memory::desc strided_md(const Dims& d, const Dims& strides) { return memory::desc(d, memory::data_type::f32, strides); }
 memory::desc md_of(const Buf& b) { return plain_md(dims_of(b.shape)); }
 
-memory mem(const memory::desc& md, const float* p) {
-  return memory(md, cpu_engine(), const_cast<float*>(p));
-}
+memory mem(const memory::desc& md, const float* p) { return memory(md, cpu_engine(), const_cast<float*>(p)); }
 memory mem(const Buf& b) { return mem(md_of(b), b.ptr()); }
 
 void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
@@ -74,6 +72,8 @@ void reorder_into(const memory& m, const memory& dst) {
   dnnl::reorder(m, dst).execute(cpu_stream(), const_cast<memory&>(m), const_cast<memory&>(dst));
   cpu_stream().wait();
 }
+
+int thread_count() { return omp_get_max_threads(); }
 
 PrimitiveCache& PrimitiveCache::instance() {
   static PrimitiveCache c;
@@ -117,12 +117,11 @@ int norm_axis(int64_t axis, int rank) { return static_cast<int>(axis < 0 ? axis 
 namespace {
 
 const Cached<dnnl::eltwise_forward::primitive_desc>& eltwise_fwd_pd(algorithm alg, float alpha, float beta,
-                                                                     const memory::desc& md) {
-  return cached<dnnl::eltwise_forward::primitive_desc>(
-      Key() << static_cast<int>(alg) << alpha << beta << md, [&] {
-        dnnl::eltwise_forward::desc d(prop_kind::forward_training, alg, md, alpha, beta);
-        return dnnl::eltwise_forward::primitive_desc(d, cpu_engine());
-      });
+                                                                    const memory::desc& md) {
+  return cached<dnnl::eltwise_forward::primitive_desc>(Key() << static_cast<int>(alg) << alpha << beta << md, [&] {
+    dnnl::eltwise_forward::desc d(prop_kind::forward_training, alg, md, alpha, beta);
+    return dnnl::eltwise_forward::primitive_desc(d, cpu_engine());
+  });
 }
 
 }  // namespace
@@ -138,13 +137,14 @@ Buf eltwise(algorithm alg, float alpha, float beta, const Buf& x) {
 Buf eltwise_backward(algorithm alg, float alpha, float beta, const Buf& x, const Buf& gy) {
   const memory::desc md = md_of(x);
   const auto& f = eltwise_fwd_pd(alg, alpha, beta, md);
-  const auto& c = cached<dnnl::eltwise_backward::primitive_desc>(
-      Key() << static_cast<int>(alg) << alpha << beta << md, [&] {
+  const auto& c =
+      cached<dnnl::eltwise_backward::primitive_desc>(Key() << static_cast<int>(alg) << alpha << beta << md, [&] {
         dnnl::eltwise_backward::desc d(alg, md, md, alpha, beta);
         return dnnl::eltwise_backward::primitive_desc(d, cpu_engine(), f.pd);
       });
   Buf gx(x.shape);
-  run(c.prim, {{DNNL_ARG_SRC, mem(md, x.ptr())}, {DNNL_ARG_DIFF_DST, mem(md, gy.ptr())},
+  run(c.prim, {{DNNL_ARG_SRC, mem(md, x.ptr())},
+               {DNNL_ARG_DIFF_DST, mem(md, gy.ptr())},
                {DNNL_ARG_DIFF_SRC, mem(md, gx.ptr())}});
   return gx;
 }
@@ -210,7 +210,8 @@ Buf scaled_sum(const Buf& w, float alpha, const Buf& g) {
                                      cpu_engine());
   });
   Buf y(w.shape);
-  run(c.prim, {{DNNL_ARG_MULTIPLE_SRC, mem(md, w.ptr())}, {DNNL_ARG_MULTIPLE_SRC + 1, mem(md, g.ptr())},
+  run(c.prim, {{DNNL_ARG_MULTIPLE_SRC, mem(md, w.ptr())},
+               {DNNL_ARG_MULTIPLE_SRC + 1, mem(md, g.ptr())},
                {DNNL_ARG_DST, mem(md, y.ptr())}});
   return y;
 }

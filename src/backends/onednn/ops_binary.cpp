@@ -13,8 +13,8 @@ class BinaryKernel : public Kernel {
  public:
   BinaryKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
     static const std::map<std::string, algorithm> algs = {
-        {"add", algorithm::binary_add},     {"sub", algorithm::binary_sub},     {"mul", algorithm::binary_mul},
-        {"div", algorithm::binary_div},     {"maximum", algorithm::binary_max}, {"minimum", algorithm::binary_min}};
+        {"add", algorithm::binary_add}, {"sub", algorithm::binary_sub},     {"mul", algorithm::binary_mul},
+        {"div", algorithm::binary_div}, {"maximum", algorithm::binary_max}, {"minimum", algorithm::binary_min}};
     alg_ = algs.at(n.op);
   }
 
@@ -75,8 +75,7 @@ class SumKernel : public Kernel {
     const memory::desc md = plain_md(dims_of(out_shape(0)));
     const size_t n = in_shapes_.size();
     const auto& c = cached<dnnl::sum::primitive_desc>(Key() << "sum" << n << md, [&] {
-      return dnnl::sum::primitive_desc(md, std::vector<float>(n, 1.0f), std::vector<memory::desc>(n, md),
-                                       cpu_engine());
+      return dnnl::sum::primitive_desc(md, std::vector<float>(n, 1.0f), std::vector<memory::desc>(n, md), cpu_engine());
     });
     Buf y(out_shape(0));
     std::unordered_map<int, memory> args{{DNNL_ARG_DST, mem(md, y.ptr())}};
@@ -106,9 +105,8 @@ class ConcatKernel : public Kernel {
       key << srcs.back();
     }
     const memory::desc dst = plain_md(dims_of(out_shape(0)));
-    const auto& c = cached<dnnl::concat::primitive_desc>(key, [&] {
-      return dnnl::concat::primitive_desc(dst, axis_, srcs, cpu_engine());
-    });
+    const auto& c = cached<dnnl::concat::primitive_desc>(
+        key, [&] { return dnnl::concat::primitive_desc(dst, axis_, srcs, cpu_engine()); });
     Buf y(out_shape(0));
     std::unordered_map<int, memory> args{{DNNL_ARG_DST, mem(dst, y.ptr())}};
     for (size_t i = 0; i < n; ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = mem(srcs[i], in(env, i).ptr());

@@ -2,7 +2,9 @@
 // convolution and deconvolution primitives, forward, backward-data and backward-weights.
 // Quirks handled here: oneDNN dilation counts from 0; right padding is explicit (so ONNX asymmetric
 // and SAME_* pads map directly); ONNX output_padding becomes a smaller (possibly negative) right
-// padding of the deconvolution; ONNX's transposed weight [C, OC/g, k...] is described with strides.
+// padding of the deconvolution, and where oneDNN's limit pr > -stride stops that, the trailing rows
+// no tap reaches are left out of the primitive and get only the bias; ONNX's transposed weight
+// [C, OC/g, k...] is described with strides.
 // The primitives get format_tag::any so oneDNN picks its optimised (jit) layouts; reorders
 // convert from and to the plain user buffers.
 #include "backends/onednn/onednn_common.h"
@@ -13,7 +15,9 @@ namespace {
 struct ConvGeo {
   int64_t n = 0, c = 0, oc = 0, group = 1;
   Dims in_sp, out_sp, kernel, strides, dil, pad_l, pad_r;
+  Dims computed_sp;  // output extent the primitive computes (< out_sp: see truncated)
   bool bias = true;
+  bool truncated = false;  // trailing output rows no kernel tap reaches, left to the bias alone
 };
 
 ConvGeo conv_geo(const Shape& x, const Shape& y, const core::Attrs& a, bool transposed) {
@@ -47,7 +51,18 @@ ConvGeo conv_geo(const Shape& x, const Shape& y, const core::Attrs& a, bool tran
     g.pad_l.push_back(pb);
     // oneDNN checks dst = (src + pl + pr - eff_k) / s + 1 (conv) or dst = (src - 1) * s + eff_k - pl - pr
     // (deconv); ONNX's output_padding only grows the deconvolution output, so it comes off pr.
-    g.pad_r.push_back(transposed ? pe - core::attr_ints(a, "output_padding")[i] : pe);
+    int64_t pr = transposed ? pe - core::attr_ints(a, "output_padding")[i] : pe;
+    int64_t computed = g.out_sp[i];
+    if (transposed && pr <= -g.strides[i]) {
+      // oneDNN requires pr > -stride, but ONNX allows output_padding up to the dilation. The rows
+      // past (in - 1) * s + eff_k - pl receive no tap: compute without them (pr = 0); they hold
+      // only the bias.
+      computed += pr;
+      pr = 0;
+      g.truncated = true;
+    }
+    g.pad_r.push_back(pr);
+    g.computed_sp.push_back(computed);
   }
   return g;
 }
@@ -68,9 +83,7 @@ struct DeconvTypes {
   static constexpr bool transposed = true;
 };
 
-memory::desc any_md(const Dims& d) {
-  return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
-}
+memory::desc any_md(const Dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); }
 
 template <class T>
 class ConvKernel : public Kernel {
@@ -78,10 +91,14 @@ class ConvKernel : public Kernel {
   ConvKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
     geo_ = conv_geo(in_shape(0), out_shape(0), attrs(), T::transposed);
     src_dims_ = dims_of(in_shape(0));
-    dst_dims_ = dims_of(out_shape(0));
+    dst_dims_ = Dims{geo_.n, geo_.oc};
+    dst_dims_.insert(dst_dims_.end(), geo_.computed_sp.begin(), geo_.computed_sp.end());
+    // The computed window of the output buffer (all of it unless truncated).
+    user_dst_md_ = strided_md(dst_dims_, dense_strides(dims_of(out_shape(0))));
+    prim_bias_ = geo_.bias && !geo_.truncated;
     weight_md_ = weight_desc();
     key_ = Key() << src_dims_ << dst_dims_ << weight_md_ << geo_.strides << geo_.dil << geo_.pad_l << geo_.pad_r
-                 << geo_.bias;
+                 << prim_bias_;
     fwd(prop_kind::forward_inference);  // builds the descriptor now: a refusal is a conversion error
   }
 
@@ -90,19 +107,20 @@ class ConvKernel : public Kernel {
     const memory x = to_layout(mem(plain_md(src_dims_), in(env, 0).ptr()), f.pd.src_desc());
     const memory w = to_layout(mem(weight_md_, in(env, 1).ptr()), f.pd.weights_desc());
     Buf y(out_shape(0));
-    const memory user_y = mem(plain_md(dst_dims_), y.ptr());
+    const memory user_y = mem(user_dst_md_, y.ptr());
     const memory dst = f.pd.dst_desc() == user_y.get_desc() ? user_y : memory(f.pd.dst_desc(), cpu_engine());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst}};
-    if (geo_.bias) args[DNNL_ARG_BIAS] = mem(plain_md({geo_.oc}), in(env, 2).ptr());
+    if (prim_bias_) args[DNNL_ARG_BIAS] = mem(plain_md({geo_.oc}), in(env, 2).ptr());
     run(f.prim, args);
     if (dst != user_y) reorder_into(dst, user_y);
+    if (geo_.bias && !prim_bias_) y = binary(algorithm::binary_add, y, in(env, 2).reshaped(bias_shape()));
     set_out(env, 0, std::move(y));
   }
 
   void backward(Env& env) override {
     const Buf* gy = gout(env, 0);
     const auto& f = fwd(prop_kind::forward_training);
-    const memory user_gy = mem(plain_md(dst_dims_), gy->ptr());
+    const memory user_gy = mem(user_dst_md_, gy->ptr());
     {
       const auto& bd = cached<typename T::BwdData::primitive_desc>(key_, [&] {
         typename T::BwdData::desc d(T::alg, any_md(src_dims_), any_md(weight_md_.dims()), any_md(dst_dims_),
@@ -121,11 +139,11 @@ class ConvKernel : public Kernel {
     }
     const auto& bw = cached<typename T::BwdWeights::primitive_desc>(key_, [&] {
       const Dims wd = weight_md_.dims();
-      auto d = geo_.bias ? typename T::BwdWeights::desc(T::alg, any_md(src_dims_), any_md(wd), plain_md({geo_.oc}),
-                                                        any_md(dst_dims_), geo_.strides, geo_.dil, geo_.pad_l,
-                                                        geo_.pad_r)
-                         : typename T::BwdWeights::desc(T::alg, any_md(src_dims_), any_md(wd), any_md(dst_dims_),
-                                                        geo_.strides, geo_.dil, geo_.pad_l, geo_.pad_r);
+      auto d = prim_bias_
+                   ? typename T::BwdWeights::desc(T::alg, any_md(src_dims_), any_md(wd), plain_md({geo_.oc}),
+                                                  any_md(dst_dims_), geo_.strides, geo_.dil, geo_.pad_l, geo_.pad_r)
+                   : typename T::BwdWeights::desc(T::alg, any_md(src_dims_), any_md(wd), any_md(dst_dims_),
+                                                  geo_.strides, geo_.dil, geo_.pad_l, geo_.pad_r);
       return typename T::BwdWeights::primitive_desc(d, cpu_engine(), f.pd);
     });
     Buf gw(in_shape(1));
@@ -137,9 +155,11 @@ class ConvKernel : public Kernel {
         {DNNL_ARG_DIFF_DST, to_layout(user_gy, bw.pd.diff_dst_desc())},
         {DNNL_ARG_DIFF_WEIGHTS, diff_w}};
     Buf gb;
-    if (geo_.bias) {
+    if (prim_bias_) {
       gb = Buf(in_shape(2));
       args[DNNL_ARG_DIFF_BIAS] = mem(plain_md({geo_.oc}), gb.ptr());
+    } else if (geo_.bias) {
+      gb = sum_to(*gy, bias_shape()).reshaped(in_shape(2));
     }
     run(bw.prim, args);
     if (diff_w != user_gw) reorder_into(diff_w, user_gw);
@@ -151,10 +171,10 @@ class ConvKernel : public Kernel {
   const Cached<typename T::Fwd::primitive_desc>& fwd(prop_kind prop) {
     return cached<typename T::Fwd::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
       const Dims wd = weight_md_.dims();
-      auto d = geo_.bias ? typename T::Fwd::desc(prop, T::alg, any_md(src_dims_), any_md(wd), plain_md({geo_.oc}),
-                                                 any_md(dst_dims_), geo_.strides, geo_.dil, geo_.pad_l, geo_.pad_r)
-                         : typename T::Fwd::desc(prop, T::alg, any_md(src_dims_), any_md(wd), any_md(dst_dims_),
-                                                 geo_.strides, geo_.dil, geo_.pad_l, geo_.pad_r);
+      auto d = prim_bias_ ? typename T::Fwd::desc(prop, T::alg, any_md(src_dims_), any_md(wd), plain_md({geo_.oc}),
+                                                  any_md(dst_dims_), geo_.strides, geo_.dil, geo_.pad_l, geo_.pad_r)
+                          : typename T::Fwd::desc(prop, T::alg, any_md(src_dims_), any_md(wd), any_md(dst_dims_),
+                                                  geo_.strides, geo_.dil, geo_.pad_l, geo_.pad_r);
       return typename T::Fwd::primitive_desc(d, cpu_engine());
     });
   }
@@ -176,9 +196,16 @@ class ConvKernel : public Kernel {
     return strided_md(dims, strides);
   }
 
+  Shape bias_shape() const {
+    Shape s(out_shape(0).size(), 1);
+    s[1] = geo_.oc;
+    return s;
+  }
+
   ConvGeo geo_;
-  Dims src_dims_, dst_dims_;
-  memory::desc weight_md_;
+  Dims src_dims_, dst_dims_;  // dst: the computed extent
+  memory::desc user_dst_md_, weight_md_;
+  bool prim_bias_ = true;
   std::string key_;
 };
 

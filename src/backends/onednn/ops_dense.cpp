@@ -92,8 +92,8 @@ memory::desc transposed_md(const Dims& dims) {
 }
 
 // One matmul: dst = src @ weights, batch dims broadcast.
-void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, const float* bp,
-                const memory::desc& y, float* yp) {
+void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, const float* bp, const memory::desc& y,
+                float* yp) {
   const auto& c = cached<dnnl::matmul::primitive_desc>(Key() << a << b << y, [&] {
     dnnl::matmul::desc d(a, b, y);
     return dnnl::matmul::primitive_desc(d, cpu_engine());

@@ -24,11 +24,22 @@ constexpr float kSeluGamma = 1.0507009873554805f;
 const std::map<std::string, StepsFn>& chains() {
   using A = core::Attrs;
   static const std::map<std::string, StepsFn> m = {
-      {"relu", [](const A&) { return std::vector<Step>{{algorithm::eltwise_relu, 0, 0}}; }},
-      {"relu6", [](const A&) { return std::vector<Step>{{algorithm::eltwise_clip_v2, 0, 6}}; }},
+      {"relu",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_relu, 0, 0}};
+       }},
+      {"relu6",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_clip_v2, 0, 6}};
+       }},
       {"leaky_relu",
-       [](const A& a) { return std::vector<Step>{{algorithm::eltwise_relu, attr_float(a, "alpha"), 0}}; }},
-      {"elu", [](const A& a) { return std::vector<Step>{{algorithm::eltwise_elu, attr_float(a, "alpha"), 0}}; }},
+       [](const A& a) {
+         return std::vector<Step>{{algorithm::eltwise_relu, attr_float(a, "alpha"), 0}};
+       }},
+      {"elu",
+       [](const A& a) {
+         return std::vector<Step>{{algorithm::eltwise_elu, attr_float(a, "alpha"), 0}};
+       }},
       {"selu",
        [](const A&) {
          return std::vector<Step>{{algorithm::eltwise_elu, kSeluAlpha, 0}, {algorithm::eltwise_linear, kSeluGamma, 0}};
@@ -36,27 +47,66 @@ const std::map<std::string, StepsFn>& chains() {
       {"gelu",
        [](const A& a) {
          return std::vector<Step>{
-             {core::attr_s(a, "approximate") == "tanh" ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf,
-              0, 0}};
+             {core::attr_s(a, "approximate") == "tanh" ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf, 0,
+              0}};
        }},
-      {"sigmoid", [](const A&) { return std::vector<Step>{{algorithm::eltwise_logistic, 0, 0}}; }},
-      {"tanh", [](const A&) { return std::vector<Step>{{algorithm::eltwise_tanh, 0, 0}}; }},
-      {"softplus", [](const A&) { return std::vector<Step>{{algorithm::eltwise_soft_relu, 0, 0}}; }},
+      {"sigmoid",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_logistic, 0, 0}};
+       }},
+      {"tanh",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_tanh, 0, 0}};
+       }},
+      {"softplus",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_soft_relu, 0, 0}};
+       }},
       {"hard_sigmoid",
        [](const A& a) {
          return std::vector<Step>{{algorithm::eltwise_linear, attr_float(a, "alpha"), attr_float(a, "beta")},
                                   {algorithm::eltwise_clip_v2, 0, 1}};
        }},
-      {"hardswish", [](const A&) { return std::vector<Step>{{algorithm::eltwise_hardswish, 0, 0}}; }},
-      {"exp", [](const A&) { return std::vector<Step>{{algorithm::eltwise_exp, 0, 0}}; }},
-      {"log", [](const A&) { return std::vector<Step>{{algorithm::eltwise_log, 0, 0}}; }},
-      {"sqrt", [](const A&) { return std::vector<Step>{{algorithm::eltwise_sqrt, 0, 0}}; }},
-      {"rsqrt", [](const A&) { return std::vector<Step>{{algorithm::eltwise_pow, 1, -0.5f}}; }},
-      {"reciprocal", [](const A&) { return std::vector<Step>{{algorithm::eltwise_pow, 1, -1}}; }},
-      {"abs", [](const A&) { return std::vector<Step>{{algorithm::eltwise_abs, 0, 0}}; }},
-      {"neg", [](const A&) { return std::vector<Step>{{algorithm::eltwise_linear, -1, 0}}; }},
-      {"square", [](const A&) { return std::vector<Step>{{algorithm::eltwise_square, 0, 0}}; }},
-      {"pow", [](const A& a) { return std::vector<Step>{{algorithm::eltwise_pow, 1, attr_float(a, "exponent")}}; }},
+      {"hardswish",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_hardswish, 0, 0}};
+       }},
+      {"exp",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_exp, 0, 0}};
+       }},
+      {"log",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_log, 0, 0}};
+       }},
+      {"sqrt",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_sqrt, 0, 0}};
+       }},
+      {"rsqrt",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_pow, 1, -0.5f}};
+       }},
+      {"reciprocal",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_pow, 1, -1}};
+       }},
+      {"abs",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_abs, 0, 0}};
+       }},
+      {"neg",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_linear, -1, 0}};
+       }},
+      {"square",
+       [](const A&) {
+         return std::vector<Step>{{algorithm::eltwise_square, 0, 0}};
+       }},
+      {"pow",
+       [](const A& a) {
+         return std::vector<Step>{{algorithm::eltwise_pow, 1, attr_float(a, "exponent")}};
+       }},
       {"clip",
        [](const A& a) {
          return std::vector<Step>{{algorithm::eltwise_clip_v2, attr_float(a, "min"), attr_float(a, "max")}};

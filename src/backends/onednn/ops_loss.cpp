@@ -9,8 +9,8 @@ namespace {
 
 Buf softmax_along(algorithm alg, const Buf& x, int axis) {
   const memory::desc md = md_of(x);
-  const auto& c = cached<dnnl::softmax_v2_forward::primitive_desc>(
-      Key() << "loss" << static_cast<int>(alg) << axis << md, [&] {
+  const auto& c =
+      cached<dnnl::softmax_v2_forward::primitive_desc>(Key() << "loss" << static_cast<int>(alg) << axis << md, [&] {
         dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference, alg, md, md, axis);
         return dnnl::softmax_v2_forward::primitive_desc(d, cpu_engine());
       });
@@ -69,9 +69,13 @@ LossValue categorical_hinge(const Buf& p, const Buf& t) {
   LossValue v;
   v.loss = total(algorithm::reduction_mean, eltwise(algorithm::eltwise_relu, 0, 0, margin));
   // Rows with margin <= 0 sit on the flat part of the hinge; elsewhere d/dp = (1-t)*[p is the
-  // largest (1-t)*p] - t.
+  // first largest (1-t)*p] - t. The first of tied maxima (the reference's choice): score each
+  // match by C - column, keep the best score.
   const Buf active = binary(algorithm::binary_gt, margin, Buf(Shape{1}));
-  const Buf at_max = binary(algorithm::binary_eq, q, neg);
+  Buf rank(Shape{1, p.shape[1]});
+  for (int64_t j = 0; j < p.shape[1]; ++j) rank.data[static_cast<size_t>(j)] = static_cast<float>(p.shape[1] - j);
+  const Buf score = mul(binary(algorithm::binary_eq, q, neg), rank);
+  const Buf at_max = binary(algorithm::binary_eq, score, reduce_to(algorithm::reduction_max, score, rows));
   v.grad = linear(mul(sub(mul(at_max, not_t), t), active), inv_n);
   return v;
 }

@@ -62,6 +62,7 @@ class BatchNormKernel : public Kernel {
                  {DNNL_ARG_VARIANCE, mem(chan_, var.ptr())},
                  {DNNL_ARG_DIFF_DST, mem(data_, gout(env, 0)->ptr())},
                  {DNNL_ARG_SCALE, mem(chan_, in(env, 1).ptr())},
+                 {DNNL_ARG_SHIFT, mem(chan_, in(env, 2).ptr())},  // unused by the math, required by 2.6
                  {DNNL_ARG_DIFF_SRC, mem(data_, gx.ptr())},
                  {DNNL_ARG_DIFF_SCALE, mem(chan_, gscale.ptr())},
                  {DNNL_ARG_DIFF_SHIFT, mem(chan_, gshift.ptr())}});
@@ -110,7 +111,7 @@ class LayerNormKernel : public Kernel {
     param_ = plain_md({k});
     rows_ = rows;
     key_ = Key() << data_ << eps_;
-    fwd(prop_kind::forward_inference);
+    fwd(prop_kind::forward_training);
   }
 
   void forward(Env& env, bool) override {
@@ -132,7 +133,7 @@ class LayerNormKernel : public Kernel {
   void backward(Env& env) override {
     const auto& f = fwd(prop_kind::forward_training);
     const auto& b = cached<dnnl::layer_normalization_backward::primitive_desc>(key_, [&] {
-      dnnl::layer_normalization_backward::desc d(prop_kind::backward, data_, data_, stat_, eps_, kFlags);
+      dnnl::layer_normalization_backward::desc d(prop_kind::backward, data_, data_, stat_, eps_, flags());
       return dnnl::layer_normalization_backward::primitive_desc(d, cpu_engine(), f.pd);
     });
     Buf gx(in_shape(0)), gscale(in_shape(1)), gshift(in_shape(2));
@@ -141,6 +142,7 @@ class LayerNormKernel : public Kernel {
                  {DNNL_ARG_VARIANCE, mem(stat_, var_.ptr())},
                  {DNNL_ARG_DIFF_DST, mem(data_, gout(env, 0)->ptr())},
                  {DNNL_ARG_SCALE, mem(param_, in(env, 1).ptr())},
+                 {DNNL_ARG_SHIFT, mem(param_, in(env, 2).ptr())},  // unused by the math, required by 2.6
                  {DNNL_ARG_DIFF_SRC, mem(data_, gx.ptr())},
                  {DNNL_ARG_DIFF_SCALE, mem(param_, gscale.ptr())},
                  {DNNL_ARG_DIFF_SHIFT, mem(param_, gshift.ptr())}});
@@ -150,11 +152,11 @@ class LayerNormKernel : public Kernel {
   }
 
  private:
-  static constexpr normalization_flags kFlags = normalization_flags::use_scale | normalization_flags::use_shift;
+  static normalization_flags flags() { return normalization_flags::use_scale | normalization_flags::use_shift; }
 
   const Cached<dnnl::layer_normalization_forward::primitive_desc>& fwd(prop_kind prop) {
     return cached<dnnl::layer_normalization_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
-      dnnl::layer_normalization_forward::desc d(prop, data_, stat_, eps_, kFlags);
+      dnnl::layer_normalization_forward::desc d(prop, data_, stat_, eps_, flags());
       return dnnl::layer_normalization_forward::primitive_desc(d, cpu_engine());
     });
   }

@@ -63,14 +63,14 @@ class PoolKernel : public Kernel {
     } else {
       geo_ = window_geo(x, y, attrs());
       const bool include = !is_max && core::attr_i(attrs(), "count_include_pad") == 1;
-      alg_ = is_max ? algorithm::pooling_max
-                    : include ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding;
+      alg_ = is_max    ? algorithm::pooling_max
+             : include ? algorithm::pooling_avg_include_padding
+                       : algorithm::pooling_avg_exclude_padding;
       if (include && geo_.rescale) factor_ = factor_buf(y);
     }
     src_ = plain_md(dims_of(x));
     dst_ = plain_md(dims_of(y));
-    key_ = Key() << static_cast<int>(alg_) << src_ << dst_ << geo_.kernel << geo_.strides << geo_.pad_l
-                 << geo_.pad_r;
+    key_ = Key() << static_cast<int>(alg_) << src_ << dst_ << geo_.kernel << geo_.strides << geo_.pad_l << geo_.pad_r;
     fwd(prop_kind::forward_inference);
   }
 
@@ -110,8 +110,7 @@ class PoolKernel : public Kernel {
   const Cached<dnnl::pooling_v2_forward::primitive_desc>& fwd(prop_kind prop) {
     return cached<dnnl::pooling_v2_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
       const Dims dil(geo_.kernel.size(), 0);
-      dnnl::pooling_v2_forward::desc d(prop, alg_, src_, dst_, geo_.strides, geo_.kernel, dil, geo_.pad_l,
-                                       geo_.pad_r);
+      dnnl::pooling_v2_forward::desc d(prop, alg_, src_, dst_, geo_.strides, geo_.kernel, dil, geo_.pad_l, geo_.pad_r);
       return dnnl::pooling_v2_forward::primitive_desc(d, cpu_engine());
     });
   }

@@ -61,10 +61,9 @@ Support resize_support(const ir::Graph& g, const ir::Node& n) {
     std::string mode = core::attr_s(n.attrs, "coordinate_transformation_mode");
     if (!linear) mode += " with nearest_mode " + core::attr_s(n.attrs, "nearest_mode");
     return Support::no(std::string("oneDNN resampling_") + (linear ? "linear" : "nearest") +
-                       " has one coordinate rule (" +
-                       (linear ? "half_pixel" : "floor((o + 0.5) * in / out)") + "); " + mode + " picks a different " +
-                       "source for output " + std::to_string(o) + " of axis " + std::to_string(axis) + " (" +
-                       std::to_string(x[axis]) + " -> " + std::to_string(y[axis]) + ")");
+                       " has one coordinate rule (" + (linear ? "half_pixel" : "floor((o + 0.5) * in / out)") + "); " +
+                       mode + " picks a different " + "source for output " + std::to_string(o) + " of axis " +
+                       std::to_string(axis) + " (" + std::to_string(x[axis]) + " -> " + std::to_string(y[axis]) + ")");
   }
   return Support::yes();
 }

@@ -1,6 +1,6 @@
 // Shape operators. reshape / flatten / squeeze / unsqueeze reinterpret the buffer (no data moves).
 // transpose, slice and pad move data with oneDNN reorders between strided views: a transpose is a
-// view with permuted strides, a slice a view with an offset and multiplied strides, a pad a copy
+// view with permuted strides, a slice a view with an offset (and, with steps, a staging buffer), a pad a copy
 // into the interior view of the output (reflect and edge then copy border slices axis by axis).
 // Backward reorders the other way; pad's mirrored borders accumulate with a sum post-op.
 #include <algorithm>
@@ -45,39 +45,81 @@ class TransposeKernel : public Kernel {
   Dims permuted_strides_;
 };
 
+// A stepped slice cannot always be one strided view: oneDNN wants each stride to enclose the next
+// dim's extent, and stride*step over count elements can overrun the enclosing dim. So a slice
+// with steps copies the box [start, start + count*step) (clipped to the input) into a staging
+// buffer whose axes are exactly count*step long, and then takes every step-th element of that
+// buffer, a view that always nests. Without steps the box itself is the answer.
 class SliceKernel : public Kernel {
  public:
   SliceKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
     const Shape& x = in_shape(0);
+    const Shape& y = out_shape(0);
     const int rank = static_cast<int>(x.size());
     const auto& starts = core::attr_ints(attrs(), "starts");
     const auto& axes = core::attr_ints(attrs(), "axes");
     const auto& steps = core::attr_ints(attrs(), "steps");
-    strides_ = dense_strides(dims_of(x));
+    const Dims xs = dense_strides(dims_of(x));
+    Dims start(x.size(), 0), step(x.size(), 1);
     for (size_t i = 0; i < starts.size(); ++i) {
       const auto d = static_cast<size_t>(axes.empty() ? static_cast<int>(i) : norm_axis(axes[i], rank));
       const int64_t len = x[d];
       // ONNX: a negative start counts from the end, then clamps to [0, len].
-      const int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + len : starts[i], 0, len);
-      offset_ += start * strides_[d];
-      strides_[d] *= steps.empty() ? 1 : steps[i];
+      start[d] = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + len : starts[i], 0, len);
+      step[d] = steps.empty() ? 1 : steps[i];
+      stepped_ = stepped_ || step[d] > 1;
+    }
+    Dims box(x.size());
+    for (size_t d = 0; d < x.size(); ++d) {
+      staging_.push_back(y[d] * step[d]);
+      box[d] = std::min(staging_.back(), x[d] - start[d]);
+      offset_ += start[d] * xs[d];
+    }
+    box_ = View{nullptr, stepped_ ? box : dims_of(y), xs};
+    if (stepped_) {
+      const Dims ss = dense_strides(staging_);
+      staged_box_ = View{nullptr, box, ss};
+      Dims st = ss;
+      for (size_t d = 0; d < st.size(); ++d) st[d] *= step[d];
+      picks_ = View{nullptr, dims_of(y), st};
     }
   }
 
   void forward(Env& env, bool) override {
     Buf y(out_shape(0));
-    copy_view(View{const_cast<float*>(in(env, 0).ptr()) + offset_, dims_of(out_shape(0)), strides_}, view_of(y));
+    const View src = at(box_, const_cast<float*>(in(env, 0).ptr()) + offset_);
+    if (!stepped_) {
+      copy_view(src, view_of(y));
+    } else {
+      Buf stage(Shape(staging_.begin(), staging_.end()));
+      copy_view(src, at(staged_box_, stage.ptr()));
+      copy_view(at(picks_, stage.ptr()), view_of(y));
+    }
     set_out(env, 0, std::move(y));
   }
 
   void backward(Env& env) override {
     Buf gx(in_shape(0));
-    copy_view(view_of(*gout(env, 0)), View{gx.ptr() + offset_, dims_of(out_shape(0)), strides_});
+    const View dst = at(box_, gx.ptr() + offset_);
+    if (!stepped_) {
+      copy_view(view_of(*gout(env, 0)), dst);
+    } else {
+      Buf stage(Shape(staging_.begin(), staging_.end()));
+      copy_view(view_of(*gout(env, 0)), at(picks_, stage.ptr()));
+      copy_view(at(staged_box_, stage.ptr()), dst);
+    }
     add_gin(env, 0, std::move(gx));
   }
 
  private:
-  Dims strides_;
+  static View at(View v, float* p) {
+    v.ptr = p;
+    return v;
+  }
+
+  bool stepped_ = false;
+  Dims staging_;
+  View box_, staged_box_, picks_;
   int64_t offset_ = 0;
 };
 
@@ -145,8 +187,10 @@ class PadKernel : public Kernel {
     for (int64_t j = 0; j < total; ++j) {
       int64_t i = j - b;
       if (i >= 0 && i < n) continue;
-      if (mode_ == "reflect") i = i < 0 ? -i : 2 * (n - 1) - i;  // mirror without repeating the edge
-      else i = std::clamp<int64_t>(i, 0, n - 1);                 // edge: repeat the border element
+      if (mode_ == "reflect")
+        i = i < 0 ? -i : 2 * (n - 1) - i;  // mirror without repeating the edge
+      else
+        i = std::clamp<int64_t>(i, 0, n - 1);  // edge: repeat the border element
       v.emplace_back(j, i + b);
     }
     return v;
@@ -160,7 +204,8 @@ class PadKernel : public Kernel {
 }  // namespace
 
 void register_shape(OpTable& t) {
-  for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze"}) t[name] = OpEntry{maker<ReshapeKernel>(), {}, {}};
+  for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze"})
+    t[name] = OpEntry{maker<ReshapeKernel>(), {}, {}};
   t["transpose"] = OpEntry{maker<TransposeKernel>(), {}, {}};
   t["slice"] = OpEntry{maker<SliceKernel>(), {}, {}};
   t["pad"] = OpEntry{maker<PadKernel>(), {}, {}};

@@ -1,7 +1,8 @@
 // softmax / log_softmax (softmax_v2 primitive, accurate and log algorithms, any axis) and the
 // reductions sum / mean / max / min / prod (reduction primitive with the reduced dims kept as 1).
 // Reduction backward is composed: broadcast (binary add onto zeros), scaling (eltwise linear), for
-// max/min a mask of the elements equal to the result (binary eq), for prod y/x (binary div).
+// max/min the first extreme element in row-major order (as the reference), for prod the product of
+// the other elements, exact at zeros (as the reference).
 #include "backends/onednn/onednn_common.h"
 
 namespace quorum::backends::onednn {
@@ -51,6 +52,16 @@ class SoftmaxKernel : public Kernel {
   std::string key_;
 };
 
+// Keeps, in each slice of `mask` (1 where an element matches, 0 elsewhere) reduced to `keep`, only
+// the first 1 in row-major order: each match scores numel - flat index (all distinct, > 0), the
+// slice maximum is the first match, and equality with it leaves exactly that one.
+Buf first_of(const Buf& mask, const Shape& keep) {
+  Buf rank(mask.shape);
+  for (int64_t i = 0; i < rank.numel(); ++i) rank.data[static_cast<size_t>(i)] = static_cast<float>(rank.numel() - i);
+  const Buf score = binary(algorithm::binary_mul, mask, rank);
+  return binary(algorithm::binary_eq, score, reduce_to(algorithm::reduction_max, score, keep));
+}
+
 class ReduceKernel : public Kernel {
  public:
   ReduceKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
@@ -78,24 +89,40 @@ class ReduceKernel : public Kernel {
     const Buf y = env.value(node_.outputs[0]).reshaped(keep_);
     Buf gx;
     switch (alg_) {
-      case algorithm::reduction_sum: gx = broadcast_to(gy, x.shape); break;
+      case algorithm::reduction_sum:
+        gx = broadcast_to(gy, x.shape);
+        break;
       case algorithm::reduction_mean:
         gx = linear(broadcast_to(gy, x.shape), static_cast<float>(gy.numel()) / static_cast<float>(x.numel()));
         break;
       case algorithm::reduction_mul:
-        // d prod / d x_i = prod / x_i (undefined at x_i = 0, where the reference is exact).
-        gx = binary(algorithm::binary_div, binary(algorithm::binary_mul, gy, y), x);
+        gx = binary(algorithm::binary_mul, prod_of_others(x), gy);
         break;
       default:
-        // Every element equal to the extreme receives the gradient (the reference picks the first
-        // on ties; ties have probability zero for continuous inputs).
-        gx = binary(algorithm::binary_mul, binary(algorithm::binary_eq, x, y), gy);
+        gx = binary(algorithm::binary_mul, first_of(binary(algorithm::binary_eq, x, y), keep_), gy);
         break;
     }
     add_gin(env, 0, std::move(gx));
   }
 
  private:
+  // d prod / d x_i, the product of the other elements of x_i's slice, also where x holds zeros:
+  // with P the product of the slice's non-zero elements and Z its number of zeros,
+  //   Z = 0: P / x_i;   Z = 1: P at the zero, 0 elsewhere;   Z >= 2: 0.
+  Buf prod_of_others(const Buf& x) const {
+    const Buf zero(Shape{1});
+    Buf one(Shape{1});
+    one.data[0] = 1.0f;
+    const Buf is_zero = binary(algorithm::binary_eq, x, zero);
+    const Buf nonzero_x = binary(algorithm::binary_add, x, is_zero);  // zeros become 1
+    const Buf p = reduce_to(algorithm::reduction_mul, nonzero_x, keep_);
+    const Buf zeros = reduce_to(algorithm::reduction_sum, is_zero, keep_);
+    const Buf q = binary(algorithm::binary_div, p, nonzero_x);
+    const Buf none = binary(algorithm::binary_eq, zeros, zero);
+    const Buf single = binary(algorithm::binary_mul, binary(algorithm::binary_eq, zeros, one), is_zero);
+    return binary(algorithm::binary_mul, q, binary(algorithm::binary_add, none, single));
+  }
+
   algorithm alg_;
   Shape keep_;
 };
