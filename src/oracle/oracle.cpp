@@ -2,8 +2,8 @@
 #include "oracle/oracle.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
-#include <regex>
 #include <set>
 
 #include "ops/registry.h"
@@ -53,16 +53,38 @@ double chebyshev(const core::Tensor& a, const core::Tensor& b) {
 }
 
 std::string normalize_message(const std::string& msg) {
-  static const std::regex hex("0x[0-9a-fA-F]+");
-  static const std::regex path("(/[^ :'\"]+)+");
-  static const std::regex num("[-+]?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?");
-  static const std::regex space("\\s+");
-  std::string s = std::regex_replace(msg, hex, "ADDR");
-  s = std::regex_replace(s, path, "PATH");
-  s = std::regex_replace(s, num, "N");
-  s = std::regex_replace(s, space, " ");
-  if (s.size() > 300) s = s.substr(0, 300);
-  return s;
+  // Hand-written rather than std::regex: this runs on every crash message of a campaign.
+  std::string out;
+  const size_t n = msg.size();
+  auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  for (size_t i = 0; i < n;) {
+    const char c = msg[i];
+    const bool word_start = i == 0 || !(std::isalnum(static_cast<unsigned char>(msg[i - 1])) || msg[i - 1] == '_');
+    if (c == '0' && i + 2 < n && (msg[i + 1] == 'x' || msg[i + 1] == 'X') && is_hex(msg[i + 2])) {
+      out += "ADDR";
+      i += 2;
+      while (i < n && is_hex(msg[i])) ++i;
+    } else if (c == '/' && (i == 0 || msg[i - 1] == ' ' || msg[i - 1] == '(' || msg[i - 1] == '\'' || msg[i - 1] == '"')) {
+      out += "PATH";
+      while (i < n && msg[i] != ' ' && msg[i] != ':' && msg[i] != '\'' && msg[i] != '"' && msg[i] != ')') ++i;
+    } else if (is_digit(c) && word_start) {
+      out += "N";
+      while (i < n && (is_digit(msg[i]) || msg[i] == '.')) ++i;
+      if (i + 1 < n && (msg[i] == 'e' || msg[i] == 'E') && (is_digit(msg[i + 1]) || msg[i + 1] == '-' || msg[i + 1] == '+')) {
+        i += 2;
+        while (i < n && is_digit(msg[i])) ++i;
+      }
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      out += ' ';
+      while (i < n && std::isspace(static_cast<unsigned char>(msg[i]))) ++i;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  if (out.size() > 300) out.resize(300);
+  return out;
 }
 
 namespace {
