@@ -104,9 +104,9 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
       ModelCase m;
       try {
         core::Rng model_rng = root.derive("model:" + std::to_string(index));
-        ir::Graph g = factory(index, model_rng);
+        m = factory(index, model_rng);
         core::Rng data_rng = root.derive("data:" + std::to_string(index));
-        m = draw_case(std::move(g), opt.setup.loss, data_rng);
+        complete_case(m, opt.setup.loss, data_rng);
       } catch (const std::exception&) {
         std::lock_guard<std::mutex> lock(sh.mu);
         ++sh.invalid;

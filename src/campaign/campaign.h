@@ -11,7 +11,8 @@
 namespace quorum::campaign {
 
 // Builds model `index` of a campaign from its own Rng stream (throws to skip an invalid model).
-using ModelFactory = std::function<ir::Graph(int64_t index, core::Rng& rng)>;
+// Inputs and target may be left empty: the campaign then draws them (complete_case).
+using ModelFactory = std::function<ModelCase(int64_t index, core::Rng& rng)>;
 
 struct CampaignOptions {
   std::string generator;  // recorded in the settings; the factory is the generator itself

@@ -14,7 +14,9 @@ campaign::ModelFactory model_factory(const Options& o) {
       if (!s->is_loss) specs.push_back(s);
     return [specs](int64_t index, core::Rng& rng) {
       const ops::OpSpec& spec = *specs[static_cast<size_t>(index) % specs.size()];
-      return ir::single_node_graph(spec, spec.sample(rng), rng).graph;
+      campaign::ModelCase m;
+      m.graph = ir::single_node_graph(spec, spec.sample(rng), rng).graph;
+      return m;
     };
   }
   throw core::UserError("unknown generator '" + o.generator + "'");

@@ -66,7 +66,7 @@ ops::Case one(core::Shape shape, core::Attrs attrs = {}) {
 }
 
 // Models that exercise each planted fault, cycling with the model index.
-ir::Graph trigger(int64_t index, core::Rng& rng) {
+ir::Graph trigger_graph(int64_t index, core::Rng& rng) {
   const int64_t w = 4 + 2 * rng.randint(0, 2) + 1;  // odd sizes 5, 7, 9
   switch (index % 8) {
     case 0:  // same-pad-off-by-one: SAME_UPPER with an odd total padding (even kernel, stride 1)
@@ -102,6 +102,12 @@ ir::Graph trigger(int64_t index, core::Rng& rng) {
     default:  // loss-grad-x2: a small output keeps the loss gradient large
       return chain({{"tanh", one({1, 2})}}, rng);
   }
+}
+
+ModelCase trigger(int64_t index, core::Rng& rng) {
+  ModelCase m;
+  m.graph = trigger_graph(index, rng);
+  return m;
 }
 
 struct Expect {
