@@ -19,7 +19,8 @@ const char* to_string(Stage s);  // "compile", "FC", "LC", "BC"
 enum class Kind : uint8_t { Inconsistency, NaN, Crash };
 const char* to_string(Kind k);
 
-// One backend's run of one model. Stages that did not run are empty.
+// One backend's run of one model. NaN/Inf counts only where another library (not the float64
+// reference, which does not overflow where float32 must) ran the same stage clean. Stages that did not run are empty.
 struct BackendRun {
   std::string backend;
   bool is_reference = false;
