@@ -86,71 +86,82 @@ int cmd_worker(const Options& o) {
   throw UserError(path + ": cannot execute the worker");
 }
 
-int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const Options& o) {
-  const auto specs = campaign::parse_backends(o.backends);
-  const core::DType dtype = core::dtype_from_string(o.dtype);
-  if (dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
-  const ref::ValueMap want = backends::reference_forward(g, inputs, dtype);
-  // Every library receives the inputs already in its dtype, exactly the values the reference used.
-  backends::ValueMap typed;
-  for (const auto& [name, t] : inputs) typed.emplace(name, t.to(dtype));
-  std::cout << "reference: float64 on inputs and weights rounded to " << core::to_string(dtype) << "\n";
-  struct Column {
-    std::string label;
-    worker::Outcome outcome;
-    ref::ValueMap values;
-  };
-  std::vector<Column> cols;
-  for (const auto& s : specs) {
-    Column c;
-    worker::Worker w(s.name, s.options, limits_of(o));
+int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const core::Tensor* target, const Options& o) {
+  campaign::Setup setup;
+  setup.backends = campaign::parse_backends(o.backends);
+  setup.dtype = core::dtype_from_string(o.dtype);
+  if (setup.dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
+  setup.threads = static_cast<int>(o.threads);
+  setup.limits = limits_of(o);
+  setup.mode = target ? campaign::Mode::Both : campaign::Mode::Infer;
+  if (target) setup.loss = o.loss;
+  campaign::ModelCase m{g, inputs, target ? *target : core::Tensor()};
+  campaign::WorkerSet workers(setup.backends, setup.limits);
+  for (size_t i = 0; i < workers.size(); ++i) {
     worker::BackendInfo info;
-    c.label = s.name;
-    c.outcome = w.hello(info);
-    if (c.outcome.ok()) std::cout << "backend " << s.name << ": " << info.version << "\n";
-    std::vector<worker::NodeSupport> sup;
-    if (c.outcome.ok()) c.outcome = w.supports(g, false, sup);
-    for (const auto& ns : sup)
-      if (c.outcome.ok() && !ns.ok) c.outcome = {worker::Status::Unsupported, "node '" + ns.node + "': " + ns.reason, 0, ""};
-    if (c.outcome.ok()) c.outcome = w.compile(g, backends::CompileOptions{dtype, static_cast<int>(o.threads)});
-    if (c.outcome.ok()) c.outcome = w.forward(typed, true, c.values);
-    cols.push_back(std::move(c));
+    const worker::Outcome hello = workers.at(i).hello(info);
+    std::cout << "backend " << setup.backends[i].str() << ": " << (hello.ok() ? info.version : hello.str()) << "\n";
   }
-  std::cout << "per node: max abs / max rel difference from the reference ('!' = beyond the operator's tolerance)\n  "
-            << std::left << std::setw(18) << "node" << std::setw(16) << "op";
-  for (const auto& c : cols) std::cout << std::setw(24) << c.label;
-  std::cout << "\n";
-  std::vector<int> beyond(cols.size(), 0);
-  for (const auto& n : g.nodes) {
-    const ops::OpSpec& spec = ops::op(n.op);
-    std::vector<core::TensorType> in_types;
-    for (size_t i = 0; i < ir::data_input_count(n); ++i) in_types.push_back(g.types.at(n.inputs[i]));
-    const ops::Tolerance tol = spec.tolerance(dtype, in_types, n.attrs);
-    for (const auto& out : n.outputs) {
-      std::cout << "  " << std::setw(18) << out << std::setw(16) << n.op;
-      for (size_t i = 0; i < cols.size(); ++i) {
+  std::cout << "reference: float64 on inputs and weights rounded to " << core::to_string(setup.dtype) << "\n";
+  const campaign::Evaluation ev = campaign::evaluate(m, setup, workers);
+  const oracle::BackendRun& want = ev.runs.at(0);
+  const std::vector<oracle::BackendRun> libs(ev.runs.begin() + 1, ev.runs.end());
+
+  // One table: per value, each library's max abs / max rel difference from the reference.
+  auto table = [&](const std::string& title, const std::vector<std::pair<std::string, const ir::Node*>>& rows,
+                   bool grads) {
+    std::cout << title << " ('!' = beyond the operator's tolerance)\n  " << std::left << std::setw(20) << "value"
+              << std::setw(16) << "op";
+    for (const auto& r : libs) std::cout << std::setw(24) << r.backend;
+    std::cout << "\n";
+    std::vector<int> beyond(libs.size(), 0);
+    for (const auto& [value, n] : rows) {
+      std::vector<core::TensorType> in_types;
+      for (size_t i = 0; i < ir::data_input_count(*n); ++i) in_types.push_back(g.types.at(n->inputs[i]));
+      ops::Tolerance tol = ops::op(n->op).tolerance(setup.dtype, in_types, n->attrs);
+      if (grads) tol = {tol.atol * 10, tol.rtol * 10};
+      const backends::ValueMap& ref_map = grads ? want.grads : want.values;
+      std::cout << "  " << std::setw(20) << value << std::setw(16) << n->op;
+      for (size_t i = 0; i < libs.size(); ++i) {
+        const backends::ValueMap& mine = grads ? libs[i].grads : libs[i].values;
         std::string cell = "-";
-        auto it = cols[i].values.find(out);
-        if (cols[i].outcome.ok() && it != cols[i].values.end()) {
-          const oracle::Diff d = oracle::compare(it->second, want.at(out), tol);
+        auto it = mine.find(value);
+        if (it != mine.end() && ref_map.count(value)) {
+          const oracle::Diff d = oracle::compare(it->second, ref_map.at(value), tol);
           cell = d.shape_mismatch ? "shape mismatch" : sci(d.max_abs) + " / " + sci(d.max_rel);
           if (d.nonfinite_mismatch) cell += " nan/inf";
-          if (!d.ok) {
-            cell += " !";
-            ++beyond[i];
-          }
+          if (!d.ok) cell += " !";
         }
         std::cout << std::setw(24) << cell;
       }
       std::cout << "\n";
     }
+  };
+  std::vector<std::pair<std::string, const ir::Node*>> rows;
+  for (const auto& n : g.nodes)
+    for (const auto& out : n.outputs) rows.emplace_back(out, &n);
+  table("forward: max abs / max rel difference from the reference", rows, false);
+  if (target) {
+    std::cout << "loss (" << setup.loss << "): reference " << std::setprecision(8) << want.loss;
+    for (const auto& r : libs)
+      if (r.trained) std::cout << ", " << r.backend << " " << r.loss;
+    std::cout << "\n";
+    std::vector<std::pair<std::string, const ir::Node*>> grad_rows;
+    for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+      for (const auto& out : it->outputs) grad_rows.emplace_back(out, &*it);
+      for (size_t i = ir::data_input_count(*it); i < it->inputs.size(); ++i) grad_rows.emplace_back(it->inputs[i], &*it);
+    }
+    table("gradients of the loss: max abs / max rel difference from the reference", grad_rows, true);
   }
   std::cout << "outcomes:\n";
-  for (size_t i = 0; i < cols.size(); ++i) {
-    std::cout << "  " << cols[i].label << ": ";
-    if (!cols[i].outcome.ok()) std::cout << cols[i].outcome.str() << "\n";
-    else if (beyond[i]) std::cout << beyond[i] << " node outputs beyond tolerance\n";
-    else std::cout << "ok, every node within tolerance\n";
+  for (const auto& r : libs)
+    std::cout << "  " << r.backend << ": " << (r.outcome.ok() ? (r.trained ? "ok (trained)" : "ok") : r.outcome.str())
+              << "\n";
+  if (ev.findings.empty()) {
+    std::cout << "findings: none\n";
+  } else {
+    std::cout << "findings:\n";
+    for (const auto& f : ev.findings) std::cout << "  " << f.signature() << "\n    " << f.detail << "\n";
   }
   return 0;
 }

@@ -12,10 +12,11 @@ int cmd_worker(const Options& o);
 int cmd_gen(const Options& o);
 int cmd_fuzz(const Options& o);
 int cmd_replay(const Options& o);
-// `quorum run --backends ...`: runs the model on each backend's worker and prints, per node, each
-// backend's difference from the float64 reference and every outcome other than success.
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
 campaign::ModelFactory model_factory(const Options& o);
-int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const Options& o);
+// `quorum run --backends ...`: runs the model on each backend's worker (and, given a target, one
+// training step) and prints, per node, each backend's difference from the float64 reference, the
+// outcomes, and what the oracles find.
+int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const core::Tensor* target, const Options& o);
 
 }  // namespace quorum::cli

@@ -165,8 +165,9 @@ int cmd_run(const Options& o) {
   std::cout << "model: " << path << " (" << g.nodes.size() << " nodes, " << g.initializers.size()
             << " initializers)\n";
   if (!o.backends.empty()) {
-    if (loss) throw UserError("--loss and --backends cannot be combined yet");
-    return run_on_backends(g, inputs, o);
+    if (!loss) return run_on_backends(g, inputs, nullptr, o);
+    const core::Tensor target = load_target(g, o, *loss, rng);
+    return run_on_backends(g, inputs, &target, o);
   }
   ref::ValueMap values;
   ref::TrainResult tr;

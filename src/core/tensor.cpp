@@ -108,7 +108,7 @@ void Tensor::set(int64_t i, double v) {
 }
 
 Tensor Tensor::to(DType dtype) const {
-  if (dtype == dtype_) return *this;
+  if (dtype == dtype_ || !defined_) return *this;
   Tensor out(dtype, shape_);
   const int64_t n = numel();
   for (int64_t i = 0; i < n; ++i) out.set(i, get(i));

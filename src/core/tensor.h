@@ -39,7 +39,7 @@ class Tensor {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   TensorType type() const { return {dtype_, shape_}; }
-  int64_t numel() const { return core::numel(shape_); }
+  int64_t numel() const { return defined_ ? core::numel(shape_) : 0; }
   int64_t dim(int i) const;  // negative i counts from the end
   int rank() const { return static_cast<int>(shape_.size()); }
   bool defined() const { return defined_; }

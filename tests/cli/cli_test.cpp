@@ -144,10 +144,20 @@ TEST(Cli, BackendsListsEveryBuiltBackendWithVersion) {
 TEST(Cli, RunOnBackendsReportsDifferencesAndOutcomes) {
   const Result r = quorum("run " + example("lenet5.json") + " --seed 3 --backends ref,faulty:crash-on-op=softmax");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("conv1             conv2d          0.0e+00 / 0.0e+00"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ref: ok, every node within tolerance"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("faulty: crash: SIGSEGV"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv1               conv2d          0.0e+00 / 0.0e+00"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ref: ok\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("faulty:crash-on-op=softmax: crash: SIGSEGV"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("crashing in node 'softmax'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("findings:\n  crash|FC|faulty:crash-on-op=softmax"), std::string::npos) << r.out;
+}
+
+TEST(Cli, RunOnBackendsWithALossComparesGradients) {
+  const Result r = quorum("run " + example("residual_small.json") +
+                          " --seed 3 --loss mse_loss --backends ref,faulty:relu-grad-at-zero+loss-grad-x2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("gradients of the loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stem.weight         conv2d          0.0e+00 / 0.0e+00"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("inconsistency|LC|faulty:relu-grad-at-zero+loss-grad-x2|mse_loss"), std::string::npos) << r.out;
 }
 
 TEST(Cli, BadBackendArgumentsExitTwo) {
