@@ -42,6 +42,7 @@ struct Shared {
   std::mutex mu;
   std::map<std::string, int64_t> by_kind;  // hits per finding kind
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
+  std::string first_invalid;
   Timing timing;
 };
 
@@ -107,9 +108,9 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
         m = factory(index, model_rng);
         core::Rng data_rng = root.derive("data:" + std::to_string(index));
         complete_case(m, opt.setup.loss, data_rng);
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(sh.mu);
-        ++sh.invalid;
+        if (++sh.invalid == 1) sh.first_invalid = e.what();
         store.record(index, {}, nullptr);
         continue;
       }
@@ -138,8 +139,8 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
           for (const auto& l : fresh_lines) log << l << "\n";
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(sh.mu);
-        ++sh.errors;
-        if (!opt.quiet) log << "model " << index << ": internal error: " << e.what() << "\n";
+        // A Quorum bug, not a library's: shown (the first few), counted, and the model is retried on resume.
+        if (!opt.quiet && ++sh.errors <= 5) log << "model " << index << ": internal error: " << e.what() << "\n";
       }
     }
   };
@@ -170,6 +171,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   s.seed = seed;
   s.models_run = sh.models_run;
   s.invalid_models = sh.invalid;
+  s.first_invalid = sh.first_invalid;
   s.errors = sh.errors;
   s.new_findings = sh.new_findings;
   s.hits = sh.hits;

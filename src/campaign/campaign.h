@@ -29,6 +29,7 @@ struct CampaignOptions {
 struct Summary {
   uint64_t seed = 0;
   int64_t models_run = 0, models_total = 0, invalid_models = 0, errors = 0;
+  std::string first_invalid;  // why the first invalid model was skipped
   int64_t new_findings = 0, hits = 0;
   double seconds = 0;
   Timing timing;

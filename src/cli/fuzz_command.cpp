@@ -33,6 +33,7 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
             << " s (" << (s.seconds > 0 ? static_cast<double>(s.models_run) / s.seconds : 0.0) << "/s), "
             << s.models_total << " in this campaign; " << s.invalid_models << " invalid, " << s.errors
             << " internal errors; seed " << s.seed << "\n";
+  if (s.invalid_models) std::cout << "first invalid model: " << s.first_invalid << "\n";
   const campaign::Timing& t = s.timing;
   std::cout << "time: generate " << t.generate << " s, reference " << t.reference << " s";
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";

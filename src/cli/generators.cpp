@@ -1,25 +1,36 @@
-// The model factory behind --generator (glue between the CLI and src/gen/).
+// The model factory behind --generator: the generators of src/gen/ with the command's options.
+#include <cmath>
+
+#include "campaign/generators.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "ir/build.h"
-#include "ops/registry.h"
+#include "ir/json_io.h"
 
 namespace quorum::cli {
 
 campaign::ModelFactory model_factory(const Options& o) {
-  if (o.generator == "unit") {
-    // One operator per model, cycling the catalogue (losses excluded: the campaign adds its own).
-    std::vector<const ops::OpSpec*> specs;
-    for (const ops::OpSpec* s : ops::catalogue().all())
-      if (!s->is_loss) specs.push_back(s);
-    return [specs](int64_t index, core::Rng& rng) {
-      const ops::OpSpec& spec = *specs[static_cast<size_t>(index) % specs.size()];
-      campaign::ModelCase m;
-      m.graph = ir::single_node_graph(spec, spec.sample(rng), rng).graph;
-      return m;
-    };
+  gen::GenOptions opt;
+  opt.generator = o.generator;
+  if (o.max_nodes == 0) throw core::UserError("--max_nodes must be at least 1");
+  opt.max_nodes = static_cast<int>(std::min<uint64_t>(o.max_nodes, 1000));
+  opt.invalid_params = o.invalid_params;
+  if (o.invalid_params && o.generator != "zoo")
+    throw core::UserError("--invalid_params applies to the zoo generator only");
+  if (!o.model.empty()) {
+    if (o.generator != "mutate") throw core::UserError("--model is the seed model of the mutate generator");
+    opt.seed_models.push_back(ir::load_graph(o.model));
   }
-  throw core::UserError("unknown generator '" + o.generator + "'");
+  size_t used = 0;
+  double r = 0;
+  try {
+    r = std::stod(o.mutation_rate, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != o.mutation_rate.size() || !std::isfinite(r))
+    throw core::UserError("--mutation_rate: expected a number in [0, 1), got '" + o.mutation_rate + "'");
+  opt.mutation_rate = r;
+  return campaign::generator_factory(opt, o.dataset);
 }
 
 }  // namespace quorum::cli
