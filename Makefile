@@ -4,7 +4,11 @@ BUILD_ASAN ?= build-asan
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-fast test-asan bench format clean
+FUZZ_TIME ?= 2m
+FUZZ_BACKENDS ?= torch,onednn
+FUZZ_GENERATOR ?= muffin
+
+.PHONY: all deps build test test-fast test-asan fuzz bench format clean
 
 all: build
 
@@ -32,6 +36,11 @@ test-asan: deps
 	  -DQUORUM_WITH_TORCH=OFF -DQUORUM_WITH_ONEDNN=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+
+# A short real campaign on the default backends into ./campaign (resumes if it exists).
+fuzz: build
+	./$(BUILD)/quorum fuzz --generator $(FUZZ_GENERATOR) --backends $(FUZZ_BACKENDS) --mode both \
+	  --time $(FUZZ_TIME) --out campaign
 
 bench: build
 	@for b in $(BUILD)/*_bench; do [ -x "$$b" ] && "$$b"; done
