@@ -1,2 +1,190 @@
-// Model generators (being written).
-namespace quorum::gen {}
+// Generators by name, the model stream, validity checks and run summaries.
+#include "gen/generator.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "gen/generators.h"
+#include "ops/materialize.h"
+
+namespace quorum::gen {
+
+const std::vector<std::string>& generator_names() {
+  static const std::vector<std::string> names = {"muffin", "unit", "ws", "rn", "mutate", "zoo"};
+  return names;
+}
+
+std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Source& source) {
+  const std::string& g = opt.generator;
+  if (g == "muffin") return make_muffin(opt, source);
+  if (g == "unit") return make_unit(opt, source);
+  if (g == "ws") return make_ws(opt, source);
+  if (g == "rn") return make_rn(opt, source);
+  if (g == "mutate") return make_mutate(opt, source);
+  if (g == "zoo") return make_zoo(opt, source);
+  std::string all;
+  for (const auto& n : generator_names()) all += (all.empty() ? "" : ", ") + n;
+  throw core::UserError("unknown generator '" + g + "' (choose " + all + ")");
+}
+
+// ---- the stream -----------------------------------------------------------------------------
+
+Stream::Stream(const GenOptions& opt, const data::Source& source)
+    : source_(source), gen_(make_generator(opt, source)), base_(opt.seed) {}
+
+Model Stream::next_architecture() {
+  core::Rng r = base_.derive("model " + std::to_string(index_));
+  Model m = gen_->generate(index_, r);
+  ++index_;
+  return m;
+}
+
+Generated Stream::next() {
+  core::Rng r = base_.derive("model " + std::to_string(index_));
+  Model m = gen_->generate(index_, r);
+  ++index_;
+  return finish_model(std::move(m), r, source_);
+}
+
+Generated finish_model(Model m, core::Rng& model_rng, const data::Source& source) {
+  // derive() depends on the stream's seed only, not on how much of it generation consumed.
+  core::Rng wr = model_rng.derive("weights"), dr = model_rng.derive("data");
+  Generated out;
+  out.data = m.data;
+  out.invalid_by_design = m.invalid_by_design;
+  out.note = m.note;
+  const std::vector<ops::InputGen> gens = m.input_gen;
+  out.graph = materialize(std::move(m), wr);
+  const ir::Graph& g = out.graph;
+  if (g.inputs.size() == 1 && out.data.source == source.name() && g.inputs[0].type.shape == out.data.input) {
+    data::Batch b = source.batch(out.data, dr);
+    out.inputs.emplace(g.inputs[0].name, std::move(b.input));
+    const auto t = g.types.find(g.outputs.empty() ? std::string() : g.outputs[0]);
+    if (out.data.task != data::Task::None && b.target.defined() && t != g.types.end() &&
+        t->second.shape == b.target.shape())
+      out.target = std::move(b.target);
+  } else {
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const auto& in = g.inputs[i];
+      out.inputs.emplace(in.name, i < gens.size() ? ops::fill_input({core::DType::F64, in.type.shape}, gens[i], dr)
+                                                  : data::random_with_edges(in.type.shape, dr));
+    }
+  }
+  return out;
+}
+
+// ---- validity -------------------------------------------------------------------------------
+
+Verdict check_model(const ir::Graph& g, const ref::ValueMap& inputs, bool allow_invalid_attrs) {
+  ir::Graph v = g;
+  try {
+    ir::validate(v, g.name, {allow_invalid_attrs});
+  } catch (const core::UserError& e) {
+    return {false, std::string("validate: ") + e.what()};
+  }
+  try {
+    ref::forward(v, inputs);
+  } catch (const std::exception& e) {
+    return {false, std::string("reference: ") + e.what()};
+  }
+  return {};
+}
+
+std::string reason_key(const std::string& reason) {
+  std::string s = reason;
+  // "(inputs f32[1,2], ...)" repeats the shapes: the rule's own words are the reason.
+  if (auto p = s.find(" (inputs "); p != std::string::npos) s.erase(p);
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.compare(i, 6, "node '") == 0) {
+      const size_t end = s.find('\'', i + 6);
+      if (end != std::string::npos) {
+        out += "node";
+        i = end;
+        continue;
+      }
+    }
+    if (std::isdigit(static_cast<unsigned char>(s[i]))) {
+      while (i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) ++i;
+      out += '#';
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+// ---- summary --------------------------------------------------------------------------------
+
+void Summary::add(const Generated& g, const Verdict& v) {
+  const size_t n = g.graph.nodes.size();
+  min_nodes = models == 0 ? n : std::min(min_nodes, n);
+  max_nodes = std::max(max_nodes, n);
+  total_nodes += n;
+  ++models;
+  std::set<std::string> used;
+  for (const auto& node : g.graph.nodes) {
+    ++op_nodes[node.op];
+    used.insert(node.op);
+  }
+  for (const auto& op : used) ++op_models[op];
+  if (g.invalid_by_design) {
+    ++by_design;
+    if (!v.valid) ++by_design_rejected;
+    else ++accepted_invalid[reason_key(g.note)];
+  } else if (v.valid) {
+    ++valid;
+  } else {
+    ++invalid[reason_key(v.reason)];
+  }
+}
+
+std::vector<std::string> Summary::missing(const std::vector<std::string>& universe) const {
+  std::vector<std::string> m;
+  for (const auto& op : universe)
+    if (!op_nodes.count(op)) m.push_back(op);
+  return m;
+}
+
+std::string Summary::text(const std::vector<std::string>& universe) const {
+  std::ostringstream os;
+  os << "models: " << models << "\n";
+  if (models == 0) return os.str();
+  os << "nodes per model: min " << min_nodes << ", mean " << std::fixed << std::setprecision(1)
+     << static_cast<double>(total_nodes) / static_cast<double>(models) << ", max " << max_nodes << "\n";
+  const auto miss = missing(universe);
+  os << "operators used: " << op_nodes.size() << " (" << universe.size() - miss.size() << " of the "
+     << universe.size() << " this generator may use)\n";
+  size_t col = 0;
+  for (const auto& [op, count] : op_nodes) {
+    std::ostringstream cell;
+    cell << op << " " << count << "/" << op_models.at(op);
+    os << (col == 0 ? "  " : "") << std::left << std::setw(30) << cell.str();
+    if (++col == 4) {
+      os << "\n";
+      col = 0;
+    }
+  }
+  if (col) os << "\n";
+  os << "  (nodes/models using the operator)\n";
+  if (!miss.empty()) {
+    os << "never used:";
+    for (const auto& op : miss) os << " " << op;
+    os << "\n";
+  }
+  const uint64_t checked = models - by_design;
+  os << "validity: " << valid << " of " << checked << " valid";
+  if (checked) os << " (" << std::setprecision(2) << 100.0 * static_cast<double>(valid) / static_cast<double>(checked) << "%)";
+  os << "\n";
+  for (const auto& [reason, count] : invalid) os << "  invalid " << count << "x: " << reason << "\n";
+  if (by_design) {
+    os << "deliberately invalid: " << by_design << ", rejected by Quorum's own validation: " << by_design_rejected
+       << "\n";
+    for (const auto& [what, count] : accepted_invalid) os << "  accepted " << count << "x: " << what << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace quorum::gen

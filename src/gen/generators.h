@@ -1,0 +1,39 @@
+// Internal: one factory per generator, and the selection helpers they share.
+#pragma once
+#include <map>
+#include <memory>
+
+#include "gen/generator.h"
+
+namespace quorum::gen {
+
+std::unique_ptr<Generator> make_muffin(const GenOptions& opt, const data::Source& source);
+std::unique_ptr<Generator> make_unit(const GenOptions& opt, const data::Source& source);
+std::unique_ptr<Generator> make_ws(const GenOptions& opt, const data::Source& source);
+std::unique_ptr<Generator> make_rn(const GenOptions& opt, const data::Source& source);
+std::unique_ptr<Generator> make_mutate(const GenOptions& opt, const data::Source& source);
+std::unique_ptr<Generator> make_zoo(const GenOptions& opt, const data::Source& source);
+
+// Muffin's fitness-proportionate selection: a candidate chosen c times so far scores 1/(c+1) and is
+// drawn with probability score / sum of scores. `counts[i]` belongs to candidate i; `skip` excludes
+// candidates already tried. Returns the index, or -1 when every candidate is skipped.
+inline int fitness_pick(const std::vector<int64_t>& counts, const std::vector<bool>& skip, core::Rng& rng) {
+  double total = 0;
+  for (size_t i = 0; i < counts.size(); ++i)
+    if (!skip[i]) total += 1.0 / static_cast<double>(counts[i] + 1);
+  if (total <= 0) return -1;
+  double u = rng.uniform() * total;
+  int last = -1;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (skip[i]) continue;
+    last = static_cast<int>(i);
+    u -= 1.0 / static_cast<double>(counts[i] + 1);
+    if (u < 0) break;
+  }
+  return last;  // the last candidate also absorbs rounding at the end of the range
+}
+
+// Names of the non-loss catalogue operators a random-architecture generator may place.
+std::vector<const ops::OpSpec*> layer_operators();
+
+}  // namespace quorum::gen

@@ -1,0 +1,112 @@
+// quorum gen as a user runs it: the files it writes, its summary, reproducible output, and one
+// line with exit code 2 for every bad argument.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/fileio.h"
+#include "core/npy.h"
+#include "ir/json_io.h"
+#include "ref/interpreter.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+fs::path scratch() {
+  const fs::path d = fs::temp_directory_path() / ("quorum_gen_cli_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+Result quorum(const std::string& args) {
+  const fs::path d = scratch();
+  const std::string cmd = std::string(QUORUM_BINARY) + " " + args + " >" + (d / "out").string() + " 2>" +
+                          (d / "err").string() + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return {WEXITSTATUS(status), quorum::core::read_file((d / "out").string()),
+          quorum::core::read_file((d / "err").string())};
+}
+
+TEST(GenCli, WritesModelsDataAndASummary) {
+  const fs::path out = scratch() / "muffin";
+  fs::remove_all(out);
+  const Result r = quorum("gen --generator muffin --count 12 --seed 5 --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"seed: 5", "generator: muffin", "models: 12", "nodes per model: min", "operators used:",
+                        "validity: 12 of 12 valid"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  for (int i = 0; i < 12; ++i) {
+    char stem[32];
+    std::snprintf(stem, sizeof stem, "model_%05d", i);
+    const quorum::ir::Graph g = quorum::ir::load_graph((out / (std::string(stem) + ".json")).string());
+    ASSERT_EQ(g.inputs.size(), 1u);
+    // The batch beside the model feeds it, and its target fits the model's output.
+    const fs::path data = out / (std::string(stem) + ".data");
+    quorum::ref::ValueMap in;
+    in.emplace(g.inputs[0].name, quorum::core::read_npy((data / (g.inputs[0].name + ".npy")).string()));
+    const auto values = quorum::ref::forward(g, in);
+    const auto target = quorum::core::read_npy((data / "target.npy").string());
+    EXPECT_EQ(values.at(g.outputs[0]).shape(), target.shape());
+  }
+}
+
+TEST(GenCli, SameSeedSameFiles) {
+  const fs::path a = scratch() / "a", b = scratch() / "b";
+  for (const char* g : {"muffin", "ws", "zoo"}) {
+    fs::remove_all(a);
+    fs::remove_all(b);
+    const std::string args = std::string("gen --generator ") + g + " --count 8 --seed 77 --out ";
+    ASSERT_EQ(quorum(args + a.string()).code, 0);
+    ASSERT_EQ(quorum(args + b.string()).code, 0);
+    size_t files = 0;
+    for (const auto& e : fs::recursive_directory_iterator(a)) {
+      if (!e.is_regular_file()) continue;
+      const fs::path other = b / fs::relative(e.path(), a);
+      ASSERT_TRUE(fs::exists(other)) << other;
+      EXPECT_EQ(quorum::core::read_file(e.path().string()), quorum::core::read_file(other.string())) << e.path();
+      ++files;
+    }
+    EXPECT_GE(files, 16u) << g;
+  }
+}
+
+TEST(GenCli, MutatesAnImportedModel) {
+  const fs::path out = scratch() / "mutants";
+  fs::remove_all(out);
+  const Result r = quorum("gen --generator mutate --model " + std::string(QUORUM_SOURCE_DIR) +
+                          "/docs/examples/residual_small.json --mutation_rate 0.2 --count 10 --seed 3 --out " +
+                          out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("validity: 10 of 10 valid"), std::string::npos) << r.out;
+}
+
+TEST(GenCli, BadArgumentsAreOneLineAndExitTwo) {
+  const std::string out = " --out " + (scratch() / "bad").string();
+  const std::pair<std::string, std::string> cases[] = {
+      {"gen --generator nope" + out, "unknown generator 'nope'"},
+      {"gen --count 0" + out, "--count must be at least 1"},
+      {"gen --generator muffin", "--out DIR is required"},
+      {"gen --generator mutate --model /no/such/model.json" + out, "/no/such/model.json"},
+      {"gen --generator mutate --mutation_rate 2" + out, "[0, 1)"},
+      {"gen --generator mutate --mutation_rate x" + out, "expected a number"},
+      {"gen --dataset cifar" + out, "unknown data set 'cifar'"},
+      {"gen --generator muffin --invalid_params" + out, "zoo generator only"},
+      {"gen --generator muffin --model x.json" + out, "mutate generator"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Result r = quorum(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
