@@ -120,7 +120,9 @@ class SineSource : public Source {
   Batch batch(const DataSpec& s, core::Rng& rng) const override {
     Batch b;
     b.input = Tensor(core::DType::F64, s.input);
-    b.target = Tensor(core::DType::F64, s.target);
+    // A spec without a task (inference-only models) gets inputs alone.
+    const bool labelled = s.task != Task::None;
+    if (labelled) b.target = Tensor(core::DType::F64, s.target);
     const int64_t n = s.input[0];
     const int64_t per = b.input.numel() / n;
     for (int64_t r = 0; r < n; ++r) {
@@ -132,12 +134,14 @@ class SineSource : public Source {
         for (int64_t i = 0; i < h; ++i)
           for (int64_t j = 0; j < w; ++j)
             x[i * w + j] = amp * std::sin(fy * static_cast<double>(i) + fx * static_cast<double>(j) + phase);
-        b.target.f64()[r * 2] = fy;
-        b.target.f64()[r * 2 + 1] = fx;
+        if (labelled) {
+          b.target.f64()[r * 2] = fy;
+          b.target.f64()[r * 2 + 1] = fx;
+        }
       } else {
         const double omega = rng.uniform(0.1, 1.0);
         for (int64_t t = 0; t < per; ++t) x[t] = amp * std::sin(omega * static_cast<double>(t) + phase);
-        b.target.f64()[r] = amp * std::sin(omega * static_cast<double>(per) + phase);
+        if (labelled) b.target.f64()[r] = amp * std::sin(omega * static_cast<double>(per) + phase);
       }
     }
     return b;
@@ -181,7 +185,7 @@ class FashionMnist : public Source {
       for (int64_t i = 0; i < h; ++i)
         for (int64_t j = 0; j < w; ++j) x[(i + off) * side + (j + off)] = img[i * w + j] / 255.0;
     }
-    b.target = one_hot(n, 10, labels);
+    if (s.task != Task::None) b.target = one_hot(n, 10, labels);
     return b;
   }
 

@@ -351,8 +351,9 @@ Vid Builder::to_rank(Vid v, int r) {
   if (cur == r) return v;
   if (r == 2 && cur > 2 && rng_.bernoulli(0.4)) return add("flatten", {v}, {{"axis", int64_t{1}}});
   if (r < cur) {
+    // Size-1 axes other than the batch axis: squeezing a batch of one would make the next axis the batch.
     Ints ones;
-    for (int d = 0; d < cur; ++d)
+    for (int d = 1; d < cur; ++d)
       if (s[static_cast<size_t>(d)] == 1) ones.push_back(d);
     if (static_cast<int>(ones.size()) >= cur - r && rng_.bernoulli(0.5)) {
       rng_.shuffle(ones);

@@ -231,8 +231,9 @@ void draw_pad(const Shape& x, core::Rng& rng, Attrs& a) {
 void draw_reduce_axes(const Shape& x, core::Rng& rng, Attrs& a) {
   const auto rank = static_cast<int64_t>(x.size());
   Ints axes;
+  // The batch axis is reduced rarely: libraries support it, models seldom do it.
   for (int64_t d = 0; d < rank; ++d)
-    if (rng.bernoulli(0.4)) axes.push_back(maybe_negative(rng, d, rank));
+    if (rng.bernoulli(d == 0 && rank > 1 ? 0.1 : 0.4)) axes.push_back(maybe_negative(rng, d, rank));
   if (axes.empty()) axes.push_back(maybe_negative(rng, rng.randint(0, rank - 1), rank));
   const bool all = static_cast<int64_t>(axes.size()) == rank;
   a["axes"] = axes;

@@ -73,12 +73,12 @@ class Unit : public Generator {
     Builder b(rng, opt_.limits);
     b.set_guard_probability(0);  // the operator alone, as its sampler meant its inputs
     std::vector<Vid> in;
-    data::DataSpec d;
-    Model m;
+    data::DataSpec d;  // with the random data set: no source batch, no task
+    std::vector<ops::InputGen> gens;
     if (source_.name() == "random") {
       for (size_t i = 0; i < c.inputs.size(); ++i) in.push_back(b.input(c.inputs[i].shape, "in" + std::to_string(i)));
       d.input = c.inputs[0].shape;
-      m.input_gen = c.gen;
+      gens = c.gen;  // the operator's own value ranges (positive operands for log, probabilities for losses)
     } else {
       d = source_.spec(rng, data::Want::Any);
       const Vid x = b.input(d.input);
@@ -87,9 +87,9 @@ class Unit : public Generator {
     Vid y = b.add(spec.name, in, attrs);
     if (!spec.is_loss && d.task != data::Task::None) y = b.head(y, d);
     b.output(y);
-    Model built = b.finish("unit_" + std::to_string(index) + "_" + spec.name, d);
-    built.input_gen = std::move(m.input_gen);
-    return built;
+    Model m = b.finish("unit_" + std::to_string(index) + "_" + spec.name, d);
+    m.input_gen = std::move(gens);
+    return m;
   }
 
  private:

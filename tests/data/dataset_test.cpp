@@ -134,6 +134,13 @@ TEST(Sine, SequencesPredictTheNextValue) {
   EXPECT_EQ(b.target.shape(), (Shape{s.input[0], 1}));
   const DataSpec img = src->spec(rng, Want::Image32);
   EXPECT_EQ(src->batch(img, rng).input.shape(), img.input);
+  // Inference-only models (ws, rn) keep the input and drop the task: no target then.
+  for (DataSpec none : {s, img}) {
+    none.task = Task::None;
+    const Batch nb = src->batch(none, rng);
+    EXPECT_EQ(nb.input.shape(), none.input);
+    EXPECT_FALSE(nb.target.defined());
+  }
 }
 
 TEST(Random, EdgeValuesAreMixedIn) {
