@@ -208,7 +208,10 @@ int cmd_help(const Options&) {
   std::cout << "quorum " << QUORUM_VERSION
             << " - differential testing of deep-learning libraries against a float64 reference\n\n"
             << "usage: quorum COMMAND [ARGS] [FLAGS]\n       quorum COMMAND --help\n\ncommands:\n";
-  for (const auto& c : commands()) std::cout << "  " << std::left << std::setw(34) << c.usage << c.summary << "\n";
+  size_t width = 0;
+  for (const auto& c : commands()) width = std::max(width, c.usage.size());
+  for (const auto& c : commands())
+    std::cout << "  " << std::left << std::setw(static_cast<int>(width + 2)) << c.usage << c.summary << "\n";
   std::cout << "\nexit codes: 0 success, 2 bad input (one line on stderr names the problem)\n";
   return 0;
 }

@@ -87,11 +87,17 @@ Options parse_flags(const std::vector<std::string>& args, const std::vector<std:
 
 std::string flag_help(const std::vector<std::string>& flags) {
   std::ostringstream os;
+  auto left_of = [](const FlagDef& f) {
+    return "--" + f.name + (f.kind == Kind::FLAG ? "" : f.kind == Kind::UINT ? " N" : " V");
+  };
+  size_t width = 0;
+  for (const auto& name : flags)
+    if (const FlagDef* f = find(name)) width = std::max(width, left_of(*f).size());
   for (const auto& name : flags) {
     const FlagDef* f = find(name);
     if (!f) continue;
-    std::string left = "--" + f->name + (f->kind == Kind::FLAG ? "" : f->kind == Kind::UINT ? " N" : " V");
-    os << "  " << left << std::string(left.size() < 16 ? 16 - left.size() : 1, ' ') << f->help;
+    const std::string left = left_of(*f);
+    os << "  " << left << std::string(width + 2 - left.size(), ' ') << f->help;
     if (!f->def.empty() && f->kind != Kind::FLAG) os << " (default " << f->def << ")";
     os << "\n";
   }
