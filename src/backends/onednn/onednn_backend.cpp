@@ -32,6 +32,12 @@ const OpTable& op_table() {
 
 namespace {
 
+// Every cached primitive keeps its JIT code and descriptors alive: unbounded, a worker that runs
+// thousands of models grows until the address-space limit (--memory) makes oneDNN fail an
+// allocation, which 2.6 does not always survive (SIGSEGV). The cache is emptied between models
+// once it holds more than this many primitives.
+constexpr size_t kMaxCachedPrimitives = 1024;
+
 class OnednnSession : public Session {
  public:
   OnednnSession(ir::Graph g, std::vector<std::unique_ptr<Kernel>> kernels)
@@ -144,6 +150,7 @@ class OnednnBackend : public Backend {
       throw ConversionError("oneDNN 2.6 on CPU has no float64 data type; only float32 sessions can be built");
     // oneDNN parallelises with OpenMP: the thread count of its parallel regions is this one.
     omp_set_num_threads(std::max(1, opt.threads));
+    PrimitiveCache::instance().trim(kMaxCachedPrimitives);
     std::vector<std::unique_ptr<Kernel>> kernels;
     for (const auto& n : g.nodes) {
       const Support s = supports(g, n);

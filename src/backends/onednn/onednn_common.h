@@ -87,6 +87,12 @@ class PrimitiveCache {
     }
     return *static_cast<const Cached<Pd>*>(it->second.get());
   }
+  // Drops every entry once there are more than `max_entries`. Entries are handed out by
+  // reference, so this runs only between models (at compile), never while a session executes.
+  void trim(size_t max_entries) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() > max_entries) entries_.clear();
+  }
 
  private:
   std::mutex mu_;
