@@ -44,8 +44,10 @@ OpSpec make_unary(Unary u) {
   };
   Fn f = u.f;
   DFn df = u.df;
+  // NaN in, NaN out, for every unary operator (a comparison-based kernel like relu's would
+  // otherwise turn it into a number).
   s.forward = [f](const Inputs& in, const Attrs& a) {
-    return std::vector<Tensor>{map1(*in[0], [&](double x) { return f(x, a); })};
+    return std::vector<Tensor>{map1(*in[0], [&](double x) { return std::isnan(x) ? x : f(x, a); })};
   };
   s.vjp = [df](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out, const std::vector<Tensor>& g) {
     Tensor gx(DType::F64, in[0]->shape());
@@ -53,7 +55,7 @@ OpSpec make_unary(Unary u) {
     const double* y = out[0].f64();
     const double* gy = g[0].f64();
     double* gxp = gx.f64();
-    for (int64_t i = 0; i < gx.numel(); ++i) gxp[i] = gy[i] * df(x[i], y[i], a);
+    for (int64_t i = 0; i < gx.numel(); ++i) gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * df(x[i], y[i], a);
     return std::vector<Tensor>{gx};
   };
   InputGen gen = u.gen;

@@ -156,8 +156,10 @@ struct Judge {
     return c;
   }
 
-  // Voting: the backend in most inconsistent pairs; ties go to the one farther from the
-  // reference; the reference itself is never blamed while another backend is a candidate.
+  // Voting: the backend in most inconsistent pairs; ties go to the one farther from the reference
+  // (so the reference loses every tie). The reference is blamed only when it disagrees with more
+  // backends than any library does: the libraries agree among themselves (float32 precision, or
+  // a bug they share).
   std::string blame(const std::vector<std::pair<size_t, size_t>>& pairs,
                     const std::function<double(size_t)>& dist_to_ref) const {
     std::map<size_t, int> count;
@@ -166,11 +168,9 @@ struct Judge {
       ++count[k];
     }
     size_t best = SIZE_MAX;
-    for (auto [i, c] : count) {
-      if (runs[i].is_reference) continue;
+    for (auto [i, c] : count)
       if (best == SIZE_MAX || c > count[best] || (c == count[best] && dist_to_ref(i) > dist_to_ref(best))) best = i;
-    }
-    return best == SIZE_MAX ? runs[pairs[0].first].backend : runs[best].backend;
+    return runs[best].backend;
   }
 
   size_t reference() const {
@@ -222,8 +222,29 @@ struct Judge {
     }
   }
 
-  // NaN/Inf where some other backend ran the same stage clean; never blamed on the reference.
+  // Values whose gradients node n produces or receives: its outputs and its weights.
+  static std::vector<std::string> produced_by(const ir::Node& n) {
+    std::vector<std::string> vals = n.outputs;
+    for (size_t i = ir::data_input_count(n); i < n.inputs.size(); ++i) vals.push_back(n.inputs[i]);
+    return vals;
+  }
+
+  // Whether the reference itself is non-finite in one of these values: then the NaN/Inf is the
+  // model's (0/0, log of a negative), and a library that keeps it is right.
+  bool reference_nonfinite(const std::vector<std::string>& values, bool grads) const {
+    const size_t ref = reference();
+    if (ref == SIZE_MAX) return false;
+    const backends::ValueMap& m = grads ? runs[ref].grads : runs[ref].values;
+    for (const auto& v : values)
+      if (m.count(v) && has_nonfinite(m.at(v))) return true;
+    return false;
+  }
+
+  // NaN/Inf where another library ran the same stage clean and the reference is finite there;
+  // never blamed on the reference.
   void nans() {
+    const size_t ref_index = reference();
+    const BackendRun* ref_run = ref_index == SIZE_MAX ? nullptr : &runs[ref_index];
     auto forward_first = [&](const BackendRun& r) -> const ir::Node* {
       for (const auto& n : g.nodes)
         for (const auto& o : n.outputs)
@@ -232,9 +253,7 @@ struct Judge {
     };
     auto backward_first = [&](const BackendRun& r) -> const ir::Node* {
       for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
-        std::vector<std::string> vals = it->outputs;
-        for (size_t i = ir::data_input_count(*it); i < it->inputs.size(); ++i) vals.push_back(it->inputs[i]);
-        for (const auto& v : vals)
+        for (const auto& v : produced_by(*it))
           if (r.grads.count(v) && has_nonfinite(r.grads.at(v))) return &*it;
       }
       return nullptr;
@@ -252,12 +271,13 @@ struct Judge {
       };
       if (ran_forward(r)) {
         if (const ir::Node* n = forward_first(r);
-            n && clean_elsewhere(ran_forward, [&](const BackendRun& o) { return forward_first(o) != nullptr; })) {
+            n && !reference_nonfinite(n->outputs, false) &&
+            clean_elsewhere(ran_forward, [&](const BackendRun& o) { return forward_first(o) != nullptr; })) {
           add_nan(r, Stage::Forward, n);
           continue;
         }
       }
-      if (r.trained && !std::isfinite(r.loss) &&
+      if (r.trained && !std::isfinite(r.loss) && !(ref_run && ref_run->trained && !std::isfinite(ref_run->loss)) &&
           clean_elsewhere([](const BackendRun& o) { return o.trained; },
                           [](const BackendRun& o) { return !std::isfinite(o.loss); })) {
         add_nan(r, Stage::Loss, nullptr);
@@ -265,7 +285,7 @@ struct Judge {
       }
       if (r.trained) {
         if (const ir::Node* n = backward_first(r);
-            n && clean_elsewhere([](const BackendRun& o) { return o.trained; },
+            n && !reference_nonfinite(produced_by(*n), true) && clean_elsewhere([](const BackendRun& o) { return o.trained; },
                                  [&](const BackendRun& o) { return backward_first(o) != nullptr; }))
           add_nan(r, Stage::Backward, n);
       }

@@ -106,6 +106,23 @@ TEST(Oracle, NaNCountsOnlyWhenAnotherBackendRanClean) {
   for (const auto& x : judge(f.g, runs, {})) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
 }
 
+TEST(Oracle, NaNTheReferenceHasTooIsNotAFinding) {
+  Fixture f;
+  auto runs = f.three();
+  for (size_t i : {0u, 1u}) runs[i].values["a"].f64()[0] = NAN;  // ref and A: the model's own NaN (say 0/0)
+  for (const auto& x : judge(f.g, runs, {})) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
+}
+
+TEST(Oracle, TheReferenceIsBlamedWhenTheLibrariesAgree) {
+  Fixture f;
+  auto runs = f.three();
+  bump(runs[1].values["b"], 1.0);
+  bump(runs[2].values["b"], 1.0);
+  const auto found = judge(f.g, runs, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].backend, "ref");
+}
+
 TEST(Oracle, CrashesAreSplitByStageAndNormalised) {
   Fixture f;
   auto runs = f.three();
