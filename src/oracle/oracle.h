@@ -64,7 +64,9 @@ double chebyshev(const core::Tensor& a, const core::Tensor& b);
 // Numbers, hexadecimal addresses and paths replaced, so messages that differ only there match.
 std::string normalize_message(const std::string& msg);
 
-// All findings for one model. `runs` holds every backend that took part (the reference too).
-std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th);
+// All findings for one model. `runs` holds every backend that took part (the reference too);
+// `inputs` are the graph inputs every backend received (used to recognise ties).
+std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
+                           const backends::ValueMap* inputs = nullptr);
 
 }  // namespace quorum::oracle

@@ -175,6 +175,43 @@ TEST(Oracle, BackwardInconsistencyIsBornWhereIncomingGradientsAgree) {
   EXPECT_EQ(found[0].backend, "B");
 }
 
+TEST(Oracle, GradientSplitAtATieOfMaximumIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}, {"name": "y", "dtype": "float32", "shape": [1, 3]}],
+    "outputs": ["r"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "neg", "inputs": ["y"], "outputs": ["b"]},
+              {"name": "m", "op": "maximum", "inputs": ["a", "b"], "outputs": ["m"]},
+              {"name": "r", "op": "relu", "inputs": ["m"], "outputs": ["r"]}]})",
+                                          "tie");
+  const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {-1, 2, -3})}, {"y", core::Tensor::f64({1, 3}, {-1, 1, 0})}};
+  const auto tr = ref::train(g, in, core::Tensor::f64({1, 3}, {0, 0, 0}), ref::LossSpec{"mse_loss", {}});
+  auto run = [&](const std::string& name, bool is_ref) {
+    BackendRun r;
+    r.backend = name;
+    r.is_reference = is_ref;
+    for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
+    r.trained = true;
+    r.loss = tr.loss;
+    r.loss_grad = tr.loss_grad;
+    r.grads = tr.grads;
+    return r;
+  };
+  std::vector<BackendRun> runs{run("ref", true), run("A", false), run("B", false)};
+  // Element 0 is a tie (a = b = 1): A splits its gradient between the operands.
+  const double g0 = runs[1].grads["a"].f64()[0];
+  ASSERT_NE(g0, 0.0);
+  runs[1].grads["a"].f64()[0] = g0 / 2;
+  runs[1].grads["b"].f64()[0] = g0 / 2;
+  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  // Off the tie (element 1), the same change is a finding.
+  runs[1].grads["a"].f64()[1] += 1.0;
+  const auto found = judge(g, runs, {}, &in);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, "m");
+  EXPECT_EQ(found[0].backend, "A");
+}
+
 TEST(Oracle, NormalizeMessage) {
   EXPECT_EQ(normalize_message("error at 0xdeadBEEF in /usr/lib/libtorch.so line 42, size 3.5e+10"),
             "error at ADDR in PATH line N, size N");
