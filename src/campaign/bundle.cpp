@@ -11,6 +11,7 @@
 #include "core/fileio.h"
 #include "core/npy.h"
 #include "ir/json_io.h"
+#include "ir/onnx_io.h"
 
 namespace quorum::campaign {
 
@@ -101,6 +102,11 @@ std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, c
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   ir::save_graph((tmp / "model.json").string(), ctx.model.graph);
+  // The exchange form too, for engines that read ONNX (a model the exporter cannot express gets none).
+  try {
+    core::write_file_atomic((tmp / "model.onnx").string(), ir::graph_to_onnx(ctx.model.graph));
+  } catch (const core::UserError&) {
+  }
   save_values(tmp / "inputs", ctx.model.inputs);
   core::write_npy((tmp / "target.npy").string(), ctx.model.target);
   json backends = json::array();

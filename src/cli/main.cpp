@@ -21,6 +21,8 @@
 #include "ref/interpreter.h"
 
 namespace quorum::cli {
+
+
 namespace {
 
 using core::UserError;
@@ -238,6 +240,8 @@ const std::vector<Command>& commands() {
         "mutation_rate", "model"},
        cmd_fuzz},
       {"replay", "replay BUNDLE", "rerun a finding's bundle and say whether it reproduces", {}, cmd_replay},
+      {"export", "export MODEL -o FILE.onnx [--opset N]", "write a model as ONNX (opsets 13 to 17)",
+       {"output", "opset"}, cmd_export},
       {"ops", "ops", "list every operator with arity, attributes and domains", {"verbose"}, cmd_ops},
       {"version", "version | --version", "print the version", {}, cmd_version},
       {"help", "help | --help", "this text", {}, cmd_help},

@@ -57,7 +57,8 @@ Options parse_flags(const std::vector<std::string>& args, const std::vector<std:
                     const std::string& command) {
   Options o;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
+    // The one short alias: -o for --output.
+    const std::string a = args[i] == "-o" ? std::string("--output") : args[i];
     if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
       if (!a.empty() && a[0] == '-' && a != "-") throw UserError("unknown flag '" + a + "' for '" + command + "'");
       o.positional.push_back(a);

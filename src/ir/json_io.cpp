@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/fileio.h"
+#include "ir/onnx_io.h"
 
 namespace quorum::ir {
 
@@ -260,9 +261,12 @@ std::string graph_to_json(const Graph& g) {
 }
 
 Graph load_graph(const std::string& path, const ValidateOptions& opt) {
-  const bool is_json = path.size() >= 5 && path.substr(path.size() - 5) == ".json";
-  if (!is_json) throw UserError(path + ": unsupported model file type (expected .json)");
-  return graph_from_json(core::read_file(path), path, opt);
+  auto ends_with = [&](const std::string& ext) {
+    return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  if (ends_with(".json")) return graph_from_json(core::read_file(path), path, opt);
+  if (ends_with(".onnx")) return graph_from_onnx(core::read_file(path), path, opt);
+  throw UserError(path + ": unsupported model file type (expected .json or .onnx)");
 }
 
 void save_graph(const std::string& path, const Graph& g) { core::write_file_atomic(path, graph_to_json(g)); }

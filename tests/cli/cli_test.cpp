@@ -171,3 +171,20 @@ TEST(Cli, BadBackendArgumentsExitTwo) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, ExportedOnnxRunsLikeTheJson) {
+  const std::string onnx = (scratch() / "lenet5.onnx").string();
+  const Result e = quorum("export " + example("lenet5.json") + " -o " + onnx);
+  ASSERT_EQ(e.code, 0) << e.err;
+  const Result a = quorum("run " + example("lenet5.json") + " --seed 4");
+  const Result b = quorum("run " + onnx + " --seed 4");
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(a.out.substr(a.out.find("forward")), b.out.substr(b.out.find("forward")));
+  const Result bad = quorum("run " + write_temp("junk.onnx", "not a protobuf"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
+}  // namespace

@@ -1,0 +1,46 @@
+// The ONNX bridge: ir::Graph to an ONNX ModelProto and back. Only onnx_io.cpp sees the ONNX and
+// protobuf headers; everything else exchanges serialized bytes.
+//
+// Export writes one ONNX node per catalogue node where ONNX has the operator, and a short
+// decomposition where it does not at the chosen opset (gelu, hardswish below 14, layer_norm below
+// 17, batch_norm with training=1, rsqrt, square). Value and node names are kept (helper values and
+// nodes of a decomposition are named "<node>/<what>"; the node producing the Quorum value carries
+// the Quorum node's name). The graph outputs are the Quorum graph's outputs, then every other node
+// output in node order, so engines can return intermediates; the metadata entry "quorum.outputs"
+// records how many are real. Losses are not exported.
+//
+// Import maps each ONNX operator with a catalogue counterpart back to it (constant inputs such as
+// Reshape's shape become attributes; the Div/Erf/Add/Mul/Mul form of GELU is fused back to gelu) and
+// validates the result.
+#pragma once
+#include <map>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace quorum::ir {
+
+constexpr int kOnnxMinOpset = 13;
+constexpr int kOnnxMaxOpset = 17;
+
+// Serialized ModelProto. Throws UserError for an opset outside [13, 17], a loss node or a graph
+// the bridge cannot express (naming the node); an internal error when the ONNX checker or shape
+// inference rejects what was written.
+std::string graph_to_onnx(const Graph& g, int opset = 13);
+
+// Parses, converts and validates. Throws one-line UserErrors starting with `where`: malformed
+// bytes, unsupported opset or data type, an operator outside the catalogue ("node 'N' (OpType):
+// operator not in the catalogue"), or an attribute form the catalogue cannot express.
+Graph graph_from_onnx(const std::string& bytes, const std::string& where, const ValidateOptions& opt = {});
+// The same with some graph inputs given values: they become constants (initializers), so inputs
+// that the catalogue takes as attributes (a Reshape's shape, Slice's starts, Clip's bounds, as the
+// conformance suite feeds them) can be imported.
+Graph graph_from_onnx(const std::string& bytes, const std::string& where,
+                      const std::map<std::string, Tensor>& constant_inputs, const ValidateOptions& opt = {});
+
+// A serialized TensorProto (e.g. the conformance suite's test_data_set_*/input_0.pb) as a Tensor
+// (float, double, int32 and int64 data). Throws UserError naming `where`.
+// `name`, when given, receives the tensor's name.
+Tensor tensor_from_onnx(const std::string& bytes, const std::string& where, std::string* name = nullptr);
+
+}  // namespace quorum::ir

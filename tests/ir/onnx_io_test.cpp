@@ -1,0 +1,306 @@
+// The ONNX bridge: every catalogue operator (but the losses) round-trips through ONNX with the same
+// float64 reference results; the examples too; bad input gives one clear line; conformance-suite
+// node tests import and the reference reproduces their expected outputs.
+#include "ir/onnx_io.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "core/error.h"
+#include "core/fileio.h"
+#include "ir/build.h"
+#include "ir/json_io.h"
+#include "ops/registry.h"
+#include "ref/interpreter.h"
+
+namespace quorum::ir {
+namespace {
+
+namespace fs = std::filesystem;
+using core::DType;
+
+// Every value named in `names` agrees: same shape, NaN where NaN, else within tol*(1+|a|).
+void expect_same_values(const ref::ValueMap& a, const ref::ValueMap& b, const std::vector<std::string>& names,
+                        double tol, const std::string& ctx) {
+  for (const auto& v : names) {
+    ASSERT_TRUE(a.count(v) && b.count(v)) << ctx << ": value '" << v << "' missing";
+    const core::Tensor& x = a.at(v);
+    const core::Tensor& y = b.at(v);
+    ASSERT_EQ(x.shape(), y.shape()) << ctx << ": value '" << v << "'";
+    double worst = 0;
+    int64_t at = -1;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double p = x.get(i), q = y.get(i);
+      if (std::isnan(p) && std::isnan(q)) continue;
+      if (p == q) continue;
+      const double d = std::abs(p - q) / (1.0 + std::abs(p));
+      if (!(d <= worst)) {
+        worst = std::isnan(d) ? INFINITY : d;
+        at = i;
+      }
+    }
+    EXPECT_LE(worst, tol) << ctx << ": value '" << v << "' element " << at << ": " << x.get(at) << " vs "
+                          << y.get(at);
+  }
+}
+
+std::vector<std::string> node_outputs(const Graph& g) {
+  std::vector<std::string> v = g.outputs;
+  for (const auto& n : g.nodes) v.insert(v.end(), n.outputs.begin(), n.outputs.end());
+  return v;
+}
+
+// One exported → imported round trip, compared on the reference.
+void round_trip(const Graph& g, const ref::ValueMap& inputs, int opset, double tol, const std::string& ctx) {
+  const std::string bytes = graph_to_onnx(g, opset);
+  Graph back;
+  try {
+    back = graph_from_onnx(bytes, ctx);
+  } catch (const core::UserError& e) {
+    FAIL() << ctx << ": import failed: " << e.what();
+  }
+  EXPECT_EQ(back.outputs, g.outputs) << ctx;
+  EXPECT_EQ(back.inputs, g.inputs) << ctx;
+  EXPECT_EQ(back.name, g.name) << ctx;
+  for (const auto& n : g.nodes) EXPECT_NE(back.find_node(n.name), nullptr) << ctx << ": node '" << n.name << "' lost";
+  const ref::ValueMap want = ref::forward(g, inputs);
+  const ref::ValueMap got = ref::forward(back, inputs);
+  expect_same_values(want, got, node_outputs(g), tol, ctx);
+}
+
+TEST(OnnxIo, EveryCatalogueOperatorRoundTrips) {
+  int exported = 0;
+  for (const ops::OpSpec* spec : ops::catalogue().all()) {
+    if (spec->is_loss) continue;
+    for (int k = 0; k < 6; ++k) {
+      core::Rng rng(1000 + static_cast<uint64_t>(k) * 7919 + std::hash<std::string>{}(spec->name) % 100000);
+      const ops::Case c = spec->sample(rng);
+      for (DType dt : {DType::F64, DType::F32}) {
+        core::Rng wrng = rng.derive("weights");
+        const SingleNode s = single_node_graph(*spec, c, wrng, dt);
+        const std::string ctx = spec->name + " case " + std::to_string(k) + " " + core::to_string(dt) + " " +
+                                core::to_string(c.attrs);
+        // float32 graphs carry float32 constants in decompositions (gelu's sqrt(2/pi)), hence 1e-6.
+        const double tol = dt == DType::F64 ? 1e-12 : 1e-6;
+        round_trip(s.graph, s.inputs, 13, tol, ctx + " opset 13");
+        if (dt == DType::F64 && k < 2) {
+          round_trip(s.graph, s.inputs, 14, tol, ctx + " opset 14");
+          round_trip(s.graph, s.inputs, 17, tol, ctx + " opset 17");
+        }
+        ++exported;
+      }
+    }
+  }
+  EXPECT_EQ(exported, 64 * 6 * 2);
+}
+
+std::string example(const std::string& name) { return std::string(QUORUM_SOURCE_DIR) + "/docs/examples/" + name; }
+
+TEST(OnnxIo, ExamplesRoundTripAndKeepEveryIntermediate) {
+  for (const char* name : {"lenet5.json", "residual_small.json"}) {
+    const Graph g = load_graph(example(name));
+    core::Rng rng(7);
+    const ref::ValueMap inputs = ref::random_inputs(g, rng);
+    for (int opset : {13, 17}) round_trip(g, inputs, opset, 1e-12, std::string(name) + " opset " + std::to_string(opset));
+    // Through a file: load_graph reads .onnx.
+    const std::string path = (fs::temp_directory_path() / (std::string("quorum_onnx_") + name + ".onnx")).string();
+    core::write_file_atomic(path, graph_to_onnx(g));
+    const Graph back = load_graph(path);
+    expect_same_values(ref::forward(g, inputs), ref::forward(back, inputs), node_outputs(g), 1e-12, name);
+    fs::remove(path);
+  }
+}
+
+bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == std::string::npos; }
+
+std::string user_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const core::UserError& e) {
+    return e.what();
+  }
+  return "(no UserError)";
+}
+
+TEST(OnnxIo, MalformedInputGivesOneLine) {
+  const std::string e1 = user_error([] { graph_from_onnx("this is not a protobuf \x01\x02\xff", "junk.onnx"); });
+  EXPECT_TRUE(one_line(e1)) << e1;
+  EXPECT_EQ(e1.rfind("junk.onnx: ", 0), 0u) << e1;
+
+  const std::string path = (fs::temp_directory_path() / "quorum_bad_model.onnx").string();
+  core::write_file_atomic(path, "\x08\x07\x12garbage");
+  const std::string e2 = user_error([&] { load_graph(path); });
+  EXPECT_TRUE(one_line(e2)) << e2;
+  EXPECT_NE(e2.find(path), std::string::npos) << e2;
+  fs::remove(path);
+
+  // A truncated model.
+  core::Rng rng(3);
+  const SingleNode s = single_node_graph(ops::op("conv2d"), ops::op("conv2d").sample(rng), rng);
+  const std::string bytes = graph_to_onnx(s.graph);
+  const std::string e3 = user_error([&] { graph_from_onnx(bytes.substr(0, bytes.size() / 2), "cut.onnx"); });
+  EXPECT_TRUE(one_line(e3)) << e3;
+  EXPECT_EQ(e3.rfind("cut.onnx: ", 0), 0u) << e3;
+
+  const std::string e4 = user_error([] { load_graph("model.txt"); });
+  EXPECT_TRUE(one_line(e4)) << e4;
+}
+
+TEST(OnnxIo, LossesAndBadOpsetsAreRefused) {
+  core::Rng rng(5);
+  const SingleNode s = single_node_graph(ops::op("mse_loss"), ops::op("mse_loss").sample(rng), rng);
+  const std::string e = user_error([&] { graph_to_onnx(s.graph); });
+  EXPECT_TRUE(one_line(e)) << e;
+  EXPECT_NE(e.find("node 'mse_loss'"), std::string::npos) << e;
+  const SingleNode r = single_node_graph(ops::op("relu"), ops::op("relu").sample(rng), rng);
+  EXPECT_TRUE(one_line(user_error([&] { graph_to_onnx(r.graph, 12); })));
+  EXPECT_TRUE(one_line(user_error([&] { graph_to_onnx(r.graph, 18); })));
+}
+
+// ---- the ONNX conformance suite (libonnx-testdata)
+
+const fs::path kNodeTests = "/usr/share/libonnx-testdata/data/node";
+
+struct Conformance {
+  Graph g;
+  ref::ValueMap inputs;
+  std::vector<core::Tensor> expected;
+};
+
+// Reads the model and test_data_set_0 (each input .pb names its graph input). When the model takes
+// attribute-like values (a shape, axes, bounds) as graph inputs, every input but the first is
+// imported as a constant.
+Conformance load_conformance(const std::string& test) {
+  const fs::path dir = kNodeTests / test;
+  const std::string model = (dir / "model.onnx").string();
+  const std::string bytes = core::read_file(model);
+  const fs::path data = dir / "test_data_set_0";
+  std::vector<std::pair<std::string, core::Tensor>> given;
+  for (size_t i = 0; fs::exists(data / ("input_" + std::to_string(i) + ".pb")); ++i) {
+    const std::string p = (data / ("input_" + std::to_string(i) + ".pb")).string();
+    std::string name;
+    core::Tensor t = tensor_from_onnx(core::read_file(p), p, &name);
+    given.emplace_back(name, t);
+  }
+  Conformance c;
+  try {
+    c.g = graph_from_onnx(bytes, model);
+  } catch (const core::UserError& e) {
+    if (std::string(e.what()).find("must be a constant") == std::string::npos) throw;
+    std::map<std::string, core::Tensor> constants(given.begin() + 1, given.end());
+    c.g = graph_from_onnx(bytes, model, constants);
+  }
+  for (const auto& gi : c.g.inputs)
+    for (const auto& [name, t] : given)
+      if (name == gi.name) c.inputs[name] = t;
+  for (size_t i = 0; fs::exists(data / ("output_" + std::to_string(i) + ".pb")); ++i) {
+    const std::string p = (data / ("output_" + std::to_string(i) + ".pb")).string();
+    c.expected.push_back(tensor_from_onnx(core::read_file(p), p));
+  }
+  return c;
+}
+
+TEST(OnnxIo, ConformanceNodeTestsImportAndReproduce) {
+  if (!fs::exists(kNodeTests)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  const std::vector<std::string> tests = {
+      "test_relu",
+      "test_conv_with_strides_padding",
+      "test_conv_with_strides_no_padding",
+      "test_maxpool_2d_pads",
+      "test_maxpool_2d_default",
+      "test_averagepool_2d_pads",
+      "test_averagepool_2d_pads_count_include_pad",
+      "test_softmax_axis_1",
+      "test_logsoftmax_axis_1",
+      "test_leakyrelu",
+      "test_elu",
+      "test_selu",
+      "test_sigmoid",
+      "test_tanh",
+      "test_batchnorm_example",
+      "test_globalaveragepool",
+      "test_globalmaxpool",
+      "test_lrn",
+      "test_gemm_default_vector_bias",
+      "test_matmul_2d",
+      "test_matmul_3d",
+      "test_add_bcast",
+      "test_concat_2d_axis_0",
+      "test_transpose_default",
+      "test_flatten_axis1",
+      "test_reshape_reordered_all_dims",
+      "test_reduce_sum_keepdims_example",
+      "test_reduce_mean_keepdims_example",
+      "test_squeeze",
+      "test_unsqueeze_axis_0",
+      "test_slice",
+      "test_clip",
+      "test_pow_bcast_scalar",
+      "test_hardsigmoid",
+      "test_hardswish",
+      "test_softplus",
+      "test_softsign",
+      "test_resize_upsample_sizes_nearest",
+      "test_lstm_defaults",
+      "test_lstm_with_initial_bias",
+      "test_simple_rnn_defaults",
+      "test_simple_rnn_with_initial_bias",
+      "test_reduce_max_default_axes_keepdim_example",
+      "test_reduce_prod_do_not_keepdims_example",
+      "test_constant_pad",
+      "test_convtranspose",
+      "test_sum_example",
+      "test_max_example",
+      "test_exp",
+      "test_sqrt",
+      "test_reciprocal",
+      "test_abs",
+      "test_neg",
+      "test_log",
+      "test_div",
+      "test_sub",
+      "test_mul",
+      "test_min_two_inputs",
+      "test_resize_upsample_scales_nearest",
+      "test_resize_upsample_scales_linear",
+      "test_resize_upsample_scales_linear_align_corners",
+      "test_resize_downsample_sizes_linear_pytorch_half_pixel",
+  };
+  int ran = 0;
+  for (const auto& t : tests) {
+    if (!fs::exists(kNodeTests / t)) continue;
+    Conformance c;
+    try {
+      c = load_conformance(t);
+    } catch (const core::UserError& e) {
+      ADD_FAILURE() << t << ": " << e.what();
+      continue;
+    }
+    const ref::ValueMap got = ref::forward(c.g, c.inputs);
+    ASSERT_EQ(c.expected.size(), c.g.outputs.size()) << t;
+    for (size_t i = 0; i < c.expected.size(); ++i) {
+      const core::Tensor& y = got.at(c.g.outputs[i]);
+      const core::Tensor& want = c.expected[i];
+      ASSERT_EQ(y.shape(), want.shape()) << t << " output " << i;
+      for (int64_t k = 0; k < y.numel(); ++k)
+        ASSERT_NEAR(y.get(k), want.get(k), 1e-5 * (1.0 + std::abs(want.get(k)))) << t << " output " << i << " element " << k;
+    }
+    ++ran;
+  }
+  EXPECT_EQ(ran, static_cast<int>(tests.size()));
+}
+
+TEST(OnnxIo, OperatorOutsideTheCatalogueIsNamed) {
+  const fs::path p = kNodeTests / "test_identity" / "model.onnx";
+  if (!fs::exists(p)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  const std::string e = user_error([&] { load_graph(p.string()); });
+  EXPECT_TRUE(one_line(e)) << e;
+  EXPECT_NE(e.find(p.string() + ": node '"), std::string::npos) << e;
+  EXPECT_NE(e.find("(Identity): operator not in the catalogue"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace quorum::ir
