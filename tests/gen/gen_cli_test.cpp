@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/fileio.h"
+#include "run_quorum.h"
 #include "core/npy.h"
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
@@ -15,25 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using quorum::testing::Result;
 
-fs::path scratch() {
-  const fs::path d = fs::temp_directory_path() / ("quorum_gen_cli_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch() { return quorum::testing::scratch("gen_cli_test"); }
 
-Result quorum(const std::string& args) {
-  const fs::path d = scratch();
-  const std::string cmd = std::string(QUORUM_BINARY) + " " + args + " >" + (d / "out").string() + " 2>" +
-                          (d / "err").string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  return {WEXITSTATUS(status), quorum::core::read_file((d / "out").string()),
-          quorum::core::read_file((d / "err").string())};
-}
+Result quorum(const std::string& args) { return quorum::testing::run_quorum(args, "gen_cli_test"); }
 
 TEST(GenCli, WritesModelsDataAndASummary) {
   const fs::path out = scratch() / "muffin";
