@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "ops/kernel_util.h"
 #include "ops/registry.h"
 #include "oracle/compare.h"
 
@@ -364,10 +365,11 @@ struct Judge {
   }
 
   // Whether every element where two backends' gradients of `p` differ is a tie of maximum/minimum
-  // (equal operands on either backend): which tied operand gets the gradient is a convention
-  // (libtorch splits it, others give it to the first), not a bug.
+  // (equal operands on either backend) or of reduce_max/reduce_min: which tied operand gets the
+  // gradient is a convention (libtorch splits it, others give it to the first), not a bug.
   bool tie_explained(const ir::Node& n, const std::string& p, const BackendRun& rj, const BackendRun& rk,
                      const ops::Tolerance& tol) const {
+    if (n.op == "reduce_max" || n.op == "reduce_min") return reduce_tie_explained(n, p, rj, rk, tol);
     if (n.op != "maximum" && n.op != "minimum") return false;
     const core::Tensor *aj = value_of(rj, n.inputs[0]), *bj = value_of(rj, n.inputs[1]);
     const core::Tensor *ak = value_of(rk, n.inputs[0]), *bk = value_of(rk, n.inputs[1]);
@@ -381,6 +383,44 @@ struct Judge {
       const double x = gj.get(i), y = gk.get(i);
       if (std::abs(x - y) <= tol.atol * scale + tol.rtol * std::abs(y)) continue;
       const bool tie = aj->get(i) == bj->get(i) || ak->get(i) == bk->get(i);
+      if (!tie) return false;
+    }
+    return true;
+  }
+
+  // For reduce_max/reduce_min: every differing gradient element is an input equal to its group's
+  // extreme in a group where two or more inputs reach it (libtorch splits the gradient among them).
+  bool reduce_tie_explained(const ir::Node& n, const std::string& p, const BackendRun& rj, const BackendRun& rk,
+                            const ops::Tolerance& tol) const {
+    if (p != n.inputs[0]) return false;
+    const core::Tensor* x[2] = {value_of(rj, n.inputs[0]), value_of(rk, n.inputs[0])};
+    const core::Tensor* y[2] = {value_of(rj, n.outputs[0]), value_of(rk, n.outputs[0])};
+    if (!x[0] || !x[1] || !y[0] || !y[1]) return false;
+    const core::Shape& in = x[0]->shape();
+    // The output with the reduced axes kept as size 1, so it broadcasts onto the input.
+    std::vector<int64_t> axes = core::attr_ints(n.attrs, "axes");
+    if (axes.empty())
+      for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) axes.push_back(d);
+    core::Shape kept = in;
+    for (int64_t a : axes) kept[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(in.size()) : a)] = 1;
+    if (core::numel(kept) != y[0]->numel()) return false;
+    const std::vector<int64_t> group = ops::broadcast_map(kept, in);
+    std::vector<int> ties[2];
+    for (int b = 0; b < 2; ++b) {
+      ties[b].assign(static_cast<size_t>(y[b]->numel()), 0);
+      for (size_t i = 0; i < group.size(); ++i)
+        if (x[b]->get(static_cast<int64_t>(i)) == y[b]->get(group[i])) ++ties[b][static_cast<size_t>(group[i])];
+    }
+    const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
+    double scale = 1.0;
+    for (int64_t i = 0; i < gk.numel(); ++i)
+      if (std::isfinite(gk.get(i))) scale = std::max(scale, std::abs(gk.get(i)));
+    for (size_t i = 0; i < group.size(); ++i) {
+      const double a = gj.get(static_cast<int64_t>(i)), b = gk.get(static_cast<int64_t>(i));
+      if (std::abs(a - b) <= tol.atol * scale + tol.rtol * std::abs(b)) continue;
+      bool tie = false;
+      for (int r = 0; r < 2; ++r)
+        tie |= x[r]->get(static_cast<int64_t>(i)) == y[r]->get(group[i]) && ties[r][static_cast<size_t>(group[i])] >= 2;
       if (!tie) return false;
     }
     return true;

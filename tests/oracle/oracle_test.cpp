@@ -212,6 +212,39 @@ TEST(Oracle, GradientSplitAtATieOfMaximumIsNotAFinding) {
   EXPECT_EQ(found[0].backend, "A");
 }
 
+TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}], "outputs": ["r"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "r", "op": "reduce_max", "inputs": ["a"], "outputs": ["r"], "attrs": {"axes": [1], "keepdims": 0}}]})",
+                                          "rtie");
+  const backends::ValueMap in{{"x", core::Tensor::f64({2, 3}, {-2, -2, 1, -1, -3, 0})}};
+  const auto tr = ref::train(g, in, core::Tensor::f64({2}, {0, 0}), ref::LossSpec{"mse_loss", {}});
+  auto run = [&](const std::string& name, bool is_ref) {
+    BackendRun r;
+    r.backend = name;
+    r.is_reference = is_ref;
+    for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
+    r.trained = true;
+    r.loss = tr.loss;
+    r.loss_grad = tr.loss_grad;
+    r.grads = tr.grads;
+    return r;
+  };
+  std::vector<BackendRun> runs{run("ref", true), run("A", false), run("B", false)};
+  // Row 0 has a tie (2, 2): A splits the gradient between the two maxima.
+  auto& ga = runs[1].grads["a"];
+  const double g0 = ga.f64()[0];
+  ASSERT_NE(g0, 0.0);
+  ga.f64()[0] = g0 / 2;
+  ga.f64()[1] = g0 / 2;
+  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  ga.f64()[3] += 1.0;  // row 1 has a single maximum (1): a real difference
+  const auto found = judge(g, runs, {}, &in);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, "r");
+}
+
 TEST(Oracle, NormalizeMessage) {
   EXPECT_EQ(normalize_message("error at 0xdeadBEEF in /usr/lib/libtorch.so line 42, size 3.5e+10"),
             "error at ADDR in PATH line N, size N");
