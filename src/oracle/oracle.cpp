@@ -170,8 +170,15 @@ struct Judge {
       ++count[k];
     }
     size_t best = SIZE_MAX;
-    for (auto [i, c] : count)
-      if (best == SIZE_MAX || c > count[best] || (c == count[best] && dist_to_ref(i) > dist_to_ref(best))) best = i;
+    for (auto [i, c] : count) {
+      if (best == SIZE_MAX || c > count[best]) {
+        best = i;
+        continue;
+      }
+      if (c < count[best]) continue;
+      const double di = dist_to_ref(i), db = dist_to_ref(best);
+      if (di > db || (di == db && runs[best].is_reference)) best = i;
+    }
     return runs[best].backend;
   }
 
@@ -468,7 +475,11 @@ struct Judge {
       }
     if (!lc_pairs.empty()) {
       auto to_ref = [&](size_t i) {
-        return ref == SIZE_MAX || !runs[ref].trained ? 0.0 : std::abs(runs[i].loss - runs[ref].loss);
+        if (ref == SIZE_MAX || !runs[ref].trained) return 0.0;
+        double d = std::abs(runs[i].loss - runs[ref].loss);
+        if (runs[i].loss_grad.defined() && runs[ref].loss_grad.defined())
+          d = std::max(d, chebyshev(runs[i].loss_grad, runs[ref].loss_grad));
+        return d;
       };
       add_inconsistency(Stage::Loss, nullptr, loss_op, "loss", lc_pairs, lc_dist, 0.0, to_ref);
     }

@@ -113,6 +113,16 @@ TEST(Oracle, NaNTheReferenceHasTooIsNotAFinding) {
   for (const auto& x : judge(f.g, runs, {})) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
 }
 
+TEST(Oracle, WithOneLibraryTheReferenceWinsEveryTie) {
+  Fixture f;
+  auto runs = f.three();
+  bump(runs[1].loss_grad, 1.0);  // the loss value agrees; only its gradient differs
+  const auto found = judge(f.g, {runs[0], runs[1]}, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Loss);
+  EXPECT_EQ(found[0].backend, "A");
+}
+
 TEST(Oracle, TheReferenceIsBlamedWhenTheLibrariesAgree) {
   Fixture f;
   auto runs = f.three();
