@@ -23,22 +23,25 @@ ir::Graph graph() {
                              "g");
 }
 
+// A backend run that reproduces the reference exactly (tests then perturb it).
+BackendRun exact_run(const ir::Graph& g, const ref::TrainResult& tr, const std::string& name, bool is_ref) {
+  BackendRun r;
+  r.backend = name;
+  r.is_reference = is_ref;
+  for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
+  r.trained = true;
+  r.loss = tr.loss;
+  r.loss_grad = tr.loss_grad;
+  r.grads = tr.grads;
+  return r;
+}
+
 struct Fixture {
   ir::Graph g = graph();
   ref::ValueMap in{{"x", core::Tensor::f64({1, 4}, {0.5, -1, 2, 3})}};
   ref::TrainResult tr = ref::train(g, in, core::Tensor::f64({1, 2}, {0, 0}), ref::LossSpec{"mse_loss", {}});
 
-  BackendRun run(const std::string& name, bool is_ref = false) const {
-    BackendRun r;
-    r.backend = name;
-    r.is_reference = is_ref;
-    for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
-    r.trained = true;
-    r.loss = tr.loss;
-    r.loss_grad = tr.loss_grad;
-    r.grads = tr.grads;
-    return r;
-  }
+  BackendRun run(const std::string& name, bool is_ref = false) const { return exact_run(g, tr, name, is_ref); }
   std::vector<BackendRun> three() const { return {run("ref", true), run("A"), run("B")}; }
 };
 
@@ -196,18 +199,7 @@ TEST(Oracle, GradientSplitAtATieOfMaximumIsNotAFinding) {
                                           "tie");
   const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {-1, 2, -3})}, {"y", core::Tensor::f64({1, 3}, {-1, 1, 0})}};
   const auto tr = ref::train(g, in, core::Tensor::f64({1, 3}, {0, 0, 0}), ref::LossSpec{"mse_loss", {}});
-  auto run = [&](const std::string& name, bool is_ref) {
-    BackendRun r;
-    r.backend = name;
-    r.is_reference = is_ref;
-    for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
-    r.trained = true;
-    r.loss = tr.loss;
-    r.loss_grad = tr.loss_grad;
-    r.grads = tr.grads;
-    return r;
-  };
-  std::vector<BackendRun> runs{run("ref", true), run("A", false), run("B", false)};
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
   // Element 0 is a tie (a = b = 1): A splits its gradient between the operands.
   const double g0 = runs[1].grads["a"].f64()[0];
   ASSERT_NE(g0, 0.0);
@@ -230,18 +222,7 @@ TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
                                           "rtie");
   const backends::ValueMap in{{"x", core::Tensor::f64({2, 3}, {-2, -2, 1, -1, -3, 0})}};
   const auto tr = ref::train(g, in, core::Tensor::f64({2}, {0, 0}), ref::LossSpec{"mse_loss", {}});
-  auto run = [&](const std::string& name, bool is_ref) {
-    BackendRun r;
-    r.backend = name;
-    r.is_reference = is_ref;
-    for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
-    r.trained = true;
-    r.loss = tr.loss;
-    r.loss_grad = tr.loss_grad;
-    r.grads = tr.grads;
-    return r;
-  };
-  std::vector<BackendRun> runs{run("ref", true), run("A", false), run("B", false)};
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
   // Row 0 has a tie (2, 2): A splits the gradient between the two maxima.
   auto& ga = runs[1].grads["a"];
   const double g0 = ga.f64()[0];
