@@ -119,7 +119,7 @@ int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const core:
       std::vector<core::TensorType> in_types;
       for (size_t i = 0; i < ir::data_input_count(*n); ++i) in_types.push_back(g.types.at(n->inputs[i]));
       ops::Tolerance tol = ops::op(n->op).tolerance(setup.dtype, in_types, n->attrs);
-      if (grads) tol = {tol.atol * 10, tol.rtol * 10};
+      if (grads) tol = ops::backward_tolerance(tol);
       const backends::ValueMap& ref_map = grads ? want.grads : want.values;
       std::cout << "  " << std::setw(20) << value << std::setw(16) << n->op;
       for (size_t i = 0; i < libs.size(); ++i) {

@@ -25,6 +25,8 @@ Tolerance OpSpec::tolerance(DType dtype, const std::vector<TensorType>& data_in,
   return t;
 }
 
+Tolerance backward_tolerance(Tolerance forward) { return {forward.atol * 10, forward.rtol * 10}; }
+
 AttrSpec int_attr(std::string name, int64_t def, double lo, double hi, std::vector<AttrValue> invalid,
                   std::string doc) {
   return AttrSpec{std::move(name), AttrKind::Int, def, std::move(doc), {}, lo, hi, std::move(invalid)};

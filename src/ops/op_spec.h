@@ -120,6 +120,10 @@ struct OpSpec {
   Tolerance tolerance(DType dtype, const std::vector<TensorType>& data_in, const Attrs& attrs) const;
 };
 
+// Gradients sum over more terms than the forward pass (batch and spatial positions): they are
+// compared with ten times the operator's forward tolerance.
+Tolerance backward_tolerance(Tolerance forward);
+
 // Attribute-spec builders, so family files read as tables.
 AttrSpec int_attr(std::string name, int64_t def, double lo, double hi, std::vector<AttrValue> invalid,
                   std::string doc);

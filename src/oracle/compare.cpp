@@ -16,6 +16,13 @@ std::string Diff::describe() const {
   return os.str();
 }
 
+double tolerance_scale(const core::Tensor& ref) {
+  double scale = 1.0;
+  for (int64_t i = 0; i < ref.numel(); ++i)
+    if (std::isfinite(ref.get(i))) scale = std::max(scale, std::abs(ref.get(i)));
+  return scale;
+}
+
 Diff compare(const core::Tensor& got, const core::Tensor& ref, const ops::Tolerance& tol) {
   Diff d;
   if (got.shape() != ref.shape()) {
@@ -24,9 +31,7 @@ Diff compare(const core::Tensor& got, const core::Tensor& ref, const ops::Tolera
     return d;
   }
   const int64_t n = ref.numel();
-  double scale = 1.0;
-  for (int64_t i = 0; i < n; ++i)
-    if (std::isfinite(ref.get(i))) scale = std::max(scale, std::abs(ref.get(i)));
+  const double scale = tolerance_scale(ref);
   double worst_excess = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double a = got.get(i), r = ref.get(i);
@@ -42,7 +47,7 @@ Diff compare(const core::Tensor& got, const core::Tensor& ref, const ops::Tolera
     const double err = std::abs(a - r);
     d.max_abs = std::max(d.max_abs, err);
     d.max_rel = std::max(d.max_rel, err / std::max(std::abs(r), 1e-30));
-    const double bound = tol.atol * scale + tol.rtol * std::abs(r);
+    const double bound = tol.atol * scale + tol.rtol * std::abs(r);  // element_within, keeping the bound
     if (err > bound) {
       d.ok = false;
       if (err - bound > worst_excess) {

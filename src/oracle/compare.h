@@ -3,6 +3,7 @@
 // the tensor's own scale, so one tolerance serves outputs of any magnitude. NaN and Inf must sit at
 // the same positions with the same sign.
 #pragma once
+#include <cmath>
 #include <string>
 
 #include "core/tensor.h"
@@ -21,5 +22,12 @@ struct Diff {
 };
 
 Diff compare(const core::Tensor& got, const core::Tensor& ref, const ops::Tolerance& tol);
+
+// The pieces of compare(), for callers that judge element by element: the scale atol is relative
+// to (max(1, max|finite ref|)), and whether one element is within the tolerance at that scale.
+double tolerance_scale(const core::Tensor& ref);
+inline bool element_within(double got, double ref, double scale, const ops::Tolerance& tol) {
+  return std::abs(got - ref) <= tol.atol * scale + tol.rtol * std::abs(ref);
+}
 
 }  // namespace quorum::oracle

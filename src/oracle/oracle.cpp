@@ -121,7 +121,7 @@ struct Judge {
     std::vector<core::TensorType> in;
     for (size_t i = 0; i < ir::data_input_count(n); ++i) in.push_back(g.types.at(n.inputs[i]));
     ops::Tolerance t = spec.tolerance(core::DType::F32, in, n.attrs);
-    if (grad) t = {t.atol * 10, t.rtol * 10};
+    if (grad) t = ops::backward_tolerance(t);
     return t;
   }
 
@@ -383,12 +383,9 @@ struct Judge {
     if (!aj || !bj || !ak || !bk || aj->shape() != bj->shape() || ak->shape() != bk->shape()) return false;
     const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
     if (gj.shape() != aj->shape() || gk.shape() != gj.shape()) return false;
-    double scale = 1.0;
-    for (int64_t i = 0; i < gk.numel(); ++i)
-      if (std::isfinite(gk.get(i))) scale = std::max(scale, std::abs(gk.get(i)));
+    const double scale = tolerance_scale(gk);
     for (int64_t i = 0; i < gj.numel(); ++i) {
-      const double x = gj.get(i), y = gk.get(i);
-      if (std::abs(x - y) <= tol.atol * scale + tol.rtol * std::abs(y)) continue;
+      if (element_within(gj.get(i), gk.get(i), scale, tol)) continue;
       const bool tie = aj->get(i) == bj->get(i) || ak->get(i) == bk->get(i);
       if (!tie) return false;
     }
@@ -419,12 +416,9 @@ struct Judge {
         if (x[b]->get(static_cast<int64_t>(i)) == y[b]->get(group[i])) ++ties[b][static_cast<size_t>(group[i])];
     }
     const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
-    double scale = 1.0;
-    for (int64_t i = 0; i < gk.numel(); ++i)
-      if (std::isfinite(gk.get(i))) scale = std::max(scale, std::abs(gk.get(i)));
+    const double scale = tolerance_scale(gk);
     for (size_t i = 0; i < group.size(); ++i) {
-      const double a = gj.get(static_cast<int64_t>(i)), b = gk.get(static_cast<int64_t>(i));
-      if (std::abs(a - b) <= tol.atol * scale + tol.rtol * std::abs(b)) continue;
+      if (element_within(gj.get(static_cast<int64_t>(i)), gk.get(static_cast<int64_t>(i)), scale, tol)) continue;
       bool tie = false;
       for (int r = 0; r < 2; ++r)
         tie |= x[r]->get(static_cast<int64_t>(i)) == y[r]->get(group[i]) && ties[r][static_cast<size_t>(group[i])] >= 2;

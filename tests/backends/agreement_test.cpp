@@ -50,10 +50,6 @@ uint64_t name_seed(const std::string& s) {
   return h;
 }
 
-// Gradients sum over more terms than the forward pass (batch and spatial positions); they get
-// ten times the operator's forward tolerance.
-ops::Tolerance grad_tolerance(ops::Tolerance t) { return {t.atol * 10, t.rtol * 10}; }
-
 class Agreement : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Agreement, MatchesReference) {
@@ -115,7 +111,7 @@ TEST_P(Agreement, MatchesReference) {
     try {
       const TrainResult got = session->train_step(req);
       const ref::TrainResult want = ref::train(rounded, ref_in, req.target.to(core::DType::F32), ref::LossSpec{"mse_loss", {}});
-      const ops::Tolerance gt = grad_tolerance(tol);
+      const ops::Tolerance gt = ops::backward_tolerance(tol);
       const oracle::Diff dl = oracle::compare(core::Tensor::scalar(got.loss), core::Tensor::scalar(want.loss), gt);
       if (!dl.ok) failures.push_back(where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss));
       const oracle::Diff dlg = oracle::compare(got.loss_grad, want.loss_grad, gt);
