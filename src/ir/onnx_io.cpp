@@ -66,11 +66,14 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
   const std::string what = where + ": tensor '" + p.name() + "'";
   if (p.data_location() == onnx::TensorProto::EXTERNAL) throw UserError(what + " uses external data (not supported)");
   Shape shape;
+  int64_t n = 1;
   for (int64_t d : p.dims()) {
     if (d < 0) throw UserError(what + " has a negative dimension");
+    // Checked before anything is allocated: a corrupt or non-tensor protobuf can claim any shape.
+    if (d > 0 && n > (int64_t{1} << 40) / d) throw UserError(what + " claims an implausibly large shape");
+    n *= d;
     shape.push_back(d);
   }
-  const int64_t n = core::numel(shape);
   const bool raw = p.has_raw_data();
   auto check_count = [&](int64_t have, size_t elem) {
     if (raw ? static_cast<int64_t>(p.raw_data().size()) != n * static_cast<int64_t>(elem) : have != n)
@@ -79,32 +82,32 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
   };
   switch (p.data_type()) {
     case onnx::TensorProto::FLOAT: {
-      Tensor t(DType::F32, shape);
       check_count(p.float_data_size(), 4);
+      Tensor t(DType::F32, shape);
       if (raw) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
       else
         for (int64_t i = 0; i < n; ++i) t.f32()[i] = p.float_data(static_cast<int>(i));
       return t;
     }
     case onnx::TensorProto::DOUBLE: {
-      Tensor t(DType::F64, shape);
       check_count(p.double_data_size(), 8);
+      Tensor t(DType::F64, shape);
       if (raw) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
       else
         for (int64_t i = 0; i < n; ++i) t.f64()[i] = p.double_data(static_cast<int>(i));
       return t;
     }
     case onnx::TensorProto::INT64: {
-      Tensor t(DType::I64, shape);
       check_count(p.int64_data_size(), 8);
+      Tensor t(DType::I64, shape);
       if (raw) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
       else
         for (int64_t i = 0; i < n; ++i) t.i64()[i] = p.int64_data(static_cast<int>(i));
       return t;
     }
     case onnx::TensorProto::INT32: {
-      Tensor t(DType::I64, shape);
       check_count(p.int32_data_size(), 4);
+      Tensor t(DType::I64, shape);
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = 0;
         if (raw) std::memcpy(&v, p.raw_data().data() + 4 * i, 4);
@@ -1344,6 +1347,19 @@ Graph graph_from_onnx(const std::string& bytes, const std::string& where,
   if (bytes.empty() || !m.ParseFromString(bytes) || !m.has_graph())
     throw UserError(where + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
   return Importer(m, where, opt, constant_inputs).run();
+}
+
+OnnxSummary onnx_summary(const std::string& bytes, const std::string& where) {
+  onnx::ModelProto m;
+  if (bytes.empty() || !m.ParseFromString(bytes) || !m.has_graph())
+    throw UserError(where + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
+  OnnxSummary s;
+  for (const auto& n : m.graph().node()) s.op_types.push_back(n.op_type());
+  std::set<std::string> init;
+  for (const auto& t : m.graph().initializer()) init.insert(t.name());
+  for (const auto& vi : m.graph().input())
+    if (!init.count(vi.name())) s.inputs.push_back(vi.name());
+  return s;
 }
 
 Tensor tensor_from_onnx(const std::string& bytes, const std::string& where, std::string* name) {

@@ -15,6 +15,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -37,6 +38,14 @@ Graph graph_from_onnx(const std::string& bytes, const std::string& where, const 
 // conformance suite feeds them) can be imported.
 Graph graph_from_onnx(const std::string& bytes, const std::string& where,
                       const std::map<std::string, Tensor>& constant_inputs, const ValidateOptions& opt = {});
+
+// What a model holds, without converting it: node operator types (in node order) and the names of
+// the graph inputs that are not initializers. Throws UserError naming `where` when it does not parse.
+struct OnnxSummary {
+  std::vector<std::string> op_types;
+  std::vector<std::string> inputs;
+};
+OnnxSummary onnx_summary(const std::string& bytes, const std::string& where);
 
 // A serialized TensorProto (e.g. the conformance suite's test_data_set_*/input_0.pb) as a Tensor
 // (float, double, int32 and int64 data). Throws UserError naming `where`.

@@ -1,0 +1,33 @@
+// quorum conformance [--backends LIST] [--output FILE.md]: the ONNX conformance suite on the
+// reference and on backends; an operator x backend table.
+#include <iostream>
+
+#include "campaign/conformance.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/fileio.h"
+
+namespace quorum::cli {
+
+int cmd_conformance(const Options& o) {
+  if (!o.positional.empty()) throw core::UserError("conformance: unexpected argument '" + o.positional[0] + "'");
+  campaign::ConformanceOptions opt;
+  opt.suite = o.suite;
+  opt.filter = o.filter;
+  if (!o.backends.empty()) opt.backends = campaign::parse_backends(o.backends);
+  opt.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
+  const campaign::ConformanceReport r = run_conformance(opt, [](size_t done, size_t total) {
+    if (done % 50 == 0 || done == total) std::cerr << "\rconformance: " << done << "/" << total << " tests" << std::flush;
+  });
+  std::cerr << "\n";
+  std::cout << campaign::conformance_text(r);
+  if (!o.output.empty()) {
+    core::write_file_atomic(o.output, campaign::conformance_markdown(r, o.command_line));
+    std::cout << "wrote " << o.output << "\n";
+  }
+  const auto bad = campaign::unexplained_reference_failures(r);
+  for (const auto& b : bad) std::cout << "reference fails with no listed reason: " << b << "\n";
+  return bad.empty() ? 0 : 1;
+}
+
+}  // namespace quorum::cli
