@@ -8,7 +8,9 @@ FUZZ_TIME ?= 2m
 FUZZ_BACKENDS ?= torch,onednn
 FUZZ_GENERATOR ?= muffin
 
-.PHONY: all deps build test test-fast test-asan fuzz bench format clean
+CONFORMANCE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
+
+.PHONY: all deps build test test-fast test-asan fuzz conformance bench format clean
 
 all: build
 
@@ -33,7 +35,8 @@ test-fast: build
 
 test-asan: deps
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DQUORUM_SANITIZE=ON -DQUORUM_BENCH=OFF \
-	  -DQUORUM_WITH_TORCH=OFF -DQUORUM_WITH_ONEDNN=OFF $(CMAKE_FLAGS)
+	  -DQUORUM_WITH_TORCH=OFF -DQUORUM_WITH_ONEDNN=OFF -DQUORUM_WITH_OPENCV=OFF -DQUORUM_WITH_ARMNN=OFF \
+	  -DQUORUM_WITH_XNNPACK=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_ASAN) -j$(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
@@ -41,6 +44,10 @@ test-asan: deps
 fuzz: build
 	./$(BUILD)/quorum fuzz --generator $(FUZZ_GENERATOR) --backends $(FUZZ_BACKENDS) --mode both \
 	  --time $(FUZZ_TIME) --out campaign
+
+# The ONNX conformance suite on the reference and every library; regenerates docs/conformance.md.
+conformance: build
+	./$(BUILD)/quorum conformance --backends $(CONFORMANCE_BACKENDS) --output docs/conformance.md
 
 bench: build
 	@for b in $(BUILD)/*_bench; do [ -x "$$b" ] && "$$b"; done

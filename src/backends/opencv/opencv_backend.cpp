@@ -1,0 +1,148 @@
+// The OpenCV DNN backend (OpenCV 4.6, Debian libopencv-dev): a graph is exported to ONNX by the
+// Quorum bridge and read by OpenCV's own ONNX importer from memory; it then runs forward only, on
+// the plain C++ CPU implementation (DNN_BACKEND_OPENCV / DNN_TARGET_CPU), single-threaded.
+//
+// OpenCV names its layers after ONNX nodes ("onnx_node!<node name>"), not after tensors. The
+// exporter gives the ONNX node producing a Quorum value the Quorum node's name, so each Quorum
+// value is fetched from the layer of its producing Quorum node.
+#include <opencv2/core.hpp>
+#include <opencv2/core/utility.hpp>
+#include <opencv2/core/utils/logger.hpp>
+#include <opencv2/dnn.hpp>
+
+#include <algorithm>
+
+#include "backends/opencv/opencv_support.h"
+#include "core/error.h"
+#include "ir/onnx_io.h"
+
+namespace quorum::backends::opencv {
+namespace {
+
+// The ONNX opset written for OpenCV's importer: 13 to 16 import alike, 14 adds HardSwish as one node
+// (13 writes a Clip with bound inputs, which 4.6 cannot read); 17 writes LayerNormalization, which 4.6 lacks.
+constexpr int kOpset = 14;
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+// A float32 Mat holding a copy of `t`, with the tensor's dimensions (rank 0 becomes [1]).
+cv::Mat to_mat(const core::Tensor& t) {
+  std::vector<int> dims(t.shape().begin(), t.shape().end());
+  if (dims.empty()) dims.push_back(1);
+  cv::Mat m(static_cast<int>(dims.size()), dims.data(), CV_32F);
+  const core::Tensor f = t.dtype() == core::DType::F32 ? t : t.to(core::DType::F32);
+  std::copy(f.f32(), f.f32() + f.numel(), m.ptr<float>());
+  return m;
+}
+
+std::string mat_shape(const cv::Mat& m) {
+  std::string s = "[";
+  for (int i = 0; i < m.dims; ++i) s += (i ? "," : "") + std::to_string(m.size[i]);
+  return s + "]";
+}
+
+class OpencvSession : public Session {
+ public:
+  OpencvSession(const ir::Graph& g, cv::dnn::Net net) : g_(g), net_(std::move(net)) {
+    for (const auto& n : g_.nodes) {
+      if (n.outputs.size() != 1)
+        throw ConversionError("node '" + n.name + "' (" + n.op + ") has " + std::to_string(n.outputs.size()) +
+                              " outputs; OpenCV layers are fetched by node name, one output each");
+      layer_of_.emplace(n.outputs[0], "onnx_node!" + n.name);
+    }
+  }
+
+  ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
+    for (const auto& in : g_.inputs) {
+      auto it = inputs.find(in.name);
+      if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
+      if (it->second.shape() != in.type.shape)
+        throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
+                              ", the model wants " + core::to_string(in.type.shape));
+      net_.setInput(to_mat(it->second), in.name);
+    }
+    std::vector<std::string> values;
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs)
+        if (keep_intermediates || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end())
+          values.push_back(o);
+    std::vector<cv::String> layers;
+    for (const auto& v : values) layers.push_back(layer_of_.at(v));
+    std::vector<cv::Mat> blobs;
+    net_.forward(blobs, layers);
+    if (blobs.size() != values.size())
+      throw std::runtime_error("OpenCV returned " + std::to_string(blobs.size()) + " blobs for " +
+                               std::to_string(values.size()) + " requested layers");
+    ValueMap out;
+    for (size_t i = 0; i < values.size(); ++i) out.emplace(values[i], from_mat(blobs[i], values[i]));
+    return out;
+  }
+
+ private:
+  // The blob as the Quorum value's shape: OpenCV keeps its own blob shapes (often 4-D or with
+  // dropped unit axes), so only the element count must agree.
+  core::Tensor from_mat(const cv::Mat& m, const std::string& value) const {
+    const core::Shape& shape = g_.types.at(value).shape;
+    core::Tensor t(core::DType::F32, shape);
+    if (m.type() != CV_32F)
+      throw std::runtime_error("OpenCV returned '" + value + "' with Mat type " + std::to_string(m.type()) +
+                               ", not CV_32F");
+    if (static_cast<int64_t>(m.total()) != t.numel())
+      throw std::runtime_error("OpenCV returned '" + value + "' with shape " + mat_shape(m) + " (" +
+                               std::to_string(m.total()) + " elements), Quorum's shape is " + core::to_string(shape) +
+                               " (" + std::to_string(t.numel()) + " elements)");
+    const cv::Mat c = m.isContinuous() ? m : m.clone();
+    std::copy(c.ptr<float>(), c.ptr<float>() + t.numel(), t.f32());
+    return t;
+  }
+
+  ir::Graph g_;
+  cv::dnn::Net net_;
+  std::map<std::string, std::string> layer_of_;  // Quorum value -> OpenCV layer
+};
+
+class OpencvBackend : public Backend {
+ public:
+  std::string name() const override { return "opencv"; }
+  std::string version() const override {
+    return "OpenCV DNN " + cv::getVersionString() + " (ONNX importer, opset " + std::to_string(kOpset) +
+           ", DNN_BACKEND_OPENCV on CPU, float32)";
+  }
+  bool trains() const override { return false; }
+
+  Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n); }
+
+  std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
+    if (opt.dtype != core::DType::F32)
+      throw ConversionError("OpenCV DNN's CPU target computes in float32 only, not " + core::to_string(opt.dtype));
+    cv::setNumThreads(std::max(1, opt.threads));
+    // The importer logs every refusal before throwing it; the exception carries the same text.
+    cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
+    const std::string bytes = ir::graph_to_onnx(g, kOpset);
+    cv::dnn::Net net;
+    try {
+      net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
+    } catch (const cv::Exception& e) {
+      throw ConversionError("OpenCV's ONNX importer refused the model: " + one_line(e.what()));
+    }
+    if (net.empty()) throw ConversionError("OpenCV's ONNX importer returned an empty network");
+    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+    net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+    return std::make_unique<OpencvSession>(g, std::move(net));
+  }
+};
+
+}  // namespace
+}  // namespace quorum::backends::opencv
+
+namespace quorum::backends {
+
+std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
+  if (!args.empty()) throw core::UserError("backend 'opencv' takes no options, got '" + args[0] + "'");
+  return std::make_unique<opencv::OpencvBackend>();
+}
+
+}  // namespace quorum::backends

@@ -1,0 +1,323 @@
+// Support rules of the OpenCV DNN backend (see opencv_support.h). Every "no" below was measured on
+// OpenCV 4.6.0 with the ONNX the Quorum exporter writes at opset 14: the importer refuses the form,
+// the layer throws at run time, or it returns wrong values (those are listed with minimal cases in
+// known_differences.txt, so campaigns are not flooded by one known defect).
+#include "backends/opencv/opencv_support.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "ops/registry.h"
+
+namespace quorum::backends::opencv {
+namespace {
+
+using Rule = std::function<Support(const ir::Graph&, const ir::Node&)>;
+
+const core::Shape& shape_of(const ir::Graph& g, const std::string& v) { return g.types.at(v).shape; }
+int64_t rank_of(const ir::Graph& g, const std::string& v) { return static_cast<int64_t>(shape_of(g, v).size()); }
+int64_t ai(const ir::Node& n, const std::string& k) { return core::attr_i(n.attrs, k); }
+const std::string& as(const ir::Node& n, const std::string& k) { return core::attr_s(n.attrs, k); }
+const std::vector<int64_t>& aints(const ir::Node& n, const std::string& k) { return core::attr_ints(n.attrs, k); }
+
+std::string str(const std::vector<int64_t>& v) { return core::to_string(core::Shape(v.begin(), v.end())); }
+
+Support yes(const ir::Graph&, const ir::Node&) { return Support::yes(); }
+
+// Elementwise maps OpenCV runs on blobs of any shape, including rank 0 and 1 (fed as [n, 1]).
+const std::set<std::string>& shape_agnostic_ops() {
+  static const std::set<std::string> s = {"relu",  "sigmoid", "tanh",       "softplus",   "softsign",     "exp",
+                                          "log",   "sqrt",    "reciprocal", "abs",        "neg",          "elu",
+                                          "selu",  "pow",     "rsqrt",      "leaky_relu", "hard_sigmoid", "hardswish",
+                                          "reshape", "unsqueeze"};
+  return s;
+}
+
+// Total SAME padding of each spatial axis (ONNX: (out-1)*stride + dil*(k-1) + 1 - in, at least 0).
+std::vector<int64_t> same_total_pads(const ir::Graph& g, const ir::Node& n, bool dilated) {
+  const core::Shape& x = shape_of(g, n.inputs[0]);
+  const core::Shape& y = shape_of(g, n.outputs[0]);
+  const auto& k = aints(n, "kernel_shape");
+  const auto& s = aints(n, "strides");
+  std::vector<int64_t> total;
+  for (size_t i = 0; i < k.size(); ++i) {
+    const int64_t d = dilated ? aints(n, "dilations")[i] : 1;
+    total.push_back(std::max<int64_t>(0, (y[2 + i] - 1) * s[i] + d * (k[i] - 1) + 1 - x[2 + i]));
+  }
+  return total;
+}
+
+// auto_pad rules shared by convolutions and pools.
+Support auto_pad_support(const ir::Graph& g, const ir::Node& n, bool dilated) {
+  const std::string& mode = as(n, "auto_pad");
+  if (mode != "SAME_UPPER" && mode != "SAME_LOWER") return Support::yes();
+  const auto& k = aints(n, "kernel_shape");
+  if (dilated)
+    for (size_t i = 0; i < k.size(); ++i)
+      if (aints(n, "dilations")[i] > 1 && k[i] > 1)
+        return Support::no("OpenCV 4.6 computes auto_pad=" + mode +
+                           " padding without the dilation (wrong values when dilations > 1)");
+  if (mode == "SAME_LOWER")
+    for (int64_t t : same_total_pads(g, n, dilated))
+      if (t % 2 != 0)
+        return Support::no("OpenCV 4.6 treats auto_pad=SAME_LOWER as SAME_UPPER: with an odd total padding (" +
+                           std::to_string(t) + ") the extra cell lands at the end (wrong values)");
+  return Support::yes();
+}
+
+bool symmetric_pads(const std::vector<int64_t>& pads) {
+  const size_t d = pads.size() / 2;
+  for (size_t i = 0; i < d; ++i)
+    if (pads[i] != pads[d + i]) return false;
+  return true;
+}
+
+Support conv(const ir::Graph& g, const ir::Node& n) {
+  if (n.op == "conv1d" && as(n, "auto_pad") == "NOTSET" && !symmetric_pads(aints(n, "pads")))
+    return Support::no("OpenCV 4.6 pads a 1-D convolution by the begin pad on both ends (pads " +
+                       str(aints(n, "pads")) + " give the wrong output length)");
+  return auto_pad_support(g, n, true);
+}
+
+Support conv_transpose(const ir::Graph&, const ir::Node& n) {
+  const auto& pads = aints(n, "pads");
+  if (!symmetric_pads(pads))
+    return Support::no("OpenCV 4.6 refuses asymmetric ConvTranspose pads " + str(pads) +
+                       " ('Unsupported asymmetric padding in convolution layer')");
+  const auto& k = aints(n, "kernel_shape");
+  const auto& s = aints(n, "strides");
+  const auto& d = aints(n, "dilations");
+  const auto& op = aints(n, "output_padding");
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (op[i] >= s[i])
+      return Support::no("OpenCV 4.6 requires output_padding < stride ('adjust_pads[i] < strides[i]'); ONNX allows "
+                         "output_padding " + str(op) + " with strides " + str(s) + " and dilations " + str(d));
+    if (d[i] > 1 && k[i] > 1)
+      return Support::no("OpenCV 4.6's deconvolution ignores dilations " + str(d) +
+                         " (its output has the undilated size)");
+  }
+  return Support::yes();
+}
+
+Support pool(const ir::Graph& g, const ir::Node& n) {
+  const std::string& mode = as(n, "auto_pad");
+  const bool one_d = n.op.find("1d") != std::string::npos;
+  if (one_d && (mode == "SAME_UPPER" || mode == "SAME_LOWER"))
+    return Support::no("OpenCV 4.6 cannot run a 1-D pool with auto_pad=" + mode +
+                       " ('kernel.size() == inp.size()' fails in getConvPoolPaddings)");
+  const auto& pads = aints(n, "pads");
+  if (one_d && mode == "NOTSET" && !symmetric_pads(pads))
+    return Support::no("OpenCV 4.6 pads a 1-D pool by the begin pad on both ends (pads " + str(pads) +
+                       " give the wrong output length)");
+  if (mode == "NOTSET" && ai(n, "ceil_mode") == 1 && !symmetric_pads(pads))
+    return Support::no("with ceil_mode=1 OpenCV 4.6 drops the last window when (out-1)*stride >= in + pad_end "
+                       "(Caffe's rule; ONNX uses pad_begin), so asymmetric pads " + str(pads) +
+                       " can give one window less");
+  if (n.op.rfind("avg", 0) == 0 && ai(n, "count_include_pad") == 1) {
+    const bool padded = mode == "SAME_UPPER" || mode == "SAME_LOWER" ||
+                        (mode == "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }));
+    if (padded)
+      return Support::no("OpenCV 4.6's ONNX importer ignores count_include_pad=1 (it counts padding only for models "
+                         "whose producer is 'pytorch'), so padded windows are divided by their inner cells");
+  }
+  return auto_pad_support(g, n, false);
+}
+
+Support global_pool(const ir::Graph& g, const ir::Node& n) {
+  if (rank_of(g, n.inputs[0]) > 4)
+    return Support::no("OpenCV 4.6 global pooling takes 3-D and 4-D inputs; rank 5 fails at import "
+                       "('addedDims <= pads_begin.size()')");
+  return Support::yes();
+}
+
+// Two non-constant inputs: OpenCV 4.6 broadcasts them only in a few layouts, refuses most at import and
+// computes some wrongly, so only equal shapes are run.
+Support same_shapes(const ir::Graph& g, const ir::Node& n) {
+  for (const auto& v : n.inputs)
+    if (shape_of(g, v) != shape_of(g, n.inputs[0]))
+      return Support::no("OpenCV 4.6 cannot broadcast two computed inputs reliably (shapes " +
+                         core::to_string(shape_of(g, n.inputs[0])) + " and " + core::to_string(shape_of(g, v)) +
+                         "): refused at import for most shapes, wrong values for some");
+  return Support::yes();
+}
+
+Support matmul(const ir::Graph& g, const ir::Node& n) {
+  const core::Shape& a = shape_of(g, n.inputs[0]);
+  const core::Shape& b = shape_of(g, n.inputs[1]);
+  if (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin()))
+    return Support::no("OpenCV 4.6 MatMul of two computed inputs needs equal ranks and equal batch dimensions (" +
+                       core::to_string(a) + " x " + core::to_string(b) + " fails in fully_connected_layer)");
+  return Support::yes();
+}
+
+Support batch_norm(const ir::Graph& g, const ir::Node& n) {
+  if (ai(n, "training") == 1 && shape_of(g, n.inputs[0])[1] == 1)
+    return Support::no("with one channel the exported batch-statistics decomposition multiplies [N,1,...] by an "
+                       "all-ones [1,1,...] statistic, which OpenCV 4.6 refuses ('axis != outShape.size()' in parseMul)");
+  return Support::yes();
+}
+
+Support reduce_sum(const ir::Graph&, const ir::Node& n) {
+  if (!aints(n, "axes").empty())
+    return Support::no("OpenCV 4.6 reads ReduceSum only with an axes attribute (opset <= 11); from opset 13 axes is "
+                       "an input: 'Unsupported ReduceSum operation of opset 13'");
+  return Support::yes();
+}
+
+Support resize_nearest(const ir::Graph&, const ir::Node& n) {
+  const std::string& ctm = as(n, "coordinate_transformation_mode");
+  const std::string& nm = as(n, "nearest_mode");
+  if (ctm == "tf_half_pixel_for_nn")
+    return Support::no("OpenCV 4.6 refuses coordinate_transformation_mode=tf_half_pixel_for_nn at import");
+  if ((ctm == "asymmetric" && nm == "floor") || (ctm == "align_corners" && nm == "round_prefer_ceil"))
+    return Support::yes();
+  return Support::no("OpenCV 4.6's nearest Resize implements only asymmetric+floor and align_corners+round-half-up; "
+                     "it ignores nearest_mode and the half-pixel shift (wrong values for " + ctm + "+" + nm + ")");
+}
+
+Support resize_bilinear(const ir::Graph& g, const ir::Node& n) {
+  if (as(n, "coordinate_transformation_mode") != "pytorch_half_pixel") return Support::yes();
+  const core::Shape& x = shape_of(g, n.inputs[0]);
+  const auto& sizes = aints(n, "sizes");
+  for (size_t i = 0; i < 2; ++i)
+    if (sizes[i] == 1 && x[2 + i] > 1)
+      return Support::no("OpenCV 4.6 handles pytorch_half_pixel like half_pixel, also for an output size of 1 "
+                         "(ONNX then samples coordinate 0): wrong values");
+  return Support::yes();
+}
+
+Support flatten(const ir::Graph& g, const ir::Node& n) {
+  const int64_t r = rank_of(g, n.inputs[0]);
+  const int64_t axis = ai(n, "axis") < 0 ? ai(n, "axis") + r : ai(n, "axis");
+  if (axis >= r)
+    return Support::no("OpenCV 4.6 Flatten needs axis < rank ('axis >= -dims && axis < dims'); ONNX allows axis = "
+                       "rank (" + std::to_string(axis) + ")");
+  return Support::yes();
+}
+
+Support unsqueeze(const ir::Graph&, const ir::Node& n) {
+  const auto& axes = aints(n, "axes");
+  if (axes.size() > 1)
+    return Support::no("OpenCV 4.6 Unsqueeze inserts one axis only ('Multidimensional unsqueeze' is not implemented)");
+  if (axes[0] < 0)
+    return Support::no("OpenCV 4.6 Unsqueeze refuses a negative axis (" + std::to_string(axes[0]) +
+                       ": '0 <= axis && axis <= inpShape.size()')");
+  return Support::yes();
+}
+
+Support slice(const ir::Graph& g, const ir::Node& n) {
+  const auto& axes = aints(n, "axes");
+  const int64_t r = rank_of(g, n.inputs[0]);
+  for (size_t i = 1; i < axes.size(); ++i) {
+    // The importer checks the axes as written, the layer the axes counted from 0.
+    const int64_t prev = axes[i - 1] < 0 ? axes[i - 1] + r : axes[i - 1];
+    const int64_t cur = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (axes[i] != axes[i - 1] + 1 || cur != prev + 1)
+      return Support::no("OpenCV 4.6 Slice needs consecutive increasing axes ('axes[i - 1] == axes[i] - 1'), got " +
+                         str(axes));
+  }
+  const auto& steps = aints(n, "steps");
+  const bool stepped = std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s != 1; });
+  const bool negative = std::any_of(axes.begin(), axes.end(), [](int64_t a) { return a < 0; });
+  if (stepped && negative)
+    return Support::no("OpenCV 4.6 Slice applies steps to the wrong axis when axes are negative (axes " + str(axes) +
+                       ", steps " + str(steps) + ": wrong output shape)");
+  return Support::yes();
+}
+
+Support pad(const ir::Graph& g, const ir::Node& n) {
+  const std::string& mode = as(n, "mode");
+  if (mode == "constant") return Support::yes();
+  const int64_t r = rank_of(g, n.inputs[0]);
+  std::vector<int64_t> pads = aints(n, "pads");
+  pads.resize(static_cast<size_t>(2 * r), 0);
+  for (int64_t a = 0; a < r - 2; ++a)
+    if (pads[a] != 0 || pads[r + a] != 0)
+      return Support::no("OpenCV 4.6 pads in " + mode + " mode only the last two axes of a 4-D blob");
+  if (r != 4) return Support::no("OpenCV 4.6 pads in " + mode + " mode only 4-D blobs ('inputs[0].dims == 4')");
+  return Support::yes();
+}
+
+const std::map<std::string, Rule>& rules() {
+  static const std::map<std::string, Rule> r = [] {
+    std::map<std::string, Rule> m;
+    for (const char* op : {"add", "sub", "mul", "div", "maximum", "minimum", "sum"}) m[op] = same_shapes;
+    for (const char* op : {"conv1d", "conv2d", "conv3d"}) m[op] = conv;
+    m["conv_transpose2d"] = conv_transpose;
+    for (const char* op : {"avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d"}) m[op] = pool;
+    m["global_avg_pool"] = m["global_max_pool"] = global_pool;
+    m["matmul"] = matmul;
+    m["batch_norm"] = batch_norm;
+    m["reduce_sum"] = reduce_sum;
+    m["resize_nearest"] = resize_nearest;
+    m["resize_bilinear"] = resize_bilinear;
+    m["flatten"] = flatten;
+    m["unsqueeze"] = unsqueeze;
+    m["slice"] = slice;
+    m["pad"] = pad;
+    const std::string clip_why =
+        "OpenCV 4.6 reads Clip only in its opset-6 form (min/max attributes); from opset 11 the bounds are inputs "
+        "('node_proto.input_size() == 1' fails in parseClip)";
+    m["clip"] = m["relu6"] = [clip_why](const ir::Graph&, const ir::Node&) { return Support::no(clip_why); };
+    m["layer_norm"] = [](const ir::Graph&, const ir::Node&) {
+      return Support::no("OpenCV 4.6 has no LayerNormalization (opset 17) and fails on the exporter's ReduceMean/Sub/Mul "
+                "decomposition below 17 (broadcast Sub/Mul of computed inputs: refused at import or wrong values)");
+    };
+    m["squeeze"] = [](const ir::Graph&, const ir::Node&) {
+      return Support::no("OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
+                "('node_proto.input_size() == 1' fails in parseSqueeze)");
+    };
+    m["simple_rnn"] = [](const ir::Graph&, const ir::Node&) {
+      return Support::no("OpenCV 4.6 has no layer for ONNX RNN (\"Can't create layer of type RNN\")");
+    };
+    m["gru"] = [](const ir::Graph&, const ir::Node&) {
+      return Support::no("OpenCV 4.6 reads GRU only with all 6 inputs (sequence_lens and initial_h given): "
+                "'node_proto.input_size() == 6' fails on the exported 4-input GRU");
+    };
+    m["lstm"] = [](const ir::Graph&, const ir::Node&) {
+      return Support::no("the exported LSTM is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "
+                "('node_proto.input_size() == 1' fails in parseSqueeze)");
+    };
+    for (const char* op : {"relu", "sigmoid", "tanh", "softplus", "softsign", "exp", "log", "sqrt", "reciprocal", "abs",
+                           "neg", "elu", "selu", "pow", "rsqrt", "leaky_relu", "hard_sigmoid", "hardswish", "gelu",
+                           "square", "concat", "dense", "lrn", "softmax", "log_softmax", "reduce_max", "reduce_mean",
+                           "reduce_min", "reduce_prod", "reshape", "transpose"})
+      m[op] = yes;
+    return m;
+  }();
+  return r;
+}
+
+}  // namespace
+
+Support node_support(const ir::Graph& g, const ir::Node& n) {
+  const ops::OpSpec* spec = ops::catalogue().find(n.op);
+  if (spec && spec->is_loss)
+    return Support::no("loss operators are training-only; this backend runs forward passes of exported ONNX");
+  const auto it = rules().find(n.op);
+  if (it == rules().end()) return Support::no("no OpenCV 4.6 mapping is known for operator '" + n.op + "'");
+  try {
+    for (size_t i = 0; i < ir::data_input_count(n); ++i) {
+      const core::TensorType& t = g.types.at(n.inputs[i]);
+      if (t.dtype == core::DType::I64)
+        return Support::no("OpenCV DNN blobs here are float32, input '" + n.inputs[i] + "' is int64");
+      if (t.shape.size() < 2 && !shape_agnostic_ops().count(n.op))
+        return Support::no("OpenCV 4.6 blobs have at least 2 dimensions: a rank-" + std::to_string(t.shape.size()) +
+                           " input is run as [n, 1], so this layer fails or reads the wrong axis");
+    }
+    // BatchNormalization, ConvTranspose and Gemm read their weights from the initializers ("Blob W
+    // not found in const blobs"); Conv also takes a computed filter.
+    const bool const_weights = n.op == "batch_norm" || n.op == "conv_transpose2d" || n.op == "dense";
+    for (size_t i = ir::data_input_count(n); const_weights && i < n.inputs.size(); ++i)
+      if (!g.initializers.count(n.inputs[i]))
+        return Support::no("OpenCV 4.6's importer needs the weight '" + n.inputs[i] +
+                           "' as a constant (it is a graph input here: 'not found in const blobs')");
+    return it->second(g, n);
+  } catch (const std::exception& e) {
+    // The decision reads value shapes; a graph without them cannot be judged.
+    return Support::no(std::string("cannot inspect the node's shapes: ") + e.what());
+  }
+}
+
+}  // namespace quorum::backends::opencv
