@@ -23,6 +23,20 @@ class ConversionError : public std::runtime_error {
   explicit ConversionError(const std::string& m) : std::runtime_error(m) {}
 };
 
+// A child process the backend runs for the library (the exec backend's program) failed. The worker
+// reports it the way it reports the same failure of itself: Crash on a signal, Timeout, and
+// LibraryError for a non-zero exit status (src/worker/serve.cpp).
+class ChildProcessError : public std::runtime_error {
+ public:
+  enum class Kind { Signal, Timeout, Exit };
+  // `message` says what happened ("SIGSEGV", "no answer within 2 s; ...", "exited with status 1").
+  ChildProcessError(Kind kind, int code, const std::string& message, std::string output_tail)
+      : std::runtime_error(message), kind(kind), code(code), output_tail(std::move(output_tail)) {}
+  Kind kind;
+  int code;                 // the signal number (Signal) or the exit status (Exit); 0 for Timeout
+  std::string output_tail;  // the last lines the child wrote to stdout and stderr
+};
+
 struct Support {
   bool ok = true;
   std::string reason;  // why not, when !ok

@@ -1,6 +1,7 @@
 // The worker protocol: length-prefixed frames over a pair of pipes. A frame is a u32 payload
 // length and the payload; a request payload starts with its Kind, a reply payload with a Status
-// and, for Ok, the kind's result (otherwise a message string).
+// and, for Ok, the kind's result (otherwise a message string, and for the failure of a library's
+// child process — backends::ChildProcessError — its signal number (u32) and output tail).
 #pragma once
 #include <cstdint>
 #include <string>

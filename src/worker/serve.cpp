@@ -48,6 +48,20 @@ std::string reply(Status s, const std::string& msg = "") {
   return w.bytes();
 }
 
+// A failed child process of the library (the exec backend's program) as the outcome the same
+// failure of the worker would have: its signal and output tail travel after the message.
+std::string reply(const backends::ChildProcessError& e) {
+  using K = backends::ChildProcessError::Kind;
+  Writer w;
+  w.u8(static_cast<uint8_t>(e.kind == K::Signal ? Status::Crash
+                            : e.kind == K::Timeout ? Status::Timeout
+                                                   : Status::LibraryError));
+  w.str(e.what());
+  w.u32(e.kind == K::Signal ? static_cast<uint32_t>(e.code) : 0);
+  w.str(e.output_tail);
+  return w.bytes();
+}
+
 }  // namespace
 
 bool read_frame(int fd, std::string& payload) {
@@ -148,6 +162,11 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
       }
     } catch (const std::bad_alloc&) {
       out = reply(Status::OutOfMemory, "std::bad_alloc");
+    } catch (const backends::ChildProcessError& e) {
+      out = reply(e);
+    } catch (const backends::ConversionError& e) {
+      // A library that only builds the model when it runs (exec) refuses it here.
+      out = reply(Status::ConversionFailure, e.what());
     } catch (const std::exception& e) {
       out = reply(Status::LibraryError, e.what());
     }

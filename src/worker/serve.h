@@ -4,8 +4,9 @@
 
 namespace quorum::worker {
 
-// Runs the request loop. Library exceptions become LibraryError/ConversionFailure replies and
-// std::bad_alloc becomes OutOfMemory; signals and hangs are the supervisor's to classify.
+// Runs the request loop. Library exceptions become LibraryError/ConversionFailure replies,
+// std::bad_alloc becomes OutOfMemory, and a backends::ChildProcessError the Crash/Timeout/
+// LibraryError of that child; the worker's own signals and hangs are the supervisor's to classify.
 int serve(backends::Backend& backend, int in_fd, int out_fd);
 
 }  // namespace quorum::worker

@@ -255,6 +255,10 @@ Outcome reply_status(Reader& r) {
   }
   o.status = static_cast<Status>(s);
   if (!o.ok()) o.message = r.str();
+  if (!o.ok() && !r.done()) {  // a library child process's failure: its signal and output tail
+    o.signal = static_cast<int>(r.u32());
+    o.stderr_tail = r.str();
+  }
   return o;
 }
 

@@ -1,0 +1,170 @@
+// Starting, timing and killing the exec backend's program.
+#include "backends/exec/run_program.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace quorum::backends::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// The child's side of the fork: only async-signal-safe calls until execv.
+[[noreturn]] void become_program(char* const* argv, char* const* envp, pid_t parent, int null_fd, int log_fd) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // the worker died before the line above
+  ::dup2(null_fd, 0);
+  ::dup2(log_fd, 1);
+  ::dup2(log_fd, 2);
+  // The worker's protocol pipes must not leak into the program (nor outlive the worker in it).
+  if (::close_range(3, ~0U, 0) != 0)
+    for (int fd = 3; fd < 4096; ++fd) ::close(fd);
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(argv[0], argv, envp);
+  const char* why = ::strerror(errno);
+  const char* what = "quorum exec backend: cannot execute ";
+  [[maybe_unused]] ssize_t w = ::write(2, what, std::strlen(what));
+  w = ::write(2, argv[0], std::strlen(argv[0]));
+  w = ::write(2, ": ", 2);
+  w = ::write(2, why, std::strlen(why));
+  w = ::write(2, "\n", 1);
+  ::_exit(127);
+}
+
+int wait_blocking(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+}  // namespace
+
+ProgramEnd run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       const std::string& log_path, double time_limit_s) {
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) throw std::runtime_error("exec: cannot create " + log_path + ": " + std::strerror(errno));
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::vector<std::string> args = argv, vars = env;
+  std::vector<char*> cargs, cenv;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  for (auto& v : vars) cenv.push_back(v.data());
+  cenv.push_back(nullptr);
+
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(time_limit_s));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(log_fd);
+    if (null_fd >= 0) ::close(null_fd);
+    throw std::runtime_error(std::string("exec: fork: ") + std::strerror(err));
+  }
+  if (pid == 0) become_program(cargs.data(), cenv.data(), parent, null_fd, log_fd);
+  ::setpgid(pid, pid);  // also done by the child; whichever runs first (EACCES after its exec)
+  ::close(log_fd);
+  if (null_fd >= 0) ::close(null_fd);
+
+  ProgramEnd end;
+  int status = 0;
+  long step_ns = 1'000'000;  // polls from 1 ms up to 20 ms apart: programs take ~0.1 s to start
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("exec: waitpid: ") + std::strerror(errno));
+    if (Clock::now() >= deadline) {
+      ::kill(-pid, SIGKILL);
+      wait_blocking(pid);
+      end.how = ProgramEnd::How::TimedOut;
+      return end;
+    }
+    const timespec ts{0, step_ns};
+    ::nanosleep(&ts, nullptr);
+    step_ns = std::min(step_ns * 2, 20'000'000L);
+  }
+  ::kill(-pid, SIGKILL);  // whatever the program left running in its group
+  if (WIFSIGNALED(status)) {
+    end.how = ProgramEnd::How::Signaled;
+    end.code = WTERMSIG(status);
+  } else {
+    end.how = ProgramEnd::How::Exited;
+    end.code = WEXITSTATUS(status);
+  }
+  return end;
+}
+
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides) {
+  std::vector<std::string> env = overrides;
+  auto key = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    if (std::none_of(overrides.begin(), overrides.end(), [&](const std::string& o) { return key(o) == key(kv); }))
+      env.push_back(kv);
+  }
+  return env;
+}
+
+std::string file_tail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (all.size() > max_bytes) {
+    all = all.substr(all.size() - max_bytes);
+    if (const auto nl = all.find('\n'); nl != std::string::npos) all = all.substr(nl + 1);  // whole lines
+  }
+  while (!all.empty() && std::isspace(static_cast<unsigned char>(all.back()))) all.pop_back();
+  return all;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGBUS: return "SIGBUS";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGPIPE: return "SIGPIPE";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::string resolve_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return is_executable_file(program) ? program : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  return "";
+}
+
+}  // namespace quorum::backends::exec
