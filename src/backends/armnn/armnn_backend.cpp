@@ -1,0 +1,199 @@
+// The ArmNN backend: builds an armnn::INetwork straight from the Quorum graph (no parser), one or
+// more ArmNN layers per node, optimizes it for the CpuRef reference backend, loads it into one
+// process-wide IRuntime and runs it with EnqueueWorkload. Every node output is bound to an extra
+// output layer at compile time, so forward can return intermediates. Forward only (float32).
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "backends/armnn/armnn_common.h"
+#include "core/error.h"
+
+namespace quorum::backends::armnn_backend {
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    register_elementwise(t);
+    register_spatial(t);
+    register_tensor(t);
+    return t;
+  }();
+  return table;
+}
+
+namespace {
+
+// Debian's libarmnn22 is the Arm NN 20.08 release; ARMNN_VERSION is its library (API) version.
+constexpr const char* kRelease = "20.08";
+
+// One runtime per process: creating it loads the CpuRef dynamic backend from
+// /usr/lib/x86_64-linux-gnu/armnn22/.
+armnn::IRuntime& runtime() {
+  static armnn::IRuntimePtr rt = armnn::IRuntime::Create(armnn::IRuntime::CreationOptions());
+  return *rt;
+}
+
+struct OutputBinding {
+  std::string value;
+  armnn::LayerBindingId id;
+  Shape shape;
+};
+
+class ArmnnSession : public Session {
+ public:
+  ArmnnSession(ir::Graph g, armnn::NetworkId id, std::vector<OutputBinding> outputs)
+      : g_(std::move(g)), id_(id), outputs_(std::move(outputs)) {}
+  ~ArmnnSession() override { runtime().UnloadNetwork(id_); }
+  ArmnnSession(const ArmnnSession&) = delete;
+  ArmnnSession& operator=(const ArmnnSession&) = delete;
+
+  ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
+    std::vector<std::vector<float>> in_data;
+    armnn::InputTensors in_tensors;
+    in_data.reserve(g_.inputs.size());
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      const ir::ValueInfo& in = g_.inputs[i];
+      auto it = inputs.find(in.name);
+      if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
+      if (it->second.shape() != in.type.shape)
+        throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
+                              ", the model wants " + core::to_string(in.type.shape));
+      const core::Tensor f = it->second.to(core::DType::F32);
+      in_data.emplace_back(f.f32(), f.f32() + f.numel());
+      const auto bid = static_cast<armnn::LayerBindingId>(i);
+      in_tensors.emplace_back(bid, armnn::ConstTensor(runtime().GetInputTensorInfo(id_, bid), in_data.back().data()));
+    }
+    std::vector<core::Tensor> out_data;
+    armnn::OutputTensors out_tensors;
+    out_data.reserve(outputs_.size());
+    for (const OutputBinding& o : outputs_) {
+      out_data.emplace_back(core::DType::F32, o.shape);
+      out_tensors.emplace_back(o.id, armnn::Tensor(runtime().GetOutputTensorInfo(id_, o.id), out_data.back().f32()));
+    }
+    if (runtime().EnqueueWorkload(id_, in_tensors, out_tensors) != armnn::Status::Success)
+      throw std::runtime_error("ArmNN EnqueueWorkload returned Status::Failure");
+    ValueMap result;
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const std::string& v = outputs_[i].value;
+      if (keep_intermediates || std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end())
+        result.emplace(v, std::move(out_data[i]));
+    }
+    return result;
+  }
+
+ private:
+  ir::Graph g_;
+  armnn::NetworkId id_;
+  std::vector<OutputBinding> outputs_;
+};
+
+// ArmNN 20.08 tensors have at most 5 dimensions, and many layers assert (abort, in Debian's build)
+// on more than 4: rank 5 is allowed only where the mapping was checked to reshape it to rank <= 4.
+size_t max_rank(const std::string& op) {
+  static const std::set<std::string> five_d = {"reshape",    "flatten",         "squeeze",        "unsqueeze",
+                                               "batch_norm", "global_avg_pool", "global_max_pool"};
+  return five_d.count(op) ? 5 : 4;
+}
+
+class ArmnnBackend : public Backend {
+ public:
+  std::string name() const override { return "armnn"; }
+
+  std::string version() const override {
+    return std::string("Arm NN ") + kRelease + " (library " + ARMNN_VERSION + "), backend " +
+           armnn::BackendId(armnn::Compute::CpuRef).Get();
+  }
+
+  bool trains() const override { return false; }
+
+  Support supports(const ir::Graph& g, const ir::Node& n) const override {
+    const auto it = op_table().find(n.op);
+    if (it == op_table().end()) return Support::no("ArmNN 20.08 has no layer (or exact layer composition) for '" + n.op + "'");
+    for (const auto* names : {&n.inputs, &n.outputs})
+      for (const auto& v : *names) {
+        const core::TensorType& t = g.types.at(v);
+        if (t.dtype == core::DType::I64)
+          return Support::no("this backend maps float32 tensors only; value '" + v + "' is int64");
+        if (t.shape.size() > max_rank(n.op))
+          return Support::no("ArmNN 20.08 maps rank <= " + std::to_string(max_rank(n.op)) + " for '" + n.op +
+                             "' (its layers assert on more); value '" + v + "' has rank " +
+                             std::to_string(t.shape.size()));
+      }
+    return it->second.supports ? it->second.supports(g, n) : Support::yes();
+  }
+
+  std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
+    if (opt.dtype != core::DType::F32)
+      throw ConversionError("ArmNN 20.08 has no float64 data type (Float32, Float16, BFloat16 and quantized types only)");
+    for (const auto& n : g.nodes) {
+      const Support s = supports(g, n);
+      if (!s.ok) throw ConversionError("node '" + n.name + "' (" + n.op + "): " + s.reason);
+    }
+    armnn::IRuntime& rt = runtime();
+    armnn::INetworkPtr net = armnn::INetwork::Create();
+    Builder b(*net, g);
+    std::vector<OutputBinding> outputs;
+    const ir::Node* current = nullptr;
+    try {
+      for (size_t i = 0; i < g.inputs.size(); ++i) {
+        const auto& in = g.inputs[i];
+        armnn::IConnectableLayer* l = net->AddInputLayer(static_cast<armnn::LayerBindingId>(i), in.name.c_str());
+        b.define(in.name, b.finish(l, {}, in.type.shape));
+      }
+      for (const auto& n : g.nodes) {
+        current = &n;
+        b.set_node(n);
+        op_table().at(n.op).build(b, n);
+      }
+      current = nullptr;
+      for (const auto& n : g.nodes)
+        for (const auto& o : n.outputs) {
+          const auto id = static_cast<armnn::LayerBindingId>(outputs.size());
+          armnn::IConnectableLayer* l = net->AddOutputLayer(id, o.c_str());
+          b.value(o).slot->Connect(l->GetInputSlot(0));
+          outputs.push_back({o, id, g.types.at(o).shape});
+        }
+    } catch (const armnn::Exception& e) {
+      const std::string where = current ? "node '" + current->name + "' (" + current->op + "): " : "";
+      throw ConversionError(where + "ArmNN refused a layer: " + e.what());
+    }
+    std::vector<std::string> messages;
+    armnn::IOptimizedNetworkPtr optimized(nullptr, &armnn::IOptimizedNetwork::Destroy);
+    try {
+      optimized = armnn::Optimize(*net, {armnn::Compute::CpuRef}, rt.GetDeviceSpec(), armnn::OptimizerOptions(),
+                                  armnn::Optional<std::vector<std::string>&>(messages));
+    } catch (const armnn::Exception& e) {
+      throw ConversionError(std::string("ArmNN Optimize failed: ") + e.what() + joined(messages));
+    }
+    if (!optimized) throw ConversionError("ArmNN Optimize returned no network" + joined(messages));
+    armnn::NetworkId id = 0;
+    std::string error;
+    try {
+      if (rt.LoadNetwork(id, std::move(optimized), error) != armnn::Status::Success)
+        throw ConversionError("ArmNN LoadNetwork failed: " + error);
+    } catch (const armnn::Exception& e) {
+      throw ConversionError(std::string("ArmNN LoadNetwork failed: ") + e.what());
+    }
+    return std::make_unique<ArmnnSession>(g, id, std::move(outputs));
+  }
+
+ private:
+  static std::string joined(const std::vector<std::string>& messages) {
+    std::string s;
+    for (const auto& m : messages) s += " | " + m;
+    return s;
+  }
+};
+
+}  // namespace
+}  // namespace quorum::backends::armnn_backend
+
+namespace quorum::backends {
+
+std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
+  if (!args.empty()) throw core::UserError("backend 'armnn' takes no options, got '" + args[0] + "'");
+  return std::make_unique<armnn_backend::ArmnnBackend>();
+}
+
+}  // namespace quorum::backends

@@ -1,0 +1,87 @@
+// Shared by the ArmNN backend's files: the network builder (Quorum values as ArmNN output slots
+// with the TensorInfo Quorum computed) and the operator table (per operator: what ArmNN 20.08 can
+// express, and how to add its layers). Only files in this folder include ArmNN headers.
+#pragma once
+#include <armnn/ArmNN.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace quorum::backends::armnn_backend {
+
+using core::Shape;
+using Ints = std::vector<int64_t>;
+
+// A Quorum value inside the network being built: the slot that produces it and its Quorum shape
+// (rank 0 is carried as ArmNN shape [1]).
+struct Value {
+  armnn::IOutputSlot* slot = nullptr;
+  Shape shape;
+};
+
+armnn::TensorInfo tensor_info(const Shape& s);
+
+// Adds layers to one INetwork. Every helper sets the TensorInfo of the slots it creates.
+class Builder {
+ public:
+  Builder(armnn::INetwork& net, const ir::Graph& g) : net_(net), g_(g) {}
+
+  const ir::Graph& graph() const { return g_; }
+  armnn::INetwork& net() { return net_; }
+
+  // A graph input, node output or initializer (initializers become constant layers on first use).
+  Value value(const std::string& name);
+  void define(const std::string& name, Value v) { values_[name] = v; }
+  // An initializer's elements as float32.
+  std::vector<float> floats(const std::string& initializer) const;
+
+  // A fresh layer name derived from the node being converted.
+  std::string layer_name(const std::string& what);
+  void set_node(const ir::Node& n) { node_ = n.name; }
+
+  // Sets the output slot's TensorInfo and connects `inputs` to the layer's input slots in order.
+  Value finish(armnn::IConnectableLayer* layer, const std::vector<Value>& inputs, const Shape& out);
+
+  Value constant(const std::vector<float>& data, const Shape& shape);
+  Value scalar_like(float v, size_t rank);  // a constant of shape [1, ..., 1]
+  Value reshape(const Value& x, const Shape& shape);
+  Value transpose(const Value& x, const std::vector<size_t>& perm);  // output axis i is input axis perm[i]
+  Value activation(const Value& x, armnn::ActivationFunction f, float a = 0, float b = 0);
+  Value unary(const Value& x, armnn::UnaryOperation op);
+  // add / sub / mul / div / max / min with NumPy broadcasting (ranks are padded with leading 1s).
+  Value binary(const std::string& op, const Value& a, const Value& b);
+  Value mean(const Value& x, const std::vector<size_t>& axes, bool keep_dims);
+  Value slice(const Value& x, const Ints& begin, const Shape& size);
+  Value concat(const std::vector<Value>& parts, size_t axis);
+  Value pad(const Value& x, const Ints& begin, const Ints& end, float value);
+
+ private:
+  armnn::INetwork& net_;
+  const ir::Graph& g_;
+  std::map<std::string, Value> values_;
+  std::string node_;
+  int counter_ = 0;
+};
+
+struct OpEntry {
+  std::function<Support(const ir::Graph&, const ir::Node&)> supports;  // null: always
+  std::function<void(Builder&, const ir::Node&)> build;                // defines the node's outputs
+};
+using OpTable = std::map<std::string, OpEntry>;
+
+const OpTable& op_table();
+void register_elementwise(OpTable& t);
+void register_spatial(OpTable& t);
+void register_tensor(OpTable& t);
+
+// Small helpers for the family files.
+const Shape& in_shape(const ir::Graph& g, const ir::Node& n, size_t i);
+const Shape& out_shape(const ir::Graph& g, const ir::Node& n, size_t i = 0);
+size_t norm_axis(int64_t axis, size_t rank);
+std::string str(const Ints& v);
+
+}  // namespace quorum::backends::armnn_backend

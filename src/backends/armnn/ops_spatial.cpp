@@ -1,0 +1,401 @@
+// Spatial operators on ArmNN 20.08 layers (NCHW): Convolution2d, DepthwiseConvolution2d,
+// TransposeConvolution2d, Pooling2d, Mean (global average) and Resize. 1-D operators run as 2-D
+// ones over [N, C, 1, L]. Grouped convolutions that are not depthwise are split into one
+// convolution per group (Slice, Convolution2d, Concat). ONNX auto_pad is resolved here into
+// ArmNN's explicit left/right/top/bottom pads.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/armnn/armnn_common.h"
+
+namespace quorum::backends::armnn_backend {
+namespace {
+
+struct Pads {
+  Ints begin, end;  // per spatial axis
+};
+
+// Explicit pads after resolving ONNX auto_pad, for kernels of extent eff_kernel (dilated).
+Pads resolve_pads(const ir::Node& n, const Shape& x, const Ints& eff_kernel, const Ints& strides) {
+  const size_t r = eff_kernel.size();
+  const std::string& auto_pad = core::attr_s(n.attrs, "auto_pad");
+  const Ints& pads = core::attr_ints(n.attrs, "pads");
+  Pads p{Ints(pads.begin(), pads.begin() + static_cast<int64_t>(r)), Ints(pads.begin() + static_cast<int64_t>(r), pads.end())};
+  if (auto_pad == "VALID") {
+    p.begin.assign(r, 0);
+    p.end.assign(r, 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t in = x[i + 2], s = strides[i];
+      const int64_t out = (in + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s + eff_kernel[i] - in);
+      p.begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      p.end[i] = total - p.begin[i];
+    }
+  }
+  return p;
+}
+
+// The 2-D view of a 1-D (NCL) or 2-D (NCHW) operator: shapes get a unit H, per-axis lists a
+// leading (neutral) entry.
+Shape as_4d(const Shape& s) { return s.size() == 3 ? Shape{s[0], s[1], 1, s[2]} : s; }
+Ints as_2d(const Ints& v, int64_t neutral) { return v.size() == 1 ? Ints{neutral, v[0]} : v; }
+
+uint32_t u(int64_t v) { return static_cast<uint32_t>(v); }
+
+template <class Desc>
+void set_geometry(Desc& d, const Ints& strides, const Pads& p) {
+  d.m_StrideY = u(strides[0]);
+  d.m_StrideX = u(strides[1]);
+  d.m_PadTop = u(p.begin[0]);
+  d.m_PadLeft = u(p.begin[1]);
+  d.m_PadBottom = u(p.end[0]);
+  d.m_PadRight = u(p.end[1]);
+  d.m_DataLayout = armnn::DataLayout::NCHW;
+}
+
+armnn::ConstTensor const_tensor(const std::vector<float>& data, const Shape& shape) {
+  return armnn::ConstTensor(tensor_info(shape), data);
+}
+
+// Weights [O, C/group, kH, kW] (ONNX, already 2-D) of output channels [o0, o0 + count).
+std::vector<float> weight_rows(const std::vector<float>& w, const Shape& ws, int64_t o0, int64_t count) {
+  const int64_t row = ws[1] * ws[2] * ws[3];
+  return std::vector<float>(w.begin() + o0 * row, w.begin() + (o0 + count) * row);
+}
+
+// ---- convolution ---------------------------------------------------------------------------------
+
+void build_conv(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const Shape x_shape = in_shape(g, n, 0);
+  const bool one_d = x_shape.size() == 3;
+  const Ints strides = as_2d(core::attr_ints(n.attrs, "strides"), 1);
+  const Ints dil = as_2d(core::attr_ints(n.attrs, "dilations"), 1);
+  const Ints& k_raw = core::attr_ints(n.attrs, "kernel_shape");
+  const Ints& d_raw = core::attr_ints(n.attrs, "dilations");
+  Ints eff(k_raw.size());
+  for (size_t i = 0; i < k_raw.size(); ++i) eff[i] = d_raw[i] * (k_raw[i] - 1) + 1;
+  Pads p = resolve_pads(n, x_shape, eff, core::attr_ints(n.attrs, "strides"));
+  if (one_d) p = Pads{{0, p.begin[0]}, {0, p.end[0]}};
+  const int64_t group = core::attr_i(n.attrs, "group");
+  const bool has_bias = core::attr_i(n.attrs, "bias") == 1;
+
+  const Value x = b.reshape(b.value(n.inputs[0]), as_4d(x_shape));
+  const Shape y4 = as_4d(out_shape(g, n));
+  const Shape ws = as_4d(g.types.at(n.inputs[1]).shape);  // [O, C/group, kH, kW]
+  const std::vector<float> w = b.floats(n.inputs[1]);
+  const std::vector<float> bias = has_bias ? b.floats(n.inputs[2]) : std::vector<float>{};
+  const int64_t C = x.shape[1], O = ws[0];
+
+  Value y;
+  if (group > 1 && group == C) {
+    // Depthwise: ArmNN wants [M, C, kH, kW] with output channel c*M + m, ONNX gives [C*M, 1, kH, kW].
+    const int64_t M = O / C, khw = ws[2] * ws[3];
+    std::vector<float> wd(w.size());
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t m = 0; m < M; ++m)
+        std::copy_n(w.begin() + (c * M + m) * khw, khw, wd.begin() + (m * C + c) * khw);
+    armnn::DepthwiseConvolution2dDescriptor d;
+    set_geometry(d, strides, p);
+    d.m_DilationY = u(dil[0]);
+    d.m_DilationX = u(dil[1]);
+    d.m_BiasEnabled = has_bias;
+    const Shape wd_shape{M, C, ws[2], ws[3]};
+    armnn::Optional<armnn::ConstTensor> bt;
+    if (has_bias) bt = const_tensor(bias, Shape{O});
+    y = b.finish(b.net().AddDepthwiseConvolution2dLayer(d, const_tensor(wd, wd_shape), bt, b.layer_name("depthwise").c_str()),
+                 {x}, y4);
+  } else {
+    // One Convolution2d per group over its slice of the input channels, joined along C.
+    const int64_t cg = C / group, og = O / group;
+    std::vector<Value> parts;
+    for (int64_t gi = 0; gi < group; ++gi) {
+      const Value xs = group == 1 ? x : b.slice(x, {0, gi * cg, 0, 0}, Shape{x.shape[0], cg, x.shape[2], x.shape[3]});
+      armnn::Convolution2dDescriptor d;
+      set_geometry(d, strides, p);
+      d.m_DilationY = u(dil[0]);
+      d.m_DilationX = u(dil[1]);
+      d.m_BiasEnabled = has_bias;
+      const std::vector<float> wg = weight_rows(w, ws, gi * og, og);
+      std::vector<float> bg;
+      armnn::Optional<armnn::ConstTensor> bt;
+      if (has_bias) {
+        bg.assign(bias.begin() + gi * og, bias.begin() + (gi + 1) * og);
+        bt = const_tensor(bg, Shape{og});
+      }
+      const Shape part{y4[0], og, y4[2], y4[3]};
+      parts.push_back(b.finish(b.net().AddConvolution2dLayer(d, const_tensor(wg, Shape{og, cg, ws[2], ws[3]}), bt,
+                                                             b.layer_name("conv").c_str()),
+                               {xs}, part));
+    }
+    y = b.concat(parts, 1);
+  }
+  b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+}
+
+Support conv_transpose_supports(const ir::Graph&, const ir::Node& n) {
+  const Ints& dil = core::attr_ints(n.attrs, "dilations");
+  if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; }))
+    return Support::no("ArmNN 20.08 TransposeConvolution2d has no dilation; dilations " + str(dil));
+  return Support::yes();
+}
+
+void build_conv_transpose(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const Value x = b.value(n.inputs[0]);
+  const Ints& strides = core::attr_ints(n.attrs, "strides");
+  const Ints& pads = core::attr_ints(n.attrs, "pads");
+  const Ints& out_pad = core::attr_ints(n.attrs, "output_padding");
+  const int64_t group = core::attr_i(n.attrs, "group");
+  const bool has_bias = core::attr_i(n.attrs, "bias") == 1;
+  const Shape ws = g.types.at(n.inputs[1]).shape;  // [C, O/group, kH, kW]
+  const std::vector<float> w = b.floats(n.inputs[1]);
+  const Shape y_shape = out_shape(g, n);
+  const int64_t C = x.shape[1], cg = C / group, og = ws[1], khw = ws[2] * ws[3];
+
+  // ArmNN's output is (in-1)*stride + k - pad_begin - pad_end; ONNX output_padding adds cells at the
+  // end, which is less end padding, or (beyond the end padding) cells holding only the bias.
+  Pads p{{pads[0], pads[1]}, {pads[2], pads[3]}};
+  Ints extra(2, 0);
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t keep = std::min(out_pad[i], p.end[i]);
+    p.end[i] -= keep;
+    extra[i] = out_pad[i] - keep;
+  }
+  const bool bias_in_layer = has_bias && extra[0] == 0 && extra[1] == 0;
+  const std::vector<float> bias = has_bias ? b.floats(n.inputs[2]) : std::vector<float>{};
+  const Shape part{1, og, y_shape[2] - extra[0], y_shape[3] - extra[1]};
+
+  // One sample [1, C, H, W] through one TransposeConvolution2d per group, joined along C.
+  auto one_sample = [&](const Value& xn) {
+    std::vector<Value> parts;
+    for (int64_t gi = 0; gi < group; ++gi) {
+      const Value xs = group == 1 ? xn : b.slice(xn, {0, gi * cg, 0, 0}, Shape{1, cg, x.shape[2], x.shape[3]});
+      // ArmNN NCHW weights are [O, I, kH, kW]; ONNX gives [I, O/group, kH, kW].
+      std::vector<float> wg(static_cast<size_t>(og * cg * khw));
+      for (int64_t o = 0; o < og; ++o)
+        for (int64_t i = 0; i < cg; ++i)
+          std::copy_n(w.begin() + ((gi * cg + i) * og + o) * khw, khw, wg.begin() + (o * cg + i) * khw);
+      armnn::TransposeConvolution2dDescriptor d;
+      set_geometry(d, strides, p);
+      d.m_BiasEnabled = bias_in_layer;
+      std::vector<float> bg;
+      armnn::Optional<armnn::ConstTensor> bt;
+      if (bias_in_layer) {
+        bg.assign(bias.begin() + gi * og, bias.begin() + (gi + 1) * og);
+        bt = const_tensor(bg, Shape{og});
+      }
+      parts.push_back(b.finish(b.net().AddTransposeConvolution2dLayer(d, const_tensor(wg, Shape{og, cg, ws[2], ws[3]}), bt,
+                                                                      b.layer_name("conv_transpose").c_str()),
+                               {xs}, part));
+    }
+    return b.concat(parts, 1);
+  };
+  // ArmNN 20.08's TransposeConvolution2dLayer infers the output channels as O*I / (N*I), wrong for
+  // a batch N > 1 (Optimize then rejects the correct TensorInfo): one layer per sample.
+  const int64_t N = x.shape[0];
+  std::vector<Value> samples;
+  for (int64_t s = 0; s < N; ++s)
+    samples.push_back(one_sample(N == 1 ? x : b.slice(x, {s, 0, 0, 0}, Shape{1, C, x.shape[2], x.shape[3]})));
+  Value y = b.concat(samples, 0);
+  if (!bias_in_layer && (extra[0] > 0 || extra[1] > 0)) {
+    y = b.pad(y, {0, 0, 0, 0}, {0, 0, extra[0], extra[1]}, 0.0f);
+    if (has_bias) y = b.binary("add", y, b.constant(bias, Shape{1, y_shape[1], 1, 1}));
+  }
+  b.define(n.outputs[0], y);
+}
+
+// ---- pooling -------------------------------------------------------------------------------------
+
+struct PoolPlan {
+  armnn::Pooling2dDescriptor desc;
+  Shape armnn_out;  // what ArmNN's shape rule gives (4-D)
+};
+
+// ArmNN's Pooling2dLayer output size: floor/ceil of (in + pads - k) / stride + 1, minus the last
+// window when it would start inside the end padding.
+int64_t armnn_pool_size(int64_t in, int64_t lo, int64_t hi, int64_t k, int64_t s, bool ceil_mode) {
+  const double div = static_cast<double>(in + lo + hi - k) / static_cast<double>(s);
+  int64_t size = static_cast<int64_t>(ceil_mode ? std::ceil(div) : std::floor(div)) + 1;
+  if ((size - 1) * s >= in + lo) --size;
+  return size;
+}
+
+PoolPlan pool_plan(const ir::Graph& g, const ir::Node& n) {
+  const Shape x = in_shape(g, n, 0);
+  const Ints& k_raw = core::attr_ints(n.attrs, "kernel_shape");
+  const Ints& s_raw = core::attr_ints(n.attrs, "strides");
+  Pads p = resolve_pads(n, x, k_raw, s_raw);
+  if (x.size() == 3) p = Pads{{0, p.begin[0]}, {0, p.end[0]}};
+  const Ints k = as_2d(k_raw, 1), s = as_2d(s_raw, 1);
+  const bool ceil_mode = core::attr_s(n.attrs, "auto_pad") == "NOTSET" && core::attr_i(n.attrs, "ceil_mode") == 1;
+  PoolPlan plan;
+  armnn::Pooling2dDescriptor& d = plan.desc;
+  const bool is_max = n.op.rfind("max_pool", 0) == 0;
+  d.m_PoolType = is_max ? armnn::PoolingAlgorithm::Max : armnn::PoolingAlgorithm::Average;
+  d.m_PoolHeight = u(k[0]);
+  d.m_PoolWidth = u(k[1]);
+  set_geometry(d, s, p);
+  d.m_OutputShapeRounding = ceil_mode ? armnn::OutputShapeRounding::Ceiling : armnn::OutputShapeRounding::Floor;
+  d.m_PaddingMethod = !is_max && core::attr_i(n.attrs, "count_include_pad") == 1 ? armnn::PaddingMethod::IgnoreValue
+                                                                                 : armnn::PaddingMethod::Exclude;
+  const Shape x4 = as_4d(x);
+  plan.armnn_out = {x4[0], x4[1], armnn_pool_size(x4[2], p.begin[0], p.end[0], k[0], s[0], ceil_mode),
+                    armnn_pool_size(x4[3], p.begin[1], p.end[1], k[1], s[1], ceil_mode)};
+  return plan;
+}
+
+Support pool_supports(const ir::Graph& g, const ir::Node& n) {
+  const PoolPlan plan = pool_plan(g, n);
+  if (plan.armnn_out != as_4d(out_shape(g, n)))
+    return Support::no("ArmNN's Pooling2d drops a last window that starts in the end padding (also in floor mode), "
+                       "giving " + core::to_string(plan.armnn_out) + " where ONNX gives " +
+                       core::to_string(out_shape(g, n)));
+  return Support::yes();
+}
+
+void build_pool(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const PoolPlan plan = pool_plan(g, n);
+  const Value x = b.reshape(b.value(n.inputs[0]), as_4d(in_shape(g, n, 0)));
+  const Value y = b.finish(b.net().AddPooling2dLayer(plan.desc, b.layer_name("pool").c_str()), {x}, plan.armnn_out);
+  b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+}
+
+void build_global_pool(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const Shape& x = in_shape(g, n, 0);
+  const Value xv = b.value(n.inputs[0]);
+  int64_t cells = 1;
+  for (size_t d = 2; d < x.size(); ++d) cells *= x[d];
+  if (n.op == "global_avg_pool") {
+    // Mean over the flattened cells of [N, C, cells] (ArmNN 20.08's Mean takes rank <= 4).
+    b.define(n.outputs[0], b.reshape(b.mean(b.reshape(xv, Shape{x[0], x[1], cells}), {2}, true), out_shape(g, n)));
+    return;
+  }
+  // Max over all spatial cells: one Pooling2d window over [N, C, 1, cells].
+  armnn::Pooling2dDescriptor d;
+  d.m_PoolType = armnn::PoolingAlgorithm::Max;
+  d.m_PoolHeight = 1;
+  d.m_PoolWidth = u(cells);
+  d.m_StrideX = d.m_StrideY = 1;
+  d.m_DataLayout = armnn::DataLayout::NCHW;
+  const Value flat = b.reshape(xv, Shape{x[0], x[1], 1, cells});
+  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("global_max").c_str()), {flat}, Shape{x[0], x[1], 1, 1});
+  b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+}
+
+// ---- resize --------------------------------------------------------------------------------------
+
+// ArmNN's Resize coordinate rules (one for both axes): Default o*in/out, HalfPixel (o+0.5)*in/out
+// (-0.5 for bilinear, clamped at 0), AlignCorners o*(in-1)/(out-1); nearest floors the coordinate
+// (rounds half away from zero with AlignCorners).
+enum Mode : unsigned { kDefault = 1, kHalfPixel = 2, kAlignCorners = 4, kAny = 7 };
+
+struct AxisModes {
+  unsigned modes = 0;
+  std::string why;  // when modes == 0
+};
+
+// Whether the half-pixel coordinate (o+0.5)*in/out - 0.5 is exactly half-way for some o.
+bool half_pixel_ties(int64_t in, int64_t out) {
+  for (int64_t o = 0; o < out; ++o)
+    if (((2 * o + 1) * in) % (2 * out) == 0) return true;
+  return false;
+}
+
+// Whether o*(in-1)/(out-1) is exactly half-way for some o.
+bool align_corners_ties(int64_t in, int64_t out) {
+  for (int64_t o = 0; o < out; ++o)
+    if ((2 * o * (in - 1)) % (2 * (out - 1)) == out - 1) return true;
+  return false;
+}
+
+AxisModes nearest_axis(const std::string& ctm, const std::string& nm, int64_t in, int64_t out) {
+  if (in == 1) return {kAny, ""};
+  if (ctm == "tf_half_pixel_for_nn") {
+    if (nm == "floor" || (in == out && nm == "round_prefer_floor")) return {kHalfPixel, ""};
+    return {0, "tf_half_pixel_for_nn with nearest_mode '" + nm + "' has no ArmNN Resize equivalent"};
+  }
+  if (in == out) return {kAny, ""};  // every other mode reads cell o
+  const bool out1 = out == 1;
+  if ((ctm == "align_corners" || ctm == "pytorch_half_pixel") && out1) return {kDefault | kAlignCorners, ""};
+  if (ctm == "asymmetric") {
+    if (nm == "floor") return {kDefault, ""};
+    return {0, "ArmNN's nearest Resize floors the asymmetric coordinate; nearest_mode '" + nm + "' has no equivalent"};
+  }
+  const bool half = ctm == "half_pixel" || ctm == "pytorch_half_pixel";
+  const Mode m = half ? kHalfPixel : kAlignCorners;
+  const bool ties = half ? half_pixel_ties(in, out) : align_corners_ties(in, out);
+  if (nm == "round_prefer_ceil") return {m, ""};
+  if (nm == "round_prefer_floor" && !ties) return {m, ""};
+  if (nm == "round_prefer_floor")
+    return {0, ctm + " with round_prefer_floor hits exact half-way coordinates for " + std::to_string(in) + " -> " +
+                   std::to_string(out) + "; ArmNN's nearest Resize rounds them up"};
+  return {0, ctm + " with nearest_mode '" + nm + "' has no ArmNN Resize equivalent (ArmNN rounds this coordinate)"};
+}
+
+AxisModes bilinear_axis(const std::string& ctm, int64_t in, int64_t out) {
+  if (in == 1) return {kAny, ""};
+  if (ctm == "half_pixel") return {kHalfPixel, ""};
+  if (ctm == "pytorch_half_pixel") return {out > 1 ? unsigned(kHalfPixel) : unsigned(kDefault | kAlignCorners), ""};
+  if (ctm == "align_corners") return {out > 1 ? unsigned(kAlignCorners) : unsigned(kDefault | kAlignCorners), ""};
+  if (ctm == "asymmetric") return {in == out ? unsigned(kAny) : unsigned(kDefault), ""};
+  return {0, "ArmNN's bilinear Resize has no '" + ctm + "' coordinate mode"};
+}
+
+struct ResizePlan {
+  unsigned modes = 0;
+  std::string why;
+};
+
+ResizePlan resize_plan(const ir::Graph& g, const ir::Node& n) {
+  const bool bilinear = n.op == "resize_bilinear";
+  const std::string& ctm = core::attr_s(n.attrs, "coordinate_transformation_mode");
+  const Shape& x = in_shape(g, n, 0);
+  const Ints& sizes = core::attr_ints(n.attrs, "sizes");
+  AxisModes axes[2];
+  for (size_t i = 0; i < 2; ++i)
+    axes[i] = bilinear ? bilinear_axis(ctm, x[i + 2], sizes[i])
+                       : nearest_axis(ctm, core::attr_s(n.attrs, "nearest_mode"), x[i + 2], sizes[i]);
+  if (!axes[0].modes) return {0, axes[0].why + " (height)"};
+  if (!axes[1].modes) return {0, axes[1].why + " (width)"};
+  const unsigned both = axes[0].modes & axes[1].modes;
+  if (!both) return {0, "height and width need different ArmNN Resize coordinate modes (one mode per layer)"};
+  return {both, ""};
+}
+
+Support resize_supports(const ir::Graph& g, const ir::Node& n) {
+  const ResizePlan p = resize_plan(g, n);
+  return p.modes ? Support::yes() : Support::no(p.why);
+}
+
+void build_resize(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const ResizePlan p = resize_plan(g, n);
+  const Shape& y = out_shape(g, n);
+  armnn::ResizeDescriptor d;
+  d.m_Method = n.op == "resize_bilinear" ? armnn::ResizeMethod::Bilinear : armnn::ResizeMethod::NearestNeighbor;
+  d.m_TargetHeight = u(y[2]);
+  d.m_TargetWidth = u(y[3]);
+  d.m_DataLayout = armnn::DataLayout::NCHW;
+  d.m_HalfPixelCenters = (p.modes & kHalfPixel) != 0;
+  d.m_AlignCorners = !d.m_HalfPixelCenters && (p.modes & kAlignCorners) != 0;
+  b.define(n.outputs[0], b.finish(b.net().AddResizeLayer(d, b.layer_name("resize").c_str()), {b.value(n.inputs[0])}, y));
+}
+
+}  // namespace
+
+void register_spatial(OpTable& t) {
+  t["conv1d"] = OpEntry{{}, build_conv};
+  t["conv2d"] = OpEntry{{}, build_conv};
+  t["conv_transpose2d"] = OpEntry{conv_transpose_supports, build_conv_transpose};
+  for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"}) t[name] = OpEntry{pool_supports, build_pool};
+  t["global_avg_pool"] = OpEntry{{}, build_global_pool};
+  t["global_max_pool"] = OpEntry{{}, build_global_pool};
+  t["resize_nearest"] = OpEntry{resize_supports, build_resize};
+  t["resize_bilinear"] = OpEntry{resize_supports, build_resize};
+}
+
+}  // namespace quorum::backends::armnn_backend

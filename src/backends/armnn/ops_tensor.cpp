@@ -1,0 +1,396 @@
+// Dense, softmax, reduction, normalisation, shape and loss operators on ArmNN 20.08 layers:
+// FullyConnected, Softmax, LogSoftmax, Mean, Pooling2d (max reductions), BatchNormalization,
+// Normalization (LRN), Reshape, Transpose, Slice, StridedSlice and Pad. Batch statistics, layer
+// norm, the losses, border padding and the recurrent layers are composed of these and elementwise
+// layers.
+#include <algorithm>
+#include <numeric>
+
+#include "backends/armnn/armnn_common.h"
+
+namespace quorum::backends::armnn_backend {
+namespace {
+
+using AF = armnn::ActivationFunction;
+
+// Reduced axes of a catalogue reduction (axes = [] reduces every axis).
+std::vector<size_t> reduced_axes(const ir::Node& n, size_t rank) {
+  const Ints& axes = core::attr_ints(n.attrs, "axes");
+  std::vector<size_t> out;
+  if (axes.empty()) {
+    out.resize(rank);
+    std::iota(out.begin(), out.end(), size_t{0});
+  } else {
+    for (int64_t a : axes) out.push_back(norm_axis(a, rank));
+    std::sort(out.begin(), out.end());
+  }
+  return out;
+}
+
+std::vector<size_t> all_axes(size_t rank) {
+  std::vector<size_t> v(rank);
+  std::iota(v.begin(), v.end(), size_t{0});
+  return v;
+}
+
+// Maximum over `axes`: ArmNN 20.08 has no max reduction, so the reduced axes are moved last
+// (Transpose), flattened (Reshape) and covered by one Pooling2d max window.
+Value reduce_max(Builder& b, const Value& x, const std::vector<size_t>& axes, const Shape& out) {
+  std::vector<size_t> perm;
+  int64_t kept = 1, reduced = 1;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+      perm.push_back(d);
+      kept *= x.shape[d];
+    }
+  for (size_t d : axes) {
+    perm.push_back(d);
+    reduced *= x.shape[d];
+  }
+  const Value flat = b.reshape(b.transpose(x, perm), Shape{1, 1, kept, reduced});
+  armnn::Pooling2dDescriptor d;
+  d.m_PoolType = armnn::PoolingAlgorithm::Max;
+  d.m_PoolHeight = 1;
+  d.m_PoolWidth = static_cast<uint32_t>(reduced);
+  d.m_StrideX = d.m_StrideY = 1;
+  d.m_DataLayout = armnn::DataLayout::NCHW;
+  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("reduce_max").c_str()), {flat}, Shape{1, 1, kept, 1});
+  return b.reshape(y, out);
+}
+
+// (x - mean) / sqrt(var + eps) over `axes` (biased variance), composed of Mean and elementwise
+// layers; x has rank <= 4 (ArmNN 20.08's Mean asserts on more).
+Value normalise(Builder& b, const Value& x, const std::vector<size_t>& axes, float eps) {
+  const Value mu = b.mean(x, axes, true);
+  const Value centred = b.binary("sub", x, mu);
+  const Value var = b.mean(b.binary("mul", centred, centred), axes, true);
+  const Value rstd = b.unary(b.binary("add", var, b.scalar_like(eps, var.shape.size())), armnn::UnaryOperation::Rsqrt);
+  return b.binary("mul", centred, rstd);
+}
+
+// ---- dense / softmax -----------------------------------------------------------------------------
+
+void build_dense(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const Value x = b.value(n.inputs[0]);
+  const Shape ws = g.types.at(n.inputs[1]).shape;  // [units, K]
+  const int64_t K = ws[1], M = core::numel(x.shape) / K;
+  const bool has_bias = core::attr_i(n.attrs, "bias") == 1;
+  armnn::FullyConnectedDescriptor d;
+  d.m_BiasEnabled = has_bias;
+  d.m_TransposeWeightMatrix = true;  // weights [outputs, inputs]
+  const std::vector<float> w = b.floats(n.inputs[1]);
+  const std::vector<float> bias = has_bias ? b.floats(n.inputs[2]) : std::vector<float>{};
+  armnn::Optional<armnn::ConstTensor> bt;
+  if (has_bias) bt = armnn::ConstTensor(tensor_info(Shape{ws[0]}), bias);
+  const Value x2 = b.reshape(x, Shape{M, K});
+  const Value y = b.finish(b.net().AddFullyConnectedLayer(d, armnn::ConstTensor(tensor_info(ws), w), bt,
+                                                          b.layer_name("fully_connected").c_str()),
+                           {x2}, Shape{M, ws[0]});
+  b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+}
+
+void build_softmax(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  armnn::SoftmaxDescriptor d;
+  d.m_Beta = 1.0f;
+  d.m_Axis = static_cast<int>(norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size()));
+  const std::string name = b.layer_name(n.op);
+  armnn::IConnectableLayer* l =
+      n.op == "softmax" ? b.net().AddSoftmaxLayer(d, name.c_str()) : b.net().AddLogSoftmaxLayer(d, name.c_str());
+  b.define(n.outputs[0], b.finish(l, {x}, x.shape));
+}
+
+// ---- reductions ----------------------------------------------------------------------------------
+
+void build_reduce(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  const std::vector<size_t> axes = reduced_axes(n, x.shape.size());
+  const Shape& out = out_shape(b.graph(), n);
+  const bool keep = core::attr_i(n.attrs, "keepdims") == 1;
+  Value y;
+  if (n.op == "reduce_mean") {
+    y = b.mean(x, axes, keep);
+  } else if (n.op == "reduce_sum") {
+    // No sum reduction in ArmNN 20.08: Mean scaled back by the element count.
+    int64_t count = 1;
+    for (size_t a : axes) count *= x.shape[a];
+    y = b.activation(b.mean(x, axes, keep), AF::Linear, static_cast<float>(count), 0);
+  } else if (n.op == "reduce_max") {
+    y = reduce_max(b, x, axes, out);
+  } else {  // reduce_min = -max(-x)
+    y = b.unary(reduce_max(b, b.unary(x, armnn::UnaryOperation::Neg), axes, out), armnn::UnaryOperation::Neg);
+  }
+  b.define(n.outputs[0], b.reshape(y, out));
+}
+
+// ---- normalisation -------------------------------------------------------------------------------
+
+void build_batch_norm(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const Value x = b.value(n.inputs[0]);
+  const float eps = static_cast<float>(core::attr_f(n.attrs, "epsilon"));
+  const int64_t N = x.shape[0], C = x.shape[1], cells = core::numel(x.shape) / (N * C);
+  if (core::attr_i(n.attrs, "training") == 1) {
+    // Batch statistics over N and the spatial cells of [N, C, cells] (Mean takes rank <= 4).
+    const Shape cshape{1, C, 1};
+    const Value xhat = normalise(b, b.reshape(x, Shape{N, C, cells}), {0, 2}, eps);
+    const Value y = b.binary("add", b.binary("mul", xhat, b.constant(b.floats(n.inputs[1]), cshape)),
+                             b.constant(b.floats(n.inputs[2]), cshape));
+    b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+    return;
+  }
+  // BatchNormalization over [N, C, cells, 1].
+  const Shape x4{N, C, cells, 1};
+  armnn::BatchNormalizationDescriptor d;
+  d.m_Eps = eps;
+  d.m_DataLayout = armnn::DataLayout::NCHW;
+  const std::vector<float> scale = b.floats(n.inputs[1]), bias = b.floats(n.inputs[2]), mean = b.floats(n.inputs[3]),
+                           var = b.floats(n.inputs[4]);
+  const armnn::TensorInfo ci = tensor_info(Shape{C});
+  const Value y = b.finish(b.net().AddBatchNormalizationLayer(d, armnn::ConstTensor(ci, mean), armnn::ConstTensor(ci, var),
+                                                              armnn::ConstTensor(ci, bias), armnn::ConstTensor(ci, scale),
+                                                              b.layer_name("batch_norm").c_str()),
+                           {b.reshape(x, x4)}, x4);
+  b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+}
+
+void build_layer_norm(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const Value x = b.value(n.inputs[0]);
+  const size_t axis = norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size());
+  int64_t rows = 1;
+  for (size_t d = 0; d < axis; ++d) rows *= x.shape[d];
+  // Normalised over the trailing axes, flattened to [rows, k].
+  const Value xhat = normalise(b, b.reshape(x, Shape{rows, core::numel(x.shape) / rows}), {1},
+                               static_cast<float>(core::attr_f(n.attrs, "epsilon")));
+  const Shape& ps = g.types.at(n.inputs[1]).shape;
+  const Value y = b.binary("add", b.binary("mul", b.reshape(xhat, x.shape), b.constant(b.floats(n.inputs[1]), ps)),
+                           b.constant(b.floats(n.inputs[2]), ps));
+  b.define(n.outputs[0], y);
+}
+
+Support lrn_supports(const ir::Graph&, const ir::Node& n) {
+  if (core::attr_i(n.attrs, "size") % 2 == 0)
+    return Support::no("ArmNN's Normalization window is symmetric (radius size/2); ONNX LRN with an even size is not");
+  return Support::yes();
+}
+
+void build_lrn(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  const int64_t size = core::attr_i(n.attrs, "size");
+  armnn::NormalizationDescriptor d;
+  d.m_NormChannelType = armnn::NormalizationAlgorithmChannel::Across;
+  d.m_NormMethodType = armnn::NormalizationAlgorithmMethod::LocalBrightness;
+  d.m_NormSize = static_cast<uint32_t>(size);
+  d.m_Alpha = static_cast<float>(core::attr_f(n.attrs, "alpha") / static_cast<double>(size));  // ArmNN: k + alpha*sum
+  d.m_Beta = static_cast<float>(core::attr_f(n.attrs, "beta"));
+  d.m_K = static_cast<float>(core::attr_f(n.attrs, "bias"));
+  d.m_DataLayout = armnn::DataLayout::NCHW;
+  b.define(n.outputs[0], b.finish(b.net().AddNormalizationLayer(d, b.layer_name("lrn").c_str()), {x}, x.shape));
+}
+
+// ---- shape ---------------------------------------------------------------------------------------
+
+void build_reshape(Builder& b, const ir::Node& n) {
+  b.define(n.outputs[0], b.reshape(b.value(n.inputs[0]), out_shape(b.graph(), n)));
+}
+
+void build_transpose(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  const Ints& p = core::attr_ints(n.attrs, "perm");
+  std::vector<size_t> perm;
+  if (p.empty())
+    for (size_t i = x.shape.size(); i-- > 0;) perm.push_back(i);
+  else
+    perm.assign(p.begin(), p.end());
+  b.define(n.outputs[0], b.transpose(x, perm));
+}
+
+void build_slice(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  const size_t rank = x.shape.size();
+  const Ints& starts = core::attr_ints(n.attrs, "starts");
+  const Ints& ends = core::attr_ints(n.attrs, "ends");
+  const Ints& axes_attr = core::attr_ints(n.attrs, "axes");
+  const Ints& steps = core::attr_ints(n.attrs, "steps");
+  Ints begin(rank, 0), end(x.shape.begin(), x.shape.end()), stride(rank, 1);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const size_t a = axes_attr.empty() ? i : norm_axis(axes_attr[i], rank);
+    const int64_t dim = x.shape[a];
+    auto clampi = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+    begin[a] = clampi(starts[i]);
+    end[a] = clampi(ends[i]);
+    stride[a] = steps.empty() ? 1 : steps[i];
+  }
+  const Shape& out = out_shape(b.graph(), n);
+  const bool unit_steps = std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; });
+  if (unit_steps) {
+    b.define(n.outputs[0], b.reshape(b.slice(x, begin, out), out));
+    return;
+  }
+  armnn::StridedSliceDescriptor d(std::vector<int>(begin.begin(), begin.end()), std::vector<int>(end.begin(), end.end()),
+                                  std::vector<int>(stride.begin(), stride.end()));
+  d.m_DataLayout = armnn::DataLayout::NCHW;
+  b.define(n.outputs[0], b.finish(b.net().AddStridedSliceLayer(d, b.layer_name("strided_slice").c_str()), {x}, out));
+}
+
+// `count` copies of the size-1 slice at index i along axis d: Concat doubling, then one Slice.
+Value repeated_slice(Builder& b, const Value& x, size_t d, int64_t i, int64_t count) {
+  Ints begin(x.shape.size(), 0);
+  begin[d] = i;
+  Shape size = x.shape;
+  size[d] = 1;
+  Value r = b.slice(x, begin, size);
+  while (r.shape[d] < count) r = b.concat({r, r}, d);
+  size[d] = count;
+  return r.shape[d] == count ? r : b.slice(r, Ints(x.shape.size(), 0), size);
+}
+
+// Elements first, first - 1, ..., last (first >= last >= 0) along axis d: a StridedSlice with stride -1.
+Value reversed_range(Builder& b, const Value& x, size_t d, int64_t first, int64_t last) {
+  const size_t rank = x.shape.size();
+  std::vector<int> begin(rank, 0), end(x.shape.begin(), x.shape.end()), stride(rank, 1);
+  begin[d] = static_cast<int>(first);
+  end[d] = static_cast<int>(last - 1);
+  stride[d] = -1;
+  armnn::StridedSliceDescriptor desc(begin, end, stride);
+  if (last == 0) desc.m_EndMask = 1 << d;  // an end of -1 would count from the back: run to the front instead
+  desc.m_DataLayout = armnn::DataLayout::NCHW;
+  Shape out = x.shape;
+  out[d] = first - last + 1;
+  return b.finish(b.net().AddStridedSliceLayer(desc, b.layer_name("reverse").c_str()), {x}, out);
+}
+
+// Reflect and edge padding: ArmNN 20.08's Pad layer pads with a constant only, so each padded axis
+// becomes a Concat of the border copies around the input (edge: the border slice repeated; reflect:
+// the mirrored cells, reversed by a StridedSlice with stride -1).
+Value border_pad(Builder& b, Value x, const Ints& begin, const Ints& end, bool reflect) {
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (begin[d] == 0 && end[d] == 0) continue;
+    const int64_t len = x.shape[d];
+    std::vector<Value> parts;
+    if (begin[d] > 0) parts.push_back(reflect ? reversed_range(b, x, d, begin[d], 1) : repeated_slice(b, x, d, 0, begin[d]));
+    parts.push_back(x);
+    if (end[d] > 0)
+      parts.push_back(reflect ? reversed_range(b, x, d, len - 2, len - 1 - end[d]) : repeated_slice(b, x, d, len - 1, end[d]));
+    x = b.concat(parts, d);
+  }
+  return x;
+}
+
+void build_pad(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  const size_t rank = x.shape.size();
+  Ints pads = core::attr_ints(n.attrs, "pads");
+  if (pads.empty()) pads.assign(2 * rank, 0);
+  const Ints begin(pads.begin(), pads.begin() + static_cast<int64_t>(rank));
+  const Ints end(pads.begin() + static_cast<int64_t>(rank), pads.end());
+  const std::string& mode = core::attr_s(n.attrs, "mode");
+  if (mode == "constant")
+    b.define(n.outputs[0], b.pad(x, begin, end, static_cast<float>(core::attr_f(n.attrs, "value"))));
+  else
+    b.define(n.outputs[0], border_pad(b, x, begin, end, mode == "reflect"));
+}
+
+// ---- recurrent layers ----------------------------------------------------------------------------
+
+// x [N, K] times w [rows, K] transposed plus b, as a FullyConnected layer.
+Value fully_connected(Builder& b, const Value& x, const std::vector<float>& w, const std::vector<float>& bias,
+                      int64_t rows) {
+  armnn::FullyConnectedDescriptor d;
+  d.m_BiasEnabled = true;
+  d.m_TransposeWeightMatrix = true;
+  const armnn::ConstTensor wt(tensor_info(Shape{rows, x.shape[1]}), w), bt(tensor_info(Shape{rows}), bias);
+  return b.finish(b.net().AddFullyConnectedLayer(d, wt, armnn::Optional<armnn::ConstTensor>(bt),
+                                                 b.layer_name("fully_connected").c_str()),
+                  {x}, Shape{x.shape[0], rows});
+}
+
+// simple_rnn / lstm / gru unrolled over time (ArmNN 20.08 has no GRU or Elman layer): per step two
+// FullyConnected layers (W_ih x + b_ih, W_hh h + b_hh), gate slices and activations, from a zero state.
+void build_rnn(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const Value x = b.value(n.inputs[0]);
+  const int64_t N = x.shape[0], T = x.shape[1], F = x.shape[2], H = core::attr_i(n.attrs, "hidden_size");
+  const int64_t G = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
+  const std::vector<float> w_ih = b.floats(n.inputs[1]), w_hh = b.floats(n.inputs[2]), b_ih = b.floats(n.inputs[3]),
+                           b_hh = b.floats(n.inputs[4]);
+  auto gate = [&](const Value& v, int64_t k) { return b.slice(v, {0, k * H}, Shape{N, H}); };
+  auto sigmoid = [&](const Value& v) { return b.activation(v, AF::Sigmoid); };
+  auto tanh = [&](const Value& v) { return b.activation(v, AF::TanH, 1, 1); };
+  Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H});
+  Value c = h;
+  std::vector<Value> steps;
+  for (int64_t t = 0; t < T; ++t) {
+    const Value xt = b.reshape(b.slice(x, {0, t, 0}, Shape{N, 1, F}), Shape{N, F});
+    const Value gi = fully_connected(b, xt, w_ih, b_ih, G * H);
+    const Value gh = fully_connected(b, h, w_hh, b_hh, G * H);
+    if (n.op == "simple_rnn") {
+      h = tanh(b.binary("add", gi, gh));
+    } else if (n.op == "lstm") {
+      const Value sum = b.binary("add", gi, gh);
+      const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)), o = sigmoid(gate(sum, 3));
+      c = b.binary("add", b.binary("mul", f, c), b.binary("mul", i, gg));
+      h = b.binary("mul", o, tanh(c));
+    } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
+      const Value r = sigmoid(b.binary("add", gate(gi, 0), gate(gh, 0)));
+      const Value z = sigmoid(b.binary("add", gate(gi, 1), gate(gh, 1)));
+      const Value nn = tanh(b.binary("add", gate(gi, 2), b.binary("mul", r, gate(gh, 2))));
+      h = b.binary("add", nn, b.binary("mul", z, b.binary("sub", h, nn)));
+    }
+    steps.push_back(b.reshape(h, Shape{N, 1, H}));
+  }
+  const Value y = core::attr_i(n.attrs, "return_sequences") == 1 ? b.concat(steps, 1) : h;
+  b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+}
+
+// ---- losses --------------------------------------------------------------------------------------
+
+void build_mse(Builder& b, const ir::Node& n) {
+  const Value d = b.binary("sub", b.value(n.inputs[0]), b.value(n.inputs[1]));
+  b.define(n.outputs[0], b.reshape(b.mean(b.activation(d, AF::Square), all_axes(d.shape.size()), false),
+                                   out_shape(b.graph(), n)));
+}
+
+// mean over N of -sum_c t * log_softmax(p) = -C * mean over [N, C] of t * log_softmax(p).
+void build_softmax_ce(Builder& b, const ir::Node& n) {
+  const Value p = b.value(n.inputs[0]), t = b.value(n.inputs[1]);
+  armnn::SoftmaxDescriptor d;
+  d.m_Axis = 1;
+  const Value ls = b.finish(b.net().AddLogSoftmaxLayer(d, b.layer_name("log_softmax").c_str()), {p}, p.shape);
+  const Value m = b.mean(b.binary("mul", t, ls), {0, 1}, false);
+  b.define(n.outputs[0], b.reshape(b.activation(m, AF::Linear, -static_cast<float>(p.shape[1]), 0), out_shape(b.graph(), n)));
+}
+
+// mean over N of max(0, max_c((1-t)*p) - sum_c(t*p) + 1); sum_c is C * Mean over C.
+void build_categorical_hinge(Builder& b, const ir::Node& n) {
+  const Value p = b.value(n.inputs[0]), t = b.value(n.inputs[1]);
+  const int64_t N = p.shape[0], C = p.shape[1];
+  const Value pos = b.activation(b.mean(b.binary("mul", t, p), {1}, false), AF::Linear, static_cast<float>(C), 0);
+  const Value neg = reduce_max(b, b.binary("mul", b.activation(t, AF::Linear, -1, 1), p), {1}, Shape{N});
+  const Value hinge = b.activation(b.activation(b.binary("sub", neg, pos), AF::Linear, 1, 1), AF::ReLu);
+  b.define(n.outputs[0], b.reshape(b.mean(hinge, {0}, false), out_shape(b.graph(), n)));
+}
+
+}  // namespace
+
+void register_tensor(OpTable& t) {
+  t["dense"] = OpEntry{{}, build_dense};
+  t["softmax"] = OpEntry{{}, build_softmax};
+  t["log_softmax"] = OpEntry{{}, build_softmax};
+  for (const char* name : {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min"}) t[name] = OpEntry{{}, build_reduce};
+  t["batch_norm"] = OpEntry{{}, build_batch_norm};
+  t["layer_norm"] = OpEntry{{}, build_layer_norm};
+  t["lrn"] = OpEntry{lrn_supports, build_lrn};
+  for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze"}) t[name] = OpEntry{{}, build_reshape};
+  t["transpose"] = OpEntry{{}, build_transpose};
+  t["slice"] = OpEntry{{}, build_slice};
+  t["pad"] = OpEntry{{}, build_pad};
+  for (const char* name : {"simple_rnn", "lstm", "gru"}) t[name] = OpEntry{{}, build_rnn};
+  t["mse_loss"] = OpEntry{{}, build_mse};
+  t["softmax_cross_entropy"] = OpEntry{{}, build_softmax_ce};
+  t["categorical_hinge"] = OpEntry{{}, build_categorical_hinge};
+}
+
+}  // namespace quorum::backends::armnn_backend
