@@ -9,6 +9,14 @@ TrainResult Session::train_step(const TrainRequest&) {
   throw std::logic_error("this backend does not train");
 }
 
+Support constant_weights(const ir::Graph& g, const ir::Node& n, const std::string& library) {
+  for (size_t i = ir::data_input_count(n); i < n.inputs.size(); ++i)
+    if (!g.initializers.count(n.inputs[i]))
+      return Support::no(library + " takes weights as constants when it builds the model: '" + n.inputs[i] +
+                         "' is a graph input or computed here");
+  return Support::yes();
+}
+
 Support supports_graph(const Backend& b, const ir::Graph& g, bool training) {
   if (training && !b.trains()) return Support::no("backend does not train");
   for (const auto& n : g.nodes) {

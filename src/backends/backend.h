@@ -92,6 +92,11 @@ class Backend {
   virtual std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) = 0;
 };
 
+// Whether every weight of the node (its inputs after the data inputs: filters, biases, statistics)
+// is a constant (an initializer), or why not. Inference engines pack weights when they build the
+// model; a weight fed as a graph input (as conformance tests do) or computed is another form.
+Support constant_weights(const ir::Graph& g, const ir::Node& n, const std::string& library);
+
 // Every node of the graph supported (for training too, if `training`), or the first reason why not.
 Support supports_graph(const Backend& b, const ir::Graph& g, bool training = false);
 

@@ -110,6 +110,8 @@ class ArmnnBackend : public Backend {
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
     const auto it = op_table().find(n.op);
     if (it == op_table().end()) return Support::no("ArmNN 20.08 has no layer (or exact layer composition) for '" + n.op + "'");
+    // Weights become ConstTensors of the layers.
+    if (Support w = constant_weights(g, n, "ArmNN"); !w.ok) return w;
     for (const auto* names : {&n.inputs, &n.outputs})
       for (const auto& v : *names) {
         const core::TensorType& t = g.types.at(v);

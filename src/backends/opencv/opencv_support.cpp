@@ -309,10 +309,8 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
     // BatchNormalization, ConvTranspose and Gemm read their weights from the initializers ("Blob W
     // not found in const blobs"); Conv also takes a computed filter.
     const bool const_weights = n.op == "batch_norm" || n.op == "conv_transpose2d" || n.op == "dense";
-    for (size_t i = ir::data_input_count(n); const_weights && i < n.inputs.size(); ++i)
-      if (!g.initializers.count(n.inputs[i]))
-        return Support::no("OpenCV 4.6's importer needs the weight '" + n.inputs[i] +
-                           "' as a constant (it is a graph input here: 'not found in const blobs')");
+    if (const_weights)
+      if (Support w = constant_weights(g, n, "OpenCV 4.6's importer ('not found in const blobs')"); !w.ok) return w;
     return it->second(g, n);
   } catch (const std::exception& e) {
     // The decision reads value shapes; a graph without them cannot be judged.

@@ -116,10 +116,7 @@ class XnnpackBackend : public Backend {
       if (g.types.at(v).shape.size() > kMaxRank)
         return Support::no("XNNPACK tensors have at most 6 dims, '" + v + "' has more");
     // Filters, biases and batch_norm statistics are packed when the subgraph is defined.
-    for (size_t i = ir::data_input_count(n); i < n.inputs.size(); ++i)
-      if (!g.is_initializer(n.inputs[i]))
-        return Support::no("XNNPACK packs weights when the subgraph is defined: '" + n.inputs[i] +
-                           "' must be a constant, it is computed or a graph input here");
+    if (Support w = constant_weights(g, n, "XNNPACK"); !w.ok) return w;
     const auto it = op_table().find(n.op);
     if (it == op_table().end()) {
       const auto why = missing_reasons().find(n.op);
