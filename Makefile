@@ -5,7 +5,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?=
 
 FUZZ_TIME ?= 2m
-FUZZ_BACKENDS ?= torch,onednn
+FUZZ_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
 FUZZ_GENERATOR ?= muffin
 
 CONFORMANCE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
