@@ -84,7 +84,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
     case onnx::TensorProto::FLOAT: {
       check_count(p.float_data_size(), 4);
       Tensor t(DType::F32, shape);
-      if (raw) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
+      if (raw && n > 0) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
       else
         for (int64_t i = 0; i < n; ++i) t.f32()[i] = p.float_data(static_cast<int>(i));
       return t;
@@ -92,7 +92,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
     case onnx::TensorProto::DOUBLE: {
       check_count(p.double_data_size(), 8);
       Tensor t(DType::F64, shape);
-      if (raw) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
+      if (raw && n > 0) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
       else
         for (int64_t i = 0; i < n; ++i) t.f64()[i] = p.double_data(static_cast<int>(i));
       return t;
@@ -100,7 +100,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
     case onnx::TensorProto::INT64: {
       check_count(p.int64_data_size(), 8);
       Tensor t(DType::I64, shape);
-      if (raw) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
+      if (raw && n > 0) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
       else
         for (int64_t i = 0; i < n; ++i) t.i64()[i] = p.int64_data(static_cast<int>(i));
       return t;

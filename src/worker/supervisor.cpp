@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/signals.h"
 #include "worker/codec.h"
 #include "worker/protocol.h"
 
@@ -24,20 +25,6 @@ namespace quorum::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGBUS: return "SIGBUS";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGPIPE: return "SIGPIPE";
-    default: return nullptr;
-  }
-}
 
 std::string exe_dir() {
   std::error_code ec;
@@ -204,8 +191,7 @@ Outcome Worker::death(int wait_status, bool timed_out) {
   if (WIFSIGNALED(wait_status)) {
     const int sig = WTERMSIG(wait_status);
     o.signal = sig;
-    const char* name = signal_name(sig);
-    o.message = name ? name : "signal " + std::to_string(sig);
+    o.message = core::signal_name(sig);
     const bool alloc_failure = o.stderr_tail.find("bad_alloc") != std::string::npos ||
                                o.stderr_tail.find("out of memory") != std::string::npos ||
                                o.stderr_tail.find("Cannot allocate memory") != std::string::npos;

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/npy.h"
+#include "core/signals.h"
 #include "ir/onnx_io.h"
 
 namespace quorum::backends::exec {
@@ -187,7 +188,7 @@ class ExecSession : public Session {
                                     " s (the exec time limit); program killed",
                                 file_tail(log));
       case ProgramEnd::How::Signaled:
-        throw ChildProcessError(K::Signal, end.code, signal_name(end.code), file_tail(log));
+        throw ChildProcessError(K::Signal, end.code, core::signal_name(end.code), file_tail(log));
       case ProgramEnd::How::Exited:
         if (end.code == 0) return;
         if (end.code == kExitCannotLoad) {

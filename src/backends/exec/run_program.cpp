@@ -141,20 +141,6 @@ std::string file_tail(const std::string& path, size_t max_bytes) {
   return all;
 }
 
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGBUS: return "SIGBUS";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGPIPE: return "SIGPIPE";
-    default: return "signal " + std::to_string(sig);
-  }
-}
-
 std::string resolve_program(const std::string& program) {
   if (program.find('/') != std::string::npos) return is_executable_file(program) ? program : "";
   const char* path = std::getenv("PATH");

@@ -26,9 +26,6 @@ std::vector<std::string> environment_with(const std::vector<std::string>& overri
 // The last lines (at most `max_bytes`) of a text file, trailing blank space removed; "" if unreadable.
 std::string file_tail(const std::string& path, size_t max_bytes = 1500);
 
-// "SIGSEGV" for the common crash signals, "signal N" otherwise.
-std::string signal_name(int sig);
-
 // Absolute path of `program`: as given when it names a path (contains '/'), else found on $PATH.
 // "" when it is not an executable file.
 std::string resolve_program(const std::string& program);
