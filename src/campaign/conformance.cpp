@@ -458,6 +458,26 @@ std::string conformance_markdown(const ConformanceReport& r, const std::string& 
     for (size_t c = 1; c < t.cells.size(); ++c)
       if (t.cells[c].verdict == Verdict::Fail)
         os << "| " << esc(t.test) << " | " << esc(r.columns[c]) << " | " << esc(t.cells[c].detail) << " |\n";
+  // Why each library does not run the tests it skips: the reason without the node's name, counted.
+  os << "\n## Why backends skip tests\n\n"
+     << "The reasons the libraries give (their `supports()` rules; see each backend's `known_differences.txt`) for "
+        "the tests counted as unsup above, with the number of tests (tests the catalogue cannot express are in the "
+        "reference exceptions).\n\n| backend | tests | reason |\n| --- | --- | --- |\n";
+  for (size_t c = 1; c < r.columns.size(); ++c) {
+    std::map<std::string, int> reasons;
+    for (const auto& t : r.results) {
+      const Cell& cell = t.cells[c];
+      if (cell.verdict != Verdict::Unsupported || t.cells[0].verdict != Verdict::Pass) continue;
+      std::string why = cell.detail;
+      if (why.rfind("node '", 0) == 0)
+        if (const size_t end = why.find("': "); end != std::string::npos) why = why.substr(end + 3);
+      ++reasons[why];
+    }
+    std::vector<std::pair<int, std::string>> sorted;
+    for (const auto& [why, n] : reasons) sorted.emplace_back(-n, why);
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& [n, why] : sorted) os << "| " << esc(r.columns[c]) << " | " << -n << " | " << esc(why) << " |\n";
+  }
   std::map<std::string, int> outside_rows;
   for (const auto& t : r.outside) ++outside_rows[t.row];
   os << "\n## Not run: outside the catalogue\n\n"

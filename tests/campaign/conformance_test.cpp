@@ -88,6 +88,20 @@ TEST(Conformance, TheMarkdownReportListsTheTableAndEveryExceptionWithItsReason) 
   EXPECT_NE(md.find("| Relu | 3 pass |"), std::string::npos) << md.substr(0, 2000);
   EXPECT_NE(md.find("| node/test_gru_defaults | unsupported:"), std::string::npos);
   EXPECT_EQ(md.find("UNEXPLAINED"), std::string::npos);
+  EXPECT_NE(md.find("## Why backends skip tests"), std::string::npos);
+}
+
+TEST(Conformance, SkippedTestsAreCountedByTheBackendsReason) {
+  if (!have_suite()) GTEST_SKIP() << "libonnx-testdata is not installed";
+  ConformanceOptions opt;
+  opt.filter = "node/test_relu";
+  opt.backends = parse_backends("faulty:crash-on-op=sigmoid");
+  ConformanceReport r = run_conformance(opt);
+  ASSERT_FALSE(r.results.empty());
+  // A backend refusal reads as "<reason>" without the node's name, counted once per test.
+  r.results[0].cells[1] = Cell{Verdict::Unsupported, "node 'y': no relu here", 0};
+  const std::string md = conformance_markdown(r, "quorum conformance");
+  EXPECT_NE(md.find("| faulty:crash-on-op=sigmoid | 1 | no relu here |"), std::string::npos) << md;
 }
 
 TEST(Conformance, CommandTableAndErrors) {
