@@ -80,6 +80,35 @@ TEST(Oracle, SmallOrWithinToleranceDeviationsAreNotFindings) {
   EXPECT_EQ(judge(f.g, runs, strict).size(), 1u);
 }
 
+// A difference the producer's tolerance allows (0.3 next to 1e6 in relu's output) that the next
+// node exposes (clip to [0.1, 100] removes the large element): a node computed right on each
+// backend's own inputs is not where a bug was born; computed wrong on them, it is.
+TEST(Oracle, AnExposedInputDifferenceIsInheritedWhenTheNodeIsRightOnItsOwnInputs) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["b"],
+    "nodes": [{"name": "a", "op": "relu", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "clip", "inputs": ["a"], "outputs": ["b"], "attrs": {"min": 0.1, "max": 100}}]})",
+                                          "g");
+  const ref::ValueMap in{{"x", core::Tensor::f64({1, 2}, {1e6, 0.5})}};
+  const ref::ValueMap want = ref::forward(g, in);
+  auto run = [&](const std::string& name, bool is_ref) {
+    BackendRun r;
+    r.backend = name;
+    r.is_reference = is_ref;
+    r.values = {{"a", want.at("a")}, {"b", want.at("b")}};
+    return r;
+  };
+  std::vector<BackendRun> runs = {run("ref", true), run("A", false), run("B", false)};
+  runs[1].values["a"].f64()[1] = 0.8;
+  runs[1].values["b"].f64()[1] = 0.8;  // clip of A's own value: right
+  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  runs[1].values["b"].f64()[1] = 0.1;  // wrong on its own input: born here
+  const auto found = judge(g, runs, {}, &in);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, "b");
+  EXPECT_EQ(found[0].backend, "A");
+}
+
 TEST(Oracle, RelativeMetricIsAvailable) {
   Fixture f;
   auto runs = f.three();
