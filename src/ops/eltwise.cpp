@@ -24,7 +24,11 @@ struct Unary {
   std::vector<std::string> tags = {"activation"};
   std::function<void(core::Rng&, Attrs&)> sample_attrs = nullptr;
   std::function<void(const Attrs&)> check = nullptr;  // extra attribute requirements
+  std::function<std::vector<double>(const Attrs&)> kinks = nullptr;  // where f' jumps
 };
+
+// x is at kink k as float32 sees it too (a float32 input equals a bound rounded to float32).
+bool at_point(double x, double k) { return x == k || static_cast<float>(x) == static_cast<float>(k); }
 
 double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
 
@@ -58,6 +62,18 @@ OpSpec make_unary(Unary u) {
     for (int64_t i = 0; i < gx.numel(); ++i) gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * df(x[i], y[i], a);
     return std::vector<Tensor>{gx};
   };
+  if (u.kinks) {
+    auto kinks = u.kinks;
+    s.kink_derivatives = [kinks, f, df](double x, const Attrs& a) -> std::optional<std::pair<double, double>> {
+      for (double k : kinks(a)) {
+        if (!at_point(x, k)) continue;
+        const double h = 1e-9 * std::max(std::abs(k), 1.0);
+        const double left = df(k - h, f(k - h, a), a), right = df(k + h, f(k + h, a), a);
+        return std::make_pair(std::min(left, right), std::max(left, right));
+      }
+      return std::nullopt;
+    };
+  }
   InputGen gen = u.gen;
   auto sample_attrs = u.sample_attrs;
   std::vector<AttrSpec> attrs = u.attrs;
@@ -191,10 +207,27 @@ std::vector<Unary> unaries() {
   };
 }
 
+// Where the derivative of a piecewise operator jumps, for the operators whose value there differs
+// between real libraries by convention: libtorch passes the gradient of clip (and of relu6, a clip
+// to [0, 6]) at its bounds and uses the middle formula of hardswish at -3 and 3, and abs has no
+// agreed derivative at 0. relu, leaky_relu, elu, selu and hard_sigmoid stay strict: the libraries
+// agree at their kinks (0 at relu's), so a different value there is a finding. Null otherwise.
+std::function<std::vector<double>(const Attrs&)> kinks_of(const std::string& op) {
+  using V = std::vector<double>;
+  if (op == "abs") return [](const Attrs&) { return V{0.0}; };
+  if (op == "relu6") return [](const Attrs&) { return V{0.0, 6.0}; };
+  if (op == "hardswish") return [](const Attrs&) { return V{-3.0, 3.0}; };
+  if (op == "clip") return [](const Attrs& a) { return V{core::attr_f(a, "min"), core::attr_f(a, "max")}; };
+  return nullptr;
+}
+
 }  // namespace
 
 void register_eltwise(Registry& r) {
-  for (auto& u : unaries()) r.add(make_unary(std::move(u)));
+  for (auto& u : unaries()) {
+    u.kinks = kinks_of(u.name);
+    r.add(make_unary(std::move(u)));
+  }
 }
 
 }  // namespace quorum::ops

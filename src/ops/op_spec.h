@@ -5,6 +5,7 @@
 // sampler that draws valid test cases from the domain.
 #pragma once
 #include <functional>
+#include <optional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -108,6 +109,10 @@ struct OpSpec {
   // its square root. Null means 1.
   std::function<int64_t(const std::vector<TensorType>&, const Attrs&)> reduction_length;
   std::vector<ValidRange> valid_ranges;
+  // Elementwise operators whose derivative at a kink is a convention that libraries do not share
+  // (clip at its bounds, abs at 0): at such an input x, the two one-sided derivatives, lower first.
+  // A gradient between them is not a bug. Null, or nullopt away from the kinks.
+  std::function<std::optional<std::pair<double, double>>(double x, const Attrs& attrs)> kink_derivatives;
   std::function<Case(core::Rng&)> sample;
   bool is_loss = false;
   std::vector<std::string> tags;  // "activation", "reshaping", "vulnerable", "pool", ...

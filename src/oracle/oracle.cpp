@@ -407,11 +407,13 @@ struct Judge {
   }
 
   // Whether every element where two backends' gradients of `p` differ is a tie of maximum/minimum
-  // (equal operands on either backend) or of reduce_max/reduce_min: which tied operand gets the
-  // gradient is a convention (libtorch splits it, others give it to the first), not a bug.
+  // (equal operands on either backend), of reduce_max/reduce_min, or a kink of a piecewise
+  // operator: which tied operand gets the gradient, or which one-sided derivative a kink takes, is
+  // a convention (libtorch splits ties and passes clip's gradient at its bounds), not a bug.
   bool tie_explained(const ir::Node& n, const std::string& p, const BackendRun& rj, const BackendRun& rk,
                      const ops::Tolerance& tol) const {
     if (n.op == "reduce_max" || n.op == "reduce_min") return reduce_tie_explained(n, p, rj, rk, tol);
+    if (ops::op(n.op).kink_derivatives) return kink_explained(n, p, rj, rk, tol);
     if (n.op != "maximum" && n.op != "minimum") return false;
     const core::Tensor *aj = value_of(rj, n.inputs[0]), *bj = value_of(rj, n.inputs[1]);
     const core::Tensor *ak = value_of(rk, n.inputs[0]), *bk = value_of(rk, n.inputs[1]);
@@ -423,6 +425,36 @@ struct Judge {
       if (element_within(gj.get(i), gk.get(i), scale, tol)) continue;
       const bool tie = aj->get(i) == bj->get(i) || ak->get(i) == bk->get(i);
       if (!tie) return false;
+    }
+    return true;
+  }
+
+  // For piecewise operators (relu, clip, abs, ...): every differing gradient element has its input
+  // at a kink on either backend, and both gradients lie between the incoming gradient times the two
+  // one-sided derivatives there (which side a library takes is a convention).
+  bool kink_explained(const ir::Node& n, const std::string& p, const BackendRun& rj, const BackendRun& rk,
+                      const ops::Tolerance& tol) const {
+    if (p != n.inputs[0]) return false;
+    const auto& kink = ops::op(n.op).kink_derivatives;
+    const core::Tensor *xj = value_of(rj, p), *xk = value_of(rk, p);
+    if (!xj || !xk || !rj.grads.count(n.outputs[0]) || !rk.grads.count(n.outputs[0])) return false;
+    const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
+    const core::Tensor &gyj = rj.grads.at(n.outputs[0]), &gyk = rk.grads.at(n.outputs[0]);
+    if (gj.shape() != xj->shape() || gk.shape() != gj.shape() || xk->shape() != gj.shape() ||
+        gyj.shape() != gj.shape() || gyk.shape() != gj.shape())
+      return false;
+    const double scale = tolerance_scale(gk);
+    for (int64_t i = 0; i < gj.numel(); ++i) {
+      if (element_within(gj.get(i), gk.get(i), scale, tol)) continue;
+      auto range = kink(xj->get(i), n.attrs);
+      if (!range) range = kink(xk->get(i), n.attrs);
+      if (!range) return false;
+      // Each backend's gradient within its own incoming gradient times [left, right].
+      for (const auto& [g, gy] : {std::pair{gj.get(i), gyj.get(i)}, std::pair{gk.get(i), gyk.get(i)}}) {
+        const double a = gy * range->first, b = gy * range->second;
+        const double lo = std::min(a, b), hi = std::max(a, b);
+        if (!(element_within(g, std::clamp(g, lo, hi), scale, tol))) return false;
+      }
     }
     return true;
   }

@@ -243,6 +243,31 @@ TEST(Oracle, GradientSplitAtATieOfMaximumIsNotAFinding) {
   EXPECT_EQ(found[0].backend, "A");
 }
 
+TEST(Oracle, GradientAtAKinkWithinTheOneSidedDerivativesIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["c"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "c", "op": "clip", "inputs": ["a"], "outputs": ["c"], "attrs": {"min": -0.75, "max": 2}}]})",
+                                          "kink");
+  // a = -x: element 0 sits on clip's lower bound, element 1 inside.
+  const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {0.75, -1, 3})}};
+  const auto tr = ref::train(g, in, core::Tensor::f64({1, 3}, {5, 5, 5}), ref::LossSpec{"mse_loss", {}});
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
+  ASSERT_EQ(runs[0].grads["a"].f64()[0], 0.0);  // the catalogue gives 0 at the bound
+  // A passes the gradient at the bound (libtorch does): the other one-sided derivative.
+  runs[1].grads["a"].f64()[0] = runs[1].grads["c"].f64()[0];
+  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  // Beyond both one-sided derivatives at the bound, or off the kink: findings.
+  runs[1].grads["a"].f64()[0] = 3 * runs[1].grads["c"].f64()[0];
+  EXPECT_EQ(judge(g, runs, {}, &in).size(), 1u);
+  runs[1].grads["a"].f64()[0] = runs[1].grads["c"].f64()[0];
+  runs[1].grads["a"].f64()[1] += 1.0;
+  const auto found = judge(g, runs, {}, &in);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, "c");
+  EXPECT_EQ(found[0].backend, "A");
+}
+
 TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
   const ir::Graph g = ir::graph_from_json(R"({
     "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}], "outputs": ["r"],
