@@ -99,6 +99,17 @@ OpSpec make_binary(const BinaryDef& d) {
     c.gen = {InputGen{}, gen_b};
     return c;
   };
+  if (d.name == "maximum" || d.name == "minimum") {
+    // Tied where a == b (after broadcasting): the gradient may go to either operand.
+    s.ties = [](const Inputs& in, const Attrs&, size_t input) {
+      const Shape out = broadcast_shapes(in[0]->shape(), in[1]->shape());
+      const std::vector<int64_t> ma = broadcast_map(in[0]->shape(), out), mb = broadcast_map(in[1]->shape(), out);
+      std::vector<bool> tied(static_cast<size_t>(in[input]->numel()), false);
+      for (size_t o = 0; o < ma.size(); ++o)
+        if (in[0]->get(ma[o]) == in[1]->get(mb[o])) tied[static_cast<size_t>(input == 0 ? ma[o] : mb[o])] = true;
+      return tied;
+    };
+  }
   return s;
 }
 

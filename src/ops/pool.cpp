@@ -237,6 +237,26 @@ OpSpec make_window_pool(int d, bool is_max) {
     }
     return std::vector<Tensor>{gx};
   };
+  if (is_max) {
+    // Tied: two or more cells of a window equal its maximum.
+    s.ties = [name, d](const Inputs& in, const Attrs& a, size_t) {
+      const Tensor& x = *in[0];
+      const auto ws = windows_of(window_geometry(name, x.shape(), a, d));
+      const int64_t planes = x.dim(0) * x.dim(1);
+      const int64_t in_plane = x.numel() / std::max<int64_t>(planes, 1);
+      std::vector<bool> tied(static_cast<size_t>(x.numel()), false);
+      for (int64_t p = 0; p < planes; ++p) {
+        const double* xp = x.f64() + p * in_plane;
+        for (const Window& w : ws) {
+          const double m = xp[w.cells[first_max(xp, w)]];
+          if (std::count_if(w.cells.begin(), w.cells.end(), [&](int64_t c) { return xp[c] == m; }) < 2) continue;
+          for (int64_t c : w.cells)
+            if (xp[c] == m) tied[static_cast<size_t>(p * in_plane + c)] = true;
+        }
+      }
+      return tied;
+    };
+  }
   if (!is_max) {
     s.reduction_length = [](const std::vector<TensorType>&, const Attrs& a) {
       int64_t area = 1;
@@ -330,6 +350,22 @@ OpSpec make_global_pool(bool is_max) {
     }
     return std::vector<Tensor>{gx};
   };
+  if (is_max) {
+    // Tied: two or more cells of a plane equal its maximum.
+    s.ties = [](const Inputs& in, const Attrs&, size_t) {
+      const Tensor& x = *in[0];
+      const int64_t planes = x.dim(0) * x.dim(1);
+      const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
+      std::vector<bool> tied(static_cast<size_t>(x.numel()), false);
+      for (int64_t p = 0; p < planes; ++p) {
+        const double* xp = x.f64() + p * plane;
+        const double m = *std::max_element(xp, xp + plane);
+        if (std::count(xp, xp + plane, m) < 2) continue;
+        for (int64_t i = 0; i < plane; ++i) tied[static_cast<size_t>(p * plane + i)] = xp[i] == m;
+      }
+      return tied;
+    };
+  }
   if (!is_max) {
     s.reduction_length = [](const std::vector<TensorType>& in, const Attrs&) {
       int64_t n = 1;

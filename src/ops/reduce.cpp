@@ -195,6 +195,21 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
     c.gen = {is_prod ? InputGen{-1.5, 1.5} : InputGen{}};
     return c;
   };
+  if (kind == Kind::Max || kind == Kind::Min) {
+    // Tied: two or more elements of a slot equal its extreme.
+    s.ties = [kind](const Inputs& in, const Attrs& a, size_t) {
+      const Tensor& x = *in[0];
+      const Slots sl = slots_of(x.shape(), a);
+      const auto arg = first_extreme(x, sl, kind == Kind::Max);
+      std::vector<int> count(static_cast<size_t>(sl.count), 0);
+      for (size_t i = 0; i < sl.of.size(); ++i)
+        if (x.get(static_cast<int64_t>(i)) == x.get(arg[static_cast<size_t>(sl.of[i])])) ++count[static_cast<size_t>(sl.of[i])];
+      std::vector<bool> tied(sl.of.size(), false);
+      for (size_t i = 0; i < sl.of.size(); ++i)
+        tied[i] = count[static_cast<size_t>(sl.of[i])] > 1 && x.get(static_cast<int64_t>(i)) == x.get(arg[static_cast<size_t>(sl.of[i])]);
+      return tied;
+    };
+  }
   return s;
 }
 

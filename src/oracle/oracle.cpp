@@ -406,27 +406,47 @@ struct Judge {
     return nullptr;
   }
 
-  // Whether every element where two backends' gradients of `p` differ is a tie of maximum/minimum
-  // (equal operands on either backend), of reduce_max/reduce_min, or a kink of a piecewise
-  // operator: which tied operand gets the gradient, or which one-sided derivative a kink takes, is
-  // a convention (libtorch splits ties and passes clip's gradient at its bounds), not a bug.
+  // Whether every element where two backends' gradients of `p` differ is explained by a
+  // convention: an input tied for an extreme (maximum, reduce_max, max pooling: which tied element
+  // gets the gradient — libtorch splits it, others pick the first) on either backend, or a kink
+  // whose derivative libraries choose differently (clip at its bounds).
   bool tie_explained(const ir::Node& n, const std::string& p, const BackendRun& rj, const BackendRun& rk,
                      const ops::Tolerance& tol) const {
-    if (n.op == "reduce_max" || n.op == "reduce_min") return reduce_tie_explained(n, p, rj, rk, tol);
-    if (ops::op(n.op).kink_derivatives) return kink_explained(n, p, rj, rk, tol);
-    if (n.op != "maximum" && n.op != "minimum") return false;
-    const core::Tensor *aj = value_of(rj, n.inputs[0]), *bj = value_of(rj, n.inputs[1]);
-    const core::Tensor *ak = value_of(rk, n.inputs[0]), *bk = value_of(rk, n.inputs[1]);
-    if (!aj || !bj || !ak || !bk || aj->shape() != bj->shape() || ak->shape() != bk->shape()) return false;
-    const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
-    if (gj.shape() != aj->shape() || gk.shape() != gj.shape()) return false;
-    const double scale = tolerance_scale(gk);
-    for (int64_t i = 0; i < gj.numel(); ++i) {
-      if (element_within(gj.get(i), gk.get(i), scale, tol)) continue;
-      const bool tie = aj->get(i) == bj->get(i) || ak->get(i) == bk->get(i);
-      if (!tie) return false;
+    const ops::OpSpec& spec = ops::op(n.op);
+    if (spec.kink_derivatives) return kink_explained(n, p, rj, rk, tol);
+    if (!spec.ties) return false;
+    const auto at = std::find(n.inputs.begin(), n.inputs.end(), p);
+    const auto input = static_cast<size_t>(at - n.inputs.begin());
+    if (at == n.inputs.end() || input >= ir::data_input_count(n)) return false;
+    std::vector<bool> tied[2];
+    const BackendRun* run[2] = {&rj, &rk};
+    for (int b = 0; b < 2; ++b) {
+      std::vector<core::Tensor> held;
+      for (size_t i = 0; i < ir::data_input_count(n); ++i) {
+        const core::Tensor* t = value_of(*run[b], n.inputs[i]);
+        if (!t) return false;
+        held.push_back(t->to(core::DType::F64));
+      }
+      ops::Inputs in;
+      for (const auto& t : held) in.push_back(&t);
+      tied[b] = spec.ties(in, n.attrs, input);
     }
-    return true;
+    const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
+    if (gj.shape() != gk.shape() || tied[0].size() != static_cast<size_t>(gj.numel()) || tied[1].size() != tied[0].size())
+      return false;
+    const double scale = tolerance_scale(gk);
+    double sum_j = 0, sum_k = 0, mass = 0;
+    for (int64_t i = 0; i < gj.numel(); ++i) {
+      sum_j += gj.get(i);
+      sum_k += gk.get(i);
+      mass += std::abs(gk.get(i));
+      if (!element_within(gj.get(i), gk.get(i), scale, tol) && !tied[0][static_cast<size_t>(i)] &&
+          !tied[1][static_cast<size_t>(i)])
+        return false;
+    }
+    // A split among tied elements moves gradient, it does not make any: with one data input every
+    // way of routing it keeps the total (two inputs of maximum can trade it between them).
+    return ir::data_input_count(n) != 1 || element_within(sum_j, sum_k, mass, tol);
   }
 
   // For piecewise operators (relu, clip, abs, ...): every differing gradient element has its input
@@ -459,40 +479,6 @@ struct Judge {
     return true;
   }
 
-  // For reduce_max/reduce_min: every differing gradient element is an input equal to its group's
-  // extreme in a group where two or more inputs reach it (libtorch splits the gradient among them).
-  bool reduce_tie_explained(const ir::Node& n, const std::string& p, const BackendRun& rj, const BackendRun& rk,
-                            const ops::Tolerance& tol) const {
-    if (p != n.inputs[0]) return false;
-    const core::Tensor* x[2] = {value_of(rj, n.inputs[0]), value_of(rk, n.inputs[0])};
-    const core::Tensor* y[2] = {value_of(rj, n.outputs[0]), value_of(rk, n.outputs[0])};
-    if (!x[0] || !x[1] || !y[0] || !y[1]) return false;
-    const core::Shape& in = x[0]->shape();
-    // The output with the reduced axes kept as size 1, so it broadcasts onto the input.
-    std::vector<int64_t> axes = core::attr_ints(n.attrs, "axes");
-    if (axes.empty())
-      for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) axes.push_back(d);
-    core::Shape kept = in;
-    for (int64_t a : axes) kept[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(in.size()) : a)] = 1;
-    if (core::numel(kept) != y[0]->numel()) return false;
-    const std::vector<int64_t> group = ops::broadcast_map(kept, in);
-    std::vector<int> ties[2];
-    for (int b = 0; b < 2; ++b) {
-      ties[b].assign(static_cast<size_t>(y[b]->numel()), 0);
-      for (size_t i = 0; i < group.size(); ++i)
-        if (x[b]->get(static_cast<int64_t>(i)) == y[b]->get(group[i])) ++ties[b][static_cast<size_t>(group[i])];
-    }
-    const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
-    const double scale = tolerance_scale(gk);
-    for (size_t i = 0; i < group.size(); ++i) {
-      if (element_within(gj.get(static_cast<int64_t>(i)), gk.get(static_cast<int64_t>(i)), scale, tol)) continue;
-      bool tie = false;
-      for (int r = 0; r < 2; ++r)
-        tie |= x[r]->get(static_cast<int64_t>(i)) == y[r]->get(group[i]) && ties[r][static_cast<size_t>(group[i])] >= 2;
-      if (!tie) return false;
-    }
-    return true;
-  }
 
   std::vector<size_t> trained_runs() const {
     std::vector<size_t> v;

@@ -268,6 +268,30 @@ TEST(Oracle, GradientAtAKinkWithinTheOneSidedDerivativesIsNotAFinding) {
   EXPECT_EQ(found[0].backend, "A");
 }
 
+TEST(Oracle, GradientSplitAmongTiedCellsOfAMaxPoolIsNotAFindingButDuplicatingItIs) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 4]}], "outputs": ["m"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "m", "op": "max_pool1d", "inputs": ["a"], "outputs": ["m"],
+               "attrs": {"kernel_shape": [2], "strides": [2]}}]})",
+                                          "pool");
+  const backends::ValueMap in{{"x", core::Tensor::f64({1, 1, 4}, {-1, -1, 0, -2})}};  // a = [1, 1, 0, 2]
+  const auto tr = ref::train(g, in, core::Tensor::f64({1, 1, 2}, {5, 5}), ref::LossSpec{"mse_loss", {}});
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
+  const double g0 = runs[1].grads["a"].f64()[0];
+  ASSERT_NE(g0, 0.0);
+  ASSERT_EQ(runs[1].grads["a"].f64()[1], 0.0);  // the catalogue routes it to the first maximum
+  runs[1].grads["a"].f64()[0] = g0 / 2;          // A splits it between the tied cells
+  runs[1].grads["a"].f64()[1] = g0 / 2;
+  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  runs[1].grads["a"].f64()[0] = g0;  // A gives it to both: gradient made from nothing
+  runs[1].grads["a"].f64()[1] = g0;
+  const auto found = judge(g, runs, {}, &in);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].node, "m");
+  EXPECT_EQ(found[0].backend, "A");
+}
+
 TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
   const ir::Graph g = ir::graph_from_json(R"({
     "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}], "outputs": ["r"],
