@@ -100,14 +100,21 @@ OpSpec make_binary(const BinaryDef& d) {
     return c;
   };
   if (d.name == "maximum" || d.name == "minimum") {
-    // Tied where a == b (after broadcasting): the gradient may go to either operand.
-    s.ties = [](const Inputs& in, const Attrs&, size_t input) {
+    // An operand is the sole extreme where it is > (maximum) or < (minimum) the other, tied where
+    // they are equal, after broadcasting.
+    const bool is_max = d.name == "maximum";
+    s.extremes = [is_max](const Inputs& in, const Attrs&, size_t input) {
       const Shape out = broadcast_shapes(in[0]->shape(), in[1]->shape());
       const std::vector<int64_t> ma = broadcast_map(in[0]->shape(), out), mb = broadcast_map(in[1]->shape(), out);
-      std::vector<bool> tied(static_cast<size_t>(in[input]->numel()), false);
-      for (size_t o = 0; o < ma.size(); ++o)
-        if (in[0]->get(ma[o]) == in[1]->get(mb[o])) tied[static_cast<size_t>(input == 0 ? ma[o] : mb[o])] = true;
-      return tied;
+      std::vector<int8_t> ext(static_cast<size_t>(in[input]->numel()), OpSpec::kNotExtreme);
+      for (size_t o = 0; o < ma.size(); ++o) {
+        const double mine = input == 0 ? in[0]->get(ma[o]) : in[1]->get(mb[o]);
+        const double other = input == 0 ? in[1]->get(mb[o]) : in[0]->get(ma[o]);
+        int8_t& e = ext[static_cast<size_t>(input == 0 ? ma[o] : mb[o])];
+        if (mine == other) e = OpSpec::kTiedExtreme;
+        else if (is_max ? mine > other : mine < other) e = std::max(e, int8_t{OpSpec::kSoleExtreme});
+      }
+      return ext;
     };
   }
   return s;

@@ -109,11 +109,15 @@ struct OpSpec {
   // its square root. Null means 1.
   std::function<int64_t(const std::vector<TensorType>&, const Attrs&)> reduction_length;
   std::vector<ValidRange> valid_ranges;
-  // Operators that route the gradient to one of several inputs tied for an extreme (max pooling,
-  // maximum, reduce_max, ...): for data input `input`, which elements tie with another for an
-  // output's extreme. Which tied element gets the gradient is a convention (libtorch splits it,
-  // the catalogue and others pick the first), so a gradient that differs only there is not a bug.
-  std::function<std::vector<bool>(const Inputs& in, const Attrs& attrs, size_t input)> ties;
+  // Operators that route an output's gradient to the input that attains an extreme (max pooling,
+  // maximum, reduce_max, ...): for each element of data input `input`, kNotExtreme, kSoleExtreme
+  // or kTiedExtreme (the most any of its groups gives). Among tied elements the choice is a
+  // convention (libtorch splits, the catalogue and others pick the first), and two backends whose
+  // inputs agree within tolerance may order near-equal elements differently; a gradient that
+  // differs only at tied elements, or at elements whose status differs between the backends, is
+  // not a bug.
+  enum Extreme : int8_t { kNotExtreme = 0, kSoleExtreme = 1, kTiedExtreme = 2 };
+  std::function<std::vector<int8_t>(const Inputs& in, const Attrs& attrs, size_t input)> extremes;
   // Elementwise operators whose derivative at a kink is a convention that libraries do not share
   // (clip at its bounds, abs at 0): at such an input x, the two one-sided derivatives, lower first.
   // A gradient between them is not a bug. Null, or nullopt away from the kinks.

@@ -238,23 +238,25 @@ OpSpec make_window_pool(int d, bool is_max) {
     return std::vector<Tensor>{gx};
   };
   if (is_max) {
-    // Tied: two or more cells of a window equal its maximum.
-    s.ties = [name, d](const Inputs& in, const Attrs& a, size_t) {
+    // The cells equal to their window's maximum: sole, or tied when two or more are.
+    s.extremes = [name, d](const Inputs& in, const Attrs& a, size_t) {
       const Tensor& x = *in[0];
       const auto ws = windows_of(window_geometry(name, x.shape(), a, d));
       const int64_t planes = x.dim(0) * x.dim(1);
       const int64_t in_plane = x.numel() / std::max<int64_t>(planes, 1);
-      std::vector<bool> tied(static_cast<size_t>(x.numel()), false);
+      std::vector<int8_t> ext(static_cast<size_t>(x.numel()), OpSpec::kNotExtreme);
       for (int64_t p = 0; p < planes; ++p) {
         const double* xp = x.f64() + p * in_plane;
         for (const Window& w : ws) {
           const double m = xp[w.cells[first_max(xp, w)]];
-          if (std::count_if(w.cells.begin(), w.cells.end(), [&](int64_t c) { return xp[c] == m; }) < 2) continue;
-          for (int64_t c : w.cells)
-            if (xp[c] == m) tied[static_cast<size_t>(p * in_plane + c)] = true;
+          const auto n = std::count_if(w.cells.begin(), w.cells.end(), [&](int64_t c) { return xp[c] == m; });
+          for (int64_t c : w.cells) {
+            int8_t& e = ext[static_cast<size_t>(p * in_plane + c)];
+            if (xp[c] == m) e = std::max(e, n > 1 ? int8_t{OpSpec::kTiedExtreme} : int8_t{OpSpec::kSoleExtreme});
+          }
         }
       }
-      return tied;
+      return ext;
     };
   }
   if (!is_max) {
@@ -351,19 +353,20 @@ OpSpec make_global_pool(bool is_max) {
     return std::vector<Tensor>{gx};
   };
   if (is_max) {
-    // Tied: two or more cells of a plane equal its maximum.
-    s.ties = [](const Inputs& in, const Attrs&, size_t) {
+    // The cells equal to their plane's maximum: sole, or tied when two or more are.
+    s.extremes = [](const Inputs& in, const Attrs&, size_t) {
       const Tensor& x = *in[0];
       const int64_t planes = x.dim(0) * x.dim(1);
       const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
-      std::vector<bool> tied(static_cast<size_t>(x.numel()), false);
+      std::vector<int8_t> ext(static_cast<size_t>(x.numel()), OpSpec::kNotExtreme);
       for (int64_t p = 0; p < planes; ++p) {
         const double* xp = x.f64() + p * plane;
         const double m = *std::max_element(xp, xp + plane);
-        if (std::count(xp, xp + plane, m) < 2) continue;
-        for (int64_t i = 0; i < plane; ++i) tied[static_cast<size_t>(p * plane + i)] = xp[i] == m;
+        const int8_t code = std::count(xp, xp + plane, m) > 1 ? OpSpec::kTiedExtreme : OpSpec::kSoleExtreme;
+        for (int64_t i = 0; i < plane; ++i)
+          if (xp[i] == m) ext[static_cast<size_t>(p * plane + i)] = code;
       }
-      return tied;
+      return ext;
     };
   }
   if (!is_max) {

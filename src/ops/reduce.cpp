@@ -196,18 +196,18 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
     return c;
   };
   if (kind == Kind::Max || kind == Kind::Min) {
-    // Tied: two or more elements of a slot equal its extreme.
-    s.ties = [kind](const Inputs& in, const Attrs& a, size_t) {
+    // The elements equal to their slot's extreme: sole, or tied when two or more are.
+    s.extremes = [kind](const Inputs& in, const Attrs& a, size_t) {
       const Tensor& x = *in[0];
       const Slots sl = slots_of(x.shape(), a);
       const auto arg = first_extreme(x, sl, kind == Kind::Max);
+      auto is_ext = [&](size_t i) { return x.get(static_cast<int64_t>(i)) == x.get(arg[static_cast<size_t>(sl.of[i])]); };
       std::vector<int> count(static_cast<size_t>(sl.count), 0);
+      for (size_t i = 0; i < sl.of.size(); ++i) count[static_cast<size_t>(sl.of[i])] += is_ext(i);
+      std::vector<int8_t> ext(sl.of.size(), OpSpec::kNotExtreme);
       for (size_t i = 0; i < sl.of.size(); ++i)
-        if (x.get(static_cast<int64_t>(i)) == x.get(arg[static_cast<size_t>(sl.of[i])])) ++count[static_cast<size_t>(sl.of[i])];
-      std::vector<bool> tied(sl.of.size(), false);
-      for (size_t i = 0; i < sl.of.size(); ++i)
-        tied[i] = count[static_cast<size_t>(sl.of[i])] > 1 && x.get(static_cast<int64_t>(i)) == x.get(arg[static_cast<size_t>(sl.of[i])]);
-      return tied;
+        if (is_ext(i)) ext[i] = count[static_cast<size_t>(sl.of[i])] > 1 ? OpSpec::kTiedExtreme : OpSpec::kSoleExtreme;
+      return ext;
     };
   }
   return s;

@@ -407,18 +407,19 @@ struct Judge {
   }
 
   // Whether every element where two backends' gradients of `p` differ is explained by a
-  // convention: an input tied for an extreme (maximum, reduce_max, max pooling: which tied element
-  // gets the gradient — libtorch splits it, others pick the first) on either backend, or a kink
-  // whose derivative libraries choose differently (clip at its bounds).
+  // convention: an input tied for an extreme (maximum, reduce_max, max pooling) on either backend,
+  // or one that is the extreme on one backend and not on the other (near-equal inputs ordered
+  // differently by rounding), or a kink whose derivative libraries choose differently (clip at
+  // its bounds).
   bool tie_explained(const ir::Node& n, const std::string& p, const BackendRun& rj, const BackendRun& rk,
                      const ops::Tolerance& tol) const {
     const ops::OpSpec& spec = ops::op(n.op);
     if (spec.kink_derivatives) return kink_explained(n, p, rj, rk, tol);
-    if (!spec.ties) return false;
+    if (!spec.extremes) return false;
     const auto at = std::find(n.inputs.begin(), n.inputs.end(), p);
     const auto input = static_cast<size_t>(at - n.inputs.begin());
     if (at == n.inputs.end() || input >= ir::data_input_count(n)) return false;
-    std::vector<bool> tied[2];
+    std::vector<int8_t> ext[2];
     const BackendRun* run[2] = {&rj, &rk};
     for (int b = 0; b < 2; ++b) {
       std::vector<core::Tensor> held;
@@ -429,10 +430,10 @@ struct Judge {
       }
       ops::Inputs in;
       for (const auto& t : held) in.push_back(&t);
-      tied[b] = spec.ties(in, n.attrs, input);
+      ext[b] = spec.extremes(in, n.attrs, input);
     }
     const core::Tensor &gj = rj.grads.at(p), &gk = rk.grads.at(p);
-    if (gj.shape() != gk.shape() || tied[0].size() != static_cast<size_t>(gj.numel()) || tied[1].size() != tied[0].size())
+    if (gj.shape() != gk.shape() || ext[0].size() != static_cast<size_t>(gj.numel()) || ext[1].size() != ext[0].size())
       return false;
     const double scale = tolerance_scale(gk);
     double sum_j = 0, sum_k = 0, mass = 0;
@@ -440,12 +441,14 @@ struct Judge {
       sum_j += gj.get(i);
       sum_k += gk.get(i);
       mass += std::abs(gk.get(i));
-      if (!element_within(gj.get(i), gk.get(i), scale, tol) && !tied[0][static_cast<size_t>(i)] &&
-          !tied[1][static_cast<size_t>(i)])
-        return false;
+      if (element_within(gj.get(i), gk.get(i), scale, tol)) continue;
+      const int8_t ej = ext[0][static_cast<size_t>(i)], ek = ext[1][static_cast<size_t>(i)];
+      // Explained: tied on either backend, or an extreme on one backend and not the same on the other.
+      const bool explained = ej == ops::OpSpec::kTiedExtreme || ek == ops::OpSpec::kTiedExtreme || ej != ek;
+      if (!explained) return false;
     }
-    // A split among tied elements moves gradient, it does not make any: with one data input every
-    // way of routing it keeps the total (two inputs of maximum can trade it between them).
+    // Routing moves gradient among candidates, it does not make any: with one data input every
+    // valid routing keeps the total (two inputs of maximum can trade it between them).
     return ir::data_input_count(n) != 1 || element_within(sum_j, sum_k, mass, tol);
   }
 

@@ -290,6 +290,18 @@ TEST(Oracle, GradientSplitAmongTiedCellsOfAMaxPoolIsNotAFindingButDuplicatingItI
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].node, "m");
   EXPECT_EQ(found[0].backend, "A");
+  // Second window [0, 2]: cell 3 is the sole maximum everywhere; a gradient scaled there is a bug.
+  runs[1].grads["a"].f64()[0] = g0;
+  runs[1].grads["a"].f64()[1] = 0;
+  runs[1].grads["a"].f64()[3] *= 3;
+  EXPECT_EQ(judge(g, runs, {}, &in).size(), 1u);
+  // Near-equal cells ordered differently on A (its first window reads [1, 1 + 1e-7]): A routes the
+  // gradient to cell 1, the others to cell 0. Rounding, not a bug.
+  runs[1].grads["a"].f64()[3] = runs[0].grads["a"].f64()[3];
+  runs[1].values["a"].f64()[1] += 1e-7;
+  runs[1].grads["a"].f64()[0] = 0;
+  runs[1].grads["a"].f64()[1] = g0;
+  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
 }
 
 TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
