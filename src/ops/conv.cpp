@@ -6,6 +6,8 @@
 // exact transpose of the forward by construction.
 #include <algorithm>
 
+#include <tuple>
+
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 
@@ -103,12 +105,7 @@ ConvGeom conv_geometry(const std::string& op_name, const TensorType& x, const At
       if (auto_pad == "VALID") {
         pb = pe = 0;
       } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-        // ONNX: output = ceil(in / stride); the odd pad element goes to the end (UPPER) or the
-        // beginning (LOWER). Explicit pads are ignored.
-        const int64_t want = (in + s - 1) / s;
-        const int64_t total = std::max<int64_t>(0, (want - 1) * s + eff_k - in);
-        pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-        pe = total - pb;
+        std::tie(pb, pe) = same_pads(auto_pad, in, eff_k, s);  // explicit pads are ignored
       }
       const int64_t span = in + pb + pe - eff_k;
       out = span < 0 ? 0 : span / s + 1;  // floor division of a non-negative span

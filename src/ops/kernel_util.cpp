@@ -1,7 +1,16 @@
 // Kernel helpers.
 #include "ops/kernel_util.h"
 
+#include <algorithm>
+
 namespace quorum::ops {
+
+std::pair<int64_t, int64_t> same_pads(const std::string& auto_pad, int64_t in, int64_t extent, int64_t stride) {
+  const int64_t out = (in + stride - 1) / stride;
+  const int64_t total = std::max<int64_t>(0, (out - 1) * stride + extent - in);
+  const int64_t begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+  return {begin, total - begin};
+}
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
   const size_t r = std::max(a.size(), b.size());

@@ -3,6 +3,8 @@
 #pragma once
 #include <cmath>
 #include <functional>
+#include <string>
+#include <utility>
 
 #include "ops/op_spec.h"
 
@@ -11,6 +13,11 @@ namespace quorum::ops {
 using core::require;
 
 inline TensorType f64t(Shape s) { return TensorType{DType::F64, std::move(s)}; }
+
+// ONNX auto_pad SAME_UPPER / SAME_LOWER along one axis: output ceil(in / stride), total padding
+// (out - 1) * stride + extent - in (at least 0), the odd cell at the end (SAME_UPPER) or at the
+// beginning (SAME_LOWER). `extent` is the window's (dilated) length. Returns {begin, end}.
+std::pair<int64_t, int64_t> same_pads(const std::string& auto_pad, int64_t in, int64_t extent, int64_t stride);
 
 // NumPy broadcasting of two shapes; OpError when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

@@ -3,6 +3,7 @@
 // output length); the kernels enumerate each output's window once, as a list of input cells, and
 // the forward and backward passes both walk that list.
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 
 #include "ops/kernel_util.h"
@@ -75,12 +76,8 @@ std::vector<Axis> window_geometry(const std::string& op, const Shape& x, const A
                                  std::to_string(ax.k) + " over length " + std::to_string(ax.in));
       ax.out = (ax.in - ax.k) / ax.s + 1;
     } else {
-      // SAME_UPPER / SAME_LOWER: out = ceil(in / stride), the odd pad cell goes at the end (UPPER)
-      // or at the beginning (LOWER).
       ax.out = ceil_div(ax.in, ax.s);
-      const int64_t total = std::max<int64_t>(0, (ax.out - 1) * ax.s + ax.k - ax.in);
-      ax.pe = auto_pad == "SAME_UPPER" ? total - total / 2 : total / 2;
-      ax.pb = total - ax.pe;
+      std::tie(ax.pb, ax.pe) = same_pads(auto_pad, ax.in, ax.k, ax.s);
     }
     require(ax.out >= 1, op + " output would be empty along " + axis);
   }

@@ -5,8 +5,10 @@
 // ArmNN's explicit left/right/top/bottom pads.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "backends/armnn/armnn_common.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::armnn_backend {
 namespace {
@@ -26,11 +28,7 @@ Pads resolve_pads(const ir::Node& n, const Shape& x, const Ints& eff_kernel, con
     p.end.assign(r, 0);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < r; ++i) {
-      const int64_t in = x[i + 2], s = strides[i];
-      const int64_t out = (in + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (out - 1) * s + eff_kernel[i] - in);
-      p.begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      p.end[i] = total - p.begin[i];
+      std::tie(p.begin[i], p.end[i]) = ops::same_pads(auto_pad, x[i + 2], eff_kernel[i], strides[i]);
     }
   }
   return p;

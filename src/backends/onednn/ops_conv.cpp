@@ -7,7 +7,10 @@
 // [C, OC/g, k...] is described with strides.
 // The primitives get format_tag::any so oneDNN picks its optimised (jit) layouts; reorders
 // convert from and to the plain user buffers.
+#include <tuple>
+
 #include "backends/onednn/onednn_common.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::onednn {
 namespace {
@@ -42,11 +45,7 @@ ConvGeo conv_geo(const Shape& x, const Shape& y, const core::Attrs& a, bool tran
     if (auto_pad == "VALID") {
       pb = pe = 0;
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      // ONNX: output ceil(in / stride); the odd pad cell at the end (UPPER) or the beginning (LOWER).
-      const int64_t want = (g.in_sp[i] + g.strides[i] - 1) / g.strides[i];
-      const int64_t total = std::max<int64_t>(0, (want - 1) * g.strides[i] + eff_k - g.in_sp[i]);
-      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pe = total - pb;
+      std::tie(pb, pe) = ops::same_pads(auto_pad, g.in_sp[i], eff_k, g.strides[i]);
     }
     g.pad_l.push_back(pb);
     // oneDNN checks dst = (src + pl + pr - eff_k) / s + 1 (conv) or dst = (src - 1) * s + eff_k - pl - pr

@@ -7,7 +7,10 @@
 //    reaches into that extra ceil-mode padding; ONNX (and the reference) count only cells inside
 //    [-pad_begin, in + pad_end). Those windows are rescaled by a per-position factor (binary mul).
 //  - max pooling in training mode keeps the primitive's workspace (the argmax) for backward.
+#include <tuple>
+
 #include "backends/onednn/onednn_common.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::onednn {
 namespace {
@@ -31,9 +34,7 @@ PoolGeo window_geo(const Shape& x, const Shape& y, const core::Attrs& a) {
     if (auto_pad == "VALID") {
       pb = pe = 0;
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t total = std::max<int64_t>(0, (out - 1) * s + k - in);
-      pe = auto_pad == "SAME_UPPER" ? total - total / 2 : total / 2;
-      pb = total - pe;
+      std::tie(pb, pe) = ops::same_pads(auto_pad, in, k, s);
     }
     g.pad_l.push_back(pb);
     g.pad_r.push_back(std::max(pe, (out - 1) * s + k - in - pb));

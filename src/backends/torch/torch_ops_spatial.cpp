@@ -24,8 +24,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include "backends/torch/torch_ops.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::torch {
 namespace {
@@ -54,12 +56,7 @@ Pads resolve_pads(const NodeContext& c, const Ints& eff_kernel, const Ints& stri
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     // ONNX: output ceil(in / stride); the odd pad cell goes to the end (UPPER) or beginning (LOWER).
     for (size_t i = 0; i < r; ++i) {
-      const int64_t in = c.input_shape(0)[i + 2], s = strides[i];
-      const int64_t out = (in + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (out - 1) * s + eff_kernel[i] - in);
-      const int64_t small = total / 2;
-      p.begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
-      p.end[i] = total - p.begin[i];
+      std::tie(p.begin[i], p.end[i]) = ops::same_pads(auto_pad, c.input_shape(0)[i + 2], eff_kernel[i], strides[i]);
     }
   }
   return p;
