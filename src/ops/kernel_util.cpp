@@ -2,6 +2,7 @@
 #include "ops/kernel_util.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace quorum::ops {
 
@@ -10,6 +11,20 @@ std::pair<int64_t, int64_t> same_pads(const std::string& auto_pad, int64_t in, i
   const int64_t total = std::max<int64_t>(0, (out - 1) * stride + extent - in);
   const int64_t begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
   return {begin, total - begin};
+}
+
+Pads resolve_pads(const std::string& auto_pad, const std::vector<int64_t>& pads, const Shape& x,
+                  const std::vector<int64_t>& extent, const std::vector<int64_t>& strides) {
+  const auto r = static_cast<std::ptrdiff_t>(extent.size());
+  Pads p{{pads.begin(), pads.begin() + r}, {pads.begin() + r, pads.end()}};
+  if (auto_pad == "VALID") {
+    p.begin.assign(extent.size(), 0);
+    p.end.assign(extent.size(), 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < extent.size(); ++i)
+      std::tie(p.begin[i], p.end[i]) = same_pads(auto_pad, x[i + 2], extent[i], strides[i]);
+  }
+  return p;
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {

@@ -19,6 +19,16 @@ inline TensorType f64t(Shape s) { return TensorType{DType::F64, std::move(s)}; }
 // beginning (SAME_LOWER). `extent` is the window's (dilated) length. Returns {begin, end}.
 std::pair<int64_t, int64_t> same_pads(const std::string& auto_pad, int64_t in, int64_t extent, int64_t stride);
 
+// A window operator's (conv, pool) explicit pads per spatial axis after ONNX auto_pad: `pads`
+// ([begin..., end...]) for NOTSET, none for VALID, same_pads for SAME_*. `x` is the input shape
+// [N, C, spatial...], `extent` the (dilated) window length per axis.
+struct Pads {
+  std::vector<int64_t> begin, end;
+  bool symmetric() const { return begin == end; }
+};
+Pads resolve_pads(const std::string& auto_pad, const std::vector<int64_t>& pads, const Shape& x,
+                  const std::vector<int64_t>& extent, const std::vector<int64_t>& strides);
+
 // NumPy broadcasting of two shapes; OpError when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 // For every flat index of `out`, the flat index of `in` that broadcasts to it.

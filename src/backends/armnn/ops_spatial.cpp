@@ -5,7 +5,6 @@
 // ArmNN's explicit left/right/top/bottom pads.
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 
 #include "backends/armnn/armnn_common.h"
 #include "ops/kernel_util.h"
@@ -13,25 +12,11 @@
 namespace quorum::backends::armnn_backend {
 namespace {
 
-struct Pads {
-  Ints begin, end;  // per spatial axis
-};
+using ops::Pads;
 
 // Explicit pads after resolving ONNX auto_pad, for kernels of extent eff_kernel (dilated).
 Pads resolve_pads(const ir::Node& n, const Shape& x, const Ints& eff_kernel, const Ints& strides) {
-  const size_t r = eff_kernel.size();
-  const std::string& auto_pad = core::attr_s(n.attrs, "auto_pad");
-  const Ints& pads = core::attr_ints(n.attrs, "pads");
-  Pads p{Ints(pads.begin(), pads.begin() + static_cast<int64_t>(r)), Ints(pads.begin() + static_cast<int64_t>(r), pads.end())};
-  if (auto_pad == "VALID") {
-    p.begin.assign(r, 0);
-    p.end.assign(r, 0);
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (size_t i = 0; i < r; ++i) {
-      std::tie(p.begin[i], p.end[i]) = ops::same_pads(auto_pad, x[i + 2], eff_kernel[i], strides[i]);
-    }
-  }
-  return p;
+  return ops::resolve_pads(core::attr_s(n.attrs, "auto_pad"), core::attr_ints(n.attrs, "pads"), x, eff_kernel, strides);
 }
 
 // The 2-D view of a 1-D (NCL) or 2-D (NCHW) operator: shapes get a unit H, per-axis lists a

@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <tuple>
 
 #include "backends/torch/torch_ops.h"
 #include "ops/kernel_util.h"
@@ -36,30 +35,10 @@ using Ints = std::vector<int64_t>;
 
 // Begin/end pads per spatial axis after resolving ONNX auto_pad. `eff_kernel` is the dilated
 // kernel extent per axis.
-struct Pads {
-  Ints begin, end;
-  bool symmetric() const { return begin == end; }
-  bool any() const {
-    return std::any_of(begin.begin(), begin.end(), [](int64_t v) { return v != 0; }) ||
-           std::any_of(end.begin(), end.end(), [](int64_t v) { return v != 0; });
-  }
-};
+using ops::Pads;
 
 Pads resolve_pads(const NodeContext& c, const Ints& eff_kernel, const Ints& strides) {
-  const size_t r = eff_kernel.size();
-  const std::string& auto_pad = c.s("auto_pad");
-  const Ints& pads = c.ints("pads");
-  Pads p{Ints(pads.begin(), pads.begin() + static_cast<int64_t>(r)), Ints(pads.begin() + static_cast<int64_t>(r), pads.end())};
-  if (auto_pad == "VALID") {
-    p.begin.assign(r, 0);
-    p.end.assign(r, 0);
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    // ONNX: output ceil(in / stride); the odd pad cell goes to the end (UPPER) or beginning (LOWER).
-    for (size_t i = 0; i < r; ++i) {
-      std::tie(p.begin[i], p.end[i]) = ops::same_pads(auto_pad, c.input_shape(0)[i + 2], eff_kernel[i], strides[i]);
-    }
-  }
-  return p;
+  return ops::resolve_pads(c.s("auto_pad"), c.ints("pads"), c.input_shape(0), eff_kernel, strides);
 }
 
 // Crops the spatial axes of y (from axis 2) to the graph's output shape: ATen keeps ceil-mode
