@@ -18,6 +18,7 @@
 #include "ir/build.h"
 #include "ops/registry.h"
 #include "run_quorum.h"
+#include "run_worker.h"
 #include "worker/supervisor.h"
 
 namespace quorum::worker {
@@ -46,10 +47,7 @@ bool python_ready() {
   if (!python_ready()) GTEST_SKIP() << kPython << " cannot import numpy and onnx (python3-numpy, " \
                                                   "python3-onnx from deps/debian.txt)"
 
-ir::SingleNode unit(const std::string& op, uint64_t seed = 1) {
-  core::Rng rng(seed);
-  return ir::single_node_graph(ops::op(op), ops::op(op).sample(rng), rng, core::DType::F32);
-}
+using testing::unit;
 
 // x [2,4] -> dense(3) -> relu, sigmoid -> add -> mul(x @ W2) -> tanh; outputs t and r (two real
 // outputs, in that order), every other node output an intermediate.
@@ -82,14 +80,7 @@ ir::SingleNode small_network() {
   return m;
 }
 
-Outcome run(Worker& w, const ir::SingleNode& sn, backends::ValueMap* out = nullptr, bool keep = true) {
-  Outcome o = w.compile(sn.graph, {});
-  if (!o.ok()) return o;
-  backends::ValueMap values;
-  o = w.forward(sn.inputs, keep, values);
-  if (out) *out = values;
-  return o;
-}
+using testing::run;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

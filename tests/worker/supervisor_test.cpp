@@ -8,24 +8,14 @@
 #include "ir/build.h"
 #include "ops/registry.h"
 #include "ref/interpreter.h"
+#include "run_worker.h"
 
 namespace quorum::worker {
 namespace {
 
-ir::SingleNode unit(const std::string& op, uint64_t seed = 1) {
-  core::Rng rng(seed);
-  return ir::single_node_graph(ops::op(op), ops::op(op).sample(rng), rng, core::DType::F32);
-}
+using testing::unit;
 
-// Compiles and runs `sn` on `w`, returning the forward outcome.
-Outcome run(Worker& w, const ir::SingleNode& sn, backends::ValueMap* out = nullptr) {
-  Outcome o = w.compile(sn.graph, {});
-  if (!o.ok()) return o;
-  backends::ValueMap values;
-  o = w.forward(sn.inputs, true, values);
-  if (out) *out = values;
-  return o;
-}
+using testing::run;
 
 TEST(Worker, RoundTripMatchesInProcessReferenceAndIsReused) {
   Worker w("ref");
