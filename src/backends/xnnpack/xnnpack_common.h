@@ -139,6 +139,7 @@ class SegmentBuilder {
   };
   void open();
   void close();
+  uint32_t define_external(const std::string& name, Layout l, uint32_t flags);
   std::optional<Layout> layout_in_segment(const std::string& value) const;
 
   const ir::Graph& g_;

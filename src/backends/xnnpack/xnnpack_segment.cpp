@@ -211,27 +211,28 @@ uint32_t SegmentBuilder::value(const std::string& name, Layout l) {
     ids_[key] = id;
     return id;
   }
-  const uint32_t ext = static_cast<uint32_t>(inputs_.size() + outputs_.size());
-  const Dims d = xnn_dims(shape, l);
-  uint32_t id = XNN_INVALID_VALUE_ID;
-  check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, d.size(), d.data(), nullptr, ext,
-                                       XNN_VALUE_FLAG_EXTERNAL_INPUT, &id),
-               where_ + ": xnn_define_tensor_value (external input '" + name + "')");
+  const uint32_t id = define_external(name, l, XNN_VALUE_FLAG_EXTERNAL_INPUT);
   inputs_.push_back({name, l, id});
   ids_[key] = id;
   return id;
 }
 
 uint32_t SegmentBuilder::define_output(const std::string& name, Layout l) {
-  const uint32_t ext = static_cast<uint32_t>(inputs_.size() + outputs_.size());
-  const Dims d = xnn_dims(g_.types.at(name).shape, l);
-  uint32_t id = XNN_INVALID_VALUE_ID;
-  check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, d.size(), d.data(), nullptr, ext,
-                                       XNN_VALUE_FLAG_EXTERNAL_OUTPUT, &id),
-               where_ + ": xnn_define_tensor_value (external output '" + name + "')");
+  const uint32_t id = define_external(name, l, XNN_VALUE_FLAG_EXTERNAL_OUTPUT);
   outputs_.push_back({name, l, id});
   produced_[name] = l;
   ids_[{name, l}] = id;
+  return id;
+}
+
+// An external value (the next external id) of the segment: a graph value crossing into or out of it.
+uint32_t SegmentBuilder::define_external(const std::string& name, Layout l, uint32_t flags) {
+  const uint32_t ext = static_cast<uint32_t>(inputs_.size() + outputs_.size());
+  const Dims d = xnn_dims(g_.types.at(name).shape, l);
+  uint32_t id = XNN_INVALID_VALUE_ID;
+  check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, d.size(), d.data(), nullptr, ext, flags, &id),
+               where_ + ": xnn_define_tensor_value (external " +
+                   (flags == XNN_VALUE_FLAG_EXTERNAL_INPUT ? "input" : "output") + " '" + name + "')");
   return id;
 }
 
