@@ -23,6 +23,13 @@ class ConversionError : public std::runtime_error {
   explicit ConversionError(const std::string& m) : std::runtime_error(m) {}
 };
 
+// Quorum's own code failed inside a backend (the ONNX exporter refused a catalogue model): a defect
+// of Quorum's, reported as such and never as the library's finding.
+class QuorumError : public std::runtime_error {
+ public:
+  explicit QuorumError(const std::string& m) : std::runtime_error(m) {}
+};
+
 // A child process the backend runs for the library (the exec backend's program) failed. The worker
 // reports it the way it reports the same failure of itself: Crash on a signal, Timeout, and
 // LibraryError for a non-zero exit status (src/worker/serve.cpp).

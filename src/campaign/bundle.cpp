@@ -53,7 +53,8 @@ json setup_json(const Setup& s) {
           {"memory_mb", s.limits.address_space_mb},
           {"T", s.thresholds.T},
           {"eps", s.thresholds.eps},
-          {"relative_metric", s.thresholds.relative_metric}};
+          {"relative_metric", s.thresholds.relative_metric},
+          {"oracle", oracle::to_string(s.thresholds.rule)}};
 }
 
 Setup setup_from_json(const json& j, const std::string& where) {
@@ -72,6 +73,9 @@ Setup setup_from_json(const json& j, const std::string& where) {
     s.thresholds.T = j.at("T").get<double>();
     s.thresholds.eps = j.at("eps").get<double>();
     s.thresholds.relative_metric = j.at("relative_metric").get<bool>();
+    // Bundles written before the per-node rule existed were judged by Muffin's rule.
+    s.thresholds.rule = oracle::rule_from_string(j.value("oracle", std::string("muffin")));
+    s.thresholds.dtype = s.dtype;
     return s;
   } catch (const json::exception& e) {
     throw core::UserError(where + ": malformed setup: " + e.what());

@@ -134,6 +134,12 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
         sh.new_findings += fresh;
         sh.hits += static_cast<int64_t>(ev.findings.size());
         for (const auto& f : ev.findings) ++sh.by_kind[oracle::to_string(f.kind)];
+        for (const auto& r : ev.runs)
+          if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError) {
+            // Quorum's own failure inside a worker: counted and shown like any internal error.
+            if (++sh.errors <= 5 && !opt.quiet)
+              log << "model " << index << ": internal error: " << r.backend << ": " << r.outcome.str() << "\n";
+          }
         sh.timing.add(t);
         if (!opt.quiet)
           for (const auto& l : fresh_lines) log << l << "\n";
@@ -159,7 +165,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
       log << "[" << std::fixed << std::setprecision(0) << el << "s] models " << sh.models_run << " ("
           << std::setprecision(1) << (el > 0 ? static_cast<double>(sh.models_run) / el : 0.0) << "/s)";
       log << " findings:";
-      for (const char* k : {"crash", "nan", "inconsistency"}) log << " " << k << " " << sh.by_kind[k];
+      for (const char* k : {"crash", "nan", "nan-swallowed", "inconsistency"}) log << " " << k << " " << sh.by_kind[k];
       log << " | unique " << sh.new_findings << (already ? " new" : "") << std::endl;
     }
   });

@@ -180,7 +180,8 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   t0 = std::chrono::steady_clock::now();
   oracle::Thresholds th = setup.thresholds;
   th.loss_op = setup.loss;
-  ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs);
+  th.dtype = setup.dtype;
+  ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
   t.compare += since(t0);
   return ev;
 }

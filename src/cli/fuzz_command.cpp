@@ -68,6 +68,8 @@ int cmd_fuzz(const Options& o) {
   if (o.metric != "chebyshev" && o.metric != "relative")
     throw UserError("--metric: expected chebyshev or relative, got '" + o.metric + "'");
   opt.setup.thresholds.relative_metric = o.metric == "relative";
+  opt.setup.thresholds.rule = oracle::rule_from_string(o.oracle);
+  opt.setup.thresholds.dtype = opt.setup.dtype;
   opt.setup.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
   opt.time_s = o.time.empty() ? 0 : campaign::parse_duration(o.time);
   opt.models = static_cast<int64_t>(o.models);

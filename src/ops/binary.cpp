@@ -134,10 +134,10 @@ std::vector<BinaryDef> binaries() {
        {ValidRange{1, -kInf, 0, false, false, div_why}, ValidRange{1, 0, kInf, false, false, div_why}}},
       // On ties the whole gradient goes to the first input (a >= b counts as "a is the maximum").
       {"maximum", "elementwise max(a, b); on ties the gradient goes to a",
-       [](double a, double b) { return a >= b ? a : b; }, [](double a, double b) { return a >= b ? 1.0 : 0.0; },
+       [](double a, double b) { return a >= b || a != a ? a : b; }, [](double a, double b) { return a >= b ? 1.0 : 0.0; },
        [](double a, double b) { return a >= b ? 0.0 : 1.0; }},
       {"minimum", "elementwise min(a, b); on ties the gradient goes to a",
-       [](double a, double b) { return a <= b ? a : b; }, [](double a, double b) { return a <= b ? 1.0 : 0.0; },
+       [](double a, double b) { return a <= b || a != a ? a : b; }, [](double a, double b) { return a <= b ? 1.0 : 0.0; },
        [](double a, double b) { return a <= b ? 0.0 : 1.0; }},
   };
 }

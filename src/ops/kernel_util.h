@@ -10,6 +10,15 @@
 
 namespace quorum::ops {
 
+// Whether v takes the place of the current extreme `best` (a maximum when `max`): the first NaN
+// wins and stays, so max/min kernels propagate NaN whatever the element order; otherwise a strict
+// comparison (ties keep the first).
+inline bool beats_extreme(double v, double best, bool max) {
+  if (best != best) return false;
+  return v != v || (max ? v > best : v < best);
+}
+
+
 using core::require;
 
 inline TensorType f64t(Shape s) { return TensorType{DType::F64, std::move(s)}; }

@@ -134,7 +134,7 @@ std::vector<Window> windows_of(const std::vector<Axis>& g) {
 size_t first_max(const double* plane, const Window& w) {
   size_t best = 0;
   for (size_t j = 1; j < w.cells.size(); ++j)
-    if (plane[w.cells[j]] > plane[w.cells[best]]) best = j;
+    if (beats_extreme(plane[w.cells[j]], plane[w.cells[best]], true)) best = j;
   return best;
 }
 
@@ -324,7 +324,7 @@ OpSpec make_global_pool(bool is_max) {
     for (int64_t p = 0; p < planes; ++p) {
       const double* xp = x.f64() + p * plane;
       double acc = is_max ? -kInf : 0.0;
-      for (int64_t i = 0; i < plane; ++i) acc = is_max ? std::max(acc, xp[i]) : acc + xp[i];
+      for (int64_t i = 0; i < plane; ++i) acc = is_max ? (beats_extreme(xp[i], acc, true) ? xp[i] : acc) : acc + xp[i];
       y.f64()[p] = is_max ? acc : acc / static_cast<double>(plane);
     }
     return std::vector<Tensor>{y};
@@ -341,7 +341,7 @@ OpSpec make_global_pool(bool is_max) {
       if (is_max) {
         int64_t best = 0;  // the first maximal element
         for (int64_t i = 1; i < plane; ++i)
-          if (xp[i] > xp[best]) best = i;
+          if (beats_extreme(xp[i], xp[best], true)) best = i;
         gp[best] = gy;
       } else {
         for (int64_t i = 0; i < plane; ++i) gp[i] = gy / static_cast<double>(plane);

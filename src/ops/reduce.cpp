@@ -68,7 +68,7 @@ std::vector<int64_t> first_extreme(const Tensor& x, const Slots& sl, bool max) {
   for (size_t i = 0; i < sl.of.size(); ++i) {
     int64_t& best = arg[static_cast<size_t>(sl.of[i])];
     const double v = xp[i];
-    if (best < 0 || (max ? v > xp[best] : v < xp[best])) best = static_cast<int64_t>(i);
+    if (best < 0 || beats_extreme(v, xp[best], max)) best = static_cast<int64_t>(i);
   }
   return arg;
 }

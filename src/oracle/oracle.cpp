@@ -6,9 +6,11 @@
 #include <cmath>
 #include <set>
 
+#include "core/error.h"
 #include "ops/kernel_util.h"
 #include "ops/registry.h"
 #include "oracle/compare.h"
+#include "oracle/judge_util.h"
 
 namespace quorum::oracle {
 
@@ -27,9 +29,18 @@ const char* to_string(Kind k) {
     case Kind::Inconsistency: return "inconsistency";
     case Kind::NaN: return "nan";
     case Kind::Crash: return "crash";
+    case Kind::NaNSwallowed: return "nan-swallowed";
   }
   return "?";
 }
+
+Rule rule_from_string(const std::string& s) {
+  if (s == "node") return Rule::PerNode;
+  if (s == "muffin") return Rule::Muffin;
+  throw core::UserError("--oracle: expected node or muffin, got '" + s + "'");
+}
+
+const char* to_string(Rule r) { return r == Rule::PerNode ? "node" : "muffin"; }
 
 std::string Finding::signature() const {
   std::string s = std::string(to_string(kind)) + "|" + to_string(stage) + "|" + backend + "|" + op;
@@ -61,7 +72,8 @@ std::string normalize_message(const std::string& msg) {
   auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
   for (size_t i = 0; i < n;) {
     const char c = msg[i];
-    const bool word_start = i == 0 || !(std::isalnum(static_cast<unsigned char>(msg[i - 1])) || msg[i - 1] == '_');
+    // A digit after '_' starts a number too: generated names (muffin_103487) differ only there.
+    const bool word_start = i == 0 || !std::isalnum(static_cast<unsigned char>(msg[i - 1]));
     if (c == '0' && i + 2 < n && (msg[i + 1] == 'x' || msg[i + 1] == 'X') && is_hex(msg[i + 2])) {
       out += "ADDR";
       i += 2;
@@ -90,23 +102,8 @@ std::string normalize_message(const std::string& msg) {
 
 namespace {
 
-bool has_nonfinite(const core::Tensor& t) {
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(t.get(i))) return true;
-  return false;
-}
-
-// The categorical attributes (those with an enumerated domain: modes, flags). Sizes are left out
-// so that one bug seen at many kernel sizes stays one finding.
-std::string key_params(const ir::Node& n) {
-  const ops::OpSpec& spec = ops::op(n.op);
-  core::Attrs key;
-  for (const auto& [name, v] : n.attrs) {
-    const ops::AttrSpec* a = spec.attr(name);
-    if (a && !a->choices.empty()) key[name] = v;
-  }
-  return core::to_string(key);
-}
+using detail::has_nonfinite;
+using detail::key_params;
 
 struct Judge {
   const ir::Graph& g;
@@ -117,12 +114,7 @@ struct Judge {
   std::map<std::string, std::vector<std::string>> consumers;  // value -> nodes using it as data input
 
   ops::Tolerance tol_of(const ir::Node& n, bool grad) const {
-    const ops::OpSpec& spec = ops::op(n.op);
-    std::vector<core::TensorType> in;
-    for (size_t i = 0; i < ir::data_input_count(n); ++i) in.push_back(g.types.at(n.inputs[i]));
-    ops::Tolerance t = spec.tolerance(core::DType::F32, in, n.attrs);
-    if (grad) t = ops::backward_tolerance(t);
-    return t;
+    return detail::node_tolerance(g, n, th.dtype, grad);
   }
 
   bool relative_ok(const core::Tensor& a, const core::Tensor& b) const {
@@ -217,6 +209,8 @@ struct Judge {
     if (!someone_ok) return;
     for (const auto& r : runs) {
       if (r.outcome.ok() || r.unsupported) continue;
+      // Quorum's own failures (its exporter inside a worker, an unreadable reply) are not the library's.
+      if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError) continue;
       Finding f;
       f.kind = Kind::Crash;
       f.stage = r.failed_at;
@@ -372,25 +366,14 @@ struct Judge {
     const auto out = std::find(n.outputs.begin(), n.outputs.end(), v);
     const auto got = r.values.find(v);
     if (out == n.outputs.end() || got == r.values.end()) return false;
-    const core::DType dt = got->second.dtype();
-    std::vector<core::Tensor> held;
-    for (const auto& name : n.inputs) {
-      if (auto it = r.values.find(name); it != r.values.end()) {
-        held.push_back(it->second.to(core::DType::F64));
-      } else if (auto w = g.initializers.find(name); w != g.initializers.end()) {
-        held.push_back(w->second.to(dt).to(core::DType::F64));
-      } else if (inputs && inputs->count(name)) {
-        held.push_back(inputs->at(name).to(dt).to(core::DType::F64));
-      } else {
-        return false;
-      }
-    }
+    const std::vector<core::Tensor> held = detail::own_inputs(g, n, r, inputs, got->second.dtype());
+    if (held.size() != n.inputs.size()) return false;
     ops::Inputs in;
     for (const auto& t : held) in.push_back(&t);
     try {
       const std::vector<core::Tensor> want = ops::op(n.op).forward(in, n.attrs);
       const size_t k = static_cast<size_t>(out - n.outputs.begin());
-      return k < want.size() && compare(got->second, want[k], tol).ok;
+      return k < want.size() && compare(got->second, detail::rounded_to(want[k], got->second.dtype()), tol).ok;
     } catch (const std::exception&) {
       return false;
     }
@@ -589,11 +572,15 @@ struct Judge {
 }  // namespace
 
 std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
-                           const backends::ValueMap* inputs) {
+                           const backends::ValueMap* inputs, const core::Tensor* target) {
   Judge j{g, runs, th, inputs, {}, {}};
   for (const auto& n : g.nodes)
     for (size_t i = 0; i < ir::data_input_count(n); ++i) j.consumers[n.inputs[i]].push_back(n.name);
   j.crashes();
+  if (th.rule == Rule::PerNode) {
+    for (auto& f : detail::per_node(g, runs, th, inputs, target)) j.out.push_back(std::move(f));
+    return j.out;
+  }
   j.nans();
   j.forward_inconsistencies();
   j.loss_and_backward(th.loss_op);

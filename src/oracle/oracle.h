@@ -1,6 +1,8 @@
 // Oracles: from every backend's run of one model, the findings — forward (FC), loss (LC) and
-// backward (BC) inconsistencies with Muffin's "born here" rule and voting, NaN/Inf where at least
-// one backend ran clean, and crashes where at least one backend ran normally.
+// backward (BC) inconsistencies, NaN/Inf a library produced or swallowed, and crashes where at
+// least one backend ran normally. Two rules judge the numbers: the per-node rule (the default:
+// every node of every library against the catalogue's float64 kernel run on that library's own
+// inputs and incoming gradients) and Muffin's pairwise "born here" rule with voting.
 #pragma once
 #include <map>
 #include <optional>
@@ -16,7 +18,9 @@ namespace quorum::oracle {
 enum class Stage : uint8_t { Compile, Forward, Loss, Backward };
 const char* to_string(Stage s);  // "compile", "FC", "LC", "BC"
 
-enum class Kind : uint8_t { Inconsistency, NaN, Crash };
+// NaN: a library produced NaN/Inf where the float64 kernel on its inputs is finite.
+// NaNSwallowed: the kernel propagates a NaN (NaN in, NaN out) and the library returned a number.
+enum class Kind : uint8_t { Inconsistency, NaN, Crash, NaNSwallowed };
 const char* to_string(Kind k);
 
 // One backend's run of one model. NaN/Inf counts only where another library (not the float64
@@ -34,7 +38,17 @@ struct BackendRun {
   backends::ValueMap grads;          // node outputs and weights
 };
 
+// Which rule judges numbers. PerNode: each library node against the catalogue kernel on the
+// library's own inputs (and own incoming gradient), within the operator's tolerance at the run's
+// dtype; no voting, a single library suffices. Muffin: METHODS.md §1, pairs of backends, born
+// where inputs agree and outputs do not, blame by vote.
+enum class Rule : uint8_t { PerNode, Muffin };
+Rule rule_from_string(const std::string& s);  // "node" | "muffin"; UserError otherwise
+const char* to_string(Rule r);
+
 struct Thresholds {
+  Rule rule = Rule::PerNode;
+  core::DType dtype = core::DType::F32;  // the precision the libraries ran in: sets the tolerances
   double T = 0.15;       // a distance above T (and beyond the op's tolerance) is inconsistent
   double eps = 1e-5;     // inputs agree when below eps (or within the producing op's tolerance)
   bool relative_metric = false;  // the graph-fuzzing rule instead: >= 99.9% of elements within 0.1%
@@ -65,8 +79,10 @@ double chebyshev(const core::Tensor& a, const core::Tensor& b);
 std::string normalize_message(const std::string& msg);
 
 // All findings for one model. `runs` holds every backend that took part (the reference too);
-// `inputs` are the graph inputs every backend received (used to recognise ties).
+// `inputs` are the graph inputs every backend received (rounded to the run's dtype), `target` the
+// loss target of the training step (the per-node rule needs both to recompute a library's nodes
+// and loss on its own values; without them nodes fed by graph inputs and the loss are not judged).
 std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
-                           const backends::ValueMap* inputs = nullptr);
+                           const backends::ValueMap* inputs = nullptr, const core::Tensor* target = nullptr);
 
 }  // namespace quorum::oracle

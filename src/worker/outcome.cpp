@@ -13,6 +13,7 @@ const char* to_string(Status s) {
     case Status::Crash: return "crash";
     case Status::Timeout: return "timeout";
     case Status::ProtocolError: return "protocol error";
+    case Status::QuorumError: return "Quorum error";
   }
   return "?";
 }

@@ -14,6 +14,7 @@ enum class Status : uint8_t {
   Crash,              // the worker died on a signal or exited unexpectedly
   Timeout,            // the call ran past its time limit; the worker was killed
   ProtocolError,      // the worker answered something unreadable (a Quorum bug)
+  QuorumError,        // Quorum's own code inside the worker failed (the ONNX exporter): not the library's
 };
 
 const char* to_string(Status s);

@@ -120,6 +120,9 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
             session = backend.compile(g, opt);
           } catch (const std::bad_alloc&) {
             throw;
+          } catch (const backends::QuorumError& e) {
+            out = reply(Status::QuorumError, e.what());
+            break;
           } catch (const std::exception& e) {
             out = reply(Status::ConversionFailure, e.what());
             break;
@@ -164,6 +167,8 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
       out = reply(Status::OutOfMemory, "std::bad_alloc");
     } catch (const backends::ChildProcessError& e) {
       out = reply(e);
+    } catch (const backends::QuorumError& e) {
+      out = reply(Status::QuorumError, e.what());
     } catch (const backends::ConversionError& e) {
       // A library that only builds the model when it runs (exec) refuses it here.
       out = reply(Status::ConversionFailure, e.what());

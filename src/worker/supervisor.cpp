@@ -234,7 +234,7 @@ namespace {
 Outcome reply_status(Reader& r) {
   Outcome o;
   const uint8_t s = r.u8();
-  if (s > static_cast<uint8_t>(Status::ProtocolError)) {
+  if (s > static_cast<uint8_t>(Status::QuorumError)) {
     o.status = Status::ProtocolError;
     o.message = "bad status byte";
     return o;

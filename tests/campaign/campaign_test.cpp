@@ -68,7 +68,7 @@ ops::Case one(core::Shape shape, core::Attrs attrs = {}) {
 // Models that exercise each planted fault, cycling with the model index.
 ir::Graph trigger_graph(int64_t index, core::Rng& rng) {
   const int64_t w = 4 + 2 * rng.randint(0, 2) + 1;  // odd sizes 5, 7, 9
-  switch (index % 8) {
+  switch (index % 9) {
     case 0:  // same-pad-off-by-one: SAME_UPPER with an odd total padding (even kernel, stride 1)
       return chain({{"conv2d", one({1, 2, w, w}, {{"out_channels", int64_t{3}},
                                                    {"kernel_shape", std::vector<int64_t>{2, 2}},
@@ -84,8 +84,9 @@ ir::Graph trigger_graph(int64_t index, core::Rng& rng) {
                    rng);
     case 4:  // softmax-no-max-sub: the data's edge values include 100
       return chain({{"softmax", one({4, 16})}}, rng);
-    case 5:  // maxpool-grad-all-ties: relu zeros tie inside pooling windows
+    case 5:  // maxpool-grad-all-ties: -relu(x) is 0 wherever x > 0, so most windows hold tied maxima
       return chain({{"relu", one({1, 1, 4, 4})},
+                    {"neg", one({1, 1, 4, 4})},
                     {"max_pool2d", one({1, 1, 4, 4}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
                                                       {"strides", std::vector<int64_t>{2, 2}}})}},
                    rng);
@@ -99,8 +100,10 @@ ir::Graph trigger_graph(int64_t index, core::Rng& rng) {
       ir::validate(g, "concat");
       return g;
     }
-    default:  // loss-grad-x2: a small output keeps the loss gradient large
+    case 7:  // loss-grad-x2: a small output keeps the loss gradient large
       return chain({{"tanh", one({1, 2})}}, rng);
+    default:  // relu-nan-to-zero: log of negative inputs is the model's own NaN, which relu must keep
+      return chain({{"log", one({1, 8})}, {"relu", one({1, 8})}}, rng);
   }
 }
 
@@ -123,6 +126,7 @@ const std::vector<Expect> kExpected = {
     {"maxpool-grad-all-ties", "inconsistency", "BC", "max_pool2d"},
     {"concat-drops-last", "inconsistency", "FC", "concat"},
     {"loss-grad-x2", "inconsistency", "LC", "mse_loss"},
+    {"relu-nan-to-zero", "nan-swallowed", "FC", "relu"},
 };
 
 std::string scratch(const std::string& name) {
@@ -140,7 +144,7 @@ std::string backends_with_torch(const std::string& base) {
 // to agree), so it gets a faulty backend of its own.
 const std::string kMostFaults =
     "faulty:same-pad-off-by-one+bn-eps-outside-sqrt+relu-grad-at-zero+avgpool-counts-padding+softmax-no-max-sub+"
-    "maxpool-grad-all-ties+concat-drops-last";
+    "maxpool-grad-all-ties+concat-drops-last+relu-nan-to-zero";
 const std::string kLossFault = "faulty:loss-grad-x2";
 
 TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
@@ -148,13 +152,13 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
   opt.generator = "planted-fault triggers";
   opt.setup.backends = parse_backends(backends_with_torch(kMostFaults + "," + kLossFault));
   opt.setup.mode = Mode::Both;
-  opt.models = 96;
+  opt.models = 108;
   opt.seed = 7;
   opt.out = scratch("faults");
   opt.quiet = true;
   std::ostringstream log;
   const Summary s = run_campaign(opt, trigger, log);
-  EXPECT_EQ(s.models_run, 96);
+  EXPECT_EQ(s.models_run, 108);
   EXPECT_EQ(s.errors, 0);
   Store store(opt.out);
   const auto all = store.findings();
@@ -181,6 +185,26 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
   }
   // Nothing blamed on the reference.
   for (const auto& f : all) EXPECT_NE(f.backend, "ref") << f.signature;
+  fs::remove_all(opt.out);
+}
+
+// The per-node rule needs no second library: the planted softmax overflow is found with the
+// faulty backend alone beside the reference (Muffin's NaN rule wanted another library clean).
+TEST(Campaign, ALibrarysNaNIsFoundWhenItIsTheOnlyLibrary) {
+  CampaignOptions opt;
+  opt.generator = "planted-fault triggers";
+  opt.setup.backends = parse_backends("faulty:softmax-no-max-sub");
+  opt.setup.mode = Mode::Infer;
+  opt.models = 27;
+  opt.seed = 7;
+  opt.out = scratch("alone");
+  opt.quiet = true;
+  std::ostringstream log;
+  run_campaign(opt, [](int64_t index, core::Rng& rng) { return trigger(4 + 9 * index, rng); }, log);
+  Store store(opt.out);
+  const auto all = store.findings();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].signature, "nan|FC|faulty:softmax-no-max-sub|softmax");
   fs::remove_all(opt.out);
 }
 

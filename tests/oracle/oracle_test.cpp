@@ -45,13 +45,20 @@ struct Fixture {
   std::vector<BackendRun> three() const { return {run("ref", true), run("A"), run("B")}; }
 };
 
+// Muffin's rule (METHODS.md §1): pairs of backends, born-here, voting.
+Thresholds muffin() {
+  Thresholds th;
+  th.rule = Rule::Muffin;
+  return th;
+}
+
 void bump(core::Tensor& t, double by) {
   for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] += by;
 }
 
 TEST(Oracle, AgreementGivesNoFinding) {
   Fixture f;
-  EXPECT_TRUE(judge(f.g, f.three(), {}).empty());
+  EXPECT_TRUE(judge(f.g, f.three(), muffin()).empty());
 }
 
 TEST(Oracle, ForwardDeviationIsBornAtItsNodeAndBlamedByVote) {
@@ -59,7 +66,7 @@ TEST(Oracle, ForwardDeviationIsBornAtItsNodeAndBlamedByVote) {
   auto runs = f.three();
   bump(runs[1].values["b"], 1.0);
   bump(runs[1].values["d"], 5.0);  // inherited downstream: must not be reported again
-  const auto found = judge(f.g, runs, {});
+  const auto found = judge(f.g, runs, muffin());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].kind, Kind::Inconsistency);
   EXPECT_EQ(found[0].stage, Stage::Forward);
@@ -74,8 +81,8 @@ TEST(Oracle, SmallOrWithinToleranceDeviationsAreNotFindings) {
   Fixture f;
   auto runs = f.three();
   bump(runs[1].values["b"], 0.1);  // below T = 0.15
-  EXPECT_TRUE(judge(f.g, runs, {}).empty());
-  Thresholds strict;
+  EXPECT_TRUE(judge(f.g, runs, muffin()).empty());
+  Thresholds strict = muffin();
   strict.T = 0.01;
   EXPECT_EQ(judge(f.g, runs, strict).size(), 1u);
 }
@@ -101,9 +108,9 @@ TEST(Oracle, AnExposedInputDifferenceIsInheritedWhenTheNodeIsRightOnItsOwnInputs
   std::vector<BackendRun> runs = {run("ref", true), run("A", false), run("B", false)};
   runs[1].values["a"].f64()[1] = 0.8;
   runs[1].values["b"].f64()[1] = 0.8;  // clip of A's own value: right
-  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  EXPECT_TRUE(judge(g, runs, muffin(), &in).empty());
   runs[1].values["b"].f64()[1] = 0.1;  // wrong on its own input: born here
-  const auto found = judge(g, runs, {}, &in);
+  const auto found = judge(g, runs, muffin(), &in);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].node, "b");
   EXPECT_EQ(found[0].backend, "A");
@@ -113,7 +120,7 @@ TEST(Oracle, RelativeMetricIsAvailable) {
   Fixture f;
   auto runs = f.three();
   runs[1].values["b"].f64()[3] *= 1.01;  // 1 % off on one element of four
-  Thresholds rel;
+  Thresholds rel = muffin();
   rel.relative_metric = true;
   const auto found = judge(f.g, runs, rel);
   ASSERT_EQ(found.size(), 1u);
@@ -125,7 +132,7 @@ TEST(Oracle, NaNCountsOnlyWhenAnotherBackendRanClean) {
   auto runs = f.three();
   runs[1].values["a"].f64()[0] = NAN;
   runs[1].values["b"].f64()[0] = NAN;
-  auto found = judge(f.g, runs, {});
+  auto found = judge(f.g, runs, muffin());
   ASSERT_FALSE(found.empty());
   EXPECT_EQ(found[0].kind, Kind::NaN);
   EXPECT_EQ(found[0].stage, Stage::Forward);
@@ -133,23 +140,23 @@ TEST(Oracle, NaNCountsOnlyWhenAnotherBackendRanClean) {
   EXPECT_EQ(found[0].backend, "A");
   EXPECT_EQ(found[0].signature(), "nan|FC|A|relu");
   // Only the float64 reference clean: float32 overflow, not a finding.
-  EXPECT_TRUE(judge(f.g, {runs[0], runs[1]}, {}).empty());
+  EXPECT_TRUE(judge(f.g, {runs[0], runs[1]}, muffin()).empty());
   for (auto& r : runs) r.values["a"].f64()[0] = NAN;
-  for (const auto& x : judge(f.g, runs, {})) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
+  for (const auto& x : judge(f.g, runs, muffin())) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
 }
 
 TEST(Oracle, NaNTheReferenceHasTooIsNotAFinding) {
   Fixture f;
   auto runs = f.three();
   for (size_t i : {0u, 1u}) runs[i].values["a"].f64()[0] = NAN;  // ref and A: the model's own NaN (say 0/0)
-  for (const auto& x : judge(f.g, runs, {})) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
+  for (const auto& x : judge(f.g, runs, muffin())) EXPECT_NE(x.kind, Kind::NaN) << x.detail;
 }
 
 TEST(Oracle, WithOneLibraryTheReferenceWinsEveryTie) {
   Fixture f;
   auto runs = f.three();
   bump(runs[1].loss_grad, 1.0);  // the loss value agrees; only its gradient differs
-  const auto found = judge(f.g, {runs[0], runs[1]}, {});
+  const auto found = judge(f.g, {runs[0], runs[1]}, muffin());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].stage, Stage::Loss);
   EXPECT_EQ(found[0].backend, "A");
@@ -160,7 +167,7 @@ TEST(Oracle, TheReferenceIsBlamedWhenTheLibrariesAgree) {
   auto runs = f.three();
   bump(runs[1].values["b"], 1.0);
   bump(runs[2].values["b"], 1.0);
-  const auto found = judge(f.g, runs, {});
+  const auto found = judge(f.g, runs, muffin());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].backend, "ref");
 }
@@ -172,7 +179,7 @@ TEST(Oracle, CrashesAreSplitByStageAndNormalised) {
   runs[2].trained = false;
   runs[2].outcome = {worker::Status::Crash, "SIGSEGV", 11, "bad access at 0x7ffe12 in /usr/lib/x.so:42"};
   runs[2].failed_at = Stage::Compile;
-  auto found = judge(f.g, runs, {});
+  auto found = judge(f.g, runs, muffin());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].kind, Kind::Crash);
   EXPECT_EQ(found[0].stage, Stage::Compile);
@@ -180,26 +187,26 @@ TEST(Oracle, CrashesAreSplitByStageAndNormalised) {
   EXPECT_NE(found[0].detail.find("conversion"), std::string::npos);
   // Nobody ran normally: not a finding.
   for (auto& r : runs) r.outcome = runs[2].outcome;
-  EXPECT_TRUE(judge(f.g, runs, {}).empty());
+  EXPECT_TRUE(judge(f.g, runs, muffin()).empty());
   // An unsupported model is an abstention, not a crash.
   auto runs2 = f.three();
   runs2[1].outcome = {worker::Status::Unsupported, "no", 0, ""};
   runs2[1].unsupported = true;
   runs2[1].values.clear();
-  EXPECT_TRUE(judge(f.g, runs2, {}).empty());
+  EXPECT_TRUE(judge(f.g, runs2, muffin()).empty());
 }
 
 TEST(Oracle, LossInconsistencyOnlyWhenOutputsAgree) {
   Fixture f;
   auto runs = f.three();
   runs[1].loss *= 1.05;  // 5 % off: beyond the loss tolerance and T
-  auto found = judge(f.g, runs, {});
+  auto found = judge(f.g, runs, muffin());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].stage, Stage::Loss);
   EXPECT_EQ(found[0].backend, "A");
   EXPECT_EQ(found[0].op, "mse_loss");
   bump(runs[1].values["d"], 3.0);  // outputs differ now: the forward finding, no LC
-  found = judge(f.g, runs, {});
+  found = judge(f.g, runs, muffin());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].stage, Stage::Forward);
 }
@@ -210,7 +217,7 @@ TEST(Oracle, BackwardInconsistencyIsBornWhereIncomingGradientsAgree) {
   bump(runs[2].grads["W"], 2.0);  // dense's weight gradient on B
   bump(runs[2].grads["b"], 2.0);  // dense's input gradient on B
   bump(runs[2].grads["a"], 2.0);  // inherited upstream: not reported again
-  auto found = judge(f.g, runs, {});
+  auto found = judge(f.g, runs, muffin());
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].stage, Stage::Backward);
   EXPECT_EQ(found[0].node, "d");
@@ -234,10 +241,10 @@ TEST(Oracle, GradientSplitAtATieOfMaximumIsNotAFinding) {
   ASSERT_NE(g0, 0.0);
   runs[1].grads["a"].f64()[0] = g0 / 2;
   runs[1].grads["b"].f64()[0] = g0 / 2;
-  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  EXPECT_TRUE(judge(g, runs, muffin(), &in).empty());
   // Off the tie (element 1), the same change is a finding.
   runs[1].grads["a"].f64()[1] += 1.0;
-  const auto found = judge(g, runs, {}, &in);
+  const auto found = judge(g, runs, muffin(), &in);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].node, "m");
   EXPECT_EQ(found[0].backend, "A");
@@ -256,13 +263,13 @@ TEST(Oracle, GradientAtAKinkWithinTheOneSidedDerivativesIsNotAFinding) {
   ASSERT_EQ(runs[0].grads["a"].f64()[0], 0.0);  // the catalogue gives 0 at the bound
   // A passes the gradient at the bound (libtorch does): the other one-sided derivative.
   runs[1].grads["a"].f64()[0] = runs[1].grads["c"].f64()[0];
-  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  EXPECT_TRUE(judge(g, runs, muffin(), &in).empty());
   // Beyond both one-sided derivatives at the bound, or off the kink: findings.
   runs[1].grads["a"].f64()[0] = 3 * runs[1].grads["c"].f64()[0];
-  EXPECT_EQ(judge(g, runs, {}, &in).size(), 1u);
+  EXPECT_EQ(judge(g, runs, muffin(), &in).size(), 1u);
   runs[1].grads["a"].f64()[0] = runs[1].grads["c"].f64()[0];
   runs[1].grads["a"].f64()[1] += 1.0;
-  const auto found = judge(g, runs, {}, &in);
+  const auto found = judge(g, runs, muffin(), &in);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].node, "c");
   EXPECT_EQ(found[0].backend, "A");
@@ -283,10 +290,10 @@ TEST(Oracle, GradientSplitAmongTiedCellsOfAMaxPoolIsNotAFindingButDuplicatingItI
   ASSERT_EQ(runs[1].grads["a"].f64()[1], 0.0);  // the catalogue routes it to the first maximum
   runs[1].grads["a"].f64()[0] = g0 / 2;          // A splits it between the tied cells
   runs[1].grads["a"].f64()[1] = g0 / 2;
-  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  EXPECT_TRUE(judge(g, runs, muffin(), &in).empty());
   runs[1].grads["a"].f64()[0] = g0;  // A gives it to both: gradient made from nothing
   runs[1].grads["a"].f64()[1] = g0;
-  const auto found = judge(g, runs, {}, &in);
+  const auto found = judge(g, runs, muffin(), &in);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].node, "m");
   EXPECT_EQ(found[0].backend, "A");
@@ -294,14 +301,14 @@ TEST(Oracle, GradientSplitAmongTiedCellsOfAMaxPoolIsNotAFindingButDuplicatingItI
   runs[1].grads["a"].f64()[0] = g0;
   runs[1].grads["a"].f64()[1] = 0;
   runs[1].grads["a"].f64()[3] *= 3;
-  EXPECT_EQ(judge(g, runs, {}, &in).size(), 1u);
+  EXPECT_EQ(judge(g, runs, muffin(), &in).size(), 1u);
   // Near-equal cells ordered differently on A (its first window reads [1, 1 + 1e-7]): A routes the
   // gradient to cell 1, the others to cell 0. Rounding, not a bug.
   runs[1].grads["a"].f64()[3] = runs[0].grads["a"].f64()[3];
   runs[1].values["a"].f64()[1] += 1e-7;
   runs[1].grads["a"].f64()[0] = 0;
   runs[1].grads["a"].f64()[1] = g0;
-  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  EXPECT_TRUE(judge(g, runs, muffin(), &in).empty());
 }
 
 TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
@@ -319,9 +326,9 @@ TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
   ASSERT_NE(g0, 0.0);
   ga.f64()[0] = g0 / 2;
   ga.f64()[1] = g0 / 2;
-  EXPECT_TRUE(judge(g, runs, {}, &in).empty());
+  EXPECT_TRUE(judge(g, runs, muffin(), &in).empty());
   ga.f64()[3] += 1.0;  // row 1 has a single maximum (1): a real difference
-  const auto found = judge(g, runs, {}, &in);
+  const auto found = judge(g, runs, muffin(), &in);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].node, "r");
 }

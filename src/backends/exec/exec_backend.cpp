@@ -270,8 +270,8 @@ class ExecBackend : public Backend {
     std::string bytes;
     try {
       bytes = ir::graph_to_onnx(typed, cfg_.opset);
-    } catch (const core::UserError& e) {
-      throw ConversionError(std::string("the ONNX exporter cannot write the model: ") + e.what());
+    } catch (const std::exception& e) {
+      throw QuorumError(std::string("Quorum's ONNX exporter failed: ") + e.what());
     }
     return std::make_unique<ExecSession>(cfg_, std::move(typed), std::move(bytes), std::max(1, opt.threads));
   }

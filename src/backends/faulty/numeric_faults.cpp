@@ -170,6 +170,17 @@ void concat_drops_last(ref::Overrides& ov) {
   };
 }
 
+// relu turns a NaN into 0 (a comparison x > 0 ? x : 0): the NaN is swallowed.
+void relu_nan_to_zero(ref::Overrides& ov) {
+  const ops::OpSpec& spec = ops::op("relu");
+  ov.forward["relu"] = [&spec](const Inputs& in, const Attrs& a) {
+    std::vector<Tensor> y = spec.forward(in, a);
+    for (int64_t i = 0; i < y[0].numel(); ++i)
+      if (std::isnan(y[0].f64()[i])) y[0].f64()[i] = 0.0;
+    return y;
+  };
+}
+
 }  // namespace
 
 const std::vector<NumericFault>& numeric_faults() {
@@ -182,6 +193,7 @@ const std::vector<NumericFault>& numeric_faults() {
       {"maxpool-grad-all-ties", "max pooling's gradient goes to every tied element", "BC"},
       {"concat-drops-last", "concat loses its last input", "FC"},
       {"loss-grad-x2", "the loss gradient is twice what it should be", "LC"},
+      {"relu-nan-to-zero", "relu turns a NaN input into 0 (the NaN is swallowed)", "FC"},
   };
   return f;
 }
@@ -197,6 +209,7 @@ ref::Overrides numeric_overrides(const std::set<std::string>& names) {
     else if (n == "maxpool-grad-all-ties") maxpool_grad_all_ties(ov);
     else if (n == "concat-drops-last") concat_drops_last(ov);
     else if (n == "loss-grad-x2") ov.loss_grad_scale = 2.0;
+    else if (n == "relu-nan-to-zero") relu_nan_to_zero(ov);
   }
   return ov;
 }

@@ -4,6 +4,7 @@
 // max/min the first extreme element in row-major order (as the reference), for prod the product of
 // the other elements, exact at zeros (as the reference).
 #include "backends/onednn/onednn_common.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::onednn {
 namespace {
@@ -106,21 +107,30 @@ class ReduceKernel : public Kernel {
   }
 
  private:
-  // d prod / d x_i, the product of the other elements of x_i's slice, also where x holds zeros:
-  // with P the product of the slice's non-zero elements and Z its number of zeros,
-  //   Z = 0: P / x_i;   Z = 1: P at the zero, 0 elsewhere;   Z >= 2: 0.
+  // d prod / d x_i, the product of the other elements of x_i's slice: prefix times suffix
+  // products (in double, rounded once). oneDNN has no reduction backward, so this glue is Quorum's;
+  // it used to divide the slice's product by x_i and mask zeros, which gives inf * 0 = NaN when
+  // the product overflows.
   Buf prod_of_others(const Buf& x) const {
-    const Buf zero(Shape{1});
-    Buf one(Shape{1});
-    one.data[0] = 1.0f;
-    const Buf is_zero = binary(algorithm::binary_eq, x, zero);
-    const Buf nonzero_x = binary(algorithm::binary_add, x, is_zero);  // zeros become 1
-    const Buf p = reduce_to(algorithm::reduction_mul, nonzero_x, keep_);
-    const Buf zeros = reduce_to(algorithm::reduction_sum, is_zero, keep_);
-    const Buf q = binary(algorithm::binary_div, p, nonzero_x);
-    const Buf none = binary(algorithm::binary_eq, zeros, zero);
-    const Buf single = binary(algorithm::binary_mul, binary(algorithm::binary_eq, zeros, one), is_zero);
-    return binary(algorithm::binary_mul, q, binary(algorithm::binary_add, none, single));
+    const std::vector<int64_t> slot = ops::broadcast_map(keep_, x.shape);
+    std::vector<std::vector<int64_t>> members(static_cast<size_t>(core::numel(keep_)));
+    for (size_t i = 0; i < slot.size(); ++i) members[static_cast<size_t>(slot[i])].push_back(static_cast<int64_t>(i));
+    std::vector<double> others(slot.size(), 1.0);
+    for (const auto& m : members) {
+      double p = 1.0;
+      for (int64_t i : m) {
+        others[static_cast<size_t>(i)] = p;
+        p *= x.data[static_cast<size_t>(i)];
+      }
+      p = 1.0;
+      for (auto it = m.rbegin(); it != m.rend(); ++it) {
+        others[static_cast<size_t>(*it)] *= p;
+        p *= x.data[static_cast<size_t>(*it)];
+      }
+    }
+    Buf out(x.shape);
+    for (size_t i = 0; i < others.size(); ++i) out.data[i] = static_cast<float>(others[i]);
+    return out;
   }
 
   algorithm alg_;

@@ -121,7 +121,12 @@ class OpencvBackend : public Backend {
     cv::setNumThreads(std::max(1, opt.threads));
     // The importer logs every refusal before throwing it; the exception carries the same text.
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
-    const std::string bytes = ir::graph_to_onnx(g, kOpset);
+    std::string bytes;
+    try {
+      bytes = ir::graph_to_onnx(g, kOpset);
+    } catch (const std::exception& e) {
+      throw QuorumError(std::string("Quorum's ONNX exporter failed: ") + e.what());
+    }
     cv::dnn::Net net;
     try {
       net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());

@@ -236,6 +236,14 @@ Support pad(const ir::Graph& g, const ir::Node& n) {
     if (pads[a] != 0 || pads[r + a] != 0)
       return Support::no("OpenCV 4.6 pads in " + mode + " mode only the last two axes of a 4-D blob");
   if (r != 4) return Support::no("OpenCV 4.6 pads in " + mode + " mode only 4-D blobs ('inputs[0].dims == 4')");
+  // cv::copyMakeBorder's border modes read at most one axis length beyond the edge; ONNX's edge
+  // mode repeats the edge value any number of times. One refusal, whichever side is too wide.
+  const core::Shape& s = g.types.at(n.inputs[0]).shape;
+  for (int64_t a = 2; a < 4; ++a)
+    if (pads[a] > s[a] || pads[r + a] > s[a])
+      return Support::no("OpenCV 4.6 pads in " + mode + " mode at most the axis length on each side ('padTop <= " +
+                         "inputs[0].size[2]' and the like fail): pads " + str(aints(n, "pads")) + " for shape " +
+                         core::to_string(s));
   return Support::yes();
 }
 

@@ -1,0 +1,68 @@
+// Pieces both verdict rules use.
+#include "oracle/judge_util.h"
+
+#include <cmath>
+
+#include "ops/registry.h"
+
+namespace quorum::oracle::detail {
+
+bool has_nonfinite(const core::Tensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.get(i))) return true;
+  return false;
+}
+
+std::string key_params(const ir::Node& n) {
+  const ops::OpSpec& spec = ops::op(n.op);
+  core::Attrs key;
+  for (const auto& [name, v] : n.attrs) {
+    const ops::AttrSpec* a = spec.attr(name);
+    if (a && !a->choices.empty()) key[name] = v;
+  }
+  return core::to_string(key);
+}
+
+ops::Tolerance node_tolerance(const ir::Graph& g, const ir::Node& n, core::DType dtype, bool grad) {
+  const ops::OpSpec& spec = ops::op(n.op);
+  std::vector<core::TensorType> in;
+  for (size_t i = 0; i < ir::data_input_count(n); ++i) in.push_back(g.types.at(n.inputs[i]));
+  ops::Tolerance t = spec.tolerance(dtype, in, n.attrs);
+  if (grad) t = ops::backward_tolerance(t);
+  return t;
+}
+
+ops::Tolerance loss_tolerance(const ir::Graph& g, const std::string& loss_op, core::DType dtype, bool grad) {
+  const ops::OpSpec& spec = ops::op(loss_op);
+  const core::TensorType out = g.types.at(g.outputs[0]);
+  ops::Tolerance t = spec.tolerance(dtype, {out, out}, ops::canonical_attrs(spec, {}));
+  if (grad) t = ops::backward_tolerance(t);
+  return t;
+}
+
+std::optional<core::Tensor> own_value(const ir::Graph& g, const BackendRun& r, const std::string& name,
+                                      const backends::ValueMap* inputs, core::DType dtype) {
+  if (auto it = r.values.find(name); it != r.values.end()) return it->second.to(core::DType::F64);
+  if (auto w = g.initializers.find(name); w != g.initializers.end()) return rounded_to(w->second.to(core::DType::F64), dtype);
+  if (inputs)
+    if (auto in = inputs->find(name); in != inputs->end()) return rounded_to(in->second.to(core::DType::F64), dtype);
+  return std::nullopt;
+}
+
+std::vector<core::Tensor> own_inputs(const ir::Graph& g, const ir::Node& n, const BackendRun& r,
+                                     const backends::ValueMap* inputs, core::DType dtype) {
+  std::vector<core::Tensor> held;
+  for (const auto& name : n.inputs) {
+    auto v = own_value(g, r, name, inputs, dtype);
+    if (!v) return {};
+    held.push_back(std::move(*v));
+  }
+  return held;
+}
+
+core::Tensor rounded_to(const core::Tensor& t, core::DType dtype) {
+  if (dtype != core::DType::F32) return t.to(core::DType::F64);
+  return t.to(core::DType::F32).to(core::DType::F64);
+}
+
+}  // namespace quorum::oracle::detail

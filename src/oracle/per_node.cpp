@@ -1,0 +1,577 @@
+// The per-node rule: each library is judged on its own. Every node it ran is recomputed by the
+// catalogue's float64 kernel from the library's own values of the node's inputs; every gradient it
+// returned is recomputed by the consumers' VJPs from its own forward values and its own incoming
+// gradients; its loss by the loss operator on its own output. A node whose result lies outside the
+// operator's tolerance at the run's dtype is where a bug was born, with no vote: upstream
+// differences are the node's inputs, so they cannot make it look wrong, and a single library
+// suffices. The reference is blamed only when every library that ran a node disagrees with the
+// kernel in the same way (then the kernel, or a convention all libraries share, is suspect).
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ops/registry.h"
+#include "oracle/compare.h"
+#include "oracle/judge_util.h"
+
+namespace quorum::oracle::detail {
+
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+// How one tensor a library returned compares with what the kernel gives on the library's inputs.
+struct Verdict {
+  int64_t produced = 0;   // NaN/Inf where the kernel is finite (judged only on finite operands)
+  int64_t swallowed = 0;  // the kernel propagates a NaN, the library returned a number
+  int64_t wrong = 0;      // beyond the tolerance (or the wrong infinity)
+  double distance = 0;    // max |got - want| over elements finite in both
+  int64_t worst = -1, first_nonfinite = -1;
+  bool shape_mismatch = false;
+  double got_at_worst = 0, want_at_worst = 0;
+};
+
+// `explained(i, got)`: a deviation at element i that a convention allows (ties, kinks).
+template <class Explained>
+Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol, bool operands_finite,
+                const Explained& explained) {
+  Verdict v;
+  if (got.shape() != want.shape()) {
+    v.shape_mismatch = true;
+    v.wrong = 1;
+    v.distance = INFINITY;
+    return v;
+  }
+  const double scale = tolerance_scale(want);
+  double worst_excess = -1;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double a = got.get(i), w = want.get(i);
+    if (std::isnan(w)) {
+      if (!std::isnan(a)) {
+        ++v.swallowed;
+        if (v.first_nonfinite < 0) v.first_nonfinite = i;
+      }
+      continue;
+    }
+    if (std::isinf(w)) {
+      if (a == w) continue;
+      if (std::isnan(a)) {
+        if (operands_finite) {
+          ++v.produced;
+          if (v.first_nonfinite < 0) v.first_nonfinite = i;
+        }
+        continue;
+      }
+      // A finite value at the top of float32's range next to an inf is rounding.
+      if (std::isfinite(a) && (a > 0) == (w > 0) && std::abs(a) >= FLT_MAX / 2) continue;
+      if (explained(i, a)) continue;
+      ++v.wrong;
+      v.distance = INFINITY;
+      if (worst_excess < INFINITY) worst_excess = INFINITY, v.worst = i, v.got_at_worst = a, v.want_at_worst = w;
+      continue;
+    }
+    if (!std::isfinite(a)) {
+      if (operands_finite) {
+        ++v.produced;
+        if (v.first_nonfinite < 0) v.first_nonfinite = i;
+      }
+      continue;
+    }
+    const double d = std::abs(a - w);
+    if (element_within(a, w, scale, tol) || explained(i, a)) continue;
+    ++v.wrong;
+    v.distance = std::max(v.distance, d);
+    const double excess = d - (tol.atol * scale + tol.rtol * std::abs(w));
+    if (excess > worst_excess) worst_excess = excess, v.worst = i, v.got_at_worst = a, v.want_at_worst = w;
+  }
+  return v;
+}
+
+Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol, bool operands_finite) {
+  return verdict(got, want, tol, operands_finite, [](int64_t, double) { return false; });
+}
+
+bool all_finite(const std::vector<Tensor>& ts) {
+  for (const auto& t : ts)
+    if (has_nonfinite(t)) return false;
+  return true;
+}
+
+Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
+
+// Sensitivity: how far the kernel's result moves when every operand moves by a few units in the
+// last place of the run's precision. A backward-stable float32 computation returns the exact
+// result of such slightly perturbed operands, so a library inside that spread is right; this is
+// what covers cancellation in sums and normalisations, exp of large values and the like, for every
+// operator without a table. Computed only where the plain tolerance fails.
+constexpr int kTrials = 3;
+constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
+constexpr double kMargin = 4;  // allowed deviation, in spreads
+
+uint64_t seed_of(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+template <class F>
+std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vector<Tensor>& base, DType dtype,
+                           const std::string& where, const F& f) {
+  const double u = dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
+  std::vector<Tensor> s;
+  for (const auto& b : base) s.push_back(zeros_like(b));
+  core::Rng rng(seed_of(where));
+  for (int t = 0; t < kTrials; ++t) {
+    std::vector<Tensor> p;
+    for (const auto& o : operands) {
+      Tensor q = o.to(DType::F64);
+      for (int64_t i = 0; i < q.numel(); ++i) q.f64()[i] *= 1 + rng.uniform(-1.0, 1.0) * kUlps * u;
+      p.push_back(std::move(q));
+    }
+    std::vector<Tensor> out;
+    try {
+      out = f(p);
+    } catch (const std::exception&) {
+      return {};
+    }
+    for (size_t k = 0; k < s.size() && k < out.size(); ++k) {
+      if (out[k].shape() != s[k].shape()) return {};
+      for (int64_t i = 0; i < s[k].numel(); ++i) {
+        const double d = std::abs(out[k].get(i) - base[k].get(i));
+        if (std::isfinite(base[k].get(i))) s[k].f64()[i] = std::max(s[k].f64()[i], std::isnan(d) ? INFINITY : d);
+      }
+    }
+  }
+  return s;
+}
+
+struct Judged {
+  Stage stage;
+  std::string node, value;
+  size_t run;
+  Verdict v;
+  bool operator<(const Judged& o) const { return std::tie(stage, node, value, run) < std::tie(o.stage, o.node, o.value, o.run); }
+};
+
+struct PerNode {
+  const ir::Graph& g;
+  const std::vector<BackendRun>& runs;
+  const Thresholds& th;
+  const backends::ValueMap* inputs;
+  const core::Tensor* target;
+  std::vector<Finding> out;
+  // (stage, node, value) -> runs that were judged there; failing ones with their verdicts.
+  std::map<std::tuple<Stage, std::string, std::string>, std::vector<size_t>> judged;
+  std::vector<Judged> failed;
+
+  void note(Stage s, const ir::Node* n, const std::string& value, size_t run, const Verdict& v) {
+    const std::string node = n ? n->name : "loss";
+    judged[{s, node, value}].push_back(run);
+    if (v.produced || v.swallowed || v.wrong) failed.push_back({s, node, value, run, v});
+  }
+
+  // Forward: every node on the library's own inputs.
+  void forward(size_t ri) {
+    const BackendRun& r = runs[ri];
+    for (const auto& n : g.nodes) {
+      bool ran = false;
+      for (const auto& o : n.outputs) ran |= r.values.count(o) > 0;
+      if (!ran) continue;
+      const std::vector<Tensor> held = own_inputs(g, n, r, inputs, th.dtype);
+      if (held.size() != n.inputs.size()) continue;
+      ops::Inputs in;
+      for (const auto& t : held) in.push_back(&t);
+      std::vector<Tensor> want;
+      try {
+        want = ops::op(n.op).forward(in, n.attrs);
+      } catch (const std::exception&) {
+        continue;  // the kernel refuses the library's values (cannot judge)
+      }
+      const ops::Tolerance tol = node_tolerance(g, n, th.dtype, false);
+      const bool finite = all_finite(held);
+      std::vector<Tensor> sens;  // computed on the first output beyond the plain tolerance
+      for (size_t k = 0; k < n.outputs.size() && k < want.size(); ++k) {
+        auto got = r.values.find(n.outputs[k]);
+        if (got == r.values.end()) continue;
+        const Tensor w = rounded_to(want[k], th.dtype);
+        Verdict v = verdict(got->second, w, tol, finite);
+        if (v.wrong && !v.shape_mismatch) {
+          if (sens.empty())
+            sens = spread(held, want, th.dtype, n.name, [&](const std::vector<Tensor>& p) {
+              ops::Inputs pin;
+              for (const auto& t : p) pin.push_back(&t);
+              return ops::op(n.op).forward(pin, n.attrs);
+            });
+          if (k < sens.size()) {
+            const Tensor& sk = sens[k];
+            v = verdict(got->second, w, tol, finite,
+                        [&](int64_t i, double a) { return std::abs(a - w.get(i)) <= kMargin * sk.get(i); });
+          }
+        }
+        note(Stage::Forward, &n, n.outputs[k], ri, v);
+      }
+    }
+  }
+
+  // The loss and its gradient on the library's own model output.
+  void loss(size_t ri) {
+    const BackendRun& r = runs[ri];
+    if (!r.trained || !target || !target->defined()) return;
+    auto pred_it = r.values.find(g.outputs[0]);
+    if (pred_it == r.values.end()) return;
+    const ops::OpSpec& spec = ops::op(th.loss_op);
+    const Tensor pred = pred_it->second.to(DType::F64);
+    const Tensor tgt = rounded_to(target->to(DType::F64), th.dtype);
+    std::vector<Tensor> want, want_grad;
+    core::Attrs la;
+    try {
+      la = ops::canonical_attrs(spec, {});
+      const ops::Inputs lin{&pred, &tgt};
+      want = spec.forward(lin, la);
+      want_grad = spec.vjp(lin, la, want, {Tensor::scalar(1.0).reshaped(want[0].shape())});
+    } catch (const std::exception&) {
+      return;
+    }
+    const bool finite = !has_nonfinite(pred) && !has_nonfinite(tgt);
+    Verdict v = verdict(Tensor::scalar(r.loss), rounded_to(want[0], th.dtype).reshaped({}),
+                        loss_tolerance(g, th.loss_op, th.dtype, false), finite);
+    if (r.loss_grad.defined() && !want_grad.empty()) {
+      const Verdict vg = verdict(r.loss_grad, rounded_to(want_grad[0], th.dtype),
+                                 loss_tolerance(g, th.loss_op, th.dtype, true), finite);
+      v.produced += vg.produced;
+      v.swallowed += vg.swallowed;
+      if (vg.wrong && vg.distance >= v.distance) {
+        v.wrong += vg.wrong;
+        v.distance = vg.distance, v.worst = vg.worst, v.got_at_worst = vg.got_at_worst, v.want_at_worst = vg.want_at_worst;
+      }
+    }
+    note(Stage::Loss, nullptr, "loss", ri, v);
+  }
+
+  // One consumer's VJP on the library's own values: what it sends back to each of its inputs.
+  struct Vjp {
+    bool ok = false;
+    std::vector<Tensor> held, gy, gin;
+    bool finite = true;
+  };
+
+  Vjp vjp_of(const ir::Node& n, const BackendRun& r) const {
+    Vjp v;
+    const ops::OpSpec& spec = ops::op(n.op);
+    if (!spec.differentiable()) return v;
+    v.held = own_inputs(g, n, r, inputs, th.dtype);
+    if (v.held.size() != n.inputs.size()) return v;
+    ops::Inputs in;
+    for (const auto& t : v.held) in.push_back(&t);
+    try {
+      const std::vector<Tensor> outs = spec.forward(in, n.attrs);
+      bool any = false;
+      for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) {
+        auto it = r.grads.find(n.outputs[k]);
+        if (it != r.grads.end() && it->second.shape() == outs[k].shape()) {
+          v.gy.push_back(it->second.to(DType::F64));
+          any = true;
+        } else {
+          v.gy.push_back(zeros_like(outs[k]));
+        }
+      }
+      if (!any) {  // no gradient reaches this node on the library: it sends nothing back
+        v.ok = true;
+        v.gin.assign(n.inputs.size(), Tensor());
+        return v;
+      }
+      v.gin = spec.vjp(in, n.attrs, outs, v.gy);
+    } catch (const std::exception&) {
+      return v;
+    }
+    v.finite = all_finite(v.held) && all_finite(v.gy);
+    v.ok = v.gin.size() == n.inputs.size();
+    return v;
+  }
+
+  // Backward: every gradient the library returned against the sum of its consumers' VJPs (and the
+  // loss gradient at the model output), each consumer fed the library's own forward values and
+  // incoming gradients. A wrong sum is blamed on the consumer that sends the most at the worst
+  // element.
+  void backward(size_t ri) {
+    const BackendRun& r = runs[ri];
+    if (!r.trained) return;
+    std::map<std::string, Vjp> vjps;
+    for (const auto& n : g.nodes) vjps.emplace(n.name, vjp_of(n, r));
+    std::map<std::string, std::vector<std::pair<const ir::Node*, size_t>>> consumers;
+    for (const auto& n : g.nodes)
+      for (size_t k = 0; k < n.inputs.size(); ++k) consumers[n.inputs[k]].push_back({&n, k});
+    for (const auto& [value, cons] : consumers) {
+      auto got_it = r.grads.find(value);
+      if (got_it == r.grads.end()) continue;
+      const Tensor& got = got_it->second;
+      Tensor want;
+      bool known = true, finite = true;
+      ops::Tolerance tol{0, 0};
+      std::vector<std::pair<const ir::Node*, const Tensor*>> contrib;
+      for (const auto& [c, k] : cons) {
+        const Vjp& v = vjps.at(c->name);
+        if (!v.ok) {
+          known = false;
+          break;
+        }
+        if (ops::op(c->op).nondiff_inputs.size() &&
+            std::count(ops::op(c->op).nondiff_inputs.begin(), ops::op(c->op).nondiff_inputs.end(), static_cast<int>(k)))
+          continue;
+        const ops::Tolerance t = node_tolerance(g, *c, th.dtype, true);
+        tol.atol = std::max(tol.atol, t.atol);
+        tol.rtol = std::max(tol.rtol, t.rtol);
+        finite &= v.finite;
+        if (!v.gin[k].defined()) continue;
+        if (v.gin[k].shape() != got.shape()) {
+          known = false;
+          break;
+        }
+        contrib.push_back({c, &v.gin[k]});
+        if (!want.defined()) want = zeros_like(v.gin[k]);
+        for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += v.gin[k].get(i);
+      }
+      if (!known) continue;
+      if (value == g.outputs[0] && r.loss_grad.defined()) {
+        if (!want.defined()) want = zeros_like(r.loss_grad);
+        if (r.loss_grad.shape() != want.shape()) continue;
+        for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += r.loss_grad.get(i);
+        finite &= !has_nonfinite(r.loss_grad);
+      }
+      if (!want.defined() || contrib.empty()) continue;
+      if (tol.atol == 0 && tol.rtol == 0) continue;
+      auto explained = [&](int64_t i, double a) { return convention(value, cons, vjps, want, i, a, tol); };
+      const Tensor w = rounded_to(want, th.dtype);
+      Verdict v = verdict(got, w, tol, finite, explained);
+      if (v.wrong && !v.shape_mismatch) {
+        const std::vector<Tensor> sens = gradient_spread(value, cons, vjps, want);
+        if (!sens.empty())
+          v = verdict(got, w, tol, finite, [&](int64_t i, double a) {
+            return std::abs(a - w.get(i)) <= kMargin * sens[0].get(i) || explained(i, a);
+          });
+      }
+      v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
+      if (!v.wrong && !v.produced && !v.swallowed && !keeps_total(value, cons, vjps, got, want, tol)) {
+        v.wrong = 1;
+        v.distance = std::abs(sum(got) - sum(want));
+        v.worst = 0, v.got_at_worst = sum(got), v.want_at_worst = sum(want);
+      }
+      // Blame: the consumer sending the most where it is worst.
+      const int64_t at = v.worst >= 0 ? v.worst : v.first_nonfinite;
+      const ir::Node* blamed = contrib[0].first;
+      double most = -1;
+      for (const auto& [c, t] : contrib) {
+        const double m = at >= 0 && at < t->numel() ? std::abs(t->get(at)) : 0;
+        if (std::isnan(m) || m > most) most = std::isnan(m) ? INFINITY : m, blamed = c;
+      }
+      note(Stage::Backward, blamed, value, ri, v);
+    }
+  }
+
+  // The spread of a gradient's sum of contributions when every consumer's operands and incoming
+  // gradients move by a few units of the run's precision.
+  std::vector<Tensor> gradient_spread(const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+                                      const std::map<std::string, Vjp>& vjps, const Tensor& want) const {
+    Tensor total = zeros_like(want);
+    for (const auto& [c, k] : cons) {
+      const Vjp& v = vjps.at(c->name);
+      if (!v.gin[k].defined()) continue;
+      std::vector<Tensor> operands = v.held;
+      operands.insert(operands.end(), v.gy.begin(), v.gy.end());
+      const size_t nin = v.held.size();
+      const ir::Node* node = c;
+      const size_t idx = k;
+      const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, node->name + "/" + value,
+                                           [&](const std::vector<Tensor>& p) {
+                                             const ops::OpSpec& spec = ops::op(node->op);
+                                             ops::Inputs pin;
+                                             for (size_t i = 0; i < nin; ++i) pin.push_back(&p[i]);
+                                             const std::vector<Tensor> outs = spec.forward(pin, node->attrs);
+                                             const std::vector<Tensor> gy(p.begin() + static_cast<std::ptrdiff_t>(nin), p.end());
+                                             return std::vector<Tensor>{spec.vjp(pin, node->attrs, outs, gy).at(idx)};
+                                           });
+      if (s.empty() || s[0].shape() != total.shape()) return {};
+      for (int64_t i = 0; i < total.numel(); ++i) total.f64()[i] += s[0].get(i);
+    }
+    return {total};
+  }
+
+  static double sum(const Tensor& t) {
+    double s = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) s += t.get(i);
+    return s;
+  }
+
+  // A deviation at element i that a consumer's convention allows: the element is tied for an
+  // extreme (the gradient may go to any of the tied inputs), or sits at a kink whose derivative
+  // libraries choose differently and the gradient lies between the two one-sided derivatives.
+  bool convention(const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+                  const std::map<std::string, Vjp>& vjps, const Tensor& want, int64_t i, double got,
+                  const ops::Tolerance& tol) const {
+    for (const auto& [c, k] : cons) {
+      const ops::OpSpec& spec = ops::op(c->op);
+      const Vjp& v = vjps.at(c->name);
+      if (spec.extremes && k < ir::data_input_count(*c)) {
+        ops::Inputs in;
+        for (size_t d = 0; d < ir::data_input_count(*c); ++d) in.push_back(&v.held[d]);
+        const std::vector<int8_t> ext = spec.extremes(in, c->attrs, k);
+        if (i < static_cast<int64_t>(ext.size()) && ext[static_cast<size_t>(i)] == ops::OpSpec::kTiedExtreme) return true;
+      }
+      if (spec.kink_derivatives && k == 0 && !v.gy.empty() && v.gin[0].defined() &&
+          v.gy[0].shape() == v.held[0].shape() && v.held[0].numel() == want.numel()) {
+        const auto range = spec.kink_derivatives(v.held[0].get(i), c->attrs);
+        if (!range) continue;
+        const double rest = want.get(i) - v.gin[0].get(i);  // what the other consumers send
+        const double a = v.gy[0].get(i) * range->first, b = v.gy[0].get(i) * range->second;
+        const double lo = rest + std::min(a, b), hi = rest + std::max(a, b);
+        const double scale = std::max({1.0, std::abs(lo), std::abs(hi)});
+        if (element_within(got, std::clamp(got, lo, hi), scale, tol)) return true;
+      }
+    }
+    (void)value;
+    return false;
+  }
+
+  // Routing moves gradient among tied inputs, it does not make any: for a value whose only
+  // consumer is a one-input operator with ties, the total must be kept.
+  bool keeps_total(const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+                   const std::map<std::string, Vjp>& vjps, const Tensor& got, const Tensor& want,
+                   const ops::Tolerance& tol) const {
+    (void)vjps;
+    if (cons.size() != 1 || value == g.outputs[0]) return true;
+    const ir::Node& c = *cons[0].first;
+    if (!ops::op(c.op).extremes || ir::data_input_count(c) != 1) return true;
+    double mass = 0, sg = 0, sw = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      if (!std::isfinite(want.get(i)) || !std::isfinite(got.get(i))) continue;  // NaN/Inf are judged element-wise
+      mass += std::abs(want.get(i));
+      sg += got.get(i);
+      sw += want.get(i);
+    }
+    return element_within(sg, sw, std::max(1.0, mass), tol);
+  }
+
+  void findings() {
+    // Every library that ran a node disagreeing with the kernel, and agreeing with each other:
+    // the reference (or a convention they all share) is suspect; one finding, blamed on it.
+    std::set<Judged> to_ref;
+    std::map<std::tuple<Stage, std::string, std::string>, std::vector<const Judged*>> by_place;
+    for (const auto& f : failed)
+      if (f.v.wrong && !f.v.produced && !f.v.swallowed) by_place[{f.stage, f.node, f.value}].push_back(&f);
+    for (const auto& [place, fs] : by_place) {
+      if (fs.size() < 2 || fs.size() != judged[place].size()) continue;
+      const auto& [stage, node, value] = place;
+      bool agree = true;
+      for (size_t a = 1; a < fs.size() && agree; ++a) {
+        const BackendRun &x = runs[fs[0]->run], &y = runs[fs[a]->run];
+        const backends::ValueMap& mx = stage == Stage::Backward ? x.grads : x.values;
+        const backends::ValueMap& my = stage == Stage::Backward ? y.grads : y.values;
+        if (stage == Stage::Loss) {
+          agree = std::abs(x.loss - y.loss) <= 1e-3 * std::max(1.0, std::abs(x.loss));
+          continue;
+        }
+        if (!mx.count(value) || !my.count(value)) {
+          agree = false;
+          continue;
+        }
+        const ir::Node* n = g.find_node(node);
+        const ops::Tolerance tol = n ? node_tolerance(g, *n, th.dtype, stage == Stage::Backward) : ops::Tolerance{1e-4, 1e-3};
+        agree = compare(mx.at(value), my.at(value), tol).ok;
+      }
+      if (!agree) continue;
+      for (const Judged* f : fs) to_ref.insert(*f);
+      Finding r = make(*fs[0], Kind::Inconsistency);
+      r.backend = "ref";
+      r.against.clear();
+      for (const Judged* f : fs) r.against.push_back(runs[f->run].backend);
+      r.detail = std::string(to_string(stage)) + " at '" + value + "': every library (" + std::to_string(fs.size()) +
+                 ") differs from the float64 kernel on its own inputs in the same way (max " + num(fs[0]->v.distance) +
+                 "; at [" + std::to_string(fs[0]->v.worst) + "] " + runs[fs[0]->run].backend + " " +
+                 num(fs[0]->v.got_at_worst) + ", kernel " + num(fs[0]->v.want_at_worst) +
+                 "): the reference or a shared convention";
+      out.push_back(std::move(r));
+    }
+    // A node whose forward is already wrong on a library computes the gradient of that wrong
+    // function: its backward finding is the same bug, not a second one.
+    std::set<std::pair<size_t, std::string>> forward_wrong;
+    for (const auto& f : failed)
+      if (f.stage == Stage::Forward && !to_ref.count(f)) forward_wrong.insert({f.run, f.node});
+    // One finding per (run, stage, node, kind): the worst value.
+    std::map<std::tuple<size_t, Stage, std::string, Kind>, size_t> seen;
+    for (const auto& f : failed) {
+      if (to_ref.count(f)) continue;
+      if (f.stage == Stage::Backward && forward_wrong.count({f.run, f.node})) continue;
+      const Kind kind = f.v.produced ? Kind::NaN : f.v.swallowed ? Kind::NaNSwallowed : Kind::Inconsistency;
+      Finding x = make(f, kind);
+      auto key = std::make_tuple(f.run, f.stage, f.node, kind);
+      auto it = seen.find(key);
+      if (it == seen.end()) {
+        seen.emplace(key, out.size());
+        out.push_back(std::move(x));
+      } else if (x.distance > out[it->second].distance) {
+        out[it->second] = std::move(x);
+      }
+    }
+  }
+
+  Finding make(const Judged& j, Kind kind) const {
+    Finding f;
+    f.kind = kind;
+    f.stage = j.stage;
+    f.backend = runs[j.run].backend;
+    f.against = {"ref"};
+    const ir::Node* n = j.stage == Stage::Loss ? nullptr : g.find_node(j.node);
+    f.node = n ? n->name : "loss";
+    f.op = n ? n->op : th.loss_op;
+    f.params = n ? key_params(*n) : "";
+    f.distance = j.v.distance;
+    const std::string what = j.stage == Stage::Backward ? "gradient of '" + j.value + "'" : "'" + j.value + "'";
+    const std::string stage = to_string(j.stage);
+    if (kind == Kind::NaN) {
+      f.detail = stage + " NaN/Inf produced at " + what + " (" + std::to_string(j.v.produced) +
+                 " elements, first at [" + std::to_string(j.v.first_nonfinite) +
+                 "]) where the float64 kernel on the library's own finite operands is finite";
+    } else if (kind == Kind::NaNSwallowed) {
+      f.detail = stage + " NaN swallowed at " + what + " (" + std::to_string(j.v.swallowed) +
+                 " elements, first at [" + std::to_string(j.v.first_nonfinite) +
+                 "]): the kernel propagates a NaN operand, the library returned a number";
+    } else if (j.v.shape_mismatch) {
+      f.detail = stage + " wrong shape at " + what;
+    } else {
+      f.detail = stage + " inconsistency at " + what + ": max |got - want| " + num(j.v.distance) + " (" +
+                 std::to_string(j.v.wrong) + " elements beyond the tolerance; at [" + std::to_string(j.v.worst) +
+                 "] got " + num(j.v.got_at_worst) + ", want " + num(j.v.want_at_worst) +
+                 ") against the float64 kernel on the library's own " +
+                 (j.stage == Stage::Backward ? "values and incoming gradients" : "inputs");
+    }
+    return f;
+  }
+};
+
+}  // namespace
+
+std::vector<Finding> per_node(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
+                              const backends::ValueMap* inputs, const core::Tensor* target) {
+  PerNode p{g, runs, th, inputs, target, {}, {}, {}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].is_reference || runs[i].unsupported) continue;
+    p.forward(i);
+    p.loss(i);
+    p.backward(i);
+  }
+  p.findings();
+  return p.out;
+}
+
+}  // namespace quorum::oracle::detail

@@ -1,0 +1,331 @@
+// The per-node rule on synthetic runs: each library node against the float64 kernel on the
+// library's own inputs (forward), own forward values and incoming gradients (backward), own output
+// (loss). Also the regression tests of the misattributions the rule removes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/json_io.h"
+#include "oracle/oracle.h"
+#include "ref/interpreter.h"
+
+namespace quorum::oracle {
+namespace {
+
+// x -> a (relu) -> b (neg) -> d (dense, weights W, bias B) -> output
+ir::Graph chain() {
+  return ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 4]}], "outputs": ["d"],
+    "initializers": [{"name": "W", "dtype": "float32", "shape": [2, 4], "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+                     {"name": "B", "dtype": "float32", "shape": [2], "data": [0, 1]}],
+    "nodes": [{"name": "a", "op": "relu", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "neg", "inputs": ["a"], "outputs": ["b"]},
+              {"name": "d", "op": "dense", "inputs": ["b", "W", "B"], "outputs": ["d"], "attrs": {"units": 2}}]})",
+                             "chain");
+}
+
+// A run that computes exactly what the reference computes on `in` (tests then perturb it).
+BackendRun exact(const ir::Graph& g, const ref::TrainResult& tr, const std::string& name, bool is_ref = false) {
+  BackendRun r;
+  r.backend = name;
+  r.is_reference = is_ref;
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) r.values[o] = tr.values.at(o);
+  r.trained = true;
+  r.loss = tr.loss;
+  r.loss_grad = tr.loss_grad;
+  r.grads = tr.grads;
+  return r;
+}
+
+struct Case {
+  ir::Graph g;
+  backends::ValueMap in;
+  core::Tensor target;
+  ref::TrainResult tr;
+  Case(ir::Graph graph, backends::ValueMap inputs, core::Tensor t)
+      : g(std::move(graph)), in(std::move(inputs)), target(std::move(t)),
+        tr(ref::train(g, in, target, ref::LossSpec{"mse_loss", {}})) {}
+  BackendRun run(const std::string& name) const { return exact(g, tr, name, name == "ref"); }
+  // A library whose values are recomputed by the reference from an altered forward value:
+  // everything downstream of `value` is right on the library's own inputs.
+  std::vector<Finding> judge_runs(const std::vector<BackendRun>& runs, Thresholds th = {}) const {
+    return judge(g, runs, th, &in, &target);
+  }
+};
+
+Case chain_case() {
+  return Case(chain(), {{"x", core::Tensor::f64({1, 4}, {0.5, -1, 2, 3})}}, core::Tensor::f64({1, 2}, {0, 0}));
+}
+
+void bump(core::Tensor& t, double by) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] += by;
+}
+
+TEST(PerNode, AgreementGivesNoFinding) {
+  const Case c = chain_case();
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("A"), c.run("B")}).empty());
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("A")}).empty());
+}
+
+TEST(PerNode, AWrongNodeIsFoundWithOneLibraryAndItsConsequencesAreNot) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  bump(a.values["b"], 1.0);
+  // Downstream, A computes d right on its own (wrong) b: d = W b + B.
+  a.values["d"].f64()[0] += 1 * (1 + 2 + 3 + 4);
+  a.values["d"].f64()[1] += 1 * (5 + 6 + 7 + 8);
+  for (const auto& runs : {std::vector<BackendRun>{c.run("ref"), a}, std::vector<BackendRun>{c.run("ref"), c.run("B"), a},
+                           std::vector<BackendRun>{c.run("ref"), a, c.run("B")}}) {
+    const auto found = c.judge_runs(runs);
+    std::vector<Finding> fc;
+    for (const auto& f : found)
+      if (f.stage == Stage::Forward) fc.push_back(f);
+    ASSERT_EQ(fc.size(), 1u);
+    EXPECT_EQ(fc[0].kind, Kind::Inconsistency);
+    EXPECT_EQ(fc[0].node, "b");
+    EXPECT_EQ(fc[0].backend, "A");  // whatever the order of the runs
+    EXPECT_DOUBLE_EQ(fc[0].distance, 1.0);
+  }
+  // d wrong on top of it (beyond what its own inputs give): a second, independent finding.
+  a.values["d"].f64()[1] += 0.5;
+  int at_d = 0;
+  for (const auto& f : c.judge_runs({c.run("ref"), a}))
+    if (f.stage == Stage::Forward && f.node == "d") ++at_d;
+  EXPECT_EQ(at_d, 1);
+}
+
+TEST(PerNode, DeviationsWithinTheOperatorsToleranceAreNotFindings) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  a.values["b"].f64()[2] *= 1 + 1e-6;  // float32 rounding
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+}
+
+TEST(PerNode, ALibrarysNaNIsFoundWhenItIsTheOnlyLibrary) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  a.values["a"].f64()[0] = NAN;
+  a.values["b"].f64()[0] = NAN;  // propagated: right on its own input
+  a.values["d"].f64()[0] = NAN;
+  a.values["d"].f64()[1] = NAN;
+  a.trained = false;
+  const auto found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+  EXPECT_EQ(found[0].stage, Stage::Forward);
+  EXPECT_EQ(found[0].node, "a");
+  EXPECT_EQ(found[0].signature(), "nan|FC|A|relu");
+}
+
+TEST(PerNode, ANaNTheKernelMakesFromTheLibrarysValuesIsNotAFinding) {
+  // log of a negative value the library computed (correctly) upstream.
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["l"],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "l", "op": "log", "inputs": ["n"], "outputs": ["l"]}]})",
+                                          "g");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1, -1})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  EXPECT_TRUE(std::isnan(a.values["l"].f64()[0]));
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+}
+
+TEST(PerNode, ANaNSwallowedByALibraryIsFound) {
+  // relu of a NaN input: the kernel propagates it, the library returns 0.
+  const Case c(chain(), {{"x", core::Tensor::f64({1, 4}, {NAN, -1, 2, 3})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  ASSERT_TRUE(std::isnan(a.values["a"].f64()[0]));
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+  a.values["a"].f64()[0] = 0;
+  a.values["b"].f64()[0] = 0;
+  a.values["d"] = ref::forward(c.g, {{"x", core::Tensor::f64({1, 4}, {0, -1, 2, 3})}}).at("d");
+  const auto found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaNSwallowed);
+  EXPECT_EQ(found[0].node, "a");
+  EXPECT_EQ(found[0].signature(), "nan-swallowed|FC|A|relu");
+}
+
+TEST(PerNode, AFloat32OverflowThatIsTheCorrectFloat32ResultIsNotAFinding) {
+  // 1 / 1e-39 = 1e39: inf in float32, the correct float32 result of a finite division.
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}, {"name": "y", "dtype": "float32", "shape": [1, 2]}],
+    "outputs": ["q"],
+    "nodes": [{"name": "q", "op": "div", "inputs": ["x", "y"], "outputs": ["q"]}]})",
+                                          "g");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1, 1})}, {"y", core::Tensor::f64({1, 2}, {1e-39, 2})}},
+               core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["q"].f64()[0] = INFINITY;
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+  a.values["q"].f64()[0] = NAN;
+  ASSERT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+}
+
+TEST(PerNode, ABackwardNaNIsBlamedOnTheConsumerWhoseBackwardMadeIt) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  a.grads["b"].f64()[0] = NAN;  // dense's backward sends a NaN to its input b
+  a.grads["a"].f64()[0] = NAN;  // and neg passes it on: right on its own incoming gradient
+  a.grads.erase("x");
+  const auto found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+  EXPECT_EQ(found[0].stage, Stage::Backward);
+  EXPECT_EQ(found[0].node, "d");
+  EXPECT_EQ(found[0].op, "dense");
+}
+
+TEST(PerNode, BackwardIsJudgedOnTheLibrarysOwnForwardOperands) {
+  // A's forward b is wrong (a forward bug at neg); dense's weight gradient computed from A's own b
+  // is right and must not be reported as a backward bug of dense.
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  bump(a.values["b"], 1.0);
+  a.values["d"] = [&] {
+    core::Tensor d = a.values["d"];
+    d.f64()[0] += 10;
+    d.f64()[1] += 26;
+    return d;
+  }();
+  // dW = gy^T b with A's own b and A's own incoming gradient.
+  core::Tensor gy = a.grads["d"];
+  for (int o = 0; o < 2; ++o)
+    for (int i = 0; i < 4; ++i) a.grads["W"].f64()[o * 4 + i] = gy.f64()[o] * a.values["b"].f64()[i];
+  for (const auto& f : c.judge_runs({c.run("ref"), a, c.run("B")})) {
+    EXPECT_FALSE(f.stage == Stage::Backward && f.node == "d") << f.detail;
+  }
+  // A wrong weight gradient on top: a backward finding at dense.
+  a.grads["W"].f64()[5] += 1.0;
+  bool at_d = false;
+  for (const auto& f : c.judge_runs({c.run("ref"), a, c.run("B")}))
+    at_d |= f.stage == Stage::Backward && f.node == "d" && f.backend == "A";
+  EXPECT_TRUE(at_d);
+}
+
+TEST(PerNode, KinksAfterUnderflowAreJudgedOnTheLibrarysOwnValue) {
+  // The library's relu input underflowed to 0 (the float64 reference holds 1e-47): its gradient 0
+  // is right for the 0 it holds.
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["r"],
+    "nodes": [{"name": "m", "op": "neg", "inputs": ["x"], "outputs": ["m"]},
+              {"name": "r", "op": "relu", "inputs": ["m"], "outputs": ["r"]}]})",
+                                          "g");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {-1e-47, -1})}}, core::Tensor::f64({1, 2}, {3, 3}));
+  BackendRun a = c.run("A");
+  a.values["m"].f64()[0] = 0;  // float32
+  a.values["r"].f64()[0] = 0;
+  a.grads["m"].f64()[0] = 0;
+  a.grads["x"].f64()[0] = 0;
+  a.loss_grad.f64()[0] = 2 * (0 - 3) / 2.0;
+  a.grads["r"].f64()[0] = a.loss_grad.f64()[0];
+  a.loss = (9 + (1 - 3) * (1 - 3)) / 2.0;
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+}
+
+TEST(PerNode, TiedExtremesAreConventionsEvenWithANaNElsewhere) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}, {"name": "y", "dtype": "float32", "shape": [1, 3]}],
+    "outputs": ["m"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "neg", "inputs": ["y"], "outputs": ["b"]},
+              {"name": "m", "op": "maximum", "inputs": ["a", "b"], "outputs": ["m"]}]})",
+                                          "tie");
+  const Case c(g, {{"x", core::Tensor::f64({1, 3}, {-1, 2, NAN})}, {"y", core::Tensor::f64({1, 3}, {-1, 1, 0})}},
+               core::Tensor::f64({1, 3}, {0, 0, 0}));
+  BackendRun a = c.run("A");
+  const double g0 = a.grads["a"].f64()[0];
+  ASSERT_NE(g0, 0.0);
+  a.grads["a"].f64()[0] = g0 / 2;  // libtorch splits at a tie
+  a.grads["b"].f64()[0] = g0 / 2;
+  a.grads["x"].f64()[0] = -g0 / 2;
+  a.grads["y"].f64()[0] = -g0 / 2;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) EXPECT_NE(f.stage, Stage::Backward) << f.detail;
+  a.grads["a"].f64()[1] += 1.0;  // off the tie: a finding at the maximum
+  bool at_m = false;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) at_m |= f.stage == Stage::Backward && f.node == "m";
+  EXPECT_TRUE(at_m);
+}
+
+TEST(PerNode, MaxKernelsPropagateNaNWhateverTheOrder) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 2]}], "outputs": ["r", "s"],
+    "nodes": [{"name": "r", "op": "reduce_max", "inputs": ["x"], "outputs": ["r"], "attrs": {"axes": [1], "keepdims": 0}},
+              {"name": "s", "op": "reduce_min", "inputs": ["x"], "outputs": ["s"], "attrs": {"axes": [1], "keepdims": 0}}]})",
+                                          "g");
+  const auto v = ref::forward(g, {{"x", core::Tensor::f64({2, 2}, {NAN, 1, 1, NAN})}});
+  for (const char* out : {"r", "s"})
+    for (int i = 0; i < 2; ++i) EXPECT_TRUE(std::isnan(v.at(out).get(i))) << out << "[" << i << "]";
+}
+
+TEST(PerNode, AFloat64RunIsJudgedAtFloat64Tolerance) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  a.values["b"].f64()[2] *= 1 + 1e-6;  // fine for float32, a bug in float64
+  Thresholds th;
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}, th).empty());
+  th.dtype = core::DType::F64;
+  bool at_b = false;
+  for (const auto& f : c.judge_runs({c.run("ref"), a}, th)) at_b |= f.node == "b" && f.stage == Stage::Forward;
+  EXPECT_TRUE(at_b);
+}
+
+TEST(PerNode, TheLossIsJudgedOnTheLibrarysOwnOutputWithTheLossOperatorsTolerance) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  a.loss *= 1.05;
+  const auto found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Loss);
+  EXPECT_EQ(found[0].op, "mse_loss");
+  EXPECT_EQ(found[0].backend, "A");
+  a.loss = c.tr.loss * (1 + 2e-6);  // float32 rounding of a sum of squares
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+}
+
+TEST(PerNode, AGradientSummedOverSeveralConsumersIsChecked) {
+  // a feeds both b (neg) and c (relu); the library's gradient of a is wrong.
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["s"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "neg", "inputs": ["a"], "outputs": ["b"]},
+              {"name": "c", "op": "exp", "inputs": ["a"], "outputs": ["c"]},
+              {"name": "s", "op": "add", "inputs": ["b", "c"], "outputs": ["s"]}]})",
+                                          "g");
+  const Case c(g, {{"x", core::Tensor::f64({1, 3}, {1, 2, -1})}}, core::Tensor::f64({1, 3}, {0, 0, 0}));
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("A")}).empty());
+  BackendRun a = c.run("A");
+  a.grads["a"].f64()[1] *= 1.5;
+  a.grads["x"].f64()[1] *= 1.5;  // neg passes it on: right on its own incoming gradient
+  const auto found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Backward);
+  EXPECT_EQ(found[0].node, "b");  // neg sends the most at that element (exp(-2) < 1)
+}
+
+TEST(PerNode, TheReferenceIsBlamedWhenEveryLibraryDisagreesWithItInTheSameWay) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A"), b = c.run("B");
+  for (BackendRun* r : {&a, &b}) {
+    r->trained = false;
+    bump(r->values["b"], 1.0);
+    r->values["d"].f64()[0] += 10;
+    r->values["d"].f64()[1] += 26;
+  }
+  const auto found = c.judge_runs({c.run("ref"), a, b});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].backend, "ref");
+  EXPECT_EQ(found[0].node, "b");
+  EXPECT_EQ(found[0].against, (std::vector<std::string>{"A", "B"}));
+}
+
+TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
+  EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
+}
+
+}  // namespace
+}  // namespace quorum::oracle
