@@ -131,6 +131,7 @@ std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, c
             {"stage", oracle::to_string(f.stage)},
             {"backend", f.backend},
             {"against", f.against},
+            {"known", f.known},
             {"node", f.node},
             {"op", f.op},
             {"params", f.params},

@@ -124,7 +124,8 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
           const std::string path = write_bundle(opt.out, f, ctx);
           fresh_lines.push_back("new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) +
                                 "] " + f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
-                                (f.node.empty() ? "" : "at '" + f.node + "' ") + "- " + f.detail + "\n  replay: " +
+                                (f.node.empty() ? "" : "at '" + f.node + "' ") +
+                                (f.known.empty() ? "" : "(known: " + f.known + ") ") + "- " + f.detail + "\n  replay: " +
                                 replay_command(path));
           return path;
         });

@@ -182,6 +182,9 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   th.loss_op = setup.loss;
   th.dtype = setup.dtype;
   ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
+  if (setup.known)
+    for (auto& f : ev.findings)
+      if (const oracle::KnownEntry* e = setup.known->match(f.signature())) f.known = e->id;
   t.compare += since(t0);
   return ev;
 }

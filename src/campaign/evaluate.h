@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "oracle/known.h"
 #include "oracle/oracle.h"
 #include "worker/supervisor.h"
 
@@ -31,6 +32,8 @@ struct Setup {
   double learning_rate = 0.01;
   oracle::Thresholds thresholds;
   worker::Limits limits;
+  // The known-issue ledgers: findings matching an entry are labelled with its id (none: no labels).
+  std::shared_ptr<const oracle::Ledger> known;
 };
 
 struct ModelCase {

@@ -77,6 +77,13 @@ Store::Store(const std::string& dir) {
       " bundle TEXT NOT NULL);"
       "CREATE TABLE IF NOT EXISTS models (idx INTEGER PRIMARY KEY, findings INTEGER NOT NULL, done_at TEXT NOT NULL);"
       "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
+  // The known-issue label (a ledger entry id) came later: stores written before get the column.
+  bool has_known = false;
+  {
+    Stmt cols(db_, "PRAGMA table_info(findings)");
+    while (cols.step()) has_known |= cols.text(1) == "known";
+  }
+  if (!has_known) exec("ALTER TABLE findings ADD COLUMN known TEXT");
 }
 
 Store::~Store() { sqlite3_close(db_); }
@@ -148,7 +155,7 @@ int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
       const std::string bundle = bundle_for(f);  // written and renamed into place before the commit
       Stmt ins(db_,
                "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
-               " rate, hits, first_model, first_seen, last_seen, bundle) VALUES (?,?,?,?,?,?,?,?,?,?,?,1,?,?,?,?)");
+               " rate, hits, first_model, first_seen, last_seen, bundle, known) VALUES (?,?,?,?,?,?,?,?,?,?,?,1,?,?,?,?,?)");
       ins.bind(1, sig)
           .bind(2, std::string(oracle::to_string(f.kind)))
           .bind(3, std::string(oracle::to_string(f.stage)))
@@ -163,7 +170,8 @@ int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
           .bind(12, index)
           .bind(13, now)
           .bind(14, now)
-          .bind(15, bundle);
+          .bind(15, bundle)
+          .bind(16, f.known);
       ins.step();
       ++fresh;
     }
@@ -182,7 +190,7 @@ std::vector<StoredFinding> Store::findings() {
   std::vector<StoredFinding> out;
   Stmt s(db_,
          "SELECT signature, kind, stage, backend, op, node, params, message, detail, bundle, distance, rate, hits,"
-         " first_model, first_seen, last_seen FROM findings ORDER BY first_model, signature");
+         " first_model, first_seen, last_seen, known FROM findings ORDER BY first_model, signature");
   while (s.step()) {
     StoredFinding f;
     f.signature = s.text(0);
@@ -201,6 +209,7 @@ std::vector<StoredFinding> Store::findings() {
     f.first_model = s.i64(13);
     f.first_seen = s.text(14);
     f.last_seen = s.text(15);
+    f.known = s.text(16);
     out.push_back(std::move(f));
   }
   return out;

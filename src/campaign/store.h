@@ -20,6 +20,7 @@ struct StoredFinding {
   double distance = 0, rate = 0;
   int64_t hits = 0, first_model = 0;
   std::string first_seen, last_seen;
+  std::string known;  // the known-issue ledger entry this finding matches, or empty
 };
 
 class Store {

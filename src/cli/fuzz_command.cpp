@@ -46,7 +46,8 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
   std::cout << all.size() << " unique findings (" << s.new_findings << " new in this run), in " << out << ":\n";
   for (const auto& f : all)
     std::cout << "  " << std::setw(6) << f.hits << "x  " << f.kind << " [" << f.stage << "] " << f.backend << " "
-              << f.op << (f.node.empty() ? "" : " at '" + f.node + "'") << "\n          replay: "
+              << f.op << (f.node.empty() ? "" : " at '" + f.node + "'") << (f.known.empty() ? "" : "  [known: " + f.known + "]")
+              << "\n          replay: "
               << campaign::replay_command(f.bundle) << "\n";
 }
 
@@ -69,6 +70,7 @@ int cmd_fuzz(const Options& o) {
     throw UserError("--metric: expected chebyshev or relative, got '" + o.metric + "'");
   opt.setup.thresholds.relative_metric = o.metric == "relative";
   opt.setup.thresholds.rule = oracle::rule_from_string(o.oracle);
+  opt.setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));
   opt.setup.thresholds.dtype = opt.setup.dtype;
   opt.setup.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
   opt.time_s = o.time.empty() ? 0 : campaign::parse_duration(o.time);

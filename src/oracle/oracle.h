@@ -67,6 +67,7 @@ struct Finding {
   double rate = 0;                // change rate R at the node
   std::string message;            // outcome message (crash), normalised
   std::string detail;             // free text for people
+  std::string known;              // the known-issue ledger entry it matches (oracle/known.h), or empty
   // The deduplication key: kind, stage, blamed backend, operator, and the categorical
   // attributes (inconsistency), nothing more (NaN: by layer type) or the normalised message (crash).
   std::string signature() const;

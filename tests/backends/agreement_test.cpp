@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "backends/backend.h"
@@ -13,6 +14,7 @@
 #include "ops/materialize.h"
 #include "ops/registry.h"
 #include "oracle/compare.h"
+#include "oracle/known.h"
 #include "ref/interpreter.h"
 
 namespace quorum::backends {
@@ -25,23 +27,31 @@ Backend& backend() {
   return *b;
 }
 
-// op name -> reason, from src/backends/<name>/known_differences.txt ("op  reason", '#' comments).
-const std::map<std::string, std::string>& known_differences() {
-  static const std::map<std::string, std::string> m = [] {
-    std::map<std::string, std::string> out;
-    std::ifstream in(QUORUM_KNOWN_DIFFERENCES);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream ls(line);
-      std::string op, reason;
-      ls >> op;
-      std::getline(ls, reason);
-      out[op] = reason;
-    }
-    return out;
+// The backend's known-issue ledger (src/backends/<name>/known_differences.json): its agreement
+// waivers name the (operator, case, stage) triples that disagree for a recorded reason.
+const oracle::Ledger& ledger() {
+  static const oracle::Ledger l = [] {
+    std::ifstream probe(QUORUM_KNOWN_DIFFERENCES);
+    return probe ? oracle::load_ledger(QUORUM_KNOWN_DIFFERENCES) : oracle::Ledger{};
   }();
-  return m;
+  return l;
+}
+
+// The entry waiving (op, case, stage), or null.
+const oracle::KnownEntry* waiver(const std::string& op, int k, const std::string& stage) {
+  for (const auto& e : ledger().entries)
+    for (const auto& w : e.agreement)
+      if (w.op == op && w.case_index == k && w.stage == stage) return &e;
+  return nullptr;
+}
+
+// The stage a failure line belongs to: forward (FC), loss and its gradient (LC), gradients and the
+// SGD step (BC).
+std::string stage_of(const std::string& failure) {
+  if (failure.find(": forward") != std::string::npos || failure.find("compile failed") != std::string::npos)
+    return "FC";
+  if (failure.find(": loss") != std::string::npos) return "LC";
+  return "BC";
 }
 
 uint64_t name_seed(const std::string& s) {
@@ -56,7 +66,7 @@ TEST_P(Agreement, MatchesReference) {
   const ops::OpSpec& spec = ops::op(GetParam());
   Backend& b = backend();
   int supported = 0;
-  std::vector<std::string> failures;
+  std::vector<std::pair<int, std::string>> failures;  // (case, what)
   for (int k = 0; k < kCases; ++k) {
     core::Rng rng(name_seed(spec.name) + static_cast<uint64_t>(k));
     ops::Case c = spec.sample(rng);
@@ -74,7 +84,7 @@ TEST_P(Agreement, MatchesReference) {
     try {
       session = b.compile(g, CompileOptions{core::DType::F32, 1});
     } catch (const std::exception& e) {
-      failures.push_back(where + ": compile failed: " + e.what());
+      failures.emplace_back(k, where + ": compile failed: " + e.what());
       continue;
     }
     std::vector<core::TensorType> in_types;
@@ -87,14 +97,14 @@ TEST_P(Agreement, MatchesReference) {
       const ValueMap want = reference_forward(g, sn.inputs, core::DType::F32);
       for (const auto& out : g.outputs) {
         if (!got.count(out)) {
-          failures.push_back(where + ": forward did not return '" + out + "'");
+          failures.emplace_back(k, where + ": forward did not return '" + out + "'");
           continue;
         }
         const oracle::Diff d = oracle::compare(got.at(out), want.at(out), tol);
-        if (!d.ok) failures.push_back(where + ": forward " + out + ": " + d.describe());
+        if (!d.ok) failures.emplace_back(k, where + ": forward " + out + ": " + d.describe());
       }
     } catch (const std::exception& e) {
-      failures.push_back(where + ": forward threw: " + e.what());
+      failures.emplace_back(k, where + ": forward threw: " + e.what());
       continue;
     }
     if (!spec.differentiable() || !supports_graph(b, g, true).ok) continue;
@@ -113,48 +123,58 @@ TEST_P(Agreement, MatchesReference) {
       const ref::TrainResult want = ref::train(rounded, ref_in, req.target.to(core::DType::F32), ref::LossSpec{"mse_loss", {}});
       const ops::Tolerance gt = ops::backward_tolerance(tol);
       const oracle::Diff dl = oracle::compare(core::Tensor::scalar(got.loss), core::Tensor::scalar(want.loss), gt);
-      if (!dl.ok) failures.push_back(where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss));
+      if (!dl.ok) failures.emplace_back(k, where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss));
       const oracle::Diff dlg = oracle::compare(got.loss_grad, want.loss_grad, gt);
-      if (!dlg.ok) failures.push_back(where + ": loss gradient: " + dlg.describe());
+      if (!dlg.ok) failures.emplace_back(k, where + ": loss gradient: " + dlg.describe());
       for (const auto& [name, t] : g.initializers) {
         if (!got.grads.count(name)) {
-          failures.push_back(where + ": no gradient for weight '" + name + "'");
+          failures.emplace_back(k, where + ": no gradient for weight '" + name + "'");
           continue;
         }
         const oracle::Diff d = oracle::compare(got.grads.at(name), want.grads.at(name), gt);
-        if (!d.ok) failures.push_back(where + ": gradient of " + name + ": " + d.describe());
+        if (!d.ok) failures.emplace_back(k, where + ": gradient of " + name + ": " + d.describe());
         if (!got.weights_after.count(name)) {
-          failures.push_back(where + ": no updated weight '" + name + "'");
+          failures.emplace_back(k, where + ": no updated weight '" + name + "'");
           continue;
         }
         core::Tensor expect_w = t.to(core::DType::F64);
         for (int64_t i = 0; i < expect_w.numel(); ++i)
           expect_w.f64()[i] -= req.learning_rate * want.grads.at(name).f64()[i];
         const oracle::Diff dw = oracle::compare(got.weights_after.at(name), expect_w, gt);
-        if (!dw.ok) failures.push_back(where + ": weight after SGD " + name + ": " + dw.describe());
+        if (!dw.ok) failures.emplace_back(k, where + ": weight after SGD " + name + ": " + dw.describe());
       }
       for (const auto& n : g.nodes)
         for (const auto& out : n.outputs) {
           if (!got.grads.count(out)) {
-            failures.push_back(where + ": no gradient for node output '" + out + "'");
+            failures.emplace_back(k, where + ": no gradient for node output '" + out + "'");
             continue;
           }
           const oracle::Diff d = oracle::compare(got.grads.at(out), want.grads.at(out), gt);
-          if (!d.ok) failures.push_back(where + ": gradient of " + out + ": " + d.describe());
+          if (!d.ok) failures.emplace_back(k, where + ": gradient of " + out + ": " + d.describe());
         }
     } catch (const std::exception& e) {
-      failures.push_back(where + ": train_step threw: " + e.what());
+      failures.emplace_back(k, where + ": train_step threw: " + e.what());
     }
   }
   if (supported == 0) GTEST_SKIP() << b.name() << " supports none of the sampled " << spec.name << " cases";
-  auto known = known_differences().find(spec.name);
-  if (known != known_differences().end()) {
-    if (!failures.empty())
-      std::cout << "[known difference] " << b.name() << "/" << spec.name << ":" << known->second << " ("
-                << failures.size() << " disagreeing checks, first: " << failures[0] << ")\n";
-    return;
+  // Each disagreement must be waived by a ledger entry for its (operator, case, stage); each
+  // waiver must still be needed (a stale one fails too, as the conformance exceptions do).
+  std::set<std::pair<int, std::string>> failing;
+  for (const auto& [k, f] : failures) {
+    failing.insert({k, stage_of(f)});
+    if (const oracle::KnownEntry* e = waiver(spec.name, k, stage_of(f))) {
+      std::cout << "[known: " << e->id << "] " << b.name() << "/" << spec.name << " " << f << "\n";
+      continue;
+    }
+    ADD_FAILURE() << b.name() << "/" << spec.name << " " << f << "\n  (a known difference needs a ledger entry with "
+                  << "\"agreement\": [{\"op\": \"" << spec.name << "\", \"case\": " << k << ", \"stage\": \""
+                  << stage_of(f) << "\"}])";
   }
-  for (const auto& f : failures) ADD_FAILURE() << b.name() << "/" << spec.name << " " << f;
+  for (const auto& e : ledger().entries)
+    for (const auto& w : e.agreement)
+      if (w.op == spec.name && !failing.count({w.case_index, w.stage}))
+        ADD_FAILURE() << "stale ledger waiver in " << e.id << ": " << b.name() << "/" << spec.name << " case "
+                      << w.case_index << " " << w.stage << " agrees now";
 }
 
 std::vector<std::string> all_names() {

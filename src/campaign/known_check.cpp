@@ -1,0 +1,62 @@
+// Re-running the known-issue ledger.
+#include "campaign/known_check.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace quorum::campaign {
+
+const char* to_string(KnownCheck::Status s) {
+  switch (s) {
+    case KnownCheck::Status::Reproduces: return "reproduces";
+    case KnownCheck::Status::Stale: return "STALE";
+    case KnownCheck::Status::Differs: return "DIFFERS";
+    case KnownCheck::Status::NoCase: return "no case";
+    case KnownCheck::Status::Skipped: return "skipped";
+  }
+  return "?";
+}
+
+std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const std::vector<std::string>& backends,
+                                    const worker::Limits& limits) {
+  std::vector<KnownCheck> out;
+  for (const auto& e : ledger.entries) {
+    KnownCheck c;
+    c.entry = &e;
+    const std::string base = e.backend.substr(0, e.backend.find(':'));
+    if (!backends.empty() && std::find(backends.begin(), backends.end(), base) == backends.end()) continue;
+    if (!e.has_case) {
+      out.push_back(c);
+      continue;
+    }
+    Setup s;
+    try {
+      s.backends = parse_backends(e.backend);
+    } catch (const core::UserError& err) {
+      c.status = KnownCheck::Status::Skipped;
+      c.why = err.what();
+      out.push_back(c);
+      continue;
+    }
+    s.mode = e.mode == "train" ? Mode::Both : Mode::Infer;
+    s.limits = limits;
+    ModelCase m{e.model, e.inputs, e.target};
+    core::Rng rng(1);
+    complete_case(m, s.loss, rng);
+    WorkerSet workers(s.backends, limits);
+    const Evaluation ev = evaluate(m, s, workers);
+    const std::string want = oracle::base_signature(e.signature);
+    bool hit = false;
+    for (const auto& f : ev.findings) {
+      if (f.backend != s.backends[0].str()) continue;
+      c.found.push_back(f.signature());
+      hit |= oracle::base_signature(f.signature()) == want;
+    }
+    c.status = hit ? KnownCheck::Status::Reproduces : c.found.empty() ? KnownCheck::Status::Stale : KnownCheck::Status::Differs;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace quorum::campaign

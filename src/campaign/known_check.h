@@ -1,0 +1,25 @@
+// Re-running the known-issue ledger: every entry's minimal case on its backend, judged as a
+// campaign judges, and whether the entry's signature still appears.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "campaign/evaluate.h"
+#include "oracle/known.h"
+
+namespace quorum::campaign {
+
+struct KnownCheck {
+  const oracle::KnownEntry* entry = nullptr;
+  enum class Status { Reproduces, Stale, Differs, NoCase, Skipped } status = Status::NoCase;
+  std::vector<std::string> found;  // the signatures the case produced on the entry's backend
+  std::string why;                 // Skipped: the reason
+};
+const char* to_string(KnownCheck::Status s);  // "reproduces", "STALE", "DIFFERS", "no case", "skipped"
+
+// Runs every entry with a case (only those whose backend is in `backends`, when given). An
+// entry whose backend was not built is skipped with the reason.
+std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const std::vector<std::string>& backends,
+                                    const worker::Limits& limits);
+
+}  // namespace quorum::campaign

@@ -1,0 +1,152 @@
+// Reading the known-issue ledgers.
+#include "oracle/known.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "ir/json_io.h"
+
+namespace quorum::oracle {
+
+namespace {
+
+using json = nlohmann::json;
+using core::UserError;
+
+double number(const json& v, const std::string& where) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "nan") return NAN;
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+  }
+  throw UserError(where + ": expected a number (or \"nan\", \"inf\", \"-inf\"), got " + v.dump());
+}
+
+// {"shape": [...], "data": [...]} as float64.
+core::Tensor tensor(const json& j, const std::string& where) {
+  if (!j.is_object() || !j.contains("shape") || !j.contains("data"))
+    throw UserError(where + ": a tensor is {\"shape\": [...], \"data\": [...]}");
+  core::Shape shape;
+  for (const auto& d : j.at("shape")) shape.push_back(d.get<int64_t>());
+  core::Tensor t(core::DType::F64, shape);
+  const json& data = j.at("data");
+  if (!data.is_array() || static_cast<int64_t>(data.size()) != t.numel())
+    throw UserError(where + ": " + std::to_string(data.size()) + " data values for shape " + core::to_string(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = number(data[static_cast<size_t>(i)], where);
+  return t;
+}
+
+std::string str(const json& e, const char* key, const std::string& where, bool required = true) {
+  if (!e.contains(key)) {
+    if (required) throw UserError(where + ": missing \"" + key + "\"");
+    return "";
+  }
+  if (!e.at(key).is_string()) throw UserError(where + ": \"" + key + "\" must be a string");
+  return e.at(key).get<std::string>();
+}
+
+}  // namespace
+
+std::string base_signature(const std::string& signature) {
+  // kind|stage|backend|...: drop the backend's ":options".
+  const size_t a = signature.find('|');
+  const size_t b = a == std::string::npos ? a : signature.find('|', a + 1);
+  const size_t c = b == std::string::npos ? b : signature.find('|', b + 1);
+  if (c == std::string::npos) return signature;
+  const std::string backend = signature.substr(b + 1, c - b - 1);
+  const size_t colon = backend.find(':');
+  if (colon == std::string::npos) return signature;
+  return signature.substr(0, b + 1) + backend.substr(0, colon) + signature.substr(c);
+}
+
+const KnownEntry* Ledger::match(const std::string& signature) const {
+  const std::string want = base_signature(signature);
+  for (const auto& e : entries)
+    if (base_signature(e.signature) == want) return &e;
+  return nullptr;
+}
+
+Ledger load_ledger(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(path + ": cannot read the ledger");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::exception& e) {
+    throw UserError(path + ": not JSON: " + e.what());
+  }
+  if (!j.is_object() || j.value("format", "") != "quorum.known" || !j.contains("entries") || !j.at("entries").is_array())
+    throw UserError(path + ": expected {\"format\": \"quorum.known\", \"backend\": ..., \"entries\": [...]}");
+  const std::string backend = str(j, "backend", path);
+  Ledger l;
+  std::set<std::string> ids;
+  for (const auto& e : j.at("entries")) {
+    KnownEntry k;
+    k.file = path;
+    k.id = str(e, "id", path + ": an entry");
+    const std::string where = path + ": entry '" + k.id + "'";
+    if (!ids.insert(k.id).second) throw UserError(where + ": duplicate id");
+    k.backend = e.contains("backend") ? str(e, "backend", where) : backend;
+    k.cls = str(e, "class", where);
+    if (k.cls != "bug" && k.cls != "convention" && k.cls != "precision")
+      throw UserError(where + ": class must be bug, convention or precision, got '" + k.cls + "'");
+    k.signature = str(e, "signature", where);
+    k.note = str(e, "note", where);
+    k.link = str(e, "link", where, false);
+    if (e.contains("case") && !e.at("case").is_null()) {
+      const json& c = e.at("case");
+      k.has_case = true;
+      k.mode = c.value("mode", std::string("infer"));
+      if (k.mode != "infer" && k.mode != "train") throw UserError(where + ": case mode must be infer or train");
+      if (!c.contains("model")) throw UserError(where + ": the case has no model");
+      k.model = ir::graph_from_json(c.at("model").dump(), where);
+      const json ins = c.value("inputs", json::object());
+      for (const auto& [name, t] : ins.items()) k.inputs[name] = tensor(t, where + " input '" + name + "'");
+      for (const auto& gi : k.model.inputs)
+        if (!k.inputs.count(gi.name)) throw UserError(where + ": no value for graph input '" + gi.name + "'");
+      if (c.contains("target")) k.target = tensor(c.at("target"), where + " target");
+    }
+    const json waivers = e.value("agreement", json::array());
+    for (const auto& w : waivers) {
+      AgreementWaiver a;
+      a.op = str(w, "op", where + " agreement");
+      a.case_index = w.value("case", -1);
+      a.stage = str(w, "stage", where + " agreement");
+      if (a.case_index < 0 || (a.stage != "FC" && a.stage != "LC" && a.stage != "BC"))
+        throw UserError(where + ": an agreement waiver is {\"op\", \"case\": N, \"stage\": FC|LC|BC}");
+      k.agreement.push_back(a);
+    }
+    l.entries.push_back(std::move(k));
+  }
+  return l;
+}
+
+Ledger load_ledgers(const std::string& backends_dir) {
+  namespace fs = std::filesystem;
+  Ledger all;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& d : fs::directory_iterator(backends_dir, ec)) {
+    const fs::path f = d.path() / "known_differences.json";
+    if (fs::exists(f)) files.push_back(f);
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    Ledger l = load_ledger(f.string());
+    for (auto& e : l.entries) all.entries.push_back(std::move(e));
+  }
+  return all;
+}
+
+std::string default_ledger_dir() { return QUORUM_LEDGER_DIR; }
+
+}  // namespace quorum::oracle
