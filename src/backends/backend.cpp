@@ -17,6 +17,16 @@ Support constant_weights(const ir::Graph& g, const ir::Node& n, const std::strin
   return Support::yes();
 }
 
+std::set<std::string> multi_consumer_values(const ir::Graph& g) {
+  std::map<std::string, int> uses;
+  for (const auto& n : g.nodes)
+    for (const auto& v : n.inputs) ++uses[v];
+  std::set<std::string> out;
+  for (const auto& [v, k] : uses)
+    if (k > 1) out.insert(v);
+  return out;
+}
+
 Support supports_graph(const Backend& b, const ir::Graph& g, bool training) {
   if (training && !b.trains()) return Support::no("backend does not train");
   for (const auto& n : g.nodes) {

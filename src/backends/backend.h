@@ -5,6 +5,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -106,6 +107,15 @@ Support constant_weights(const ir::Graph& g, const ir::Node& n, const std::strin
 
 // Every node of the graph supported (for training too, if `training`), or the first reason why not.
 Support supports_graph(const Backend& b, const ir::Graph& g, bool training = false);
+
+// For a value several nodes consume, the gradient one consumer sends back: a training backend
+// that can separate them returns each under this key in TrainResult::grads, beside the value's
+// total, so the oracle judges each consumer's backward on its own.
+inline std::string contribution_key(const std::string& value, const std::string& consumer) {
+  return value + "@" + consumer;
+}
+// The values consumed by more than one node input (data or weight).
+std::set<std::string> multi_consumer_values(const ir::Graph& g);
 
 }  // namespace quorum::backends
 

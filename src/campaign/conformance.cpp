@@ -460,7 +460,7 @@ std::string conformance_markdown(const ConformanceReport& r, const std::string& 
         os << "| " << esc(t.test) << " | " << esc(r.columns[c]) << " | " << esc(t.cells[c].detail) << " |\n";
   // Why each library does not run the tests it skips: the reason without the node's name, counted.
   os << "\n## Why backends skip tests\n\n"
-     << "The reasons the libraries give (their `supports()` rules; see each backend's `known_differences.txt`) for "
+     << "The reasons the libraries give (their `supports()` rules; see each backend's `known_differences.json`) for "
         "the tests counted as unsup above, with the number of tests (tests the catalogue cannot express are in the "
         "reference exceptions).\n\n| backend | tests | reason |\n| --- | --- | --- |\n";
   for (size_t c = 1; c < r.columns.size(); ++c) {

@@ -68,8 +68,11 @@ std::string base_signature(const std::string& signature) {
 
 const KnownEntry* Ledger::match(const std::string& signature) const {
   const std::string want = base_signature(signature);
-  for (const auto& e : entries)
+  for (const auto& e : entries) {
     if (base_signature(e.signature) == want) return &e;
+    for (const auto& s : e.also)
+      if (base_signature(s) == want) return &e;
+  }
   return nullptr;
 }
 
@@ -101,6 +104,10 @@ Ledger load_ledger(const std::string& path) {
       throw UserError(where + ": class must be bug, convention or precision, got '" + k.cls + "'");
     k.signature = str(e, "signature", where);
     k.note = str(e, "note", where);
+    for (const auto& s : e.value("also", json::array())) {
+      if (!s.is_string()) throw UserError(where + ": \"also\" lists signatures (strings)");
+      k.also.push_back(s.get<std::string>());
+    }
     k.link = str(e, "link", where, false);
     if (e.contains("case") && !e.at("case").is_null()) {
       const json& c = e.at("case");

@@ -26,6 +26,9 @@ struct KnownEntry {
   std::string backend;    // the backend spec the case runs on ("onednn", "faulty:relu-nan-to-zero")
   std::string cls;        // "bug", "convention" or "precision"
   std::string signature;  // the finding the case produces
+  // Other signatures of the same root cause (the same defect seen through sibling operators, e.g.
+  // relu6 and clip beside relu): campaign findings with these are labelled with this entry too.
+  std::vector<std::string> also;
   std::string note, link;
   bool has_case = false;
   std::string mode = "infer";  // infer | train

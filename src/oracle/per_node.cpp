@@ -342,9 +342,27 @@ struct PerNode {
     for (const auto& n : g.nodes)
       for (size_t k = 0; k < n.inputs.size(); ++k) consumers[n.inputs[k]].push_back({&n, k});
     for (const auto& [value, cons] : consumers) {
-      auto got_it = r.grads.find(value);
-      if (got_it == r.grads.end()) continue;
-      const Tensor& got = got_it->second;
+      // Where the library separates what each consumer sent back, each consumer is judged on its
+      // own; otherwise the total against the sum of the consumers' VJPs.
+      std::map<const ir::Node*, std::vector<std::pair<const ir::Node*, size_t>>> by_node;
+      for (const auto& e : cons) by_node[e.first].push_back(e);
+      bool separated = by_node.size() > 1;
+      for (const auto& [c, es] : by_node) separated &= r.grads.count(backends::contribution_key(value, c->name)) > 0;
+      if (separated) {
+        for (const auto& [c, es] : by_node)
+          check_gradient(ri, value, es, vjps, r.grads.at(backends::contribution_key(value, c->name)), false);
+      } else if (auto got = r.grads.find(value); got != r.grads.end()) {
+        check_gradient(ri, value, cons, vjps, got->second, value == g.outputs[0]);
+      }
+    }
+  }
+
+  // One gradient a library returned (the total of `value`, or one consumer's contribution) against
+  // the sum of `cons`' VJPs on the library's own values (plus the loss gradient at the model output).
+  void check_gradient(size_t ri, const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+                      const std::map<std::string, Vjp>& vjps, const Tensor& got, bool with_loss) {
+    const BackendRun& r = runs[ri];
+    {
       Tensor want;
       bool known = true, finite = true;
       ops::Tolerance tol{0, 0};
@@ -371,15 +389,15 @@ struct PerNode {
         if (!want.defined()) want = zeros_like(v.gin[k]);
         for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += v.gin[k].get(i);
       }
-      if (!known) continue;
-      if (value == g.outputs[0] && r.loss_grad.defined()) {
+      if (!known) return;
+      if (with_loss && r.loss_grad.defined()) {
         if (!want.defined()) want = zeros_like(r.loss_grad);
-        if (r.loss_grad.shape() != want.shape()) continue;
+        if (r.loss_grad.shape() != want.shape()) return;
         for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += r.loss_grad.get(i);
         finite &= !has_nonfinite(r.loss_grad);
       }
-      if (!want.defined() || contrib.empty()) continue;
-      if (tol.atol == 0 && tol.rtol == 0) continue;
+      if (!want.defined() || contrib.empty()) return;
+      if (tol.atol == 0 && tol.rtol == 0) return;
       auto explained = [&](int64_t i, double a) { return convention(value, cons, vjps, want, i, a, tol); };
       const Tensor w = rounded_to(want, th.dtype);
       Verdict v = verdict(got, w, tol, finite, explained);

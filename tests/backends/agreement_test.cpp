@@ -2,7 +2,8 @@
 // catalogue operator the backend supports, cases drawn from the operator's domain must agree with
 // the float64 reference within the operator's tolerance — forward, and for training backends the
 // loss, the loss gradient, every gradient and the weights after one SGD step. A pair that disagrees
-// is either listed in the backend's known_differences.txt with a reason, or fails here.
+// is waived by an entry of the backend's ledger (known_differences.json) for that operator, case
+// and stage, or fails here; a waiver that is no longer needed fails too.
 #include <gtest/gtest.h>
 
 #include <fstream>

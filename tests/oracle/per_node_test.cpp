@@ -329,3 +329,41 @@ TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
 
 }  // namespace
 }  // namespace quorum::oracle
+
+namespace quorum::oracle {
+namespace {
+
+TEST(PerNode, AConsumersOwnContributionIsJudgedWhenTheLibraryReturnsIt) {
+  // a feeds b (neg) and c (exp): the library's exp backward is wrong. From the total alone the
+  // larger sender (neg) would be blamed; with per-consumer contributions the finding is at exp.
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["s"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "neg", "inputs": ["a"], "outputs": ["b"]},
+              {"name": "c", "op": "exp", "inputs": ["a"], "outputs": ["c"]},
+              {"name": "s", "op": "add", "inputs": ["b", "c"], "outputs": ["s"]}]})",
+                                          "g");
+  const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {1, 2, -1})}};
+  const core::Tensor target = core::Tensor::f64({1, 3}, {0, 0, 0});
+  const auto tr = ref::train(g, in, target, ref::LossSpec{"mse_loss", {}});
+  BackendRun a = exact(g, tr, "A");
+  const core::Tensor gs = tr.grads.at("s");
+  core::Tensor from_b(core::DType::F64, {1, 3}), from_c(core::DType::F64, {1, 3});
+  for (int i = 0; i < 3; ++i) {
+    from_b.f64()[i] = -gs.f64()[i];
+    from_c.f64()[i] = gs.f64()[i] * std::exp(tr.values.at("a").f64()[i]);
+  }
+  from_c.f64()[1] *= 3;  // exp's backward sends three times too much
+  a.grads["a"].f64()[1] = from_b.f64()[1] + from_c.f64()[1];
+  a.grads["x"].f64()[1] = -a.grads["a"].f64()[1];
+  a.grads[backends::contribution_key("a", "b")] = from_b;
+  a.grads[backends::contribution_key("a", "c")] = from_c;
+  const auto found = judge(g, {exact(g, tr, "ref", true), a}, Thresholds{}, &in, &target);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Backward);
+  EXPECT_EQ(found[0].node, "c");
+  EXPECT_EQ(found[0].op, "exp");
+}
+
+}  // namespace
+}  // namespace quorum::oracle

@@ -68,6 +68,7 @@ class OnednnSession : public Session {
     r.loss = lv.loss.data.at(0);
     r.loss_grad = tensor_from_buf(lv.grad);
     env.add_grad(out0, lv.grad);
+    env.multi = multi_consumer_values(g_);
     // Reverse topological order: every consumer has added its share before a producer runs.
     for (size_t i = kernels_.size(); i-- > 0;) {
       const ir::Node& n = g_.nodes[i];
@@ -81,6 +82,7 @@ class OnednnSession : public Session {
         const Buf* gr = env.grad(o);
         r.grads.emplace(o, tensor_from_buf(gr ? *gr : Buf(env.values.at(o).shape)));
       }
+    for (const auto& [key, b] : env.contributions) r.grads.emplace(key, tensor_from_buf(b));
     for (const auto& [name, w] : weights_) {
       const Buf* gr = env.grad(name);
       const Buf gw = gr ? *gr : Buf(w.shape);

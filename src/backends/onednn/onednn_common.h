@@ -165,6 +165,9 @@ int norm_axis(int64_t axis, int rank);
 struct Env {
   std::map<std::string, Buf> values;
   std::map<std::string, Buf> grads;
+  // Values several nodes consume, and what each consumer sent back (backends::contribution_key).
+  std::set<std::string> multi;
+  std::map<std::string, Buf> contributions;
   const Buf& value(const std::string& name) const;
   const Buf* grad(const std::string& name) const;
   void add_grad(const std::string& name, Buf g);
@@ -185,7 +188,16 @@ class Kernel {
   const Shape& out_shape(size_t i) const { return out_shapes_[i]; }
   void set_out(Env& env, size_t i, Buf b) const { env.values[node_.outputs[i]] = std::move(b); }
   const Buf* gout(const Env& env, size_t i) const { return env.grad(node_.outputs[i]); }
-  void add_gin(Env& env, size_t i, Buf g) const { env.add_grad(node_.inputs[i], std::move(g)); }
+  void add_gin(Env& env, size_t i, Buf g) const {
+    const std::string& v = node_.inputs[i];
+    if (env.multi.count(v)) {
+      const std::string key = contribution_key(v, node_.name);
+      auto it = env.contributions.find(key);
+      if (it == env.contributions.end()) env.contributions.emplace(key, g);
+      else accumulate(it->second, g);
+    }
+    env.add_grad(v, std::move(g));
+  }
   const core::Attrs& attrs() const { return node_.attrs; }
 
   ir::Node node_;

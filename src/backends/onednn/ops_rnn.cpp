@@ -21,7 +21,7 @@ Cell cell_of(const std::string& op) { return op == "lstm" ? Cell::Lstm : op == "
 
 // oneDNN documents an empty src_iter descriptor as "zero initial state". With it, 2.6.3's vanilla
 // RNN and LSTM backward compute diff_weights_iter from h_t instead of h_{t-1} (possible library
-// bug, see known_differences.txt). true passes an explicit zero state instead, which avoids it.
+// bug, see known_differences.json). true passes an explicit zero state instead, which avoids it.
 constexpr bool kExplicitZeroState = false;
 
 memory::desc any_md(const Dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); }

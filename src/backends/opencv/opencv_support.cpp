@@ -1,7 +1,7 @@
 // Support rules of the OpenCV DNN backend (see opencv_support.h). Every "no" below was measured on
 // OpenCV 4.6.0 with the ONNX the Quorum exporter writes at opset 14: the importer refuses the form,
 // the layer throws at run time, or it returns wrong values (those are listed with minimal cases in
-// known_differences.txt, so campaigns are not flooded by one known defect).
+// known_differences.json, so campaigns are not flooded by one known defect).
 #include "backends/opencv/opencv_support.h"
 
 #include <algorithm>

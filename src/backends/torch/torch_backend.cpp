@@ -4,6 +4,7 @@
 // loss gives the loss gradient, every node output's gradient and every weight's gradient.
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/mul.h>
@@ -125,7 +126,8 @@ class TorchSession : public Session {
     // Fresh leaves every step: the session's weights never change.
     for (const auto& [name, w] : weights_) env.emplace(name, w.detach().clone().requires_grad_(true));
     bind_inputs(req.inputs, env, true);
-    run_graph(env, true);
+    Edges edges;
+    run_graph(env, true, &edges);
     const at::Tensor& y = env.at(g_.outputs.at(0));
     const at::Tensor loss = catalogue_loss(req.loss, y, to_aten(req.target, st_));
     if (loss.requires_grad()) loss.backward();
@@ -138,6 +140,17 @@ class TorchSession : public Session {
         r.values.emplace(o, to_core(env.at(o), dtype_));
         r.grads.emplace(o, grad_of(env.at(o)));
       }
+    {
+      at::NoGradGuard no_grad;
+      std::map<std::string, at::Tensor> contrib;
+      for (const auto& [key, t] : edges) {
+        const at::Tensor g = t.grad().defined() ? t.grad() : at::zeros_like(t);
+        auto it = contrib.find(key);
+        if (it == contrib.end()) contrib.emplace(key, g.clone());
+        else it->second = at::add(it->second, g);
+      }
+      for (const auto& [key, g] : contrib) r.grads.emplace(key, to_core(g, dtype_));
+    }
     at::NoGradGuard no_grad;
     for (const auto& [name, w] : weights_) {
       const at::Tensor& leaf = env.at(name);
@@ -160,11 +173,25 @@ class TorchSession : public Session {
     }
   }
 
-  void run_graph(Env& env, bool training) const {
+  // Per-consumer views of values several nodes consume (training): each view's gradient is what
+  // that consumer sends back (backends::contribution_key).
+  using Edges = std::vector<std::pair<std::string, at::Tensor>>;
+
+  void run_graph(Env& env, bool training, Edges* edges = nullptr) const {
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
       const ir::Node& n = g_.nodes[k];
       TensorList in;
-      for (const auto& name : n.inputs) in.push_back(env.at(name));
+      for (const auto& name : n.inputs) {
+        const at::Tensor& x = env.at(name);
+        if (edges && multi_.count(name) && x.requires_grad()) {
+          at::Tensor view = x.view_as(x);
+          view.retain_grad();
+          edges->emplace_back(contribution_key(name, n.name), view);
+          in.push_back(view);
+        } else {
+          in.push_back(x);
+        }
+      }
       TensorList out = impls_[k]->run(NodeContext{g_, n}, in);
       if (out.size() != n.outputs.size())
         throw std::runtime_error("torch backend: node '" + n.name + "' gave " + std::to_string(out.size()) +
@@ -190,6 +217,7 @@ class TorchSession : public Session {
   }
 
   ir::Graph g_;
+  std::set<std::string> multi_ = multi_consumer_values(g_);
   core::DType dtype_;
   at::ScalarType st_;
   Env weights_;

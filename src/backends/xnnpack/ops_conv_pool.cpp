@@ -7,7 +7,7 @@
 //    explicit padding (pools: extra bottom/right padding, just enough for the last window).
 //    XNNPACK 2022-02 computes wrong convolutions and average pools with that flag when an axis
 //    needs a negative total padding ((out - 1) * stride + kernel < in: the stride skips input
-//    cells), see known_differences.txt; those cases get explicit zero padding instead.
+//    cells), see known_differences.json; those cases get explicit zero padding instead.
 //  - average pooling with any padding divides by the cells inside the input (count_include_pad=0),
 //    so count_include_pad=1 maps only where no window reaches into padding.
 //  - a depthwise convolution (group == C > 1) uses xnn_define_depthwise_convolution_2d with a
