@@ -10,7 +10,7 @@ FUZZ_GENERATOR ?= muffin
 
 CONFORMANCE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
 
-.PHONY: all deps build test test-fast test-asan fuzz conformance bench format clean
+.PHONY: all deps build test test-fast test-asan fuzz conformance calibrate bench format clean
 
 all: build
 
@@ -44,6 +44,13 @@ test-asan: deps
 fuzz: build
 	./$(BUILD)/quorum fuzz --generator $(FUZZ_GENERATOR) --backends $(FUZZ_BACKENDS) --mode both \
 	  --time $(FUZZ_TIME) --out campaign
+
+# Float32 tolerances calibrated from agreement sweeps (60 sampled cases per operator on every
+# library); regenerates src/ops/calibrated_tolerances.inc, then rebuilds with it.
+CALIBRATE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
+calibrate: build
+	./$(BUILD)/quorum calibrate --backends $(CALIBRATE_BACKENDS) --count 60 --output src/ops/calibrated_tolerances.inc
+	cmake --build $(BUILD) -j$(JOBS)
 
 # The ONNX conformance suite on the reference and every library; regenerates docs/conformance.md.
 conformance: build

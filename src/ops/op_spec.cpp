@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace quorum::ops {
 
@@ -14,8 +15,34 @@ const AttrSpec* OpSpec::attr(const std::string& n) const {
   return nullptr;
 }
 
+namespace {
+
+// Float32 tolerances calibrated from agreement sweeps over the libraries (quorum calibrate).
+struct Calibrated {
+  const char* name;
+  double atol, rtol;
+};
+const Calibrated kCalibrated[] = {
+#include "ops/calibrated_tolerances.inc"
+    {nullptr, 0, 0}};
+
+const Tolerance* calibrated(const std::string& op) {
+  static const std::map<std::string, Tolerance> table = [] {
+    std::map<std::string, Tolerance> m;
+    for (const Calibrated& c : kCalibrated)
+      if (c.name) m[c.name] = Tolerance{c.atol, c.rtol};
+    return m;
+  }();
+  auto it = table.find(op);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
 Tolerance OpSpec::tolerance(DType dtype, const std::vector<TensorType>& data_in, const Attrs& a) const {
   Tolerance t = dtype == DType::F32 ? tol_f32 : tol_f64;
+  if (dtype == DType::F32)
+    if (const Tolerance* c = calibrated(name)) t = *c;
   if (dtype == DType::I64) return {0, 0};
   if (reduction_length) {
     const double scale = std::sqrt(static_cast<double>(std::max<int64_t>(1, reduction_length(data_in, a))));
