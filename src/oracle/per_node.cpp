@@ -232,22 +232,35 @@ struct PerNode {
   // Whether a float32 sum inside a summing operator (dense, conv, reductions: those with a
   // reduction length) can overflow although its result does not: the kernel on the operands'
   // magnitudes exceeds float32's range. Then an Inf (or Inf - Inf = NaN) is float32 range.
-  static bool intermediate_overflow(const ir::Node& n, const std::vector<Tensor>& held, size_t k) {
+  // (Times the reduction length: a mean's magnitudes are its sum's divided by it.) For gradients
+  // (`gy` given) the same of the VJP on the magnitudes of the operands and incoming gradients.
+  bool intermediate_overflow(const ir::Node& n, const std::vector<Tensor>& held, size_t k,
+                             const std::vector<Tensor>* gy = nullptr) const {
     const ops::OpSpec& spec = ops::op(n.op);
     if (!spec.reduction_length) return false;
-    std::vector<Tensor> mag;
-    for (const auto& t : held) {
-      Tensor a = t;
-      for (int64_t i = 0; i < a.numel(); ++i) a.f64()[i] = std::abs(a.f64()[i]);
-      mag.push_back(std::move(a));
-    }
+    auto magnitudes = [](const std::vector<Tensor>& ts) {
+      std::vector<Tensor> mag;
+      for (const auto& t : ts) {
+        Tensor a = t.to(DType::F64);
+        for (int64_t i = 0; i < a.numel(); ++i) a.f64()[i] = std::abs(a.f64()[i]);
+        mag.push_back(std::move(a));
+      }
+      return mag;
+    };
+    const std::vector<Tensor> mag = magnitudes(held);
     ops::Inputs in;
-    for (const auto& t : mag) in.push_back(&t);
+    std::vector<core::TensorType> types;
+    for (size_t i = 0; i < mag.size(); ++i) {
+      in.push_back(&mag[i]);
+      if (i < ir::data_input_count(n)) types.push_back(mag[i].type());
+    }
     try {
-      const std::vector<Tensor> out = spec.forward(in, n.attrs);
-      if (k >= out.size()) return false;
+      const double len = static_cast<double>(std::max<int64_t>(1, spec.reduction_length(types, n.attrs)));
+      std::vector<Tensor> out = spec.forward(in, n.attrs);
+      if (gy) out = spec.vjp(in, n.attrs, out, magnitudes(*gy));
+      if (k >= out.size() || !out[k].defined()) return false;
       for (int64_t i = 0; i < out[k].numel(); ++i)
-        if (!(std::abs(out[k].get(i)) <= FLT_MAX)) return true;
+        if (!(std::abs(out[k].get(i)) * len <= FLT_MAX)) return true;
     } catch (const std::exception&) {
     }
     return false;
@@ -409,6 +422,12 @@ struct PerNode {
           });
       }
       v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
+      if (v.produced && th.dtype == DType::F32)
+        for (const auto& [c, k] : cons)
+          if (intermediate_overflow(*c, vjps.at(c->name).held, k, &vjps.at(c->name).gy)) {
+            v.produced = 0;
+            break;
+          }
       if (!v.wrong && !v.produced && !v.swallowed && !keeps_total(value, cons, vjps, got, want, tol)) {
         v.wrong = 1;
         v.distance = std::abs(sum(got) - sum(want));
