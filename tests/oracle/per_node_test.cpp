@@ -367,3 +367,21 @@ TEST(PerNode, AConsumersOwnContributionIsJudgedWhenTheLibraryReturnsIt) {
 
 }  // namespace
 }  // namespace quorum::oracle
+
+namespace quorum::oracle {
+namespace {
+
+TEST(PerNode, QuorumsOwnFailureInsideAWorkerIsNotALibraryCrash) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A");
+  a.values.clear();
+  a.trained = false;
+  a.outcome = {worker::Status::QuorumError, "Quorum's ONNX exporter failed: no mapping", 0, ""};
+  a.failed_at = Stage::Compile;
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("B"), a}).empty());
+  a.outcome = {worker::Status::ConversionFailure, "the library refused", 0, ""};
+  EXPECT_EQ(c.judge_runs({c.run("ref"), c.run("B"), a}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace quorum::oracle
