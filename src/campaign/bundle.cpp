@@ -1,6 +1,8 @@
 // Bundle writing and replay.
 #include "campaign/bundle.h"
 
+#include "localize/rate_map.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -20,7 +22,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-std::string safe(const std::string& s) {
+std::string safe_name(const std::string& s) {
   std::string o;
   for (char c : s) o.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_');
   return o;
@@ -37,7 +39,7 @@ std::string short_hash(const std::string& s) {
 void save_values(const fs::path& dir, const backends::ValueMap& m) {
   fs::create_directories(dir);
   for (const auto& [name, t] : m)
-    if (t.defined()) core::write_npy((dir / (safe(name) + ".npy")).string(), t);
+    if (t.defined()) core::write_npy((dir / (safe_name(name) + ".npy")).string(), t);
 }
 
 json setup_json(const Setup& s) {
@@ -84,6 +86,47 @@ Setup setup_from_json(const json& j, const std::string& where) {
 
 }  // namespace
 
+std::string bundle_file_name(const std::string& value) { return safe_name(value); }
+
+Setup bundle_setup(const std::string& bundle_dir) {
+  const std::string fpath = (fs::path(bundle_dir) / "finding.json").string();
+  try {
+    return setup_from_json(json::parse(core::read_file(fpath)).at("setup"), fpath);
+  } catch (const json::exception& e) {
+    throw core::UserError(fpath + ": malformed finding: " + e.what());
+  }
+}
+
+namespace {
+
+// The localization map of an inconsistency or NaN finding: the blamed backend against the first
+// one it disagrees with (map.json, map.svg; map.dot when Graphviz cannot lay it out).
+void write_map(const fs::path& dir, const oracle::Finding& f, const BundleContext& ctx) {
+  if (f.kind == oracle::Kind::Crash || f.stage == oracle::Stage::Compile) return;
+  const oracle::BackendRun* blamed = nullptr;
+  const oracle::BackendRun* other = nullptr;
+  const oracle::BackendRun* ref = nullptr;
+  const std::string other_name = f.against.empty() ? "ref" : f.against[0];
+  for (const auto& r : ctx.evaluation.runs) {
+    if (r.backend == f.backend) blamed = &r;
+    if (r.backend == other_name) other = &r;
+    if (r.is_reference) ref = &r;
+  }
+  if (!other) other = ref;
+  if (!blamed || !other || !ref) return;
+  const bool backward = f.stage == oracle::Stage::Backward;
+  const localize::RateMap m =
+      localize::rate_map(ctx.model.graph, backward, blamed->backend, backward ? blamed->grads : blamed->values, other->backend,
+                         backward ? other->grads : other->values, backward ? ref->grads : ref->values);
+  core::write_file_atomic((dir / "map.json").string(), localize::to_json(m));
+  const std::string dot = localize::to_dot(ctx.model.graph, m);
+  const std::string svg = localize::render_svg(dot);
+  if (svg.empty()) core::write_file_atomic((dir / "map.dot").string(), dot);
+  else core::write_file_atomic((dir / "map.svg").string(), svg);
+}
+
+}  // namespace
+
 std::string replay_command(const std::string& bundle_dir) { return "quorum replay " + bundle_dir; }
 
 void clean_partial_bundles(const std::string& out_dir) {
@@ -95,11 +138,17 @@ void clean_partial_bundles(const std::string& out_dir) {
 }
 
 std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, const BundleContext& ctx) {
-  const std::string id = safe(std::string(oracle::to_string(f.kind)) + "-" + oracle::to_string(f.stage) + "-" +
-                              f.backend + "-" + (f.op.empty() ? "model" : f.op)) +
+  const std::string id = safe_name(std::string(oracle::to_string(f.kind)) + "-" + oracle::to_string(f.stage) + "-" +
+                                   f.backend + "-" + (f.op.empty() ? "model" : f.op)) +
                          "-" + short_hash(f.signature());
-  const fs::path root = fs::path(out_dir) / "bundles";
-  const fs::path final_dir = root / id;
+  return write_bundle_at((fs::path(out_dir) / "bundles" / id).string(), f, ctx);
+}
+
+std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, const BundleContext& ctx) {
+  const fs::path final_dir(dir);
+  const fs::path root = final_dir.parent_path();
+  const std::string id = final_dir.filename().string();
+  fs::create_directories(root);
   std::ostringstream tid;
   tid << std::this_thread::get_id();
   const fs::path tmp = root / (".tmp-" + id + "-" + std::to_string(::getpid()) + "-" + tid.str());
@@ -115,8 +164,8 @@ std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, c
   core::write_npy((tmp / "target.npy").string(), ctx.model.target);
   json backends = json::array();
   for (const auto& r : ctx.evaluation.runs) {
-    save_values(tmp / "outputs" / safe(r.backend), r.values);
-    if (r.trained) save_values(tmp / "grads" / safe(r.backend), r.grads);
+    save_values(tmp / "outputs" / safe_name(r.backend), r.values);
+    if (r.trained) save_values(tmp / "grads" / safe_name(r.backend), r.grads);
     const auto v = ctx.versions.find(r.backend);
     backends.push_back({{"backend", r.backend},
                         {"version", v == ctx.versions.end() ? (r.is_reference ? "quorum float64 reference" : "") : v->second},
@@ -146,6 +195,7 @@ std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, c
             {"command_line", ctx.command_line},
             {"replay", replay_command(bundle_path)}};
   core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");
+  write_map(tmp, f, ctx);
   std::error_code ec;
   fs::remove_all(final_dir, ec);  // a bundle left by a run killed before its commit
   fs::rename(tmp, final_dir);
@@ -164,7 +214,7 @@ Replayed replay(const std::string& bundle_dir) {
   ModelCase m;
   m.graph = ir::load_graph((dir / "model.json").string());
   for (const auto& in : m.graph.inputs)
-    m.inputs.emplace(in.name, core::read_npy((dir / "inputs" / (safe(in.name) + ".npy")).string()).to(core::DType::F64));
+    m.inputs.emplace(in.name, core::read_npy((dir / "inputs" / (safe_name(in.name) + ".npy")).string()).to(core::DType::F64));
   m.target = core::read_npy((dir / "target.npy").string());
   const Setup setup = setup_from_json(j.at("setup"), fpath);
   WorkerSet workers(setup.backends, setup.limits);

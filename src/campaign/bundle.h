@@ -20,7 +20,14 @@ struct BundleContext {
 
 // Writes OUT/bundles/<id>/ for `f` and returns its path. Contents: model.json, inputs/*.npy,
 // target.npy, outputs/<backend>/<value>.npy, grads/<backend>/<value>.npy, finding.json.
+// Every inconsistency and NaN bundle also holds the finding's localization map (map.json, map.svg).
 std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, const BundleContext& ctx);
+// The same, into the directory `dir` itself (a reduced case beside its bundle: BUNDLE/reduced).
+std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, const BundleContext& ctx);
+// The settings a bundle's finding was found with (its finding.json "setup").
+Setup bundle_setup(const std::string& bundle_dir);
+// The file name (without .npy) a value is saved under in a bundle.
+std::string bundle_file_name(const std::string& value);
 
 // Removes temporary directories left by a campaign that was killed while writing a bundle.
 void clean_partial_bundles(const std::string& out_dir);

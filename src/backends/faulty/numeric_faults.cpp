@@ -170,6 +170,34 @@ void concat_drops_last(ref::Overrides& ov) {
   };
 }
 
+// Conditional faults: each fires for one value (or range) of one attribute, so that localize-fix has
+// a parameter to name. Each rewrites the attribute before the catalogue's own kernel (and VJP) runs.
+Attrs elu_alpha_ignored(Attrs a) {  // elu computes with alpha = 1 whatever alpha says
+  a["alpha"] = 1.0;
+  return a;
+}
+Attrs leaky_relu_big_alpha_halved(Attrs a) {  // leaky_relu halves alpha when alpha > 0.5
+  if (core::attr_f(a, "alpha") > 0.5) a["alpha"] = core::attr_f(a, "alpha") / 2;
+  return a;
+}
+Attrs softmax_axis0_on_last(Attrs a) {  // softmax over axis 0 computed over the last axis
+  if (core::attr_i(a, "axis") == 0) a["axis"] = int64_t{-1};
+  return a;
+}
+Attrs pad_reflect_as_edge(Attrs a) {  // pad mode reflect computed as edge
+  if (core::attr_s(a, "mode") == "reflect") a["mode"] = std::string("edge");
+  return a;
+}
+Attrs resize_align_corners_as_half_pixel(Attrs a) {  // bilinear align_corners computed as half_pixel
+  if (core::attr_s(a, "coordinate_transformation_mode") == "align_corners")
+    a["coordinate_transformation_mode"] = std::string("half_pixel");
+  return a;
+}
+Attrs gelu_tanh_as_exact(Attrs a) {  // gelu approximate=tanh computed with the exact erf formula
+  a["approximate"] = std::string("none");
+  return a;
+}
+
 // relu turns a NaN into 0 (a comparison x > 0 ? x : 0): the NaN is swallowed.
 void relu_nan_to_zero(ref::Overrides& ov) {
   const ops::OpSpec& spec = ops::op("relu");
@@ -194,6 +222,12 @@ const std::vector<NumericFault>& numeric_faults() {
       {"concat-drops-last", "concat loses its last input", "FC"},
       {"loss-grad-x2", "the loss gradient is twice what it should be", "LC"},
       {"relu-nan-to-zero", "relu turns a NaN input into 0 (the NaN is swallowed)", "FC"},
+      {"elu-alpha-ignored", "elu computes with alpha = 1 whatever alpha is (fires when alpha != 1)", "FC"},
+      {"leaky-relu-big-alpha-halved", "leaky_relu halves alpha when alpha > 0.5", "FC"},
+      {"softmax-axis0-on-last", "softmax with axis = 0 normalises over the last axis", "FC"},
+      {"pad-reflect-as-edge", "pad in reflect mode repeats the edge instead", "FC"},
+      {"resize-align-corners-as-half-pixel", "bilinear resize with align_corners uses half_pixel coordinates", "FC"},
+      {"gelu-tanh-as-exact", "gelu with approximate = tanh computes the exact erf form", "FC"},
   };
   return f;
 }
@@ -210,6 +244,12 @@ ref::Overrides numeric_overrides(const std::set<std::string>& names) {
     else if (n == "concat-drops-last") concat_drops_last(ov);
     else if (n == "loss-grad-x2") ov.loss_grad_scale = 2.0;
     else if (n == "relu-nan-to-zero") relu_nan_to_zero(ov);
+    else if (n == "elu-alpha-ignored") with_attrs(ov, {"elu"}, elu_alpha_ignored);
+    else if (n == "leaky-relu-big-alpha-halved") with_attrs(ov, {"leaky_relu"}, leaky_relu_big_alpha_halved);
+    else if (n == "softmax-axis0-on-last") with_attrs(ov, {"softmax"}, softmax_axis0_on_last);
+    else if (n == "pad-reflect-as-edge") with_attrs(ov, {"pad"}, pad_reflect_as_edge);
+    else if (n == "resize-align-corners-as-half-pixel") with_attrs(ov, {"resize_bilinear"}, resize_align_corners_as_half_pixel);
+    else if (n == "gelu-tanh-as-exact") with_attrs(ov, {"gelu"}, gelu_tanh_as_exact);
   }
   return ov;
 }

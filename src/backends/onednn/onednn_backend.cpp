@@ -83,6 +83,8 @@ class OnednnSession : public Session {
         r.grads.emplace(o, tensor_from_buf(gr ? *gr : Buf(env.values.at(o).shape)));
       }
     for (const auto& [key, b] : env.contributions) r.grads.emplace(key, tensor_from_buf(b));
+    for (const auto& in : g_.inputs)  // the graph inputs' gradients too
+      if (const Buf* gr = env.grad(in.name)) r.grads.emplace(in.name, tensor_from_buf(*gr));
     for (const auto& [name, w] : weights_) {
       const Buf* gr = env.grad(name);
       const Buf gw = gr ? *gr : Buf(w.shape);

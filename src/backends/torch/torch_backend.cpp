@@ -140,6 +140,8 @@ class TorchSession : public Session {
         r.values.emplace(o, to_core(env.at(o), dtype_));
         r.grads.emplace(o, grad_of(env.at(o)));
       }
+    for (const auto& in : g_.inputs)  // graph inputs are leaves: their gradients too
+      if (env.at(in.name).requires_grad()) r.grads.emplace(in.name, grad_of(env.at(in.name)));
     {
       at::NoGradGuard no_grad;
       std::map<std::string, at::Tensor> contrib;

@@ -1,0 +1,118 @@
+// Reducing a bundle.
+#include "campaign/reduce_bundle.h"
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "campaign/bundle.h"
+#include "core/error.h"
+#include "core/fileio.h"
+#include "core/npy.h"
+#include "ir/json_io.h"
+
+namespace quorum::campaign {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// Every value a backend recorded in the bundle (node outputs; gradients for grads/).
+backends::ValueMap recorded(const fs::path& dir, const ir::Graph& g) {
+  backends::ValueMap m;
+  std::vector<std::string> names;
+  for (const auto& n : g.nodes) names.insert(names.end(), n.outputs.begin(), n.outputs.end());
+  for (const auto& [w, t] : g.initializers) names.push_back(w);
+  for (const auto& in : g.inputs) names.push_back(in.name);
+  for (const auto& v : names) {
+    const fs::path p = dir / (bundle_file_name(v) + ".npy");
+    std::error_code ec;
+    if (fs::exists(p, ec)) m.emplace(v, core::read_npy(p.string()).to(core::DType::F64));
+  }
+  return m;
+}
+
+// The part of a finding the reduced case must keep.
+bool same_finding(const oracle::Finding& f, const json& want) {
+  if (std::string(oracle::to_string(f.kind)) != want.at("kind").get<std::string>()) return false;
+  if (std::string(oracle::to_string(f.stage)) != want.at("stage").get<std::string>()) return false;
+  if (f.backend != want.at("backend").get<std::string>() || f.op != want.at("op").get<std::string>()) return false;
+  if (f.kind == oracle::Kind::Crash) return f.message == want.at("message").get<std::string>();
+  return true;
+}
+
+}  // namespace
+
+BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path dir(bundle_dir);
+  const std::string fpath = (dir / "finding.json").string();
+  json j;
+  try {
+    j = json::parse(core::read_file(fpath));
+  } catch (const json::parse_error& e) {
+    throw core::UserError(fpath + ": malformed JSON: " + e.what());
+  }
+  BundleReduction out;
+  out.bundle = bundle_dir;
+  out.signature = j.at("signature").get<std::string>();
+  localize::Case original;
+  original.graph = ir::load_graph((dir / "model.json").string());
+  for (const auto& in : original.graph.inputs)
+    original.inputs.emplace(in.name,
+                            core::read_npy((dir / "inputs" / (bundle_file_name(in.name) + ".npy")).string()).to(core::DType::F64));
+  original.target = core::read_npy((dir / "target.npy").string());
+  out.nodes_before = static_cast<int>(original.graph.nodes.size());
+  const Setup setup = bundle_setup(bundle_dir);
+  const std::string blamed = j.at("backend").get<std::string>();
+  const bool backward = j.at("stage").get<std::string>() == "BC";
+  const backends::ValueMap values = recorded(dir / "outputs" / bundle_file_name(blamed), original.graph);
+  const backends::ValueMap grads = recorded(dir / "grads" / bundle_file_name(blamed), original.graph);
+  WorkerSet workers(setup.backends, setup.limits);
+  auto run = [&](const localize::Case& c) {
+    ModelCase m{c.graph, c.inputs, c.target};
+    core::Rng rng(1);
+    complete_case(m, setup.loss, rng);
+    return evaluate(m, setup, workers);
+  };
+  const localize::Predicate holds = [&](const localize::Case& c) {
+    for (const auto& f : run(c).findings)
+      if (same_finding(f, j)) return true;
+    return false;
+  };
+  if (log) *log << "reduce " << bundle_dir << " (" << out.signature << ", " << out.nodes_before << " nodes)\n";
+  out.reduction = localize::reduce(original, j.at("node").get<std::string>(), backward, values, grads, holds,
+                                   localize::ReduceOptions{max_runs, log});
+  out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
+  if (out.reduction.reproduced) {
+    if (out.reduction.one_node)
+      out.fix = localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log);
+    // The reduced case as a bundle of its own, beside the original.
+    ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
+    core::Rng rng(1);
+    complete_case(m, setup.loss, rng);
+    const Evaluation ev = evaluate(m, setup, workers);
+    for (const auto& f : ev.findings) {
+      if (!same_finding(f, j)) continue;
+      std::map<std::string, std::string> versions;
+      BundleContext ctx{m, ev, setup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
+                        "quorum reduce " + bundle_dir, versions};
+      out.reduced_dir = write_bundle_at((dir / "reduced").string(), f, ctx);
+      json causes = json::array();
+      for (const auto& c : out.fix.causes)
+        causes.push_back({{"attribute", c.attribute}, {"value", c.value}, {"fixed_by", c.fixed_by}});
+      json red = {{"nodes_before", out.nodes_before}, {"nodes_after", out.nodes_after},
+                  {"one_node", out.reduction.one_node}, {"predicate_runs", out.reduction.runs + out.fix.runs},
+                  {"steps", out.reduction.steps},       {"causes", causes},
+                  {"localize_fix_tried", out.fix.tried}};
+      core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
+      break;
+    }
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace quorum::campaign

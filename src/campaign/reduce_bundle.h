@@ -1,0 +1,24 @@
+// Reducing a finding's bundle: the localize/ reducer and localize-fix, with the predicate "the
+// same backends, run as the campaign ran them, still show the finding" (kind, stage, blamed
+// backend, operator; for crashes the normalised message). The reduced case is written beside the
+// original as BUNDLE/reduced/ (a full bundle: quorum replay works on it).
+#pragma once
+#include <iosfwd>
+#include <string>
+
+#include "localize/reduce.h"
+
+namespace quorum::campaign {
+
+struct BundleReduction {
+  std::string bundle, reduced_dir;  // reduced_dir empty when the finding did not reproduce
+  std::string signature;            // the original finding
+  int nodes_before = 0, nodes_after = 0;
+  localize::Reduced reduction;
+  localize::FixReport fix;  // on one-node reductions
+  double seconds = 0;
+};
+
+BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log);
+
+}  // namespace quorum::campaign

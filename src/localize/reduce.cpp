@@ -1,0 +1,209 @@
+// The reducer and localize-fix.
+#include "localize/reduce.h"
+
+#include <algorithm>
+#include <ostream>
+#include <set>
+
+#include "core/error.h"
+#include "ir/edit.h"
+#include "ops/registry.h"
+
+namespace quorum::localize {
+
+namespace {
+
+struct Runner {
+  const Predicate& holds;
+  const ReduceOptions& opt;
+  Reduced& r;
+  bool try_case(const Case& c, const std::string& what) {
+    if (r.runs >= opt.max_runs) return false;
+    ++r.runs;
+    bool ok = false;
+    try {
+      ok = holds(c);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    if (opt.log) *opt.log << "  reduce [" << r.runs << "] " << what << ": " << (ok ? "reproduces" : "gone") << " ("
+                          << c.graph.nodes.size() << " nodes)\n";
+    if (ok) r.steps.push_back(what + " -> " + std::to_string(c.graph.nodes.size()) + " nodes");
+    return ok;
+  }
+};
+
+// The values a case's graph inputs need: the original inputs, else what the blamed backend computed.
+bool feed(Case& c, const Case& original, const backends::ValueMap& recorded) {
+  backends::ValueMap in;
+  for (const auto& gi : c.graph.inputs) {
+    if (auto it = original.inputs.find(gi.name); it != original.inputs.end()) {
+      in.emplace(gi.name, it->second);
+    } else if (auto rec = recorded.find(gi.name); rec != recorded.end() && rec->second.shape() == gi.type.shape) {
+      in.emplace(gi.name, rec->second.to(core::DType::F64));
+    } else {
+      return false;
+    }
+  }
+  c.inputs = std::move(in);
+  return true;
+}
+
+// A target whose mean-squared-error gradient at the output is the recorded incoming gradient:
+// d/dy mean((y - t)^2) = 2 (y - t) / n, so t = y - g n / 2.
+core::Tensor target_for(const std::string& out, const backends::ValueMap& recorded, const backends::ValueMap& grads,
+                        const core::Tensor& fallback) {
+  auto y = recorded.find(out);
+  auto gy = grads.find(out);
+  if (y == recorded.end() || gy == grads.end() || y->second.shape() != gy->second.shape()) return fallback;
+  core::Tensor t(core::DType::F64, y->second.shape());
+  const double n = static_cast<double>(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = y->second.get(i) - gy->second.get(i) * n / 2;
+  return t;
+}
+
+}  // namespace
+
+Reduced reduce(const Case& original, const std::string& blamed_node, bool backward, const backends::ValueMap& recorded,
+               const backends::ValueMap& recorded_grads, const Predicate& holds, const ReduceOptions& opt) {
+  Reduced r;
+  r.reduced = original;
+  Runner run{holds, opt, r};
+  if (!run.try_case(original, "original model")) return r;
+  r.reproduced = true;
+  const ir::Node* blamed = original.graph.find_node(blamed_node);
+  if (!blamed) return r;  // a crash or loss finding without a node: the model as it is
+
+  // 1. The blamed node alone, fed the recorded values of its inputs.
+  try {
+    Case one;
+    one.graph = ir::one_node(original.graph, blamed_node);
+    one.target = backward ? target_for(one.graph.outputs[0], recorded, recorded_grads, core::Tensor())
+                          : core::Tensor();
+    if (feed(one, original, recorded) && run.try_case(one, "the blamed node '" + blamed_node + "' alone")) {
+      r.reduced = std::move(one);
+      r.one_node = true;
+      return r;
+    }
+  } catch (const core::UserError&) {
+  }
+
+  // 2. Only what the blamed node depends on (and, for LC/BC, what leads from it to the loss).
+  //    For a backward finding the loss moves to the blamed node's output, with a target that
+  //    gives it the recorded incoming gradient.
+  Case cur = original;
+  try {
+    Case c = original;
+    c.graph.outputs = blamed->outputs;
+    c.graph.types.clear();
+    c.graph = ir::remove_unused(c.graph);
+    c.target = backward ? target_for(blamed->outputs[0], recorded, recorded_grads, core::Tensor()) : core::Tensor();
+    if (feed(c, original, recorded) && run.try_case(c, "ancestors of '" + blamed_node + "'")) cur = std::move(c);
+  } catch (const core::UserError&) {
+  }
+
+  // 3. Remove upstream nodes one at a time (last first): their outputs become inputs fed the
+  //    recorded values.
+  const std::set<std::string> up = ir::ancestors(cur.graph, blamed_node);
+  std::vector<std::string> order;
+  for (auto it = cur.graph.nodes.rbegin(); it != cur.graph.nodes.rend(); ++it)
+    if (it->name != blamed_node && up.count(it->name)) order.push_back(it->name);
+  for (const auto& name : order) {
+    if (r.runs >= opt.max_runs) break;
+    const ir::Node* n = cur.graph.find_node(name);
+    if (!n) continue;  // already gone with an earlier removal
+    try {
+      Case c = cur;
+      for (const auto& o : n->outputs)
+        if (c.graph.producer(o) && std::find(c.graph.outputs.begin(), c.graph.outputs.end(), o) == c.graph.outputs.end())
+          c.graph = ir::cut_at(c.graph, o);
+      if (c.graph.find_node(name)) continue;
+      if (feed(c, original, recorded) && run.try_case(c, "without '" + name + "' (its outputs recorded)")) cur = std::move(c);
+    } catch (const core::UserError&) {
+    }
+  }
+
+  // 4. Attributes toward their defaults.
+  for (size_t k = 0; k < cur.graph.nodes.size() && r.runs < opt.max_runs; ++k) {
+    const ops::OpSpec& spec = ops::op(cur.graph.nodes[k].op);
+    for (const auto& a : spec.attrs) {
+      if (r.runs >= opt.max_runs) break;
+      const ir::Node& n = cur.graph.nodes[k];
+      auto it = n.attrs.find(a.name);
+      if (it == n.attrs.end() || it->second == a.default_value) continue;
+      try {
+        Case c = cur;
+        c.graph.nodes[k].attrs[a.name] = a.default_value;
+        c.graph.types.clear();
+        ir::validate(c.graph, "reduced model");
+        if (run.try_case(c, "'" + n.name + "' " + a.name + " -> default " + core::to_string(a.default_value))) cur = std::move(c);
+      } catch (const core::UserError&) {
+      }
+    }
+  }
+  r.reduced = std::move(cur);
+  return r;
+}
+
+FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log) {
+  FixReport rep;
+  if (one_node.graph.nodes.size() != 1) return rep;
+  const ir::Node& n = one_node.graph.nodes[0];
+  const ops::OpSpec& spec = ops::op(n.op);
+  // Candidate values: the enumerated domain, else values the operator's sampler draws.
+  std::map<std::string, std::vector<core::AttrValue>> candidates;
+  for (const auto& a : spec.attrs) {
+    std::vector<core::AttrValue>& v = candidates[a.name];
+    for (const auto& c : a.choices) v.push_back(c);
+    v.push_back(a.default_value);
+  }
+  if (spec.sample)
+    for (uint64_t s = 1; s <= 24; ++s) {
+      core::Rng rng(s);
+      const ops::Case c = spec.sample(rng);
+      for (const auto& [name, value] : c.attrs) {
+        auto& v = candidates[name];
+        if (v.size() < 10 && std::find(v.begin(), v.end(), value) == v.end()) v.push_back(value);
+      }
+    }
+  for (const auto& a : spec.attrs) {
+    auto cur = n.attrs.find(a.name);
+    if (cur == n.attrs.end()) continue;
+    std::vector<std::string> fixes;
+    for (const auto& value : candidates[a.name]) {
+      if (value == cur->second || rep.runs >= max_runs) continue;
+      Case c = one_node;
+      c.graph.nodes[0].attrs[a.name] = value;
+      c.graph.types.clear();
+      const std::string what = a.name + "=" + core::to_string(value);
+      try {
+        c.graph.nodes[0].attrs = ops::canonical_attrs(spec, c.graph.nodes[0].attrs);
+        ir::validate(c.graph, "localize-fix");
+      } catch (const core::UserError&) {
+        rep.tried.push_back(what + ": invalid here");
+        continue;
+      } catch (const core::OpError&) {
+        rep.tried.push_back(what + ": invalid here");
+        continue;
+      }
+      ++rep.runs;
+      bool still = true;
+      try {
+        still = holds(c);
+      } catch (const std::exception&) {
+        still = true;
+      }
+      rep.tried.push_back(what + (still ? ": still" : ": fixes"));
+      if (log) *log << "  localize-fix [" << rep.runs << "] " << n.name << " " << what << ": " << (still ? "still" : "fixes") << "\n";
+      if (!still) fixes.push_back(core::to_string(value));
+    }
+    if (!fixes.empty()) {
+      std::string by;
+      for (const auto& f : fixes) by += (by.empty() ? "" : ", ") + f;
+      rep.causes.push_back({a.name, core::to_string(cur->second), by});
+    }
+  }
+  return rep;
+}
+
+}  // namespace quorum::localize

@@ -1,0 +1,59 @@
+// The reducer: the smallest model that still shows a finding, by checked graph edits only
+// (ir/edit.h), each kept only when the finding's predicate still holds. Deterministic and bounded
+// by a number of predicate runs. Steps: the blamed node alone, fed the blamed backend's recorded
+// values of its inputs (for a backward finding, with a target whose loss gradient is the recorded
+// incoming gradient); else the ancestors of the blamed node (with its path to the loss for LC/BC),
+// then removals of single nodes and of halves (each removed node's outputs become graph inputs fed
+// the recorded values); then attributes toward their defaults.
+#pragma once
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "ir/graph.h"
+
+namespace quorum::localize {
+
+struct Case {
+  ir::Graph graph;
+  backends::ValueMap inputs;  // float64
+  core::Tensor target;
+};
+
+// Whether a candidate still shows the finding.
+using Predicate = std::function<bool(const Case&)>;
+
+struct ReduceOptions {
+  int max_runs = 200;
+  std::ostream* log = nullptr;  // each step, one line
+};
+
+struct Reduced {
+  Case reduced;
+  bool reproduced = false;  // the original shows the finding at all
+  bool one_node = false;    // reduced to the blamed node alone
+  int runs = 0;             // predicate runs spent
+  std::vector<std::string> steps;
+};
+
+// `recorded`: the blamed backend's value of every node output (and `recorded_grads` its gradients,
+// for backward findings), used to feed what a removed part of the model computed.
+Reduced reduce(const Case& original, const std::string& blamed_node, bool backward, const backends::ValueMap& recorded,
+               const backends::ValueMap& recorded_grads, const Predicate& holds, const ReduceOptions& opt);
+
+// Localize-fix (Audee, METHODS.md §4) on a one-node case: every attribute of the node replaced by
+// other values of its domain; a replacement under which the finding disappears names that
+// attribute (and value) as a cause.
+struct Cause {
+  std::string attribute, value, fixed_by;  // fixed_by: the replacement values that remove the finding
+};
+struct FixReport {
+  std::vector<Cause> causes;
+  std::vector<std::string> tried;  // "attr=value: fixes|still|invalid"
+  int runs = 0;
+};
+FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log = nullptr);
+
+}  // namespace quorum::localize
