@@ -112,8 +112,12 @@ OpSpec make_resize(bool bilinear) {
         const Tap& r = ty[static_cast<size_t>(i)];
         for (int64_t j = 0; j < w; ++j) {
           const Tap& c = tx[static_cast<size_t>(j)];
-          yp[i * w + j] = r.w0 * (c.w0 * xp[r.i0 * iw + c.i0] + c.w1 * xp[r.i0 * iw + c.i1]) +
-                          r.w1 * (c.w0 * xp[r.i1 * iw + c.i0] + c.w1 * xp[r.i1 * iw + c.i1]);
+          // Zero-weight taps are skipped, not multiplied: a NaN or Inf in a cell the output does
+          // not read must not reach it (0 * NaN), as it reaches no library's result.
+          auto tap = [](double wt, double v) { return wt == 0 ? 0.0 : wt * v; };
+          const double top = tap(c.w0, xp[r.i0 * iw + c.i0]) + tap(c.w1, xp[r.i0 * iw + c.i1]);
+          const double bottom = tap(c.w0, xp[r.i1 * iw + c.i0]) + tap(c.w1, xp[r.i1 * iw + c.i1]);
+          yp[i * w + j] = tap(r.w0, top) + tap(r.w1, bottom);
         }
       }
     }
@@ -135,10 +139,10 @@ OpSpec make_resize(bool bilinear) {
           const Tap& c = tx[static_cast<size_t>(j)];
           const double g = gy[i * w + j];
           // For nearest every tap has i0 == i1 with weights (1, 0): the zero-weight taps add nothing.
-          gp[r.i0 * iw + c.i0] += g * r.w0 * c.w0;
-          gp[r.i0 * iw + c.i1] += g * r.w0 * c.w1;
-          gp[r.i1 * iw + c.i0] += g * r.w1 * c.w0;
-          gp[r.i1 * iw + c.i1] += g * r.w1 * c.w1;
+          if (r.w0 * c.w0 != 0) gp[r.i0 * iw + c.i0] += g * r.w0 * c.w0;
+          if (r.w0 * c.w1 != 0) gp[r.i0 * iw + c.i1] += g * r.w0 * c.w1;
+          if (r.w1 * c.w0 != 0) gp[r.i1 * iw + c.i0] += g * r.w1 * c.w0;
+          if (r.w1 * c.w1 != 0) gp[r.i1 * iw + c.i1] += g * r.w1 * c.w1;
         }
       }
     }

@@ -218,10 +218,14 @@ struct PerNode {
               for (const auto& t : p) pin.push_back(&t);
               return ops::op(n.op).forward(pin, n.attrs);
             });
-          if (k < sens.size()) {
-            const Tensor& sk = sens[k];
-            v = verdict(got->second, w, tol, finite,
-                        [&](int64_t i, double a) { return std::abs(a - w.get(i)) <= kMargin * sk.get(i); });
+          const Tensor bound = sum_magnitude(n, held, k);
+          const double u = th.dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
+          if (k < sens.size() || bound.defined()) {
+            v = verdict(got->second, w, tol, finite, [&](int64_t i, double a) {
+              const double allowed = (k < sens.size() ? kMargin * sens[k].get(i) : 0) +
+                                     (bound.defined() && i < bound.numel() ? u * bound.get(i) : 0);
+              return std::abs(a - w.get(i)) <= allowed;
+            });
           }
         }
         note(Stage::Forward, &n, n.outputs[k], ri, v);
@@ -229,15 +233,14 @@ struct PerNode {
     }
   }
 
-  // Whether a float32 sum inside a summing operator (dense, conv, reductions: those with a
-  // reduction length) can overflow although its result does not: the kernel on the operands'
-  // magnitudes exceeds float32's range. Then an Inf (or Inf - Inf = NaN) is float32 range.
-  // (Times the reduction length: a mean's magnitudes are its sum's divided by it.) For gradients
-  // (`gy` given) the same of the VJP on the magnitudes of the operands and incoming gradients.
-  bool intermediate_overflow(const ir::Node& n, const std::vector<Tensor>& held, size_t k,
-                             const std::vector<Tensor>* gy = nullptr) const {
+  // For a summing operator (dense, conv, reductions, norms: those with a reduction length), the
+  // kernel (or, with `gy`, the VJP) on the magnitudes of its operands, times the number of terms
+  // per sum: n * sum |terms|, the classical bound of a float32 sum's rounding (times the unit
+  // roundoff) and of its intermediates' range. Empty for other operators.
+  Tensor sum_magnitude(const ir::Node& n, const std::vector<Tensor>& held, size_t k,
+                       const std::vector<Tensor>* gy = nullptr) const {
     const ops::OpSpec& spec = ops::op(n.op);
-    if (!spec.reduction_length) return false;
+    if (!spec.reduction_length) return {};
     auto magnitudes = [](const std::vector<Tensor>& ts) {
       std::vector<Tensor> mag;
       for (const auto& t : ts) {
@@ -255,14 +258,30 @@ struct PerNode {
       if (i < ir::data_input_count(n)) types.push_back(mag[i].type());
     }
     try {
-      const double len = static_cast<double>(std::max<int64_t>(1, spec.reduction_length(types, n.attrs)));
+      double len = static_cast<double>(std::max<int64_t>(1, spec.reduction_length(types, n.attrs)));
       std::vector<Tensor> out = spec.forward(in, n.attrs);
-      if (gy) out = spec.vjp(in, n.attrs, out, magnitudes(*gy));
-      if (k >= out.size() || !out[k].defined()) return false;
-      for (int64_t i = 0; i < out[k].numel(); ++i)
-        if (!(std::abs(out[k].get(i)) * len <= FLT_MAX)) return true;
+      if (gy) {
+        const std::vector<Tensor> gmag = magnitudes(*gy);
+        out = spec.vjp(in, n.attrs, out, gmag);
+        // A gradient's sums run over the incoming gradient's elements (batch and positions).
+        if (k < out.size() && out[k].defined() && out[k].numel() > 0)
+          for (const auto& t : gmag) len = std::max(len, std::ceil(static_cast<double>(t.numel()) / static_cast<double>(out[k].numel())));
+      }
+      if (k >= out.size() || !out[k].defined()) return {};
+      Tensor r = out[k];
+      for (int64_t i = 0; i < r.numel(); ++i) r.f64()[i] = std::abs(r.f64()[i]) * len;
+      return r;
     } catch (const std::exception&) {
+      return {};
     }
+  }
+
+  // Whether a float32 sum inside a summing operator can overflow although its result does not.
+  bool intermediate_overflow(const ir::Node& n, const std::vector<Tensor>& held, size_t k,
+                             const std::vector<Tensor>* gy = nullptr) const {
+    const Tensor m = sum_magnitude(n, held, k, gy);
+    for (int64_t i = 0; i < m.numel(); ++i)
+      if (!(m.get(i) <= FLT_MAX)) return true;
     return false;
   }
 
@@ -416,10 +435,21 @@ struct PerNode {
       Verdict v = verdict(got, w, tol, finite, explained);
       if (v.wrong && !v.shape_mismatch) {
         const std::vector<Tensor> sens = gradient_spread(value, cons, vjps, want);
-        if (!sens.empty())
-          v = verdict(got, w, tol, finite, [&](int64_t i, double a) {
-            return std::abs(a - w.get(i)) <= kMargin * sens[0].get(i) || explained(i, a);
-          });
+        // Plus the rounding bound of the consumers' sums (bias and weight gradients sum over the
+        // batch and every position).
+        Tensor bound;
+        for (const auto& [c, k] : cons) {
+          const Vjp& cv = vjps.at(c->name);
+          const Tensor b = sum_magnitude(*c, cv.held, k, &cv.gy);
+          if (!b.defined() || b.shape() != want.shape()) continue;
+          if (!bound.defined()) bound = zeros_like(want);
+          for (int64_t i = 0; i < b.numel(); ++i) bound.f64()[i] += b.get(i);
+        }
+        const double u = th.dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
+        v = verdict(got, w, tol, finite, [&](int64_t i, double a) {
+          const double allowed = (sens.empty() ? 0 : kMargin * sens[0].get(i)) + (bound.defined() ? u * bound.get(i) : 0);
+          return std::abs(a - w.get(i)) <= allowed || explained(i, a);
+        });
       }
       v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
       if (v.produced && th.dtype == DType::F32)
