@@ -1,6 +1,10 @@
 // The campaign loop.
 #include "campaign/campaign.h"
 
+#include <set>
+
+#include "campaign/reduce_bundle.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -44,6 +48,7 @@ struct Shared {
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
   std::string first_invalid;
   Timing timing;
+  std::set<std::string> roots;  // root causes of the findings new in this run
 };
 
 }  // namespace
@@ -120,8 +125,10 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
         t0 = Clock::now();
         const BundleContext ctx{m, ev, opt.setup, seed, index, opt.command_line, versions};
         std::vector<std::string> fresh_lines;
+        std::vector<std::pair<std::string, std::string>> fresh_bundles;  // (signature, bundle)
         const int fresh = store.record(index, ev.findings, [&](const oracle::Finding& f) {
           const std::string path = write_bundle(opt.out, f, ctx);
+          fresh_bundles.push_back({f.signature(), path});
           fresh_lines.push_back("new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) +
                                 "] " + f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
                                 (f.node.empty() ? "" : "at '" + f.node + "' ") +
@@ -130,7 +137,29 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
           return path;
         });
         t.store += std::chrono::duration<double>(Clock::now() - t0).count();
+        // Each new finding reduced at once (bounded by opt.reduce_runs model runs), on this job's
+        // workers: its root cause is the key of its reduced case.
+        std::vector<std::string> new_roots;
+        for (const auto& [sig, path] : fresh_bundles) {
+          if (opt.reduce_runs <= 0) break;
+          t0 = Clock::now();
+          try {
+            const BundleReduction r = reduce_bundle(path, opt.reduce_runs, nullptr, &workers);
+            store.set_root_cause(sig, r.root_cause, r.reduced_dir);
+            new_roots.push_back(r.root_cause);
+            if (!r.reduced_dir.empty())
+              for (auto& l : fresh_lines)
+                if (l.find(path) != std::string::npos)
+                  l += "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) +
+                       " nodes" + (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " +
+                                                               r.fix.causes[0].value) + " (" + r.reduced_dir + ")";
+          } catch (const std::exception& e) {
+            new_roots.push_back(sig);
+          }
+          t.reduce += std::chrono::duration<double>(Clock::now() - t0).count();
+        }
         std::lock_guard<std::mutex> lock(sh.mu);
+        for (const auto& r : new_roots) sh.roots.insert(r);
         ++sh.models_run;
         sh.new_findings += fresh;
         sh.hits += static_cast<int64_t>(ev.findings.size());
@@ -167,7 +196,9 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
           << std::setprecision(1) << (el > 0 ? static_cast<double>(sh.models_run) / el : 0.0) << "/s)";
       log << " findings:";
       for (const char* k : {"crash", "nan", "nan-swallowed", "inconsistency"}) log << " " << k << " " << sh.by_kind[k];
-      log << " | unique " << sh.new_findings << (already ? " new" : "") << std::endl;
+      log << " | unique " << sh.new_findings << (already ? " new" : "");
+      if (opt.reduce_runs > 0) log << " | root causes " << sh.roots.size();
+      log << std::endl;
     }
   });
   for (auto& t : threads) t.join();

@@ -24,6 +24,7 @@ struct CampaignOptions {
   std::string out;
   std::string command_line;
   bool quiet = false;  // no progress lines (tests)
+  int reduce_runs = 0;  // reduce every new finding with at most this many model runs (0: do not)
 };
 
 struct Summary {

@@ -76,6 +76,7 @@ void Timing::add(const Timing& o) {
   compare += o.compare;
   store += o.store;
   reference += o.reference;
+  reduce += o.reduce;
   for (const auto& [k, v] : o.compile) compile[k] += v;
   for (const auto& [k, v] : o.run) run[k] += v;
 }

@@ -44,7 +44,7 @@ struct ModelCase {
 
 // Seconds spent per phase, summed over a campaign.
 struct Timing {
-  double generate = 0, compare = 0, store = 0, reference = 0;
+  double generate = 0, compare = 0, store = 0, reference = 0, reduce = 0;
   std::map<std::string, double> compile, run;  // per backend
   void add(const Timing& o);
 };

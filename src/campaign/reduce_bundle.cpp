@@ -2,7 +2,9 @@
 #include "campaign/reduce_bundle.h"
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -45,7 +47,7 @@ bool same_finding(const oracle::Finding& f, const json& want) {
 
 }  // namespace
 
-BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log) {
+BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log, WorkerSet* shared) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(bundle_dir);
   const std::string fpath = (dir / "finding.json").string();
@@ -68,9 +70,14 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   const Setup setup = bundle_setup(bundle_dir);
   const std::string blamed = j.at("backend").get<std::string>();
   const bool backward = j.at("stage").get<std::string>() == "BC";
-  const backends::ValueMap values = recorded(dir / "outputs" / bundle_file_name(blamed), original.graph);
+  // What the blamed backend computed; a backend that crashed before computing anything is fed the
+  // float64 reference's values (rounded to the run's dtype when fed) instead.
+  backends::ValueMap values = recorded(dir / "outputs" / bundle_file_name(blamed), original.graph);
+  if (values.empty()) values = recorded(dir / "outputs" / "ref", original.graph);
   const backends::ValueMap grads = recorded(dir / "grads" / bundle_file_name(blamed), original.graph);
-  WorkerSet workers(setup.backends, setup.limits);
+  std::unique_ptr<WorkerSet> own;
+  if (!shared) own = std::make_unique<WorkerSet>(setup.backends, setup.limits);
+  WorkerSet& workers = shared ? *shared : *own;
   auto run = [&](const localize::Case& c) {
     ModelCase m{c.graph, c.inputs, c.target};
     core::Rng rng(1);
@@ -82,13 +89,19 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       if (same_finding(f, j)) return true;
     return false;
   };
+  // Whether the blamed backend ran the case normally (not refused, no crash).
+  const localize::RanCheck ran = [&](const localize::Case& c) {
+    for (const auto& r : run(c).runs)
+      if (r.backend == blamed) return r.outcome.ok() && !r.unsupported && !r.values.empty();
+    return false;
+  };
   if (log) *log << "reduce " << bundle_dir << " (" << out.signature << ", " << out.nodes_before << " nodes)\n";
   out.reduction = localize::reduce(original, j.at("node").get<std::string>(), backward, values, grads, holds,
                                    localize::ReduceOptions{max_runs, log});
   out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
-      out.fix = localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log);
+      out.fix = localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
     // The reduced case as a bundle of its own, beside the original.
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
     core::Rng rng(1);
@@ -110,6 +123,22 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
       break;
     }
+  }
+  // The root cause's key.
+  const std::string kind = j.at("kind").get<std::string>();
+  std::string op = j.at("op").get<std::string>();
+  if (out.reduction.reproduced && op.empty() && out.reduction.reduced.graph.nodes.size() == 1)
+    op = out.reduction.reduced.graph.nodes[0].op;
+  out.root_cause = kind + "|" + j.at("stage").get<std::string>() + "|" + j.at("backend").get<std::string>() + "|" + op + "|";
+  if (kind == "crash") {
+    out.root_cause += j.at("message").get<std::string>();
+  } else if (!out.reduction.reproduced) {
+    out.root_cause = out.signature;  // not reproduced: its own root cause
+  } else {
+    std::vector<std::string> named;
+    for (const auto& c : out.fix.causes) named.push_back(c.attribute);
+    std::sort(named.begin(), named.end());
+    for (size_t i = 0; i < named.size(); ++i) out.root_cause += (i ? "," : "") + named[i];
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "campaign/evaluate.h"
 #include "localize/reduce.h"
 
 namespace quorum::campaign {
@@ -16,9 +17,15 @@ struct BundleReduction {
   int nodes_before = 0, nodes_after = 0;
   localize::Reduced reduction;
   localize::FixReport fix;  // on one-node reductions
+  // The root cause's key, from the reduced case: kind, stage, backend, the operator (a crash
+  // reduced to one node gets that node's), and the attributes localize-fix named (or, for a
+  // crash, the normalised message). Findings with equal keys are one root cause.
+  std::string root_cause;
   double seconds = 0;
 };
 
-BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log);
+// `workers`: the backends' workers to reuse (a campaign's job passes its own); null starts them.
+BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log,
+                              WorkerSet* workers = nullptr);
 
 }  // namespace quorum::campaign

@@ -84,6 +84,12 @@ Store::Store(const std::string& dir) {
     while (cols.step()) has_known |= cols.text(1) == "known";
   }
   if (!has_known) exec("ALTER TABLE findings ADD COLUMN known TEXT");
+  bool has_root = false;
+  {
+    Stmt cols(db_, "PRAGMA table_info(findings)");
+    while (cols.step()) has_root |= cols.text(1) == "root_cause";
+  }
+  if (!has_root) exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
 }
 
 Store::~Store() { sqlite3_close(db_); }
@@ -185,12 +191,28 @@ int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
   return fresh;
 }
 
+void Store::set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt up(db_, "UPDATE findings SET root_cause = ?, reduced = ? WHERE signature = ?");
+  up.bind(1, root_cause).bind(2, reduced).bind(3, signature).step();
+}
+
+std::vector<RootCause> Store::root_causes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RootCause> out;
+  Stmt s(db_,
+         "SELECT COALESCE(NULLIF(root_cause, ''), signature) AS rc, COUNT(*), SUM(hits), MIN(first_model),"
+         " MAX(COALESCE(reduced, '')) FROM findings GROUP BY rc ORDER BY MIN(first_model), rc");
+  while (s.step()) out.push_back({s.text(0), s.i64(1), s.i64(2), s.text(4)});
+  return out;
+}
+
 std::vector<StoredFinding> Store::findings() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoredFinding> out;
   Stmt s(db_,
          "SELECT signature, kind, stage, backend, op, node, params, message, detail, bundle, distance, rate, hits,"
-         " first_model, first_seen, last_seen, known FROM findings ORDER BY first_model, signature");
+         " first_model, first_seen, last_seen, known, root_cause, reduced FROM findings ORDER BY first_model, signature");
   while (s.step()) {
     StoredFinding f;
     f.signature = s.text(0);
@@ -210,6 +232,8 @@ std::vector<StoredFinding> Store::findings() {
     f.first_seen = s.text(14);
     f.last_seen = s.text(15);
     f.known = s.text(16);
+    f.root_cause = s.text(17);
+    f.reduced = s.text(18);
     out.push_back(std::move(f));
   }
   return out;

@@ -21,6 +21,14 @@ struct StoredFinding {
   int64_t hits = 0, first_model = 0;
   std::string first_seen, last_seen;
   std::string known;  // the known-issue ledger entry this finding matches, or empty
+  std::string root_cause, reduced;  // the reduced case's key and directory (empty: not reduced yet)
+};
+
+// Findings merged by the key of their reduced case (a finding not reduced is its own root cause).
+struct RootCause {
+  std::string signature;
+  int64_t findings = 0, hits = 0;
+  std::string reduced;  // one reduced bundle of it
 };
 
 class Store {
@@ -44,6 +52,8 @@ class Store {
              const std::function<std::string(const oracle::Finding&)>& bundle_for);
 
   std::vector<StoredFinding> findings();
+  void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced);
+  std::vector<RootCause> root_causes();
 
  private:
   void exec(const std::string& sql);

@@ -38,7 +38,7 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
   std::cout << "time: generate " << t.generate << " s, reference " << t.reference << " s";
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
   for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
-  std::cout << ", compare " << t.compare << " s, store " << t.store << " s\n";
+  std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
   if (all.empty()) {
     std::cout << "no findings: every backend agreed with the reference on every model\n";
     return;
@@ -48,7 +48,13 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
     std::cout << "  " << std::setw(6) << f.hits << "x  " << f.kind << " [" << f.stage << "] " << f.backend << " "
               << f.op << (f.node.empty() ? "" : " at '" + f.node + "'") << (f.known.empty() ? "" : "  [known: " + f.known + "]")
               << "\n          replay: "
-              << campaign::replay_command(f.bundle) << "\n";
+              << campaign::replay_command(f.bundle) << (f.reduced.empty() ? "" : "\n          reduced: " + f.reduced)
+              << "\n";
+  const auto roots = store.root_causes();
+  std::cout << roots.size() << " root causes (findings merged by the key of their reduced case):\n";
+  for (const auto& r : roots)
+    std::cout << "  " << std::setw(6) << r.hits << "x  " << r.signature << "  (" << r.findings << " finding"
+              << (r.findings == 1 ? "" : "s") << ")" << (r.reduced.empty() ? "" : "\n          reduced: " + r.reduced) << "\n";
 }
 
 }  // namespace
@@ -81,6 +87,7 @@ int cmd_fuzz(const Options& o) {
   opt.seed = o.seed;
   opt.out = o.out.empty() ? "campaign" : o.out;
   opt.command_line = o.command_line;
+  opt.reduce_runs = static_cast<int>(o.reduce);
   const campaign::ModelFactory factory = model_factory(o);
   const campaign::Summary s = campaign::run_campaign(opt, factory, std::cout);
   print_summary(s, opt.out);

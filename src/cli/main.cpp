@@ -236,7 +236,7 @@ const std::vector<Command>& commands() {
        cmd_gen},
       {"fuzz", "fuzz --backends LIST --time 10m|--models N", "a fuzz campaign: generate, run, compare, store findings",
        {"generator", "backends", "mode", "time", "models", "jobs", "seed", "out", "max_nodes", "dataset", "timeout",
-        "memory", "threads", "dtype", "loss", "learning_rate", "threshold", "epsilon", "metric", "oracle", "invalid_params",
+        "memory", "threads", "dtype", "loss", "learning_rate", "threshold", "epsilon", "metric", "oracle", "reduce", "invalid_params",
         "mutation_rate", "model"},
        cmd_fuzz},
       {"replay", "replay BUNDLE", "rerun a finding's bundle and say whether it reproduces", {}, cmd_replay},

@@ -72,7 +72,44 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
   if (!run.try_case(original, "original model")) return r;
   r.reproduced = true;
   const ir::Node* blamed = original.graph.find_node(blamed_node);
-  if (!blamed) return r;  // a crash or loss finding without a node: the model as it is
+  if (!blamed) {
+    // A crash (or loss) finding names no node: remove nodes one at a time, last first, each cut
+    // where its outputs are used (they become inputs fed the recorded values) or dropped with
+    // what only it fed; keep every removal after which the finding remains.
+    Case cur = original;
+    for (size_t pass = 0; pass < 2; ++pass) {
+      std::vector<std::string> order;
+      for (auto it = cur.graph.nodes.rbegin(); it != cur.graph.nodes.rend(); ++it) order.push_back(it->name);
+      for (const auto& name : order) {
+        if (r.runs >= opt.max_runs || cur.graph.nodes.size() <= 1) break;
+        const ir::Node* n = cur.graph.find_node(name);
+        if (!n) continue;
+        try {
+          Case c = cur;
+          // Graph outputs it produces move to its inputs' producers' outputs, or are dropped.
+          std::vector<std::string> outs;
+          for (const auto& o : c.graph.outputs)
+            if (std::find(n->outputs.begin(), n->outputs.end(), o) == n->outputs.end()) outs.push_back(o);
+          if (outs.empty())
+            for (size_t i = 0; i < ir::data_input_count(*n); ++i)
+              if (c.graph.producer(n->inputs[i])) outs.push_back(n->inputs[i]);
+          if (outs.empty()) continue;
+          c.graph.outputs = outs;
+          c.graph.types.clear();
+          c.graph = ir::remove_unused(c.graph);
+          for (const auto& o : n->outputs)
+            if (c.graph.producer(o)) c.graph = ir::cut_at(c.graph, o);
+          if (c.graph.find_node(name)) continue;
+          c.target = core::Tensor();
+          if (feed(c, original, recorded) && run.try_case(c, "without '" + name + "'")) cur = std::move(c);
+        } catch (const core::UserError&) {
+        }
+      }
+    }
+    r.reduced = std::move(cur);
+    r.one_node = r.reduced.graph.nodes.size() == 1;
+    return r;
+  }
 
   // 1. The blamed node alone, fed the recorded values of its inputs.
   try {
@@ -145,7 +182,7 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
   return r;
 }
 
-FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log) {
+FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log, const RanCheck& ran) {
   FixReport rep;
   if (one_node.graph.nodes.size() != 1) return rep;
   const ir::Node& n = one_node.graph.nodes[0];
@@ -193,9 +230,18 @@ FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_run
       } catch (const std::exception&) {
         still = true;
       }
-      rep.tried.push_back(what + (still ? ": still" : ": fixes"));
-      if (log) *log << "  localize-fix [" << rep.runs << "] " << n.name << " " << what << ": " << (still ? "still" : "fixes") << "\n";
-      if (!still) fixes.push_back(core::to_string(value));
+      bool refused = false;
+      if (!still && ran) {
+        try {
+          refused = !ran(c);
+        } catch (const std::exception&) {
+          refused = true;
+        }
+      }
+      const char* verdict = still ? "still" : refused ? "not run (refused or crashed)" : "fixes";
+      rep.tried.push_back(what + ": " + verdict);
+      if (log) *log << "  localize-fix [" << rep.runs << "] " << n.name << " " << what << ": " << verdict << "\n";
+      if (!still && !refused) fixes.push_back(core::to_string(value));
     }
     if (!fixes.empty()) {
       std::string by;

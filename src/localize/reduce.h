@@ -24,6 +24,9 @@ struct Case {
 
 // Whether a candidate still shows the finding.
 using Predicate = std::function<bool(const Case&)>;
+// For localize-fix: whether the blamed backend ran a candidate at all (a replacement the library
+// refuses, or that crashes instead, fixes nothing). Null: every candidate counts as run.
+using RanCheck = std::function<bool(const Case&)>;
 
 struct ReduceOptions {
   int max_runs = 200;
@@ -54,6 +57,7 @@ struct FixReport {
   std::vector<std::string> tried;  // "attr=value: fixes|still|invalid"
   int runs = 0;
 };
-FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log = nullptr);
+FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log = nullptr,
+                       const RanCheck& ran = nullptr);
 
 }  // namespace quorum::localize

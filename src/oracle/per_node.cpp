@@ -37,7 +37,7 @@ struct Verdict {
   int64_t swallowed = 0;  // the kernel propagates a NaN, the library returned a number
   int64_t wrong = 0;      // beyond the tolerance (or the wrong infinity)
   double distance = 0;    // max |got - want| over elements finite in both
-  int64_t worst = -1, first_nonfinite = -1;
+  int64_t worst = -1, first_nonfinite = -1, first_swallowed = -1;
   bool shape_mismatch = false;
   double got_at_worst = 0, want_at_worst = 0;
 };
@@ -60,7 +60,7 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
     if (std::isnan(w)) {
       if (!std::isnan(a)) {
         ++v.swallowed;
-        if (v.first_nonfinite < 0) v.first_nonfinite = i;
+        if (v.first_swallowed < 0) v.first_swallowed = i;
       }
       continue;
     }
@@ -464,7 +464,7 @@ struct PerNode {
         v.worst = 0, v.got_at_worst = sum(got), v.want_at_worst = sum(want);
       }
       // Blame: the consumer sending the most where it is worst.
-      const int64_t at = v.worst >= 0 ? v.worst : v.first_nonfinite;
+      const int64_t at = v.worst >= 0 ? v.worst : v.first_nonfinite >= 0 ? v.first_nonfinite : v.first_swallowed;
       const ir::Node* blamed = contrib[0].first;
       double most = -1;
       for (const auto& [c, t] : contrib) {
@@ -640,8 +640,9 @@ struct PerNode {
                  "]) where the float64 kernel on the library's own finite operands is finite";
     } else if (kind == Kind::NaNSwallowed) {
       f.detail = stage + " NaN swallowed at " + what + " (" + std::to_string(j.v.swallowed) +
-                 " elements, first at [" + std::to_string(j.v.first_nonfinite) +
-                 "]): the kernel propagates a NaN operand, the library returned a number";
+                 " elements, first at [" + std::to_string(j.v.first_swallowed) +
+                 "]): the float64 kernel gives NaN on the library's own operands (it propagates a NaN operand, or "
+                 "makes one: 0/0, inf - inf), the library returned a number";
     } else if (j.v.shape_mismatch) {
       f.detail = stage + " wrong shape at " + what;
     } else {
