@@ -2,7 +2,7 @@
 // eltwise backward kernels in reverse order. Operators oneDNN 2.6 has no algorithm for are
 // composed from ones it has (a composition is still computed entirely by the library):
 //   relu6 = clip_v2(0, 6); selu = linear(gamma) . elu(alpha); hard_sigmoid = clip_v2(0, 1) . linear(a, b)
-//   (2.6 has no hardsigmoid algorithm); rsqrt / reciprocal = pow(1, -0.5 / -1); neg = linear(-1);
+//   (2.6 has no hardsigmoid algorithm); rsqrt = sqrt then pow(x, -1); reciprocal = pow(x, -1); neg = linear(-1);
 //   softsign = x / linear(1, 1)(abs(x)) with a binary division.
 #include "backends/onednn/onednn_common.h"
 
@@ -85,7 +85,9 @@ const std::map<std::string, StepsFn>& chains() {
        }},
       {"rsqrt",
        [](const A&) {
-         return std::vector<Step>{{algorithm::eltwise_pow, 1, -0.5f}};
+         // sqrt, then 1/x: pow(x, -0.5) gives +0 at -inf where rsqrt is NaN (a mapping of Quorum's
+         // own that campaigns reported as oneDNN's).
+         return std::vector<Step>{{algorithm::eltwise_sqrt, 0, 0}, {algorithm::eltwise_pow, 1, -1}};
        }},
       {"reciprocal",
        [](const A&) {
