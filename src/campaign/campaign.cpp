@@ -125,10 +125,10 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
         t0 = Clock::now();
         const BundleContext ctx{m, ev, opt.setup, seed, index, opt.command_line, versions};
         std::vector<std::string> fresh_lines;
-        std::vector<std::pair<std::string, std::string>> fresh_bundles;  // (signature, bundle)
+        std::vector<std::tuple<std::string, std::string, std::string>> fresh_bundles;  // (signature, bundle, known)
         const int fresh = store.record(index, ev.findings, [&](const oracle::Finding& f) {
           const std::string path = write_bundle(opt.out, f, ctx);
-          fresh_bundles.push_back({f.signature(), path});
+          fresh_bundles.push_back({f.signature(), path, f.known});
           fresh_lines.push_back("new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) +
                                 "] " + f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
                                 (f.node.empty() ? "" : "at '" + f.node + "' ") +
@@ -140,13 +140,14 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
         // Each new finding reduced at once (bounded by opt.reduce_runs model runs), on this job's
         // workers: its root cause is the key of its reduced case.
         std::vector<std::string> new_roots;
-        for (const auto& [sig, path] : fresh_bundles) {
+        for (const auto& [sig, path, known] : fresh_bundles) {
           if (opt.reduce_runs <= 0) break;
           t0 = Clock::now();
           try {
             const BundleReduction r = reduce_bundle(path, opt.reduce_runs, nullptr, &workers);
             store.set_root_cause(sig, r.root_cause, r.reduced_dir);
-            new_roots.push_back(r.root_cause);
+            // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
+            new_roots.push_back(known.empty() ? r.root_cause : "known:" + known);
             if (!r.reduced_dir.empty())
               for (auto& l : fresh_lines)
                 if (l.find(path) != std::string::npos)

@@ -201,7 +201,8 @@ std::vector<RootCause> Store::root_causes() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RootCause> out;
   Stmt s(db_,
-         "SELECT COALESCE(NULLIF(root_cause, ''), signature) AS rc, COUNT(*), SUM(hits), MIN(first_model),"
+         "SELECT COALESCE('known:' || NULLIF(known, ''), NULLIF(root_cause, ''), signature) AS rc, COUNT(*), SUM(hits),"
+         " MIN(first_model),"
          " MAX(COALESCE(reduced, '')) FROM findings GROUP BY rc ORDER BY MIN(first_model), rc");
   while (s.step()) out.push_back({s.text(0), s.i64(1), s.i64(2), s.text(4)});
   return out;
