@@ -48,6 +48,7 @@ OpSpec make_loss(Loss l) {
   s.nondiff_inputs = {1};
   s.valid_ranges = l.ranges;
   s.tags = {"loss"};
+  if (l.name == "mse_loss") s.tags.push_back("squares");
   if (!l.ranges.empty()) s.tags.push_back("vulnerable");
   const std::string name = l.name;
   const int rank = l.rank;

@@ -160,7 +160,7 @@ OpSpec batch_norm_spec() {
     return core::attr_i(a, "training") == 1 ? in[0].shape[0] * spatial_size(in[0].shape) : 1;
   };
   s.valid_ranges = {ValidRange{4, 0, kInf, true, false, "var + epsilon <= 0 puts a non-positive value under sqrt"}};
-  s.tags = {"norm", "vulnerable"};
+  s.tags = {"norm", "vulnerable", "squares"};
   s.sample = [](core::Rng& rng) {
     Case c;
     const int rank = static_cast<int>(rng.randint(2, 5));
@@ -263,7 +263,7 @@ OpSpec layer_norm_spec() {
   s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
     return ln_split(in[0].shape, ln_axis(in[0].shape, a)).second;
   };
-  s.tags = {"norm"};
+  s.tags = {"norm", "squares"};
   s.sample = [](core::Rng& rng) {
     Case c;
     const int rank = static_cast<int>(rng.randint(2, 4));
@@ -376,7 +376,7 @@ OpSpec lrn_spec() {
   s.reduction_length = [](const std::vector<TensorType>&, const Attrs& a) -> int64_t {
     return core::attr_i(a, "size");
   };
-  s.tags = {"norm"};
+  s.tags = {"norm", "squares"};
   s.sample = [](core::Rng& rng) {
     Case c;
     c.inputs = {f64t({rng.randint(1, 2), rng.randint(1, 6), rng.randint(2, 4), rng.randint(2, 4)})};

@@ -124,7 +124,10 @@ struct OpSpec {
   std::function<std::optional<std::pair<double, double>>(double x, const Attrs& attrs)> kink_derivatives;
   std::function<Case(core::Rng&)> sample;
   bool is_loss = false;
-  std::vector<std::string> tags;  // "activation", "reshaping", "vulnerable", "pool", ...
+  // "activation", "reshaping", "vulnerable", "pool", ...; "squares": computes sums of squares of its
+  // operands (variances, squared errors), so a float32 computation overflows once an operand
+  // exceeds sqrt(FLT_MAX / reduction length) although the result fits.
+  std::vector<std::string> tags;
 
   bool multi_input() const { return max_inputs != 1; }
   bool differentiable() const { return static_cast<bool>(vjp); }

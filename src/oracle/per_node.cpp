@@ -204,6 +204,7 @@ struct PerNode {
       }
       const ops::Tolerance tol = node_tolerance(g, n, th.dtype, false);
       const bool finite = all_finite(held);
+      if (squares_overflow(n.op, held, n)) continue;  // its float32 sums of squares overflow: float32 range
       std::vector<Tensor> sens;  // computed on the first output beyond the plain tolerance
       for (size_t k = 0; k < n.outputs.size() && k < want.size(); ++k) {
         auto got = r.values.find(n.outputs[k]);
@@ -276,6 +277,27 @@ struct PerNode {
     }
   }
 
+  // Whether an operator that sums squares of its operands ("squares" tag: variances, squared
+  // errors) overflows float32 on them: an operand beyond sqrt(FLT_MAX / reduction length).
+  bool squares_overflow(const std::string& op, const std::vector<Tensor>& held, const ir::Node& n) const {
+    const ops::OpSpec& spec = ops::op(op);
+    if (th.dtype != DType::F32 || !spec.has_tag("squares")) return false;
+    double len = 1;
+    if (spec.reduction_length) {
+      std::vector<core::TensorType> types;
+      for (size_t i = 0; i < ir::data_input_count(n) && i < held.size(); ++i) types.push_back(held[i].type());
+      try {
+        len = static_cast<double>(std::max<int64_t>(1, spec.reduction_length(types, n.attrs)));
+      } catch (const std::exception&) {
+      }
+    }
+    const double limit = std::sqrt(FLT_MAX / len);
+    for (size_t i = 0; i < ir::data_input_count(n) && i < held.size(); ++i)
+      for (int64_t k = 0; k < held[i].numel(); ++k)
+        if (std::abs(held[i].get(k)) > limit) return true;
+    return false;
+  }
+
   // Whether a float32 sum inside a summing operator can overflow although its result does not.
   bool intermediate_overflow(const ir::Node& n, const std::vector<Tensor>& held, size_t k,
                              const std::vector<Tensor>* gy = nullptr) const {
@@ -305,6 +327,12 @@ struct PerNode {
       return;
     }
     const bool finite = !has_nonfinite(pred) && !has_nonfinite(tgt);
+    if (th.dtype == DType::F32 && spec.has_tag("squares")) {
+      // Squared errors beyond float32's range: the loss overflows in any float32 library.
+      double worst = 0;
+      for (int64_t i = 0; i < pred.numel() && i < tgt.numel(); ++i) worst = std::max(worst, std::abs(pred.get(i) - tgt.get(i)));
+      if (!(worst <= std::sqrt(FLT_MAX / static_cast<double>(std::max<int64_t>(1, pred.numel()))))) return;
+    }
     Verdict v = verdict(Tensor::scalar(r.loss), rounded_to(want[0], th.dtype).reshaped({}),
                         loss_tolerance(g, th.loss_op, th.dtype, false), finite);
     if (r.loss_grad.defined() && !want_grad.empty()) {
@@ -325,6 +353,7 @@ struct PerNode {
     bool ok = false;
     std::vector<Tensor> held, gy, gin;
     bool finite = true;
+    bool squares_overflow = false;
   };
 
   Vjp vjp_of(const ir::Node& n, const BackendRun& r) const {
@@ -336,7 +365,15 @@ struct PerNode {
     ops::Inputs in;
     for (const auto& t : v.held) in.push_back(&t);
     try {
-      const std::vector<Tensor> outs = spec.forward(in, n.attrs);
+      // The node's outputs as the library holds them (its own float32 values: a derivative taken
+      // from a saturated output, sigmoid's y (1 - y) at y = 1, is then the library's), else the
+      // kernel's rounded to the run's dtype.
+      std::vector<Tensor> outs = spec.forward(in, n.attrs);
+      for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {
+        auto own = r.values.find(n.outputs[k]);
+        if (own != r.values.end() && own->second.shape() == outs[k].shape()) outs[k] = own->second.to(DType::F64);
+        else outs[k] = rounded_to(outs[k], th.dtype);
+      }
       bool any = false;
       for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) {
         auto it = r.grads.find(n.outputs[k]);
@@ -357,6 +394,7 @@ struct PerNode {
       return v;
     }
     v.finite = all_finite(v.held) && all_finite(v.gy);
+    v.squares_overflow = squares_overflow(n.op, v.held, n);
     v.ok = v.gin.size() == n.inputs.size();
     return v;
   }
@@ -422,6 +460,8 @@ struct PerNode {
         for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += v.gin[k].get(i);
       }
       if (!known) return;
+      for (const auto& [c, k] : cons)
+        if (vjps.at(c->name).squares_overflow) return;  // float32 range in that consumer's backward
       if (with_loss && r.loss_grad.defined()) {
         if (!want.defined()) want = zeros_like(r.loss_grad);
         if (r.loss_grad.shape() != want.shape()) return;

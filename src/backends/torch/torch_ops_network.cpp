@@ -17,6 +17,7 @@
 #include <ATen/ops/mean.h>
 #include <ATen/ops/mse_loss.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/nan_to_num.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/rnn_tanh.h>
@@ -58,14 +59,15 @@ at::Tensor batch_norm(const NodeContext& c, const TensorList& in) {
   // respect to argument 'running_mean'"), but the catalogue differentiates through them. The
   // output comes from at::batch_norm on detached statistics; a term equal to zero in value,
   // (f - f.detach()) with f the same normalisation written in ATen ops of mean and var only,
-  // carries their gradients without changing the output.
+  // carries their gradients without changing the output. Where f is infinite (x = -inf) the term
+  // is inf - inf = NaN, which would be Quorum's, not libtorch's: it is zeroed there.
   at::Tensor y = at::batch_norm(x, scale, bias, mean.detach(), var.detach(), false, 0.0, eps, false);
   if (mean.requires_grad() || var.requires_grad()) {
     std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
     shape[1] = x.size(1);
     const at::Tensor f = at::mul(at::mul(at::sub(x.detach(), mean.reshape(shape)), at::rsqrt(at::add(var.reshape(shape), eps))),
                                  scale.detach().reshape(shape));
-    y = at::add(y, at::sub(f, f.detach()));
+    y = at::add(y, at::nan_to_num(at::sub(f, f.detach()), 0.0, 0.0, 0.0));
   }
   return y;
 }
