@@ -112,7 +112,7 @@ Support supports_graph(const Backend& b, const ir::Graph& g, bool training = fal
 // that can separate them returns each under this key in TrainResult::grads, beside the value's
 // total, so the oracle judges each consumer's backward on its own.
 inline std::string contribution_key(const std::string& value, const std::string& consumer) {
-  return value + "@" + consumer;
+  return ir::contribution_key(value, consumer);
 }
 // The values consumed by more than one node input (data or weight).
 std::set<std::string> multi_consumer_values(const ir::Graph& g);

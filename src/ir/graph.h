@@ -55,4 +55,10 @@ void validate(Graph& g, const std::string& where, const ValidateOptions& opt = {
 // Number of leading data inputs of a node (the rest are the op's parameters).
 size_t data_input_count(const Node& n);
 
+// The key of one consumer's share of a value's gradient, for values several nodes consume
+// (gradient maps keep it beside the value's total).
+inline std::string contribution_key(const std::string& value, const std::string& consumer) {
+  return value + "@" + consumer;
+}
+
 }  // namespace quorum::ir

@@ -96,8 +96,16 @@ RateMap rate_map(const ir::Graph& g, bool backward, const std::string& blamed_na
     MapNode x;
     x.node = n.name;
     x.op = n.op;
-    // The node's state: its outputs (forward), or what it sends back to its inputs and weights.
-    const std::vector<std::string> state = backward ? n.inputs : n.outputs;
+    // The node's state: its outputs (forward), or what it sends back to its inputs and weights —
+    // its own contribution where the backend returned one for a value several nodes consume.
+    std::vector<std::string> state = n.outputs;
+    if (backward) {
+      state.clear();
+      for (const auto& v : n.inputs) {
+        const std::string key = backends::contribution_key(v, n.name);
+        state.push_back(blamed.count(key) && other.count(key) ? key : v);
+      }
+    }
     x.judged = mad(state, blamed, other, x.delta);
     if (!mad(state, blamed, ref, x.delta_ref)) x.delta_ref = 0;
     at[n.name] = m.nodes.size();

@@ -86,6 +86,9 @@ TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& targ
   if (ov && ov->loss_grad_scale != 1.0)
     for (int64_t i = 0; i < r.loss_grad.numel(); ++i) r.loss_grad.f64()[i] *= ov->loss_grad_scale;
   accumulate(r.grads, g.outputs[0], r.loss_grad);
+  std::map<std::string, int> uses;
+  for (const auto& n : g.nodes)
+    for (const auto& v : n.inputs) ++uses[v];
   for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
     const ir::Node& n = *it;
     const ops::OpSpec& spec = ops::op(n.op);
@@ -107,7 +110,11 @@ TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& targ
     std::vector<Tensor> gin = vjp(gather(n, r.values), n.attrs, outs, gouts);
     QUORUM_CHECK(gin.size() == n.inputs.size(), "operator '" + n.op + "' VJP returned the wrong number of gradients");
     for (size_t i = 0; i < gin.size(); ++i)
-      if (gin[i].defined()) accumulate(r.grads, n.inputs[i], gin[i]);
+      if (gin[i].defined()) {
+        accumulate(r.grads, n.inputs[i], gin[i]);
+        // Each consumer's share too, for values several nodes consume (ir::contribution_key).
+        if (uses.at(n.inputs[i]) > 1) accumulate(r.grads, ir::contribution_key(n.inputs[i], n.name), gin[i]);
+      }
   }
   return r;
 }

@@ -299,6 +299,8 @@ TEST(PerNode, AGradientSummedOverSeveralConsumersIsChecked) {
   const Case c(g, {{"x", core::Tensor::f64({1, 3}, {1, 2, -1})}}, core::Tensor::f64({1, 3}, {0, 0, 0}));
   EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("A")}).empty());
   BackendRun a = c.run("A");
+  // A library that returns only totals (no per-consumer contributions).
+  for (auto it = a.grads.begin(); it != a.grads.end();) it = it->first.find('@') != std::string::npos ? a.grads.erase(it) : std::next(it);
   a.grads["a"].f64()[1] *= 1.5;
   a.grads["x"].f64()[1] *= 1.5;  // neg passes it on: right on its own incoming gradient
   const auto found = c.judge_runs({c.run("ref"), a});
