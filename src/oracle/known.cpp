@@ -141,6 +141,7 @@ Ledger load_ledgers(const std::string& backends_dir) {
   namespace fs = std::filesystem;
   Ledger all;
   std::error_code ec;
+  if (!fs::is_directory(backends_dir, ec)) throw UserError(backends_dir + ": no such folder of ledgers (<backend>/known_differences.json)");
   std::vector<fs::path> files;
   for (const auto& d : fs::directory_iterator(backends_dir, ec)) {
     const fs::path f = d.path() / "known_differences.json";
