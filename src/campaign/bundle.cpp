@@ -1,6 +1,8 @@
 // Bundle writing and replay.
 #include "campaign/bundle.h"
 
+#include "core/rng.h"
+
 #include "localize/rate_map.h"
 
 #include <unistd.h>
@@ -29,8 +31,7 @@ std::string safe_name(const std::string& s) {
 }
 
 std::string short_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  const uint64_t h = core::fnv1a(s);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h & 0xffffffffull));
   return buf;
@@ -88,10 +89,19 @@ Setup setup_from_json(const json& j, const std::string& where) {
 
 std::string bundle_file_name(const std::string& value) { return safe_name(value); }
 
+json read_finding(const std::string& bundle_dir) {
+  const std::string fpath = (fs::path(bundle_dir) / "finding.json").string();
+  try {
+    return json::parse(core::read_file(fpath));
+  } catch (const json::parse_error& e) {
+    throw core::UserError(fpath + ": malformed JSON: " + e.what());
+  }
+}
+
 Setup bundle_setup(const std::string& bundle_dir) {
   const std::string fpath = (fs::path(bundle_dir) / "finding.json").string();
   try {
-    return setup_from_json(json::parse(core::read_file(fpath)).at("setup"), fpath);
+    return setup_from_json(read_finding(bundle_dir).at("setup"), fpath);
   } catch (const json::exception& e) {
     throw core::UserError(fpath + ": malformed finding: " + e.what());
   }
@@ -205,12 +215,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
 Replayed replay(const std::string& bundle_dir) {
   const fs::path dir(bundle_dir);
   const std::string fpath = (dir / "finding.json").string();
-  json j;
-  try {
-    j = json::parse(core::read_file(fpath));
-  } catch (const json::parse_error& e) {
-    throw core::UserError(fpath + ": malformed JSON: " + e.what());
-  }
+  const json j = read_finding(bundle_dir);
   ModelCase m;
   m.graph = ir::load_graph((dir / "model.json").string());
   for (const auto& in : m.graph.inputs)

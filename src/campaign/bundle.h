@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "campaign/evaluate.h"
 
 namespace quorum::campaign {
@@ -24,6 +26,8 @@ struct BundleContext {
 std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, const BundleContext& ctx);
 // The same, into the directory `dir` itself (a reduced case beside its bundle: BUNDLE/reduced).
 std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, const BundleContext& ctx);
+// A bundle's finding.json; UserError naming the file when it is malformed.
+nlohmann::ordered_json read_finding(const std::string& bundle_dir);
 // The settings a bundle's finding was found with (its finding.json "setup").
 Setup bundle_setup(const std::string& bundle_dir);
 // The file name (without .npy) a value is saved under in a bundle.

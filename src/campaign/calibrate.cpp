@@ -21,12 +21,6 @@ constexpr double kSafety = 8;
 constexpr double kFloorAtol = 4 * 0x1p-24, kFloorRtol = 8 * 0x1p-24;
 constexpr double kCeilAtol = 1e-5, kCeilRtol = 1e-4;
 
-uint64_t name_seed(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // The lower median: with one library the value itself, with two the smaller; a single library's
 // bug (or a uniquely precise library) does not set the tolerance of the others.
 double lower_median(std::vector<double> v) {
@@ -44,7 +38,7 @@ std::vector<OpCalibration> calibrate(const std::vector<BackendSpec>& backends, i
     OpCalibration cal;
     cal.op = spec->name;
     for (int k = 0; k < cases; ++k) {
-      core::Rng rng(name_seed(spec->name) + static_cast<uint64_t>(k));
+      core::Rng rng(core::fnv1a(spec->name) + static_cast<uint64_t>(k));
       ops::Case c = spec->sample(rng);
       const ir::SingleNode sn = ir::single_node_graph(*spec, c, rng, core::DType::F32);
       const ir::Graph& g = sn.graph;

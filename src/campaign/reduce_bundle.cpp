@@ -19,7 +19,7 @@ namespace quorum::campaign {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // as bundles write finding.json
 
 // Every value a backend recorded in the bundle (node outputs; gradients for grads/).
 backends::ValueMap recorded(const fs::path& dir, const ir::Graph& g) {
@@ -50,13 +50,7 @@ bool same_finding(const oracle::Finding& f, const json& want) {
 BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log, WorkerSet* shared) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(bundle_dir);
-  const std::string fpath = (dir / "finding.json").string();
-  json j;
-  try {
-    j = json::parse(core::read_file(fpath));
-  } catch (const json::parse_error& e) {
-    throw core::UserError(fpath + ": malformed JSON: " + e.what());
-  }
+  const json j = read_finding(bundle_dir);
   BundleReduction out;
   out.bundle = bundle_dir;
   out.signature = j.at("signature").get<std::string>();

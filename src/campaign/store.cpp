@@ -78,18 +78,15 @@ Store::Store(const std::string& dir) {
       "CREATE TABLE IF NOT EXISTS models (idx INTEGER PRIMARY KEY, findings INTEGER NOT NULL, done_at TEXT NOT NULL);"
       "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
   // The known-issue label (a ledger entry id) came later: stores written before get the column.
-  bool has_known = false;
-  {
+  // Columns added after the first stores were written: older stores get them here.
+  auto has_column = [&](const std::string& name) {
     Stmt cols(db_, "PRAGMA table_info(findings)");
-    while (cols.step()) has_known |= cols.text(1) == "known";
-  }
-  if (!has_known) exec("ALTER TABLE findings ADD COLUMN known TEXT");
-  bool has_root = false;
-  {
-    Stmt cols(db_, "PRAGMA table_info(findings)");
-    while (cols.step()) has_root |= cols.text(1) == "root_cause";
-  }
-  if (!has_root) exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
+    while (cols.step())
+      if (cols.text(1) == name) return true;
+    return false;
+  };
+  if (!has_column("known")) exec("ALTER TABLE findings ADD COLUMN known TEXT");
+  if (!has_column("root_cause")) exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
 }
 
 Store::~Store() { sqlite3_close(db_); }

@@ -42,4 +42,11 @@ class Rng {
   uint64_t s_[4];
 };
 
+// FNV-1a of a string: a stable 64-bit seed or key from a name (an operator, a node, a signature).
+inline uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace quorum::core

@@ -123,19 +123,13 @@ constexpr int kTrials = 3;
 constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
 constexpr double kMargin = 4;  // allowed deviation, in spreads
 
-uint64_t seed_of(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 template <class F>
 std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vector<Tensor>& base, DType dtype,
                            const std::string& where, const F& f) {
   const double u = dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
   std::vector<Tensor> s;
   for (const auto& b : base) s.push_back(zeros_like(b));
-  core::Rng rng(seed_of(where));
+  core::Rng rng(core::fnv1a(where));
   for (int t = 0; t < kTrials; ++t) {
     std::vector<Tensor> p;
     for (const auto& o : operands) {
@@ -432,87 +426,85 @@ struct PerNode {
   void check_gradient(size_t ri, const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
                       const std::map<std::string, Vjp>& vjps, const Tensor& got, bool with_loss) {
     const BackendRun& r = runs[ri];
-    {
-      Tensor want;
-      bool known = true, finite = true;
-      ops::Tolerance tol{0, 0};
-      std::vector<std::pair<const ir::Node*, const Tensor*>> contrib;
-      for (const auto& [c, k] : cons) {
-        const Vjp& v = vjps.at(c->name);
-        if (!v.ok) {
-          known = false;
-          break;
-        }
-        if (ops::op(c->op).nondiff_inputs.size() &&
-            std::count(ops::op(c->op).nondiff_inputs.begin(), ops::op(c->op).nondiff_inputs.end(), static_cast<int>(k)))
-          continue;
-        const ops::Tolerance t = node_tolerance(g, *c, th.dtype, true);
-        tol.atol = std::max(tol.atol, t.atol);
-        tol.rtol = std::max(tol.rtol, t.rtol);
-        finite &= v.finite;
-        if (!v.gin[k].defined()) continue;
-        if (v.gin[k].shape() != got.shape()) {
-          known = false;
-          break;
-        }
-        contrib.push_back({c, &v.gin[k]});
-        if (!want.defined()) want = zeros_like(v.gin[k]);
-        for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += v.gin[k].get(i);
+    Tensor want;
+    bool known = true, finite = true;
+    ops::Tolerance tol{0, 0};
+    std::vector<std::pair<const ir::Node*, const Tensor*>> contrib;
+    for (const auto& [c, k] : cons) {
+      const Vjp& v = vjps.at(c->name);
+      if (!v.ok) {
+        known = false;
+        break;
       }
-      if (!known) return;
-      for (const auto& [c, k] : cons)
-        if (vjps.at(c->name).squares_overflow) return;  // float32 range in that consumer's backward
-      if (with_loss && r.loss_grad.defined()) {
-        if (!want.defined()) want = zeros_like(r.loss_grad);
-        if (r.loss_grad.shape() != want.shape()) return;
-        for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += r.loss_grad.get(i);
-        finite &= !has_nonfinite(r.loss_grad);
+      if (ops::op(c->op).nondiff_inputs.size() &&
+          std::count(ops::op(c->op).nondiff_inputs.begin(), ops::op(c->op).nondiff_inputs.end(), static_cast<int>(k)))
+        continue;
+      const ops::Tolerance t = node_tolerance(g, *c, th.dtype, true);
+      tol.atol = std::max(tol.atol, t.atol);
+      tol.rtol = std::max(tol.rtol, t.rtol);
+      finite &= v.finite;
+      if (!v.gin[k].defined()) continue;
+      if (v.gin[k].shape() != got.shape()) {
+        known = false;
+        break;
       }
-      if (!want.defined() || contrib.empty()) return;
-      if (tol.atol == 0 && tol.rtol == 0) return;
-      auto explained = [&](int64_t i, double a) { return convention(value, cons, vjps, want, i, a, tol); };
-      const Tensor w = rounded_to(want, th.dtype);
-      Verdict v = verdict(got, w, tol, finite, explained);
-      if (v.wrong && !v.shape_mismatch) {
-        const std::vector<Tensor> sens = gradient_spread(value, cons, vjps, want);
-        // Plus the rounding bound of the consumers' sums (bias and weight gradients sum over the
-        // batch and every position).
-        Tensor bound;
-        for (const auto& [c, k] : cons) {
-          const Vjp& cv = vjps.at(c->name);
-          const Tensor b = sum_magnitude(*c, cv.held, k, &cv.gy);
-          if (!b.defined() || b.shape() != want.shape()) continue;
-          if (!bound.defined()) bound = zeros_like(want);
-          for (int64_t i = 0; i < b.numel(); ++i) bound.f64()[i] += b.get(i);
-        }
-        const double u = th.dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
-        v = verdict(got, w, tol, finite, [&](int64_t i, double a) {
-          const double allowed = (sens.empty() ? 0 : kMargin * sens[0].get(i)) + (bound.defined() ? u * bound.get(i) : 0);
-          return std::abs(a - w.get(i)) <= allowed || explained(i, a);
-        });
-      }
-      v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
-      if (v.produced && th.dtype == DType::F32)
-        for (const auto& [c, k] : cons)
-          if (intermediate_overflow(*c, vjps.at(c->name).held, k, &vjps.at(c->name).gy)) {
-            v.produced = 0;
-            break;
-          }
-      if (!v.wrong && !v.produced && !v.swallowed && !keeps_total(value, cons, vjps, got, want, tol)) {
-        v.wrong = 1;
-        v.distance = std::abs(sum(got) - sum(want));
-        v.worst = 0, v.got_at_worst = sum(got), v.want_at_worst = sum(want);
-      }
-      // Blame: the consumer sending the most where it is worst.
-      const int64_t at = v.worst >= 0 ? v.worst : v.first_nonfinite >= 0 ? v.first_nonfinite : v.first_swallowed;
-      const ir::Node* blamed = contrib[0].first;
-      double most = -1;
-      for (const auto& [c, t] : contrib) {
-        const double m = at >= 0 && at < t->numel() ? std::abs(t->get(at)) : 0;
-        if (std::isnan(m) || m > most) most = std::isnan(m) ? INFINITY : m, blamed = c;
-      }
-      note(Stage::Backward, blamed, value, ri, v);
+      contrib.push_back({c, &v.gin[k]});
+      if (!want.defined()) want = zeros_like(v.gin[k]);
+      for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += v.gin[k].get(i);
     }
+    if (!known) return;
+    for (const auto& [c, k] : cons)
+      if (vjps.at(c->name).squares_overflow) return;  // float32 range in that consumer's backward
+    if (with_loss && r.loss_grad.defined()) {
+      if (!want.defined()) want = zeros_like(r.loss_grad);
+      if (r.loss_grad.shape() != want.shape()) return;
+      for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += r.loss_grad.get(i);
+      finite &= !has_nonfinite(r.loss_grad);
+    }
+    if (!want.defined() || contrib.empty()) return;
+    if (tol.atol == 0 && tol.rtol == 0) return;
+    auto explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol); };
+    const Tensor w = rounded_to(want, th.dtype);
+    Verdict v = verdict(got, w, tol, finite, explained);
+    if (v.wrong && !v.shape_mismatch) {
+      const std::vector<Tensor> sens = gradient_spread(value, cons, vjps, want);
+      // Plus the rounding bound of the consumers' sums (bias and weight gradients sum over the
+      // batch and every position).
+      Tensor bound;
+      for (const auto& [c, k] : cons) {
+        const Vjp& cv = vjps.at(c->name);
+        const Tensor b = sum_magnitude(*c, cv.held, k, &cv.gy);
+        if (!b.defined() || b.shape() != want.shape()) continue;
+        if (!bound.defined()) bound = zeros_like(want);
+        for (int64_t i = 0; i < b.numel(); ++i) bound.f64()[i] += b.get(i);
+      }
+      const double u = th.dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
+      v = verdict(got, w, tol, finite, [&](int64_t i, double a) {
+        const double allowed = (sens.empty() ? 0 : kMargin * sens[0].get(i)) + (bound.defined() ? u * bound.get(i) : 0);
+        return std::abs(a - w.get(i)) <= allowed || explained(i, a);
+      });
+    }
+    v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
+    if (v.produced && th.dtype == DType::F32)
+      for (const auto& [c, k] : cons)
+        if (intermediate_overflow(*c, vjps.at(c->name).held, k, &vjps.at(c->name).gy)) {
+          v.produced = 0;
+          break;
+        }
+    if (!v.wrong && !v.produced && !v.swallowed && !keeps_total(value, cons, got, want, tol)) {
+      v.wrong = 1;
+      v.distance = std::abs(sum(got) - sum(want));
+      v.worst = 0, v.got_at_worst = sum(got), v.want_at_worst = sum(want);
+    }
+    // Blame: the consumer sending the most where it is worst.
+    const int64_t at = v.worst >= 0 ? v.worst : v.first_nonfinite >= 0 ? v.first_nonfinite : v.first_swallowed;
+    const ir::Node* blamed = contrib[0].first;
+    double most = -1;
+    for (const auto& [c, t] : contrib) {
+      const double m = at >= 0 && at < t->numel() ? std::abs(t->get(at)) : 0;
+      if (std::isnan(m) || m > most) most = std::isnan(m) ? INFINITY : m, blamed = c;
+    }
+    note(Stage::Backward, blamed, value, ri, v);
   }
 
   // The spread of a gradient's sum of contributions when every consumer's operands and incoming
@@ -552,7 +544,7 @@ struct PerNode {
   // A deviation at element i that a consumer's convention allows: the element is tied for an
   // extreme (the gradient may go to any of the tied inputs), or sits at a kink whose derivative
   // libraries choose differently and the gradient lies between the two one-sided derivatives.
-  bool convention(const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+  bool convention(const std::vector<std::pair<const ir::Node*, size_t>>& cons,
                   const std::map<std::string, Vjp>& vjps, const Tensor& want, int64_t i, double got,
                   const ops::Tolerance& tol) const {
     for (const auto& [c, k] : cons) {
@@ -575,16 +567,13 @@ struct PerNode {
         if (element_within(got, std::clamp(got, lo, hi), scale, tol)) return true;
       }
     }
-    (void)value;
     return false;
   }
 
   // Routing moves gradient among tied inputs, it does not make any: for a value whose only
   // consumer is a one-input operator with ties, the total must be kept.
   bool keeps_total(const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
-                   const std::map<std::string, Vjp>& vjps, const Tensor& got, const Tensor& want,
-                   const ops::Tolerance& tol) const {
-    (void)vjps;
+                   const Tensor& got, const Tensor& want, const ops::Tolerance& tol) const {
     if (cons.size() != 1 || value == g.outputs[0]) return true;
     const ir::Node& c = *cons[0].first;
     if (!ops::op(c.op).extremes || ir::data_input_count(c) != 1) return true;

@@ -55,11 +55,7 @@ std::string stage_of(const std::string& failure) {
   return "BC";
 }
 
-uint64_t name_seed(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+uint64_t name_seed(const std::string& s) { return core::fnv1a(s); }
 
 class Agreement : public ::testing::TestWithParam<std::string> {};
 

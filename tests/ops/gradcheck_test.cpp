@@ -14,11 +14,7 @@ namespace {
 constexpr int kCases = 6;
 constexpr int kMaxProbesPerInput = 40;
 
-uint64_t name_seed(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+uint64_t name_seed(const std::string& s) { return core::fnv1a(s); }
 
 double weighted_sum(const std::vector<Tensor>& outs, const std::vector<Tensor>& w) {
   double s = 0;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ir/json_io.h"
+#include "oracle/exact_run.h"
 #include "ref/interpreter.h"
 
 namespace quorum::oracle {
@@ -23,18 +24,7 @@ ir::Graph graph() {
                              "g");
 }
 
-// A backend run that reproduces the reference exactly (tests then perturb it).
-BackendRun exact_run(const ir::Graph& g, const ref::TrainResult& tr, const std::string& name, bool is_ref) {
-  BackendRun r;
-  r.backend = name;
-  r.is_reference = is_ref;
-  for (const auto& n : g.nodes) r.values[n.outputs[0]] = tr.values.at(n.outputs[0]);
-  r.trained = true;
-  r.loss = tr.loss;
-  r.loss_grad = tr.loss_grad;
-  r.grads = tr.grads;
-  return r;
-}
+using testing::exact_run;
 
 struct Fixture {
   ir::Graph g = graph();

@@ -7,6 +7,7 @@
 
 #include "ir/json_io.h"
 #include "oracle/oracle.h"
+#include "oracle/exact_run.h"
 #include "ref/interpreter.h"
 
 namespace quorum::oracle {
@@ -24,19 +25,8 @@ ir::Graph chain() {
                              "chain");
 }
 
-// A run that computes exactly what the reference computes on `in` (tests then perturb it).
-BackendRun exact(const ir::Graph& g, const ref::TrainResult& tr, const std::string& name, bool is_ref = false) {
-  BackendRun r;
-  r.backend = name;
-  r.is_reference = is_ref;
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs) r.values[o] = tr.values.at(o);
-  r.trained = true;
-  r.loss = tr.loss;
-  r.loss_grad = tr.loss_grad;
-  r.grads = tr.grads;
-  return r;
-}
+// A run that computes exactly what the reference computes (tests then perturb it).
+using testing::exact_run;
 
 struct Case {
   ir::Graph g;
@@ -46,13 +36,24 @@ struct Case {
   Case(ir::Graph graph, backends::ValueMap inputs, core::Tensor t)
       : g(std::move(graph)), in(std::move(inputs)), target(std::move(t)),
         tr(ref::train(g, in, target, ref::LossSpec{"mse_loss", {}})) {}
-  BackendRun run(const std::string& name) const { return exact(g, tr, name, name == "ref"); }
+  BackendRun run(const std::string& name) const { return exact_run(g, tr, name, name == "ref"); }
   // A library whose values are recomputed by the reference from an altered forward value:
   // everything downstream of `value` is right on the library's own inputs.
   std::vector<Finding> judge_runs(const std::vector<BackendRun>& runs, Thresholds th = {}) const {
     return judge(g, runs, th, &in, &target);
   }
 };
+
+// x -> a (neg) -> {b (neg), c (exp)} -> s (add): a has two consumers.
+ir::Graph two_consumers() {
+  return ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["s"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "b", "op": "neg", "inputs": ["a"], "outputs": ["b"]},
+              {"name": "c", "op": "exp", "inputs": ["a"], "outputs": ["c"]},
+              {"name": "s", "op": "add", "inputs": ["b", "c"], "outputs": ["s"]}]})",
+                             "two_consumers");
+}
 
 Case chain_case() {
   return Case(chain(), {{"x", core::Tensor::f64({1, 4}, {0.5, -1, 2, 3})}}, core::Tensor::f64({1, 2}, {0, 0}));
@@ -289,13 +290,7 @@ TEST(PerNode, TheLossIsJudgedOnTheLibrarysOwnOutputWithTheLossOperatorsTolerance
 
 TEST(PerNode, AGradientSummedOverSeveralConsumersIsChecked) {
   // a feeds both b (neg) and c (relu); the library's gradient of a is wrong.
-  const ir::Graph g = ir::graph_from_json(R"({
-    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["s"],
-    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
-              {"name": "b", "op": "neg", "inputs": ["a"], "outputs": ["b"]},
-              {"name": "c", "op": "exp", "inputs": ["a"], "outputs": ["c"]},
-              {"name": "s", "op": "add", "inputs": ["b", "c"], "outputs": ["s"]}]})",
-                                          "g");
+  const ir::Graph g = two_consumers();
   const Case c(g, {{"x", core::Tensor::f64({1, 3}, {1, 2, -1})}}, core::Tensor::f64({1, 3}, {0, 0, 0}));
   EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("A")}).empty());
   BackendRun a = c.run("A");
@@ -338,17 +333,11 @@ namespace {
 TEST(PerNode, AConsumersOwnContributionIsJudgedWhenTheLibraryReturnsIt) {
   // a feeds b (neg) and c (exp): the library's exp backward is wrong. From the total alone the
   // larger sender (neg) would be blamed; with per-consumer contributions the finding is at exp.
-  const ir::Graph g = ir::graph_from_json(R"({
-    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["s"],
-    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
-              {"name": "b", "op": "neg", "inputs": ["a"], "outputs": ["b"]},
-              {"name": "c", "op": "exp", "inputs": ["a"], "outputs": ["c"]},
-              {"name": "s", "op": "add", "inputs": ["b", "c"], "outputs": ["s"]}]})",
-                                          "g");
+  const ir::Graph g = two_consumers();
   const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {1, 2, -1})}};
   const core::Tensor target = core::Tensor::f64({1, 3}, {0, 0, 0});
   const auto tr = ref::train(g, in, target, ref::LossSpec{"mse_loss", {}});
-  BackendRun a = exact(g, tr, "A");
+  BackendRun a = exact_run(g, tr, "A");
   const core::Tensor gs = tr.grads.at("s");
   core::Tensor from_b(core::DType::F64, {1, 3}), from_c(core::DType::F64, {1, 3});
   for (int i = 0; i < 3; ++i) {
@@ -360,7 +349,7 @@ TEST(PerNode, AConsumersOwnContributionIsJudgedWhenTheLibraryReturnsIt) {
   a.grads["x"].f64()[1] = -a.grads["a"].f64()[1];
   a.grads[backends::contribution_key("a", "b")] = from_b;
   a.grads[backends::contribution_key("a", "c")] = from_c;
-  const auto found = judge(g, {exact(g, tr, "ref", true), a}, Thresholds{}, &in, &target);
+  const auto found = judge(g, {exact_run(g, tr, "ref", true), a}, Thresholds{}, &in, &target);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].stage, Stage::Backward);
   EXPECT_EQ(found[0].node, "c");
