@@ -137,6 +137,21 @@ void write_map(const fs::path& dir, const oracle::Finding& f, const BundleContex
 
 }  // namespace
 
+backends::ValueMap read_recorded(const std::string& dir, const ir::Graph& g) {
+  namespace fs = std::filesystem;
+  backends::ValueMap m;
+  std::vector<std::string> names;
+  for (const auto& n : g.nodes) names.insert(names.end(), n.outputs.begin(), n.outputs.end());
+  for (const auto& [w, t] : g.initializers) names.push_back(w);
+  for (const auto& in : g.inputs) names.push_back(in.name);
+  for (const auto& v : names) {
+    const fs::path p = fs::path(dir) / (bundle_file_name(v) + ".npy");
+    std::error_code ec;
+    if (fs::exists(p, ec)) m.emplace(v, core::read_npy(p.string()).to(core::DType::F64));
+  }
+  return m;
+}
+
 std::string replay_command(const std::string& bundle_dir) { return "quorum replay " + bundle_dir; }
 
 void clean_partial_bundles(const std::string& out_dir) {

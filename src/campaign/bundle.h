@@ -33,6 +33,10 @@ Setup bundle_setup(const std::string& bundle_dir);
 // The file name (without .npy) a value is saved under in a bundle.
 std::string bundle_file_name(const std::string& value);
 
+// Every value recorded under `dir` (a bundle's outputs/<backend> or grads/<backend>) for the graph's
+// node outputs, weights and graph inputs, as float64; values without a file are left out.
+backends::ValueMap read_recorded(const std::string& dir, const ir::Graph& g);
+
 // Removes temporary directories left by a campaign that was killed while writing a bundle.
 void clean_partial_bundles(const std::string& out_dir);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "campaign/bundle.h"
 #include "core/error.h"
 
 namespace quorum::campaign {
@@ -18,14 +19,16 @@ const char* to_string(KnownCheck::Status s) {
   return "?";
 }
 
-std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const std::vector<std::string>& backends,
-                                    const worker::Limits& limits) {
+std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownCheckOptions& opt) {
+  const auto& backends = opt.backends;
+  const auto& limits = opt.limits;
   std::vector<KnownCheck> out;
   for (const auto& e : ledger.entries) {
     KnownCheck c;
     c.entry = &e;
     const std::string base = e.backend.substr(0, e.backend.find(':'));
     if (!backends.empty() && std::find(backends.begin(), backends.end(), base) == backends.end()) continue;
+    if (!opt.filter.empty() && e.id.find(opt.filter) == std::string::npos) continue;
     if (!e.has_case) {
       out.push_back(c);
       continue;
@@ -51,7 +54,17 @@ std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const std::vec
     for (const auto& f : ev.findings) {
       if (f.backend != s.backends[0].str()) continue;
       c.found.push_back(f.signature());
-      hit |= oracle::base_signature(f.signature()) == want;
+      if (oracle::base_signature(f.signature()) != want || hit) continue;
+      hit = true;
+      if (opt.out.empty()) continue;
+      // The entry's finding as a campaign bundle (labelled with the entry), for reproducers and reports.
+      std::map<std::string, std::string> versions;
+      worker::BackendInfo info;
+      if (workers.at(0).hello(info).ok()) versions[s.backends[0].str()] = info.version;
+      oracle::Finding labelled = f;
+      labelled.known = e.id;
+      const BundleContext ctx{m, ev, s, 0, 0, "quorum known --check (entry " + e.id + ")", versions};
+      c.bundle = write_bundle(opt.out, labelled, ctx);
     }
     c.status = hit ? KnownCheck::Status::Reproduces : c.found.empty() ? KnownCheck::Status::Stale : KnownCheck::Status::Differs;
     out.push_back(std::move(c));

@@ -14,12 +14,18 @@ struct KnownCheck {
   enum class Status { Reproduces, Stale, Differs, NoCase, Skipped } status = Status::NoCase;
   std::vector<std::string> found;  // the signatures the case produced on the entry's backend
   std::string why;                 // Skipped: the reason
+  std::string bundle;              // the finding's bundle, when asked for (KnownCheckOptions::out)
 };
 const char* to_string(KnownCheck::Status s);  // "reproduces", "STALE", "DIFFERS", "no case", "skipped"
 
 // Runs every entry with a case (only those whose backend is in `backends`, when given). An
 // entry whose backend was not built is skipped with the reason.
-std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const std::vector<std::string>& backends,
-                                    const worker::Limits& limits);
+struct KnownCheckOptions {
+  std::vector<std::string> backends;  // only entries of these backends (empty: all)
+  std::string filter;                 // only entries whose id contains this
+  worker::Limits limits;
+  std::string out;                    // when set: the bundle of each reproducing entry in OUT/bundles/
+};
+std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownCheckOptions& opt);
 
 }  // namespace quorum::campaign

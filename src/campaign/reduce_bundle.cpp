@@ -21,21 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;  // as bundles write finding.json
 
-// Every value a backend recorded in the bundle (node outputs; gradients for grads/).
-backends::ValueMap recorded(const fs::path& dir, const ir::Graph& g) {
-  backends::ValueMap m;
-  std::vector<std::string> names;
-  for (const auto& n : g.nodes) names.insert(names.end(), n.outputs.begin(), n.outputs.end());
-  for (const auto& [w, t] : g.initializers) names.push_back(w);
-  for (const auto& in : g.inputs) names.push_back(in.name);
-  for (const auto& v : names) {
-    const fs::path p = dir / (bundle_file_name(v) + ".npy");
-    std::error_code ec;
-    if (fs::exists(p, ec)) m.emplace(v, core::read_npy(p.string()).to(core::DType::F64));
-  }
-  return m;
-}
-
 // The part of a finding the reduced case must keep.
 bool same_finding(const oracle::Finding& f, const json& want) {
   if (std::string(oracle::to_string(f.kind)) != want.at("kind").get<std::string>()) return false;
@@ -66,9 +51,9 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   const bool backward = j.at("stage").get<std::string>() == "BC";
   // What the blamed backend computed; a backend that crashed before computing anything is fed the
   // float64 reference's values (rounded to the run's dtype when fed) instead.
-  backends::ValueMap values = recorded(dir / "outputs" / bundle_file_name(blamed), original.graph);
-  if (values.empty()) values = recorded(dir / "outputs" / "ref", original.graph);
-  const backends::ValueMap grads = recorded(dir / "grads" / bundle_file_name(blamed), original.graph);
+  backends::ValueMap values = read_recorded((dir / "outputs" / bundle_file_name(blamed)).string(), original.graph);
+  if (values.empty()) values = read_recorded((dir / "outputs" / "ref").string(), original.graph);
+  const backends::ValueMap grads = read_recorded((dir / "grads" / bundle_file_name(blamed)).string(), original.graph);
   std::unique_ptr<WorkerSet> own;
   if (!shared) own = std::make_unique<WorkerSet>(setup.backends, setup.limits);
   WorkerSet& workers = shared ? *shared : *own;

@@ -25,7 +25,12 @@ int cmd_known(const Options& o) {
     std::cout << ledger.entries.size() << " entries in " << dir << "/*/known_differences.json\n";
     return 0;
   }
-  const auto checks = campaign::check_known(ledger, only, worker::Limits{static_cast<double>(o.timeout), o.memory});
+  campaign::KnownCheckOptions opt;
+  opt.backends = only;
+  opt.filter = o.filter;
+  opt.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
+  opt.out = o.out;
+  const auto checks = campaign::check_known(ledger, opt);
   int bad = 0, ok = 0, skipped = 0;
   for (const auto& c : checks) {
     using S = campaign::KnownCheck::Status;
@@ -39,6 +44,7 @@ int cmd_known(const Options& o) {
       for (const auto& f : c.found) std::cout << " " << f;
     }
     if (c.status == S::Stale || c.status == S::Differs) ++bad;
+    if (!c.bundle.empty()) std::cout << "\n    bundle: " << c.bundle;
     std::cout << "\n";
   }
   std::cout << ok << " reproduce, " << bad << " stale or different, " << skipped << " not checked\n";

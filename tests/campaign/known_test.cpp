@@ -73,11 +73,11 @@ TEST(Known, CheckReproducesAnEntryAndReportsAStaleOne) {
   // The same case on the planted fault reproduces; on the exact faulty backend it is stale (as an
   // entry becomes when a library version fixes the bug).
   const std::string dir = ledger_dir("check", "faulty", entry("faulty:relu-nan-to-zero"));
-  const auto ok = check_known(oracle::load_ledgers(dir), {}, worker::Limits{});
+  const auto ok = check_known(oracle::load_ledgers(dir), campaign::KnownCheckOptions{});
   ASSERT_EQ(ok.size(), 1u);
   EXPECT_EQ(ok[0].status, KnownCheck::Status::Reproduces);
   const std::string stale_dir = ledger_dir("stale", "faulty", entry("faulty"));
-  const auto stale = check_known(oracle::load_ledgers(stale_dir), {}, worker::Limits{});
+  const auto stale = check_known(oracle::load_ledgers(stale_dir), campaign::KnownCheckOptions{});
   ASSERT_EQ(stale.size(), 1u);
   EXPECT_EQ(stale[0].status, KnownCheck::Status::Stale);
   fs::remove_all(dir);

@@ -19,10 +19,6 @@
 namespace quorum::backends::opencv {
 namespace {
 
-// The ONNX opset written for OpenCV's importer: 13 to 16 import alike, 14 adds HardSwish as one node
-// (13 writes a Clip with bound inputs, which 4.6 cannot read); 17 writes LayerNormalization, which 4.6 lacks.
-constexpr int kOpset = 14;
-
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   return s;

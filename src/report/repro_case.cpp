@@ -1,0 +1,143 @@
+// A bundle read as the case its reproducer shows (report/repro.h).
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "campaign/bundle.h"
+#include "core/npy.h"
+#include "ir/edit.h"
+#include "ir/json_io.h"
+#include "oracle/judge_util.h"
+#include "ops/registry.h"
+#include "ref/interpreter.h"
+#include "report/repro.h"
+
+namespace quorum::report {
+
+namespace {
+
+namespace fs = std::filesystem;
+using backends::ReproCase;
+using backends::ValueMap;
+
+std::string library_version(const nlohmann::ordered_json& j, const std::string& backend) {
+  for (const auto& b : j.value("backends", nlohmann::ordered_json::array()))
+    if (b.value("backend", "") == backend) return b.value("version", "");
+  return "";
+}
+
+ValueMap read_inputs(const fs::path& dir, const ir::Graph& g) {
+  ValueMap m;
+  for (const auto& in : g.inputs)
+    m.emplace(in.name, core::read_npy((dir / "inputs" / (campaign::bundle_file_name(in.name) + ".npy")).string())
+                           .to(core::DType::F64));
+  return m;
+}
+
+// The float64 vector-Jacobian product of `n` on the operands in `values` and the incoming
+// gradients `incoming` (keyed by output name), keyed by input name.
+ValueMap node_vjp(const ir::Node& n, const ValueMap& values, const ValueMap& incoming) {
+  const ops::OpSpec& spec = ops::op(n.op);
+  if (!spec.differentiable()) return {};
+  ops::Inputs in;
+  for (const auto& v : n.inputs) {
+    const auto it = values.find(v);
+    if (it == values.end()) return {};
+    in.push_back(&it->second);
+  }
+  std::vector<core::Tensor> out, gout;
+  for (const auto& o : n.outputs) {
+    const auto v = values.find(o);
+    const auto gi = incoming.find(o);
+    if (v == values.end()) return {};
+    out.push_back(v->second);
+    gout.push_back(gi != incoming.end() ? gi->second : core::Tensor(core::DType::F64, v->second.shape()));
+  }
+  const auto grads = spec.vjp(in, n.attrs, out, gout);
+  ValueMap m;
+  for (size_t i = 0; i < n.inputs.size() && i < grads.size(); ++i)
+    if (grads[i].defined()) m[n.inputs[i]] = grads[i];
+  return m;
+}
+
+}  // namespace
+
+backends::ReproCase load_repro_case(const std::string& bundle_dir) {
+  const fs::path top(bundle_dir);
+  const auto top_j = campaign::read_finding(bundle_dir);
+  const campaign::Setup setup = campaign::bundle_setup(bundle_dir);
+  const bool reduced = fs::exists(top / "reduced" / "finding.json");
+  const fs::path dir = reduced ? top / "reduced" : top;
+  const auto j = reduced ? campaign::read_finding(dir.string()) : top_j;
+
+  ReproCase c;
+  c.backend = j.at("backend").get<std::string>();
+  c.library_version = library_version(j, c.backend);
+  c.signature = top_j.at("signature").get<std::string>();
+  c.kind = j.at("kind").get<std::string>();
+  c.stage = j.at("stage").get<std::string>();
+  c.op = j.value("op", "");
+  c.node = j.value("node", "");
+  c.detail = j.value("detail", "");
+  if (c.detail.empty()) c.detail = j.value("message", "");
+  c.known = top_j.value("known", "");
+  c.bundle = bundle_dir;
+  c.replay = campaign::replay_command(dir.string());
+  c.quorum_version = top_j.value("quorum_version", "");
+  c.seed = top_j.value("seed", uint64_t{0});
+  c.model_index = top_j.value("model_index", int64_t{0});
+  c.dtype = setup.dtype;
+  c.train = c.stage == "LC" || c.stage == "BC";
+  c.loss = setup.loss;
+
+  const ir::Graph g = ir::load_graph((dir / "model.json").string());
+  ValueMap inputs = read_inputs(dir, g);
+  const std::string lib = campaign::bundle_file_name(c.backend);
+  ValueMap recorded = campaign::read_recorded((dir / "outputs" / lib).string(), g);
+  ValueMap recorded_grads = campaign::read_recorded((dir / "grads" / lib).string(), g);
+  c.model = g;
+  c.inputs = inputs;
+  // An unreduced finding at one node of a larger model: that node alone, fed what the library fed it.
+  if (!reduced && g.nodes.size() > 1 && !c.node.empty()) {
+    bool have = true;
+    ValueMap fed;
+    for (const auto& n : g.nodes) {
+      if (n.name != c.node) continue;
+      for (size_t i = 0; i < ir::data_input_count(n); ++i) {
+        const std::string& v = n.inputs[i];
+        if (inputs.count(v)) fed[v] = inputs.at(v);
+        else if (recorded.count(v)) fed[v] = recorded.at(v);
+        else have = false;
+      }
+    }
+    if (have && !fed.empty()) {
+      c.model = ir::one_node(g, c.node);
+      c.inputs = fed;
+    }
+  }
+  for (auto& [name, t] : c.inputs) t = t.to(c.dtype);
+  if (c.train) {
+    c.target = core::read_npy((dir / "target.npy").string());
+    const auto r = ref::train(c.model, c.inputs, c.target, ref::LossSpec{c.loss, {}});
+    c.expected = r.values;
+    c.expected_grads = r.grads;
+  } else {
+    c.expected = ref::forward(c.model, c.inputs);
+  }
+  for (const auto& [v, t] : recorded)
+    if (c.model.types.count(v)) c.actual[v] = t;
+  for (const auto& [v, t] : recorded_grads)
+    if (c.model.types.count(v)) c.actual_grads[v] = t;
+  if (const ir::Node* n = c.blamed()) {
+    c.tol = oracle::detail::node_tolerance(c.model, *n, c.dtype, c.stage == "BC" || c.stage == "LC");
+    if (c.backward()) {
+      for (const auto& o : n->outputs)
+        if (recorded_grads.count(o)) c.incoming[o] = recorded_grads.at(o);
+      if (!c.incoming.empty()) c.node_grads = node_vjp(*n, c.expected, c.incoming);
+    }
+  } else {
+    c.tol = ops::Tolerance{1e-5, 1e-4};
+  }
+  return c;
+}
+
+}  // namespace quorum::report
