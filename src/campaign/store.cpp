@@ -205,6 +205,14 @@ std::vector<RootCause> Store::root_causes() {
   return out;
 }
 
+std::vector<std::pair<std::string, int64_t>> Store::models_per_second() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, int64_t>> out;
+  Stmt s(db_, "SELECT done_at, COUNT(*) FROM models GROUP BY done_at ORDER BY done_at");
+  while (s.step()) out.emplace_back(s.text(0), s.i64(1));
+  return out;
+}
+
 std::vector<StoredFinding> Store::findings() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoredFinding> out;

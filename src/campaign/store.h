@@ -54,6 +54,9 @@ class Store {
   std::vector<StoredFinding> findings();
   void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced);
   std::vector<RootCause> root_causes();
+  // Models finished per second of wall-clock time (ISO time, count), in time order: the campaign's
+  // throughput over time for reports.
+  std::vector<std::pair<std::string, int64_t>> models_per_second();
 
  private:
   void exec(const std::string& sql);

@@ -18,6 +18,7 @@ int cmd_known(const Options& o);
 int cmd_calibrate(const Options& o);
 int cmd_reduce(const Options& o);
 int cmd_repro(const Options& o);
+int cmd_report(const Options& o);
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
 campaign::ModelFactory model_factory(const Options& o);
 // `quorum run --backends ...`: runs the model on each backend's worker (and, given a target, one

@@ -1,4 +1,5 @@
 // quorum fuzz and quorum replay.
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
@@ -6,6 +7,7 @@
 #include "campaign/campaign.h"
 #include "campaign/store.h"
 #include "cli/commands.h"
+#include "report/html.h"
 #include "core/error.h"
 #include "ir/build.h"
 #include "ops/registry.h"
@@ -91,6 +93,10 @@ int cmd_fuzz(const Options& o) {
   const campaign::ModelFactory factory = model_factory(o);
   const campaign::Summary s = campaign::run_campaign(opt, factory, std::cout);
   print_summary(s, opt.out);
+  // Every bundle's reproducer (BUNDLE/repro/) and the campaign's page.
+  const std::string html = opt.out + "/report.html";
+  report::write_campaign_report(opt.out, html);
+  std::cout << "report: " << std::filesystem::absolute(html).string() << "\n";
   return 0;
 }
 

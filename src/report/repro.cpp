@@ -60,6 +60,7 @@ Repro write_repro(const std::string& bundle_dir, const std::string& out_dir) {
     try {
       r.program = w(c, r.dir);
       r.written = true;
+      fs::remove(r.dir + "/README.txt", ec);
     } catch (const backends::ReproUnsupported& e) {
       r.reason = e.what();
     }

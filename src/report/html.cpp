@@ -1,0 +1,282 @@
+// The campaign report: one self-contained HTML file (inline CSS and SVG, images as data: URIs, no
+// script, no network).
+#include "report/html.h"
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "campaign/bundle.h"
+#include "campaign/store.h"
+#include "core/error.h"
+#include "core/fileio.h"
+#include "oracle/known.h"
+#include "report/issue.h"
+#include "report/repro.h"
+#include "report/svg_plot.h"
+
+namespace quorum::report {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+double seconds_of(const std::string& iso) {
+  std::tm tm{};
+  if (sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+             &tm.tm_sec) != 6)
+    return 0;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm));
+}
+
+std::string base64(const std::string& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+                       static_cast<unsigned char>(in[i + 2]);
+    out += t[v >> 18], out += t[(v >> 12) & 63], out += t[(v >> 6) & 63], out += t[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    const unsigned v = static_cast<unsigned char>(in[i]) << 16;
+    out += t[v >> 18], out += t[(v >> 12) & 63], out += "==";
+  } else if (i + 2 == in.size()) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
+    out += t[v >> 18], out += t[(v >> 12) & 63], out += t[(v >> 6) & 63], out += '=';
+  }
+  return out;
+}
+
+// An SVG file as an <img>: a data: URI image never runs script, whatever a node name holds.
+std::string svg_image(const fs::path& p, const std::string& alt) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return "";
+  return "<img class=\"map\" alt=\"" + escape(alt) + "\" src=\"data:image/svg+xml;base64," +
+         base64(core::read_file(p.string())) + "\">";
+}
+
+struct Group {
+  std::string key, backend, cls, title;
+  std::vector<campaign::StoredFinding> findings;
+  int64_t hits = 0;
+  std::string first_seen;
+};
+
+const char* kStyle = R"CSS(
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1100px; color: #222; padding: 0 16px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; border-bottom: 1px solid #ddd; } h3 { font-size: 15px; }
+table { border-collapse: collapse; margin: 8px 0; } td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; } code, pre { font: 12px/1.35 ui-monospace, monospace; } pre { background: #f7f7f7; padding: 8px; overflow-x: auto; max-height: 420px; }
+.bug { color: #b00; font-weight: bold; } .convention { color: #a60; } .precision { color: #06a; } .unclassified { color: #555; font-style: italic; }
+.plots { display: flex; flex-wrap: wrap; gap: 16px; } img.map { max-width: 100%; border: 1px solid #eee; margin: 4px 0; }
+details { margin: 6px 0 14px; } summary { cursor: pointer; }
+)CSS";
+
+}  // namespace
+
+std::string campaign_report_html(const std::string& campaign_dir) {
+  const fs::path dir(campaign_dir);
+  if (!fs::exists(dir / "findings.db"))
+    throw core::UserError(campaign_dir + ": not a campaign directory (no findings.db)");
+  campaign::Store store(campaign_dir);
+  const auto findings = store.findings();
+  const auto per_second = store.models_per_second();
+  const int64_t models = store.models_done();
+
+  // Settings and library versions.
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (const char* k : {"generator", "backends", "mode", "dtype", "seed", "loss", "oracle", "max_nodes", "dataset"})
+    if (auto v = store.setting(k)) settings.emplace_back(k, *v);
+  std::map<std::string, std::string> versions;
+  for (const auto& f : findings) {
+    try {
+      const auto j = campaign::read_finding(f.bundle);
+      for (const auto& b : j.value("backends", nlohmann::ordered_json::array()))
+        versions.emplace(b.value("backend", ""), b.value("version", ""));
+    } catch (const std::exception&) {
+    }
+    if (!versions.empty()) break;
+  }
+
+  // Root causes, per library.
+  const oracle::Ledger ledger = oracle::load_ledgers(oracle::default_ledger_dir());
+  std::map<std::string, Group> groups;
+  for (const auto& f : findings) {
+    const std::string key = !f.known.empty() ? "known:" + f.known : !f.root_cause.empty() ? f.root_cause : f.signature;
+    Group& g = groups[key];
+    g.key = key;
+    g.backend = f.backend;
+    g.findings.push_back(f);
+    g.hits += f.hits;
+    if (g.first_seen.empty() || f.first_seen < g.first_seen) g.first_seen = f.first_seen;
+    if (!f.known.empty())
+      if (const auto* e = ledger.match(f.signature)) g.cls = e->cls;
+  }
+
+  // Over time.
+  double t0 = per_second.empty() ? 0 : seconds_of(per_second.front().first);
+  for (const auto& f : findings) if (t0 == 0 || seconds_of(f.first_seen) < t0) t0 = seconds_of(f.first_seen);
+  Series done{"models done", "#3366cc", {}}, rate{"models/s", "#3366cc", {}};
+  int64_t cum = 0;
+  for (const auto& [t, n] : per_second) {
+    cum += n;
+    done.points.emplace_back(seconds_of(t) - t0, static_cast<double>(cum));
+    rate.points.emplace_back(seconds_of(t) - t0, static_cast<double>(n));
+  }
+  Series uniq{"unique findings", "#cc3333", {}}, causes{"root causes", "#228833", {}};
+  {
+    std::vector<double> ts;
+    for (const auto& f : findings) ts.push_back(seconds_of(f.first_seen) - t0);
+    std::sort(ts.begin(), ts.end());
+    for (size_t i = 0; i < ts.size(); ++i) uniq.points.emplace_back(ts[i], static_cast<double>(i + 1));
+    std::vector<double> rs;
+    for (const auto& [k, g] : groups) rs.push_back(seconds_of(g.first_seen) - t0);
+    std::sort(rs.begin(), rs.end());
+    for (size_t i = 0; i < rs.size(); ++i) causes.points.emplace_back(rs[i], static_cast<double>(i + 1));
+  }
+
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">\n"
+    << "<title>Quorum campaign report: " << escape(campaign_dir) << "</title>\n<style>" << kStyle << "</style></head><body>\n";
+  h << "<h1>Quorum campaign report</h1>\n<p>Campaign <code>" << escape(fs::absolute(dir).string()) << "</code>: "
+    << models << " models, " << findings.size() << " unique findings, " << groups.size() << " root causes.</p>\n";
+  h << "<h2>Setup</h2>\n<table id=\"setup\">";
+  for (const auto& [k, v] : settings) h << "<tr><th>" << escape(k) << "</th><td>" << escape(v) << "</td></tr>";
+  for (const auto& [b, v] : versions) h << "<tr><th>" << escape(b) << "</th><td>" << escape(v) << "</td></tr>";
+  h << "</table>\n";
+  h << "<h2>Over time</h2>\n<div class=\"plots\">\n"
+    << svg_line_plot("Models per second", "seconds", "models/s", {rate})
+    << svg_line_plot("Findings and root causes", "seconds", "count (cumulative)", {uniq, causes}) << "</div>\n";
+
+  // Summary table: library x class.
+  std::map<std::string, std::map<std::string, int>> by_lib;
+  for (const auto& [k, g] : groups) ++by_lib[g.backend][g.cls.empty() ? "unclassified" : g.cls];
+  h << "<h2>Root causes by library</h2>\n<table id=\"summary\"><tr><th>library</th><th>bug</th><th>convention</th>"
+       "<th>precision</th><th>unclassified</th></tr>\n";
+  for (const auto& [lib, m] : by_lib) {
+    h << "<tr><td>" << escape(lib) << "</td>";
+    for (const char* c : {"bug", "convention", "precision", "unclassified"})
+      h << "<td>" << (m.count(c) ? m.at(c) : 0) << "</td>";
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+
+  h << "<h2>Findings by root cause</h2>\n<table id=\"findings\"><tr><th>library</th><th>root cause</th><th>class</th>"
+       "<th>findings</th><th>hits</th><th>first seen</th></tr>\n";
+  std::vector<const Group*> order;
+  for (const auto& [k, g] : groups) order.push_back(&g);
+  std::sort(order.begin(), order.end(), [](const Group* a, const Group* b) {
+    return a->backend != b->backend ? a->backend < b->backend : a->first_seen < b->first_seen;
+  });
+  int id = 0;
+  std::map<const Group*, std::string> anchors;
+  for (const Group* g : order) {
+    anchors[g] = "rc" + std::to_string(++id);
+    const std::string cls = g->cls.empty() ? "unclassified" : g->cls;
+    h << "<tr><td>" << escape(g->backend) << "</td><td><a href=\"#" << anchors[g] << "\">" << escape(g->key)
+      << "</a></td><td class=\"" << cls << "\">" << cls << "</td><td>" << g->findings.size() << "</td><td>" << g->hits
+      << "</td><td>" << escape(g->first_seen) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+
+  for (const Group* g : order) {
+    const campaign::StoredFinding& f = g->findings.front();
+    const std::string cls = g->cls.empty() ? "unclassified" : g->cls;
+    h << "<h3 id=\"" << anchors.at(g) << "\">" << escape(g->backend) << ": " << escape(g->key) << " <span class=\"" << cls
+      << "\">[" << cls << "]</span></h3>\n";
+    std::string title, repro_note;
+    std::vector<Difference> diffs;
+    try {
+      const backends::ReproCase c = load_repro_case(f.bundle);
+      title = issue_title(c);
+      diffs = largest_differences(c, 5);
+    } catch (const std::exception& e) {
+      title = f.signature;
+      repro_note = e.what();
+    }
+    h << "<p><b>" << escape(title) << "</b><br>" << escape(f.detail.empty() ? f.message : f.detail) << "</p>\n";
+    if (!diffs.empty()) {
+      h << "<table class=\"diffs\"><tr><th>value</th><th>element</th><th>expected (float64)</th><th>actual</th></tr>";
+      for (const auto& d : diffs) {
+        std::ostringstream e, a;
+        e.precision(9), a.precision(9);
+        e << d.expected, a << d.actual;
+        h << "<tr><td>" << escape(d.value) << "</td><td>" << d.index << "</td><td>" << escape(e.str()) << "</td><td>"
+          << escape(a.str()) << "</td></tr>";
+      }
+      h << "</table>\n";
+    }
+    const fs::path bundle(f.bundle);
+    const fs::path reduced = bundle / "reduced";
+    const bool has_reduced = fs::exists(reduced / "model.json");
+    json red;
+    if (fs::exists(reduced / "reduction.json")) {
+      try {
+        red = json::parse(core::read_file((reduced / "reduction.json").string()));
+      } catch (const std::exception&) {
+      }
+    }
+    if (red.is_object()) {
+      h << "<p>Reduced from " << red.value("nodes_before", 0) << " to " << red.value("nodes_after", 0) << " node(s).";
+      for (const auto& c : red.value("causes", json::array()))
+        h << " Cause: <code>" << escape(c.value("attribute", "") + " = " + c.value("value", "")) << "</code> (fixed by "
+          << escape(c.value("fixed_by", "")) << ").";
+      h << "</p>\n";
+    }
+    const std::string map_img = svg_image((has_reduced ? reduced : bundle) / "map.svg", "localization map of " + f.signature);
+    const std::string orig_img = has_reduced ? svg_image(bundle / "map.svg", "localization map of the original model") : "";
+    if (!map_img.empty()) h << "<div>Localization map" << (has_reduced ? " (reduced model)" : "") << ":<br>" << map_img << "</div>\n";
+    if (!orig_img.empty()) h << "<details><summary>Original model's map</summary>" << orig_img << "</details>\n";
+    // The reproducer (written now when the bundle has none).
+    const fs::path rdir = bundle / "repro";
+    if (!fs::exists(rdir) || fs::exists(rdir / "README.txt")) {
+      try {
+        write_repro(f.bundle);
+      } catch (const std::exception& e) {
+        repro_note = e.what();
+      }
+    }
+    std::string main;
+    for (const char* m : {"repro.py", "repro.cpp", "run.sh"})
+      if (fs::exists(rdir / m)) {
+        main = m;
+        break;
+      }
+    if (!main.empty()) {
+      const std::string text = core::read_file((rdir / main).string());
+      h << "<details><summary>Reproducer <code>" << escape((rdir / main).string()) << "</code> (" << text.size() / 1024
+        << " KiB)</summary><pre>" << escape(text.size() > 20000 ? text.substr(0, 20000) + "\n... (truncated)" : text)
+        << "</pre></details>\n";
+    } else if (fs::exists(rdir / "README.txt")) {
+      h << "<p>No standalone reproducer: " << escape(core::read_file((rdir / "README.txt").string())) << "</p>\n";
+    } else if (!repro_note.empty()) {
+      h << "<p>No standalone reproducer: " << escape(repro_note) << "</p>\n";
+    }
+    h << "<p>Replay: <code>" << escape(campaign::replay_command(has_reduced ? reduced.string() : f.bundle)) << "</code></p>\n";
+    if (g->findings.size() > 1) {
+      h << "<details><summary>" << g->findings.size() << " findings with this root cause</summary><ul>";
+      for (const auto& m : g->findings)
+        h << "<li><code>" << escape(m.signature) << "</code> (" << m.hits << " hits, model " << m.first_model << ")</li>";
+      h << "</ul></details>\n";
+    }
+  }
+  h << "<hr><p>Written by quorum " << QUORUM_VERSION << ". Plots and page drawn by Quorum (inline SVG); maps laid out by Graphviz.</p>\n";
+  h << "</body></html>\n";
+  return h.str();
+}
+
+void write_campaign_report(const std::string& campaign_dir, const std::string& out_path) {
+  core::write_file_atomic(out_path, campaign_report_html(campaign_dir));
+}
+
+}  // namespace quorum::report

@@ -1,0 +1,15 @@
+// The HTML campaign report: one self-contained page (docs/report.md).
+#pragma once
+#include <string>
+
+namespace quorum::report {
+
+// The page for a campaign directory: setup and library versions, models/s and findings/root causes
+// over time (SVG plots), root causes per library and class, and per root cause its title, largest
+// differences, reduction and localized parameter, localization maps, reproducer and replay command.
+// Reproducers missing from a bundle are written on the way. Everything from a model, message or
+// file is escaped; maps are embedded as data: images; the page holds no script.
+std::string campaign_report_html(const std::string& campaign_dir);
+void write_campaign_report(const std::string& campaign_dir, const std::string& out_path);
+
+}  // namespace quorum::report

@@ -1,0 +1,219 @@
+// Issue-ready Markdown for one finding.
+#include "report/issue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/fileio.h"
+#include "oracle/known.h"
+#include "report/repro.h"
+
+namespace quorum::report {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool wrong(double g, double w, const ops::Tolerance& t) {
+  if (std::isnan(g) || std::isnan(w)) return std::isnan(g) != std::isnan(w);
+  if (std::isinf(g) || std::isinf(w)) return g != w;
+  return std::fabs(g - w) > t.atol + t.rtol * std::fabs(w);
+}
+
+double severity(const Difference& d) {
+  if (!std::isfinite(d.expected) || !std::isfinite(d.actual)) return INFINITY;
+  return std::fabs(d.actual - d.expected);
+}
+
+// The library's display name: the version string's words before the first digit ("oneDNN").
+std::string library_name(const backends::ReproCase& c) {
+  std::istringstream s(c.library_version);
+  std::string w, name;
+  while (s >> w && !std::isdigit(static_cast<unsigned char>(w[0]))) name += (name.empty() ? "" : " ") + w;
+  return name.empty() ? c.backend : name;
+}
+
+std::string stage_words(const std::string& stage) {
+  if (stage == "FC") return "forward";
+  if (stage == "BC") return "backward";
+  if (stage == "LC") return "loss";
+  return "model build";
+}
+
+std::string first_line_of_file(const std::string& path, const std::string& key) {
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(key, 0) == 0) {
+      std::string v = line.substr(key.size());
+      if (v.size() > 1 && v.front() == '"') v = v.substr(1, v.size() - 2);
+      return v;
+    }
+  return "";
+}
+
+std::string cpu_model() {
+  std::string m = first_line_of_file("/proc/cpuinfo", "model name\t: ");
+  return m.empty() ? "unknown CPU" : m;
+}
+
+json reduction_of(const std::string& bundle) {
+  const fs::path p = fs::path(bundle) / "reduced" / "reduction.json";
+  if (!fs::exists(p)) return json();
+  try {
+    return json::parse(core::read_file(p.string()));
+  } catch (const std::exception&) {
+    return json();
+  }
+}
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s.precision(9);
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<Difference> largest_differences(const backends::ReproCase& c, size_t n) {
+  std::vector<Difference> out;
+  auto scan = [&](const std::string& v, const core::Tensor& want, const core::Tensor& got) {
+    if (!want.defined() || !got.defined() || want.numel() != got.numel()) return;
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (wrong(got.get(i), want.get(i), c.tol)) out.push_back({v, i, want.get(i), got.get(i)});
+  };
+  const ir::Node* node = c.blamed();
+  if (c.backward() && node) {
+    for (const auto& [v, want] : c.node_grads) {
+      const auto it = c.actual_grads.find(v);
+      if (it != c.actual_grads.end()) scan("d/d " + v, want, it->second);
+    }
+  } else {
+    std::vector<std::string> values;
+    if (node) values = node->outputs;
+    for (const auto& o : c.model.outputs)
+      if (std::find(values.begin(), values.end(), o) == values.end()) values.push_back(o);
+    for (const auto& v : values) {
+      const auto w = c.expected.find(v);
+      const auto g = c.actual.find(v);
+      if (w != c.expected.end() && g != c.actual.end()) scan(v, w->second, g->second);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Difference& a, const Difference& b) { return severity(a) > severity(b); });
+  if (out.size() > n) out.resize(n);
+  return out;
+}
+
+Classification classify(const backends::ReproCase& c) {
+  Classification k;
+  if (!c.known.empty()) {
+    const oracle::Ledger ledger = oracle::load_ledgers(oracle::default_ledger_dir());
+    for (const auto& e : ledger.entries)
+      if (e.id == c.known) {
+        k.cls = e.cls;
+        k.explanation = e.note;
+        k.link = e.link;
+        return k;
+      }
+  }
+  k.cls = "unclassified";
+  const json r = reduction_of(c.bundle);
+  std::string causes;
+  if (r.is_object())
+    for (const auto& cause : r.value("causes", json::array()))
+      causes += (causes.empty() ? "" : "; ") + cause.value("attribute", "") + " = " + cause.value("value", "") +
+                " (the discrepancy disappears with " + cause.value("fixed_by", "") + ")";
+  k.explanation = "Not in Quorum's known-issue ledger yet: decide whether it is a library bug, a convention "
+                  "difference or float32 precision before filing.";
+  if (!causes.empty()) k.explanation += " Localized parameter: " + causes + ".";
+  else if (r.is_object() && r.value("one_node", false))
+    k.explanation += " No single parameter change removes it: the operator fails for these inputs whatever its parameters.";
+  return k;
+}
+
+std::string issue_title(const backends::ReproCase& c) {
+  std::string what;
+  const std::string op = c.op.empty() ? "the model" : c.op;
+  if (c.kind == "nan") what = op + " produces NaN/Inf where the float64 result is finite";
+  else if (c.kind == "nan-swallowed") what = op + " turns a NaN into a number";
+  else if (c.kind == "crash") what = (c.stage == "compile" ? "building the model fails: " : "running the model fails: ") + c.detail.substr(0, 80);
+  else what = op + " returns wrong values";
+  return library_name(c) + ": " + what + " (" + stage_words(c.stage) + ", " + core::to_string(c.dtype) + ")";
+}
+
+std::string issue_markdown(const std::string& bundle_dir) {
+  const backends::ReproCase c = load_repro_case(bundle_dir);
+  const fs::path repro_dir = fs::path(bundle_dir) / "repro";
+  Repro repro;
+  repro.dir = repro_dir.string();
+  if (!fs::exists(repro_dir)) repro = write_repro(bundle_dir);
+  std::string main, run;
+  if (fs::exists(repro_dir / "README.txt")) {
+    repro.reason = core::read_file((repro_dir / "README.txt").string());
+  } else {
+    for (const char* m : {"repro.py", "repro.cpp", "run.sh"})
+      if (fs::exists(repro_dir / m)) {
+        main = m;
+        break;
+      }
+  }
+  const Classification k = classify(c);
+  std::ostringstream md;
+  md << "# " << issue_title(c) << "\n\n";
+  md << "## Environment\n\n";
+  md << "- Library: " << c.library_version << "\n";
+  md << "- OS: " << first_line_of_file("/etc/os-release", "PRETTY_NAME=") << ", " << cpu_model() << "\n";
+  md << "- Data type: " << core::to_string(c.dtype) << "\n\n";
+  md << "## What happens\n\n";
+  md << (c.detail.empty() ? c.signature : c.detail) << ".\n\n";
+  if (const ir::Node* n = c.blamed()) {
+    md << "Operator `" << n->op << "` (node `" << n->name << "`";
+    for (const auto& [name, v] : n->attrs) md << ", " << name << " = " << core::to_string(v);
+    md << "); the model has " << c.model.nodes.size() << " node" << (c.model.nodes.size() == 1 ? "" : "s") << ".\n\n";
+  }
+  const auto diffs = largest_differences(c, 8);
+  if (!diffs.empty()) {
+    md << "## Expected versus actual\n\n";
+    md << "Expected: float64 on the same float32 operands; tolerance atol " << c.tol.atol << ", rtol " << c.tol.rtol << ".\n\n";
+    md << "| value | element | expected | actual |\n| --- | --- | --- | --- |\n";
+    for (const auto& d : diffs) md << "| `" << d.value << "` | " << d.index << " | " << fmt(d.expected) << " | " << fmt(d.actual) << " |\n";
+    md << "\n";
+  }
+  md << "## Classification\n\n**" << k.cls << "**. " << k.explanation << "\n";
+  if (!k.link.empty()) md << "\nSee also: " << k.link << "\n";
+  md << "\n## Minimal reproducer\n\n";
+  if (main.empty()) {
+    md << "No standalone program for this case: " << repro.reason << "\n";
+  } else {
+    const std::string text = core::read_file((repro_dir / main).string());
+    const std::string lang = main.substr(main.rfind('.') + 1) == "py" ? "python" : "cpp";
+    std::string build;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("Build and run: ") != std::string::npos) {
+        build = line.substr(line.find("Build and run: ") + 15);
+        break;
+      }
+    md << "Uses only the library's own API; exits 1 while the problem shows. Files in `" << repro_dir.string() << "`";
+    if (!build.empty()) md << "; build and run: `" << build << "`";
+    md << ".\n\n";
+    if (text.size() <= 6000) md << "```" << lang << "\n" << text << (text.back() == '\n' ? "" : "\n") << "```\n";
+    else md << "(" << main << " is " << text.size() / 1024 << " KiB with its embedded data; attach it.)\n";
+  }
+  md << "\n## How it was found\n\n";
+  md << "Quorum " << c.quorum_version << " (differential testing of deep-learning libraries against a float64 "
+     << "reference) found it with seed " << c.seed << ", model " << c.model_index << " (finding `" << c.signature << "`).";
+  const json r = reduction_of(bundle_dir);
+  if (r.is_object())
+    md << " Reduced from " << r.value("nodes_before", 0) << " to " << r.value("nodes_after", 0) << " node(s) in "
+       << r.value("predicate_runs", 0) << " runs.";
+  md << " Replay: `" << c.replay << "`\n";
+  return md.str();
+}
+
+}  // namespace quorum::report

@@ -1,0 +1,36 @@
+// Issue-ready text: a finding bundle as Markdown a library maintainer can paste into a tracker.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backends/repro.h"
+
+namespace quorum::report {
+
+// One element where the library and the float64 reference disagree.
+struct Difference {
+  std::string value;  // the value (or gradient) name
+  int64_t index = 0;  // flat, row-major
+  double expected = 0, actual = 0;
+};
+// The elements beyond the case's tolerance, the largest first (NaN/Inf disagreements first),
+// at most `n`: forward values of the blamed node (and graph outputs), or its gradients for BC.
+std::vector<Difference> largest_differences(const backends::ReproCase& c, size_t n);
+
+// The finding's class and explanation: the ledger entry's class and note when the finding is
+// known, the localized parameter causes from the reduction, else "unclassified".
+struct Classification {
+  std::string cls;          // bug | convention | precision | unclassified
+  std::string explanation;  // one paragraph
+  std::string link;
+};
+Classification classify(const backends::ReproCase& c);
+
+// A one-line title ("oneDNN 2.6.3: exp turns NaN into a number (forward, float32)").
+std::string issue_title(const backends::ReproCase& c);
+
+// The Markdown: title, environment, minimal reproducer (inline when small; written into
+// BUNDLE/repro/ when missing), expected versus actual, class and localized parameter, how it was found.
+std::string issue_markdown(const std::string& bundle_dir);
+
+}  // namespace quorum::report
