@@ -17,6 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using backends::ReproCase;
+
+// Unreduced models up to this many nodes are reproduced whole.
+constexpr size_t kWholeModelNodes = 8;
 using backends::ValueMap;
 
 std::string library_version(const nlohmann::ordered_json& j, const std::string& backend) {
@@ -96,8 +99,10 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   ValueMap recorded_grads = campaign::read_recorded((dir / "grads" / lib).string(), g);
   c.model = g;
   c.inputs = inputs;
-  // An unreduced finding at one node of a larger model: that node alone, fed what the library fed it.
-  if (!reduced && g.nodes.size() > 1 && !c.node.empty()) {
+  // An unreduced finding at one node of a large model: that node alone, fed what the library fed
+  // it. A small model stays whole (a ledger case is minimal already, and graph rewrites such as
+  // fusing a pad into a convolution need the neighbours).
+  if (!reduced && g.nodes.size() > kWholeModelNodes && !c.node.empty()) {
     bool have = true;
     ValueMap fed;
     for (const auto& n : g.nodes) {

@@ -1,0 +1,134 @@
+// Standalone reproducers: for a real library bug of each library's known-issue ledger, the bundle
+// its minimal case produces (`quorum known --check --out`) gives a reproducer (`quorum repro`) that
+// builds and runs without Quorum, shows expected versus actual and exits 1; with the library's
+// answer as the expectation it exits 0 (it does not cry wolf).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/fileio.h"
+#include "run_quorum.h"
+
+namespace quorum::report {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_quorum;
+
+struct Ran {
+  int code;
+  std::string out;
+};
+
+// Runs `command` in `dir` through the shell, output captured.
+Ran run_in(const fs::path& dir, const std::string& command) {
+  const fs::path log = dir / "run.log";
+  const std::string cmd = "cd '" + dir.string() + "' && (" + command + ") >'" + log.string() + "' 2>&1 </dev/null";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, core::read_file(log.string())};
+}
+
+// The bundle of ledger entry `id` (run on its backend), written under a scratch folder.
+fs::path ledger_bundle(const std::string& id, const std::string& backend) {
+  const fs::path out = testing::scratch("repro") / id;
+  fs::remove_all(out);
+  const auto r = run_quorum("known --check --backends " + backend + " --filter " + id + " --out " + out.string(), "repro_" + id);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  for (const auto& e : fs::directory_iterator(out / "bundles")) return e.path();
+  ADD_FAILURE() << "no bundle written for " << id << ": " << r.out;
+  return {};
+}
+
+// Writes the bundle's reproducer; returns its folder and the printed run command.
+std::pair<fs::path, std::string> reproducer(const fs::path& bundle, const std::string& tag) {
+  const auto r = run_quorum("repro " + bundle.string(), "repro_" + tag);
+  EXPECT_EQ(r.code, 0) << r.err;
+  const std::string key = "  run: cd ";
+  const auto at = r.out.find(key);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no reproducer written: " << r.out;
+    return {};
+  }
+  const std::string line = r.out.substr(at + key.size(), r.out.find('\n', at) - at - key.size());
+  const auto amp = line.find(" && ");
+  return {fs::path(line.substr(0, amp)), line.substr(amp + 4)};
+}
+
+// The entry's reproducer exits 1 and prints the discrepancy; returns its folder.
+fs::path expect_reproduces(const std::string& id, const std::string& backend, const std::string& shows) {
+  const fs::path bundle = ledger_bundle(id, backend);
+  if (bundle.empty()) return {};
+  const auto [dir, run] = reproducer(bundle, id);
+  if (dir.empty()) return {};
+  const Ran ran = run_in(dir, run);
+  EXPECT_EQ(ran.code, 1) << run << "\n" << ran.out;
+  EXPECT_NE(ran.out.find("differ"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find(shows), std::string::npos) << ran.out;
+  // The program names where it came from and how to build it.
+  std::string main;
+  for (const char* m : {"repro.py", "repro.cpp"})
+    if (fs::exists(dir / m)) main = core::read_file((dir / m).string());
+  EXPECT_NE(main.find("Build and run: "), std::string::npos);
+  EXPECT_NE(main.find("Known-issue ledger entry: " + id), std::string::npos);
+  return dir;
+}
+
+TEST(Repro, OpencvSoftplusOverflowShowsInItsPythonApi) {
+  const fs::path dir = expect_reproduces("opencv-softplus-overflow", "opencv", "actual inf");
+  ASSERT_FALSE(dir.empty());
+  // With OpenCV's own answer as the expectation the same script finds nothing.
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("expected_", 0) != 0) continue;
+    const std::string value = name.substr(9, name.size() - 9 - 4);
+    fs::copy_file(dir.parent_path() / "outputs" / "opencv" / (value + ".npy"), e.path(), fs::copy_options::overwrite_existing);
+  }
+  const Ran ran = run_in(dir, "/usr/bin/python3 repro.py");
+  EXPECT_EQ(ran.code, 0) << ran.out;
+  EXPECT_NE(ran.out.find("as expected"), std::string::npos) << ran.out;
+}
+
+TEST(Repro, XnnpackMaxPoolNanFirstShowsInItsCApi) {
+  expect_reproduces("xnnpack-maxpool-nan-first-upper-bound", "xnnpack", "expected nan, actual inf");
+}
+
+TEST(Repro, ArmnnFoldPadIntoConvolutionShowsInItsCppApi) {
+  // Two nodes (pad with a non-zero value, then conv2d): ArmNN's optimizer folds the pad into the
+  // convolution and pads with zeros.
+  const fs::path dir = expect_reproduces("armnn-foldpad-conv2d-ignores-pad-value", "armnn", "elements differ");
+  if (!dir.empty()) {
+    const std::string src = core::read_file((dir / "repro.cpp").string());
+    EXPECT_NE(src.find("AddPadLayer"), std::string::npos);
+    EXPECT_NE(src.find("AddConvolution2dLayer"), std::string::npos);
+  }
+}
+
+TEST(Repro, BundleWithoutWriterSaysWhyAndHowToReplay) {
+  // The faulty backend is Quorum's own: no library API to write a program in.
+  const fs::path out = testing::scratch("repro") / "faulty";
+  fs::remove_all(out);
+  const auto c = run_quorum("fuzz --generator muffin --backends faulty:softmax-no-max-sub --mode infer --models 30 --seed 7 --reduce 0 --out " +
+                                out.string(),
+                            "repro_faulty");
+  ASSERT_EQ(c.code, 0) << c.err;
+  fs::path bundle;
+  for (const auto& e : fs::directory_iterator(out / "bundles")) bundle = e.path();
+  ASSERT_FALSE(bundle.empty());
+  const auto r = run_quorum("repro " + bundle.string(), "repro_faulty");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("no reproducer: no reproducer writer for backend 'faulty:softmax-no-max-sub'"), std::string::npos) << r.out;
+  const std::string readme = core::read_file((bundle / "repro" / "README.txt").string());
+  EXPECT_NE(readme.find("quorum replay " + bundle.string()), std::string::npos) << readme;
+}
+
+TEST(Repro, BadInputIsOneLineAndExitTwo) {
+  const auto r = run_quorum("repro /nonexistent/bundle", "repro_bad");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("neither a bundle"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace quorum::report
