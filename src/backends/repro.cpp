@@ -63,7 +63,7 @@ std::string repro_header(const ReproCase& c, const std::string& p, const std::st
   if (!c.detail.empty()) s << p << " Found: " << c.detail << "\n";
   if (!c.known.empty()) s << p << " Known-issue ledger entry: " << c.known << "\n";
   s << p << " Expected values: Quorum's float64 reference on the same float32 operands;";
-  s << " tolerance atol " << c.tol.atol << ", rtol " << c.tol.rtol << ".\n";
+  s << " tolerance atol " << c.tol.atol << " (times max(1, max |expected|)), rtol " << c.tol.rtol << ".\n";
   s << p << " Exit status: 1 while the discrepancy shows, 0 once fixed.\n";
   s << p << " Build and run: " << build_and_run << "\n";
   s << p << " From Quorum " << c.quorum_version << " finding " << c.signature << " (seed " << c.seed
@@ -78,10 +78,15 @@ void write_repro_file(ReproProgram& p, const std::string& dir, const std::string
 
 std::string cpp_check_function() {
   return R"CPP(// Compares `got` (the library) with `want` (float64 reference): an element is wrong when exactly one
-// of them is NaN, when their infinities differ, or when |got - want| > atol + rtol * |want|.
+// of them is NaN, when their infinities differ, or when |got - want| > atol * s + rtol * |want|, with
+// s = max(1, max |want|) over the finite expected values (how Quorum's oracle scales atol).
 // Prints the count and the largest differences; returns the number of wrong elements.
 static int quorum_check(const char* what, const float* got, const double* want, size_t n,
                         double atol, double rtol) {
+  double s = 1;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(want[i]) && std::fabs(want[i]) > s) s = std::fabs(want[i]);
+  atol *= s;
   size_t bad = 0, shown = 0;
   double worst = 0;
   size_t worst_i = 0;
@@ -112,13 +117,16 @@ static int quorum_check(const char* what, const float* got, const double* want, 
 
 std::string py_check_function() {
   return R"PY(def quorum_check(what, got, want, atol, rtol):
-    """Elements wrong: exactly one NaN, different infinities, or |got - want| > atol + rtol*|want|."""
+    """Elements wrong: exactly one NaN, different infinities, or |got - want| > atol*s + rtol*|want|
+    with s = max(1, max |want|) over the finite expected values (how Quorum's oracle scales atol)."""
     import numpy as np
     got = np.asarray(got, dtype=np.float64).reshape(-1)
     want = np.asarray(want, dtype=np.float64).reshape(-1)
     if got.shape != want.shape:
         print(f"{what}: shape differs (expected {want.size} elements, actual {got.size})")
         return max(1, want.size)
+    finite = want[np.isfinite(want)]
+    atol = atol * max(1.0, float(np.abs(finite).max()) if finite.size else 1.0)
     gn, wn = np.isnan(got), np.isnan(want)
     wrong = gn != wn
     both = ~gn & ~wn

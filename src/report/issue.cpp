@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/fileio.h"
+#include "oracle/compare.h"
 #include "oracle/known.h"
 #include "report/repro.h"
 
@@ -19,10 +20,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-bool wrong(double g, double w, const ops::Tolerance& t) {
+bool wrong(double g, double w, double scale, const ops::Tolerance& t) {
   if (std::isnan(g) || std::isnan(w)) return std::isnan(g) != std::isnan(w);
   if (std::isinf(g) || std::isinf(w)) return g != w;
-  return std::fabs(g - w) > t.atol + t.rtol * std::fabs(w);
+  return !oracle::element_within(g, w, scale, t);
 }
 
 double severity(const Difference& d) {
@@ -84,8 +85,9 @@ std::vector<Difference> largest_differences(const backends::ReproCase& c, size_t
   std::vector<Difference> out;
   auto scan = [&](const std::string& v, const core::Tensor& want, const core::Tensor& got) {
     if (!want.defined() || !got.defined() || want.numel() != got.numel()) return;
+    const double scale = oracle::tolerance_scale(want);
     for (int64_t i = 0; i < want.numel(); ++i)
-      if (wrong(got.get(i), want.get(i), c.tol)) out.push_back({v, i, want.get(i), got.get(i)});
+      if (wrong(got.get(i), want.get(i), scale, c.tol)) out.push_back({v, i, want.get(i), got.get(i)});
   };
   const ir::Node* node = c.blamed();
   if (c.backward() && node) {
@@ -179,7 +181,7 @@ std::string issue_markdown(const std::string& bundle_dir) {
   const auto diffs = largest_differences(c, 8);
   if (!diffs.empty()) {
     md << "## Expected versus actual\n\n";
-    md << "Expected: float64 on the same float32 operands; tolerance atol " << c.tol.atol << ", rtol " << c.tol.rtol << ".\n\n";
+    md << "Expected: float64 on the same float32 operands; tolerance atol " << c.tol.atol << " (times max(1, max |expected|)), rtol " << c.tol.rtol << ".\n\n";
     md << "| value | element | expected | actual |\n| --- | --- | --- | --- |\n";
     for (const auto& d : diffs) md << "| `" << d.value << "` | " << d.index << " | " << fmt(d.expected) << " | " << fmt(d.actual) << " |\n";
     md << "\n";

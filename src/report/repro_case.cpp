@@ -75,6 +75,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   ReproCase c;
   c.backend = j.at("backend").get<std::string>();
   c.library_version = library_version(j, c.backend);
+  if (c.library_version.empty()) c.library_version = library_version(top_j, c.backend);
   c.signature = top_j.at("signature").get<std::string>();
   c.kind = j.at("kind").get<std::string>();
   c.stage = j.at("stage").get<std::string>();

@@ -106,6 +106,23 @@ TEST(Repro, ArmnnFoldPadIntoConvolutionShowsInItsCppApi) {
   }
 }
 
+TEST(Repro, OnednnRnnDiffWeightsIterShowsInItsCppApi) {
+  // A backward finding: the program feeds oneDNN's own incoming gradient to vanilla_rnn_backward;
+  // only the recurrent weights' gradient is wrong.
+  const fs::path dir = expect_reproduces("onednn-rnn-diff-weights-iter", "onednn", "elements differ");
+  if (!dir.empty()) {
+    const std::string src = core::read_file((dir / "repro.cpp").string());
+    EXPECT_NE(src.find("vanilla_rnn_backward"), std::string::npos);
+    const Ran again = run_in(dir, "./repro");
+    EXPECT_EQ(again.code, 1);
+    EXPECT_NE(again.out.find("w_hh"), std::string::npos) << again.out;
+  }
+}
+
+TEST(Repro, OnednnExpNanToInfShowsInItsCppApi) {
+  expect_reproduces("onednn-exp-nan-to-inf", "onednn", "expected nan, actual inf");
+}
+
 TEST(Repro, BundleWithoutWriterSaysWhyAndHowToReplay) {
   // The faulty backend is Quorum's own: no library API to write a program in.
   const fs::path out = testing::scratch("repro") / "faulty";
