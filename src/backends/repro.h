@@ -44,13 +44,13 @@ struct ReproCase {
   ValueMap inputs;
   core::DType dtype = core::DType::F32;
   bool train = false;
-  core::Tensor target;
+  core::Tensor target;  // undefined when the node was cut out of a larger training model
   std::string loss;  // a catalogue loss operator
   core::Attrs loss_attrs;
 
   // Expected values: Quorum's float64 reference on the same (dtype-rounded) operands.
   ValueMap expected;        // every value of the model (graph inputs, weights, node outputs)
-  ValueMap expected_grads;  // train: d loss / d value for node outputs, weights and graph inputs
+  ValueMap expected_grads;  // train with a target: d loss / d value (node outputs, weights, graph inputs)
   // What Quorum recorded from the library (may miss values the library did not return).
   ValueMap actual;
   ValueMap actual_grads;

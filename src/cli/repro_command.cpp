@@ -37,13 +37,20 @@ int cmd_repro(const Options& o) {
   for (const auto& e : fs::directory_iterator(p / "bundles"))
     if (e.is_directory() && fs::exists(e.path() / "finding.json")) bundles.push_back(e.path());
   std::sort(bundles.begin(), bundles.end());
-  size_t written = 0;
+  size_t written = 0, failed = 0;
   for (const auto& b : bundles) {
     std::cout << b.filename().string() << ": ";
-    written += print(report::write_repro(b.string()));
+    try {
+      written += print(report::write_repro(b.string()));
+    } catch (const std::exception& e) {  // one unreadable bundle does not stop the others
+      std::cout << "failed: " << e.what() << "\n";
+      ++failed;
+    }
   }
-  std::cout << bundles.size() << " bundles: " << written << " reproducers written\n";
-  return 0;
+  std::cout << bundles.size() << " bundles: " << written << " reproducers written";
+  if (failed) std::cout << ", " << failed << " failed";
+  std::cout << "\n";
+  return failed ? 1 : 0;
 }
 
 }  // namespace quorum::cli

@@ -100,6 +100,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   ValueMap recorded_grads = campaign::read_recorded((dir / "grads" / lib).string(), g);
   c.model = g;
   c.inputs = inputs;
+  bool cut = false;
   // An unreduced finding at one node of a large model: that node alone, fed what the library fed
   // it. A small model stays whole (a ledger case is minimal already, and graph rewrites such as
   // fusing a pad into a convolution need the neighbours).
@@ -118,10 +119,13 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
     if (have && !fed.empty()) {
       c.model = ir::one_node(g, c.node);
       c.inputs = fed;
+      cut = true;
     }
   }
   for (auto& [name, t] : c.inputs) t = t.to(c.dtype);
-  if (c.train) {
+  // A node cut out of a training finding has no loss of its own (the target fits the original
+  // output): its backward is shown with the library's incoming gradient (`incoming`, `node_grads`).
+  if (c.train && !cut) {
     c.target = core::read_npy((dir / "target.npy").string());
     const auto r = ref::train(c.model, c.inputs, c.target, ref::LossSpec{c.loss, {}});
     c.expected = r.values;

@@ -1,6 +1,7 @@
-// OpenCV's reproducer: the model as model.onnx (what Quorum fed OpenCV's importer), its inputs and
-// the expected float64 values as .npy, and repro.py running it through cv2.dnn (Debian
-// python3-opencv) with the layers fetched as Quorum fetched them.
+// OpenCV's reproducer: the model as model.onnx (what Quorum fed OpenCV's importer) and a program
+// running it through OpenCV DNN with the layers fetched as Quorum fetched them: repro.py with cv2.dnn
+// (Debian python3-opencv), or repro.cpp when a graph input has rank 3 (cv2 turns a 3-D NumPy array
+// into a 2-D multi-channel Mat, so Python cannot feed OpenCV the blob Quorum fed it).
 #include <algorithm>
 #include <sstream>
 
@@ -12,11 +13,113 @@
 
 namespace quorum::backends {
 
-ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
-  if (c.train) throw ReproUnsupported("OpenCV DNN does not train; the finding is in stage " + c.stage);
-  ReproProgram p;
+namespace {
+
+std::string quoted(const std::string& s) {
+  std::string o = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    o += ch;
+  }
+  return o + "\"";
+}
+
+void python_program(const ReproCase& c, const std::string& dir, const std::vector<std::string>& compared, ReproProgram& p) {
   p.main = "repro.py";
   p.run = "/usr/bin/python3 repro.py";
+  const bool crash = c.kind == "crash";
+  std::ostringstream py;
+  py << "#!/usr/bin/python3\n" << repro_header(c, "#", p.run + "  (Debian python3-opencv, python3-numpy)");
+  py << "import os\nimport sys\n\nimport cv2\nimport numpy as np\n\n";
+  py << py_check_function() << "\n\n";
+  py << "HERE = os.path.dirname(os.path.abspath(__file__))\n";
+  py << "ATOL, RTOL = " << py_literal(c.tol.atol) << ", " << py_literal(c.tol.rtol) << "\n\n";
+  py << "print('OpenCV', cv2.__version__)\n";
+  py << "try:\n";
+  py << "    net = cv2.dnn.readNetFromONNX(os.path.join(HERE, 'model.onnx'))\n";
+  py << "    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)\n";
+  py << "    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)\n";
+  for (const auto& in : c.model.inputs) {
+    const std::string file = "input_" + identifier(in.name) + ".npy";
+    core::write_npy(dir + "/" + file, c.inputs.at(in.name).to(core::DType::F32));
+    p.files.push_back(file);
+    py << "    net.setInput(np.load(os.path.join(HERE, " << quoted(file) << ")), " << quoted(in.name) << ")\n";
+  }
+  // OpenCV names each layer after its ONNX node; Quorum fetched every node's output by that name.
+  py << "    layers = [";
+  for (const auto& n : c.model.nodes) py << quoted("onnx_node!" + n.name) << ", ";
+  py << "]\n    values = [";
+  for (const auto& n : c.model.nodes) py << quoted(n.outputs[0]) << ", ";
+  py << "]\n    blobs = dict(zip(values, net.forward(layers)))\n";
+  py << "except cv2.error as e:\n    print('OpenCV failed:', e)\n    sys.exit(" << (crash ? 1 : 2) << ")\n\nbad = 0\n";
+  for (const auto& v : compared) {
+    const std::string file = "expected_" + identifier(v) + ".npy";
+    core::write_npy(dir + "/" + file, c.expected.at(v));
+    p.files.push_back(file);
+    py << "bad += quorum_check(" << quoted(v) << ", blobs[" << quoted(v) << "], np.load(os.path.join(HERE, " << quoted(file)
+       << ")), ATOL, RTOL)\n";
+  }
+  py << "sys.exit(1 if bad else 0)\n";
+  write_repro_file(p, dir, p.main, py.str());
+}
+
+void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, const std::string& dir, ReproProgram& p) {
+  p.main = "repro.cpp";
+  p.run = "g++ -std=c++17 -O1 repro.cpp -o repro -I/usr/include/opencv4 -lopencv_dnn -lopencv_core && ./repro";
+  const bool crash = c.kind == "crash";
+  std::ostringstream s;
+  s << repro_header(c, "//", p.run + "  (Debian libopencv-dev)");
+  s << "// C++ rather than Python: a graph input has rank 3, which cv2 would read as a 2-D image with channels.\n";
+  s << "#include <opencv2/core.hpp>\n#include <opencv2/dnn.hpp>\n\n#include <cmath>\n#include <cstdio>\n#include <string>\n#include <vector>\n\n";
+  s << cpp_check_function() << "\n";
+  int k = 0;
+  for (const auto& in : c.model.inputs) s << c_array("input_" + std::to_string(k++), c.inputs.at(in.name));
+  k = 0;
+  for (const auto& v : compared) s << c_array("expected_" + std::to_string(k++), c.expected.at(v), false);
+  s << "\nint main() {\n  std::printf(\"OpenCV %s\\n\", cv::getVersionString().c_str());\n";
+  s << "  std::vector<cv::Mat> blobs;\n  try {\n";
+  s << "    cv::dnn::Net net = cv::dnn::readNetFromONNX(\"model.onnx\");\n";
+  s << "    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);\n    net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);\n";
+  k = 0;
+  for (const auto& in : c.model.inputs) {
+    std::vector<int64_t> dims(in.type.shape.begin(), in.type.shape.end());
+    if (dims.empty()) dims.push_back(1);
+    s << "    {\n      const int dims[] = {";
+    for (size_t i = 0; i < dims.size(); ++i) s << (i ? ", " : "") << dims[i];
+    s << "};\n      cv::Mat m(" << dims.size() << ", dims, CV_32F, const_cast<float*>(input_" << k++ << "));\n";
+    s << "      net.setInput(m.clone(), " << quoted(in.name) << ");\n    }\n";
+  }
+  s << "    // OpenCV names each layer after its ONNX node; Quorum fetched every node's output by that name.\n";
+  s << "    const std::vector<cv::String> layers = {";
+  for (const auto& n : c.model.nodes) s << quoted("onnx_node!" + n.name) << ", ";
+  s << "};\n    net.forward(blobs, layers);\n";
+  s << "  } catch (const cv::Exception& e) {\n    std::printf(\"OpenCV failed: %s\\n\", e.what());\n    return "
+    << (crash ? 1 : 2) << ";\n  }\n  int bad = 0;\n";
+  k = 0;
+  for (const auto& v : compared) {
+    size_t layer = 0;
+    for (size_t i = 0; i < c.model.nodes.size(); ++i)
+      if (c.model.nodes[i].outputs[0] == v) layer = i;
+    const int64_t n = c.expected.at(v).numel();
+    s << "  {\n    const cv::Mat b = blobs[" << layer << "].isContinuous() ? blobs[" << layer << "] : blobs[" << layer
+      << "].clone();\n";
+    s << "    if ((long long)b.total() != " << n << "LL) {\n      std::printf(\"" << v << ": OpenCV returned %zu elements, expected "
+      << n << "\\n\", b.total());\n      ++bad;\n    } else {\n";
+    s << "      bad += quorum_check(" << quoted(v) << ", b.ptr<float>(), expected_" << k++ << ", " << n << ", "
+      << c_literal(c.tol.atol, false) << ", " << c_literal(c.tol.rtol, false) << ");\n    }\n  }\n";
+  }
+  s << "  return bad ? 1 : 0;\n}\n";
+  write_repro_file(p, dir, p.main, s.str());
+}
+
+}  // namespace
+
+ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
+  if (c.train) throw ReproUnsupported("OpenCV DNN does not train; the finding is in stage " + c.stage);
+  for (const auto& n : c.model.nodes)
+    if (n.outputs.size() != 1)
+      throw ReproUnsupported("node '" + n.name + "' has several outputs; OpenCV layers are fetched by node name, one output each");
+  ReproProgram p;
   std::string onnx;
   try {
     onnx = ir::graph_to_onnx(c.model, opencv::kOpset);
@@ -34,37 +137,10 @@ ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
     for (const auto& o : n->outputs) add(o);
   for (const auto& o : c.model.outputs) add(o);
 
-  std::ostringstream py;
-  py << "#!/usr/bin/python3\n" << repro_header(c, "#", "/usr/bin/python3 repro.py  (Debian python3-opencv, python3-numpy)");
-  py << "import os\nimport sys\n\nimport cv2\nimport numpy as np\n\n";
-  py << py_check_function() << "\n\n";
-  py << "HERE = os.path.dirname(os.path.abspath(__file__))\n";
-  py << "ATOL, RTOL = " << py_literal(c.tol.atol) << ", " << py_literal(c.tol.rtol) << "\n\n";
-  py << "print('OpenCV', cv2.__version__)\n";
-  py << "net = cv2.dnn.readNetFromONNX(os.path.join(HERE, 'model.onnx'))\n";
-  py << "net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)\n";
-  py << "net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)\n";
-  for (const auto& in : c.model.inputs) {
-    const std::string file = "input_" + identifier(in.name) + ".npy";
-    core::write_npy(dir + "/" + file, c.inputs.at(in.name).to(core::DType::F32));
-    p.files.push_back(file);
-    py << "net.setInput(np.load(os.path.join(HERE, '" << file << "')), '" << in.name << "')\n";
-  }
-  // OpenCV names each layer after its ONNX node; Quorum fetched every node's output by that name.
-  py << "layers = [";
-  for (const auto& n : c.model.nodes) py << "'onnx_node!" << n.name << "', ";
-  py << "]\nvalues = [";
-  for (const auto& n : c.model.nodes) py << "'" << n.outputs[0] << "', ";
-  py << "]\nblobs = dict(zip(values, net.forward(layers)))\n\nbad = 0\n";
-  for (const auto& v : compared) {
-    const std::string file = "expected_" + identifier(v) + ".npy";
-    core::write_npy(dir + "/" + file, c.expected.at(v));
-    p.files.push_back(file);
-    py << "bad += quorum_check('" << v << "', blobs['" << v << "'], np.load(os.path.join(HERE, '" << file
-       << "')), ATOL, RTOL)\n";
-  }
-  py << "sys.exit(1 if bad else 0)\n";
-  write_repro_file(p, dir, p.main, py.str());
+  const bool rank3 = std::any_of(c.model.inputs.begin(), c.model.inputs.end(),
+                                 [](const ir::ValueInfo& in) { return in.type.shape.size() == 3; });
+  if (rank3) cpp_program(c, compared, dir, p);
+  else python_program(c, dir, compared, p);
   return p;
 }
 
