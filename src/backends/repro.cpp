@@ -47,6 +47,19 @@ std::string py_literal(double v) {
   return buf;
 }
 
+std::string quoted(const std::string& s) {
+  std::string o = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (ch == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += ch;
+  }
+  return o + "\"";
+}
+
 std::string identifier(const std::string& value) {
   std::string s;
   for (char ch : value) s += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');

@@ -85,6 +85,8 @@ std::string c_literal(double v, bool single);
 std::string c_array(const std::string& name, const core::Tensor& t, bool single = true);
 // Python literal of a float ("float('nan')", "-float('inf')", repr otherwise).
 std::string py_literal(double v);
+// A double-quoted string literal valid in C, C++ and Python (quotes and backslashes escaped).
+std::string quoted(const std::string& s);
 // A value name made into an identifier of C and Python ("conv2d_3:0" -> "conv2d_3_0").
 std::string identifier(const std::string& value);
 // The comment block every reproducer starts with (`prefix` is "//" or "#"): what it shows, where it

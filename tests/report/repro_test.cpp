@@ -123,6 +123,34 @@ TEST(Repro, OnednnExpNanToInfShowsInItsCppApi) {
   expect_reproduces("onednn-exp-nan-to-inf", "onednn", "expected nan, actual inf");
 }
 
+TEST(Repro, ExecRunnerIsRunAgainWithItsModelInputsAndExpectedOutputs) {
+  // A runner that computes tanh 1.5 times too large, as a one-entry ledger whose case Quorum runs.
+  const std::string runner = std::string(QUORUM_SOURCE_DIR) + "/tests/backends/exec_runners/numpy_runner.py";
+  const std::string backend = "exec:/usr/bin/python3+" + runner + "+skew=Tanh";
+  const fs::path root = testing::scratch("repro") / "exec";
+  fs::remove_all(root);
+  fs::create_directories(root / "ledger" / "exec");
+  std::ofstream(root / "ledger" / "exec" / "known_differences.json") << R"({"format": "quorum.known", "backend": "exec", "entries": [
+    {"id": "exec-tanh-skew", "backend": ")" + backend + R"(", "class": "bug",
+     "signature": "inconsistency|FC|)" + backend + R"(|tanh|{}", "note": "the runner's tanh is 1.5 times too large",
+     "case": {"mode": "infer",
+              "model": {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["y"],
+                        "nodes": [{"name": "y", "op": "tanh", "inputs": ["x"], "outputs": ["y"]}]},
+              "inputs": {"x": {"shape": [1, 3], "data": [-1, 0.5, 2]}}}}]})";
+  const auto k = run_quorum("known --check --ledger " + (root / "ledger").string() + " --out " + (root / "out").string(), "repro_exec");
+  ASSERT_EQ(k.code, 0) << k.out << k.err;
+  fs::path bundle;
+  for (const auto& e : fs::directory_iterator(root / "out" / "bundles")) bundle = e.path();
+  ASSERT_FALSE(bundle.empty());
+  const auto [dir, run] = reproducer(bundle, "exec");
+  ASSERT_EQ(run, "sh run.sh");
+  for (const char* f : {"model.onnx", "input_0.npy", "expected_0.npy", "check.py"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  const Ran ran = run_in(dir, run);
+  EXPECT_EQ(ran.code, 1) << ran.out;
+  EXPECT_NE(ran.out.find("3 of 3 elements differ"), std::string::npos) << ran.out;
+  EXPECT_NE(core::read_file((dir / "run.sh").string()).find("'skew=Tanh' \"$DIR\""), std::string::npos);
+}
+
 TEST(Repro, BundleWithoutWriterSaysWhyAndHowToReplay) {
   // The faulty backend is Quorum's own: no library API to write a program in.
   const fs::path out = testing::scratch("repro") / "faulty";

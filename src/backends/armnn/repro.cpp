@@ -42,14 +42,6 @@ std::string list(const std::vector<T>& v) {
   o << '}';
   return o.str();
 }
-std::string quoted(const std::string& s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    o += ch;
-  }
-  return o + "\"";
-}
 size_t norm_axis(int64_t axis, size_t rank) { return static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(rank) : axis); }
 
 struct Val {

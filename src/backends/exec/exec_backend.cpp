@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "backends/exec/exec_config.h"
 #include "backends/exec/run_program.h"
 #include "core/error.h"
 #include "core/fileio.h"
@@ -28,57 +29,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kDefaultTimeLimit = 20;  // seconds; below the supervisor's --timeout (60)
 constexpr int kExitCannotLoad = 3;        // protocol: the program could not load/convert the model
 const char* const kNeedProgram = "exec needs a program: --backends exec:PROGRAM+ARG...";
-
-struct Config {
-  double time_limit_s = kDefaultTimeLimit;
-  int opset = ir::kOnnxMinOpset;
-  std::string label;
-  std::vector<std::string> argv;  // the program (resolved) and its arguments; empty = none given
-};
 
 std::string seconds(double s) {
   std::ostringstream os;
   os << s;
   return os.str();
-}
-
-Config parse(const std::vector<std::string>& args) {
-  Config c;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const auto eq = a.find('=');
-    const std::string key = eq == std::string::npos ? "" : a.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
-    if (key == "timeout") {
-      char* end = nullptr;
-      c.time_limit_s = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !std::isfinite(c.time_limit_s) || c.time_limit_s <= 0)
-        throw core::UserError("exec: timeout=" + value + ": expected a positive number of seconds");
-    } else if (key == "opset") {
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < ir::kOnnxMinOpset || v > ir::kOnnxMaxOpset)
-        throw core::UserError("exec: opset=" + value + ": the ONNX exporter writes opsets " +
-                              std::to_string(ir::kOnnxMinOpset) + " to " + std::to_string(ir::kOnnxMaxOpset));
-      c.opset = static_cast<int>(v);
-    } else if (key == "name") {
-      c.label = value;
-    } else {
-      break;
-    }
-  }
-  if (i == args.size()) return c;
-  const std::string program = resolve_program(args[i]);
-  if (program.empty())
-    throw core::UserError("exec: program '" + args[i] + "' is not an executable file" +
-                          (args[i].find('/') == std::string::npos ? " on $PATH" : ""));
-  c.argv.push_back(program);
-  c.argv.insert(c.argv.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-  return c;
 }
 
 // The graph with every floating-point value in `dtype`: the model the program receives computes in
@@ -94,19 +51,6 @@ ir::Graph in_dtype(ir::Graph g, core::DType dtype) {
   return g;
 }
 
-// The ONNX graph outputs in the exporter's order: the graph's outputs, then every other node output
-// in node order (src/ir/onnx_io.h). `real` receives how many are the graph's own outputs.
-std::vector<std::string> onnx_outputs(const ir::Graph& g, size_t& real) {
-  std::vector<std::string> out;
-  std::set<std::string> listed;
-  for (const auto& o : g.outputs)
-    if (listed.insert(o).second) out.push_back(o);
-  real = out.size();
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs)
-      if (listed.insert(o).second) out.push_back(o);
-  return out;
-}
 
 // Node `n` alone: its computed inputs become graph inputs, its weights stay initializers.
 ir::Graph one_node(const ir::Graph& g, const ir::Node& n) {

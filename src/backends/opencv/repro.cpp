@@ -15,15 +15,6 @@ namespace quorum::backends {
 
 namespace {
 
-std::string quoted(const std::string& s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    o += ch;
-  }
-  return o + "\"";
-}
-
 void python_program(const ReproCase& c, const std::string& dir, const std::vector<std::string>& compared, ReproProgram& p) {
   p.main = "repro.py";
   p.run = "/usr/bin/python3 repro.py";

@@ -1,0 +1,29 @@
+// The exec backend's options and output order, shared by the backend and its reproducer writer.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/onnx_io.h"
+
+namespace quorum::backends::exec {
+
+constexpr double kDefaultTimeLimit = 20;  // seconds; below the supervisor's --timeout (60)
+
+struct Config {
+  double time_limit_s = kDefaultTimeLimit;
+  int opset = ir::kOnnxMinOpset;
+  std::string label;
+  std::vector<std::string> argv;  // the program (resolved) and its arguments; empty = none given
+};
+
+// Options (--backends exec:OPT+OPT+...): leading timeout=SECONDS, opset=N and name=LABEL, then the
+// program (resolved on $PATH) and its arguments, passed verbatim. UserError on a bad option or a
+// program that is not an executable file.
+Config parse(const std::vector<std::string>& args);
+
+// The ONNX graph outputs in the exporter's order: the graph's outputs, then every other node output
+// in node order (src/ir/onnx_io.h). `real` receives how many are the graph's own outputs.
+std::vector<std::string> onnx_outputs(const ir::Graph& g, size_t& real);
+
+}  // namespace quorum::backends::exec
