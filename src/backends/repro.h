@@ -44,13 +44,18 @@ struct ReproCase {
   ValueMap inputs;
   core::DType dtype = core::DType::F32;
   bool train = false;
-  core::Tensor target;  // undefined when the node was cut out of a larger training model
+  core::Tensor target;  // for graph output 0 of `model`, or of `whole_model` when there is one
   std::string loss;  // a catalogue loss operator
   core::Attrs loss_attrs;
+  // When `model` is the blamed node cut out of a larger unreduced model: that model and its graph
+  // inputs (empty otherwise). A backward bug that needs its neighbours (a non-contiguous incoming
+  // gradient from a following transpose) shows only in the whole model.
+  ir::Graph whole_model;
+  ValueMap whole_inputs;
 
   // Expected values: Quorum's float64 reference on the same (dtype-rounded) operands.
   ValueMap expected;        // every value of the model (graph inputs, weights, node outputs)
-  ValueMap expected_grads;  // train with a target: d loss / d value (node outputs, weights, graph inputs)
+  ValueMap expected_grads;  // train, `model` not cut: d loss / d value (node outputs, weights, graph inputs)
   // What Quorum recorded from the library (may miss values the library did not return).
   ValueMap actual;
   ValueMap actual_grads;

@@ -117,16 +117,19 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
       }
     }
     if (have && !fed.empty()) {
+      c.whole_model = g;
+      c.whole_inputs = inputs;
+      for (auto& [name, t] : c.whole_inputs) t = t.to(c.dtype);
       c.model = ir::one_node(g, c.node);
       c.inputs = fed;
       cut = true;
     }
   }
   for (auto& [name, t] : c.inputs) t = t.to(c.dtype);
-  // A node cut out of a training finding has no loss of its own (the target fits the original
+  // A node cut out of a training finding has no loss of its own (the target fits the whole model's
   // output): its backward is shown with the library's incoming gradient (`incoming`, `node_grads`).
+  if (c.train) c.target = core::read_npy((dir / "target.npy").string());
   if (c.train && !cut) {
-    c.target = core::read_npy((dir / "target.npy").string());
     const auto r = ref::train(c.model, c.inputs, c.target, ref::LossSpec{c.loss, {}});
     c.expected = r.values;
     c.expected_grads = r.grads;

@@ -91,6 +91,23 @@ TEST(Repro, OpencvSoftplusOverflowShowsInItsPythonApi) {
   EXPECT_NE(ran.out.find("as expected"), std::string::npos) << ran.out;
 }
 
+TEST(Repro, TorchGeluBackwardShowsInPytorchsPythonApiWithAFloat64Baseline) {
+  // A backward bug: libtorch's float32 gelu backward (oneDNN's erf kernel) on a non-contiguous
+  // gradient. The script runs under Debian's python3 with python3-torch, the same 1.13 library.
+  const fs::path dir = expect_reproduces("torch-gelu-backward-onednn-erf", "torch", "[decides]");
+  if (!dir.empty()) {
+    const std::string py = core::read_file((dir / "repro.py").string());
+    EXPECT_NE(py.find("import torch"), std::string::npos);
+    EXPECT_NE(py.find(".backward("), std::string::npos);
+    const Ran again = run_in(dir, "/usr/bin/python3 repro.py");
+    EXPECT_NE(again.out.find("torch float64"), std::string::npos) << "the float64 baseline in the same script: " << again.out;
+  }
+}
+
+TEST(Repro, TorchLayerNormZeroVarianceShowsInPytorchsPythonApi) {
+  expect_reproduces("torch-layer-norm-zero-variance", "torch", "[decides]");
+}
+
 TEST(Repro, XnnpackMaxPoolNanFirstShowsInItsCApi) {
   expect_reproduces("xnnpack-maxpool-nan-first-upper-bound", "xnnpack", "expected nan, actual inf");
 }

@@ -18,22 +18,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "backends/repro.h"
-#include "campaign/bundle.h"
 #include "core/npy.h"
-#include "ir/json_io.h"
 #include "ops/kernel_util.h"
 
 namespace quorum::backends {
 
 namespace {
 
-namespace fs = std::filesystem;
 using Ints = std::vector<int64_t>;
 using Lines = std::vector<std::string>;
 
@@ -525,20 +521,12 @@ struct Plan {
 
 Plan plan_case(const ReproCase& c) {
   Plan p{c.model, c.inputs};
-  if (!c.train || c.model.nodes.size() != 1) return p;
-  const fs::path top(c.bundle);
-  if (fs::exists(top / "reduced" / "finding.json") || !fs::exists(top / "model.json")) return p;
-  try {
-    ir::Graph full = ir::load_graph((top / "model.json").string());
-    if (full.nodes.size() <= 1 || !full.find_node(c.node)) return p;
-    ValueMap in;
-    for (const auto& v : full.inputs)
-      in.emplace(v.name, core::read_npy((top / "inputs" / (campaign::bundle_file_name(v.name) + ".npy")).string()).to(c.dtype));
-    if (c.target.shape() != full.types.at(full.outputs.at(0)).shape) throw std::runtime_error("target shape");
-    p.g = std::move(full);
-    p.inputs = std::move(in);
+  if (!c.train || c.whole_model.nodes.empty()) return p;
+  if (c.target.defined() && c.target.shape() == c.whole_model.types.at(c.whole_model.outputs.at(0)).shape) {
+    p.g = c.whole_model;
+    p.inputs = c.whole_inputs;
     p.whole_model = true;
-  } catch (const std::exception&) {
+  } else {
     p.feed_incoming = !c.incoming.empty();
   }
   return p;
