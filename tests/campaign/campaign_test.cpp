@@ -16,6 +16,7 @@
 #include "campaign/bundle.h"
 #include "campaign/store.h"
 #include "core/fileio.h"
+#include "ir/json_io.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
 #include "worker/supervisor.h"
@@ -156,6 +157,7 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
   opt.seed = 7;
   opt.out = scratch("faults");
   opt.quiet = true;
+  opt.reduce_runs = 30;
   std::ostringstream log;
   const Summary s = run_campaign(opt, trigger, log);
   EXPECT_EQ(s.models_run, 108);
@@ -174,6 +176,19 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
       }
     EXPECT_EQ(unique, 1) << e.fault << ": expected one unique " << e.kind << " at " << e.stage << " in " << e.op;
     EXPECT_GE(hits, 2) << e.fault << " should be hit by several models";
+  }
+  // Each planted fault's finding arrives reduced: to the faulty operator alone (fed the values the
+  // library saw), except the loss fault, whose case keeps the output node the loss judges.
+  for (const auto& f : all) {
+    if (f.backend.rfind("faulty", 0) != 0) continue;
+    ASSERT_FALSE(f.reduced.empty()) << f.signature << " was not reduced";
+    const ir::Graph r = ir::load_graph((fs::path(f.reduced) / "model.json").string());
+    if (f.stage == "LC") {
+      EXPECT_LE(r.nodes.size(), 1u) << f.signature;
+      continue;
+    }
+    ASSERT_EQ(r.nodes.size(), 1u) << f.signature << " reduced to " << r.nodes.size() << " nodes";
+    EXPECT_EQ(r.nodes[0].op, f.op) << f.signature;
   }
   // Every finding is one of the planted faults: the faulty backends are exact elsewhere.
   for (const auto& f : all) {
