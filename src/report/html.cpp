@@ -66,6 +66,9 @@ std::string svg_image(const fs::path& p, const std::string& alt) {
 
 struct Group {
   std::string key, backend, cls, title;
+  bool suggested = false;  // class guessed by Quorum (not from the ledger)
+  std::vector<Difference> diffs;
+  std::string note;  // why the case could not be loaded
   std::vector<campaign::StoredFinding> findings;
   int64_t hits = 0;
   std::string first_seen;
@@ -122,6 +125,24 @@ std::string campaign_report_html(const std::string& campaign_dir) {
       if (const auto* e = ledger.match(f.signature)) g.cls = e->cls;
   }
 
+  // Each root cause's case (its first finding's): title, largest differences, class.
+  for (auto& [key, g] : groups) {
+    const campaign::StoredFinding& f = g.findings.front();
+    try {
+      const backends::ReproCase c = load_repro_case(f.bundle);
+      g.title = issue_title(c);
+      g.diffs = largest_differences(c, 5);
+      const Classification k = classify(c);
+      if (k.cls != "unclassified") {
+        g.cls = k.cls;
+        g.suggested = k.suggested;
+      }
+    } catch (const std::exception& e) {
+      g.title = f.signature;
+      g.note = e.what();
+    }
+  }
+
   // Over time.
   double t0 = per_second.empty() ? 0 : seconds_of(per_second.front().first);
   for (const auto& f : findings) if (t0 == 0 || seconds_of(f.first_seen) < t0) t0 = seconds_of(f.first_seen);
@@ -158,15 +179,21 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     << svg_line_plot("Models per second", "seconds", "models/s", {rate})
     << svg_line_plot("Findings and root causes", "seconds", "count (cumulative)", {uniq, causes}) << "</div>\n";
 
-  // Summary table: library x class.
+  // Summary table: library x class (ledger classes, then Quorum's suggestions for the rest).
   std::map<std::string, std::map<std::string, int>> by_lib;
-  for (const auto& [k, g] : groups) ++by_lib[g.backend][g.cls.empty() ? "unclassified" : g.cls];
-  h << "<h2>Root causes by library</h2>\n<table id=\"summary\"><tr><th>library</th><th>bug</th><th>convention</th>"
+  for (const auto& [k, g] : groups)
+    ++by_lib[g.backend][(g.cls.empty() ? std::string("unclassified") : g.cls) + (g.suggested ? "?" : "")];
+  h << "<h2>Root causes by library</h2>\n<p>Classes from the known-issue ledgers; <i>n?</i> counts the root causes "
+       "the ledgers do not know yet, by the class Quorum suggests (float32's spread at the recorded operands, the "
+       "localized parameter).</p>\n<table id=\"summary\"><tr><th>library</th><th>bug</th><th>convention</th>"
        "<th>precision</th><th>unclassified</th></tr>\n";
   for (const auto& [lib, m] : by_lib) {
     h << "<tr><td>" << escape(lib) << "</td>";
-    for (const char* c : {"bug", "convention", "precision", "unclassified"})
-      h << "<td>" << (m.count(c) ? m.at(c) : 0) << "</td>";
+    for (const std::string c : {"bug", "convention", "precision", "unclassified"}) {
+      h << "<td>" << (m.count(c) ? m.at(c) : 0);
+      if (m.count(c + "?")) h << " + <i>" << m.at(c + "?") << "?</i>";
+      h << "</td>";
+    }
     h << "</tr>\n";
   }
   h << "</table>\n";
@@ -184,7 +211,7 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     anchors[g] = "rc" + std::to_string(++id);
     const std::string cls = g->cls.empty() ? "unclassified" : g->cls;
     h << "<tr><td>" << escape(g->backend) << "</td><td><a href=\"#" << anchors[g] << "\">" << escape(g->key)
-      << "</a></td><td class=\"" << cls << "\">" << cls << "</td><td>" << g->findings.size() << "</td><td>" << g->hits
+      << "</a></td><td class=\"" << cls << "\">" << cls << (g->suggested ? "?" : "") << "</td><td>" << g->findings.size() << "</td><td>" << g->hits
       << "</td><td>" << escape(g->first_seen) << "</td></tr>\n";
   }
   h << "</table>\n";
@@ -193,17 +220,10 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     const campaign::StoredFinding& f = g->findings.front();
     const std::string cls = g->cls.empty() ? "unclassified" : g->cls;
     h << "<h3 id=\"" << anchors.at(g) << "\">" << escape(g->backend) << ": " << escape(g->key) << " <span class=\"" << cls
-      << "\">[" << cls << "]</span></h3>\n";
-    std::string title, repro_note;
-    std::vector<Difference> diffs;
-    try {
-      const backends::ReproCase c = load_repro_case(f.bundle);
-      title = issue_title(c);
-      diffs = largest_differences(c, 5);
-    } catch (const std::exception& e) {
-      title = f.signature;
-      repro_note = e.what();
-    }
+      << "\">[" << cls << (g->suggested ? ", suggested" : "") << "]</span></h3>\n";
+    const std::string& title = g->title;
+    std::string repro_note = g->note;
+    const std::vector<Difference>& diffs = g->diffs;
     h << "<p><b>" << escape(title) << "</b><br>" << escape(f.detail.empty() ? f.message : f.detail) << "</p>\n";
     if (!diffs.empty()) {
       h << "<table class=\"diffs\"><tr><th>value</th><th>element</th><th>expected (float64)</th><th>actual</th></tr>";

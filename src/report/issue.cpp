@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/fileio.h"
+#include "localize/classify.h"
+#include "ops/registry.h"
 #include "oracle/compare.h"
 #include "oracle/known.h"
 #include "report/repro.h"
@@ -126,15 +128,78 @@ Classification classify(const backends::ReproCase& c) {
   k.cls = "unclassified";
   const json r = reduction_of(c.bundle);
   std::string causes;
+  std::vector<std::string> cause_attrs;
   if (r.is_object())
-    for (const auto& cause : r.value("causes", json::array()))
+    for (const auto& cause : r.value("causes", json::array())) {
       causes += (causes.empty() ? "" : "; ") + cause.value("attribute", "") + " = " + cause.value("value", "") +
                 " (the discrepancy disappears with " + cause.value("fixed_by", "") + ")";
-  k.explanation = "Not in Quorum's known-issue ledger yet: decide whether it is a library bug, a convention "
-                  "difference or float32 precision before filing.";
-  if (!causes.empty()) k.explanation += " Localized parameter: " + causes + ".";
+      cause_attrs.push_back(cause.value("attribute", ""));
+    }
+  std::string localized;
+  if (!causes.empty()) localized = " Localized parameter: " + causes + ".";
   else if (r.is_object() && r.value("one_node", false))
-    k.explanation += " No single parameter change removes it: the operator fails for these inputs whatever its parameters.";
+    localized = " No single parameter change removes it: the operator fails for these inputs whatever its parameters.";
+  // Quorum's suggestion, from the blamed node's recorded operands and results.
+  if (const ir::Node* n = c.blamed()) {
+    const ops::OpSpec& spec = ops::op(n->op);
+    std::vector<core::Tensor> operands, got;
+    bool have = true;
+    for (const auto& v : n->inputs) {
+      const auto it = c.expected.find(v);
+      if (it == c.expected.end()) have = false;
+      else operands.push_back(it->second);
+    }
+    localize::Kernel kernel;
+    if (c.backward()) {
+      std::vector<core::Tensor> incoming;
+      for (const auto& o : n->outputs) {
+        const auto it = c.incoming.find(o);
+        if (it == c.incoming.end()) have = false;
+        else incoming.push_back(it->second);
+      }
+      std::vector<size_t> judged;  // inputs with a gradient the library returned
+      for (size_t i = 0; i < n->inputs.size(); ++i)
+        if (c.node_grads.count(n->inputs[i]) && c.actual_grads.count(n->inputs[i])) {
+          judged.push_back(i);
+          got.push_back(c.actual_grads.at(n->inputs[i]));
+        }
+      have &= spec.differentiable() && !judged.empty();
+      kernel = [&spec, n, incoming, judged](const std::vector<core::Tensor>& in) {
+        ops::Inputs ptrs;
+        for (const auto& t : in) ptrs.push_back(&t);
+        const auto out = spec.forward(ptrs, n->attrs);
+        const auto grads = spec.vjp(ptrs, n->attrs, out, incoming);
+        std::vector<core::Tensor> sel;
+        for (size_t i : judged) sel.push_back(grads.at(i));
+        return sel;
+      };
+    } else {
+      for (const auto& o : n->outputs) {
+        const auto it = c.actual.find(o);
+        if (it == c.actual.end()) have = false;
+        else got.push_back(it->second);
+      }
+      kernel = [&spec, n](const std::vector<core::Tensor>& in) {
+        ops::Inputs ptrs;
+        for (const auto& t : in) ptrs.push_back(&t);
+        return spec.forward(ptrs, n->attrs);
+      };
+    }
+    if (have || c.kind != "inconsistency") {
+      const localize::ClassGuess guess = localize::guess_class(c.kind, *n, kernel, operands, got, c.tol, c.dtype, cause_attrs);
+      k.cls = guess.cls;
+      k.suggested = true;
+      k.explanation = "Suggested by Quorum (not in its known-issue ledger yet; confirm before filing): " + guess.why + "." + localized;
+      return k;
+    }
+  } else if (c.kind == "crash") {
+    k.cls = "bug";
+    k.suggested = true;
+    k.explanation = "Suggested by Quorum (not in its known-issue ledger yet): the library fails on a model the catalogue defines.";
+    return k;
+  }
+  k.explanation = "Not in Quorum's known-issue ledger yet: decide whether it is a library bug, a convention "
+                  "difference or float32 precision before filing." + localized;
   return k;
 }
 
@@ -186,7 +251,7 @@ std::string issue_markdown(const std::string& bundle_dir) {
     for (const auto& d : diffs) md << "| `" << d.value << "` | " << d.index << " | " << fmt(d.expected) << " | " << fmt(d.actual) << " |\n";
     md << "\n";
   }
-  md << "## Classification\n\n**" << k.cls << "**. " << k.explanation << "\n";
+  md << "## Classification\n\n**" << k.cls << "**" << (k.suggested ? " (suggested)" : "") << ". " << k.explanation << "\n";
   if (!k.link.empty()) md << "\nSee also: " << k.link << "\n";
   md << "\n## Minimal reproducer\n\n";
   if (main.empty()) {

@@ -18,9 +18,11 @@ struct Difference {
 std::vector<Difference> largest_differences(const backends::ReproCase& c, size_t n);
 
 // The finding's class and explanation: the ledger entry's class and note when the finding is
-// known, the localized parameter causes from the reduction, else "unclassified".
+// known; otherwise the class localize::guess_class suggests from the case (float32's spread at the
+// recorded operands, the localized parameter causes from the reduction), marked as suggested.
 struct Classification {
   std::string cls;          // bug | convention | precision | unclassified
+  bool suggested = false;   // guessed by Quorum, not from the ledger
   std::string explanation;  // one paragraph
   std::string link;
 };

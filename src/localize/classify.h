@@ -1,0 +1,40 @@
+// A root-cause class for a finding the ledger does not know (METHODS.md §4, Audee): a float32
+// precision effect, a convention (an implementation difference a parameter selects), or a bug.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "ops/op_spec.h"
+
+namespace quorum::localize {
+
+struct ClassGuess {
+  std::string cls;  // bug | convention | precision
+  std::string why;  // one sentence: the evidence
+  double excess = 0;  // inconsistencies: worst |got - want| in units of float32's own spread
+};
+
+// The kernel the finding is about: operands -> results (a node's forward, or its vector-Jacobian
+// product for a backward finding), in float64.
+using Kernel = std::function<std::vector<core::Tensor>(const std::vector<core::Tensor>&)>;
+
+// Inconsistencies: precision when every wrong element lies within kPrecisionSpreads of the spread
+// float32 itself allows there (the kernel re-run on operands moved by a few units in the last
+// place: what a backward-stable float32 computation may return, the operator's conditioning at
+// these values); else a convention when the localized causes are all categorical attributes (a
+// mode or flag: SAME padding, align_corners); else a bug. NaN swallowed: a convention when the
+// number is the result with the NaN taken as -inf (maxNum semantics), else a bug. NaN/Inf made: a
+// bug, or float32's range when the operands reach kRangeEdge. Crashes: bugs. `kind` is the
+// finding's kind; `causes` the attributes whose change removed it (localize-fix).
+// A NaN/Inf finding whose operands reach kRangeEdge (about sqrt(FLT_MAX)/2) is float32's range (an
+// intermediate overflows), not a bug of the operator.
+constexpr double kPrecisionSpreads = 16;
+constexpr double kRangeEdge = 1e18;
+ClassGuess guess_class(const std::string& kind, const ir::Node& node, const Kernel& kernel,
+                       const std::vector<core::Tensor>& operands, const std::vector<core::Tensor>& got,
+                       const ops::Tolerance& tol, core::DType dtype, const std::vector<std::string>& causes);
+
+}  // namespace quorum::localize
