@@ -81,6 +81,9 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
       out.fix = localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
+    // Then the smallest shapes, with what budget is left (the parameter evidence comes first).
+    if (!backward)
+      localize::shrink_inputs(out.reduction, holds, localize::ReduceOptions{max_runs - out.fix.runs, log});
     // The reduced case as a bundle of its own, beside the original.
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
     core::Rng rng(1);
@@ -96,6 +99,8 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       for (const auto& c : out.fix.causes)
         causes.push_back({{"attribute", c.attribute}, {"value", c.value}, {"fixed_by", c.fixed_by}});
       json red = {{"nodes_before", out.nodes_before}, {"nodes_after", out.nodes_after},
+                  {"input_elements_before", out.reduction.elements_before},
+                  {"input_elements_after", out.reduction.elements},
                   {"one_node", out.reduction.one_node}, {"predicate_runs", out.reduction.runs + out.fix.runs},
                   {"steps", out.reduction.steps},       {"causes", causes},
                   {"localize_fix_tried", out.fix.tried}};

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ir/graph.h"
 #include "ir/edit.h"
 #include "ops/registry.h"
 
@@ -62,12 +63,75 @@ core::Tensor target_for(const std::string& out, const backends::ValueMap& record
   return t;
 }
 
+// `t` (float64) restricted to [start, start + len) along `axis`.
+core::Tensor slice_axis(const core::Tensor& t, size_t axis, int64_t start, int64_t len) {
+  core::Shape shape = t.shape();
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < axis; ++i) outer *= shape[i];
+  for (size_t i = axis + 1; i < shape.size(); ++i) inner *= shape[i];
+  const int64_t d = shape[axis];
+  shape[axis] = len;
+  core::Tensor out(core::DType::F64, shape);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < len; ++k)
+      for (int64_t i = 0; i < inner; ++i) out.f64()[(o * len + k) * inner + i] = t.get((o * d + start + k) * inner + i);
+  return out;
+}
+
+int64_t elements(const Case& c) {
+  int64_t n = 0;
+  for (const auto& in : c.graph.inputs) n += core::numel(in.type.shape);
+  return n;
+}
+
+// 5. Shapes halved while the finding remains (forward findings and crashes: a backward case's
+//    target and incoming gradient are tied to its shapes). Every graph input's axes, largest first;
+//    the first half, else the second, of the recorded values; a halving the operator's shape rule
+//    refuses is skipped. Repeats until nothing halves or the budget is spent.
+Case shrink(Case cur, Runner& run, const ReduceOptions& opt) {
+  for (bool progress = true; progress && run.r.runs < opt.max_runs;) {
+    progress = false;
+    for (size_t gi = 0; gi < cur.graph.inputs.size() && run.r.runs < opt.max_runs; ++gi) {
+      const std::string name = cur.graph.inputs[gi].name;
+      std::vector<size_t> axes(cur.graph.inputs[gi].type.shape.size());
+      for (size_t a = 0; a < axes.size(); ++a) axes[a] = a;
+      const core::Shape shape = cur.graph.inputs[gi].type.shape;
+      std::stable_sort(axes.begin(), axes.end(), [&](size_t a, size_t b) { return shape[a] > shape[b]; });
+      for (size_t a : axes) {
+        const int64_t d = cur.graph.inputs[gi].type.shape[a];
+        if (d < 2 || run.r.runs >= opt.max_runs) continue;
+        const int64_t half = d / 2;
+        for (int64_t start : {int64_t{0}, d - half}) {
+          Case c = cur;
+          c.graph.inputs[gi].type.shape[a] = half;
+          c.graph.types.clear();
+          try {
+            ir::validate(c.graph, "reduced model");
+          } catch (const core::UserError&) {
+            break;  // the shape rule refuses this size: the other half is refused alike
+          }
+          c.inputs[name] = slice_axis(cur.inputs.at(name), a, start, half);
+          c.target = core::Tensor();
+          if (run.try_case(c, "'" + name + "' axis " + std::to_string(a) + " halved (" + (start ? "second" : "first") +
+                                  " half) -> " + core::to_string(c.graph.inputs[gi].type.shape))) {
+            cur = std::move(c);
+            progress = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+  return cur;
+}
+
 }  // namespace
 
 Reduced reduce(const Case& original, const std::string& blamed_node, bool backward, const backends::ValueMap& recorded,
                const backends::ValueMap& recorded_grads, const Predicate& holds, const ReduceOptions& opt) {
   Reduced r;
   r.reduced = original;
+  r.elements_before = r.elements = elements(original);
   Runner run{holds, opt, r};
   if (!run.try_case(original, "original model")) return r;
   r.reproduced = true;
@@ -180,6 +244,13 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
   }
   r.reduced = std::move(cur);
   return r;
+}
+
+void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt) {
+  if (!r.reproduced) return;
+  Runner run{holds, opt, r};
+  r.reduced = shrink(std::move(r.reduced), run, opt);
+  r.elements = elements(r.reduced);
 }
 
 FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log, const RanCheck& ran) {

@@ -38,6 +38,7 @@ struct Reduced {
   bool reproduced = false;  // the original shows the finding at all
   bool one_node = false;    // reduced to the blamed node alone
   int runs = 0;             // predicate runs spent
+  int64_t elements_before = 0, elements = 0;  // graph input elements, original and reduced
   std::vector<std::string> steps;
 };
 
@@ -45,6 +46,12 @@ struct Reduced {
 // for backward findings), used to feed what a removed part of the model computed.
 Reduced reduce(const Case& original, const std::string& blamed_node, bool backward, const backends::ValueMap& recorded,
                const backends::ValueMap& recorded_grads, const Predicate& holds, const ReduceOptions& opt);
+
+// Shapes halved while the finding remains: every graph input's axes, largest first, keeping the
+// first half of the values, else the second; a size the shape rules refuse is skipped; repeated
+// until nothing halves. Only for forward and crash findings (a backward case's target and incoming
+// gradient are tied to its shapes). Spends r.runs up to opt.max_runs; appends its steps.
+void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt);
 
 // Localize-fix (Audee, METHODS.md §4) on a one-node case: every attribute of the node replaced by
 // other values of its domain; a replacement under which the finding disappears names that
