@@ -26,19 +26,6 @@ enum class Layout { Plain, ChannelsLast };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// A C string literal.
-std::string cstr(const std::string& s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    if (ch == '\n') {
-      o += "\\n";
-      continue;
-    }
-    o += ch;
-  }
-  return o + "\"";
-}
 
 std::string flit(double v) { return c_literal(v, true); }
 
@@ -216,7 +203,7 @@ class Gen {
   std::string scalar(float v) { return constant({v}, {1}, "scalar " + flit(v)); }
   void line(const std::string& s) { seg_ << "    " << s << "\n"; }
   void call(const std::string& fn, const std::string& args) {
-    line("check(" + fn + "(sg, " + args + "), " + cstr(fn + " (node '" + cur_ + "')") + ");");
+    line("check(" + fn + "(sg, " + args + "), " + quoted(fn + " (node '" + cur_ + "')") + ");");
   }
 
   Layout layout_of(const ir::Node& n, std::optional<Layout> first) const;
@@ -878,7 +865,7 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   }
   s << "\nint main() {\n";
   s << "  std::printf(\"XNNPACK (the library has no version call); finding recorded with: %s\\n\", "
-    << cstr(c.library_version) << ");\n";
+    << quoted(c.library_version) << ");\n";
   s << "  if (FILE* f = popen(\"dpkg-query -W -f='${Version}' libxnnpack0 2>/dev/null\", \"r\")) {\n"
        "    char v[128] = {0};\n"
        "    if (std::fgets(v, sizeof v, f) && v[0]) std::printf(\"installed libxnnpack0 %s\\n\", v);\n"
@@ -901,7 +888,7 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
     s << "  const double atol = " << c_literal(c.tol.atol, false) << ", rtol = " << c_literal(c.tol.rtol, false)
       << ";\n  int bad = 0;\n";
     for (const auto& v : compared)
-      s << "  bad += quorum_check(" << cstr(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v) << ", "
+      s << "  bad += quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v) << ", "
         << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
     s << "  return bad ? 1 : 0;\n}\n";
   }
