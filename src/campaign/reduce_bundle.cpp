@@ -18,6 +18,8 @@ namespace quorum::campaign {
 
 namespace {
 
+constexpr int kInputSearchTries = 4;  // random input draws for a finding no parameter explains
+
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;  // as bundles write finding.json
 
@@ -81,9 +83,13 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
       out.fix = localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
+    // No parameter removes it: on fresh random inputs too (a bug for every input, or some)?
+    const int left = max_runs - out.reduction.runs - out.fix.runs;
+    if (out.reduction.one_node && out.fix.causes.empty() && left > 0)
+      out.inputs = localize::search_inputs(out.reduction.reduced, holds, std::min(left, kInputSearchTries), log);
     // Then the smallest shapes, with what budget is left (the parameter evidence comes first).
     if (!backward)
-      localize::shrink_inputs(out.reduction, holds, localize::ReduceOptions{max_runs - out.fix.runs, log});
+      localize::shrink_inputs(out.reduction, holds, localize::ReduceOptions{max_runs - out.fix.runs - out.inputs.tried, log});
     // The reduced case as a bundle of its own, beside the original.
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
     core::Rng rng(1);
@@ -101,9 +107,10 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       json red = {{"nodes_before", out.nodes_before}, {"nodes_after", out.nodes_after},
                   {"input_elements_before", out.reduction.elements_before},
                   {"input_elements_after", out.reduction.elements},
-                  {"one_node", out.reduction.one_node}, {"predicate_runs", out.reduction.runs + out.fix.runs},
+                  {"one_node", out.reduction.one_node}, {"predicate_runs", out.reduction.runs + out.fix.runs + out.inputs.tried},
                   {"steps", out.reduction.steps},       {"causes", causes},
-                  {"localize_fix_tried", out.fix.tried}};
+                  {"localize_fix_tried", out.fix.tried},
+                  {"random_inputs", {{"tried", out.inputs.tried}, {"shown", out.inputs.shown}, {"verdict", out.inputs.verdict()}}}};
       core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
       break;
     }

@@ -17,6 +17,7 @@ struct BundleReduction {
   int nodes_before = 0, nodes_after = 0;
   localize::Reduced reduction;
   localize::FixReport fix;  // on one-node reductions
+  localize::InputSearch inputs;  // one-node reductions without a parameter cause
   // The root cause's key, from the reduced case: kind, stage, backend, the operator (a crash
   // reduced to one node gets that node's), and the attributes localize-fix named (or, for a
   // crash, the normalised message). Findings with equal keys are one root cause.

@@ -21,6 +21,9 @@ void report(const campaign::BundleReduction& r) {
     std::cout << "  cause: " << c.attribute << " = " << c.value << " (the finding disappears with " << c.fixed_by << ")\n";
   if (r.reduction.one_node && r.fix.causes.empty())
     std::cout << "  no single attribute change removes it: the operator fails for these inputs whatever its parameters\n";
+  if (r.inputs.tried)
+    std::cout << "  on fresh random inputs: shown " << r.inputs.shown << " of " << r.inputs.tried << " times (it shows for "
+              << r.inputs.verdict() << ")\n";
   if (!r.reduced_dir.empty()) std::cout << "  reduced bundle: " << r.reduced_dir << "\n  replay: quorum replay " << r.reduced_dir << "\n";
 }
 

@@ -8,7 +8,9 @@
 #include "core/error.h"
 #include "ir/graph.h"
 #include "ir/edit.h"
+#include "core/rng.h"
 #include "ops/registry.h"
+#include "ref/interpreter.h"
 
 namespace quorum::localize {
 
@@ -321,6 +323,32 @@ FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_run
     }
   }
   return rep;
+}
+
+std::string InputSearch::verdict() const {
+  if (tried == 0) return "";
+  if (shown == tried) return "every input";
+  return shown > 0 ? "some inputs" : "the recorded inputs only";
+}
+
+InputSearch search_inputs(const Case& one_node, const Predicate& holds, int tries, std::ostream* log) {
+  InputSearch s;
+  if (one_node.graph.nodes.size() != 1) return s;
+  core::Rng rng(core::fnv1a("search_inputs:" + one_node.graph.nodes[0].name));
+  for (int t = 0; t < tries; ++t) {
+    Case c = one_node;
+    c.inputs = ref::random_inputs(c.graph, rng);
+    c.target = core::Tensor();
+    bool ok = false;
+    try {
+      ok = holds(c);
+    } catch (const std::exception&) {
+    }
+    ++s.tried;
+    s.shown += ok;
+    if (log) *log << "  input search [" << s.tried << "] random inputs: " << (ok ? "reproduces" : "gone") << "\n";
+  }
+  return s;
 }
 
 }  // namespace quorum::localize

@@ -67,4 +67,13 @@ struct FixReport {
 FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log = nullptr,
                        const RanCheck& ran = nullptr);
 
+// Where no single parameter change removes a one-node finding: the node fed fresh random inputs
+// (uniform in [-1, 1], seeded by the node's name) `tries` times, to tell a bug for every input
+// (shown on all) from one for some inputs (shown on the recorded values only, or a few).
+struct InputSearch {
+  int tried = 0, shown = 0;
+  std::string verdict() const;  // "every input" | "some inputs" | "the recorded inputs only" | "" (not run)
+};
+InputSearch search_inputs(const Case& one_node, const Predicate& holds, int tries, std::ostream* log = nullptr);
+
 }  // namespace quorum::localize

@@ -139,6 +139,11 @@ Classification classify(const backends::ReproCase& c) {
   if (!causes.empty()) localized = " Localized parameter: " + causes + ".";
   else if (r.is_object() && r.value("one_node", false))
     localized = " No single parameter change removes it: the operator fails for these inputs whatever its parameters.";
+  if (r.is_object() && r.contains("random_inputs") && r["random_inputs"].value("tried", 0) > 0) {
+    const json& ri = r["random_inputs"];
+    localized += " On fresh random inputs it shows " + std::to_string(ri.value("shown", 0)) + " of " +
+                 std::to_string(ri.value("tried", 0)) + " times: a problem for " + ri.value("verdict", "") + ".";
+  }
   // Quorum's suggestion, from the blamed node's recorded operands and results.
   if (const ir::Node* n = c.blamed()) {
     const ops::OpSpec& spec = ops::op(n->op);

@@ -66,3 +66,29 @@ TEST(Shrink, StopsWhereTheShapeRuleRefusesAndWithinTheBudget) {
 
 }  // namespace
 }  // namespace quorum::localize
+
+namespace quorum::localize {
+namespace {
+
+TEST(InputSearch, TellsABugForEveryInputFromOneForTheRecordedInputs) {
+  const Case c = relu_case({2, 3}, 0);
+  const InputSearch every = search_inputs(c, [](const Case&) { return true; }, 4);
+  EXPECT_EQ(every.tried, 4);
+  EXPECT_EQ(every.verdict(), "every input");
+  // A NaN trigger: fresh uniform inputs hold none.
+  const InputSearch recorded = search_inputs(c, [](const Case& k) { return has_nan(k.inputs.at("x")); }, 4);
+  EXPECT_EQ(recorded.shown, 0);
+  EXPECT_EQ(recorded.verdict(), "the recorded inputs only");
+  // Inputs above 0.5 somewhere: some draws, not all.
+  const InputSearch some = search_inputs(c, [](const Case& k) {
+    const auto& x = k.inputs.at("x");
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (x.get(i) > 0.9) return true;
+    return false;
+  }, 20);
+  EXPECT_EQ(some.verdict(), "some inputs") << some.shown;
+  EXPECT_EQ(search_inputs(c, [](const Case&) { return true; }, 0).verdict(), "");
+}
+
+}  // namespace
+}  // namespace quorum::localize
