@@ -107,6 +107,7 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       json red = {{"nodes_before", out.nodes_before}, {"nodes_after", out.nodes_after},
                   {"input_elements_before", out.reduction.elements_before},
                   {"input_elements_after", out.reduction.elements},
+                  {"input_nonzero_after", out.reduction.nonzero},
                   {"one_node", out.reduction.one_node}, {"predicate_runs", out.reduction.runs + out.fix.runs + out.inputs.tried},
                   {"steps", out.reduction.steps},       {"causes", causes},
                   {"localize_fix_tried", out.fix.tried},

@@ -253,6 +253,33 @@ void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt)
   Runner run{holds, opt, r};
   r.reduced = shrink(std::move(r.reduced), run, opt);
   r.elements = elements(r.reduced);
+  // Then the values: chunks of each input's elements (halves, quarters, ... single elements) set
+  // to 0 while the finding remains (delta debugging on the non-zero elements), so what is left
+  // non-zero is what triggers it.
+  Case cur = r.reduced;
+  for (size_t k = 0; k < cur.graph.inputs.size(); ++k) {
+    const std::string name = cur.graph.inputs[k].name;  // `cur` is replaced as values go to 0
+    const int64_t n = core::numel(cur.graph.inputs[k].type.shape);
+    for (int64_t chunk = n / 2; chunk >= 1 && r.runs < opt.max_runs; chunk /= 2) {
+      for (int64_t start = 0; start < n && r.runs < opt.max_runs; start += chunk) {
+        const core::Tensor x = cur.inputs.at(name);
+        bool all_zero = true;
+        for (int64_t i = start; i < std::min(n, start + chunk); ++i) all_zero &= x.get(i) == 0;
+        if (all_zero) continue;
+        Case c = cur;
+        core::Tensor y = x.to(core::DType::F64);
+        for (int64_t i = start; i < std::min(n, start + chunk); ++i) y.f64()[i] = 0;
+        c.inputs[name] = y;
+        if (run.try_case(c, "'" + name + "' elements [" + std::to_string(start) + ", " +
+                                std::to_string(std::min(n, start + chunk)) + ") -> 0"))
+          cur = std::move(c);
+      }
+    }
+  }
+  r.reduced = std::move(cur);
+  r.nonzero = 0;
+  for (const auto& [name, t] : r.reduced.inputs)
+    for (int64_t i = 0; i < t.numel(); ++i) r.nonzero += t.get(i) != 0;
 }
 
 FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log, const RanCheck& ran) {

@@ -39,6 +39,7 @@ struct Reduced {
   bool one_node = false;    // reduced to the blamed node alone
   int runs = 0;             // predicate runs spent
   int64_t elements_before = 0, elements = 0;  // graph input elements, original and reduced
+  int64_t nonzero = -1;  // non-zero input elements after shrink_inputs (-1: not run)
   std::vector<std::string> steps;
 };
 
@@ -49,7 +50,8 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
 
 // Shapes halved while the finding remains: every graph input's axes, largest first, keeping the
 // first half of the values, else the second; a size the shape rules refuse is skipped; repeated
-// until nothing halves. Only for forward and crash findings (a backward case's target and incoming
+// until nothing halves. Then the values: chunks of elements set to 0 while it remains (delta
+// debugging), leaving non-zero only what triggers it. Only for forward and crash findings (a backward case's target and incoming
 // gradient are tied to its shapes). Spends r.runs up to opt.max_runs; appends its steps.
 void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt);
 

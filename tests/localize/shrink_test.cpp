@@ -92,3 +92,34 @@ TEST(InputSearch, TellsABugForEveryInputFromOneForTheRecordedInputs) {
 
 }  // namespace
 }  // namespace quorum::localize
+
+namespace quorum::localize {
+namespace {
+
+TEST(Shrink, ZeroesEveryValueButTheTrigger) {
+  // A 3x3 max pool stops the halving at 4x4; the values then go to 0 except the one above 10.
+  Case c;
+  c.graph.inputs = {{"x", {core::DType::F32, {1, 1, 8, 8}}}};
+  ir::Node n{"p", "max_pool2d", {"x"}, {"p"}, {}};
+  n.attrs = ops::canonical_attrs(ops::op("max_pool2d"), {{"kernel_shape", std::vector<int64_t>{3, 3}}});
+  c.graph.nodes.push_back(n);
+  c.graph.outputs = {"p"};
+  ir::validate(c.graph, "test");
+  std::vector<double> v(64, 1.0);
+  v[63] = 50;
+  c.inputs["x"] = core::Tensor::f64({1, 1, 8, 8}, v);
+  const Predicate big = [](const Case& k) {
+    const auto& x = k.inputs.at("x");
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (x.get(i) > 10) return true;
+    return false;
+  };
+  Reduced r = reduce(c, "p", false, {}, {}, big, ReduceOptions{200, nullptr});
+  shrink_inputs(r, big, ReduceOptions{200, nullptr});
+  EXPECT_EQ(r.reduced.graph.inputs[0].type.shape, (core::Shape{1, 1, 4, 4}));
+  EXPECT_EQ(r.nonzero, 1);
+  EXPECT_EQ(r.reduced.inputs.at("x").get(15), 50);
+}
+
+}  // namespace
+}  // namespace quorum::localize
