@@ -221,8 +221,25 @@ struct Judge {
                   normalize_message(r.outcome.message + (last_line.empty() ? "" : " | " + last_line));
       f.detail = (r.failed_at == Stage::Compile ? "conversion (model build) failure: " : "execution failure: ") +
                  r.outcome.str();
+      // A message that names one of the model's values ('conv2d_3' returned with a wrong shape):
+      // the node computing it is where the failure shows.
+      if (const ir::Node* n = named_node(r.outcome.message)) {
+        f.node = n->name;
+        f.op = n->op;
+      }
       out.push_back(std::move(f));
     }
+  }
+
+  // The node whose output a message names in single quotes (the first such name), or null.
+  const ir::Node* named_node(const std::string& message) const {
+    for (size_t a = message.find('\''); a != std::string::npos; a = message.find('\'', a + 1)) {
+      const size_t b = message.find('\'', a + 1);
+      if (b == std::string::npos) break;
+      if (const ir::Node* n = g.producer(message.substr(a + 1, b - a - 1))) return n;
+      a = b;
+    }
+    return nullptr;
   }
 
   // Values whose gradients node n produces or receives: its outputs and its weights.

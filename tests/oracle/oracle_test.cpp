@@ -186,6 +186,26 @@ TEST(Oracle, CrashesAreSplitByStageAndNormalised) {
   EXPECT_TRUE(judge(f.g, runs2, muffin()).empty());
 }
 
+TEST(Oracle, ACrashNamingAValueBlamesTheNodeComputingIt) {
+  // An engine that returns a value with the wrong shape says which value: the finding gets its node.
+  Fixture f;
+  auto runs = f.three();
+  runs[2].values.clear();
+  runs[2].trained = false;
+  runs[2].outcome = {worker::Status::LibraryError, "OpenCV returned 'b' with shape [4] (4 elements), Quorum's shape is [1,3]", 0, ""};
+  runs[2].failed_at = Stage::Forward;
+  for (const Thresholds& th : {muffin(), Thresholds{}}) {
+    const auto found = judge(f.g, runs, th);
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].kind, Kind::Crash);
+    EXPECT_EQ(found[0].node, f.g.producer("b")->name);
+    EXPECT_EQ(found[0].op, f.g.producer("b")->op);
+  }
+  // A message naming nothing of the model keeps the finding without a node.
+  runs[2].outcome.message = "OpenCV returned 'blob' of type 5";
+  EXPECT_EQ(judge(f.g, runs, muffin()).at(0).op, "");
+}
+
 TEST(Oracle, LossInconsistencyOnlyWhenOutputsAgree) {
   Fixture f;
   auto runs = f.three();
