@@ -8,6 +8,9 @@
 //  - backward findings (BC) feed the blamed node its operands and the library's own incoming
 //    gradient, run the forward (training) and the backward primitive(s), and compare the gradients
 //    of its inputs and weights with the float64 vector-Jacobian product.
+// batch_norm / layer_norm run batch_normalization_* / layer_normalization_* (layer_norm on X viewed
+// as [rows, prod(dims[axis:])]); resize_bilinear / resize_nearest run resampling_* and are refused,
+// as the backend refuses them, when the ONNX coordinate rule differs from oneDNN's.
 // Only the helper functions the case needs are written into the program.
 #include <algorithm>
 #include <cmath>
@@ -523,6 +526,174 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
   return g;
 }
 )CPP"},
+    {"bnorm", R"CPP(
+// batch_normalization_forward on plain NC... with use_scale | use_shift; training=0 adds
+// use_global_stats (the mean/var parameters are inputs), training=1 normalises with the batch
+// statistics (written to mean/var outputs).
+inline normalization_flags bn_flags(bool batch_stats) {
+  normalization_flags f = normalization_flags::use_scale | normalization_flags::use_shift;
+  return batch_stats ? f : f | normalization_flags::use_global_stats;
+}
+inline batch_normalization_forward::primitive_desc bn_pd(prop_kind prop, const Dims& d, float eps, bool batch_stats) {
+  return batch_normalization_forward::primitive_desc(
+      batch_normalization_forward::desc(prop, plain(d), eps, bn_flags(batch_stats)), eng);
+}
+struct BnOut {
+  Vec y, mean, var;
+};
+inline BnOut bn_fwd(prop_kind prop, const Dims& d, float eps, bool batch_stats, const Vec& x, const Vec& scale,
+                    const Vec& shift, const Vec& mean, const Vec& var) {
+  auto pd = bn_pd(prop, d, eps, batch_stats);
+  show("batch_normalization_forward", pd);
+  const memory::desc data = plain(d), chan = plain({d[1]});
+  BnOut r;
+  r.y.assign(numel(d), 0.0f);
+  if (batch_stats) {
+    r.mean.assign((size_t)d[1], 0.0f);
+    r.var.assign((size_t)d[1], 0.0f);
+  } else {
+    r.mean = mean;
+    r.var = var;
+  }
+  run(batch_normalization_forward(pd), {{DNNL_ARG_SRC, mem(data, x.data())},
+                                        {DNNL_ARG_DST, mem(data, r.y.data())},
+                                        {DNNL_ARG_SCALE, mem(chan, scale.data())},
+                                        {DNNL_ARG_SHIFT, mem(chan, shift.data())},
+                                        {DNNL_ARG_MEAN, mem(chan, r.mean.data())},
+                                        {DNNL_ARG_VARIANCE, mem(chan, r.var.data())}});
+  return r;
+}
+)CPP"},
+    {"bnorm_bwd", R"CPP(
+// batch_normalization_backward (prop backward) hinted by the forward_training descriptor. oneDNN has
+// no gradient for the mean/var parameters: with training=0 they are derived from diff_scale and
+// diff_shift with eltwise/binary primitives (dmean = -scale*rstd*dshift,
+// dvar = -0.5*scale*rstd^2*dscale, rstd = (var + eps)^-0.5); with training=1 they are zero.
+struct BnGrads {
+  Vec dx, dscale, dshift, dmean, dvar;
+};
+inline BnGrads bn_bwd(const Dims& d, float eps, bool batch_stats, const Vec& x, const Vec& scale, const Vec& shift,
+                      const BnOut& f, const Vec& dy) {
+  const memory::desc data = plain(d), chan = plain({d[1]});
+  const Dims cd{d[1]};
+  batch_normalization_backward::primitive_desc pd(
+      batch_normalization_backward::desc(prop_kind::backward, data, data, eps, bn_flags(batch_stats)), eng,
+      bn_pd(prop_kind::forward_training, d, eps, batch_stats));
+  show("batch_normalization_backward", pd);
+  BnGrads g;
+  g.dx.assign(numel(d), 0.0f);
+  g.dscale.assign((size_t)d[1], 0.0f);
+  g.dshift.assign((size_t)d[1], 0.0f);
+  run(batch_normalization_backward(pd), {{DNNL_ARG_SRC, mem(data, x.data())},
+                                         {DNNL_ARG_MEAN, mem(chan, f.mean.data())},
+                                         {DNNL_ARG_VARIANCE, mem(chan, f.var.data())},
+                                         {DNNL_ARG_DIFF_DST, mem(data, dy.data())},
+                                         {DNNL_ARG_SCALE, mem(chan, scale.data())},
+                                         {DNNL_ARG_SHIFT, mem(chan, shift.data())},
+                                         {DNNL_ARG_DIFF_SRC, mem(data, g.dx.data())},
+                                         {DNNL_ARG_DIFF_SCALE, mem(chan, g.dscale.data())},
+                                         {DNNL_ARG_DIFF_SHIFT, mem(chan, g.dshift.data())}});
+  g.dmean.assign((size_t)d[1], 0.0f);
+  g.dvar.assign((size_t)d[1], 0.0f);
+  if (!batch_stats) {
+    const Vec t = eltwise_fwd(algorithm::eltwise_linear, 1.0f, eps, cd, f.var);
+    const Vec rstd = eltwise_fwd(algorithm::eltwise_pow, 1.0f, -0.5f, cd, t);
+    const Vec rstd2 = eltwise_fwd(algorithm::eltwise_pow, 1.0f, -1.0f, cd, t);
+    g.dmean = eltwise_fwd(algorithm::eltwise_linear, -1.0f, 0.0f, cd,
+                          binary_op(algorithm::binary_mul, cd, cd, binary_op(algorithm::binary_mul, cd, cd, scale, cd, rstd),
+                                    cd, g.dshift));
+    g.dvar = eltwise_fwd(algorithm::eltwise_linear, -0.5f, 0.0f, cd,
+                         binary_op(algorithm::binary_mul, cd, cd, binary_op(algorithm::binary_mul, cd, cd, scale, cd, rstd2),
+                                   cd, g.dscale));
+  }
+  return g;
+}
+)CPP"},
+    {"lnorm", R"CPP(
+// layer_normalization_forward, always prop forward_training (as Quorum's backend runs it), on X
+// viewed as [rows, k] (oneDNN normalises the last dim; k = prod(dims[axis:])), scale/shift
+// flattened to [k], use_scale | use_shift, statistics [rows].
+inline layer_normalization_forward::primitive_desc ln_pd(int64_t rows, int64_t k, float eps) {
+  return layer_normalization_forward::primitive_desc(
+      layer_normalization_forward::desc(prop_kind::forward_training, plain({rows, k}), plain({rows}), eps,
+                                        normalization_flags::use_scale | normalization_flags::use_shift),
+      eng);
+}
+struct LnOut {
+  Vec y, mean, var;
+};
+inline LnOut ln_fwd(int64_t rows, int64_t k, float eps, const Vec& x, const Vec& scale, const Vec& shift) {
+  auto pd = ln_pd(rows, k, eps);
+  show("layer_normalization_forward", pd);
+  const memory::desc data = plain({rows, k}), stat = plain({rows}), param = plain({k});
+  LnOut r;
+  r.y.assign((size_t)(rows * k), 0.0f);
+  r.mean.assign((size_t)rows, 0.0f);
+  r.var.assign((size_t)rows, 0.0f);
+  run(layer_normalization_forward(pd), {{DNNL_ARG_SRC, mem(data, x.data())},
+                                        {DNNL_ARG_DST, mem(data, r.y.data())},
+                                        {DNNL_ARG_SCALE, mem(param, scale.data())},
+                                        {DNNL_ARG_SHIFT, mem(param, shift.data())},
+                                        {DNNL_ARG_MEAN, mem(stat, r.mean.data())},
+                                        {DNNL_ARG_VARIANCE, mem(stat, r.var.data())}});
+  return r;
+}
+)CPP"},
+    {"lnorm_bwd", R"CPP(
+// layer_normalization_backward (prop backward), hinted by the forward_training descriptor, fed the
+// forward's own mean/variance.
+struct LnGrads {
+  Vec dx, dscale, dshift;
+};
+inline LnGrads ln_bwd(int64_t rows, int64_t k, float eps, const Vec& x, const Vec& scale, const Vec& shift,
+                      const LnOut& f, const Vec& dy) {
+  const memory::desc data = plain({rows, k}), stat = plain({rows}), param = plain({k});
+  layer_normalization_backward::primitive_desc pd(
+      layer_normalization_backward::desc(prop_kind::backward, data, data, stat, eps,
+                                         normalization_flags::use_scale | normalization_flags::use_shift),
+      eng, ln_pd(rows, k, eps));
+  show("layer_normalization_backward", pd);
+  LnGrads g;
+  g.dx.assign((size_t)(rows * k), 0.0f);
+  g.dscale.assign((size_t)k, 0.0f);
+  g.dshift.assign((size_t)k, 0.0f);
+  run(layer_normalization_backward(pd), {{DNNL_ARG_SRC, mem(data, x.data())},
+                                         {DNNL_ARG_MEAN, mem(stat, f.mean.data())},
+                                         {DNNL_ARG_VARIANCE, mem(stat, f.var.data())},
+                                         {DNNL_ARG_DIFF_DST, mem(data, dy.data())},
+                                         {DNNL_ARG_SCALE, mem(param, scale.data())},
+                                         {DNNL_ARG_SHIFT, mem(param, shift.data())},
+                                         {DNNL_ARG_DIFF_SRC, mem(data, g.dx.data())},
+                                         {DNNL_ARG_DIFF_SCALE, mem(param, g.dscale.data())},
+                                         {DNNL_ARG_DIFF_SHIFT, mem(param, g.dshift.data())}});
+  return g;
+}
+)CPP"},
+    {"resample", R"CPP(
+// resampling_forward (resampling_linear for resize_bilinear, resampling_nearest for resize_nearest)
+// from plain src to plain dst; oneDNN derives the scale factors from the dims (F = out / in):
+//   linear: source x = (o + 0.5) / F - 0.5 (clamped), nearest: floor((o + 0.5) / F).
+inline resampling_forward::primitive_desc resample_pd(prop_kind prop, algorithm alg, const Dims& s, const Dims& d) {
+  return resampling_forward::primitive_desc(resampling_forward::desc(prop, alg, plain(s), plain(d)), eng);
+}
+inline Vec resample_fwd(prop_kind prop, algorithm alg, const Dims& s, const Dims& d, const Vec& x) {
+  auto pd = resample_pd(prop, alg, s, d);
+  show("resampling_forward", pd);
+  Vec y(numel(d));
+  run(resampling_forward(pd), {{DNNL_ARG_SRC, mem(plain(s), x.data())}, {DNNL_ARG_DST, mem(plain(d), y.data())}});
+  return y;
+}
+)CPP"},
+    {"resample_bwd", R"CPP(
+inline Vec resample_bwd(algorithm alg, const Dims& s, const Dims& d, const Vec& dy) {
+  resampling_backward::primitive_desc pd(resampling_backward::desc(alg, plain(s), plain(d)), eng,
+                                         resample_pd(prop_kind::forward_training, alg, s, d));
+  show("resampling_backward", pd);
+  Vec dx(numel(s));
+  run(resampling_backward(pd), {{DNNL_ARG_DIFF_DST, mem(plain(d), dy.data())}, {DNNL_ARG_DIFF_SRC, mem(plain(s), dx.data())}});
+  return dx;
+}
+)CPP"},
 };
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -623,6 +794,59 @@ Shape pad_rank(const Shape& s, size_t r) {
   return o;
 }
 
+// The coordinate check of ops_resize.cpp (Quorum's backend refuses a resize whose ONNX coordinate
+// rule picks other source points than oneDNN's single rule per algorithm).
+double onnx_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
+  const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
+  if (mode == "asymmetric") return od * ind / outd;
+  if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
+  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
+  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
+  return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;
+}
+
+int64_t onnx_round(const std::string& mode, double x) {
+  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
+  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
+  const double fl = std::floor(x);
+  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
+  return static_cast<int64_t>(std::round(x));
+}
+
+int64_t resize_mismatch(bool linear, const core::Attrs& a, int64_t in, int64_t out) {
+  const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
+  for (int64_t o = 0; o < out; ++o) {
+    if (linear) {
+      const double hi = static_cast<double>(in - 1);
+      const double want = std::clamp(onnx_coord(ctm, o, in, out), 0.0, hi);
+      const double got = std::clamp(onnx_coord("half_pixel", o, in, out), 0.0, hi);
+      if (std::abs(want - got) > 1e-9) return o;
+    } else {
+      const int64_t want =
+          std::clamp<int64_t>(onnx_round(core::attr_s(a, "nearest_mode"), onnx_coord(ctm, o, in, out)), 0, in - 1);
+      const int64_t got = (2 * o + 1) * in / (2 * out);
+      if (want != got) return o;
+    }
+  }
+  return -1;
+}
+
+void check_resize(const ir::Node& n, const Shape& x, const Shape& y) {
+  const bool linear = n.op == "resize_bilinear";
+  if (x.size() != 4 || y.size() != 4) throw ReproUnsupported(n.op + " on a tensor that is not [N, C, H, W]");
+  for (size_t axis = 2; axis < 4; ++axis) {
+    const int64_t o = resize_mismatch(linear, n.attrs, x[axis], y[axis]);
+    if (o < 0) continue;
+    std::string mode = core::attr_s(n.attrs, "coordinate_transformation_mode");
+    if (!linear) mode += " with nearest_mode " + core::attr_s(n.attrs, "nearest_mode");
+    throw ReproUnsupported(std::string("oneDNN resampling_") + (linear ? "linear" : "nearest") +
+                           " has one coordinate rule (" + (linear ? "half_pixel" : "floor((o + 0.5) * in / out)") +
+                           "); " + mode + " picks a different source for output " + std::to_string(o) + " of axis " +
+                           std::to_string(axis) + " (" + std::to_string(x[axis]) + " -> " + std::to_string(y[axis]) +
+                           "), which Quorum's oneDNN backend refuses too");
+  }
+}
+
 // ---------------------------------------------------------------- the generator
 
 class Gen {
@@ -659,6 +883,28 @@ class Gen {
   std::string conv_geo(const ir::Node& n);
   std::string dense_geo(const ir::Node& n);
   std::string rnn_geo(const ir::Node& n);
+  // "rows, k, eps" of a layer_norm node (X viewed as [rows, prod(dims[axis:])]).
+  std::string ln_geo(const ir::Node& n) const {
+    const Shape& x = shape(n.inputs[0]);
+    const int ax = axis(core::attr_i(n.attrs, "axis"), x.size());
+    int64_t rows = 1, k = 1;
+    for (int d = 0; d < static_cast<int>(x.size()); ++d) (d < ax ? rows : k) *= x[static_cast<size_t>(d)];
+    return std::to_string(rows) + ", " + std::to_string(k) + ", " +
+           flt(static_cast<float>(core::attr_f(n.attrs, "epsilon")));
+  }
+  // "dims, eps, batch_stats" of a batch_norm node.
+  std::string bn_geo(const ir::Node& n) const {
+    return dims(shape(n.inputs[0])) + ", " + flt(static_cast<float>(core::attr_f(n.attrs, "epsilon"))) + ", " +
+           (core::attr_i(n.attrs, "training") == 1 ? "true" : "false");
+  }
+  // "algorithm::..., src dims, dst dims" of a resize node (refused like the backend refuses it).
+  std::string resize_geo(const ir::Node& n) const {
+    const Shape& x = shape(n.inputs[0]);
+    const Shape& y = shape(n.outputs[0]);
+    check_resize(n, x, y);
+    return std::string("algorithm::") + (n.op == "resize_bilinear" ? "resampling_linear" : "resampling_nearest") +
+           ", " + dims(x) + ", " + dims(y);
+  }
   int axis(int64_t a, size_t rank) const { return static_cast<int>(a < 0 ? a + static_cast<int64_t>(rank) : a); }
 
   const ReproCase& c_;
@@ -938,6 +1184,20 @@ void Gen::forward_node(const ir::Node& n) {
     body_ << "  const Vec " << y << " = matmul_fwd(" << dims(pad_rank(shape(n.inputs[0]), out.size())) << ", "
           << var(n.inputs[0]) << ", " << dims(pad_rank(shape(n.inputs[1]), out.size())) << ", " << var(n.inputs[1])
           << ", " << dims(out) << ");\n";
+  } else if (n.op == "batch_norm") {
+    need("bnorm");
+    body_ << "  const Vec " << y << " = bn_fwd(" << prop() << ", " << bn_geo(n);
+    for (size_t i = 0; i < 5; ++i) body_ << ", " << var(n.inputs[i]);
+    body_ << ").y;\n";
+  } else if (n.op == "layer_norm") {
+    need("lnorm");
+    body_ << "  const Vec " << y << " = ln_fwd(" << ln_geo(n);
+    for (size_t i = 0; i < 3; ++i) body_ << ", " << var(n.inputs[i]);
+    body_ << ").y;\n";
+  } else if (n.op == "resize_bilinear" || n.op == "resize_nearest") {
+    need("resample");
+    body_ << "  const Vec " << y << " = resample_fwd(" << prop() << ", " << resize_geo(n) << ", " << var(n.inputs[0])
+          << ");\n";
   } else if (is_rnn(n.op)) {
     const std::string g = rnn_geo(n);
     body_ << "  const Vec " << y << " = rnn_fwd(" << prop() << ", " << g;
@@ -1007,6 +1267,36 @@ void Gen::backward_node(const ir::Node& n) {
     got[n.inputs[0]] = "gr.dx";
     got[n.inputs[1]] = "gr.dw";
     if (n.inputs.size() > 2) got[n.inputs[2]] = "gr.db";
+  } else if (n.op == "batch_norm") {
+    need("eltwise");
+    need("binary");
+    need("bnorm");
+    need("bnorm_bwd");
+    const std::string g = bn_geo(n);
+    body_ << "  const BnOut fwd = bn_fwd(prop_kind::forward_training, " << g;
+    for (size_t i = 0; i < 5; ++i) body_ << ", " << var(n.inputs[i]);
+    body_ << ");\n  const BnGrads gr = bn_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", "
+          << var(n.inputs[2]) << ", fwd, " << gy << ");\n";
+    const char* names[] = {"gr.dx", "gr.dscale", "gr.dshift", "gr.dmean", "gr.dvar"};
+    for (size_t i = 0; i < n.inputs.size() && i < 5; ++i)
+      if (!got.count(n.inputs[i])) got[n.inputs[i]] = names[i];
+  } else if (n.op == "layer_norm") {
+    need("lnorm");
+    need("lnorm_bwd");
+    const std::string g = ln_geo(n);
+    body_ << "  const LnOut fwd = ln_fwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", " << var(n.inputs[2])
+          << ");\n  const LnGrads gr = ln_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", "
+          << var(n.inputs[2]) << ", fwd, " << gy << ");\n";
+    const char* names[] = {"gr.dx", "gr.dscale", "gr.dshift"};
+    for (size_t i = 0; i < n.inputs.size() && i < 3; ++i)
+      if (!got.count(n.inputs[i])) got[n.inputs[i]] = names[i];
+  } else if (n.op == "resize_bilinear" || n.op == "resize_nearest") {
+    need("resample");
+    need("resample_bwd");
+    const std::string g = resize_geo(n);
+    body_ << "  const Vec y = resample_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n"
+          << "  (void)y;\n  const Vec dx = resample_bwd(" << g << ", " << gy << ");\n";
+    got[n.inputs[0]] = "dx";
   } else if (is_rnn(n.op)) {
     need("rnn_bwd");
     const std::string g = rnn_geo(n);
