@@ -13,6 +13,7 @@
 
 #include "core/fileio.h"
 #include "run_quorum.h"
+#include "worker/supervisor.h"
 
 namespace quorum::report {
 namespace {
@@ -98,6 +99,8 @@ TEST(HtmlReport, NotACampaignIsOneLineAndExitTwo) {
 }
 
 TEST(IssueText, ABundleBecomesMarkdownWithExpectedVersusActual) {
+  const auto& built = worker::available_backends();
+  if (std::find(built.begin(), built.end(), "opencv") == built.end()) GTEST_SKIP() << "backend opencv is not built";
   // A real library bug from a ledger case: OpenCV's softplus overflows to inf.
   const fs::path out = testing::scratch("report") / "issue";
   fs::remove_all(out);
