@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -150,6 +151,17 @@ backends::ValueMap read_recorded(const std::string& dir, const ir::Graph& g) {
     if (fs::exists(p, ec)) m.emplace(v, core::read_npy(p.string()).to(core::DType::F64));
   }
   return m;
+}
+
+std::vector<std::string> list_bundles(const std::string& campaign_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(fs::path(campaign_dir) / "bundles", ec)) return out;
+  for (const auto& e : fs::directory_iterator(fs::path(campaign_dir) / "bundles"))
+    if (e.is_directory() && fs::exists(e.path() / "finding.json")) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string replay_command(const std::string& bundle_dir) { return "quorum replay " + bundle_dir; }

@@ -37,6 +37,9 @@ std::string bundle_file_name(const std::string& value);
 // node outputs, weights and graph inputs, as float64; values without a file are left out.
 backends::ValueMap read_recorded(const std::string& dir, const ir::Graph& g);
 
+// A campaign's bundle folders (CAMPAIGN/bundles/* holding finding.json), sorted; empty when none.
+std::vector<std::string> list_bundles(const std::string& campaign_dir);
+
 // Removes temporary directories left by a campaign that was killed while writing a bundle.
 void clean_partial_bundles(const std::string& out_dir);
 

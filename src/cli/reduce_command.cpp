@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "campaign/bundle.h"
 #include "campaign/reduce_bundle.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -40,13 +41,10 @@ int cmd_reduce(const Options& o) {
     return 0;
   }
   if (!fs::exists(p / "bundles")) throw core::UserError(p.string() + ": neither a bundle (finding.json) nor a campaign (bundles/)");
-  std::vector<fs::path> bundles;
-  for (const auto& e : fs::directory_iterator(p / "bundles"))
-    if (e.is_directory() && fs::exists(e.path() / "finding.json")) bundles.push_back(e.path());
-  std::sort(bundles.begin(), bundles.end());
+  const std::vector<std::string> bundles = campaign::list_bundles(p.string());
   int one = 0, done = 0;
   for (const auto& b : bundles) {
-    const campaign::BundleReduction r = campaign::reduce_bundle(b.string(), max_runs, log);
+    const campaign::BundleReduction r = campaign::reduce_bundle(b, max_runs, log);
     report(r);
     done += r.reduction.reproduced;
     one += r.nodes_after == 1 && r.reduction.reproduced;

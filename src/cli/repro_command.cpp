@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "campaign/bundle.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "report/repro.h"
@@ -33,15 +34,12 @@ int cmd_repro(const Options& o) {
   }
   if (!fs::exists(p / "bundles")) throw core::UserError(p.string() + ": neither a bundle (finding.json) nor a campaign (bundles/)");
   if (!o.output.empty()) throw core::UserError("repro: -o names one reproducer's folder; a campaign's go into each BUNDLE/repro");
-  std::vector<fs::path> bundles;
-  for (const auto& e : fs::directory_iterator(p / "bundles"))
-    if (e.is_directory() && fs::exists(e.path() / "finding.json")) bundles.push_back(e.path());
-  std::sort(bundles.begin(), bundles.end());
+  const std::vector<std::string> bundles = campaign::list_bundles(p.string());
   size_t written = 0, failed = 0;
   for (const auto& b : bundles) {
-    std::cout << b.filename().string() << ": ";
+    std::cout << fs::path(b).filename().string() << ": ";
     try {
-      written += print(report::write_repro(b.string()));
+      written += print(report::write_repro(b));
     } catch (const std::exception& e) {  // one unreadable bundle does not stop the others
       std::cout << "failed: " << e.what() << "\n";
       ++failed;

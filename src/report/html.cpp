@@ -239,13 +239,7 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     const fs::path bundle(f.bundle);
     const fs::path reduced = bundle / "reduced";
     const bool has_reduced = fs::exists(reduced / "model.json");
-    json red;
-    if (fs::exists(reduced / "reduction.json")) {
-      try {
-        red = json::parse(core::read_file((reduced / "reduction.json").string()));
-      } catch (const std::exception&) {
-      }
-    }
+    const json red = reduction_of(f.bundle);
     if (red.is_object()) {
       h << "<p>Reduced from " << red.value("nodes_before", 0) << " to " << red.value("nodes_after", 0) << " node(s).";
       for (const auto& c : red.value("causes", json::array()))
@@ -266,12 +260,7 @@ std::string campaign_report_html(const std::string& campaign_dir) {
         repro_note = e.what();
       }
     }
-    std::string main;
-    for (const char* m : {"repro.py", "repro.cpp", "run.sh"})
-      if (fs::exists(rdir / m)) {
-        main = m;
-        break;
-      }
+    const std::string main = repro_main(rdir.string());
     if (!main.empty()) {
       const std::string text = core::read_file((rdir / main).string());
       h << "<details><summary>Reproducer <code>" << escape((rdir / main).string()) << "</code> (" << text.size() / 1024

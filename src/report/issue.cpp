@@ -64,16 +64,6 @@ std::string cpu_model() {
   return m.empty() ? "unknown CPU" : m;
 }
 
-json reduction_of(const std::string& bundle) {
-  const fs::path p = fs::path(bundle) / "reduced" / "reduction.json";
-  if (!fs::exists(p)) return json();
-  try {
-    return json::parse(core::read_file(p.string()));
-  } catch (const std::exception&) {
-    return json();
-  }
-}
-
 std::string fmt(double v) {
   std::ostringstream s;
   s.precision(9);
@@ -82,6 +72,16 @@ std::string fmt(double v) {
 }
 
 }  // namespace
+
+nlohmann::json reduction_of(const std::string& bundle) {
+  const fs::path p = fs::path(bundle) / "reduced" / "reduction.json";
+  if (!fs::exists(p)) return json();
+  try {
+    return json::parse(core::read_file(p.string()));
+  } catch (const std::exception&) {
+    return json();
+  }
+}
 
 std::vector<Difference> largest_differences(const backends::ReproCase& c, size_t n) {
   std::vector<Difference> out;
@@ -224,16 +224,9 @@ std::string issue_markdown(const std::string& bundle_dir) {
   Repro repro;
   repro.dir = repro_dir.string();
   if (!fs::exists(repro_dir)) repro = write_repro(bundle_dir);
-  std::string main, run;
-  if (fs::exists(repro_dir / "README.txt")) {
-    repro.reason = core::read_file((repro_dir / "README.txt").string());
-  } else {
-    for (const char* m : {"repro.py", "repro.cpp", "run.sh"})
-      if (fs::exists(repro_dir / m)) {
-        main = m;
-        break;
-      }
-  }
+  std::string main;
+  if (fs::exists(repro_dir / "README.txt")) repro.reason = core::read_file((repro_dir / "README.txt").string());
+  else main = repro_main(repro_dir.string());
   const Classification k = classify(c);
   std::ostringstream md;
   md << "# " << issue_title(c) << "\n\n";

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "backends/repro.h"
 
 namespace quorum::report {
@@ -27,6 +29,10 @@ struct Classification {
   std::string link;
 };
 Classification classify(const backends::ReproCase& c);
+
+// BUNDLE/reduced/reduction.json (the reducer's steps, causes and input search), or null when the
+// bundle has no readable one.
+nlohmann::json reduction_of(const std::string& bundle_dir);
 
 // A one-line title ("oneDNN 2.6.3: exp turns NaN into a number (forward, float32)").
 std::string issue_title(const backends::ReproCase& c);

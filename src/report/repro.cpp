@@ -46,6 +46,12 @@ std::vector<std::string> repro_backends() {
   return v;
 }
 
+std::string repro_main(const std::string& repro_dir) {
+  for (const char* m : {"repro.py", "repro.cpp", "run.sh"})
+    if (fs::exists(fs::path(repro_dir) / m)) return m;
+  return "";
+}
+
 Repro write_repro(const std::string& bundle_dir, const std::string& out_dir) {
   Repro r;
   r.dir = out_dir.empty() ? (fs::path(bundle_dir) / "repro").string() : out_dir;

@@ -28,4 +28,8 @@ struct Repro {
 // reason (also written to out_dir/README.txt, with the replay command).
 Repro write_repro(const std::string& bundle_dir, const std::string& out_dir = "");
 
+// The main program of a reproducer folder write_repro wrote (repro.py, repro.cpp or run.sh), or ""
+// when it holds none (a README.txt saying why).
+std::string repro_main(const std::string& repro_dir);
+
 }  // namespace quorum::report
