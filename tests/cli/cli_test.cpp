@@ -41,6 +41,12 @@ TEST(Cli, VersionAndHelp) {
   r = quorum("run --help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("--seed"), std::string::npos);
+  // Numeric and duration flags show their value and their default from flags.def.
+  r = quorum("fuzz --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* f : {"--threshold V", "(default 0.15)", "--epsilon V", "(default 1e-5)", "--learning_rate V",
+                        "(default 0.01)", "--mutation_rate V", "(default 0.1)", "--time V"})
+    EXPECT_NE(r.out.find(f), std::string::npos) << f << "\n" << r.out;
 }
 
 TEST(Cli, OpsListsAtLeastFiftyOperators) {
@@ -104,6 +110,13 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"run " + example("lenet5.json") + " --loss relu", "is not a loss"},
       {"run " + example("lenet5.json") + " --loss nope", "unknown operator 'nope'"},
       {"run " + example("lenet5.json") + " --inputs /nonexistent", "missing input file"},
+      {"fuzz --threshold abc --models 1", "--threshold: expected a number, got 'abc'"},
+      {"fuzz --learning_rate 1e999 --models 1", "--learning_rate: expected a number, got '1e999'"},
+      {"fuzz --epsilon= --models 1", "--epsilon: expected a number, got ''"},
+      {"fuzz --mutation_rate 0.1.2 --models 1", "--mutation_rate: expected a number, got '0.1.2'"},
+      {"fuzz --time 5x", "--time: expected a duration like 90s, 10m or 2h, got '5x'"},
+      {"fuzz --time -1m", "--time: expected a duration like 90s, 10m or 2h, got '-1m'"},
+      {"fuzz --time", "flag '--time' needs a value"},
       {"run model.txt", "unsupported model file type"},
       {"run", "expected one MODEL file"},
       {"frobnicate", "unknown command 'frobnicate'"},
