@@ -56,7 +56,7 @@ conformance: build
 	./$(BUILD)/quorum conformance --backends $(CONFORMANCE_BACKENDS) --output docs/conformance.md
 
 bench: build
-	@for b in $(BUILD)/*_bench; do [ -x "$$b" ] && "$$b"; done
+	@for b in $(BUILD)/*_bench; do [ -x "$$b" ] || continue; "$$b" || exit 1; done
 
 format:
 	clang-format -i $$(git ls-files 'src/*.cpp' 'src/*.h' 'tests/*.cpp' 'bench/*.cpp')

@@ -1,12 +1,28 @@
 // Shared backend helpers.
 #include "backends/backend.h"
 
+#include "core/error.h"
 #include "ref/interpreter.h"
 
 namespace quorum::backends {
 
 TrainResult Session::train_step(const TrainRequest&) {
   throw std::logic_error("this backend does not train");
+}
+
+std::vector<GraphInput> bind_graph_inputs(const ir::Graph& g, const ValueMap& inputs) {
+  std::vector<GraphInput> out;
+  out.reserve(g.inputs.size());
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ir::ValueInfo& in = g.inputs[i];
+    auto it = inputs.find(in.name);
+    if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
+    if (it->second.shape() != in.type.shape)
+      throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
+                            ", the model wants " + core::to_string(in.type.shape));
+    out.push_back(GraphInput{i, in, it->second});
+  }
+  return out;
 }
 
 Support constant_weights(const ir::Graph& g, const ir::Node& n, const std::string& library) {

@@ -105,6 +105,18 @@ class Backend {
 // model; a weight fed as a graph input (as conformance tests do) or computed is another form.
 Support constant_weights(const ir::Graph& g, const ir::Node& n, const std::string& library);
 
+// A graph input bound to the value a forward call gives for it.
+struct GraphInput {
+  size_t index;               // position among the graph's inputs
+  const ir::ValueInfo& info;  // name and declared type
+  const Tensor& value;        // the caller's value, in the caller's dtype
+};
+// The graph's inputs in order, each with its value from `inputs`: every graph input must be given,
+// with the shape the model declares, else core::UserError ("missing value for graph input 'x'",
+// "graph input 'x' has shape [2,3], the model wants [2,4]"). Values the graph does not take are
+// ignored. The session converts each value to its library's tensor.
+std::vector<GraphInput> bind_graph_inputs(const ir::Graph& g, const ValueMap& inputs);
+
 // Every node of the graph supported (for training too, if `training`), or the first reason why not.
 Support supports_graph(const Backend& b, const ir::Graph& g, bool training = false);
 

@@ -22,24 +22,6 @@ namespace quorum::campaign {
 
 using Clock = std::chrono::steady_clock;
 
-double parse_duration(const std::string& s) {
-  if (s.empty()) throw core::UserError("--time: empty duration");
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    throw core::UserError("--time: expected a duration like 90s, 10m or 2h, got '" + s + "'");
-  }
-  const std::string unit = s.substr(pos);
-  double mult = 0;
-  if (unit.empty() || unit == "s") mult = 1;
-  else if (unit == "m") mult = 60;
-  else if (unit == "h") mult = 3600;
-  if (mult == 0 || v < 0) throw core::UserError("--time: expected a duration like 90s, 10m or 2h, got '" + s + "'");
-  return v * mult;
-}
-
 namespace {
 
 struct Shared {

@@ -38,7 +38,4 @@ struct Summary {
 
 Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log);
 
-// "90", "30s", "10m", "2h" -> seconds; UserError otherwise.
-double parse_duration(const std::string& s);
-
 }  // namespace quorum::campaign

@@ -43,34 +43,6 @@ const char* to_string(Mode m) {
   return "?";
 }
 
-std::string BackendSpec::str() const {
-  std::string s = name;
-  for (size_t i = 0; i < options.size(); ++i) s += (i ? "+" : ":") + options[i];
-  return s;
-}
-
-std::vector<BackendSpec> parse_backends(const std::string& list) {
-  std::vector<BackendSpec> out;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    BackendSpec s;
-    const auto colon = item.find(':');
-    s.name = item.substr(0, colon);
-    if (colon != std::string::npos) {
-      std::stringstream os(item.substr(colon + 1));
-      std::string opt;
-      while (std::getline(os, opt, '+'))
-        if (!opt.empty()) s.options.push_back(opt);
-    }
-    worker::worker_path(s.name);  // UserError for an unknown name
-    out.push_back(std::move(s));
-  }
-  if (out.empty()) throw UserError("--backends: no backend named");
-  return out;
-}
-
 void Timing::add(const Timing& o) {
   generate += o.generate;
   compare += o.compare;
@@ -79,10 +51,6 @@ void Timing::add(const Timing& o) {
   reduce += o.reduce;
   for (const auto& [k, v] : o.compile) compile[k] += v;
   for (const auto& [k, v] : o.run) run[k] += v;
-}
-
-WorkerSet::WorkerSet(const std::vector<BackendSpec>& specs, const worker::Limits& limits) {
-  for (const auto& s : specs) workers_.push_back(std::make_unique<worker::Worker>(s.name, s.options, limits));
 }
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing) {

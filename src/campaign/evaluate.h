@@ -8,6 +8,7 @@
 #include "oracle/known.h"
 #include "oracle/oracle.h"
 #include "worker/supervisor.h"
+#include "worker/worker_set.h"
 
 namespace quorum::campaign {
 
@@ -15,13 +16,10 @@ enum class Mode { Infer, Train, Both };
 Mode mode_from_string(const std::string& s);  // UserError for anything but infer|train|both
 const char* to_string(Mode m);
 
-struct BackendSpec {
-  std::string name;
-  std::vector<std::string> options;
-  std::string str() const;  // "faulty:crash-on-op=relu+leak-until-oom"
-};
-// "torch,faulty:crash-on-op=relu+hang-on-shape=7" -> specs; UserError for unknown names.
-std::vector<BackendSpec> parse_backends(const std::string& list);
+// The backend specs and worker sets live with the workers (the conformance runner uses them too).
+using worker::BackendSpec;
+using worker::parse_backends;
+using worker::WorkerSet;
 
 struct Setup {
   std::vector<BackendSpec> backends;  // the libraries; the reference always takes part in-process
@@ -52,17 +50,6 @@ struct Timing {
 struct Evaluation {
   std::vector<oracle::BackendRun> runs;  // the reference first
   std::vector<oracle::Finding> findings;
-};
-
-// One worker per backend spec, started lazily and reused across models.
-class WorkerSet {
- public:
-  WorkerSet(const std::vector<BackendSpec>& specs, const worker::Limits& limits);
-  worker::Worker& at(size_t i) { return *workers_[i]; }
-  size_t size() const { return workers_.size(); }
-
- private:
-  std::vector<std::unique_ptr<worker::Worker>> workers_;
 };
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);

@@ -2,7 +2,7 @@
 // reference and on backends; an operator x backend table.
 #include <iostream>
 
-#include "campaign/conformance.h"
+#include "conformance/conformance.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/fileio.h"
@@ -11,21 +11,21 @@ namespace quorum::cli {
 
 int cmd_conformance(const Options& o) {
   if (!o.positional.empty()) throw core::UserError("conformance: unexpected argument '" + o.positional[0] + "'");
-  campaign::ConformanceOptions opt;
+  conformance::ConformanceOptions opt;
   opt.suite = o.suite;
   opt.filter = o.filter;
-  if (!o.backends.empty()) opt.backends = campaign::parse_backends(o.backends);
+  if (!o.backends.empty()) opt.backends = worker::parse_backends(o.backends);
   opt.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
-  const campaign::ConformanceReport r = run_conformance(opt, [](size_t done, size_t total) {
+  const conformance::ConformanceReport r = run_conformance(opt, [](size_t done, size_t total) {
     if (done % 50 == 0 || done == total) std::cerr << "\rconformance: " << done << "/" << total << " tests" << std::flush;
   });
   std::cerr << "\n";
-  std::cout << campaign::conformance_text(r);
+  std::cout << conformance::conformance_text(r);
   if (!o.output.empty()) {
-    core::write_file_atomic(o.output, campaign::conformance_markdown(r, o.command_line));
+    core::write_file_atomic(o.output, conformance::conformance_markdown(r, o.command_line));
     std::cout << "wrote " << o.output << "\n";
   }
-  const auto bad = campaign::unexplained_reference_failures(r);
+  const auto bad = conformance::unexplained_reference_failures(r);
   for (const auto& b : bad) std::cout << "reference fails with no listed reason: " << b << "\n";
   return bad.empty() ? 0 : 1;
 }

@@ -18,16 +18,6 @@ using core::UserError;
 
 namespace {
 
-double parse_double(const std::string& flag, const std::string& v) {
-  try {
-    size_t pos = 0;
-    const double d = std::stod(v, &pos);
-    if (pos == v.size()) return d;
-  } catch (const std::exception&) {
-  }
-  throw UserError("--" + flag + ": expected a number, got '" + v + "'");
-}
-
 void print_summary(const campaign::Summary& s, const std::string& out) {
   campaign::Store store(out);
   const auto all = store.findings();
@@ -71,9 +61,9 @@ int cmd_fuzz(const Options& o) {
   opt.setup.threads = static_cast<int>(o.threads);
   opt.setup.loss = o.loss.empty() ? "mse_loss" : o.loss;
   if (!ops::op(opt.setup.loss).is_loss) throw UserError("--loss: operator '" + opt.setup.loss + "' is not a loss");
-  opt.setup.learning_rate = parse_double("learning_rate", o.learning_rate);
-  opt.setup.thresholds.T = parse_double("threshold", o.threshold);
-  opt.setup.thresholds.eps = parse_double("epsilon", o.epsilon);
+  opt.setup.learning_rate = o.learning_rate;
+  opt.setup.thresholds.T = o.threshold;
+  opt.setup.thresholds.eps = o.epsilon;
   if (o.metric != "chebyshev" && o.metric != "relative")
     throw UserError("--metric: expected chebyshev or relative, got '" + o.metric + "'");
   opt.setup.thresholds.relative_metric = o.metric == "relative";
@@ -81,7 +71,7 @@ int cmd_fuzz(const Options& o) {
   opt.setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));
   opt.setup.thresholds.dtype = opt.setup.dtype;
   opt.setup.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
-  opt.time_s = o.time.empty() ? 0 : campaign::parse_duration(o.time);
+  opt.time_s = o.time;
   opt.models = static_cast<int64_t>(o.models);
   if (opt.time_s == 0 && opt.models == 0) throw UserError("fuzz: give a budget, --time (e.g. 10m) or --models N");
   if (o.jobs == 0) throw UserError("--jobs: at least 1");

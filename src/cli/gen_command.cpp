@@ -17,19 +17,6 @@ using core::UserError;
 
 namespace {
 
-double parse_rate(const std::string& s) {
-  size_t used = 0;
-  double r = 0;
-  try {
-    r = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || s.empty() || !std::isfinite(r))
-    throw UserError("--mutation_rate: expected a number in [0, 1), got '" + s + "'");
-  return r;
-}
-
 std::string model_stem(const std::string& dir, uint64_t i) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "model_%05llu", static_cast<unsigned long long>(i));
@@ -47,7 +34,7 @@ int cmd_gen(const Options& o) {
   opt.generator = o.generator;
   opt.max_nodes = static_cast<int>(std::min<uint64_t>(o.max_nodes, 1000));
   opt.invalid_params = o.invalid_params;
-  opt.mutation_rate = parse_rate(o.mutation_rate);
+  opt.mutation_rate = o.mutation_rate;
   if (o.invalid_params && o.generator != "zoo")
     throw UserError("gen: --invalid_params applies to the zoo generator only");
   if (!o.model.empty()) {

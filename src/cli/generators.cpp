@@ -1,6 +1,4 @@
 // The model factory behind --generator: the generators of src/gen/ with the command's options.
-#include <cmath>
-
 #include "campaign/generators.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -20,16 +18,7 @@ campaign::ModelFactory model_factory(const Options& o) {
     if (o.generator != "mutate") throw core::UserError("--model is the seed model of the mutate generator");
     opt.seed_models.push_back(ir::load_graph(o.model));
   }
-  size_t used = 0;
-  double r = 0;
-  try {
-    r = std::stod(o.mutation_rate, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != o.mutation_rate.size() || !std::isfinite(r))
-    throw core::UserError("--mutation_rate: expected a number in [0, 1), got '" + o.mutation_rate + "'");
-  opt.mutation_rate = r;
+  opt.mutation_rate = o.mutation_rate;
   return campaign::generator_factory(opt, o.dataset);
 }
 

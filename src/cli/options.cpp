@@ -2,6 +2,7 @@
 #include "cli/options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -14,7 +15,7 @@ using core::UserError;
 
 namespace {
 
-enum class Kind { STRING, UINT, FLAG };
+enum class Kind { STRING, UINT, FLOAT, DURATION, FLAG };
 
 struct FlagDef {
   std::string name;
@@ -30,16 +31,33 @@ uint64_t parse_uint(const std::string& flag, const std::string& v) {
   return std::stoull(v);
 }
 
+double parse_float(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  double d = 0;
+  try {
+    d = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (v.empty() || used != v.size() || !std::isfinite(d))
+    throw UserError("--" + flag + ": expected a number, got '" + v + "'");
+  return d;
+}
+
 const std::vector<FlagDef>& table() {
   static const std::vector<FlagDef> t = {
 #define QUORUM_SET_STRING(name) [](Options& o, const std::string& v) { o.name = v; }
 #define QUORUM_SET_UINT(name) [](Options& o, const std::string& v) { o.name = parse_uint(#name, v); }
+#define QUORUM_SET_FLOAT(name) [](Options& o, const std::string& v) { o.name = parse_float(#name, v); }
+#define QUORUM_SET_DURATION(name) [](Options& o, const std::string& v) { o.name = duration_seconds(#name, v); }
 #define QUORUM_SET_FLAG(name) [](Options& o, const std::string&) { o.name = true; }
 #define QUORUM_FLAG(name, kind, def, help) FlagDef{#name, Kind::kind, def, help, QUORUM_SET_##kind(name)},
 #include "cli/flags.def"
 #undef QUORUM_FLAG
 #undef QUORUM_SET_STRING
 #undef QUORUM_SET_UINT
+#undef QUORUM_SET_FLOAT
+#undef QUORUM_SET_DURATION
 #undef QUORUM_SET_FLAG
   };
   return t;
@@ -52,6 +70,25 @@ const FlagDef* find(const std::string& name) {
 }
 
 }  // namespace
+
+double duration_seconds(const std::string& flag, const std::string& v) {
+  if (v.empty()) return 0;
+  const std::string bad = "--" + flag + ": expected a duration like 90s, 10m or 2h, got '" + v + "'";
+  size_t pos = 0;
+  double d = 0;
+  try {
+    d = std::stod(v, &pos);
+  } catch (const std::exception&) {
+    throw UserError(bad);
+  }
+  const std::string unit = v.substr(pos);
+  double mult = 0;
+  if (unit.empty() || unit == "s") mult = 1;
+  else if (unit == "m") mult = 60;
+  else if (unit == "h") mult = 3600;
+  if (mult == 0 || !(d >= 0) || !std::isfinite(d)) throw UserError(bad);
+  return d * mult;
+}
 
 Options parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
                     const std::string& command) {

@@ -7,15 +7,23 @@
 
 namespace quorum::cli {
 
+// "90s", "10m", "2h" or a bare number of seconds as seconds ("" is 0); UserError naming --flag for
+// anything else.
+double duration_seconds(const std::string& flag, const std::string& v);
+
 struct Options {
 #define QUORUM_FLAG_STRING(name, def) std::string name = def;
 #define QUORUM_FLAG_UINT(name, def) uint64_t name = std::stoull(def);
+#define QUORUM_FLAG_FLOAT(name, def) double name = std::stod(def);
+#define QUORUM_FLAG_DURATION(name, def) double name = duration_seconds(#name, def);  // seconds
 #define QUORUM_FLAG_FLAG(name, def) bool name = false;
 #define QUORUM_FLAG(name, kind, def, help) QUORUM_FLAG_##kind(name, def)
 #include "cli/flags.def"
 #undef QUORUM_FLAG
 #undef QUORUM_FLAG_STRING
 #undef QUORUM_FLAG_UINT
+#undef QUORUM_FLAG_FLOAT
+#undef QUORUM_FLAG_DURATION
 #undef QUORUM_FLAG_FLAG
   std::vector<std::string> positional;
   std::set<std::string> given;  // flags that appeared on the command line

@@ -161,7 +161,7 @@ TEST(OnnxIo, LossesAndBadOpsetsAreRefused) {
 }
 
 // ---- the ONNX conformance suite (libonnx-testdata): the whole suite runs in
-// tests/campaign/conformance_test.cpp; here only the importer's error for a foreign operator.
+// tests/conformance/conformance_test.cpp; here only the importer's error for a foreign operator.
 
 const fs::path kNodeTests = "/usr/share/libonnx-testdata/data/node";
 

@@ -52,16 +52,10 @@ class ArmnnSession : public Session {
     std::vector<std::vector<float>> in_data;
     armnn::InputTensors in_tensors;
     in_data.reserve(g_.inputs.size());
-    for (size_t i = 0; i < g_.inputs.size(); ++i) {
-      const ir::ValueInfo& in = g_.inputs[i];
-      auto it = inputs.find(in.name);
-      if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
-      if (it->second.shape() != in.type.shape)
-        throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
-                              ", the model wants " + core::to_string(in.type.shape));
-      const core::Tensor f = it->second.to(core::DType::F32);
+    for (const GraphInput& in : bind_graph_inputs(g_, inputs)) {
+      const core::Tensor f = in.value.to(core::DType::F32);
       in_data.emplace_back(f.f32(), f.f32() + f.numel());
-      const auto bid = static_cast<armnn::LayerBindingId>(i);
+      const auto bid = static_cast<armnn::LayerBindingId>(in.index);
       in_tensors.emplace_back(bid, armnn::ConstTensor(runtime().GetInputTensorInfo(id_, bid), in_data.back().data()));
     }
     std::vector<core::Tensor> out_data;

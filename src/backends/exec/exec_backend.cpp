@@ -104,15 +104,8 @@ class ExecSession : public Session {
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     ScratchDir dir;
     core::write_file_atomic(dir.file("model.onnx"), onnx_);
-    for (size_t i = 0; i < g_.inputs.size(); ++i) {
-      const ir::ValueInfo& in = g_.inputs[i];
-      auto it = inputs.find(in.name);
-      if (it == inputs.end()) throw std::runtime_error("missing value for graph input '" + in.name + "'");
-      if (it->second.shape() != in.type.shape)
-        throw std::runtime_error("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
-                                 ", the model wants " + core::to_string(in.type.shape));
-      core::write_npy(dir.file("input_" + std::to_string(i) + ".npy"), it->second.to(in.type.dtype));
-    }
+    for (const GraphInput& in : bind_graph_inputs(g_, inputs))
+      core::write_npy(dir.file("input_" + std::to_string(in.index) + ".npy"), in.value.to(in.info.type.dtype));
     std::vector<std::string> argv = cfg_.argv;
     argv.push_back(dir.path().string());
     const std::string log = dir.file("runner.log");

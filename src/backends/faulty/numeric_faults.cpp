@@ -108,9 +108,9 @@ int64_t pad_begin(const Attrs& a, size_t d, size_t rank, int64_t in, int64_t out
   const int64_t k = core::attr_ints(a, "kernel_shape")[d], s = core::attr_ints(a, "strides")[d];
   if (mode == "NOTSET") return core::attr_ints(a, "pads")[d];
   if (mode == "VALID") return 0;
-  const int64_t total = std::max<int64_t>(0, (out - 1) * s + k - in);
   (void)rank;
-  return mode == "SAME_UPPER" ? total / 2 : total - total / 2;
+  (void)out;  // SAME: out = ceil(in / stride), as ops::same_pads assumes
+  return ops::same_pads(mode, in, k, s).first;
 }
 
 // max pool's gradient goes to every element equal to the window's maximum, not just the first.

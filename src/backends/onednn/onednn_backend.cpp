@@ -101,14 +101,7 @@ class OnednnSession : public Session {
 
   Env run_forward(const ValueMap& inputs, bool training) {
     Env env;
-    for (const auto& in : g_.inputs) {
-      auto it = inputs.find(in.name);
-      if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
-      if (it->second.shape() != in.type.shape)
-        throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
-                              ", the model wants " + core::to_string(in.type.shape));
-      env.values[in.name] = buf_from_tensor(it->second);
-    }
+    for (const GraphInput& in : bind_graph_inputs(g_, inputs)) env.values[in.info.name] = buf_from_tensor(in.value);
     for (const auto& [name, w] : weights_) env.values[name] = w;
     for (auto& k : kernels_) k->forward(env, training);
     return env;

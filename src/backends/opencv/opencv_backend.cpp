@@ -52,14 +52,7 @@ class OpencvSession : public Session {
   }
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
-    for (const auto& in : g_.inputs) {
-      auto it = inputs.find(in.name);
-      if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
-      if (it->second.shape() != in.type.shape)
-        throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
-                              ", the model wants " + core::to_string(in.type.shape));
-      net_.setInput(to_mat(it->second), in.name);
-    }
+    for (const GraphInput& in : bind_graph_inputs(g_, inputs)) net_.setInput(to_mat(in.value), in.info.name);
     std::vector<std::string> values;
     for (const auto& n : g_.nodes)
       for (const auto& o : n.outputs)

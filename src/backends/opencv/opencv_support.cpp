@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 
+#include "ops/kernel_util.h"
 #include "ops/registry.h"
 
 namespace quorum::backends::opencv {
@@ -34,17 +35,15 @@ const std::set<std::string>& shape_agnostic_ops() {
   return s;
 }
 
-// Total SAME padding of each spatial axis (ONNX: (out-1)*stride + dil*(k-1) + 1 - in, at least 0).
+// Total SAME padding of each spatial axis (the catalogue's ops::resolve_pads on the dilated window).
 std::vector<int64_t> same_total_pads(const ir::Graph& g, const ir::Node& n, bool dilated) {
-  const core::Shape& x = shape_of(g, n.inputs[0]);
-  const core::Shape& y = shape_of(g, n.outputs[0]);
   const auto& k = aints(n, "kernel_shape");
-  const auto& s = aints(n, "strides");
+  std::vector<int64_t> eff(k.size());
+  for (size_t i = 0; i < k.size(); ++i) eff[i] = (dilated ? aints(n, "dilations")[i] : 1) * (k[i] - 1) + 1;
+  const ops::Pads p =
+      ops::resolve_pads(as(n, "auto_pad"), aints(n, "pads"), shape_of(g, n.inputs[0]), eff, aints(n, "strides"));
   std::vector<int64_t> total;
-  for (size_t i = 0; i < k.size(); ++i) {
-    const int64_t d = dilated ? aints(n, "dilations")[i] : 1;
-    total.push_back(std::max<int64_t>(0, (y[2 + i] - 1) * s[i] + d * (k[i] - 1) + 1 - x[2 + i]));
-  }
+  for (size_t i = 0; i < k.size(); ++i) total.push_back(p.begin[i] + p.end[i]);
   return total;
 }
 

@@ -165,13 +165,11 @@ class TorchSession : public Session {
 
  private:
   void bind_inputs(const ValueMap& inputs, Env& env, bool training) const {
-    for (const auto& vi : g_.inputs) {
-      auto it = inputs.find(vi.name);
-      if (it == inputs.end()) throw core::UserError("torch backend: missing graph input '" + vi.name + "'");
-      at::Tensor x = to_aten(it->second, st_);
+    for (const GraphInput& in : bind_graph_inputs(g_, inputs)) {
+      at::Tensor x = to_aten(in.value, st_);
       // Inputs are leaves too, so every node output (even of a weightless graph) has a gradient.
       if (training) x.requires_grad_(true);
-      env.emplace(vi.name, x);
+      env.emplace(in.info.name, x);
     }
   }
 

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "backends/xnnpack/xnnpack_common.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::xnnpack {
 namespace {
@@ -39,23 +40,18 @@ Window window(const ir::Node& n, const Shape& x, const Shape& y, bool is_pool) {
   const auto& pads = core::attr_ints(a, "pads");
   const std::vector<int64_t> d = a.count("dilations") ? core::attr_ints(a, "dilations") : std::vector<int64_t>(r, 1);
   const std::string auto_pad = a.count("auto_pad") ? core::attr_s(a, "auto_pad") : "NOTSET";
-  std::vector<int64_t> begin(r), end(r);
-  bool same_overhang = false;  // some axis where SAME needs less than no padding
+  std::vector<int64_t> eff(r);
+  for (size_t i = 0; i < r; ++i) eff[i] = d[i] * (k[i] - 1) + 1;
+  const ops::Pads p = ops::resolve_pads(auto_pad, pads, x, eff, s);
+  std::vector<int64_t> begin = p.begin, end = p.end;
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  bool same_overhang = false;  // some axis where SAME would need less than no padding (clamped to 0)
   for (size_t i = 0; i < r; ++i) {
-    const int64_t in = x[i + 2], out = y[i + 2], eff = d[i] * (k[i] - 1) + 1;
-    int64_t pb = pads[i], pe = pads[r + i];
-    if (auto_pad == "VALID") {
-      pb = pe = 0;
-    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t raw = ((in + s[i] - 1) / s[i] - 1) * s[i] + eff - in;
-      same_overhang = same_overhang || raw < 0;
-      const int64_t total = std::max<int64_t>(0, raw);
-      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pe = total - pb;
-    }
-    if (is_pool) pe = std::max(pe, (out - 1) * s[i] + eff - in - pb);  // ceil_mode: room for the last window
-    begin[i] = pb;
-    end[i] = pe;
+    const int64_t in = x[i + 2], out = y[i + 2];
+    // The last of the ceil(in / stride) windows ends before the input does.
+    if (same) same_overhang = same_overhang || ((in + s[i] - 1) / s[i] - 1) * s[i] + eff[i] < in;
+    // ceil_mode: room for the last window
+    if (is_pool) end[i] = std::max(end[i], (out - 1) * s[i] + eff[i] - in - begin[i]);
   }
   Window w;
   const size_t h = r == 2 ? 0 : r;  // index of the height axis, r (none) for 1-D

@@ -64,14 +64,7 @@ class XnnpackSession : public Session {
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     ValueMap values;
-    for (const auto& in : g_.inputs) {
-      auto it = inputs.find(in.name);
-      if (it == inputs.end()) throw core::UserError("missing value for graph input '" + in.name + "'");
-      if (it->second.shape() != in.type.shape)
-        throw core::UserError("graph input '" + in.name + "' has shape " + core::to_string(it->second.shape()) +
-                              ", the model wants " + core::to_string(in.type.shape));
-      values.emplace(in.name, it->second.to(core::DType::F32));
-    }
+    for (const GraphInput& in : bind_graph_inputs(g_, inputs)) values.emplace(in.info.name, in.value.to(core::DType::F32));
     for (auto& step : steps_) step->run(values);
     ValueMap out;
     for (const auto& n : g_.nodes)

@@ -1,7 +1,7 @@
 // The ONNX conformance suite: the reference passes every test of its operators or the test is a
 // listed exception (and every exception still applies); planted faults and crashes show up as
 // failures of the right operator without stopping the run; the command's errors and report.
-#include "campaign/conformance.h"
+#include "conformance/conformance.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "run_quorum.h"
 
-namespace quorum::campaign {
+namespace quorum::conformance {
 namespace {
 
 namespace fs = std::filesystem;
@@ -61,7 +61,7 @@ TEST(Conformance, PlantedFaultsFailTheirOperatorAndTheRunGoesOn) {
   if (!have_suite()) GTEST_SKIP() << "libonnx-testdata is not installed";
   ConformanceOptions opt;
   opt.filter = "node/test_concat";
-  opt.backends = parse_backends("faulty:concat-drops-last,ref");
+  opt.backends = worker::parse_backends("faulty:concat-drops-last,ref");
   const ConformanceReport r = run_conformance(opt);
   ASSERT_EQ(r.columns.size(), 3u);
   ASSERT_FALSE(r.results.empty());
@@ -72,7 +72,7 @@ TEST(Conformance, PlantedFaultsFailTheirOperatorAndTheRunGoesOn) {
   }
 
   opt.filter = "node/test_relu";
-  opt.backends = parse_backends("faulty:crash-on-op=relu");
+  opt.backends = worker::parse_backends("faulty:crash-on-op=relu");
   const ConformanceReport c = run_conformance(opt);
   const TestResult* relu = result(c, "node/test_relu");
   ASSERT_NE(relu, nullptr);
@@ -95,7 +95,7 @@ TEST(Conformance, SkippedTestsAreCountedByTheBackendsReason) {
   if (!have_suite()) GTEST_SKIP() << "libonnx-testdata is not installed";
   ConformanceOptions opt;
   opt.filter = "node/test_relu";
-  opt.backends = parse_backends("faulty:crash-on-op=sigmoid");
+  opt.backends = worker::parse_backends("faulty:crash-on-op=sigmoid");
   ConformanceReport r = run_conformance(opt);
   ASSERT_FALSE(r.results.empty());
   // A backend refusal reads as "<reason>" without the node's name, counted once per test.
@@ -125,4 +125,4 @@ TEST(Conformance, CommandTableAndErrors) {
 }
 
 }  // namespace
-}  // namespace quorum::campaign
+}  // namespace quorum::conformance

@@ -1,9 +1,9 @@
 // Conformance tests of catalogue operators that the reference does not pass, with the reason. A key
 // is a test ("folder/test_name") or a pattern with '*'. Only real semantic differences and forms the
 // catalogue deliberately does not model belong here; anything else the reference fails is a bug.
-#include "campaign/conformance.h"
+#include "conformance/conformance.h"
 
-namespace quorum::campaign {
+namespace quorum::conformance {
 
 const std::map<std::string, std::string>& reference_exceptions() {
   static const std::map<std::string, std::string> m = {
@@ -87,4 +87,4 @@ const std::map<std::string, std::string>& reference_exceptions() {
   return m;
 }
 
-}  // namespace quorum::campaign
+}  // namespace quorum::conformance

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "campaign/evaluate.h"
+#include "worker/worker_set.h"
 
-namespace quorum::campaign {
+namespace quorum::conformance {
 
 constexpr const char* kConformanceSuite = "/usr/share/libonnx-testdata/data";
 // The suite's folders that hold runnable tests (`real` holds only download links).
@@ -51,7 +51,7 @@ struct OutsideTest {
 struct ConformanceOptions {
   std::string suite = kConformanceSuite;
   std::string filter;  // run only tests whose "folder/name" contains this
-  std::vector<BackendSpec> backends;
+  std::vector<worker::BackendSpec> backends;
   worker::Limits limits;
   double rtol = 1e-3, atol = 1e-7;  // ONNX's backend-test defaults
 };
@@ -77,4 +77,4 @@ std::vector<std::string> stale_exceptions(const ConformanceReport& r);
 std::string conformance_text(const ConformanceReport& r);  // the table for a terminal
 std::string conformance_markdown(const ConformanceReport& r, const std::string& command_line);
 
-}  // namespace quorum::campaign
+}  // namespace quorum::conformance

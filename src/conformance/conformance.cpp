@@ -1,5 +1,5 @@
 // quorum conformance: the ONNX conformance suite on the reference and on every backend's worker.
-#include "campaign/conformance.h"
+#include "conformance/conformance.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include "ir/onnx_io.h"
 #include "ref/interpreter.h"
 
-namespace quorum::campaign {
+namespace quorum::conformance {
 
 namespace fs = std::filesystem;
 using core::UserError;
@@ -257,7 +257,7 @@ ConformanceReport run_conformance(const ConformanceOptions& opt, const std::func
   ConformanceReport r;
   r.columns.push_back("ref");
   r.versions.push_back(std::string("quorum-ref ") + QUORUM_VERSION + " (float64)");
-  WorkerSet workers(opt.backends, opt.limits);
+  worker::WorkerSet workers(opt.backends, opt.limits);
   for (size_t b = 0; b < opt.backends.size(); ++b) {
     r.columns.push_back(opt.backends[b].str());
     worker::BackendInfo info;
@@ -492,4 +492,4 @@ std::string conformance_markdown(const ConformanceReport& r, const std::string& 
   return os.str();
 }
 
-}  // namespace quorum::campaign
+}  // namespace quorum::conformance
