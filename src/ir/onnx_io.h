@@ -1,17 +1,18 @@
 // The ONNX bridge: ir::Graph to an ONNX ModelProto and back. Only onnx_io.cpp sees the ONNX and
 // protobuf headers; everything else exchanges serialized bytes.
 //
-// Export writes one ONNX node per catalogue node where ONNX has the operator, and a short
-// decomposition where it does not at the chosen opset (gelu, hardswish below 14, layer_norm below
-// 17, batch_norm with training=1, rsqrt, square). Value and node names are kept (helper values and
-// nodes of a decomposition are named "<node>/<what>"; the node producing the Quorum value carries
-// the Quorum node's name). The graph outputs are the Quorum graph's outputs, then every other node
-// output in node order, so engines can return intermediates; the metadata entry "quorum.outputs"
-// records how many are real. Losses are not exported.
+// Export writes each catalogue node through its operator's export hook (OpSpec::onnx_export,
+// ops/onnx_map.h): one ONNX node where ONNX has the operator, a short decomposition where it does
+// not at the chosen opset. Value and node names are kept (helper values and nodes of a
+// decomposition are named "<node>/<what>"; the node producing the Quorum value carries the Quorum
+// node's name). The graph outputs are the Quorum graph's outputs, then every other node output in
+// node order, so engines can return intermediates; the metadata entry "quorum.outputs" records how
+// many are real. Losses are not exported.
 //
-// Import maps each ONNX operator with a catalogue counterpart back to it (constant inputs such as
-// Reshape's shape become attributes; the Div/Erf/Add/Mul/Mul form of GELU is fused back to gelu) and
-// validates the result.
+// Import maps each ONNX node to the import hook the catalogue registers for its type
+// (OpSpec::onnx_import; constant inputs become attributes where the catalogue takes attributes),
+// folds Constant nodes into constants, fuses the Div/Erf/Add/Mul/Mul form of GELU back into one
+// node, and validates the result.
 #pragma once
 #include <map>
 #include <string>

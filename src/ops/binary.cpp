@@ -3,9 +3,11 @@
 // The two-input ops are a table of f(a, b) with its partial derivatives; the VJP evaluates them
 // on the broadcast grid and sums each gradient back down to its input's shape.
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -315,12 +317,46 @@ OpSpec make_concat() {
   return s;
 }
 
+// ---- ONNX mapping
+
+// Max/Min take any number of inputs: a chain of maximum/minimum.
+void import_extreme(OnnxImport& m, const std::string& op) {
+  const auto ins = m.inputs();
+  if (ins.size() < 2) m.fail("needs at least 2 inputs");
+  std::string acc = ins[0];
+  for (size_t i = 1; i + 1 < ins.size(); ++i) acc = m.emit(op, {acc, ins[i]}, {});
+  m.emit_final(op, {acc, ins.back()});
+}
+
+void set_onnx_binary(OpSpec& s) {
+  static const std::map<std::string, std::string> kType = {{"add", "Add"}, {"sub", "Sub"},     {"mul", "Mul"},
+                                                           {"div", "Div"}, {"maximum", "Max"}, {"minimum", "Min"}};
+  const std::string op = s.name, type = kType.at(op);
+  s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0), e.in(1)}); };
+  if (op == "maximum" || op == "minimum")
+    s.onnx_import = {{{type}, [op](OnnxImport& m) { import_extreme(m, op); }}};
+  else
+    s.onnx_import = {{{type}, [op](OnnxImport& m) { m.emit_final(op, {m.in(0), m.in(1)}); }}};
+}
+
 }  // namespace
 
 void register_binary(Registry& r) {
-  for (const auto& d : binaries()) r.add(make_binary(d));
-  r.add(make_sum());
-  r.add(make_concat());
+  for (const auto& d : binaries()) {
+    OpSpec s = make_binary(d);
+    set_onnx_binary(s);
+    r.add(std::move(s));
+  }
+  OpSpec sum = make_sum();
+  sum.onnx_export = [](OnnxExport& e) { e.final_node("Sum", e.inputs()); };
+  sum.onnx_import = {{{"Sum"}, [](OnnxImport& m) { m.emit_final("sum", m.inputs()); }}};
+  r.add(std::move(sum));
+  OpSpec concat = make_concat();
+  concat.onnx_export = [](OnnxExport& e) { e.final_node("Concat", e.inputs()).set_i("axis", e.ai("axis")); };
+  concat.onnx_import = {{{"Concat"}, [](OnnxImport& m) {
+                           m.emit_final("concat", m.inputs(), {{"axis", m.geti("axis", 1)}});
+                         }}};
+  r.add(std::move(concat));
 }
 
 }  // namespace quorum::ops

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -388,11 +389,75 @@ OpSpec make_conv_transpose2d() {
   return s;
 }
 
+// ---- ONNX mapping
+
+void export_conv(OnnxExport& e) {
+  const bool transpose = e.op() == "conv_transpose2d";
+  std::vector<std::string> ins = {e.in(0), e.in(1)};
+  if (e.ai("bias")) ins.push_back(e.in(2));
+  OnnxNode& p = e.final_node(transpose ? "ConvTranspose" : "Conv", ins);
+  p.set_ints("kernel_shape", e.aints("kernel_shape"));
+  p.set_ints("strides", e.aints("strides"));
+  p.set_ints("dilations", e.aints("dilations"));
+  p.set_i("group", e.ai("group"));
+  if (transpose) {
+    p.set_ints("pads", e.aints("pads"));
+    p.set_ints("output_padding", e.aints("output_padding"));
+  } else if (e.as("auto_pad") == "NOTSET") {
+    p.set_ints("pads", e.aints("pads"));
+  } else {
+    p.set_s("auto_pad", e.as("auto_pad"));
+  }
+}
+
+void conv_common(OnnxImport& m, Attrs& a) {
+  for (const char* k : {"strides", "dilations", "pads", "kernel_shape"})
+    if (m.has(k)) a[k] = m.getints(k);
+  a["group"] = m.geti("group", 1);
+}
+
+// Conv of any rank: conv1d, conv2d or conv3d by the weight's rank.
+void import_conv(OnnxImport& m) {
+  const Shape w = m.type_of(m.in(1)).shape;
+  if (w.size() < 3 || w.size() > 5) m.fail("weight of rank " + std::to_string(w.size()) + " (1 to 3 spatial dims)");
+  Attrs a;
+  conv_common(m, a);
+  if (!m.has("kernel_shape")) a["kernel_shape"] = std::vector<int64_t>(w.begin() + 2, w.end());
+  a["out_channels"] = w[0];
+  a["bias"] = int64_t{m.present(2) ? 1 : 0};
+  const std::string ap = m.gets("auto_pad", "NOTSET");
+  a["auto_pad"] = ap;
+  if (ap != "NOTSET") a.erase("pads");
+  m.emit_final("conv" + std::to_string(w.size() - 2) + "d", m.inputs(), a);
+}
+
+void import_conv_transpose(OnnxImport& m) {
+  const Shape w = m.type_of(m.in(1)).shape;
+  if (w.size() != 4) m.fail("only 2 spatial dims are in the catalogue (conv_transpose2d)");
+  if (m.has("output_shape")) m.fail("attribute output_shape is not supported (give pads and output_padding)");
+  if (m.gets("auto_pad", "NOTSET") != "NOTSET") m.fail("auto_pad is not supported by conv_transpose2d");
+  Attrs a;
+  conv_common(m, a);
+  if (m.has("output_padding")) a["output_padding"] = m.getints("output_padding");
+  if (!m.has("kernel_shape")) a["kernel_shape"] = std::vector<int64_t>(w.begin() + 2, w.end());
+  a["out_channels"] = w[1] * m.geti("group", 1);
+  a["bias"] = int64_t{m.present(2) ? 1 : 0};
+  m.emit_final("conv_transpose2d", m.inputs(), a);
+}
+
 }  // namespace
 
 void register_conv(Registry& r) {
-  for (int rank = 1; rank <= 3; ++rank) r.add(make_conv(rank));
-  r.add(make_conv_transpose2d());
+  for (int rank = 1; rank <= 3; ++rank) {
+    OpSpec s = make_conv(rank);
+    s.onnx_export = export_conv;
+    if (rank == 2) s.onnx_import = {{{"Conv"}, import_conv}};  // every rank
+    r.add(std::move(s));
+  }
+  OpSpec t = make_conv_transpose2d();
+  t.onnx_export = export_conv;
+  t.onnx_import = {{{"ConvTranspose"}, import_conv_transpose}};
+  r.add(std::move(t));
 }
 
 }  // namespace quorum::ops

@@ -2,6 +2,7 @@
 // broadcasting). Both reduce to row-times-matrix products; matmul's gradients are summed back
 // over broadcast batch dims through the same batch map the forward uses.
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -218,11 +219,78 @@ OpSpec make_matmul() {
   return s;
 }
 
+// ---- ONNX mapping
+
+// 2-D input: Gemm with transB; otherwise MatMul with the transposed weight (+ Add for the bias).
+void export_dense(OnnxExport& e) {
+  const bool bias = e.ai("bias") != 0;
+  if (e.in_shape().size() == 2) {
+    std::vector<std::string> ins = {e.in(0), e.in(1)};
+    if (bias) ins.push_back(e.in(2));
+    e.final_node("Gemm", ins).set_i("transB", 1);
+    return;
+  }
+  auto [tp, wt] = e.helper("Transpose", {e.in(1)}, "weight_t");
+  tp->set_ints("perm", {1, 0});
+  if (!bias) {
+    e.final_node("MatMul", {e.in(0), wt});
+    return;
+  }
+  e.final_node("Add", {e.h("MatMul", {e.in(0), wt}, "matmul"), e.in(2)});
+}
+
+// Gemm → dense, with a transpose when B is not transposed and an add for a broadcast C.
+void import_gemm(OnnxImport& m) {
+  if (m.geti("transA", 0) != 0) m.fail("transA=1 is not supported");
+  if (m.getf("alpha", 1.0) != 1.0 || m.getf("beta", 1.0) != 1.0) m.fail("alpha and beta other than 1 are not supported");
+  const std::string x = m.in(0);
+  std::string w = m.in(1);
+  const Shape ws = m.type_of(w).shape;
+  if (ws.size() != 2) m.fail("B must be 2-D");
+  if (m.geti("transB", 0) == 0) w = m.emit("transpose", {w}, {{"perm", std::vector<int64_t>{1, 0}}});
+  const int64_t units = m.geti("transB", 0) ? ws[0] : ws[1];
+  if (!m.present(2)) {
+    m.emit_final("dense", {x, w}, {{"units", units}, {"bias", int64_t{0}}});
+    return;
+  }
+  const std::string c = m.in(2);
+  if (m.type_of(c).shape == Shape{units}) {
+    m.emit_final("dense", {x, w, c}, {{"units", units}, {"bias", int64_t{1}}});
+    return;
+  }
+  const std::string y = m.emit("dense", {x, w}, {{"units", units}, {"bias", int64_t{0}}});
+  m.emit_final("add", {y, c});
+}
+
+void import_matmul(OnnxImport& m) {
+  std::string a = m.in(0), b = m.in(1);
+  const size_t ra = m.type_of(a).shape.size(), rb = m.type_of(b).shape.size();
+  if (ra >= 2 && rb >= 2) {
+    m.emit_final("matmul", {a, b});
+    return;
+  }
+  // NumPy's 1-D promotion, spelled with unsqueeze and squeeze.
+  if (ra == 1) a = m.emit("unsqueeze", {a}, {{"axes", std::vector<int64_t>{0}}});
+  if (rb == 1) b = m.emit("unsqueeze", {b}, {{"axes", std::vector<int64_t>{-1}}});
+  const std::string p = m.emit("matmul", {a, b}, {});
+  std::vector<int64_t> axes;
+  if (ra == 1) axes.push_back(-2);
+  if (rb == 1) axes.push_back(-1);
+  if (ra == 1 && rb == 1) axes = {-2, -1};
+  m.emit_final("squeeze", {p}, {{"axes", axes}});
+}
+
 }  // namespace
 
 void register_dense(Registry& r) {
-  r.add(make_dense());
-  r.add(make_matmul());
+  OpSpec dense = make_dense();
+  dense.onnx_export = export_dense;
+  dense.onnx_import = {{{"Gemm"}, import_gemm}};
+  r.add(std::move(dense));
+  OpSpec matmul = make_matmul();
+  matmul.onnx_export = [](OnnxExport& e) { e.final_node("MatMul", {e.in(0), e.in(1)}); };
+  matmul.onnx_import = {{{"MatMul"}, import_matmul}};
+  r.add(std::move(matmul));
 }
 
 }  // namespace quorum::ops

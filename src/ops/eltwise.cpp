@@ -2,9 +2,12 @@
 // Each is a scalar function f(x) and its derivative f'(x) (given x and y = f(x)); the table builds
 // the OpSpec, the forward kernel and the VJP from them.
 #include <cmath>
+#include <limits>
+#include <map>
 #include <numbers>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -221,12 +224,127 @@ std::function<std::vector<double>(const Attrs&)> kinks_of(const std::string& op)
   return nullptr;
 }
 
+// ---- ONNX mapping
+
+void export_gelu(OnnxExport& e) {
+  const std::string x = e.in(0);
+  if (e.as("approximate") == "tanh") {
+    // 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x*x*x))), in the reference's order.
+    std::string p = e.h("Mul", {e.scalar(0.044715, "k"), x}, "cube0");
+    p = e.h("Mul", {p, x}, "cube1");
+    p = e.h("Mul", {p, x}, "cube2");
+    const std::string inner =
+        e.h("Mul", {e.scalar(std::sqrt(2.0 / std::numbers::pi), "c"), e.h("Add", {x, p}, "poly")}, "inner");
+    const std::string a = e.h("Add", {e.scalar(1, "one"), e.h("Tanh", {inner}, "tanh")}, "add");
+    e.final_node("Mul", {e.h("Mul", {e.scalar(0.5, "half"), x}, "halfx"), a});
+    return;
+  }
+  // x*(1 + erf(x/sqrt(2)))*0.5: the form the importer fuses back to gelu.
+  const std::string er = e.h("Erf", {e.h("Div", {x, e.scalar(std::numbers::sqrt2, "sqrt2")}, "div")}, "erf");
+  const std::string a = e.h("Add", {er, e.scalar(1, "one")}, "add");
+  e.final_node("Mul", {e.h("Mul", {x, a}, "mul"), e.scalar(0.5, "half")});
+}
+
+void export_hardswish(OnnxExport& e) {
+  if (e.opset() >= 14) {
+    e.final_node("HardSwish", {e.in(0)});
+    return;
+  }
+  // x * clip(x + 3, 0, 6) / 6
+  const std::string c = e.h(
+      "Clip", {e.h("Add", {e.in(0), e.scalar(3, "three")}, "add"), e.scalar(0, "zero"), e.scalar(6, "six")}, "clip");
+  e.final_node("Div", {e.h("Mul", {e.in(0), c}, "mul"), e.scalar(6, "six")});
+}
+
+void import_selu(OnnxImport& m) {
+  const double alpha = m.getf("alpha", 1.67326319217681884765625), gamma = m.getf("gamma", 1.05070102214813232421875);
+  if (std::abs(alpha - 1.6732632423543772) < 1e-6 && std::abs(gamma - 1.0507009873554805) < 1e-6) {
+    m.emit_final("selu", {m.in(0)});
+    return;
+  }
+  const std::string el = m.emit("elu", {m.in(0)}, {{"alpha", alpha}});
+  m.emit_final("mul", {el, m.scalar_like(m.in(0), gamma, "gamma")});
+}
+
+void import_clip(OnnxImport& m) {
+  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  if (m.opset() < 11) {
+    lo = m.getf("min", lo);
+    hi = m.getf("max", hi);
+  } else {
+    if (m.present(1)) lo = m.const_scalar(1, "min");
+    if (m.present(2)) hi = m.const_scalar(2, "max");
+  }
+  if (lo == 0 && hi == 6) {
+    m.emit_final("relu6", {m.in(0)});
+    return;
+  }
+  m.emit_final("clip", {m.in(0)}, {{"min", lo}, {"max", hi}});
+}
+
+// The ONNX form of each operator: a one-to-one unary pair, or hooks.
+void set_onnx(OpSpec& s) {
+  static const std::map<std::string, std::string> kUnary = {
+      {"relu", "Relu"},     {"sigmoid", "Sigmoid"},       {"tanh", "Tanh"}, {"softplus", "Softplus"},
+      {"softsign", "Softsign"}, {"exp", "Exp"},           {"log", "Log"},   {"sqrt", "Sqrt"},
+      {"reciprocal", "Reciprocal"}, {"abs", "Abs"},       {"neg", "Neg"}};
+  const std::string& op = s.name;
+  if (auto it = kUnary.find(op); it != kUnary.end()) {
+    const std::string type = it->second;
+    s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0)}); };
+    s.onnx_import = {{{type}, [op](OnnxImport& m) { m.emit_final(op, {m.in(0)}); }}};
+  } else if (op == "relu6") {
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Clip", {e.in(0), e.scalar(0, "min"), e.scalar(6, "max")}); };
+  } else if (op == "clip") {
+    s.onnx_export = [](OnnxExport& e) {
+      e.final_node("Clip", {e.in(0), e.scalar(e.af("min"), "min"), e.scalar(e.af("max"), "max")});
+    };
+    s.onnx_import = {{{"Clip"}, import_clip}};
+  } else if (op == "leaky_relu" || op == "elu") {
+    const std::string type = op == "elu" ? "Elu" : "LeakyRelu";
+    const double def = op == "elu" ? 1.0 : 0.01;
+    s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0)}).set_f("alpha", e.af("alpha")); };
+    s.onnx_import = {{{type}, [op, def](OnnxImport& m) {
+                        m.emit_final(op, {m.in(0)}, {{"alpha", m.getf("alpha", def)}});
+                      }}};
+  } else if (op == "selu") {
+    // ONNX's default alpha and gamma are the SELU constants.
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Selu", {e.in(0)}); };
+    s.onnx_import = {{{"Selu"}, import_selu}};
+  } else if (op == "hard_sigmoid") {
+    s.onnx_export = [](OnnxExport& e) {
+      e.final_node("HardSigmoid", {e.in(0)}).set_f("alpha", e.af("alpha")).set_f("beta", e.af("beta"));
+    };
+    s.onnx_import = {{{"HardSigmoid"}, [](OnnxImport& m) {
+                        m.emit_final("hard_sigmoid", {m.in(0)},
+                                     {{"alpha", m.getf("alpha", 0.2)}, {"beta", m.getf("beta", 0.5)}});
+                      }}};
+  } else if (op == "hardswish") {
+    s.onnx_export = export_hardswish;
+    s.onnx_import = {{{"HardSwish"}, [](OnnxImport& m) { m.emit_final("hardswish", {m.in(0)}); }}};
+  } else if (op == "gelu") {
+    // Import: the importer fuses the Div/Erf/Add/Mul/Mul form back to gelu (a graph pattern).
+    s.onnx_export = export_gelu;
+  } else if (op == "rsqrt") {
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Reciprocal", {e.h("Sqrt", {e.in(0)}, "sqrt")}); };
+  } else if (op == "square") {
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Mul", {e.in(0), e.in(0)}); };
+  } else if (op == "pow") {
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Pow", {e.in(0), e.scalar(e.af("exponent"), "exponent")}); };
+    s.onnx_import = {{{"Pow"}, [](OnnxImport& m) {
+                        m.emit_final("pow", {m.in(0)}, {{"exponent", m.const_scalar(1, "exponent")}});
+                      }}};
+  }
+}
+
 }  // namespace
 
 void register_eltwise(Registry& r) {
   for (auto& u : unaries()) {
     u.kinks = kinks_of(u.name);
-    r.add(make_unary(std::move(u)));
+    OpSpec s = make_unary(std::move(u));
+    set_onnx(s);
+    r.add(std::move(s));
   }
 }
 

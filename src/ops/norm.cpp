@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -390,12 +391,102 @@ OpSpec lrn_spec() {
   return s;
 }
 
+// ---- ONNX mapping
+
+// (x - mean) * (1 / sqrt(var + eps)) over `axes`, the reference's normalisation, for the forms
+// without an ONNX operator (batch_norm training=1, layer_norm below opset 17).
+std::string onnx_normalise(OnnxExport& e, const std::vector<int64_t>& axes, double eps) {
+  auto reduce_mean = [&](const std::string& v, const std::string& what) {
+    auto [p, o] = e.helper("ReduceMean", {v}, what);
+    p->set_ints("axes", axes);
+    p->set_i("keepdims", 1);
+    return o;
+  };
+  const std::string d = e.h("Sub", {e.in(0), reduce_mean(e.in(0), "mean")}, "centered");
+  const std::string var = reduce_mean(e.h("Mul", {d, d}, "squared"), "var");
+  const std::string rstd =
+      e.h("Reciprocal", {e.h("Sqrt", {e.h("Add", {var, e.scalar(eps, "epsilon")}, "var_eps")}, "std")}, "rstd");
+  return e.h("Mul", {d, rstd}, "normalized");
+}
+
+void export_batch_norm(OnnxExport& e) {
+  const double eps = e.af("epsilon");
+  if (e.ai("training") == 0) {
+    e.final_node("BatchNormalization", {e.in(0), e.in(1), e.in(2), e.in(3), e.in(4)}).set_f("epsilon", eps);
+    return;
+  }
+  // Batch statistics over N and the spatial dims, then scale and bias per channel.
+  const int64_t rank = static_cast<int64_t>(e.in_shape().size());
+  std::vector<int64_t> axes = {0}, pshape = {e.in_shape()[1]};
+  for (int64_t a = 2; a < rank; ++a) {
+    axes.push_back(a);
+    pshape.push_back(1);
+  }
+  const std::string xn = onnx_normalise(e, axes, eps);
+  const std::string shape = e.ints(pshape, "param_shape");
+  const std::string scale = e.h("Reshape", {e.in(1), shape}, "scale");
+  const std::string bias = e.h("Reshape", {e.in(2), shape}, "bias");
+  e.final_node("Add", {e.h("Mul", {scale, xn}, "scaled"), bias});
+}
+
+void export_layer_norm(OnnxExport& e) {
+  const int64_t rank = static_cast<int64_t>(e.in_shape().size());
+  int64_t axis = e.ai("axis");
+  if (axis < 0) axis += rank;
+  if (e.opset() >= 17) {
+    e.final_node("LayerNormalization", {e.in(0), e.in(1), e.in(2)}).set_i("axis", axis).set_f("epsilon", e.af("epsilon"));
+    return;
+  }
+  std::vector<int64_t> axes;
+  for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  const std::string xn = onnx_normalise(e, axes, e.af("epsilon"));
+  e.final_node("Add", {e.h("Mul", {xn, e.in(1)}, "scaled"), e.in(2)});
+}
+
+void import_batch_norm(OnnxImport& m) {
+  if (m.geti("training_mode", 0) != 0) m.fail("training_mode=1 is not supported");
+  if (m.input_count() != 5) m.fail("expects 5 inputs");
+  m.emit_final("batch_norm", m.inputs(), {{"epsilon", m.getf("epsilon", 1e-5)}, {"training", int64_t{0}}});
+}
+
+void import_layer_norm(OnnxImport& m) {
+  const std::string x = m.in(0), scale = m.in(1);
+  std::string bias = m.present(2) ? m.in(2) : "";
+  if (bias.empty()) bias = m.new_initializer("bias", Tensor(m.type_of(scale)));
+  m.emit_final("layer_norm", {x, scale, bias}, {{"axis", m.geti("axis", -1)}, {"epsilon", m.getf("epsilon", 1e-5)}});
+}
+
+void export_lrn(OnnxExport& e) {
+  e.final_node("LRN", {e.in(0)})
+      .set_i("size", e.ai("size"))
+      .set_f("alpha", e.af("alpha"))
+      .set_f("beta", e.af("beta"))
+      .set_f("bias", e.af("bias"));
+}
+
+void import_lrn(OnnxImport& m) {
+  m.emit_final("lrn", {m.in(0)},
+               {{"size", m.geti("size", 0)},
+                {"alpha", m.getf("alpha", 1e-4)},
+                {"beta", m.getf("beta", 0.75)},
+                {"bias", m.getf("bias", 1.0)}});
+}
+
 }  // namespace
 
 void register_norm(Registry& r) {
-  r.add(batch_norm_spec());
-  r.add(layer_norm_spec());
-  r.add(lrn_spec());
+  OpSpec bn = batch_norm_spec();
+  bn.onnx_export = export_batch_norm;
+  bn.onnx_import = {{{"BatchNormalization"}, import_batch_norm}};
+  r.add(std::move(bn));
+  OpSpec ln = layer_norm_spec();
+  ln.onnx_export = export_layer_norm;
+  ln.onnx_import = {{{"LayerNormalization"}, import_layer_norm}};
+  r.add(std::move(ln));
+  OpSpec lrn = lrn_spec();
+  lrn.onnx_export = export_lrn;
+  lrn.onnx_import = {{{"LRN"}, import_lrn}};
+  r.add(std::move(lrn));
 }
 
 }  // namespace quorum::ops

@@ -17,6 +17,9 @@
 
 namespace quorum::ops {
 
+class OnnxExport;  // ops/onnx_map.h
+class OnnxImport;
+
 using core::AttrKind;
 using core::Attrs;
 using core::AttrValue;
@@ -123,6 +126,16 @@ struct OpSpec {
   // A gradient between them is not a bug. Null, or nullopt away from the kinks.
   std::function<std::optional<std::pair<double, double>>(double x, const Attrs& attrs)> kink_derivatives;
   std::function<Case(core::Rng&)> sample;
+  // The ONNX mapping (ops/onnx_map.h). Export writes the node (or a decomposition); null: the
+  // operator has no ONNX counterpart. Import entries map ONNX operator types to a hook that emits
+  // catalogue nodes for one ONNX node (several types may map to one operator, one type may give a
+  // small subgraph); each ONNX type belongs to one entry in the whole catalogue.
+  std::function<void(OnnxExport&)> onnx_export;
+  struct OnnxImportEntry {
+    std::vector<std::string> op_types;
+    std::function<void(OnnxImport&)> hook;
+  };
+  std::vector<OnnxImportEntry> onnx_import;
   bool is_loss = false;
   // "activation", "reshaping", "vulnerable", "pool", ...; "squares": computes sums of squares of its
   // operands (variances, squared errors), so a float32 computation overflows once an operand

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -387,15 +388,87 @@ OpSpec make_global_pool(bool is_max) {
   return s;
 }
 
+// ---- ONNX mapping
+
+// ceil_mode=1 drops a last window that would start in the right padding (PyTorch, later ONNX);
+// ONNX 1.12 keeps it. Returns the ceil_mode to write, adjusting the end pads so that the window
+// count and the windows stay the Quorum ones.
+int64_t ceil_to_onnx(OnnxExport& e, bool avg, std::vector<int64_t>& pads) {
+  const auto& k = e.aints("kernel_shape");
+  const auto& st = e.aints("strides");
+  const size_t d = k.size();
+  std::vector<int64_t> want(d), floor_out(d), ceil_out(d);
+  bool all_ceil = true, all_floor = true;
+  for (size_t i = 0; i < d; ++i) {
+    const int64_t in = e.in_shape()[2 + i], pb = pads[i], pe = pads[d + i];
+    const int64_t span = in + pb + pe - k[i];
+    floor_out[i] = span / st[i] + 1;
+    ceil_out[i] = (span + st[i] - 1) / st[i] + 1;
+    want[i] = ceil_out[i];
+    if ((want[i] - 1) * st[i] >= in + pb) --want[i];
+    all_ceil = all_ceil && want[i] == ceil_out[i];
+    all_floor = all_floor && want[i] == floor_out[i];
+  }
+  if (all_ceil) return 1;
+  if (all_floor) return 0;
+  // Mixed: floor mode with end pads that just fit the wanted windows. Exact unless the divisor
+  // counts padding (cells past the padded input would become padding).
+  if (avg && e.ai("count_include_pad") == 1)
+    e.refuse("ceil_mode=1 with count_include_pad=1 where only some axes drop their last window has no ONNX 1.12 form");
+  for (size_t i = 0; i < d; ++i)
+    if (want[i] != floor_out[i]) pads[d + i] = (want[i] - 1) * st[i] + k[i] - e.in_shape()[2 + i] - pads[i];
+  return 0;
+}
+
+void export_window_pool(OnnxExport& e) {
+  const bool avg = e.op().rfind("avg", 0) == 0;
+  std::vector<int64_t> pads = e.aints("pads");
+  int64_t ceil_mode = e.ai("ceil_mode");
+  if (e.as("auto_pad") == "NOTSET" && ceil_mode == 1) ceil_mode = ceil_to_onnx(e, avg, pads);
+  OnnxNode& p = e.final_node(avg ? "AveragePool" : "MaxPool", {e.in(0)});
+  p.set_ints("kernel_shape", e.aints("kernel_shape"));
+  p.set_ints("strides", e.aints("strides"));
+  if (e.as("auto_pad") == "NOTSET") p.set_ints("pads", pads);
+  else p.set_s("auto_pad", e.as("auto_pad"));
+  p.set_i("ceil_mode", ceil_mode);
+  if (avg) p.set_i("count_include_pad", e.ai("count_include_pad"));
+}
+
+// MaxPool / AveragePool of 1 or 2 spatial dims.
+void import_window_pool(OnnxImport& m) {
+  const bool avg = m.op_type() == "AveragePool";
+  const size_t rank = m.type_of(m.in(0)).shape.size();
+  if (rank != 3 && rank != 4) m.fail("input of rank " + std::to_string(rank) + " (the catalogue pools 1-D and 2-D)");
+  for (int64_t d : m.getints("dilations"))
+    if (d != 1) m.fail("dilations other than 1 are not supported");
+  Attrs a;
+  for (const char* k : {"kernel_shape", "strides", "pads"})
+    if (m.has(k)) a[k] = m.getints(k);
+  a["auto_pad"] = m.gets("auto_pad", "NOTSET");
+  if (std::get<std::string>(a["auto_pad"]) != "NOTSET") a.erase("pads");
+  a["ceil_mode"] = m.geti("ceil_mode", 0);
+  if (avg) a["count_include_pad"] = m.geti("count_include_pad", 0);
+  m.emit_final(std::string(avg ? "avg_pool" : "max_pool") + (rank == 3 ? "1d" : "2d"), {m.in(0)}, a);
+}
+
 }  // namespace
 
 void register_pool(Registry& r) {
   for (int d : {1, 2}) {
-    r.add(make_window_pool(d, true));
-    r.add(make_window_pool(d, false));
+    for (bool is_max : {true, false}) {
+      OpSpec s = make_window_pool(d, is_max);
+      s.onnx_export = export_window_pool;
+      if (d == 2) s.onnx_import = {{{is_max ? "MaxPool" : "AveragePool"}, import_window_pool}};  // 1-D too
+      r.add(std::move(s));
+    }
   }
-  r.add(make_global_pool(false));
-  r.add(make_global_pool(true));
+  for (bool is_max : {false, true}) {
+    OpSpec s = make_global_pool(is_max);
+    const std::string op = s.name, type = is_max ? "GlobalMaxPool" : "GlobalAveragePool";
+    s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0)}); };
+    s.onnx_import = {{{type}, [op](OnnxImport& m) { m.emit_final(op, {m.in(0)}); }}};
+    r.add(std::move(s));
+  }
 }
 
 }  // namespace quorum::ops

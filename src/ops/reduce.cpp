@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -213,17 +214,51 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
   return s;
 }
 
+// ---- ONNX mapping: ReduceX. ReduceSum takes its axes as an input from opset 13, the others from
+// opset 18 (as an attribute before).
+
+void set_onnx(OpSpec& s, const std::string& type) {
+  const std::string op = s.name;
+  s.onnx_export = [type](OnnxExport& e) {
+    const auto& axes = e.aints("axes");
+    OnnxNode* p = nullptr;
+    if (type == "ReduceSum") {
+      p = axes.empty() ? &e.final_node(type, {e.in(0)}) : &e.final_node(type, {e.in(0), e.ints(axes, "axes")});
+    } else {
+      p = &e.final_node(type, {e.in(0)});
+      if (!axes.empty()) p->set_ints("axes", axes);
+    }
+    p->set_i("keepdims", e.ai("keepdims"));
+  };
+  s.onnx_import = {{{type}, [op, type](OnnxImport& m) {
+                      const bool axes_input = type == "ReduceSum" ? m.opset() >= 13 : m.opset() >= 18;
+                      const std::vector<int64_t> axes =
+                          axes_input ? (m.present(1) ? m.const_ints(1, "axes") : std::vector<int64_t>{})
+                                     : m.getints("axes");
+                      if (axes.empty() && m.geti("noop_with_empty_axes", 0) != 0)
+                        m.fail("noop_with_empty_axes=1 is not supported");
+                      m.emit_final(op, {m.in(0)}, {{"axes", axes}, {"keepdims", m.geti("keepdims", 1)}});
+                    }}};
+}
+
 }  // namespace
 
 void register_reduce(Registry& r) {
-  r.add(make_reduce("reduce_sum", Kind::Sum, "sum over `axes`"));
-  r.add(make_reduce("reduce_mean", Kind::Mean, "arithmetic mean over `axes`"));
-  r.add(make_reduce("reduce_max", Kind::Max,
-                    "maximum over `axes`; the gradient goes to the first maximal element in row-major order"));
-  r.add(make_reduce("reduce_min", Kind::Min,
-                    "minimum over `axes`; the gradient goes to the first minimal element in row-major order"));
-  r.add(make_reduce("reduce_prod", Kind::Prod,
-                    "product over `axes`; the gradient is the product of the other elements (exact at zeros)"));
+  auto add = [&r](OpSpec s, const std::string& onnx_type) {
+    set_onnx(s, onnx_type);
+    r.add(std::move(s));
+  };
+  add(make_reduce("reduce_sum", Kind::Sum, "sum over `axes`"), "ReduceSum");
+  add(make_reduce("reduce_mean", Kind::Mean, "arithmetic mean over `axes`"), "ReduceMean");
+  add(make_reduce("reduce_max", Kind::Max,
+                  "maximum over `axes`; the gradient goes to the first maximal element in row-major order"),
+      "ReduceMax");
+  add(make_reduce("reduce_min", Kind::Min,
+                  "minimum over `axes`; the gradient goes to the first minimal element in row-major order"),
+      "ReduceMin");
+  add(make_reduce("reduce_prod", Kind::Prod,
+                  "product over `axes`; the gradient is the product of the other elements (exact at zeros)"),
+      "ReduceProd");
 }
 
 }  // namespace quorum::ops

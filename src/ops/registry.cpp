@@ -12,7 +12,20 @@ void Registry::add(OpSpec spec) {
     QUORUM_CHECK(core::kind_of(a.default_value) == a.kind,
                  "operator '" + spec.name + "' attribute '" + a.name + "' default has the wrong kind");
   specs_.push_back(std::move(spec));
-  by_name_[specs_.back().name] = &specs_.back();
+  const OpSpec& s = specs_.back();
+  by_name_[s.name] = &s;
+  for (const auto& e : s.onnx_import) {
+    QUORUM_CHECK(static_cast<bool>(e.hook), "operator '" + s.name + "' has an ONNX import entry without a hook");
+    for (const auto& t : e.op_types) {
+      auto [it, fresh] = onnx_import_.emplace(t, &e.hook);
+      QUORUM_CHECK(fresh, "ONNX operator type '" + t + "' imported by two operators (the second: '" + s.name + "')");
+    }
+  }
+}
+
+const std::function<void(OnnxImport&)>* Registry::onnx_importer(const std::string& onnx_type) const {
+  auto it = onnx_import_.find(onnx_type);
+  return it == onnx_import_.end() ? nullptr : it->second;
 }
 
 const OpSpec* Registry::find(const std::string& name) const {

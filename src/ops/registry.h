@@ -14,10 +14,13 @@ class Registry {
   void add(OpSpec spec);  // internal error on a duplicate name or a spec missing its parts
   const OpSpec* find(const std::string& name) const;
   std::vector<const OpSpec*> all() const;  // sorted by family, then name
+  // The import hook an operator registered for an ONNX operator type, or null.
+  const std::function<void(OnnxImport&)>* onnx_importer(const std::string& onnx_type) const;
 
  private:
   std::deque<OpSpec> specs_;
   std::map<std::string, const OpSpec*> by_name_;
+  std::map<std::string, const std::function<void(OnnxImport&)>*> onnx_import_;
 };
 
 const Registry& catalogue();

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -163,11 +164,70 @@ OpSpec make_resize(bool bilinear) {
   return s;
 }
 
+// ---- ONNX mapping: Resize with `sizes` [N, C, oH, oW].
+
+void export_resize(OnnxExport& e) {
+  const Shape& x = e.in_shape();
+  const auto& sizes = e.aints("sizes");
+  OnnxNode& p = e.final_node("Resize", {e.in(0), "", "", e.ints({x[0], x[1], sizes[0], sizes[1]}, "sizes")});
+  p.set_s("coordinate_transformation_mode", e.as("coordinate_transformation_mode"));
+  if (e.op() == "resize_nearest") {
+    p.set_s("mode", "nearest");
+    p.set_s("nearest_mode", e.as("nearest_mode"));
+  } else {
+    p.set_s("mode", "linear");
+  }
+}
+
+// Resize → resize_nearest or resize_bilinear by its mode; scales become sizes when exact.
+void import_resize(OnnxImport& m) {
+  if (m.opset() < 11) m.fail("Resize before opset 11 is not supported");
+  const Shape x = m.type_of(m.in(0)).shape;
+  if (x.size() != 4) m.fail("only [N, C, H, W] inputs are in the catalogue");
+  std::vector<int64_t> sizes;
+  if (m.present(3) && m.need_constant(3, "sizes").numel() > 0) {
+    sizes = m.const_ints(3, "sizes");
+  } else if (m.present(2) && m.need_constant(2, "scales").numel() > 0) {
+    const Tensor& s = m.need_constant(2, "scales");
+    if (s.numel() != 4) m.fail("scales must have 4 entries");
+    for (int i = 0; i < 4; ++i) {
+      const double sc = s.get(i);
+      const auto o = static_cast<int64_t>(std::floor(static_cast<double>(x[static_cast<size_t>(i)]) * sc));
+      if (o < 1 || std::abs(static_cast<double>(o) / static_cast<double>(x[static_cast<size_t>(i)]) - sc) > 1e-6 * sc)
+        m.fail("scale " + std::to_string(sc) + " is not output/input for an input of size " +
+               std::to_string(x[static_cast<size_t>(i)]) + " (the catalogue resizes to sizes)");
+      sizes.push_back(o);
+    }
+  } else {
+    m.fail("needs scales or sizes");
+  }
+  if (sizes.size() != 4 || sizes[0] != x[0] || sizes[1] != x[1]) m.fail("only H and W can be resized");
+  const std::string mode = m.gets("mode", "nearest");
+  Attrs a;
+  a["sizes"] = std::vector<int64_t>{sizes[2], sizes[3]};
+  a["coordinate_transformation_mode"] = m.gets("coordinate_transformation_mode", "half_pixel");
+  if (mode == "nearest") {
+    a["nearest_mode"] = m.gets("nearest_mode", "round_prefer_floor");
+    m.emit_final("resize_nearest", {m.in(0)}, a);
+    return;
+  }
+  if (mode == "linear") {
+    m.emit_final("resize_bilinear", {m.in(0)}, a);
+    return;
+  }
+  m.fail("mode '" + mode + "' is not in the catalogue");
+}
+
 }  // namespace
 
 void register_resize(Registry& r) {
-  r.add(make_resize(false));
-  r.add(make_resize(true));
+  OpSpec nearest = make_resize(false);
+  nearest.onnx_export = export_resize;
+  nearest.onnx_import = {{{"Resize"}, import_resize}};  // both modes
+  r.add(std::move(nearest));
+  OpSpec bilinear = make_resize(true);
+  bilinear.onnx_export = export_resize;
+  r.add(std::move(bilinear));
 }
 
 }  // namespace quorum::ops

@@ -5,8 +5,10 @@
 // them into the new state; the VJP replays the forward and back-propagates through time.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -238,15 +240,171 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
   return s;
 }
 
+// ---- ONNX mapping: ONNX RNN/LSTM/GRU are time-major [T, N, F] with gate blocks in another order
+// (LSTM i o f c, GRU z r h) and W, R, B stacked per direction; GRU follows PyTorch with
+// linear_before_reset=1.
+
+// PyTorch gate blocks → ONNX gate blocks: ONNX block k is PyTorch block order[k].
+std::vector<int64_t> onnx_gate_order(const std::string& op) {
+  if (op == "lstm") return {0, 3, 1, 2};  // PyTorch i f g o → ONNX i o f c
+  if (op == "gru") return {1, 0, 2};      // PyTorch r z n → ONNX z r h
+  return {0};
+}
+
+// ONNX gate blocks → PyTorch gate blocks: PyTorch block j is ONNX block order[j].
+std::vector<int64_t> torch_gate_order(const std::string& type) {
+  if (type == "LSTM") return {0, 2, 3, 1};  // ONNX i o f c → PyTorch i f g o
+  if (type == "GRU") return {1, 0, 2};      // ONNX z r h → PyTorch r z n
+  return {0};
+}
+
+// Rows of `w` [G*H, K] regrouped by gate into ONNX order, written into `dst` from element `off`.
+void reorder_rows(const Tensor& w, const std::vector<int64_t>& order, int64_t hs, Tensor& dst, int64_t off) {
+  const int64_t k = w.rank() == 2 ? w.dim(1) : 1;
+  for (size_t blk = 0; blk < order.size(); ++blk)
+    for (int64_t r = 0; r < hs; ++r)
+      for (int64_t c = 0; c < k; ++c)
+        dst.set(off + (static_cast<int64_t>(blk) * hs + r) * k + c, w.get((order[blk] * hs + r) * k + c));
+}
+
+void export_rnn(OnnxExport& e) {
+  const std::string& op = e.op();
+  const int64_t hs = e.ai("hidden_size");
+  const auto order = onnx_gate_order(op);
+  const int64_t gh = static_cast<int64_t>(order.size()) * hs;
+  auto weight = [&e](size_t i) {
+    const Tensor* t = e.initializer(e.in(i));
+    if (!t) e.refuse("recurrent weights must be initializers to be exported ('" + e.in(i) + "' is computed)");
+    return *t;
+  };
+  const Tensor w_ih = weight(1), w_hh = weight(2), b_ih = weight(3), b_hh = weight(4);
+  const DType dt = e.dtype();
+  Tensor w(dt, {1, gh, w_ih.dim(1)}), r(dt, {1, gh, hs}), b(dt, {1, 2 * gh});
+  reorder_rows(w_ih, order, hs, w, 0);
+  reorder_rows(w_hh, order, hs, r, 0);
+  reorder_rows(b_ih, order, hs, b, 0);
+  reorder_rows(b_hh, order, hs, b, gh);
+  const std::string wn = e.constant(w, "W"), rn = e.constant(r, "R"), bn = e.constant(b, "B");
+  auto [tp, xt] = e.helper("Transpose", {e.in(0)}, "x_time_major");
+  tp->set_ints("perm", {1, 0, 2});
+  const bool seq = e.ai("return_sequences") != 0;
+  const std::string type = op == "lstm" ? "LSTM" : op == "gru" ? "GRU" : "RNN";
+  const std::string cell_out = e.fresh(e.name() + (seq ? "/Y" : "/Y_h"));
+  const std::string cell_name = e.fresh(e.name() + "/" + type);
+  OnnxNode& p = e.node(type, cell_name, {xt, wn, rn, bn},
+                       seq ? std::vector<std::string>{cell_out} : std::vector<std::string>{"", cell_out});
+  p.set_i("hidden_size", hs);
+  if (op == "gru") p.set_i("linear_before_reset", 1);
+  if (!seq) {
+    e.final_node("Squeeze", {cell_out, e.ints({0}, "axes")});
+    return;
+  }
+  const std::string ys = e.h("Squeeze", {cell_out, e.ints({1}, "axes")}, "y_time_major");
+  e.final_node("Transpose", {ys}).set_ints("perm", {1, 0, 2});
+}
+
+bool zero_or_absent(const OnnxImport& m, int i) {
+  if (!m.present(i)) return true;
+  const Tensor* t = m.constant(i);
+  if (!t) return false;
+  for (int64_t k = 0; k < t->numel(); ++k)
+    if (t->get(k) != 0) return false;
+  return true;
+}
+
+// RNN/LSTM/GRU → transpose, the recurrent layer, and the transposes/slices giving Y and Y_h.
+void import_rnn(OnnxImport& m) {
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  const std::string type = m.op_type();
+  const std::string op = type == "LSTM" ? "lstm" : type == "GRU" ? "gru" : "simple_rnn";
+  if (m.gets("direction", "forward") != "forward") m.fail("only direction=forward is in the catalogue");
+  if (m.has("activations") || m.has("activation_alpha") || m.has("activation_beta"))
+    m.fail("custom activations are not in the catalogue");
+  if (m.has("clip")) m.fail("clip is not in the catalogue");
+  if (m.geti("layout", 0) != 0) m.fail("layout=1 is not supported");
+  if (type == "LSTM" && m.geti("input_forget", 0) != 0) m.fail("input_forget=1 is not in the catalogue");
+  if (type == "GRU" && m.geti("linear_before_reset", 0) != 1)
+    m.fail("linear_before_reset=0 is not in the catalogue (it follows PyTorch: linear_before_reset=1)");
+  if (m.present(4)) m.fail("sequence_lens is not supported");
+  if (!zero_or_absent(m, 5)) m.fail("a non-zero initial_h is not supported");
+  if (type == "LSTM" && (!zero_or_absent(m, 6) || !zero_or_absent(m, 7)))
+    m.fail("a non-zero initial_c or peepholes are not supported");
+  if (type == "LSTM" && m.output_used(2)) m.fail("output Y_c is not supported");
+  const int64_t hs = m.geti("hidden_size", 0);
+  const auto order = torch_gate_order(type);
+  const int64_t gh = static_cast<int64_t>(order.size()) * hs;
+  const std::string x = m.in(0);
+  const TensorType xt = m.type_of(x);
+  if (xt.shape.size() != 3) m.fail("X must be [T, N, F]");
+  const Tensor& w = m.need_constant(1, "W");
+  const Tensor& r = m.need_constant(2, "R");
+  if (w.shape() != Shape{1, gh, xt.shape[2]} || r.shape() != Shape{1, gh, hs})
+    m.fail("W or R do not match hidden_size " + std::to_string(hs));
+  // k = 0: a bias row of G*H values, else a [G*H, k] matrix.
+  auto regroup = [&](const Tensor& src, int64_t off, int64_t k, const std::string& what) {
+    Tensor dst(xt.dtype, k == 0 ? Shape{gh} : Shape{gh, k});
+    k = std::max<int64_t>(k, 1);
+    for (size_t blk = 0; blk < order.size(); ++blk)
+      for (int64_t row = 0; row < hs; ++row)
+        for (int64_t c = 0; c < k; ++c)
+          dst.set((static_cast<int64_t>(blk) * hs + row) * k + c, src.get(off + (order[blk] * hs + row) * k + c));
+    return m.new_initializer(what, dst);
+  };
+  Tensor b(xt.dtype, {1, 2 * gh});
+  if (m.present(3)) {
+    b = m.need_constant(3, "B");
+    if (b.shape() != Shape{1, 2 * gh}) m.fail("B does not match hidden_size");
+  }
+  const std::vector<std::string> params = {regroup(w, 0, xt.shape[2], "w_ih"), regroup(r, 0, hs, "w_hh"),
+                                           regroup(b, 0, 0, "b_ih"), regroup(b, gh, 0, "b_hh")};
+  const std::string xb = m.emit("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  auto ins = [&](const std::string& first) {
+    std::vector<std::string> v = {first};
+    v.insert(v.end(), params.begin(), params.end());
+    return v;
+  };
+  const bool want_y = m.output_used(0), want_h = m.output_used(1);
+  if (!want_y && !want_h) m.fail("neither Y nor Y_h is used");
+  // The node producing the last ONNX output carries the node's name.
+  auto final_value = [&](int i, const std::string& qop, const std::vector<std::string>& in, const Attrs& a) {
+    return m.emit(qop, in, a, m.output(i), i == 1 || !want_h);
+  };
+  std::string seq;
+  if (want_y) {
+    seq = m.emit(op, ins(xb), {{"hidden_size", hs}, {"return_sequences", int64_t{1}}});
+    const std::string tm = m.emit("transpose", {seq}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+    final_value(0, "unsqueeze", {tm}, {{"axes", std::vector<int64_t>{1}}});
+  }
+  if (want_h) {
+    if (want_y) {
+      const std::string last = m.emit("slice", {seq}, {{"starts", std::vector<int64_t>{-1}},
+                                                        {"ends", std::vector<int64_t>{kInt64Max}},
+                                                        {"axes", std::vector<int64_t>{1}}});
+      final_value(1, "transpose", {last}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+    } else {
+      const std::string last = m.emit(op, ins(xb), {{"hidden_size", hs}, {"return_sequences", int64_t{0}}});
+      final_value(1, "unsqueeze", {last}, {{"axes", std::vector<int64_t>{0}}});
+    }
+  }
+}
+
 }  // namespace
 
 void register_rnn(Registry& r) {
-  r.add(rnn_spec(Cell::Rnn, "simple_rnn", "Elman RNN: h' = tanh(W_ih x + b_ih + W_hh h + b_hh), zero initial state"));
-  r.add(rnn_spec(Cell::Lstm, "lstm",
-                 "LSTM with PyTorch gate order i, f, g, o: c' = f*c + i*g, h' = o*tanh(c'), zero initial state"));
-  r.add(rnn_spec(Cell::Gru, "gru",
-                 "GRU with PyTorch gate order r, z, n: n = tanh(W_in x + b_in + r*(W_hn h + b_hn)), "
-                 "h' = (1-z)*n + z*h, zero initial state"));
+  auto add = [&r](OpSpec s, const std::string& onnx_type) {
+    s.onnx_export = export_rnn;
+    s.onnx_import = {{{onnx_type}, import_rnn}};
+    r.add(std::move(s));
+  };
+  add(rnn_spec(Cell::Rnn, "simple_rnn", "Elman RNN: h' = tanh(W_ih x + b_ih + W_hh h + b_hh), zero initial state"),
+      "RNN");
+  add(rnn_spec(Cell::Lstm, "lstm",
+               "LSTM with PyTorch gate order i, f, g, o: c' = f*c + i*g, h' = o*tanh(c'), zero initial state"),
+      "LSTM");
+  add(rnn_spec(Cell::Gru, "gru",
+               "GRU with PyTorch gate order r, z, n: n = tanh(W_in x + b_in + r*(W_hn h + b_hn)), "
+               "h' = (1-z)*n + z*h, zero initial state"),
+      "GRU");
 }
 
 }  // namespace quorum::ops

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -512,10 +513,129 @@ std::vector<ReshapingDef> reshaping_ops() {
   };
 }
 
+// ---- ONNX mapping
+
+void import_reshape(OnnxImport& m) {
+  const Shape x = m.type_of(m.in(0)).shape;
+  std::vector<int64_t> shape = m.opset() >= 5 ? m.const_ints(1, "shape") : m.getints("shape");
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != 0) continue;
+    if (m.geti("allowzero", 0) != 0) m.fail("a zero size with allowzero=1 (an empty tensor) is not supported");
+    if (i >= x.size())
+      m.fail("shape entry " + std::to_string(i) + " is 0 (copy) but the input has rank " + std::to_string(x.size()));
+    shape[i] = x[i];
+  }
+  m.emit_final("reshape", {m.in(0)}, {{"shape", shape}});
+}
+
+// Squeeze and Unsqueeze take their axes as an input from opset 13.
+void import_squeeze(OnnxImport& m) {
+  const bool squeeze = m.op_type() == "Squeeze";
+  std::vector<int64_t> axes = m.opset() >= 13 ? (m.present(1) ? m.const_ints(1, "axes") : std::vector<int64_t>{})
+                                              : m.getints("axes");
+  if (!squeeze && axes.empty()) m.fail("needs axes");
+  m.emit_final(squeeze ? "squeeze" : "unsqueeze", {m.in(0)}, {{"axes", axes}});
+}
+
+void export_slice(OnnxExport& e) {
+  std::vector<int64_t> starts = e.aints("starts"), ends = e.aints("ends"), axes = e.aints("axes"),
+                       steps = e.aints("steps");
+  if (starts.empty()) {  // slices nothing: the whole first axis
+    starts = {0};
+    ends = {kI64Max};
+    axes = {0};
+    steps = {1};
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  e.final_node("Slice",
+               {e.in(0), e.ints(starts, "starts"), e.ints(ends, "ends"), e.ints(axes, "axes"), e.ints(steps, "steps")});
+}
+
+void import_slice(OnnxImport& m) {
+  Attrs a;
+  if (m.opset() < 10) {
+    a["starts"] = m.getints("starts");
+    a["ends"] = m.getints("ends");
+    if (m.has("axes")) a["axes"] = m.getints("axes");
+  } else {
+    a["starts"] = m.const_ints(1, "starts");
+    a["ends"] = m.const_ints(2, "ends");
+    if (m.present(3)) a["axes"] = m.const_ints(3, "axes");
+    if (m.present(4)) a["steps"] = m.const_ints(4, "steps");
+  }
+  m.emit_final("slice", {m.in(0)}, a);
+}
+
+void export_pad(OnnxExport& e) {
+  std::vector<int64_t> pads = e.aints("pads");
+  if (pads.empty()) pads.assign(2 * e.in_shape().size(), 0);
+  std::vector<std::string> ins = {e.in(0), e.ints(pads, "pads")};
+  if (e.as("mode") == "constant") ins.push_back(e.scalar(e.af("value"), "value"));
+  e.final_node("Pad", ins).set_s("mode", e.as("mode"));
+}
+
+void import_pad(OnnxImport& m) {
+  Attrs a;
+  a["mode"] = m.gets("mode", "constant");
+  if (m.opset() < 11) {
+    a["pads"] = m.getints("pads");
+    a["value"] = m.getf("value", 0.0);
+  } else {
+    if (m.present(3)) m.fail("the axes input is not supported");
+    a["pads"] = m.const_ints(1, "pads");
+    a["value"] = m.present(2) ? m.const_scalar(2, "constant_value") : 0.0;
+  }
+  m.emit_final("pad", {m.in(0)}, a);
+}
+
+void set_onnx(OpSpec& s) {
+  const std::string& op = s.name;
+  if (op == "reshape") {
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Reshape", {e.in(0), e.ints(e.aints("shape"), "shape")}); };
+    s.onnx_import = {{{"Reshape"}, import_reshape}};
+  } else if (op == "flatten") {
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Flatten", {e.in(0)}).set_i("axis", e.ai("axis")); };
+    s.onnx_import = {{{"Flatten"}, [](OnnxImport& m) {
+                        m.emit_final("flatten", {m.in(0)}, {{"axis", m.geti("axis", 1)}});
+                      }}};
+  } else if (op == "transpose") {
+    s.onnx_export = [](OnnxExport& e) {
+      OnnxNode& p = e.final_node("Transpose", {e.in(0)});
+      if (!e.aints("perm").empty()) p.set_ints("perm", e.aints("perm"));
+    };
+    s.onnx_import = {{{"Transpose"}, [](OnnxImport& m) {
+                        Attrs a;
+                        if (m.has("perm")) a["perm"] = m.getints("perm");
+                        m.emit_final("transpose", {m.in(0)}, a);
+                      }}};
+  } else if (op == "squeeze") {
+    s.onnx_export = [](OnnxExport& e) {
+      if (e.aints("axes").empty()) e.final_node("Squeeze", {e.in(0)});
+      else e.final_node("Squeeze", {e.in(0), e.ints(e.aints("axes"), "axes")});
+    };
+    s.onnx_import = {{{"Squeeze"}, import_squeeze}};
+  } else if (op == "unsqueeze") {
+    s.onnx_export = [](OnnxExport& e) { e.final_node("Unsqueeze", {e.in(0), e.ints(e.aints("axes"), "axes")}); };
+    s.onnx_import = {{{"Unsqueeze"}, import_squeeze}};
+  } else if (op == "slice") {
+    s.onnx_export = export_slice;
+    s.onnx_import = {{{"Slice"}, import_slice}};
+  } else if (op == "pad") {
+    s.onnx_export = export_pad;
+    s.onnx_import = {{{"Pad"}, import_pad}};
+  }
+}
+
 }  // namespace
 
 void register_shape(Registry& r) {
-  for (auto& d : reshaping_ops()) r.add(make_reshaping(std::move(d)));
+  for (auto& d : reshaping_ops()) {
+    OpSpec s = make_reshaping(std::move(d));
+    set_onnx(s);
+    r.add(std::move(s));
+  }
 }
 
 }  // namespace quorum::ops

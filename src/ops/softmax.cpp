@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -113,11 +114,35 @@ OpSpec make_softmax(const std::string& name, bool log) {
   return s;
 }
 
+// ---- ONNX mapping: Softmax / LogSoftmax. Before opset 13 they normalise over the flattened
+// trailing dims from `axis` (default 1), which is this operator only for the last axis.
+
+void set_onnx(OpSpec& s, const std::string& type) {
+  const std::string op = s.name;
+  s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0)}).set_i("axis", e.ai("axis")); };
+  s.onnx_import = {{{type}, [op](OnnxImport& m) {
+                      const int64_t rank = static_cast<int64_t>(m.type_of(m.in(0)).shape.size());
+                      int64_t axis = m.geti("axis", m.opset() >= 13 ? -1 : 1);
+                      if (m.opset() < 13) {
+                        const int64_t a = axis < 0 ? axis + rank : axis;
+                        if (a != rank - 1)
+                          m.fail("axis " + std::to_string(axis) + " before opset 13 normalises over the flattened dims " +
+                                 std::to_string(a) + ".." + std::to_string(rank - 1) +
+                                 "; only the last axis is supported");
+                      }
+                      m.emit_final(op, {m.in(0)}, {{"axis", axis}});
+                    }}};
+}
+
 }  // namespace
 
 void register_softmax(Registry& r) {
-  r.add(make_softmax("softmax", false));
-  r.add(make_softmax("log_softmax", true));
+  OpSpec sm = make_softmax("softmax", false);
+  set_onnx(sm, "Softmax");
+  r.add(std::move(sm));
+  OpSpec lsm = make_softmax("log_softmax", true);
+  set_onnx(lsm, "LogSoftmax");
+  r.add(std::move(lsm));
 }
 
 }  // namespace quorum::ops

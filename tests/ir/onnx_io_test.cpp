@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <set>
 
 #include "core/error.h"
 #include "core/fileio.h"
@@ -95,6 +96,23 @@ TEST(OnnxIo, EveryCatalogueOperatorRoundTrips) {
     }
   }
   EXPECT_EQ(exported, 64 * 6 * 2);
+}
+
+// Each operator carries its ONNX mapping: every non-loss operator an export hook, and each ONNX type
+// in an import entry dispatches to that entry (no type claimed twice; Constant stays generic).
+TEST(OnnxIo, EveryOperatorCarriesItsOnnxMapping) {
+  std::set<std::string> seen;
+  for (const ops::OpSpec* spec : ops::catalogue().all()) {
+    EXPECT_EQ(static_cast<bool>(spec->onnx_export), !spec->is_loss) << spec->name;
+    for (const auto& e : spec->onnx_import)
+      for (const auto& t : e.op_types) {
+        EXPECT_TRUE(seen.insert(t).second) << t;
+        EXPECT_EQ(ops::catalogue().onnx_importer(t), &e.hook) << t;
+      }
+  }
+  EXPECT_GE(seen.size(), 50u);
+  EXPECT_EQ(ops::catalogue().onnx_importer("Constant"), nullptr);
+  EXPECT_EQ(ops::catalogue().onnx_importer("ReduceL2"), nullptr);
 }
 
 std::string example(const std::string& name) { return std::string(QUORUM_SOURCE_DIR) + "/docs/examples/" + name; }
