@@ -31,18 +31,21 @@ std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Sou
 
 // ---- the stream -----------------------------------------------------------------------------
 
+core::Rng model_rng(uint64_t seed, uint64_t index) { return core::Rng(seed).derive("model:" + std::to_string(index)); }
+core::Rng case_rng(uint64_t seed, uint64_t index) { return core::Rng(seed).derive("data:" + std::to_string(index)); }
+
 Stream::Stream(const GenOptions& opt, const data::Source& source)
-    : source_(source), gen_(make_generator(opt, source)), base_(opt.seed) {}
+    : source_(source), gen_(make_generator(opt, source)), seed_(opt.seed) {}
 
 Model Stream::next_architecture() {
-  core::Rng r = base_.derive("model " + std::to_string(index_));
+  core::Rng r = model_rng(seed_, index_);
   Model m = gen_->generate(index_, r);
   ++index_;
   return m;
 }
 
 Generated Stream::next() {
-  core::Rng r = base_.derive("model " + std::to_string(index_));
+  core::Rng r = model_rng(seed_, index_);
   Model m = gen_->generate(index_, r);
   ++index_;
   return finish_model(std::move(m), r, source_);
