@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/stats.h"
+#include "data/values.h"
 #include "ir/json_io.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
@@ -103,8 +104,11 @@ int cmd_ops(const Options& o) {
 // ---- quorum run ------------------------------------------------------------------------------
 
 ref::ValueMap load_inputs(const ir::Graph& g, const Options& o, core::Rng& rng) {
-  if (o.inputs == "random") return ref::random_inputs(g, rng);
   ref::ValueMap m;
+  if (o.inputs == "random") {
+    data::complete_inputs(g, m, rng);
+    return m;
+  }
   for (const auto& in : g.inputs) {
     const std::string path = o.inputs + "/" + in.name + ".npy";
     if (!std::filesystem::exists(path)) throw UserError(path + ": missing input file for graph input '" + in.name + "'");
@@ -126,11 +130,8 @@ core::Tensor load_target(const ir::Graph& g, const Options& o, const ops::OpSpec
                       core::to_string(out.shape));
     return t;
   }
-  // Draw the target the way the loss expects it (probabilities, one-hot, ...).
-  core::Rng srng(1);
-  ops::Case c = loss.sample(srng);
-  const ops::InputGen gen = c.gen.size() > 1 ? c.gen[1] : ops::InputGen{};
-  return ops::fill_input({core::DType::F64, out.shape}, gen, rng);
+  // Drawn the way the loss expects it (probabilities, one-hot, ...), as a campaign draws it.
+  return data::loss_target(loss.name, out.shape, rng);
 }
 
 void print_row(const std::string& name, const std::string& op, const core::Tensor& t) {

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "data/values.h"
 #include "gen/generators.h"
 #include "ops/materialize.h"
 
@@ -71,8 +72,7 @@ Generated finish_model(Model m, core::Rng& model_rng, const data::Source& source
   } else {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const auto& in = g.inputs[i];
-      out.inputs.emplace(in.name, i < gens.size() ? ops::fill_input({core::DType::F64, in.type.shape}, gens[i], dr)
-                                                  : data::random_with_edges(in.type.shape, dr));
+      out.inputs.emplace(in.name, data::input_value(in.type.shape, i < gens.size() ? &gens[i] : nullptr, dr));
     }
   }
   return out;
