@@ -2,6 +2,7 @@
 #include <benchmark/benchmark.h>
 
 #include "ir/json_io.h"
+#include "data/values.h"
 #include "ref/interpreter.h"
 
 namespace {
@@ -13,14 +14,16 @@ ir::Graph load(const char* name) { return ir::load_graph(std::string(QUORUM_SOUR
 void BM_Forward(benchmark::State& state, const char* model) {
   const ir::Graph g = load(model);
   core::Rng rng(1);
-  const ref::ValueMap in = ref::random_inputs(g, rng);
+  ref::ValueMap in;
+  data::complete_inputs(g, in, rng);
   for (auto _ : state) benchmark::DoNotOptimize(ref::forward(g, in));
 }
 
 void BM_Train(benchmark::State& state, const char* model) {
   const ir::Graph g = load(model);
   core::Rng rng(1);
-  const ref::ValueMap in = ref::random_inputs(g, rng);
+  ref::ValueMap in;
+  data::complete_inputs(g, in, rng);
   core::Tensor target(core::DType::F64, g.types.at(g.outputs[0]).shape);
   for (auto _ : state) benchmark::DoNotOptimize(ref::train(g, in, target, ref::LossSpec{"mse_loss", {}}));
 }

@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include "backends/ref/ref_backend.h"
+#include "data/values.h"
 #include "ir/build.h"
 #include "ir/json_io.h"
 #include "ops/registry.h"
@@ -28,7 +29,8 @@ Model model(const std::string& which) {
     return {sn.graph, sn.inputs};
   }
   ir::Graph g = ir::load_graph(std::string(QUORUM_SOURCE_DIR) + "/docs/examples/" + which + ".json");
-  ref::ValueMap in = ref::random_inputs(g, rng);
+  ref::ValueMap in;
+  data::complete_inputs(g, in, rng);
   return {g, in};
 }
 

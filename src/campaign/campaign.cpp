@@ -17,10 +17,19 @@
 #include "campaign/bundle.h"
 #include "campaign/store.h"
 #include "core/error.h"
+#include "gen/generator.h"
 
 namespace quorum::campaign {
 
 using Clock = std::chrono::steady_clock;
+
+ModelCase draw_case(const ModelFactory& factory, uint64_t seed, int64_t index, const std::string& loss) {
+  core::Rng model_rng = gen::model_rng(seed, static_cast<uint64_t>(index));
+  ModelCase m = factory(index, model_rng);
+  core::Rng data_rng = gen::case_rng(seed, static_cast<uint64_t>(index));
+  complete_case(m, loss, data_rng);
+  return m;
+}
 
 namespace {
 
@@ -82,7 +91,6 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
 
   auto job = [&]() {
     WorkerSet workers(opt.setup.backends, opt.setup.limits);
-    const core::Rng root(seed);
     while (!stop) {
       const int64_t index = next++;
       if (out_of_budget(index)) break;
@@ -91,10 +99,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
       auto t0 = Clock::now();
       ModelCase m;
       try {
-        core::Rng model_rng = root.derive("model:" + std::to_string(index));
-        m = factory(index, model_rng);
-        core::Rng data_rng = root.derive("data:" + std::to_string(index));
-        complete_case(m, opt.setup.loss, data_rng);
+        m = draw_case(factory, seed, index, opt.setup.loss);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(sh.mu);
         if (++sh.invalid == 1) sh.first_invalid = e.what();

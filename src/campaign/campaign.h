@@ -14,6 +14,11 @@ namespace quorum::campaign {
 // Inputs and target may be left empty: the campaign then draws them (complete_case).
 using ModelFactory = std::function<ModelCase(int64_t index, core::Rng& rng)>;
 
+// Model `index` of a campaign with seed `seed`, exactly as the campaign evaluates it: the factory
+// on gen::model_rng(seed, index), then complete_case on gen::case_rng(seed, index) with the loss.
+// Throws what the factory throws for an invalid model. `quorum gen --index` writes the same case.
+ModelCase draw_case(const ModelFactory& factory, uint64_t seed, int64_t index, const std::string& loss);
+
 struct CampaignOptions {
   std::string generator;  // recorded in the settings; the factory is the generator itself
   Setup setup;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/values.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
 #include "ref/interpreter.h"
@@ -159,21 +160,10 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
 }
 
 void complete_case(ModelCase& m, const std::string& loss, core::Rng& rng) {
-  static const double kEdge[] = {0.0, 1.0, -1.0, 1e-40, 100.0, -100.0};
-  for (const auto& in : m.graph.inputs) {
-    if (m.inputs.count(in.name)) continue;
-    core::Tensor t(core::DType::F64, in.type.shape);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      t.f64()[i] = rng.bernoulli(0.1) ? kEdge[rng.index(std::size(kEdge))] : rng.uniform(-1.0, 1.0);
-    m.inputs.emplace(in.name, std::move(t));
-  }
+  data::complete_inputs(m.graph, m.inputs, rng);
   const core::Shape& out = m.graph.types.at(m.graph.outputs[0]).shape;
   if (m.target.defined() && m.target.shape() == out) return;
-  const ops::OpSpec& l = ops::op(loss);
-  core::Rng srng(1);
-  const ops::Case c = l.sample(srng);
-  const ops::InputGen gen = c.gen.size() > 1 ? c.gen[1] : ops::InputGen{-1, 1};
-  m.target = ops::fill_input({core::DType::F64, out}, gen, rng);
+  m.target = data::loss_target(loss, out, rng);
 }
 
 }  // namespace quorum::campaign

@@ -54,9 +54,9 @@ struct Evaluation {
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);
 
-// Fills what a model case lacks: inputs for every graph input not given (uniform in [-1, 1] with
-// edge values mixed in: 0, ±1, a float32 denormal, ±100), and a target for the loss, drawn the way
-// the loss expects it, unless one of the output's shape is given.
+// Fills what a model case lacks with data/values.h: inputs for every graph input not given
+// (data::complete_inputs, the one edge-value policy), and a target for the loss
+// (data::loss_target), unless one of the output's shape is given.
 void complete_case(ModelCase& m, const std::string& loss, core::Rng& rng);
 
 }  // namespace quorum::campaign

@@ -5,11 +5,13 @@
 #include <filesystem>
 #include <iostream>
 
+#include "campaign/campaign.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "gen/generator.h"
 #include "ir/json_io.h"
+#include "ops/registry.h"
 
 namespace quorum::cli {
 
@@ -23,11 +25,59 @@ std::string model_stem(const std::string& dir, uint64_t i) {
   return dir + "/" + buf;
 }
 
+void write_model(const std::string& stem, const ir::Graph& graph, const ref::ValueMap& inputs,
+                 const core::Tensor& target) {
+  ir::save_graph(stem + ".json", graph);
+  // The batch beside it: quorum run MODEL.json --inputs MODEL.data [--loss L --target MODEL.data/target.npy]
+  std::error_code ec;
+  std::filesystem::create_directories(stem + ".data", ec);
+  if (ec) throw UserError(stem + ".data: cannot create directory: " + ec.message());
+  for (const auto& [name, t] : inputs) core::write_npy(stem + ".data/" + name + ".npy", t);
+  if (target.defined()) core::write_npy(stem + ".data/target.npy", target);
+}
+
+// quorum gen --index I: model I of a campaign with the same seed and options, as it evaluates it
+// (the factory and the case completion of campaign::draw_case: a fresh generator, the loss target).
+int gen_index(const Options& o) {
+  size_t used = 0;
+  uint64_t index = 0;
+  try {
+    index = std::stoull(o.index, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != o.index.size() || o.index.empty() || o.index[0] == '-')
+    throw UserError("--index: expected a model index (0, 1, ...), got '" + o.index + "'");
+  if (o.seed == 0) throw UserError("gen: --index needs the campaign's --seed");
+  const std::string loss = o.loss.empty() ? "mse_loss" : o.loss;
+  if (!ops::op(loss).is_loss) throw UserError("--loss: operator '" + loss + "' is not a loss");
+  const campaign::ModelFactory factory = model_factory(o);  // checks the generator options
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  if (ec) throw UserError(o.out + ": cannot create directory: " + ec.message());
+  std::cout << "seed: " << o.seed << "\n"
+            << "generator: " << o.generator << ", data set: " << o.dataset << ", index: " << index << ", loss: " << loss
+            << "\n";
+  campaign::ModelCase m;
+  try {
+    m = campaign::draw_case(factory, o.seed, static_cast<int64_t>(index), loss);
+  } catch (const std::exception& e) {
+    throw UserError("gen: model " + std::to_string(index) + " is invalid (a campaign skips it): " + e.what());
+  }
+  const std::string stem = model_stem(o.out, index);
+  write_model(stem, m.graph, m.inputs, m.target);
+  const gen::Verdict v = gen::check_model(m.graph, m.inputs);
+  std::cout << "nodes: " << m.graph.nodes.size() << ", " << (v.valid ? "valid" : "invalid: " + v.reason) << "\n"
+            << "written: " << stem << ".json (+ .data/ with the inputs and target)\n";
+  return 0;
+}
+
 }  // namespace
 
 int cmd_gen(const Options& o) {
   if (!o.positional.empty()) throw UserError("gen: unexpected argument '" + o.positional[0] + "'");
   if (o.out.empty()) throw UserError("gen: --out DIR is required");
+  if (!o.index.empty()) return gen_index(o);
   if (o.count == 0) throw UserError("gen: --count must be at least 1");
   if (o.max_nodes == 0) throw UserError("gen: --max_nodes must be at least 1");
   gen::GenOptions opt;
@@ -56,13 +106,7 @@ int cmd_gen(const Options& o) {
     gen::Generated g = stream.next();
     const gen::Verdict v = gen::check_model(g.graph, g.inputs);
     summary.add(g, v);
-    const std::string stem = model_stem(o.out, i);
-    ir::save_graph(stem + ".json", g.graph);
-    // The batch beside it: quorum run MODEL.json --inputs MODEL.data [--loss L --target MODEL.data/target.npy]
-    std::filesystem::create_directories(stem + ".data", ec);
-    if (ec) throw UserError(stem + ".data: cannot create directory: " + ec.message());
-    for (const auto& [name, t] : g.inputs) core::write_npy(stem + ".data/" + name + ".npy", t);
-    if (g.target.defined()) core::write_npy(stem + ".data/target.npy", g.target);
+    write_model(model_stem(o.out, i), g.graph, g.inputs, g.target);
   }
   std::cout << summary.text(stream.generator().operators());
   std::cout << "written: " << o.out << "/model_NNNNN.json (+ .data/ with the inputs and target)\n";

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/stats.h"
+#include "data/values.h"
 #include "ir/json_io.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
@@ -103,8 +104,11 @@ int cmd_ops(const Options& o) {
 // ---- quorum run ------------------------------------------------------------------------------
 
 ref::ValueMap load_inputs(const ir::Graph& g, const Options& o, core::Rng& rng) {
-  if (o.inputs == "random") return ref::random_inputs(g, rng);
   ref::ValueMap m;
+  if (o.inputs == "random") {
+    data::complete_inputs(g, m, rng);
+    return m;
+  }
   for (const auto& in : g.inputs) {
     const std::string path = o.inputs + "/" + in.name + ".npy";
     if (!std::filesystem::exists(path)) throw UserError(path + ": missing input file for graph input '" + in.name + "'");
@@ -126,11 +130,8 @@ core::Tensor load_target(const ir::Graph& g, const Options& o, const ops::OpSpec
                       core::to_string(out.shape));
     return t;
   }
-  // Draw the target the way the loss expects it (probabilities, one-hot, ...).
-  core::Rng srng(1);
-  ops::Case c = loss.sample(srng);
-  const ops::InputGen gen = c.gen.size() > 1 ? c.gen[1] : ops::InputGen{};
-  return ops::fill_input({core::DType::F64, out.shape}, gen, rng);
+  // Drawn the way the loss expects it (probabilities, one-hot, ...), as a campaign draws it.
+  return data::loss_target(loss.name, out.shape, rng);
 }
 
 void print_row(const std::string& name, const std::string& op, const core::Tensor& t) {
@@ -231,8 +232,10 @@ const std::vector<Command>& commands() {
        {"verbose", "timeout", "memory"}, cmd_backends},
       {"worker", "worker --backend NAME [OPT...]", "serve one backend over the worker protocol (stdin/stdout)",
        {"backend"}, cmd_worker},
-      {"gen", "gen --generator G --count N --out DIR", "generate models (JSON) with a named generator",
-       {"generator", "count", "seed", "out", "max_nodes", "dataset", "invalid_params", "mutation_rate", "model"},
+      {"gen", "gen --generator G --count N --out DIR",
+       "generate models (JSON) with a named generator; with --seed S --index I: campaign model I, inputs, target",
+       {"generator", "count", "seed", "out", "max_nodes", "dataset", "invalid_params", "mutation_rate", "model", "index",
+        "loss"},
        cmd_gen},
       {"fuzz", "fuzz --backends LIST --time 10m|--models N", "a fuzz campaign: generate, run, compare, store findings",
        {"generator", "backends", "mode", "time", "models", "jobs", "seed", "out", "max_nodes", "dataset", "timeout",

@@ -11,6 +11,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "data/values.h"
 
 namespace quorum::data {
 
@@ -262,21 +263,6 @@ std::unique_ptr<Source> open_source(const std::string& name) {
   if (name == "sine") return std::make_unique<SineSource>();
   if (name == "fashion-mnist") return open_fashion_mnist(fashion_mnist_dir());
   throw UserError("unknown data set '" + name + "' (choose fashion-mnist, sine or random)");
-}
-
-const std::vector<double>& edge_values() {
-  // float32 denormals (1e-40, the smallest 1.4e-45) and magnitudes large enough to overflow a
-  // careless float32 square or exp, yet finite after one multiplication.
-  static const std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 1e-40, -1e-40, 1.4e-45, 1e4, -1e4, 1e6, -1e6};
-  return v;
-}
-
-Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo, double hi, double edge_rate) {
-  Tensor t(core::DType::F64, shape);
-  double* p = t.f64();
-  const auto& edges = edge_values();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.bernoulli(edge_rate) ? rng.pick(edges) : rng.uniform(lo, hi);
-  return t;
 }
 
 }  // namespace quorum::data

@@ -70,12 +70,6 @@ Idx read_idx_gz(const std::string& path);
 // naming the directory and the package when the files are absent.
 std::unique_ptr<Source> open_fashion_mnist(const std::string& dir);
 
-// ---- random tensors with edge values -------------------------------------------------------
-
-// The edge values mixed into random inputs: zeros, ±1, float32 denormals, large magnitudes.
-const std::vector<double>& edge_values();
-// Uniform in [lo, hi), each element replaced by a random edge value with probability `edge_rate`.
-Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo = -1.0, double hi = 1.0,
-                         double edge_rate = 0.05);
+// Random tensors with edge values (the random source's inputs): data/values.h.
 
 }  // namespace quorum::data

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "data/values.h"
 #include "gen/generators.h"
 #include "ops/materialize.h"
 
@@ -31,18 +32,21 @@ std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Sou
 
 // ---- the stream -----------------------------------------------------------------------------
 
+core::Rng model_rng(uint64_t seed, uint64_t index) { return core::Rng(seed).derive("model:" + std::to_string(index)); }
+core::Rng case_rng(uint64_t seed, uint64_t index) { return core::Rng(seed).derive("data:" + std::to_string(index)); }
+
 Stream::Stream(const GenOptions& opt, const data::Source& source)
-    : source_(source), gen_(make_generator(opt, source)), base_(opt.seed) {}
+    : source_(source), gen_(make_generator(opt, source)), seed_(opt.seed) {}
 
 Model Stream::next_architecture() {
-  core::Rng r = base_.derive("model " + std::to_string(index_));
+  core::Rng r = model_rng(seed_, index_);
   Model m = gen_->generate(index_, r);
   ++index_;
   return m;
 }
 
 Generated Stream::next() {
-  core::Rng r = base_.derive("model " + std::to_string(index_));
+  core::Rng r = model_rng(seed_, index_);
   Model m = gen_->generate(index_, r);
   ++index_;
   return finish_model(std::move(m), r, source_);
@@ -68,8 +72,7 @@ Generated finish_model(Model m, core::Rng& model_rng, const data::Source& source
   } else {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const auto& in = g.inputs[i];
-      out.inputs.emplace(in.name, i < gens.size() ? ops::fill_input({core::DType::F64, in.type.shape}, gens[i], dr)
-                                                  : data::random_with_edges(in.type.shape, dr));
+      out.inputs.emplace(in.name, data::input_value(in.type.shape, i < gens.size() ? &gens[i] : nullptr, dr));
     }
   }
   return out;

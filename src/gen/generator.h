@@ -49,9 +49,19 @@ struct Generated {
   core::Tensor target;   // the task's target when the model's first output has its shape
 };
 
-// Generates models 0, 1, ... in order. Model i draws from Rng(seed).derive("model i"); its weights
-// from that stream's derive("weights"), its data from derive("data"), so that drawing weights or
-// data never changes an architecture.
+// The one derivation of model i's randomness, shared by `quorum gen` and campaigns (and therefore
+// by `quorum gen --index I`, which writes a campaign's model I): the architecture draws from
+// model_rng(seed, i) = Rng(seed).derive("model:i"), its weights from that stream's
+// derive("weights"), its batch from derive("data"); what a campaign adds to the case (inputs a
+// generator left undrawn, the loss target) from case_rng(seed, i) = Rng(seed).derive("data:i").
+core::Rng model_rng(uint64_t seed, uint64_t index);
+core::Rng case_rng(uint64_t seed, uint64_t index);
+
+// Generates models 0, 1, ... in order, model i from model_rng(seed, i), so that drawing weights
+// or data never changes an architecture. The generator is shared by the stream's models (Muffin's
+// selection counts carry over from one model to the next); a campaign makes each model with a
+// fresh generator instead, so from the second model on a Muffin stream differs from a campaign of
+// the same seed (`quorum gen --index I` writes the campaign's model I).
 class Stream {
  public:
   Stream(const GenOptions& opt, const data::Source& source);
@@ -63,7 +73,7 @@ class Stream {
  private:
   const data::Source& source_;
   std::unique_ptr<Generator> gen_;
-  core::Rng base_;
+  uint64_t seed_;
   uint64_t index_ = 0;
 };
 

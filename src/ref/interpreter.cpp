@@ -119,14 +119,4 @@ TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& targ
   return r;
 }
 
-ValueMap random_inputs(const ir::Graph& g, core::Rng& rng) {
-  ValueMap m;
-  for (const auto& in : g.inputs) {
-    Tensor t(core::DType::F64, in.type.shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = rng.uniform(-1.0, 1.0);
-    m.emplace(in.name, std::move(t));
-  }
-  return m;
-}
-
 }  // namespace quorum::ref

@@ -40,7 +40,4 @@ struct TrainResult {
 TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss,
                   const Overrides* ov = nullptr);
 
-// Random inputs for every graph input, drawn from rng (uniform in [-1, 1], float64).
-ValueMap random_inputs(const ir::Graph& g, core::Rng& rng);
-
 }  // namespace quorum::ref

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "data/values.h"
 
 namespace quorum::data {
 namespace {

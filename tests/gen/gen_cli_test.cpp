@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "core/fileio.h"
@@ -95,5 +96,56 @@ TEST(GenCli, BadArgumentsAreOneLineAndExitTwo) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
   }
 }
+
+// quorum gen --index I writes exactly the case a campaign with the same seed and options evaluated
+// as its model I: the model and input bytes of every bundle (the campaign writes the evaluated
+// case into it), and the loss target.
+TEST(GenCli, IndexWritesTheModelACampaignEvaluated) {
+  for (const char* generator : {"unit", "muffin"}) {
+    const fs::path camp = scratch() / (std::string("index-campaign-") + generator);
+    fs::remove_all(camp);
+    const std::string opts = std::string(" --generator ") + generator + " --seed 23";
+    const Result f =
+        quorum("fuzz" + opts + " --backends faulty:all-numeric --models 24 --reduce 0 --out " + camp.string());
+    ASSERT_EQ(f.code, 0) << f.err;
+    int compared = 0;
+    for (const auto& b : fs::directory_iterator(camp / "bundles")) {
+      const std::string finding = quorum::core::read_file((b.path() / "finding.json").string());
+      const auto at = finding.find("\"model_index\":");
+      ASSERT_NE(at, std::string::npos) << b.path();
+      const int64_t index = std::stoll(finding.substr(finding.find_first_of("0123456789", at)));
+      const fs::path out = scratch() / (std::string("index-gen-") + generator);
+      fs::remove_all(out);
+      const Result g = quorum("gen" + opts + " --index " + std::to_string(index) + " --out " + out.string());
+      ASSERT_EQ(g.code, 0) << g.err;
+      char stem[32];
+      std::snprintf(stem, sizeof stem, "model_%05lld", static_cast<long long>(index));
+      const fs::path model = out / (std::string(stem) + ".json"), data = out / (std::string(stem) + ".data");
+      EXPECT_EQ(quorum::core::read_file(model.string()), quorum::core::read_file((b.path() / "model.json").string()))
+          << generator << " model " << index;
+      int inputs = 0;
+      for (const auto& in : fs::directory_iterator(b.path() / "inputs")) {
+        ++inputs;
+        EXPECT_EQ(quorum::core::read_file((data / in.path().filename()).string()), quorum::core::read_file(in.path().string()))
+            << generator << " model " << index << " input " << in.path().filename();
+      }
+      EXPECT_GT(inputs, 0);
+      EXPECT_EQ(quorum::core::read_file((data / "target.npy").string()),
+                quorum::core::read_file((b.path() / "target.npy").string()))
+          << generator << " model " << index;
+      ++compared;
+    }
+    if (std::string(generator) == "unit") {
+      EXPECT_GT(compared, 0) << "the campaign wrote no bundle";
+    }
+    fs::remove_all(camp);
+  }
+  // Without the campaign's seed there is no campaign model to write.
+  const Result r = quorum("gen --index 3 --out " + (scratch() / "noseed").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--seed"), std::string::npos) << r.err;
+  EXPECT_EQ(quorum("gen --seed 5 --index x --out " + (scratch() / "badindex").string()).code, 2);
+}
+
 
 }  // namespace

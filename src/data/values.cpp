@@ -1,0 +1,44 @@
+// A model's concrete values.
+#include "data/values.h"
+
+#include "ops/materialize.h"
+#include "ops/registry.h"
+
+namespace quorum::data {
+
+const std::vector<double>& edge_values() {
+  // float32 denormals (1e-40, the smallest 1.4e-45) and magnitudes large enough to overflow a
+  // careless float32 square or exp, yet finite after one multiplication.
+  static const std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 1e-40, -1e-40, 1.4e-45, 1e4, -1e4, 1e6, -1e6};
+  return v;
+}
+
+Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo, double hi, double edge_rate) {
+  Tensor t(core::DType::F64, shape);
+  double* p = t.f64();
+  const auto& edges = edge_values();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.bernoulli(edge_rate) ? rng.pick(edges) : rng.uniform(lo, hi);
+  return t;
+}
+
+Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng) {
+  return gen ? ops::fill_input({core::DType::F64, shape}, *gen, rng) : random_with_edges(shape, rng);
+}
+
+void complete_inputs(const ir::Graph& g, ref::ValueMap& inputs, core::Rng& rng, double edge_rate) {
+  for (const auto& in : g.inputs) {
+    if (inputs.count(in.name)) continue;
+    inputs.emplace(in.name, random_with_edges(in.type.shape, rng, -1.0, 1.0, edge_rate));
+  }
+}
+
+Tensor loss_target(const std::string& loss, const Shape& out, core::Rng& rng) {
+  // The loss's sampler names the target's distribution; its own stream, so the case drawn does
+  // not depend on `rng`.
+  core::Rng srng(1);
+  const ops::Case c = ops::op(loss).sample(srng);
+  const ops::InputGen gen = c.gen.size() > 1 ? c.gen[1] : ops::InputGen{-1, 1};
+  return ops::fill_input({core::DType::F64, out}, gen, rng);
+}
+
+}  // namespace quorum::data

@@ -1,0 +1,41 @@
+// A model's concrete values: the graph inputs and loss targets that `quorum gen`, `quorum run`,
+// campaigns, replay, the known-issue check and the tests draw, with one edge-value policy (the
+// campaign's: uniform in [-1, 1), each element an edge value with probability kEdgeRate). Weights
+// are drawn per ParamSpec by ops::init_param (through gen::materialize); a data source's batch
+// (data/dataset.h) draws its random inputs here too.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "ops/op_spec.h"
+#include "ref/interpreter.h"
+
+namespace quorum::data {
+
+using core::Shape;
+using core::Tensor;
+
+// The edge values mixed into random inputs: zeros, ±1, float32 denormals, large magnitudes.
+const std::vector<double>& edge_values();
+// How often an element of a random input is an edge value.
+constexpr double kEdgeRate = 0.05;
+// Uniform in [lo, hi), each element replaced by a random edge value with probability `edge_rate`.
+Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo = -1.0, double hi = 1.0,
+                         double edge_rate = kEdgeRate);
+
+// One graph input's value: drawn as the operator case's InputGen asks (a unit model's operand
+// ranges, one-hot, probabilities) when `gen` is given, else random_with_edges.
+Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng);
+
+// Draws every graph input `inputs` lacks (random_with_edges, in graph-input order); `edge_rate` 0
+// gives plain uniform values for checks that want a smooth neighbourhood (finite differences).
+void complete_inputs(const ir::Graph& g, ref::ValueMap& inputs, core::Rng& rng, double edge_rate = kEdgeRate);
+
+// A target for `loss` on an output of shape `out`, drawn the way the loss expects it (its sampled
+// case's target InputGen: one-hot, probabilities, ...; uniform in [-1, 1) when it names none).
+Tensor loss_target(const std::string& loss, const Shape& out, core::Rng& rng);
+
+}  // namespace quorum::data
