@@ -231,41 +231,33 @@ std::optional<Vid> Builder::place(const ops::OpSpec& spec, const std::vector<Vid
   return std::nullopt;
 }
 
+namespace {
+
+// The builder's reshaping, as an operator's merge preparation sees it (ops::InputShaper).
+class MergeShaper : public ops::InputShaper {
+ public:
+  MergeShaper(Builder& b, std::vector<Vid>& in) : b_(b), in_(in) {}
+  size_t count() const override { return in_.size(); }
+  const Shape& shape(size_t i) const override { return b_.shape(in_.at(i)); }
+  void to_rank(size_t i, int r) override { in_.at(i) = b_.to_rank(in_.at(i), r); }
+  void to_shape(size_t i, const Shape& t) override { in_.at(i) = b_.to_shape(in_.at(i), t); }
+  core::Rng& rng() override { return b_.rng(); }
+  int64_t max_elems() const override { return b_.limits().max_elems; }
+
+ private:
+  Builder& b_;
+  std::vector<Vid>& in_;
+};
+
+}  // namespace
+
 std::optional<std::vector<Vid>> Builder::prepare_merge(const ops::OpSpec& spec, std::vector<Vid> in, Attrs& fixed,
                                                        const Want& want) {
   const auto k = static_cast<int>(in.size());
   if (k < spec.min_inputs || (spec.max_inputs != ops::kUnbounded && k > spec.max_inputs)) return std::nullopt;
-  if (spec.name == "matmul") {
-    // A [..., M, K] @ B [K, N] (or with A's batch dims): B is brought to that shape.
-    if (rank(in[0]) < 2) in[0] = to_rank(in[0], 2);
-    const Shape& a = shape(in[0]);
-    const int64_t kk = a.back(), nb = core::numel(shape(in[1]));
-    const int64_t n = nb % kk == 0 && nb / kk <= 16 ? nb / kk : rng_.randint(1, 8);
-    Shape target{kk, n};
-    if (a.size() > 2 && rng_.bernoulli(0.3)) {
-      target.assign(a.begin(), a.end() - 2);
-      target.insert(target.end(), {kk, n});
-    }
-    if (core::numel(target) > lim_.max_elems) return std::nullopt;
-    in[1] = to_shape(in[1], target);
-    return in;
-  }
-  if (spec.name == "concat") {
-    // Every input matches the first on every axis but the joined one.
-    const int r = std::max(rank(in[0]), 1);
-    if (rank(in[0]) != r) in[0] = to_rank(in[0], r);
-    int64_t axis = fixed.count("axis") ? std::get<int64_t>(fixed.at("axis")) : rng_.randint(0, r - 1);
-    if (axis < 0) axis += r;
-    if (axis < 0 || axis >= r) return std::nullopt;
-    const Shape base = shape(in[0]);
-    for (size_t i = 1; i < in.size(); ++i) {
-      if (rank(in[i]) != r) in[i] = to_rank(in[i], r);
-      Shape t = base;
-      t[static_cast<size_t>(axis)] = shape(in[i])[static_cast<size_t>(axis)];
-      if (core::numel(t) > lim_.max_elems) return std::nullopt;
-      in[i] = to_shape(in[i], t);
-    }
-    if (!fixed.count("axis")) fixed["axis"] = rng_.bernoulli(0.3) ? axis - r : axis;
+  if (spec.prepare_merge) {
+    MergeShaper shaper(*this, in);
+    if (!spec.prepare_merge(shaper, fixed)) return std::nullopt;
     return in;
   }
   // Elementwise merges: one shape for all (or, sometimes, shapes that already broadcast).

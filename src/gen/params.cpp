@@ -1,6 +1,8 @@
 // The shapes & parameters calculator: attribute draws fitted to the input, and their repair.
 #include "gen/params.h"
 
+#include "ops/kernel_util.h"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -8,6 +10,8 @@
 #include "ops/registry.h"
 
 namespace quorum::gen {
+using ops::maybe_negative;
+
 namespace {
 
 using core::attr_i;
@@ -24,11 +28,6 @@ Ints divisors(int64_t n) {
   for (int64_t i = 1; i <= n; ++i)
     if (n % i == 0) d.push_back(i);
   return d;
-}
-
-// Sometimes spell an axis from the end, as users do; the shape rules accept both.
-int64_t maybe_negative(core::Rng& rng, int64_t axis, int64_t rank) {
-  return rng.bernoulli(0.3) ? axis - rank : axis;
 }
 
 // Random dims (each >= 1) whose product is n, at most `rank` of them (exactly `rank` when n allows).
@@ -241,37 +240,6 @@ void draw_reduce_axes(const Shape& x, core::Rng& rng, Attrs& a) {
   if (all && a.count("keepdims")) a["keepdims"] = int64_t{1};
 }
 
-void draw_squeeze(const Shape& x, core::Rng& rng, Attrs& a) {
-  const auto rank = static_cast<int64_t>(x.size());
-  Ints ones;
-  for (int64_t d = 0; d < rank; ++d)
-    if (x[static_cast<size_t>(d)] == 1) ones.push_back(d);
-  Ints axes;
-  // Squeezing every axis of a [1] or [1, 1] tensor would leave a scalar: name one axis to keep rank.
-  if (!ones.empty() && (static_cast<int64_t>(ones.size()) == rank || rng.bernoulli(0.6))) {
-    rng.shuffle(ones);
-    ones.resize(static_cast<size_t>(rng.randint(1, static_cast<int64_t>(ones.size()))));
-    if (static_cast<int64_t>(ones.size()) == rank) ones.pop_back();
-    for (int64_t d : ones) axes.push_back(maybe_negative(rng, d, rank));
-    if (axes.empty()) axes = {rank};  // nothing may go: an invalid axis makes the op unplaceable here
-  }
-  a["axes"] = axes;
-}
-
-void draw_unsqueeze(const Shape& x, core::Rng& rng, const Limits& lim, Attrs& a) {
-  const auto rank = static_cast<int64_t>(x.size());
-  int64_t k = rng.bernoulli(0.8) ? 1 : 2;
-  k = std::min<int64_t>(k, lim.max_rank - rank);
-  if (k < 1) k = 1;  // exceeds max_rank: the placement's limit check rejects it
-  const int64_t out_rank = rank + k;
-  Ints pos(static_cast<size_t>(out_rank));
-  std::iota(pos.begin(), pos.end(), 0);
-  rng.shuffle(pos);
-  pos.resize(static_cast<size_t>(k));
-  for (auto& p : pos) p = maybe_negative(rng, p, out_rank);
-  a["axes"] = pos;
-}
-
 void draw_reshape(const Shape& x, core::Rng& rng, const Limits& lim, Attrs& a) {
   const int64_t n = core::numel(x);
   Ints target;
@@ -307,7 +275,6 @@ Attrs draw_attrs(const ops::OpSpec& spec, const std::vector<TensorType>& in, cor
   if (in.empty()) return a;
   const Shape& x = in[0].shape;
   const auto rank = static_cast<int64_t>(x.size());
-  const std::string& op = spec.name;
   if (spec.attr("kernel_shape")) {
     draw_window(spec, x, rng, lim, want, fixed, a);
   } else if (spec.attr("units")) {
@@ -329,21 +296,12 @@ Attrs draw_attrs(const ops::OpSpec& spec, const std::vector<TensorType>& in, cor
     draw_reshape(x, rng, lim, a);
   } else if (spec.attr("pads")) {
     draw_pad(x, rng, a);
-  } else if (op == "squeeze") {
-    draw_squeeze(x, rng, a);
-  } else if (op == "unsqueeze") {
-    draw_unsqueeze(x, rng, lim, a);
+  } else if (spec.fit_attrs) {
+    spec.fit_attrs(x, rng, lim.max_rank, a);
   } else if (spec.attr("axes") && rank >= 1) {
     draw_reduce_axes(x, rng, a);
   } else if (spec.attr("axis") && rank >= 1) {
-    if (op == "flatten") {
-      a["axis"] = maybe_negative(rng, rng.randint(0, rank), rank);
-      if (std::get<int64_t>(a["axis"]) == 0 && rng.bernoulli(0.5)) a["axis"] = int64_t{1};
-    } else if (op == "layer_norm" && rank >= 2) {
-      a["axis"] = maybe_negative(rng, rng.randint(1, rank - 1), rank);  // the batch axis stays out
-    } else {
-      a["axis"] = maybe_negative(rng, rng.randint(0, rank - 1), rank);
-    }
+    a["axis"] = maybe_negative(rng, rng.randint(0, rank - 1), rank);
   }
   return a;
 }
@@ -363,11 +321,7 @@ bool repair_attrs(const ops::OpSpec& spec, const std::vector<TensorType>& in, At
     a["mode"] = std::string("edge");
     changed = true;
   }
-  // clip needs min <= max.
-  if (spec.name == "clip" && core::attr_f(a, "min") > core::attr_f(a, "max")) {
-    std::swap(a["min"], a["max"]);
-    changed = true;
-  }
+  if (spec.repair_attrs && spec.repair_attrs(a)) changed = true;
   return changed;
 }
 

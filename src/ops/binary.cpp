@@ -314,6 +314,24 @@ OpSpec make_concat() {
     c.attrs["axis"] = axis;
     return c;
   };
+  // Every input matches the first on every axis but the joined one.
+  s.prepare_merge = [](InputShaper& in, Attrs& fixed) {
+    const int r = std::max(static_cast<int>(in.shape(0).size()), 1);
+    if (static_cast<int>(in.shape(0).size()) != r) in.to_rank(0, r);
+    int64_t axis = fixed.count("axis") ? std::get<int64_t>(fixed.at("axis")) : in.rng().randint(0, r - 1);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return false;
+    const Shape base = in.shape(0);
+    for (size_t i = 1; i < in.count(); ++i) {
+      if (static_cast<int>(in.shape(i).size()) != r) in.to_rank(i, r);
+      Shape t = base;
+      t[static_cast<size_t>(axis)] = in.shape(i)[static_cast<size_t>(axis)];
+      if (core::numel(t) > in.max_elems()) return false;
+      in.to_shape(i, t);
+    }
+    if (!fixed.count("axis")) fixed["axis"] = in.rng().bernoulli(0.3) ? axis - r : axis;
+    return true;
+  };
   return s;
 }
 

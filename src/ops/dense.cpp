@@ -216,6 +216,21 @@ OpSpec make_matmul() {
     c.gen = {InputGen{}, InputGen{}};
     return c;
   };
+  // A [..., M, K] @ B [K, N] (or with A's batch dims): B is brought to that shape.
+  s.prepare_merge = [](InputShaper& in, Attrs&) {
+    if (in.shape(0).size() < 2) in.to_rank(0, 2);
+    const Shape a = in.shape(0);
+    const int64_t kk = a.back(), nb = core::numel(in.shape(1));
+    const int64_t n = nb % kk == 0 && nb / kk <= 16 ? nb / kk : in.rng().randint(1, 8);
+    Shape target{kk, n};
+    if (a.size() > 2 && in.rng().bernoulli(0.3)) {
+      target.assign(a.begin(), a.end() - 2);
+      target.insert(target.end(), {kk, n});
+    }
+    if (core::numel(target) > in.max_elems()) return false;
+    in.to_shape(1, target);
+    return true;
+  };
   return s;
 }
 

@@ -27,8 +27,19 @@ struct Unary {
   std::vector<std::string> tags = {"activation"};
   std::function<void(core::Rng&, Attrs&)> sample_attrs = nullptr;
   std::function<void(const Attrs&)> check = nullptr;  // extra attribute requirements
-  std::function<std::vector<double>(const Attrs&)> kinks = nullptr;  // where f' jumps
+  // Where f' jumps, for the operators whose derivative there differs between real libraries by
+  // convention: libtorch passes the gradient of clip (and of relu6, a clip to [0, 6]) at its bounds
+  // and uses the middle formula of hardswish at -3 and 3, and abs has no agreed derivative at 0.
+  // relu, leaky_relu, elu, selu and hard_sigmoid stay strict (null): the libraries agree at their
+  // kinks (0 at relu's), so a different value there is a finding.
+  std::function<std::vector<double>(const Attrs&)> kinks = nullptr;
+  std::function<bool(Attrs&)> repair = nullptr;  // OpSpec::repair_attrs
 };
+
+// Kinks at fixed points.
+std::function<std::vector<double>(const Attrs&)> kinks_at(std::vector<double> points) {
+  return [points](const Attrs&) { return points; };
+}
 
 // x is at kink k as float32 sees it too (a float32 input equals a bound rounded to float32).
 bool at_point(double x, double k) { return x == k || static_cast<float>(x) == static_cast<float>(k); }
@@ -65,6 +76,7 @@ OpSpec make_unary(Unary u) {
     for (int64_t i = 0; i < gx.numel(); ++i) gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * df(x[i], y[i], a);
     return std::vector<Tensor>{gx};
   };
+  s.repair_attrs = u.repair;
   if (u.kinks) {
     auto kinks = u.kinks;
     s.kink_derivatives = [kinks, f, df](double x, const Attrs& a) -> std::optional<std::pair<double, double>> {
@@ -102,7 +114,8 @@ std::vector<Unary> unaries() {
       {"relu", "max(x, 0)", [](double x, const Attrs&) { return x > 0 ? x : 0.0; },
        [](double x, double, const Attrs&) { return x > 0 ? 1.0 : 0.0; }},
       {"relu6", "min(max(x, 0), 6)", [](double x, const Attrs&) { return std::min(std::max(x, 0.0), 6.0); },
-       [](double x, double, const Attrs&) { return x > 0 && x < 6 ? 1.0 : 0.0; }, {}, InputGen{-8, 8}},
+       [](double x, double, const Attrs&) { return x > 0 && x < 6 ? 1.0 : 0.0; }, {}, InputGen{-8, 8}, {},
+       {"activation"}, nullptr, nullptr, kinks_at({0.0, 6.0})},
       {"leaky_relu", "x if x > 0 else alpha*x",
        [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * x; },
        [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); },
@@ -160,7 +173,7 @@ std::vector<Unary> unaries() {
       {"hardswish", "x*max(0, min(1, x/6+1/2))",
        [](double x, const Attrs&) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); },
        [](double x, double, const Attrs&) { return x <= -3 ? 0.0 : x >= 3 ? 1.0 : x / 3.0 + 0.5; }, {},
-       InputGen{-5, 5}},
+       InputGen{-5, 5}, {}, {"activation"}, nullptr, nullptr, kinks_at({-3.0, 3.0})},
       {"exp", "e^x", [](double x, const Attrs&) { return std::exp(x); },
        [](double, double y, const Attrs&) { return y; }, {}, {},
        {ValidRange{0, -kInf, 88.72, false, false, "float32 overflow to inf above ~88.72"}}, {"math"}},
@@ -179,7 +192,8 @@ std::vector<Unary> unaries() {
         ValidRange{0, 0, kInf, false, false, "division by zero"}},
        {"math"}},
       {"abs", "|x|", [](double x, const Attrs&) { return std::abs(x); },
-       [](double x, double, const Attrs&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, {}, {}, {}, {"math"}},
+       [](double x, double, const Attrs&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, {}, {}, {}, {"math"},
+       nullptr, nullptr, kinks_at({0.0})},
       {"neg", "-x", [](double x, const Attrs&) { return -x; }, [](double, double, const Attrs&) { return -1.0; },
        {}, {}, {}, {"math"}},
       {"square", "x*x", [](double x, const Attrs&) { return x * x; },
@@ -206,22 +220,14 @@ std::vector<Unary> unaries() {
          a["min"] = lo;
          a["max"] = lo + random_float(r, 0.5, 2.0);
        },
-       [](const Attrs& a) { require(core::attr_f(a, "min") <= core::attr_f(a, "max"), "clip requires min <= max"); }},
+       [](const Attrs& a) { require(core::attr_f(a, "min") <= core::attr_f(a, "max"), "clip requires min <= max"); },
+       [](const Attrs& a) { return std::vector<double>{core::attr_f(a, "min"), core::attr_f(a, "max")}; },
+       [](Attrs& a) {  // min > max: the bounds swapped
+         if (core::attr_f(a, "min") <= core::attr_f(a, "max")) return false;
+         std::swap(a["min"], a["max"]);
+         return true;
+       }},
   };
-}
-
-// Where the derivative of a piecewise operator jumps, for the operators whose value there differs
-// between real libraries by convention: libtorch passes the gradient of clip (and of relu6, a clip
-// to [0, 6]) at its bounds and uses the middle formula of hardswish at -3 and 3, and abs has no
-// agreed derivative at 0. relu, leaky_relu, elu, selu and hard_sigmoid stay strict: the libraries
-// agree at their kinks (0 at relu's), so a different value there is a finding. Null otherwise.
-std::function<std::vector<double>(const Attrs&)> kinks_of(const std::string& op) {
-  using V = std::vector<double>;
-  if (op == "abs") return [](const Attrs&) { return V{0.0}; };
-  if (op == "relu6") return [](const Attrs&) { return V{0.0, 6.0}; };
-  if (op == "hardswish") return [](const Attrs&) { return V{-3.0, 3.0}; };
-  if (op == "clip") return [](const Attrs& a) { return V{core::attr_f(a, "min"), core::attr_f(a, "max")}; };
-  return nullptr;
 }
 
 // ---- ONNX mapping
@@ -341,7 +347,6 @@ void set_onnx(OpSpec& s) {
 
 void register_eltwise(Registry& r) {
   for (auto& u : unaries()) {
-    u.kinks = kinks_of(u.name);
     OpSpec s = make_unary(std::move(u));
     set_onnx(s);
     r.add(std::move(s));

@@ -97,6 +97,8 @@ Shape random_shape(core::Rng& rng, int rank, int64_t lo, int64_t hi) {
   return s;
 }
 
+int64_t maybe_negative(core::Rng& rng, int64_t axis, int64_t rank) { return rng.bernoulli(0.3) ? axis - rank : axis; }
+
 double random_float(core::Rng& rng, double lo, double hi, int digits) {
   const double scale = std::pow(10.0, digits);
   return std::round(rng.uniform(lo, hi) * scale) / scale;

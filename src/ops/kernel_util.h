@@ -58,6 +58,8 @@ Signature same_type_as_input(const std::vector<TensorType>& in, const Attrs&);
 Shape random_shape(core::Rng& rng, int rank, int64_t lo, int64_t hi);
 // A float in [lo, hi] rounded to `digits` decimals, so cases print readably.
 double random_float(core::Rng& rng, double lo, double hi, int digits = 2);
+// Sometimes spells an axis from the end, as users do (probability 0.3); the shape rules accept both.
+int64_t maybe_negative(core::Rng& rng, int64_t axis, int64_t rank);
 
 // The dtype every input must share; OpError if they differ or are not floating point.
 DType common_float_dtype(const std::vector<TensorType>& in);

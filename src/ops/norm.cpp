@@ -275,6 +275,12 @@ OpSpec layer_norm_spec() {
     c.attrs["epsilon"] = sample_epsilon(rng);
     return c;
   };
+  // Generators normalise past the batch axis (an axis of 0 would mix the batch).
+  s.fit_attrs = [](const Shape& x, core::Rng& rng, int, Attrs& a) {
+    const auto rank = static_cast<int64_t>(x.size());
+    if (rank >= 2) a["axis"] = maybe_negative(rng, rng.randint(1, rank - 1), rank);
+    else if (rank == 1) a["axis"] = maybe_negative(rng, 0, rank);
+  };
   return s;
 }
 

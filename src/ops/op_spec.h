@@ -96,6 +96,20 @@ using VjpFn = std::function<std::vector<Tensor>(const Inputs& in, const Attrs& a
                                                 const std::vector<Tensor>& grad_out)>;
 using InferFn = std::function<Signature(const std::vector<TensorType>& data_in, const Attrs& attrs)>;
 
+// What a generator's merge-input preparation (`OpSpec::prepare_merge`) may do to the data inputs
+// it is about to join: read their shapes, and bring one to a rank or a shape through the
+// generator's own reshaping nodes. Implemented by the generators' builder.
+class InputShaper {
+ public:
+  virtual ~InputShaper() = default;
+  virtual size_t count() const = 0;
+  virtual const Shape& shape(size_t i) const = 0;
+  virtual void to_rank(size_t i, int rank) = 0;
+  virtual void to_shape(size_t i, const Shape& target) = 0;
+  virtual core::Rng& rng() = 0;
+  virtual int64_t max_elems() const = 0;  // the largest value a generated model may hold
+};
+
 struct OpSpec {
   std::string name;
   std::string family;
@@ -125,6 +139,18 @@ struct OpSpec {
   // (clip at its bounds, abs at 0): at such an input x, the two one-sided derivatives, lower first.
   // A gradient between them is not a bug. Null, or nullopt away from the kinks.
   std::function<std::optional<std::pair<double, double>>(double x, const Attrs& attrs)> kink_derivatives;
+  // Generator hooks, for what the generic rules of src/gen/params.cpp cannot derive from the
+  // attribute domains. Null: the generic rules.
+  // fit_attrs: attributes fitted to the shape `x` of the first data input (squeeze's unit axes,
+  // layer_norm's axis past the batch axis), drawn from `rng`; `max_rank` bounds the output's rank.
+  std::function<void(const Shape& x, core::Rng& rng, int max_rank, Attrs& a)> fit_attrs;
+  // repair_attrs: after the shape rule rejected the canonical `a`, a change that makes it valid
+  // (clip: min > max); false when there is none.
+  std::function<bool(Attrs& a)> repair_attrs;
+  // prepare_merge: brings a merge's data inputs to shapes the shape rule accepts (matmul's K,
+  // concat's other axes), fixing attributes in `fixed` that the fit decided; false when these
+  // inputs cannot be joined. Null: elementwise merges (one shape, or shapes that broadcast).
+  std::function<bool(InputShaper& in, Attrs& fixed)> prepare_merge;
   std::function<Case(core::Rng&)> sample;
   // The ONNX mapping (ops/onnx_map.h). Export writes the node (or a decomposition); null: the
   // operator has no ONNX counterpart. Import entries map ONNX operator types to a hook that emits

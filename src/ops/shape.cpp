@@ -278,6 +278,7 @@ struct ReshapingDef {
   ShapeFn shape;  // the validating shape rule
   MapFn gather;   // null: the data order is unchanged (a pure reshape)
   std::function<Case(core::Rng&)> sample;
+  std::function<void(const Shape&, core::Rng&, int, Attrs&)> fit = nullptr;  // OpSpec::fit_attrs
 };
 
 OpSpec make_reshaping(ReshapingDef def) {
@@ -318,7 +319,51 @@ OpSpec make_reshaping(ReshapingDef def) {
     return std::vector<Tensor>{gx};
   };
   s.sample = def.sample;
+  s.fit_attrs = def.fit;
   return s;
+}
+
+// ---- generator fits (OpSpec::fit_attrs) ----
+
+// Flatten at any axis; axis 0 ([1, n]) half as often as drawn.
+void fit_flatten(const Shape& x, core::Rng& rng, int, Attrs& a) {
+  const auto rank = static_cast<int64_t>(x.size());
+  if (rank < 1) return;
+  a["axis"] = maybe_negative(rng, rng.randint(0, rank), rank);
+  if (std::get<int64_t>(a["axis"]) == 0 && rng.bernoulli(0.5)) a["axis"] = int64_t{1};
+}
+
+// Some of the input's size-1 axes, or [] (every one).
+void fit_squeeze(const Shape& x, core::Rng& rng, int, Attrs& a) {
+  const auto rank = static_cast<int64_t>(x.size());
+  std::vector<int64_t> ones;
+  for (int64_t d = 0; d < rank; ++d)
+    if (x[static_cast<size_t>(d)] == 1) ones.push_back(d);
+  std::vector<int64_t> axes;
+  // Squeezing every axis of a [1] or [1, 1] tensor would leave a scalar: name one axis to keep rank.
+  if (!ones.empty() && (static_cast<int64_t>(ones.size()) == rank || rng.bernoulli(0.6))) {
+    rng.shuffle(ones);
+    ones.resize(static_cast<size_t>(rng.randint(1, static_cast<int64_t>(ones.size()))));
+    if (static_cast<int64_t>(ones.size()) == rank) ones.pop_back();
+    for (int64_t d : ones) axes.push_back(maybe_negative(rng, d, rank));
+    if (axes.empty()) axes = {rank};  // nothing may go: an invalid axis makes the op unplaceable here
+  }
+  a["axes"] = axes;
+}
+
+// One new axis (sometimes two) at random positions of the output, within max_rank.
+void fit_unsqueeze(const Shape& x, core::Rng& rng, int max_rank, Attrs& a) {
+  const auto rank = static_cast<int64_t>(x.size());
+  int64_t k = rng.bernoulli(0.8) ? 1 : 2;
+  k = std::min<int64_t>(k, max_rank - rank);
+  if (k < 1) k = 1;  // exceeds max_rank: the placement's limit check rejects it
+  const int64_t out_rank = rank + k;
+  std::vector<int64_t> pos(static_cast<size_t>(out_rank));
+  std::iota(pos.begin(), pos.end(), 0);
+  rng.shuffle(pos);
+  pos.resize(static_cast<size_t>(k));
+  for (auto& p : pos) p = maybe_negative(rng, p, out_rank);
+  a["axes"] = pos;
 }
 
 // ---- samplers ----
@@ -474,17 +519,17 @@ std::vector<ReshapingDef> reshaping_ops() {
       {"flatten", "2-D [prod(dims[:axis]), prod(dims[axis:])] (ONNX Flatten)",
        {int_attr("axis", 1, -kInf, kInf, {any_axis_bad_hi, any_axis_bad_lo},
                  "first axis of the second output dimension; must lie in [-rank, rank]")},
-       flatten_shape, nullptr, sample_flatten},
+       flatten_shape, nullptr, sample_flatten, fit_flatten},
       {"squeeze", "removes size-1 axes (ONNX Squeeze)",
        {ints_attr("axes", {}, -kInf, kInf, {AttrValue(V{64}), AttrValue(V{0, 0})},
                   "axes to remove, each of size 1, negative counts from the end; [] (the default) removes every "
                   "size-1 axis")},
-       squeeze_shape, nullptr, sample_squeeze},
+       squeeze_shape, nullptr, sample_squeeze, fit_squeeze},
       {"unsqueeze", "inserts size-1 axes (ONNX Unsqueeze)",
        {ints_attr("axes", {0}, -kInf, kInf, {AttrValue(V{}), AttrValue(V{0, 0}), AttrValue(V{64})},
                   "positions of the new axes in the output (rank + len(axes)), negative counts from the end; "
                   "required non-empty in ONNX, here the default [0] adds a leading axis")},
-       unsqueeze_shape, nullptr, sample_unsqueeze},
+       unsqueeze_shape, nullptr, sample_unsqueeze, fit_unsqueeze},
       {"transpose", "permutes axes: output axis i is input axis perm[i] (ONNX Transpose)",
        {ints_attr("perm", {}, 0, kInf, {AttrValue(V{-1}), AttrValue(V{0, 0})},
                   "a permutation of 0..rank-1; [] (the default) is derived as the reversal rank-1..0")},
