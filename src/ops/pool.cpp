@@ -424,7 +424,10 @@ void export_window_pool(OnnxExport& e) {
   const bool avg = e.op().rfind("avg", 0) == 0;
   std::vector<int64_t> pads = e.aints("pads");
   int64_t ceil_mode = e.ai("ceil_mode");
-  if (e.as("auto_pad") == "NOTSET" && ceil_mode == 1) ceil_mode = ceil_to_onnx(e, avg, pads);
+  // Under SAME or VALID the catalogue's window count ignores ceil_mode, while ONNX's shape inference
+  // applies it to the padded span; ceil_mode=0 there gives the catalogue's count exactly.
+  if (e.as("auto_pad") != "NOTSET") ceil_mode = 0;
+  else if (ceil_mode == 1) ceil_mode = ceil_to_onnx(e, avg, pads);
   OnnxNode& p = e.final_node(avg ? "AveragePool" : "MaxPool", {e.in(0)});
   p.set_ints("kernel_shape", e.aints("kernel_shape"));
   p.set_ints("strides", e.aints("strides"));

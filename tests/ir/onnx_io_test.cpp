@@ -74,9 +74,10 @@ void round_trip(const Graph& g, const ref::ValueMap& inputs, int opset, double t
 }
 
 TEST(OnnxIo, EveryCatalogueOperatorRoundTrips) {
-  int exported = 0;
+  int exported = 0, operators = 0;
   for (const ops::OpSpec* spec : ops::catalogue().all()) {
     if (spec->is_loss) continue;
+    ++operators;
     for (int k = 0; k < 6; ++k) {
       core::Rng rng(1000 + static_cast<uint64_t>(k) * 7919 + std::hash<std::string>{}(spec->name) % 100000);
       const ops::Case c = spec->sample(rng);
@@ -96,7 +97,22 @@ TEST(OnnxIo, EveryCatalogueOperatorRoundTrips) {
       }
     }
   }
-  EXPECT_EQ(exported, 64 * 6 * 2);
+  EXPECT_EQ(exported, operators * 6 * 2);
+}
+
+// Under auto_pad SAME or VALID the catalogue ignores ceil_mode, ONNX's shape inference does not: a
+// stride-3 SAME pool over 5 rows has 2 windows, not 3. Such a pool exports (with ceil_mode 0) and
+// computes what the reference does.
+TEST(OnnxIo, APoolWithAutoPadIgnoresCeilMode) {
+  for (const std::string auto_pad : {"SAME_LOWER", "SAME_UPPER", "VALID"}) {
+    ops::Case c;
+    c.inputs = {core::TensorType{DType::F64, {2, 3, 5, 6}}};
+    c.attrs = {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"strides", std::vector<int64_t>{3, 3}},
+               {"auto_pad", auto_pad}, {"ceil_mode", int64_t{1}}};
+    core::Rng rng(3);
+    const SingleNode s = single_node_graph(ops::op("max_pool2d"), c, rng);
+    round_trip(s.graph, s.inputs, 13, 1e-12, "max_pool2d " + auto_pad);
+  }
 }
 
 // Each operator carries its ONNX mapping: every non-loss operator an export hook, and each ONNX type
