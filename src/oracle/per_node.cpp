@@ -119,13 +119,28 @@ Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
 // result of such slightly perturbed operands, so a library inside that spread is right; this is
 // what covers cancellation in sums and normalisations, exp of large values and the like, for every
 // operator without a table. Computed only where the plain tolerance fails.
+// A summing operator (a reduction length L: norms, convolutions, means) rounds each of its L-term
+// sums; a float32 sum is the exact sum of terms perturbed by up to (L-1) units each, typically
+// sqrt(L), so its operands move by kUlps * sqrt(L) units (the same growth as its tolerance).
 constexpr int kTrials = 3;
 constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
 constexpr double kMargin = 4;  // allowed deviation, in spreads
 
+double perturbation_ulps(const ir::Node& n, const std::vector<Tensor>& held) {
+  const ops::OpSpec& spec = ops::op(n.op);
+  if (!spec.reduction_length) return kUlps;
+  std::vector<core::TensorType> data;
+  for (size_t i = 0; i < ir::data_input_count(n) && i < held.size(); ++i) data.push_back(held[i].type());
+  try {
+    return kUlps * std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length(data, n.attrs))));
+  } catch (const std::exception&) {
+    return kUlps;
+  }
+}
+
 template <class F>
 std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vector<Tensor>& base, DType dtype,
-                           const std::string& where, const F& f) {
+                           double ulps, const std::string& where, const F& f) {
   const double u = dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
   std::vector<Tensor> s;
   for (const auto& b : base) s.push_back(zeros_like(b));
@@ -134,7 +149,7 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
     std::vector<Tensor> p;
     for (const auto& o : operands) {
       Tensor q = o.to(DType::F64);
-      for (int64_t i = 0; i < q.numel(); ++i) q.f64()[i] *= 1 + rng.uniform(-1.0, 1.0) * kUlps * u;
+      for (int64_t i = 0; i < q.numel(); ++i) q.f64()[i] *= 1 + rng.uniform(-1.0, 1.0) * ulps * u;
       p.push_back(std::move(q));
     }
     std::vector<Tensor> out;
@@ -208,7 +223,7 @@ struct PerNode {
         if (v.produced && th.dtype == DType::F32 && intermediate_overflow(n, held, k)) v.produced = 0;
         if (v.wrong && !v.shape_mismatch) {
           if (sens.empty())
-            sens = spread(held, want, th.dtype, n.name, [&](const std::vector<Tensor>& p) {
+            sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.name, [&](const std::vector<Tensor>& p) {
               ops::Inputs pin;
               for (const auto& t : p) pin.push_back(&t);
               return ops::op(n.op).forward(pin, n.attrs);
@@ -520,7 +535,7 @@ struct PerNode {
       const size_t nin = v.held.size();
       const ir::Node* node = c;
       const size_t idx = k;
-      const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, node->name + "/" + value,
+      const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, perturbation_ulps(*node, v.held), node->name + "/" + value,
                                            [&](const std::vector<Tensor>& p) {
                                              const ops::OpSpec& spec = ops::op(node->op);
                                              ops::Inputs pin;
