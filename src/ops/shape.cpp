@@ -278,7 +278,9 @@ struct ReshapingDef {
   ShapeFn shape;  // the validating shape rule
   MapFn gather;   // null: the data order is unchanged (a pure reshape)
   std::function<Case(core::Rng&)> sample;
-  std::function<void(const Shape&, core::Rng&, int, Attrs&)> fit = nullptr;  // OpSpec::fit_attrs
+  std::function<void(const Shape&, core::Rng&, int, Attrs&)> fit;  // OpSpec::fit_attrs, may be null
+  std::function<void(OnnxExport&)> onnx_export;                    // OpSpec::onnx_export
+  std::vector<OpSpec::OnnxImportEntry> onnx_import;                // OpSpec::onnx_import
 };
 
 OpSpec make_reshaping(ReshapingDef def) {
@@ -320,6 +322,8 @@ OpSpec make_reshaping(ReshapingDef def) {
   };
   s.sample = def.sample;
   s.fit_attrs = def.fit;
+  s.onnx_export = def.onnx_export;
+  s.onnx_import = def.onnx_import;
   return s;
 }
 
@@ -506,58 +510,6 @@ Case sample_unsqueeze(core::Rng& rng) {
   return c;
 }
 
-std::vector<ReshapingDef> reshaping_ops() {
-  using V = std::vector<int64_t>;
-  const AttrValue any_axis_bad_hi(int64_t{64}), any_axis_bad_lo(int64_t{-65});
-  return {
-      {"reshape",
-       "same elements in row-major order with a new shape (ONNX Reshape with allowzero=1: a 0 is never a copy)",
-       {ints_attr("shape", {-1}, -1, kInf, {AttrValue(V{0}), AttrValue(V{-1, -1}), AttrValue(V{-2})},
-                  "target shape: sizes >= 1 and at most one -1, inferred from the element count; 0 is invalid "
-                  "(no ONNX copy semantics); the default [-1] flattens to 1-D")},
-       reshape_shape, nullptr, sample_reshape},
-      {"flatten", "2-D [prod(dims[:axis]), prod(dims[axis:])] (ONNX Flatten)",
-       {int_attr("axis", 1, -kInf, kInf, {any_axis_bad_hi, any_axis_bad_lo},
-                 "first axis of the second output dimension; must lie in [-rank, rank]")},
-       flatten_shape, nullptr, sample_flatten, fit_flatten},
-      {"squeeze", "removes size-1 axes (ONNX Squeeze)",
-       {ints_attr("axes", {}, -kInf, kInf, {AttrValue(V{64}), AttrValue(V{0, 0})},
-                  "axes to remove, each of size 1, negative counts from the end; [] (the default) removes every "
-                  "size-1 axis")},
-       squeeze_shape, nullptr, sample_squeeze, fit_squeeze},
-      {"unsqueeze", "inserts size-1 axes (ONNX Unsqueeze)",
-       {ints_attr("axes", {0}, -kInf, kInf, {AttrValue(V{}), AttrValue(V{0, 0}), AttrValue(V{64})},
-                  "positions of the new axes in the output (rank + len(axes)), negative counts from the end; "
-                  "required non-empty in ONNX, here the default [0] adds a leading axis")},
-       unsqueeze_shape, nullptr, sample_unsqueeze, fit_unsqueeze},
-      {"transpose", "permutes axes: output axis i is input axis perm[i] (ONNX Transpose)",
-       {ints_attr("perm", {}, 0, kInf, {AttrValue(V{-1}), AttrValue(V{0, 0})},
-                  "a permutation of 0..rank-1; [] (the default) is derived as the reversal rank-1..0")},
-       [](const Shape& in, const Attrs& a) { return transpose_plan(in, a).out; }, transpose_map, sample_transpose},
-      {"slice",
-       "ONNX Slice with positive steps: for each listed axis, elements start, start+step, ... before end; negative "
-       "start/end count from the end, then clamp to [0, dim]; an empty result is rejected",
-       {ints_attr("starts", {}, -kInf, kInf, {}, "first index per sliced axis; [] (the default) slices nothing"),
-        ints_attr("ends", {}, -kInf, kInf, {}, "exclusive end per sliced axis, same length as starts"),
-        ints_attr("axes", {}, -kInf, kInf, {AttrValue(V{0, 0})},
-                  "the sliced axes, distinct, negative counts from the end; [] (the default) is derived as "
-                  "0..len(starts)-1"),
-        ints_attr("steps", {}, 1, kInf, {AttrValue(V{0})},
-                  "stride per sliced axis, >= 1; [] (the default) is derived as all ones")},
-       [](const Shape& in, const Attrs& a) { return slice_plan(in, a).out; }, slice_map, sample_slice},
-      {"pad",
-       "pads each axis (ONNX Pad): constant fills `value`; reflect mirrors without repeating the border "
-       "(numpy 'reflect'); edge repeats the border element",
-       {ints_attr("pads", {}, 0, kInf, {AttrValue(V{-1})},
-                  "ONNX order [x1_begin, x2_begin, ..., x1_end, x2_end, ...], each >= 0 (no cropping); [] (the "
-                  "default) is derived as all zeros"),
-        enum_attr("mode", "constant", {"constant", "reflect", "edge"}, {"wrap", "symmetric"},
-                  "constant, reflect (needs pads < the axis size) or edge"),
-        float_attr("value", 0.0, -kInf, kInf, {}, "fill value for mode constant")},
-       [](const Shape& in, const Attrs& a) { return pad_plan(in, a).out; }, pad_map, sample_pad},
-  };
-}
-
 // ---- ONNX mapping
 
 void import_reshape(OnnxImport& m) {
@@ -635,52 +587,90 @@ void import_pad(OnnxImport& m) {
   m.emit_final("pad", {m.in(0)}, a);
 }
 
-void set_onnx(OpSpec& s) {
-  const std::string& op = s.name;
-  if (op == "reshape") {
-    s.onnx_export = [](OnnxExport& e) { e.final_node("Reshape", {e.in(0), e.ints(e.aints("shape"), "shape")}); };
-    s.onnx_import = {{{"Reshape"}, import_reshape}};
-  } else if (op == "flatten") {
-    s.onnx_export = [](OnnxExport& e) { e.final_node("Flatten", {e.in(0)}).set_i("axis", e.ai("axis")); };
-    s.onnx_import = {{{"Flatten"}, [](OnnxImport& m) {
-                        m.emit_final("flatten", {m.in(0)}, {{"axis", m.geti("axis", 1)}});
-                      }}};
-  } else if (op == "transpose") {
-    s.onnx_export = [](OnnxExport& e) {
-      OnnxNode& p = e.final_node("Transpose", {e.in(0)});
-      if (!e.aints("perm").empty()) p.set_ints("perm", e.aints("perm"));
-    };
-    s.onnx_import = {{{"Transpose"}, [](OnnxImport& m) {
-                        Attrs a;
-                        if (m.has("perm")) a["perm"] = m.getints("perm");
-                        m.emit_final("transpose", {m.in(0)}, a);
-                      }}};
-  } else if (op == "squeeze") {
-    s.onnx_export = [](OnnxExport& e) {
-      if (e.aints("axes").empty()) e.final_node("Squeeze", {e.in(0)});
-      else e.final_node("Squeeze", {e.in(0), e.ints(e.aints("axes"), "axes")});
-    };
-    s.onnx_import = {{{"Squeeze"}, import_squeeze}};
-  } else if (op == "unsqueeze") {
-    s.onnx_export = [](OnnxExport& e) { e.final_node("Unsqueeze", {e.in(0), e.ints(e.aints("axes"), "axes")}); };
-    s.onnx_import = {{{"Unsqueeze"}, import_squeeze}};
-  } else if (op == "slice") {
-    s.onnx_export = export_slice;
-    s.onnx_import = {{{"Slice"}, import_slice}};
-  } else if (op == "pad") {
-    s.onnx_export = export_pad;
-    s.onnx_import = {{{"Pad"}, import_pad}};
-  }
+void export_reshape(OnnxExport& e) { e.final_node("Reshape", {e.in(0), e.ints(e.aints("shape"), "shape")}); }
+
+void export_flatten(OnnxExport& e) { e.final_node("Flatten", {e.in(0)}).set_i("axis", e.ai("axis")); }
+
+void import_flatten(OnnxImport& m) { m.emit_final("flatten", {m.in(0)}, {{"axis", m.geti("axis", 1)}}); }
+
+void export_transpose(OnnxExport& e) {
+  OnnxNode& p = e.final_node("Transpose", {e.in(0)});
+  if (!e.aints("perm").empty()) p.set_ints("perm", e.aints("perm"));
+}
+
+void import_transpose(OnnxImport& m) {
+  Attrs a;
+  if (m.has("perm")) a["perm"] = m.getints("perm");
+  m.emit_final("transpose", {m.in(0)}, a);
+}
+
+void export_squeeze(OnnxExport& e) {
+  if (e.aints("axes").empty()) e.final_node("Squeeze", {e.in(0)});
+  else e.final_node("Squeeze", {e.in(0), e.ints(e.aints("axes"), "axes")});
+}
+
+void export_unsqueeze(OnnxExport& e) { e.final_node("Unsqueeze", {e.in(0), e.ints(e.aints("axes"), "axes")}); }
+
+std::vector<ReshapingDef> reshaping_ops() {
+  using V = std::vector<int64_t>;
+  const AttrValue any_axis_bad_hi(int64_t{64}), any_axis_bad_lo(int64_t{-65});
+  return {
+      {"reshape",
+       "same elements in row-major order with a new shape (ONNX Reshape with allowzero=1: a 0 is never a copy)",
+       {ints_attr("shape", {-1}, -1, kInf, {AttrValue(V{0}), AttrValue(V{-1, -1}), AttrValue(V{-2})},
+                  "target shape: sizes >= 1 and at most one -1, inferred from the element count; 0 is invalid "
+                  "(no ONNX copy semantics); the default [-1] flattens to 1-D")},
+       reshape_shape, nullptr, sample_reshape, nullptr, export_reshape, {{{"Reshape"}, import_reshape}}},
+      {"flatten", "2-D [prod(dims[:axis]), prod(dims[axis:])] (ONNX Flatten)",
+       {int_attr("axis", 1, -kInf, kInf, {any_axis_bad_hi, any_axis_bad_lo},
+                 "first axis of the second output dimension; must lie in [-rank, rank]")},
+       flatten_shape, nullptr, sample_flatten, fit_flatten, export_flatten, {{{"Flatten"}, import_flatten}}},
+      {"squeeze", "removes size-1 axes (ONNX Squeeze)",
+       {ints_attr("axes", {}, -kInf, kInf, {AttrValue(V{64}), AttrValue(V{0, 0})},
+                  "axes to remove, each of size 1, negative counts from the end; [] (the default) removes every "
+                  "size-1 axis")},
+       squeeze_shape, nullptr, sample_squeeze, fit_squeeze, export_squeeze, {{{"Squeeze"}, import_squeeze}}},
+      {"unsqueeze", "inserts size-1 axes (ONNX Unsqueeze)",
+       {ints_attr("axes", {0}, -kInf, kInf, {AttrValue(V{}), AttrValue(V{0, 0}), AttrValue(V{64})},
+                  "positions of the new axes in the output (rank + len(axes)), negative counts from the end; "
+                  "required non-empty in ONNX, here the default [0] adds a leading axis")},
+       unsqueeze_shape, nullptr, sample_unsqueeze, fit_unsqueeze, export_unsqueeze,
+       {{{"Unsqueeze"}, import_squeeze}}},
+      {"transpose", "permutes axes: output axis i is input axis perm[i] (ONNX Transpose)",
+       {ints_attr("perm", {}, 0, kInf, {AttrValue(V{-1}), AttrValue(V{0, 0})},
+                  "a permutation of 0..rank-1; [] (the default) is derived as the reversal rank-1..0")},
+       [](const Shape& in, const Attrs& a) { return transpose_plan(in, a).out; }, transpose_map, sample_transpose,
+       nullptr, export_transpose, {{{"Transpose"}, import_transpose}}},
+      {"slice",
+       "ONNX Slice with positive steps: for each listed axis, elements start, start+step, ... before end; negative "
+       "start/end count from the end, then clamp to [0, dim]; an empty result is rejected",
+       {ints_attr("starts", {}, -kInf, kInf, {}, "first index per sliced axis; [] (the default) slices nothing"),
+        ints_attr("ends", {}, -kInf, kInf, {}, "exclusive end per sliced axis, same length as starts"),
+        ints_attr("axes", {}, -kInf, kInf, {AttrValue(V{0, 0})},
+                  "the sliced axes, distinct, negative counts from the end; [] (the default) is derived as "
+                  "0..len(starts)-1"),
+        ints_attr("steps", {}, 1, kInf, {AttrValue(V{0})},
+                  "stride per sliced axis, >= 1; [] (the default) is derived as all ones")},
+       [](const Shape& in, const Attrs& a) { return slice_plan(in, a).out; }, slice_map, sample_slice, nullptr,
+       export_slice, {{{"Slice"}, import_slice}}},
+      {"pad",
+       "pads each axis (ONNX Pad): constant fills `value`; reflect mirrors without repeating the border "
+       "(numpy 'reflect'); edge repeats the border element",
+       {ints_attr("pads", {}, 0, kInf, {AttrValue(V{-1})},
+                  "ONNX order [x1_begin, x2_begin, ..., x1_end, x2_end, ...], each >= 0 (no cropping); [] (the "
+                  "default) is derived as all zeros"),
+        enum_attr("mode", "constant", {"constant", "reflect", "edge"}, {"wrap", "symmetric"},
+                  "constant, reflect (needs pads < the axis size) or edge"),
+        float_attr("value", 0.0, -kInf, kInf, {}, "fill value for mode constant")},
+       [](const Shape& in, const Attrs& a) { return pad_plan(in, a).out; }, pad_map, sample_pad, nullptr, export_pad,
+       {{{"Pad"}, import_pad}}},
+  };
 }
 
 }  // namespace
 
 void register_shape(Registry& r) {
-  for (auto& d : reshaping_ops()) {
-    OpSpec s = make_reshaping(std::move(d));
-    set_onnx(s);
-    r.add(std::move(s));
-  }
+  for (auto& d : reshaping_ops()) r.add(make_reshaping(std::move(d)));
 }
 
 }  // namespace quorum::ops
