@@ -102,17 +102,6 @@ void softmax_no_max_sub(ref::Overrides& ov) {
   };
 }
 
-// Begin padding of one spatial axis, as the pooling shape rule computes it.
-int64_t pad_begin(const Attrs& a, size_t d, size_t rank, int64_t in, int64_t out) {
-  const std::string mode = core::attr_s(a, "auto_pad");
-  const int64_t k = core::attr_ints(a, "kernel_shape")[d], s = core::attr_ints(a, "strides")[d];
-  if (mode == "NOTSET") return core::attr_ints(a, "pads")[d];
-  if (mode == "VALID") return 0;
-  (void)rank;
-  (void)out;  // SAME: out = ceil(in / stride), as ops::same_pads assumes
-  return ops::same_pads(mode, in, k, s).first;
-}
-
 // max pool's gradient goes to every element equal to the window's maximum, not just the first.
 void maxpool_grad_all_ties(ref::Overrides& ov) {
   for (const auto& name : kMaxPools) {
@@ -126,7 +115,9 @@ void maxpool_grad_all_ties(ref::Overrides& ov) {
       const auto& k = core::attr_ints(a, "kernel_shape");
       const auto& s = core::attr_ints(a, "strides");
       const int64_t kh = k[0], kw = sp == 2 ? k[1] : 1, sh = s[0], sw = sp == 2 ? s[1] : 1;
-      const int64_t ph = pad_begin(a, 0, sp, ih, oh), pw = sp == 2 ? pad_begin(a, 1, sp, iw, ow) : 0;
+      // The begin padding of each spatial axis, as the pooling shape rule resolves it.
+      const ops::Pads pads = ops::resolve_pads(core::attr_s(a, "auto_pad"), core::attr_ints(a, "pads"), x.shape(), k, s);
+      const int64_t ph = pads.begin[0], pw = sp == 2 ? pads.begin[1] : 0;
       Tensor gx(core::DType::F64, x.shape());
       for (int64_t c = 0; c < nc; ++c)
         for (int64_t oy = 0; oy < oh; ++oy)
