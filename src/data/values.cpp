@@ -17,7 +17,9 @@ Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo, double h
   Tensor t(core::DType::F64, shape);
   double* p = t.f64();
   const auto& edges = edge_values();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.bernoulli(edge_rate) ? rng.pick(edges) : rng.uniform(lo, hi);
+  const bool with_edges = edge_rate > 0;  // rate 0: one uniform draw per element, nothing else
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = with_edges && rng.bernoulli(edge_rate) ? rng.pick(edges) : rng.uniform(lo, hi);
   return t;
 }
 

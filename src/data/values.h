@@ -22,7 +22,8 @@ using core::Tensor;
 const std::vector<double>& edge_values();
 // How often an element of a random input is an edge value.
 constexpr double kEdgeRate = 0.05;
-// Uniform in [lo, hi), each element replaced by a random edge value with probability `edge_rate`.
+// Uniform in [lo, hi), each element replaced by a random edge value with probability `edge_rate`
+// (0: plain uniform values, one draw per element).
 Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo = -1.0, double hi = 1.0,
                          double edge_rate = kEdgeRate);
 
@@ -31,7 +32,8 @@ Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo = -1.0, d
 Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng);
 
 // Draws every graph input `inputs` lacks (random_with_edges, in graph-input order); `edge_rate` 0
-// gives plain uniform values for checks that want a smooth neighbourhood (finite differences).
+// gives plain uniform values for checks that want a smooth neighbourhood (finite differences) or
+// ordinary inputs (the reducer's random-input search).
 void complete_inputs(const ir::Graph& g, ref::ValueMap& inputs, core::Rng& rng, double edge_rate = kEdgeRate);
 
 // A target for `loss` on an output of shape `out`, drawn the way the loss expects it (its sampled

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "data/values.h"
 #include "ir/graph.h"
 #include "ir/edit.h"
 #include "core/rng.h"
@@ -358,29 +359,16 @@ std::string InputSearch::verdict() const {
   return shown > 0 ? "some inputs" : "the recorded inputs only";
 }
 
-namespace {
-
-// The search's probes: plain uniform values in [-1, 1] (no edge values), so that a finding shown on
-// "every input" is one that ordinary inputs show, not the edge values a model's data mixes in.
-ref::ValueMap probe_inputs(const ir::Graph& g, core::Rng& rng) {
-  ref::ValueMap m;
-  for (const auto& in : g.inputs) {
-    core::Tensor t(core::DType::F64, in.type.shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = rng.uniform(-1.0, 1.0);
-    m.emplace(in.name, std::move(t));
-  }
-  return m;
-}
-
-}  // namespace
-
 InputSearch search_inputs(const Case& one_node, const Predicate& holds, int tries, std::ostream* log) {
   InputSearch s;
   if (one_node.graph.nodes.size() != 1) return s;
   core::Rng rng(core::fnv1a("search_inputs:" + one_node.graph.nodes[0].name));
   for (int t = 0; t < tries; ++t) {
     Case c = one_node;
-    c.inputs = probe_inputs(c.graph, rng);
+    // Plain uniform values in [-1, 1] (no edge values), so that a finding shown on "every input"
+    // is one that ordinary inputs show, not the edge values a model's data mixes in.
+    c.inputs.clear();
+    data::complete_inputs(c.graph, c.inputs, rng, 0.0);
     c.target = core::Tensor();
     bool ok = false;
     try {
