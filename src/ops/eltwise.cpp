@@ -170,8 +170,10 @@ std::vector<Unary> unaries() {
          a["alpha"] = random_float(r, 0.1, 0.5);
          a["beta"] = random_float(r, 0.2, 0.8);
        }},
+      // Computed as x * relu6(x + 3) / 6 with the product marked stored: float32 implementations of
+      // that form overflow there for |x| > FLT_MAX / 6 although the result fits.
       {"hardswish", "x*max(0, min(1, x/6+1/2))",
-       [](double x, const Attrs&) { return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5)); },
+       [](double x, const Attrs&) { return stored(x * std::max(0.0, std::min(6.0, x + 3.0))) / 6.0; },
        [](double x, double, const Attrs&) { return x <= -3 ? 0.0 : x >= 3 ? 1.0 : x / 3.0 + 0.5; }, {},
        InputGen{-5, 5}, {}, {"activation"}, nullptr, nullptr, kinks_at({-3.0, 3.0})},
       {"exp", "e^x", [](double x, const Attrs&) { return std::exp(x); },

@@ -29,27 +29,38 @@ struct GroupStats {
 
 GroupStats group_stats(const double* x, const std::vector<int64_t>& idx, double eps) {
   const double m = static_cast<double>(idx.size());
+  // The mean, variance and rstd are rounded as a float32 implementation stores them (ops::rounded;
+  // the operands' perturbation covers their rounding error).
   double mean = 0;
   for (int64_t i : idx) mean += x[i];
-  mean /= m;
+  mean = rounded(mean / m);
   double var = 0;
   for (int64_t i : idx) var += (x[i] - mean) * (x[i] - mean);
-  var /= m;
-  return {mean, 1.0 / std::sqrt(var + eps)};
+  var = rounded(var / m);
+  return {mean, rounded(1.0 / std::sqrt(var + eps))};
+}
+
+// The normalised value (x - mean) * rstd, marked stored with the magnitude (|x| + |mean|) * rstd:
+// float32 implementations that compute it as x * rstd - mean * rstd (libtorch) round each product,
+// so a row of equal large values gives a few units of x * rstd, not 0.
+double normalized(double x, const GroupStats& s) {
+  return stored_sum((x - s.mean) * s.rstd, (std::abs(x) + std::abs(s.mean)) * s.rstd, 2);
 }
 
 // The backward of xhat = (x - mean(x)) * rstd(x) over one group, given dL/dxhat; accumulates dL/dx.
 void group_backward(const double* x, const double* dxhat, const std::vector<int64_t>& idx, const GroupStats& s,
                     double* dx) {
   const double m = static_cast<double>(idx.size());
-  double mean_d = 0, mean_dx = 0;
+  double mean_d = 0, mean_dx = 0, mag_d = 0, mag_dx = 0;
   for (int64_t i : idx) {
     const double xh = (x[i] - s.mean) * s.rstd;
     mean_d += dxhat[i];
     mean_dx += dxhat[i] * xh;
+    mag_d += std::abs(dxhat[i]);
+    mag_dx += std::abs(dxhat[i] * xh);
   }
-  mean_d /= m;
-  mean_dx /= m;
+  mean_d = stored_sum(mean_d / m, mag_d / m, static_cast<int64_t>(idx.size()));
+  mean_dx = stored_sum(mean_dx / m, mag_dx / m, static_cast<int64_t>(idx.size()));
   for (int64_t i : idx) {
     const double xh = (x[i] - s.mean) * s.rstd;
     dx[i] += s.rstd * (dxhat[i] - mean_d - xh * mean_dx);
@@ -104,7 +115,7 @@ std::vector<Tensor> batch_norm_forward(const Inputs& in, const Attrs& a) {
   for (int64_t c = 0; c < x.dim(1); ++c) {
     const auto idx = channel_indices(x.shape(), c);
     const GroupStats s = bn_stats(in, a, c, idx);
-    for (int64_t i : idx) y.f64()[i] = scale[c] * (x.f64()[i] - s.mean) * s.rstd + bias[c];
+    for (int64_t i : idx) y.f64()[i] = scale[c] * normalized(x.f64()[i], s) + bias[c];
   }
   return {y};
 }
@@ -218,7 +229,7 @@ std::vector<Tensor> layer_norm_forward(const Inputs& in, const Attrs& a) {
     const GroupStats s = group_stats(x.f64(), idx, eps);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t i = r * k + j;
-      y.f64()[i] = scale[j] * (x.f64()[i] - s.mean) * s.rstd + bias[j];
+      y.f64()[i] = scale[j] * normalized(x.f64()[i], s) + bias[j];
     }
   }
   return {y};

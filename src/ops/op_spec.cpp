@@ -2,10 +2,49 @@
 #include "ops/op_spec.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <map>
 
 namespace quorum::ops {
+
+namespace {
+struct StoredState {
+  bool round_to_f32;
+  double unit;
+  bool jitter;
+  core::Rng* rng;
+};
+thread_local StoredState g_state{false, 0, false, nullptr};
+thread_local const StoredState* g_stored = nullptr;
+}  // namespace
+
+StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, core::Rng& rng) {
+  g_state = StoredState{round_to_f32, unit, jitter, &rng};
+  g_stored = &g_state;
+}
+
+StoredPrecision::~StoredPrecision() { g_stored = nullptr; }
+
+double stored(double v) {
+  if (!g_stored) return v;
+  const double r = g_stored->round_to_f32 ? static_cast<double>(static_cast<float>(v)) : v;
+  if (!std::isfinite(r) || !g_stored->jitter) return r;
+  return r * (1 + g_stored->rng->uniform(-1.0, 1.0) * g_stored->unit);
+}
+
+double rounded(double v) {
+  return g_stored && g_stored->round_to_f32 ? static_cast<double>(static_cast<float>(v)) : v;
+}
+
+double stored_sum(double sum, double magnitude, int64_t terms) {
+  if (!g_stored) return sum;
+  if (g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
+  const double r = g_stored->round_to_f32 ? static_cast<double>(static_cast<float>(sum)) : sum;
+  if (!std::isfinite(r) || !g_stored->jitter) return r;
+  const double units = std::sqrt(static_cast<double>(std::max<int64_t>(1, terms)));
+  return r + g_stored->rng->uniform(-1.0, 1.0) * units * g_stored->unit * magnitude;
+}
 
 bool OpSpec::has_tag(const std::string& t) const { return std::find(tags.begin(), tags.end(), t) != tags.end(); }
 

@@ -110,6 +110,33 @@ class InputShaper {
   virtual int64_t max_elems() const = 0;  // the largest value a generated model may hold
 };
 
+// The working precision of a kernel's intermediates. The kernels compute in float64; a float32
+// implementation of the same operator holds some intermediates in float32 (a cell's gates and
+// states, a normalisation's mean and variance, a softmax's sum, an interpolation coordinate), and
+// rounding one of them can change the result by far more than the result's own rounding: a
+// saturated gate y = 1 gives the derivative 1 - y*y = 0, an intermediate product overflows, a
+// normalised value of a constant row is a difference of two large products. A kernel marks such a
+// value with stored(v), or stored_sum(sum, magnitude, terms) for a sum, or rounded(v) for a value
+// a float32 implementation rounds but whose rounding error the operands' perturbation already
+// covers (a mean: moving it would make a constant row's variance non-zero). Outside a
+// StoredPrecision scope all three return the value; inside one (the oracle's sensitivity trials)
+// they round it to float32 when the scope says so and, for stored and stored_sum when the scope
+// jitters, move it by a random amount of its rounding error (Monte Carlo arithmetic): one unit for
+// a value, sqrt(terms) units of the terms' magnitude for a sum (its rounding grows with its terms,
+// not its result: cancellation). A sum whose
+// magnitude exceeds float32's range is NaN when rounding to float32: a partial sum may overflow,
+// depending on the order. Per thread; scopes do not nest.
+class StoredPrecision {
+ public:
+  StoredPrecision(bool round_to_f32, double unit, bool jitter, core::Rng& rng);
+  ~StoredPrecision();
+  StoredPrecision(const StoredPrecision&) = delete;
+  StoredPrecision& operator=(const StoredPrecision&) = delete;
+};
+double stored(double v);
+double stored_sum(double sum, double magnitude, int64_t terms);
+double rounded(double v);
+
 struct OpSpec {
   std::string name;
   std::string family;

@@ -47,7 +47,9 @@ std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t ou
     Tap& t = taps[static_cast<size_t>(o)];
     if (bilinear) {
       // ONNX linear: clamp the coordinate into the input, then interpolate its two neighbours.
-      const double c = std::clamp(x, 0.0, static_cast<double>(in - 1));
+      // The coordinate, a few float32 operations on the output index in a float32 implementation,
+      // is marked stored (ops::stored_sum); the result is continuous in it.
+      const double c = std::clamp(stored_sum(x, std::abs(x) + 0.5, 3), 0.0, static_cast<double>(in - 1));
       t.i0 = static_cast<int64_t>(std::floor(c));
       t.i1 = std::min(t.i0 + 1, in - 1);
       t.w1 = c - static_cast<double>(t.i0);

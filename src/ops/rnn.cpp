@@ -2,7 +2,9 @@
 // Weights use PyTorch's layout and gate order (w_ih [G*H, F], w_hh [G*H, H], b_ih, b_hh [G*H]), so a
 // libtorch backend maps them one to one. One driver runs every cell: each step computes the
 // input and hidden pre-activations gi = W_ih x + b_ih and gh = W_hh h + b_hh, and the cell turns
-// them into the new state; the VJP replays the forward and back-propagates through time.
+// them into the new state; the VJP replays the forward and back-propagates through time. The
+// pre-activations, gates and states are marked stored (ops::stored): a float32 implementation
+// holds them in float32, and a gate that rounds to 1 there has a zero derivative.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -25,23 +27,23 @@ void cell_forward(Cell k, int64_t hs, const double* gi, const double* gh, const 
                   double* h, double* c) {
   for (int64_t j = 0; j < hs; ++j) {
     switch (k) {
-      case Cell::Rnn: h[j] = std::tanh(gi[j] + gh[j]); break;
+      case Cell::Rnn: h[j] = stored(std::tanh(gi[j] + gh[j])); break;
       case Cell::Lstm: {
-        const double i = sigmoid(gi[j] + gh[j]);
-        const double f = sigmoid(gi[hs + j] + gh[hs + j]);
-        const double g = std::tanh(gi[2 * hs + j] + gh[2 * hs + j]);
-        const double o = sigmoid(gi[3 * hs + j] + gh[3 * hs + j]);
-        c[j] = f * c_prev[j] + i * g;
-        h[j] = o * std::tanh(c[j]);
+        const double i = stored(sigmoid(gi[j] + gh[j]));
+        const double f = stored(sigmoid(gi[hs + j] + gh[hs + j]));
+        const double g = stored(std::tanh(gi[2 * hs + j] + gh[2 * hs + j]));
+        const double o = stored(sigmoid(gi[3 * hs + j] + gh[3 * hs + j]));
+        c[j] = stored(f * c_prev[j] + i * g);
+        h[j] = stored(o * stored(std::tanh(c[j])));
         break;
       }
       case Cell::Gru: {
-        const double r = sigmoid(gi[j] + gh[j]);
-        const double z = sigmoid(gi[hs + j] + gh[hs + j]);
+        const double r = stored(sigmoid(gi[j] + gh[j]));
+        const double z = stored(sigmoid(gi[hs + j] + gh[hs + j]));
         // The reset gate multiplies the hidden pre-activation including b_hn (PyTorch, ONNX
         // linear_before_reset=1).
-        const double n = std::tanh(gi[2 * hs + j] + r * gh[2 * hs + j]);
-        h[j] = (1.0 - z) * n + z * h_prev[j];
+        const double n = stored(std::tanh(gi[2 * hs + j] + r * gh[2 * hs + j]));
+        h[j] = stored((1.0 - z) * n + z * h_prev[j]);
         break;
       }
     }
@@ -57,16 +59,16 @@ void cell_backward(Cell k, int64_t hs, const double* gi, const double* gh, const
     dc_prev[j] = 0;
     switch (k) {
       case Cell::Rnn: {
-        const double y = std::tanh(gi[j] + gh[j]);
+        const double y = stored(std::tanh(gi[j] + gh[j]));
         dgi[j] = dgh[j] = dh[j] * (1.0 - y * y);
         break;
       }
       case Cell::Lstm: {
-        const double i = sigmoid(gi[j] + gh[j]);
-        const double f = sigmoid(gi[hs + j] + gh[hs + j]);
-        const double g = std::tanh(gi[2 * hs + j] + gh[2 * hs + j]);
-        const double o = sigmoid(gi[3 * hs + j] + gh[3 * hs + j]);
-        const double tc = std::tanh(f * c_prev[j] + i * g);
+        const double i = stored(sigmoid(gi[j] + gh[j]));
+        const double f = stored(sigmoid(gi[hs + j] + gh[hs + j]));
+        const double g = stored(std::tanh(gi[2 * hs + j] + gh[2 * hs + j]));
+        const double o = stored(sigmoid(gi[3 * hs + j] + gh[3 * hs + j]));
+        const double tc = stored(std::tanh(stored(f * c_prev[j] + i * g)));
         const double dct = dc[j] + dh[j] * o * (1.0 - tc * tc);
         dgi[j] = dgh[j] = dct * g * i * (1.0 - i);
         dgi[hs + j] = dgh[hs + j] = dct * c_prev[j] * f * (1.0 - f);
@@ -76,9 +78,9 @@ void cell_backward(Cell k, int64_t hs, const double* gi, const double* gh, const
         break;
       }
       case Cell::Gru: {
-        const double r = sigmoid(gi[j] + gh[j]);
-        const double z = sigmoid(gi[hs + j] + gh[hs + j]);
-        const double n = std::tanh(gi[2 * hs + j] + r * gh[2 * hs + j]);
+        const double r = stored(sigmoid(gi[j] + gh[j]));
+        const double z = stored(sigmoid(gi[hs + j] + gh[hs + j]));
+        const double n = stored(std::tanh(gi[2 * hs + j] + r * gh[2 * hs + j]));
         const double dan = dh[j] * (1.0 - z) * (1.0 - n * n);
         const double dar = dan * gh[2 * hs + j] * r * (1.0 - r);
         const double daz = dh[j] * (h_prev[j] - n) * z * (1.0 - z);
@@ -123,9 +125,18 @@ Trace run(Cell k, const Inputs& in, int64_t hs) {
       double* gh = &tr.gh_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
       for (int64_t r = 0; r < tr.gh; ++r) {
         gi[r] = b_ih[r];
-        for (int64_t q = 0; q < tr.f; ++q) gi[r] += w_ih[r * tr.f + q] * xt[q];
+        double mi = std::abs(b_ih[r]), mh = std::abs(b_hh[r]);
+        for (int64_t q = 0; q < tr.f; ++q) {
+          gi[r] += w_ih[r * tr.f + q] * xt[q];
+          mi += std::abs(w_ih[r * tr.f + q] * xt[q]);
+        }
         gh[r] = b_hh[r];
-        for (int64_t q = 0; q < hs; ++q) gh[r] += w_hh[r * hs + q] * hp[q];
+        for (int64_t q = 0; q < hs; ++q) {
+          gh[r] += w_hh[r * hs + q] * hp[q];
+          mh += std::abs(w_hh[r * hs + q] * hp[q]);
+        }
+        gi[r] = stored_sum(gi[r], mi, tr.f + 1);
+        gh[r] = stored_sum(gh[r], mh, hs + 1);
       }
       const size_t next = static_cast<size_t>((b * (tr.t + 1) + s + 1) * hs);
       cell_forward(k, hs, gi, gh, hp, tr.c(b, s), &tr.h_all[next], &tr.c_all[next]);

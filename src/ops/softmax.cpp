@@ -1,6 +1,7 @@
 // Softmax and log-softmax along one axis (ONNX opset 13 semantics: the normalisation runs over the
 // single axis `axis`, not over all trailing axes). Both subtract the row maximum before
-// exponentiating, so large inputs do not overflow.
+// exponentiating, so large inputs do not overflow. The normalising sum and the backward's dot
+// product are marked stored (ops::stored): a float32 implementation rounds them.
 #include <algorithm>
 #include <cmath>
 
@@ -45,7 +46,8 @@ Tensor softmax_forward(const Tensor& x, int64_t axis, bool log) {
     for (int64_t j = 0; j < r.len; ++j) m = std::max(m, xp[idx(j)]);
     double sum = 0;
     for (int64_t j = 0; j < r.len; ++j) sum += std::exp(xp[idx(j)] - m);
-    const double log_sum = std::log(sum);
+    sum = stored_sum(sum, sum, r.len);
+    const double log_sum = stored(std::log(sum));
     for (int64_t j = 0; j < r.len; ++j) {
       const double z = xp[idx(j)] - m;
       yp[idx(j)] = log ? z - log_sum : std::exp(z) / sum;
@@ -63,11 +65,15 @@ Tensor softmax_vjp(const Tensor& y, const Tensor& g, int64_t axis, bool log) {
   const double* gp = g.f64();
   double* gxp = gx.f64();
   for_each_row(r, [&](auto idx) {
-    double dot = 0;
-    for (int64_t j = 0; j < r.len; ++j) dot += log ? gp[idx(j)] : gp[idx(j)] * yp[idx(j)];
+    double dot = 0, mag = 0;
+    for (int64_t j = 0; j < r.len; ++j) {
+      const double t = log ? gp[idx(j)] : gp[idx(j)] * yp[idx(j)];
+      dot += t, mag += std::abs(t);
+    }
+    dot = stored_sum(dot, mag, r.len);
     for (int64_t j = 0; j < r.len; ++j) {
       const int64_t k = idx(j);
-      gxp[k] = log ? gp[k] - std::exp(yp[k]) * dot : yp[k] * (gp[k] - dot);
+      gxp[k] = log ? gp[k] - stored(std::exp(yp[k])) * dot : yp[k] * (gp[k] - dot);
     }
   });
   return gx;

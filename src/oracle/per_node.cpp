@@ -86,7 +86,7 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
     if (!std::isfinite(a)) {
       // NaN for an exact 0 is 0 * inf inside a float32 computation (a zero incoming gradient times
       // a derivative that overflowed): float32 range, not a library bug.
-      if (operands_finite && !(std::isnan(a) && w == 0)) {
+      if (operands_finite && !(std::isnan(a) && w == 0) && !explained(i, a)) {
         ++v.produced;
         if (v.first_nonfinite < 0) v.first_nonfinite = i;
       }
@@ -122,7 +122,15 @@ Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
 // A summing operator (a reduction length L: norms, convolutions, means) rounds each of its L-term
 // sums; a float32 sum is the exact sum of terms perturbed by up to (L-1) units each, typically
 // sqrt(L), so its operands move by kUlps * sqrt(L) units (the same growth as its tolerance).
-constexpr int kTrials = 3;
+// The trials run the kernel with its stored intermediates (ops::stored: gates, states, statistics,
+// sums) at the run's precision. The first two keep the operands exact: one rounds the
+// intermediates, one also moves them by their rounding error (a constant row's normalisation
+// keeps its zero variance there). The others move operands and intermediates. An intermediate
+// that saturates (sigmoid = 1) or overflows in float32 then shows in the spread, and a trial that
+// is non-finite where the kernel is finite makes the spread infinite there: any value, NaN and Inf
+// included, is float32's at that element.
+constexpr int kExactOperandTrials = 2;
+constexpr int kTrials = kExactOperandTrials + 3;
 constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
 constexpr double kMargin = 4;  // allowed deviation, in spreads
 
@@ -146,10 +154,12 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
   for (const auto& b : base) s.push_back(zeros_like(b));
   core::Rng rng(core::fnv1a(where));
   for (int t = 0; t < kTrials; ++t) {
+    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, rng);
     std::vector<Tensor> p;
     for (const auto& o : operands) {
       Tensor q = o.to(DType::F64);
-      for (int64_t i = 0; i < q.numel(); ++i) q.f64()[i] *= 1 + rng.uniform(-1.0, 1.0) * ulps * u;
+      if (t >= kExactOperandTrials)
+        for (int64_t i = 0; i < q.numel(); ++i) q.f64()[i] *= 1 + rng.uniform(-1.0, 1.0) * ulps * u;
       p.push_back(std::move(q));
     }
     std::vector<Tensor> out;
@@ -221,7 +231,7 @@ struct PerNode {
         const Tensor w = rounded_to(want[k], th.dtype);
         Verdict v = verdict(got->second, w, tol, finite);
         if (v.produced && th.dtype == DType::F32 && intermediate_overflow(n, held, k)) v.produced = 0;
-        if (v.wrong && !v.shape_mismatch) {
+        if ((v.wrong || v.produced) && !v.shape_mismatch) {
           if (sens.empty())
             sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.name, [&](const std::vector<Tensor>& p) {
               ops::Inputs pin;
@@ -234,7 +244,7 @@ struct PerNode {
             v = verdict(got->second, w, tol, finite, [&](int64_t i, double a) {
               const double allowed = (k < sens.size() ? kMargin * sens[k].get(i) : 0) +
                                      (bound.defined() && i < bound.numel() ? u * bound.get(i) : 0);
-              return std::abs(a - w.get(i)) <= allowed;
+              return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed;
             });
           }
         }
@@ -481,7 +491,7 @@ struct PerNode {
     auto explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol); };
     const Tensor w = rounded_to(want, th.dtype);
     Verdict v = verdict(got, w, tol, finite, explained);
-    if (v.wrong && !v.shape_mismatch) {
+    if ((v.wrong || v.produced) && !v.shape_mismatch) {
       const std::vector<Tensor> sens = gradient_spread(value, cons, vjps, want);
       // Plus the rounding bound of the consumers' sums (bias and weight gradients sum over the
       // batch and every position).
@@ -496,7 +506,7 @@ struct PerNode {
       const double u = th.dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
       v = verdict(got, w, tol, finite, [&](int64_t i, double a) {
         const double allowed = (sens.empty() ? 0 : kMargin * sens[0].get(i)) + (bound.defined() ? u * bound.get(i) : 0);
-        return std::abs(a - w.get(i)) <= allowed || explained(i, a);
+        return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed || explained(i, a);
       });
     }
     v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged

@@ -194,6 +194,79 @@ TEST(PerNode, ASummingOperatorsFloat32RoundingIsNotAFinding) {
   EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
 }
 
+// The trials of the spread run the kernel with its stored intermediates in float32 (ops::stored).
+// A simple_rnn whose pre-activation is 10 has tanh(10) = 1 - 4e-9, which float32 stores as 1, so
+// every float32 library's derivative 1 - y*y is 0 there (campaign findings blamed the reference:
+// every library "differs from the kernel in the same way"). With an incoming gradient of 1e6 the
+// float64 gradients are 8.2e-3 (x) and 0.082 (w_ih): 0 is float32's answer (and so is 0.12, from
+// a tanh that returns 1 - 2^-24, within float32 tanh's accuracy), 1 at x is not.
+TEST(PerNode, ASaturatedGateThatFloat32StoresAsOneIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 1]}], "outputs": ["h"],
+    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 1], "data": [1]},
+                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [0]},
+                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
+    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
+               "attrs": {"hidden_size": 1, "return_sequences": 0}}]})",
+                                          "rnn");
+  const Case c(g, {{"x", core::Tensor::f64({1, 1, 1}, {10})}}, core::Tensor::f64({1, 1}, {0}));
+  BackendRun a = c.run("A");
+  a.values["h"].f64()[0] = 1.0;  // float32's tanh(10)
+  a.grads["h"].f64()[0] = 1e6;
+  for (const char* v : {"x", "wi", "wh", "bi", "bh"}) a.grads[v].f64()[0] = 0;
+  const std::vector<Finding> none = c.judge_runs({c.run("ref"), a});
+  for (const auto& f : none) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[0] = 1.0;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].backend, "A");
+  EXPECT_EQ(found[0].op, "simple_rnn");
+}
+
+// An intermediate that overflows float32 although the result fits: hardswish computed as
+// x * relu6(x + 3) / 6 (libtorch) gives inf for x = 1.4458e38 (x * 6 > FLT_MAX), where the kernel
+// gives x. The catalogue marks that product stored, so inf there is float32's; NaN or inf at an
+// element without such an intermediate is still a finding.
+TEST(PerNode, AnIntermediateThatOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "hardswish", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "hswish");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1.4457992e38f, 1})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["y"].f64()[0] = INFINITY;
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+  a.values["y"].f64()[1] = INFINITY;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
+// libtorch normalises as x * rstd - mean * rstd: batch_norm in training of the column
+// {1.0001e8, 1.0001e8} (variance 0, rstd 31.6) gives 38.9 instead of 0, a difference of two
+// products of 3.16e9 whose float32 unit is 256. The catalogue marks the normalised value a stored
+// sum of that magnitude; 38.9 is float32's, 1e4 is not.
+TEST(PerNode, ANormalisedValueOfAConstantColumnIsJudgedWithItsProductsRounding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 1]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [1], "data": [1]},
+                     {"name": "b", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "m", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "v", "dtype": "float32", "shape": [1], "data": [1]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 0.001, "training": 1}}]})",
+                                          "bn_const");
+  const Case c(g, {{"x", core::Tensor::f64({2, 1}, {1.0001e8, 1.0001e8})}}, core::Tensor::f64({2, 1}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["y"].f64()[0] = a.values["y"].f64()[1] = 38.9097;
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+  a.values["y"].f64()[0] = a.values["y"].f64()[1] = 1e4;
+  EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+}
+
 TEST(PerNode, ABackwardNaNIsBlamedOnTheConsumerWhoseBackwardMadeIt) {
   const Case c = chain_case();
   BackendRun a = c.run("A");

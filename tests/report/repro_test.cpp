@@ -116,9 +116,9 @@ TEST(Repro, TorchGeluBackwardShowsInPytorchsPythonApiWithAFloat64Baseline) {
   }
 }
 
-TEST(Repro, TorchLayerNormZeroVarianceShowsInPytorchsPythonApi) {
+TEST(Repro, TorchResizeNearestFloat32ScaleShowsInPytorchsPythonApi) {
   REQUIRE_BACKEND("torch");
-  expect_reproduces("torch-layer-norm-zero-variance", "torch", "[decides]");
+  expect_reproduces("torch-resize-nearest-float32-scale", "torch", "[decides]");
 }
 
 TEST(Repro, XnnpackMaxPoolNanFirstShowsInItsCApi) {
