@@ -53,7 +53,7 @@ void group_backward(const double* x, const double* dxhat, const std::vector<int6
   const double m = static_cast<double>(idx.size());
   double mean_d = 0, mean_dx = 0, mag_d = 0, mag_dx = 0;
   for (int64_t i : idx) {
-    const double xh = (x[i] - s.mean) * s.rstd;
+    const double xh = normalized(x[i], s);
     mean_d += dxhat[i];
     mean_dx += dxhat[i] * xh;
     mag_d += std::abs(dxhat[i]);
@@ -62,7 +62,7 @@ void group_backward(const double* x, const double* dxhat, const std::vector<int6
   mean_d = stored_sum(mean_d / m, mag_d / m, static_cast<int64_t>(idx.size()));
   mean_dx = stored_sum(mean_dx / m, mag_dx / m, static_cast<int64_t>(idx.size()));
   for (int64_t i : idx) {
-    const double xh = (x[i] - s.mean) * s.rstd;
+    const double xh = normalized(x[i], s);
     dx[i] += s.rstd * (dxhat[i] - mean_d - xh * mean_dx);
   }
 }
@@ -135,7 +135,7 @@ std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::
     const auto idx = channel_indices(x.shape(), c);
     const GroupStats s = bn_stats(in, a, c, idx);
     for (int64_t i : idx) {
-      const double xh = (xp[i] - s.mean) * s.rstd;
+      const double xh = normalized(xp[i], s);
       gscale.f64()[c] += gy[i] * xh;
       gbias.f64()[c] += gy[i];
       dxhat.f64()[i] = gy[i] * scale[c];
@@ -250,7 +250,7 @@ std::vector<Tensor> layer_norm_vjp(const Inputs& in, const Attrs& a, const std::
     const GroupStats s = group_stats(xp, idx, eps);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t i = r * k + j;
-      gscale.f64()[j] += gy[i] * (xp[i] - s.mean) * s.rstd;
+      gscale.f64()[j] += gy[i] * normalized(xp[i], s);
       gbias.f64()[j] += gy[i];
       dxhat.f64()[i] = gy[i] * scale[j];
     }
