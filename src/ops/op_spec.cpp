@@ -26,22 +26,20 @@ StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, co
 
 StoredPrecision::~StoredPrecision() { g_stored = nullptr; }
 
-double stored(double v) {
-  if (!g_stored) return v;
-  const double r = g_stored->round_to_f32 ? static_cast<double>(static_cast<float>(v)) : v;
-  if (!std::isfinite(r) || !g_stored->jitter) return r;
-  return r * (1 + g_stored->rng->uniform(-1.0, 1.0) * g_stored->unit);
-}
-
 double rounded(double v) {
   return g_stored && g_stored->round_to_f32 ? static_cast<double>(static_cast<float>(v)) : v;
 }
 
+double stored(double v) {
+  const double r = rounded(v);
+  if (!g_stored || !g_stored->jitter || !std::isfinite(r)) return r;
+  return r * (1 + g_stored->rng->uniform(-1.0, 1.0) * g_stored->unit);
+}
+
 double stored_sum(double sum, double magnitude, int64_t terms) {
-  if (!g_stored) return sum;
-  if (g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
-  const double r = g_stored->round_to_f32 ? static_cast<double>(static_cast<float>(sum)) : sum;
-  if (!std::isfinite(r) || !g_stored->jitter) return r;
+  if (g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
+  const double r = rounded(sum);
+  if (!g_stored || !g_stored->jitter || !std::isfinite(r)) return r;
   const double units = std::sqrt(static_cast<double>(std::max<int64_t>(1, terms)));
   return r + g_stored->rng->uniform(-1.0, 1.0) * units * g_stored->unit * magnitude;
 }

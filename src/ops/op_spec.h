@@ -123,9 +123,9 @@ class InputShaper {
 // they round it to float32 when the scope says so and, for stored and stored_sum when the scope
 // jitters, move it by a random amount of its rounding error (Monte Carlo arithmetic): one unit for
 // a value, sqrt(terms) units of the terms' magnitude for a sum (its rounding grows with its terms,
-// not its result: cancellation). A sum whose
-// magnitude exceeds float32's range is NaN when rounding to float32: a partial sum may overflow,
-// depending on the order. Per thread; scopes do not nest.
+// not its result: cancellation). A sum whose magnitude exceeds float32's range is NaN when
+// rounding to float32: a partial sum may overflow, depending on the order. Per thread; scopes do
+// not nest.
 class StoredPrecision {
  public:
   StoredPrecision(bool round_to_f32, double unit, bool jitter, core::Rng& rng);
