@@ -29,11 +29,13 @@ struct GroupStats {
 
 GroupStats group_stats(const double* x, const std::vector<int64_t>& idx, double eps) {
   const double m = static_cast<double>(idx.size());
-  // The mean, variance and rstd are rounded as a float32 implementation stores them (ops::rounded;
-  // the operands' perturbation covers their rounding error).
-  double mean = 0;
-  for (int64_t i : idx) mean += x[i];
-  mean = rounded(mean / m);
+  // The mean, variance and rstd are rounded as a float32 implementation stores them. The mean's sum
+  // is a statistic (ops::statistic_sum): trials move it by its rounding error, which for a constant
+  // row adds up and the operands' independent perturbation does not cover. The variance's and
+  // rstd's rounding error the perturbation covers (ops::rounded).
+  double sum = 0, magnitude = 0;
+  for (int64_t i : idx) sum += x[i], magnitude += std::abs(x[i]);
+  const double mean = rounded(statistic_sum(sum, magnitude, static_cast<int64_t>(idx.size())) / m);
   double var = 0;
   for (int64_t i : idx) var += (x[i] - mean) * (x[i] - mean);
   var = rounded(var / m);
@@ -48,22 +50,29 @@ double normalized(double x, const GroupStats& s) {
 }
 
 // The backward of xhat = (x - mean(x)) * rstd(x) over one group, given dL/dxhat; accumulates dL/dx.
+// dL/dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) is a sum whose terms cancel
+// (exactly, for a one-element group); float32 implementations that expand it (libtorch:
+// rstd * dy * scale + b * x + c) keep a rounding error of the terms' size, so it is a stored sum.
 void group_backward(const double* x, const double* dxhat, const std::vector<int64_t>& idx, const GroupStats& s,
                     double* dx) {
   const double m = static_cast<double>(idx.size());
+  const auto terms = static_cast<int64_t>(idx.size());
+  std::vector<double> xh(idx.size());
   double mean_d = 0, mean_dx = 0, mag_d = 0, mag_dx = 0;
-  for (int64_t i : idx) {
-    const double xh = normalized(x[i], s);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const int64_t i = idx[j];
+    xh[j] = normalized(x[i], s);
     mean_d += dxhat[i];
-    mean_dx += dxhat[i] * xh;
+    mean_dx += dxhat[i] * xh[j];
     mag_d += std::abs(dxhat[i]);
-    mag_dx += std::abs(dxhat[i] * xh);
+    mag_dx += std::abs(dxhat[i] * xh[j]);
   }
-  mean_d = stored_sum(mean_d / m, mag_d / m, static_cast<int64_t>(idx.size()));
-  mean_dx = stored_sum(mean_dx / m, mag_dx / m, static_cast<int64_t>(idx.size()));
-  for (int64_t i : idx) {
-    const double xh = normalized(x[i], s);
-    dx[i] += s.rstd * (dxhat[i] - mean_d - xh * mean_dx);
+  mean_d = stored_sum(mean_d / m, mag_d / m, terms);
+  mean_dx = stored_sum(mean_dx / m, mag_dx / m, terms);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const int64_t i = idx[j];
+    dx[i] += stored_sum(s.rstd * (dxhat[i] - mean_d - xh[j] * mean_dx),
+                        s.rstd * (std::abs(dxhat[i]) + std::abs(mean_d) + std::abs(xh[j] * mean_dx)), 3);
   }
 }
 

@@ -12,15 +12,22 @@ namespace {
 struct StoredState {
   bool round_to_f32;
   double unit;
-  bool jitter;
+  bool jitter, move_statistics;
   core::Rng* rng;
 };
-thread_local StoredState g_state{false, 0, false, nullptr};
+thread_local StoredState g_state{false, 0, false, false, nullptr};
 thread_local const StoredState* g_stored = nullptr;
+
+double moved_sum(double sum, double magnitude, int64_t terms, bool moves) {
+  if (g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
+  const double r = rounded(sum);
+  if (!g_stored || !moves || !std::isfinite(r)) return r;
+  return r + g_stored->rng->uniform(-1.0, 1.0) * sum_units(terms) * g_stored->unit * magnitude;
+}
 }  // namespace
 
-StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, core::Rng& rng) {
-  g_state = StoredState{round_to_f32, unit, jitter, &rng};
+StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng) {
+  g_state = StoredState{round_to_f32, unit, jitter, move_statistics, &rng};
   g_stored = &g_state;
 }
 
@@ -36,12 +43,18 @@ double stored(double v) {
   return r * (1 + g_stored->rng->uniform(-1.0, 1.0) * g_stored->unit);
 }
 
+double sum_units(int64_t terms) {
+  if (terms <= 1) return 0;
+  const auto n = static_cast<double>(terms);
+  return std::max(std::sqrt(n), n / 4);
+}
+
 double stored_sum(double sum, double magnitude, int64_t terms) {
-  if (g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
-  const double r = rounded(sum);
-  if (!g_stored || !g_stored->jitter || !std::isfinite(r)) return r;
-  const double units = std::sqrt(static_cast<double>(std::max<int64_t>(1, terms)));
-  return r + g_stored->rng->uniform(-1.0, 1.0) * units * g_stored->unit * magnitude;
+  return moved_sum(sum, magnitude, terms, g_stored && g_stored->jitter);
+}
+
+double statistic_sum(double sum, double magnitude, int64_t terms) {
+  return moved_sum(sum, magnitude, terms, g_stored && g_stored->move_statistics);
 }
 
 bool OpSpec::has_tag(const std::string& t) const { return std::find(tags.begin(), tags.end(), t) != tags.end(); }

@@ -116,26 +116,34 @@ class InputShaper {
 // rounding one of them can change the result by far more than the result's own rounding: a
 // saturated gate y = 1 gives the derivative 1 - y*y = 0, an intermediate product overflows, a
 // normalised value of a constant row is a difference of two large products. A kernel marks such a
-// value with stored(v), or stored_sum(sum, magnitude, terms) for a sum, or rounded(v) for a value
-// a float32 implementation rounds but whose rounding error the operands' perturbation already
-// covers (a mean: moving it would make a constant row's variance non-zero). Outside a
-// StoredPrecision scope all three return the value; inside one (the oracle's sensitivity trials)
-// they round it to float32 when the scope says so and, for stored and stored_sum when the scope
-// jitters, move it by a random amount of its rounding error (Monte Carlo arithmetic): one unit for
-// a value, sqrt(terms) units of the terms' magnitude for a sum (its rounding grows with its terms,
-// not its result: cancellation). A sum whose magnitude exceeds float32's range is NaN when
-// rounding to float32: a partial sum may overflow, depending on the order. Per thread; scopes do
-// not nest.
+// value with stored(v), or stored_sum(sum, magnitude, terms) for a sum, or statistic_sum(sum,
+// magnitude, terms) for a row's statistic (a mean), or rounded(v) for a value a float32
+// implementation rounds but whose rounding error the operands' perturbation already covers.
+// Outside a StoredPrecision scope all four return the value; inside one (the oracle's sensitivity
+// trials) they round it to float32 when the scope says so and, when the scope jitters, move stored
+// values and sums by a random amount of their rounding error (Monte Carlo arithmetic): one unit for
+// a value, sum_units(terms) units of the terms' magnitude for a sum (its rounding grows with its
+// terms, not its result: cancellation). A statistic moves only in scopes that also move
+// statistics: a trial that keeps it keeps a constant row's mean exact, so its variance is zero, as
+// in implementations whose mean of equal values is exact; the others move it, as a float32 sum of
+// equal values in order does (then the variance is the square of the mean's error). A sum whose magnitude exceeds float32's range is NaN when rounding
+// to float32: a partial sum may overflow, depending on the order. Per thread; scopes do not nest.
 class StoredPrecision {
  public:
-  StoredPrecision(bool round_to_f32, double unit, bool jitter, core::Rng& rng);
+  StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng);
   ~StoredPrecision();
   StoredPrecision(const StoredPrecision&) = delete;
   StoredPrecision& operator=(const StoredPrecision&) = delete;
 };
 double stored(double v);
 double stored_sum(double sum, double magnitude, int64_t terms);
+double statistic_sum(double sum, double magnitude, int64_t terms);
 double rounded(double v);
+// The rounding error of a float32 sum of `terms` terms, in units of the terms' magnitude: none for
+// one term, sqrt(terms) for independent rounding errors, and terms / 4 where that is larger: the
+// errors of equal terms (a constant row, common after clipping) add up instead of cancelling
+// (measured: a float32 sum in order of L equal values errs by up to 0.24 L units, L = 16..4096).
+double sum_units(int64_t terms);
 
 struct OpSpec {
   std::string name;

@@ -123,13 +123,15 @@ Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
 // sums; a float32 sum is the exact sum of terms perturbed by up to (L-1) units each, typically
 // sqrt(L), so its operands move by kUlps * sqrt(L) units (the same growth as its tolerance).
 // The trials run the kernel with its stored intermediates (ops::stored: gates, states, statistics,
-// sums) at the run's precision. The first two keep the operands exact: one rounds the
+// sums) at the run's precision. The first three keep the operands exact: one rounds the
 // intermediates, one also moves them by their rounding error (a constant row's normalisation
-// keeps its zero variance there). The others move operands and intermediates. An intermediate
+// keeps its exact mean and zero variance there), one also moves the statistics (a constant row's
+// float32 mean is off by its sum's rounding, the same for the whole row). The others move
+// operands, intermediates and statistics. An intermediate
 // that saturates (sigmoid = 1) or overflows in float32 then shows in the spread, and a trial that
 // is non-finite where the kernel is finite makes the spread infinite there: any value, NaN and Inf
 // included, is float32's at that element.
-constexpr int kExactOperandTrials = 2;
+constexpr int kExactOperandTrials = 3;
 constexpr int kTrials = kExactOperandTrials + 3;
 constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
 constexpr double kMargin = 4;  // allowed deviation, in spreads
@@ -154,7 +156,7 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
   for (const auto& b : base) s.push_back(zeros_like(b));
   core::Rng rng(core::fnv1a(where));
   for (int t = 0; t < kTrials; ++t) {
-    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, rng);
+    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, t > 1, rng);
     std::vector<Tensor> p;
     for (const auto& o : operands) {
       Tensor q = o.to(DType::F64);
@@ -516,7 +518,7 @@ struct PerNode {
           v.produced = 0;
           break;
         }
-    if (!v.wrong && !v.produced && !v.swallowed && !keeps_total(value, cons, got, want, tol)) {
+    if (!v.wrong && !v.produced && !v.swallowed && !keeps_total(value, cons, vjps, got, want, tol)) {
       v.wrong = 1;
       v.distance = std::abs(sum(got) - sum(want));
       v.worst = 0, v.got_at_worst = sum(got), v.want_at_worst = sum(want);
@@ -596,20 +598,25 @@ struct PerNode {
   }
 
   // Routing moves gradient among tied inputs, it does not make any: for a value whose only
-  // consumer is a one-input operator with ties, the total must be kept.
+  // consumer is a one-input operator with ties, the total must be kept, up to the rounding of the
+  // incoming gradients' sums (their magnitude: overlapping windows' gradients may cancel).
   bool keeps_total(const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
-                   const Tensor& got, const Tensor& want, const ops::Tolerance& tol) const {
+                   const std::map<std::string, Vjp>& vjps, const Tensor& got, const Tensor& want,
+                   const ops::Tolerance& tol) const {
     if (cons.size() != 1 || value == g.outputs[0]) return true;
     const ir::Node& c = *cons[0].first;
     if (!ops::op(c.op).extremes || ir::data_input_count(c) != 1) return true;
-    double mass = 0, sg = 0, sw = 0;
+    double mass = 0, incoming = 0, sg = 0, sw = 0;
     for (int64_t i = 0; i < want.numel(); ++i) {
       if (!std::isfinite(want.get(i)) || !std::isfinite(got.get(i))) continue;  // NaN/Inf are judged element-wise
       mass += std::abs(want.get(i));
       sg += got.get(i);
       sw += want.get(i);
     }
-    return element_within(sg, sw, std::max(1.0, mass), tol);
+    for (const Tensor& gy : vjps.at(c.name).gy)
+      for (int64_t i = 0; i < gy.numel(); ++i)
+        if (std::isfinite(gy.get(i))) incoming += std::abs(gy.get(i));
+    return element_within(sg, sw, std::max({1.0, mass, incoming}), tol);
   }
 
   void findings() {
