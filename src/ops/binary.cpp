@@ -132,7 +132,9 @@ std::vector<BinaryDef> binaries() {
       {"mul", "a * b", [](double a, double b) { return a * b; }, [](double, double b) { return b; },
        [](double a, double) { return a; }},
       {"div", "a / b", [](double a, double b) { return a / b; }, [](double, double b) { return 1.0 / b; },
-       [](double a, double b) { return -a / (b * b); }, InputGen{0.5, 2.0},
+       // The quotient a / b / b is held in float32 (libtorch: -grad * ((a / b) / b)): it overflows
+       // for a subnormal b where the gradient does not (ops::stored).
+       [](double a, double b) { return -stored(a / b / b); }, InputGen{0.5, 2.0},
        {ValidRange{1, -kInf, 0, false, false, div_why}, ValidRange{1, 0, kInf, false, false, div_why}}},
       // On ties the whole gradient goes to the first input (a >= b counts as "a is the maximum").
       {"maximum", "elementwise max(a, b); on ties the gradient goes to a",

@@ -2,6 +2,7 @@
 #include "ops/kernel_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 namespace quorum::ops {
@@ -68,7 +69,18 @@ Tensor sum_to(const Tensor& g, const Shape& in_shape) {
   const auto map = broadcast_map(in_shape, g.shape());
   const double* gp = g.f64();
   double* op = out.f64();
-  for (size_t i = 0; i < map.size(); ++i) op[map[i]] += gp[i];
+  // Each folded value is a float32 sum in a float32 implementation (ops::stored_sum): terms that
+  // cancel keep its rounding error, terms beyond float32's range make it inf - inf.
+  std::vector<double> magnitude(static_cast<size_t>(out.numel()));
+  std::vector<int64_t> terms(static_cast<size_t>(out.numel()));
+  for (size_t i = 0; i < map.size(); ++i) {
+    const auto o = static_cast<size_t>(map[i]);
+    op[o] += gp[i];
+    magnitude[o] += std::abs(gp[i]);
+    ++terms[o];
+  }
+  for (int64_t o = 0; o < out.numel(); ++o)
+    op[o] = stored_sum(op[o], magnitude[static_cast<size_t>(o)], terms[static_cast<size_t>(o)]);
   return out;
 }
 

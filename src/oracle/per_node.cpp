@@ -69,7 +69,7 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
       // (rsqrt(-0), pow(-0, -1)) is a signed-zero convention.
       if (std::isinf(a)) continue;
       if (std::isnan(a)) {
-        if (operands_finite) {
+        if (operands_finite && !explained(i, a)) {
           ++v.produced;
           if (v.first_nonfinite < 0) v.first_nonfinite = i;
         }
@@ -354,11 +354,30 @@ struct PerNode {
       for (int64_t i = 0; i < pred.numel() && i < tgt.numel(); ++i) worst = std::max(worst, std::abs(pred.get(i) - tgt.get(i)));
       if (!(worst <= std::sqrt(FLT_MAX / static_cast<double>(std::max<int64_t>(1, pred.numel()))))) return;
     }
-    Verdict v = verdict(Tensor::scalar(r.loss), rounded_to(want[0], th.dtype).reshaped({}),
-                        loss_tolerance(g, th.loss_op, th.dtype, false), finite);
+    // Beyond the plain tolerance, the loss and its gradient get the spread every node gets (the
+    // prediction and target moved by a few units: a loss of a difference, p - t, amplifies them).
+    double ulps = kUlps;
+    if (spec.reduction_length) ulps *= std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
+    auto judged = [&](const Tensor& got, const Tensor& exact, const ops::Tolerance& tol, bool grad) {
+      const Tensor w = rounded_to(exact, th.dtype);
+      Verdict v = verdict(got, w, tol, finite);
+      if (!v.wrong || v.shape_mismatch) return v;
+      const std::vector<Tensor> sens =
+          spread({pred, tgt}, {exact}, th.dtype, ulps, grad ? "loss/grad" : "loss", [&](const std::vector<Tensor>& p) {
+            const ops::Inputs pin{&p[0], &p[1]};
+            std::vector<Tensor> y = spec.forward(pin, la);
+            if (!grad) return std::vector<Tensor>{y[0].reshaped(exact.shape())};
+            return std::vector<Tensor>{spec.vjp(pin, la, y, {Tensor::scalar(1.0).reshaped(y[0].shape())})[0]};
+          });
+      if (sens.empty()) return v;
+      return verdict(got, w, tol, finite, [&](int64_t i, double a) {
+        const double allowed = kMargin * sens[0].get(i);
+        return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed;
+      });
+    };
+    Verdict v = judged(Tensor::scalar(r.loss), want[0].reshaped({}), loss_tolerance(g, th.loss_op, th.dtype, false), false);
     if (r.loss_grad.defined() && !want_grad.empty()) {
-      const Verdict vg = verdict(r.loss_grad, rounded_to(want_grad[0], th.dtype),
-                                 loss_tolerance(g, th.loss_op, th.dtype, true), finite);
+      const Verdict vg = judged(r.loss_grad, want_grad[0], loss_tolerance(g, th.loss_op, th.dtype, true), true);
       v.produced += vg.produced;
       v.swallowed += vg.swallowed;
       if (vg.wrong && vg.distance >= v.distance) {

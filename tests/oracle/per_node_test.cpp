@@ -476,6 +476,76 @@ TEST(PerNode, TheLossIsJudgedOnTheLibrarysOwnOutputWithTheLossOperatorsTolerance
   EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
 }
 
+// The loss gets the spread every node gets: a library's training pass may compute its prediction
+// a few units away from the inference pass the forward is judged on (oneDNN's GRU: 2.190583 in
+// inference, 4 units off in training), and (p - t)^2 moves with p. oneDNN's loss 1.7712210 for the
+// recorded prediction 2.190583 and target 0.85970978 (float64 1.7712235: 20 units) is within that
+// spread (the 10-minute campaign's oneDNN mse_loss LC finding); 1.7713 is not.
+TEST(PerNode, TheLossIsJudgedWithTheSpreadOfItsOperands) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "relu", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "one_prediction");
+  const Case c(g, {{"x", core::Tensor::f64({1, 1}, {2.190583f})}}, core::Tensor::f64({1, 1}, {0.85970978f}));
+  BackendRun a = c.run("A");
+  a.loss = 1.7712210416793823;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.loss = 1.7713;
+  const auto found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].stage, Stage::Loss);
+}
+
+// A broadcast operand's gradient is a sum over the broadcast axes. Where its terms exceed float32's
+// range (incoming gradients of 6.7e37 times operands of 1e6), a float32 sum of terms of both signs
+// is inf - inf = NaN, whatever the float64 sum (the 10-minute campaign's torch and oneDNN mul BC
+// NaN findings). The catalogue marks the folded sums stored; NaN where the terms stay in range is
+// still a finding.
+TEST(PerNode, ABroadcastGradientWhoseTermsOverflowFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "a", "dtype": "float32", "shape": [3, 1]}, {"name": "b", "dtype": "float32", "shape": [1, 3]}],
+    "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "mul", "inputs": ["a", "b"], "outputs": ["y"]}]})",
+                                          "mul_overflow");
+  // Rows 0 and 2: targets of -+3e38 (incoming gradients near -+6.7e37); row 1: y - 1.
+  const Case c(g, {{"a", core::Tensor::f64({3, 1}, {1e6, 1, 1e6})}, {"b", core::Tensor::f64({1, 3}, {1e6, 1, 1e6})}},
+               core::Tensor::f64({3, 3}, {3e38, -3e38, 3e38, 1e6 - 1, 0, 1e6 - 1, -3e38, 3e38, -3e38}));
+  BackendRun a = c.run("A");
+  a.grads["a"].f64()[0] = NAN;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["a"].f64()[1] = NAN;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+  EXPECT_EQ(found[0].op, "mul");
+}
+
+// div's gradient for b, -g * a / b^2, computed as libtorch does, -g * ((a / b) / b), holds a
+// quotient that overflows float32 for a subnormal b (a = -2e-40, b = -1e-40: (a / b) / b = -2e40)
+// where the gradient itself does not (2.7e35 here, with the loss's incoming gradient): an infinity
+// there is float32's (the 10-minute campaign's torch div BC NaN/Inf finding, b from a softsign of
+// -1e-40); -inf at b = 2 is not.
+TEST(PerNode, AQuotientThatOverflowsFloat32InsideDivsGradientIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "a", "dtype": "float32", "shape": [1, 2]}, {"name": "b", "dtype": "float32", "shape": [1, 2]}],
+    "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "div", "inputs": ["a", "b"], "outputs": ["y"]}]})",
+                                          "div_subnormal");
+  const Case c(g, {{"a", core::Tensor::f64({1, 2}, {-2e-40f, 1})}, {"b", core::Tensor::f64({1, 2}, {-1e-40f, 2})}},
+               core::Tensor::f64({1, 2}, {2.000000477f, 0.5f}));
+  BackendRun a = c.run("A");
+  const double exact = a.grads.at("b").get(0);
+  ASSERT_GT(std::abs(exact), 1e33);
+  ASSERT_LT(std::abs(exact), 1e37);
+  a.grads["b"].f64()[0] = std::copysign(INFINITY, exact);
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["b"].f64()[1] = -INFINITY;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+  EXPECT_EQ(found[0].op, "div");
+}
+
 TEST(PerNode, AGradientSummedOverSeveralConsumersIsChecked) {
   // a feeds both b (neg) and c (relu); the library's gradient of a is wrong.
   const ir::Graph g = two_consumers();
