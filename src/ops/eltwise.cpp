@@ -153,8 +153,13 @@ std::vector<Unary> unaries() {
        [](double x, const Attrs&) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); },
        [](double x, double, const Attrs&) { return sigmoid(x); }, {}, InputGen{-4, 4},
        {ValidRange{0, -kInf, 88.72, false, false, "exp overflows float32 above ~88.7 in a naive implementation"}}},
+      // The derivative 1/(1+|x|)^2, which implementations differentiating x / (1 + |x|) (libtorch)
+      // get as 1/(1+|x|) - |x|/(1+|x|)^2: a difference of terms (1+|x|) times larger (stored_sum).
       {"softsign", "x/(1+|x|)", [](double x, const Attrs&) { return x / (1.0 + std::abs(x)); },
-       [](double x, double, const Attrs&) { return 1.0 / ((1.0 + std::abs(x)) * (1.0 + std::abs(x))); }},
+       [](double x, double, const Attrs&) {
+         const double q = 1.0 / (1.0 + std::abs(x));
+         return stored_sum(q * q, q + std::abs(x) * q * q, 2);
+       }},
       {"hard_sigmoid", "max(0, min(1, alpha*x+beta))",
        [](double x, const Attrs& a) {
          return std::max(0.0, std::min(1.0, core::attr_f(a, "alpha") * x + core::attr_f(a, "beta")));

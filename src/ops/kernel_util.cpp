@@ -63,17 +63,17 @@ std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out) {
   return map;
 }
 
-Tensor sum_to(const Tensor& g, const Shape& in_shape) {
-  if (g.shape() == in_shape) return g;
-  Tensor out(DType::F64, in_shape);
-  const auto map = broadcast_map(in_shape, g.shape());
+Tensor fold(const Tensor& g, const std::vector<int64_t>& map, const Shape& shape) {
+  Tensor out(DType::F64, shape);
   const double* gp = g.f64();
   double* op = out.f64();
-  // Each folded value is a float32 sum in a float32 implementation (ops::stored_sum): terms that
-  // cancel keep its rounding error, terms beyond float32's range make it inf - inf.
+  // Each value that receives several is a float32 sum in a float32 implementation
+  // (ops::stored_sum): terms that cancel keep its rounding error, terms beyond float32's range
+  // make it inf - inf.
   std::vector<double> magnitude(static_cast<size_t>(out.numel()));
   std::vector<int64_t> terms(static_cast<size_t>(out.numel()));
   for (size_t i = 0; i < map.size(); ++i) {
+    if (map[i] < 0) continue;
     const auto o = static_cast<size_t>(map[i]);
     op[o] += gp[i];
     magnitude[o] += std::abs(gp[i]);
@@ -82,6 +82,11 @@ Tensor sum_to(const Tensor& g, const Shape& in_shape) {
   for (int64_t o = 0; o < out.numel(); ++o)
     op[o] = stored_sum(op[o], magnitude[static_cast<size_t>(o)], terms[static_cast<size_t>(o)]);
   return out;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& in_shape) {
+  if (g.shape() == in_shape) return g;
+  return fold(g, broadcast_map(in_shape, g.shape()), in_shape);
 }
 
 int norm_axis(int64_t axis, int rank) {

@@ -44,6 +44,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);
 std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out);
 // Sums `g` (shaped like a broadcast result) back down to `in_shape`.
 Tensor sum_to(const Tensor& g, const Shape& in_shape);
+// The adjoint of a gather: a tensor of `shape` whose element o is the sum of g[i] over map[i] == o
+// (map[i] < 0: g[i] goes nowhere), each such sum marked ops::stored_sum.
+Tensor fold(const Tensor& g, const std::vector<int64_t>& map, const Shape& shape);
 
 // Normalises a possibly negative axis; OpError "axis A out of range for rank R" otherwise.
 int norm_axis(int64_t axis, int rank);

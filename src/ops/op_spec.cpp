@@ -43,6 +43,11 @@ double stored(double v) {
   return r * (1 + g_stored->rng->uniform(-1.0, 1.0) * g_stored->unit);
 }
 
+double stored_product(double product, double largest, double smallest) {
+  if (g_stored && g_stored->round_to_f32 && !(largest <= FLT_MAX && smallest >= FLT_MIN)) return std::nan("");
+  return rounded(product);
+}
+
 double sum_units(int64_t terms) {
   if (terms <= 1) return 0;
   const auto n = static_cast<double>(terms);

@@ -139,6 +139,12 @@ double stored(double v);
 double stored_sum(double sum, double magnitude, int64_t terms);
 double statistic_sum(double sum, double magnitude, int64_t terms);
 double rounded(double v);
+// A product of factors in an order the implementation chooses: its partial products lie between
+// `smallest` (the product of the nonzero factors below 1 in size; 1 with a zero factor) and
+// `largest` (of those above 1). Where either leaves float32's normal range, some order overflows
+// (inf, or inf * 0 = NaN) or loses its digits to underflow, so rounding to float32 makes it NaN
+// (the spread then accepts any value there: the result depends on the order); otherwise rounded.
+double stored_product(double product, double largest, double smallest);
 // The rounding error of a float32 sum of `terms` terms, in units of the terms' magnitude: none for
 // one term, sqrt(terms) for independent rounding errors, and terms / 4 where that is larger: the
 // errors of equal terms (a constant row, common after clipping) add up instead of cancelling

@@ -74,6 +74,27 @@ std::vector<int64_t> first_extreme(const Tensor& x, const Slots& sl, bool max) {
   return arg;
 }
 
+// The range of a slot's partial products (ops::stored_product): the product of its factors above 1
+// in size, and of its nonzero factors below 1 (1 if a factor is zero: every order gives 0).
+struct Extent {
+  double largest = 1, smallest = 1;
+  bool zero = false;
+};
+std::vector<Extent> product_extents(const Tensor& x, const Slots& sl) {
+  std::vector<Extent> ext(static_cast<size_t>(sl.count));
+  const double* xp = x.f64();
+  for (size_t i = 0; i < sl.of.size(); ++i) {
+    Extent& e = ext[static_cast<size_t>(sl.of[i])];
+    const double m = std::abs(xp[i]);
+    if (m > 1) e.largest *= m;
+    else if (m == 0) e.zero = true;
+    else if (m < 1) e.smallest *= m;
+  }
+  for (auto& e : ext)
+    if (e.zero) e.smallest = 1;
+  return ext;
+}
+
 Tensor reduce_forward(Kind kind, const Tensor& x, const Attrs& a) {
   const Slots sl = slots_of(x.shape(), a);
   Tensor y(DType::F64, out_shape(x.shape(), a));
@@ -86,10 +107,16 @@ Tensor reduce_forward(Kind kind, const Tensor& x, const Attrs& a) {
       if (kind == Kind::Mean)
         for (int64_t k = 0; k < sl.count; ++k) yp[k] /= static_cast<double>(sl.per_slot);
       break;
-    case Kind::Prod:
+    case Kind::Prod: {
       y.fill(1.0);
       for (size_t i = 0; i < sl.of.size(); ++i) yp[sl.of[i]] *= xp[i];
+      const std::vector<Extent> ext = product_extents(x, sl);
+      for (int64_t k = 0; k < sl.count; ++k) {
+        const Extent& e = ext[static_cast<size_t>(k)];
+        yp[k] = stored_product(yp[k], e.largest, e.smallest);
+      }
       break;
+    }
     case Kind::Max:
     case Kind::Min: {
       const auto arg = first_extreme(x, sl, kind == Kind::Max);
@@ -108,13 +135,19 @@ Tensor prod_vjp(const Tensor& x, const Slots& sl, const double* gy) {
   Tensor gx(DType::F64, x.shape());
   const double* xp = x.f64();
   double* gxp = gx.f64();
+  // Each gradient is a product of the incoming gradient and the other factors, in an order the
+  // implementation chooses (prod / x_i, or prefix and suffix products): a stored product.
+  const std::vector<Extent> ext = product_extents(x, sl);
   for (int64_t k = 0; k < sl.count; ++k) {
     const auto& m = members[static_cast<size_t>(k)];
+    const Extent& e = ext[static_cast<size_t>(k)];
+    const double g = std::abs(gy[k]);
     std::vector<double> suffix(m.size() + 1, 1.0);  // suffix[j] = product of m[j..]
     for (size_t j = m.size(); j-- > 0;) suffix[j] = suffix[j + 1] * xp[m[j]];
     double prefix = 1.0;  // product of m[..j)
     for (size_t j = 0; j < m.size(); ++j) {
-      gxp[m[j]] = gy[k] * prefix * suffix[j + 1];
+      gxp[m[j]] = stored_product(gy[k] * prefix * suffix[j + 1], e.largest * std::max(1.0, g),
+                                 g == 0 || e.zero ? 1.0 : e.smallest * std::min(1.0, g));
       prefix *= xp[m[j]];
     }
   }

@@ -312,13 +312,7 @@ OpSpec make_reshaping(ReshapingDef def) {
   s.vjp = [gather](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
     const Tensor& x = *in[0];
     if (!gather) return std::vector<Tensor>{g[0].reshaped(x.shape())};
-    const auto map = gather(x.shape(), a);
-    Tensor gx(DType::F64, x.shape());
-    const double* gp = g[0].f64();
-    double* gxp = gx.f64();
-    for (size_t i = 0; i < map.size(); ++i)
-      if (map[i] >= 0) gxp[map[i]] += gp[i];
-    return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{fold(g[0], gather(x.shape(), a), x.shape())};
   };
   s.sample = def.sample;
   s.fit_attrs = def.fit;

@@ -546,6 +546,47 @@ TEST(PerNode, AQuotientThatOverflowsFloat32InsideDivsGradientIsNotAFinding) {
   EXPECT_EQ(found[0].op, "div");
 }
 
+// A product's partial products depend on the order of its factors: {1e-30, 1e-30, 1e30, 1e30} is 1,
+// but a float32 product in that order underflows to 0 (the 10-minute campaign's torch reduce_prod
+// FC finding: -0 where float64 gives -1.49e14, from a subnormal factor). The catalogue marks the
+// product stored with the range of its partial products; 0 for {2, 3, 0.5, 1} is still a finding.
+TEST(PerNode, AProductWhosePartialProductsLeaveFloat32sRangeIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 4]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "reduce_prod", "inputs": ["x"], "outputs": ["y"], "attrs": {"axes": [1], "keepdims": 0}}]})",
+                                          "prod_range");
+  const Case c(g, {{"x", core::Tensor::f64({2, 4}, {1e-30f, 1e-30f, 1e30f, 1e30f, 2, 3, 0.5, 1})}}, core::Tensor::f64({2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["y"].f64()[0] = 0;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.values["y"].f64()[1] = 0;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].op, "reduce_prod");
+}
+
+// softsign's derivative 1/(1+|x|)^2, as libtorch gets it differentiating x / (1 + |x|):
+// 1/(1+|x|) - |x|/(1+|x|)^2, a difference of terms 1e4 times larger at x = 1e4. With an incoming
+// gradient of 5.94e16 libtorch returns 5.940183e8 where float64 gives 5.940398e8 (the 10-minute
+// campaign's torch softsign BC finding); 5.8e8 is beyond that cancellation.
+TEST(PerNode, SoftsignsDerivativeIsJudgedWithItsTermsRounding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "softsign", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "softsign_large");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1e4, 1e6})}}, core::Tensor::f64({1, 2}, {-5.9415865e16f, -6.9778589e15f}));
+  BackendRun a = c.run("A");
+  ASSERT_NEAR(a.grads.at("x").get(0), 5.9404e8, 1e5);
+  a.grads["x"].f64()[0] = 5.940183e8f;
+  a.grads["x"].f64()[1] = 7168;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[0] = 5.8e8;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].op, "softsign");
+}
+
 TEST(PerNode, AGradientSummedOverSeveralConsumersIsChecked) {
   // a feeds both b (neg) and c (relu); the library's gradient of a is wrong.
   const ir::Graph g = two_consumers();
