@@ -127,10 +127,10 @@ Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
 // intermediates, one also moves them by their rounding error (a constant row's normalisation
 // keeps its exact mean and zero variance there), one also moves the statistics (a constant row's
 // float32 mean is off by its sum's rounding, the same for the whole row). The others move
-// operands, intermediates and statistics. An intermediate
-// that saturates (sigmoid = 1) or overflows in float32 then shows in the spread, and a trial that
-// is non-finite where the kernel is finite makes the spread infinite there: any value, NaN and Inf
-// included, is float32's at that element.
+// operands, intermediates and statistics. An intermediate that saturates (sigmoid = 1) or
+// overflows in float32 then shows in the spread, and a trial that is non-finite where the kernel
+// is finite makes the spread infinite there: any value, NaN and Inf included, is float32's at that
+// element.
 constexpr int kExactOperandTrials = 3;
 constexpr int kTrials = kExactOperandTrials + 3;
 constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
@@ -357,7 +357,8 @@ struct PerNode {
     // Beyond the plain tolerance, the loss and its gradient get the spread every node gets (the
     // prediction and target moved by a few units: a loss of a difference, p - t, amplifies them).
     double ulps = kUlps;
-    if (spec.reduction_length) ulps *= std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
+    if (spec.reduction_length)
+      ulps *= std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
     auto judged = [&](const Tensor& got, const Tensor& exact, const ops::Tolerance& tol, bool grad) {
       const Tensor w = rounded_to(exact, th.dtype);
       Verdict v = verdict(got, w, tol, finite);
