@@ -102,8 +102,10 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
   return v;
 }
 
+bool never_explained(int64_t, double) { return false; }
+
 Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol, bool operands_finite) {
-  return verdict(got, want, tol, operands_finite, [](int64_t, double) { return false; });
+  return verdict(got, want, tol, operands_finite, never_explained);
 }
 
 bool all_finite(const std::vector<Tensor>& ts) {
@@ -148,10 +150,12 @@ double perturbation_ulps(const ir::Node& n, const std::vector<Tensor>& held) {
   }
 }
 
+double unit_roundoff(DType dtype) { return dtype == DType::F32 ? 0x1p-24 : 0x1p-53; }
+
 template <class F>
 std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vector<Tensor>& base, DType dtype,
                            double ulps, const std::string& where, const F& f) {
-  const double u = dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
+  const double u = unit_roundoff(dtype);
   std::vector<Tensor> s;
   for (const auto& b : base) s.push_back(zeros_like(b));
   core::Rng rng(core::fnv1a(where));
@@ -179,6 +183,19 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
     }
   }
   return s;
+}
+
+// The verdict where the plain tolerance failed: an element may also differ by kMargin spreads
+// (`sens`; undefined: none) plus `u` times its sum bound (`bound`; undefined: none), and anything
+// goes where the spread is infinite (a trial non-finite where the kernel is finite).
+template <class Explained>
+Verdict within_spread(const Tensor& got, const Tensor& w, const ops::Tolerance& tol, bool finite, const Tensor& sens,
+                      const Tensor& bound, double u, const Explained& explained) {
+  return verdict(got, w, tol, finite, [&](int64_t i, double a) {
+    const double allowed = (sens.defined() ? kMargin * sens.get(i) : 0) +
+                           (bound.defined() && i < bound.numel() ? u * bound.get(i) : 0);
+    return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed || explained(i, a);
+  });
 }
 
 struct Judged {
@@ -241,14 +258,9 @@ struct PerNode {
               return ops::op(n.op).forward(pin, n.attrs);
             });
           const Tensor bound = sum_magnitude(n, held, k);
-          const double u = th.dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
-          if (k < sens.size() || bound.defined()) {
-            v = verdict(got->second, w, tol, finite, [&](int64_t i, double a) {
-              const double allowed = (k < sens.size() ? kMargin * sens[k].get(i) : 0) +
-                                     (bound.defined() && i < bound.numel() ? u * bound.get(i) : 0);
-              return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed;
-            });
-          }
+          if (k < sens.size() || bound.defined())
+            v = within_spread(got->second, w, tol, finite, k < sens.size() ? sens[k] : Tensor(), bound,
+                              unit_roundoff(th.dtype), never_explained);
         }
         note(Stage::Forward, &n, n.outputs[k], ri, v);
       }
@@ -371,10 +383,7 @@ struct PerNode {
             return std::vector<Tensor>{spec.vjp(pin, la, y, {Tensor::scalar(1.0).reshaped(y[0].shape())})[0]};
           });
       if (sens.empty()) return v;
-      return verdict(got, w, tol, finite, [&](int64_t i, double a) {
-        const double allowed = kMargin * sens[0].get(i);
-        return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed;
-      });
+      return within_spread(got, w, tol, finite, sens[0], Tensor(), unit_roundoff(th.dtype), never_explained);
     };
     Verdict v = judged(Tensor::scalar(r.loss), want[0].reshaped({}), loss_tolerance(g, th.loss_op, th.dtype, false), false);
     if (r.loss_grad.defined() && !want_grad.empty()) {
@@ -525,11 +534,7 @@ struct PerNode {
         if (!bound.defined()) bound = zeros_like(want);
         for (int64_t i = 0; i < b.numel(); ++i) bound.f64()[i] += b.get(i);
       }
-      const double u = th.dtype == DType::F32 ? 0x1p-24 : 0x1p-53;
-      v = verdict(got, w, tol, finite, [&](int64_t i, double a) {
-        const double allowed = (sens.empty() ? 0 : kMargin * sens[0].get(i)) + (bound.defined() ? u * bound.get(i) : 0);
-        return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed || explained(i, a);
-      });
+      v = within_spread(got, w, tol, finite, sens.empty() ? Tensor() : sens[0], bound, unit_roundoff(th.dtype), explained);
     }
     v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
     if (v.produced && th.dtype == DType::F32)
