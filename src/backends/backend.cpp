@@ -1,6 +1,8 @@
 // Shared backend helpers.
 #include "backends/backend.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ref/interpreter.h"
 
@@ -8,6 +10,11 @@ namespace quorum::backends {
 
 TrainResult Session::train_step(const TrainRequest&) {
   throw std::logic_error("this backend does not train");
+}
+
+void LoweringLog::note(const std::string& node, const std::string& op) {
+  std::vector<std::string>& ops = ops_[node];
+  if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
 }
 
 std::vector<GraphInput> bind_graph_inputs(const ir::Graph& g, const ValueMap& inputs) {

@@ -81,6 +81,12 @@ class Session {
   virtual ValueMap forward(const ValueMap& inputs, bool keep_intermediates) = 0;
   // Only for backends whose trains() is true.
   virtual TrainResult train_step(const TrainRequest& req);
+  // The library's own operations each node ran so far (compile, forward and training), in the
+  // order first run, by node name: primitives with their algorithm (oneDNN "binary_ge",
+  // "pooling_max_backward"), subgraph definitions (XNNPACK "xnn_define_add2"), layers (ArmNN
+  // "Pad"). Findings carry their node's list, so a known-issue ledger entry can name the library
+  // operation at fault and cover every operator built on it. Empty where the backend does not say.
+  virtual std::map<std::string, std::vector<std::string>> lowering() const { return {}; }
 };
 
 class Backend {
@@ -98,6 +104,17 @@ class Backend {
   }
   // Builds a runnable session; throws ConversionError when the library refuses the model.
   virtual std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) = 0;
+};
+
+// Session::lowering as a backend records it: each node's library operations in the order first
+// noted, each once.
+class LoweringLog {
+ public:
+  void note(const std::string& node, const std::string& op);
+  const std::map<std::string, std::vector<std::string>>& ops() const { return ops_; }
+
+ private:
+  std::map<std::string, std::vector<std::string>> ops_;
 };
 
 // Whether every weight of the node (its inputs after the data inputs: filters, biases, statistics)

@@ -11,6 +11,8 @@ namespace quorum::backends {
 const ir::Node* ReproCase::blamed() const {
   for (const auto& n : model.nodes)
     if (n.name == node) return &n;
+  // A crash names no node; reduced to one, that node is the one that crashed.
+  if (node.empty() && kind == "crash" && model.nodes.size() == 1) return &model.nodes[0];
   return nullptr;
 }
 

@@ -32,6 +32,7 @@ struct ReproCase {
   std::string op, node;         // the blamed operator and node ("" for some crashes)
   std::string detail;           // the oracle's sentence (largest difference, where)
   std::string known;            // ledger id when the finding matches one, else ""
+  std::vector<std::string> lowering;  // the library operations the blamed node ran (finding.json)
   std::string bundle;           // the bundle directory it came from
   std::string replay;           // `quorum replay ...`
   std::string quorum_version;
@@ -71,7 +72,9 @@ struct ReproCase {
   ops::Tolerance tol;
 
   bool backward() const { return stage == "BC"; }
-  const ir::Node* blamed() const;  // the node named `node` in `model`, or null
+  // The node named `node` in `model`; for a crash (no node named) in a one-node model, that node;
+  // else null.
+  const ir::Node* blamed() const;
 };
 
 struct ReproProgram {

@@ -153,6 +153,16 @@ backends::ValueMap read_recorded(const std::string& dir, const ir::Graph& g) {
   return m;
 }
 
+backends::ValueMap read_recorded_values(const std::string& bundle_dir, const std::string& backend, const ir::Graph& g,
+                                        bool training) {
+  const fs::path dir(bundle_dir);
+  if (training) {
+    backends::ValueMap m = read_recorded((dir / "train_outputs" / bundle_file_name(backend)).string(), g);
+    if (!m.empty()) return m;
+  }
+  return read_recorded((dir / "outputs" / bundle_file_name(backend)).string(), g);
+}
+
 std::vector<std::string> list_bundles(const std::string& campaign_dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
@@ -202,6 +212,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
   json backends = json::array();
   for (const auto& r : ctx.evaluation.runs) {
     save_values(tmp / "outputs" / safe_name(r.backend), r.values);
+    if (!r.train_values.empty()) save_values(tmp / "train_outputs" / safe_name(r.backend), r.train_values);
     if (r.trained) save_values(tmp / "grads" / safe_name(r.backend), r.grads);
     const auto v = ctx.versions.find(r.backend);
     backends.push_back({{"backend", r.backend},
@@ -219,6 +230,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
             {"against", f.against},
             {"known", f.known},
             {"node", f.node},
+            {"lowering", f.lowering},
             {"op", f.op},
             {"params", f.params},
             {"distance", f.distance},

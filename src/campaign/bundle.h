@@ -21,7 +21,9 @@ struct BundleContext {
 };
 
 // Writes OUT/bundles/<id>/ for `f` and returns its path. Contents: model.json, inputs/*.npy,
-// target.npy, outputs/<backend>/<value>.npy, grads/<backend>/<value>.npy, finding.json.
+// target.npy, outputs/<backend>/<value>.npy, train_outputs/<backend>/<value>.npy (the training
+// pass's own forward values, where it ran beside an inference pass), grads/<backend>/<value>.npy,
+// finding.json.
 // Every inconsistency and NaN bundle also holds the finding's localization map (map.json, map.svg).
 std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, const BundleContext& ctx);
 // The same, into the directory `dir` itself (a reduced case beside its bundle: BUNDLE/reduced).
@@ -36,6 +38,11 @@ std::string bundle_file_name(const std::string& value);
 // Every value recorded under `dir` (a bundle's outputs/<backend> or grads/<backend>) for the graph's
 // node outputs, weights and graph inputs, as float64; values without a file are left out.
 backends::ValueMap read_recorded(const std::string& dir, const ir::Graph& g);
+// The forward values `backend` computed in a bundle, as the oracle judged them: for a loss or
+// backward finding (`training`) the training pass's own (train_outputs/) where the bundle has
+// them, else outputs/.
+backends::ValueMap read_recorded_values(const std::string& bundle_dir, const std::string& backend, const ir::Graph& g,
+                                        bool training);
 
 // A campaign's bundle folders (CAMPAIGN/bundles/* holding finding.json), sorted; empty when none.
 std::vector<std::string> list_bundles(const std::string& campaign_dir);

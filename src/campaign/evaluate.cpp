@@ -138,7 +138,10 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
         r.loss = tr.loss;
         r.loss_grad = std::move(tr.loss_grad);
         r.grads = std::move(tr.grads);
+        // Both passes kept: the forward is judged on the inference pass, the loss and gradients
+        // on the training pass's own forward values.
         if (r.values.empty()) r.values = std::move(tr.values);
+        else r.train_values = std::move(tr.values);
       } else {
         fail(o, oracle::Stage::Backward);
       }
@@ -152,9 +155,24 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   th.loss_op = setup.loss;
   th.dtype = setup.dtype;
   ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
+  // The library operations behind each finding's node, asked once per backend with findings.
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> lowering;
+  for (auto& f : ev.findings) {
+    if (f.node.empty()) continue;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (setup.backends[i].str() != f.backend) continue;
+      auto it = lowering.find(f.backend);
+      if (it == lowering.end()) {
+        std::map<std::string, std::vector<std::string>> ops;
+        if (!workers.at(i).lowering(ops).ok()) ops.clear();
+        it = lowering.emplace(f.backend, std::move(ops)).first;
+      }
+      if (auto n = it->second.find(f.node); n != it->second.end()) f.lowering = n->second;
+    }
+  }
   if (setup.known)
     for (auto& f : ev.findings)
-      if (const oracle::KnownEntry* e = setup.known->match(f.signature())) f.known = e->id;
+      if (const oracle::KnownEntry* e = setup.known->match(f.signature(), f.lowering)) f.known = e->id;
   t.compare += since(t0);
   return ev;
 }

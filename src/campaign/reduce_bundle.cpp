@@ -51,9 +51,10 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   const Setup setup = bundle_setup(bundle_dir);
   const std::string blamed = j.at("backend").get<std::string>();
   const bool backward = j.at("stage").get<std::string>() == "BC";
-  // What the blamed backend computed; a backend that crashed before computing anything is fed the
-  // float64 reference's values (rounded to the run's dtype when fed) instead.
-  backends::ValueMap values = read_recorded((dir / "outputs" / bundle_file_name(blamed)).string(), original.graph);
+  // What the blamed backend computed (in the pass the finding was judged on); a backend that
+  // crashed before computing anything is fed the float64 reference's values (rounded to the
+  // run's dtype when fed) instead.
+  backends::ValueMap values = read_recorded_values(bundle_dir, blamed, original.graph, backward);
   if (values.empty()) values = read_recorded((dir / "outputs" / "ref").string(), original.graph);
   const backends::ValueMap grads = read_recorded((dir / "grads" / bundle_file_name(blamed)).string(), original.graph);
   std::unique_ptr<WorkerSet> own;

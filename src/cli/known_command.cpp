@@ -19,8 +19,9 @@ int cmd_known(const Options& o) {
     for (const auto& e : ledger.entries) {
       const std::string base = e.backend.substr(0, e.backend.find(':'));
       if (!only.empty() && std::find(only.begin(), only.end(), base) == only.end()) continue;
-      std::cout << e.id << "  [" << e.cls << "]  " << e.signature << (e.has_case ? "" : "  (no case)") << "\n    "
-                << e.note.substr(0, 160) << (e.note.size() > 160 ? "..." : "") << "\n";
+      std::cout << e.id << "  [" << e.cls << "]  " << e.signature << (e.has_case ? "" : "  (no case)") << "\n";
+      for (const auto& p : e.also) std::cout << "    also " << p.str() << "\n";
+      std::cout << "    " << e.note.substr(0, 160) << (e.note.size() > 160 ? "..." : "") << "\n";
     }
     std::cout << ledger.entries.size() << " entries in " << dir << "/*/known_differences.json\n";
     return 0;

@@ -49,6 +49,16 @@ double normalized(double x, const GroupStats& s) {
   return stored_sum((x - s.mean) * s.rstd, (std::abs(x) + std::abs(s.mean)) * s.rstd, 2);
 }
 
+// The magnitude of the sums of raw values a float32 normalisation backward holds over one group:
+// libtorch sums dy * x and multiplies sum(dy) by the mean, oneDNN sums dy * (x - mean), where the
+// catalogue sums dy * xhat. With large values and gradients (x ~ 1e12, dy ~ 1e30) they overflow
+// float32 although the gradients fit (ops::float32_range).
+double raw_magnitude(const double* x, const double* dy, const std::vector<int64_t>& idx, const GroupStats& s) {
+  double m = 0;
+  for (int64_t i : idx) m += std::abs(dy[i]) * (std::abs(x[i]) + std::abs(s.mean));
+  return m;
+}
+
 // The backward of xhat = (x - mean(x)) * rstd(x) over one group, given dL/dxhat; accumulates dL/dx.
 // dL/dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) is a sum whose terms cancel
 // (exactly, for a one-element group); float32 implementations that expand it (libtorch:
@@ -68,7 +78,7 @@ void group_backward(const double* x, const double* dxhat, const std::vector<int6
     mag_dx += std::abs(dxhat[i] * xh[j]);
   }
   mean_d = stored_sum(mean_d / m, mag_d / m, terms);
-  mean_dx = stored_sum(mean_dx / m, mag_dx / m, terms);
+  mean_dx = stored_sum(mean_dx / m, mag_dx / m, terms) + float32_range(raw_magnitude(x, dxhat, idx, s));
   for (size_t j = 0; j < idx.size(); ++j) {
     const int64_t i = idx[j];
     dx[i] += stored_sum(s.rstd * (dxhat[i] - mean_d - xh[j] * mean_dx),
@@ -149,6 +159,7 @@ std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::
       gbias.f64()[c] += gy[i];
       dxhat.f64()[i] = gy[i] * scale[c];
     }
+    if (training) gscale.f64()[c] += float32_range(raw_magnitude(xp, gy, idx, s));
     if (training) {
       // The statistics depend on x; the stored mean/var are unused, so their gradient stays 0.
       group_backward(xp, dxhat.f64(), idx, s, gx.f64());
@@ -257,9 +268,10 @@ std::vector<Tensor> layer_norm_vjp(const Inputs& in, const Attrs& a, const std::
   for (int64_t r = 0; r < rows; ++r) {
     const auto idx = row_indices(r, k);
     const GroupStats s = group_stats(xp, idx, eps);
+    const double raw = float32_range(raw_magnitude(xp, gy, idx, s));
     for (int64_t j = 0; j < k; ++j) {
       const int64_t i = r * k + j;
-      gscale.f64()[j] += gy[i] * normalized(xp[i], s);
+      gscale.f64()[j] += gy[i] * normalized(xp[i], s) + raw;
       gbias.f64()[j] += gy[i];
       dxhat.f64()[i] = gy[i] * scale[j];
     }

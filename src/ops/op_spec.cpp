@@ -14,20 +14,25 @@ struct StoredState {
   double unit;
   bool jitter, move_statistics;
   core::Rng* rng;
+  int direction;
 };
-thread_local StoredState g_state{false, 0, false, false, nullptr};
+thread_local StoredState g_state{false, 0, false, false, nullptr, 0};
 thread_local const StoredState* g_stored = nullptr;
+
+// How far, in rounding errors, a stored value moves in the current scope.
+double draw() { return g_stored->direction != 0 ? g_stored->direction : g_stored->rng->uniform(-1.0, 1.0); }
 
 double moved_sum(double sum, double magnitude, int64_t terms, bool moves) {
   if (g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
   const double r = rounded(sum);
   if (!g_stored || !moves || !std::isfinite(r)) return r;
-  return r + g_stored->rng->uniform(-1.0, 1.0) * sum_units(terms) * g_stored->unit * magnitude;
+  return r + draw() * sum_units(terms) * g_stored->unit * magnitude;
 }
 }  // namespace
 
-StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng) {
-  g_state = StoredState{round_to_f32, unit, jitter, move_statistics, &rng};
+StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng,
+                                 int direction) {
+  g_state = StoredState{round_to_f32, unit, jitter, move_statistics, &rng, direction};
   g_stored = &g_state;
 }
 
@@ -40,7 +45,11 @@ double rounded(double v) {
 double stored(double v) {
   const double r = rounded(v);
   if (!g_stored || !g_stored->jitter || !std::isfinite(r)) return r;
-  return r * (1 + g_stored->rng->uniform(-1.0, 1.0) * g_stored->unit);
+  return r * (1 + draw() * g_stored->unit);
+}
+
+double float32_range(double magnitude) {
+  return g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX) ? std::nan("") : 0.0;
 }
 
 double stored_product(double product, double largest, double smallest) {
@@ -59,7 +68,11 @@ double stored_sum(double sum, double magnitude, int64_t terms) {
 }
 
 double statistic_sum(double sum, double magnitude, int64_t terms) {
-  return moved_sum(sum, magnitude, terms, g_stored && g_stored->move_statistics);
+  // A scope that keeps statistics keeps them exact, as implementations whose mean of equal values
+  // is exact (Welford, pairwise or wider sums) do: a constant row's variance is then exactly 0.
+  if (g_stored && !g_stored->move_statistics)
+    return g_stored->round_to_f32 && !(magnitude <= FLT_MAX) ? std::nan("") : sum;
+  return moved_sum(sum, magnitude, terms, g_stored != nullptr);
 }
 
 bool OpSpec::has_tag(const std::string& t) const { return std::find(tags.begin(), tags.end(), t) != tags.end(); }

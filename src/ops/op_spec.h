@@ -121,17 +121,21 @@ class InputShaper {
 // implementation rounds but whose rounding error the operands' perturbation already covers.
 // Outside a StoredPrecision scope all four return the value; inside one (the oracle's sensitivity
 // trials) they round it to float32 when the scope says so and, when the scope jitters, move stored
-// values and sums by a random amount of their rounding error (Monte Carlo arithmetic): one unit for
-// a value, sum_units(terms) units of the terms' magnitude for a sum (its rounding grows with its
-// terms, not its result: cancellation). A statistic moves only in scopes that also move
-// statistics: a trial that keeps it keeps a constant row's mean exact, so its variance is zero, as
-// in implementations whose mean of equal values is exact; the others move it, as a float32 sum of
-// equal values in order does (then the variance is the square of the mean's error). A sum whose
-// magnitude exceeds float32's range is NaN when rounding to float32: a partial sum may overflow,
-// depending on the order. Per thread; scopes do not nest.
+// values and sums by their rounding error: one unit for a value, sum_units(terms) units of the
+// terms' magnitude for a sum (its rounding grows with its terms, not its result: cancellation).
+// A scope with a direction (-1 or +1) moves every one by that whole error in that direction, so
+// the worst case of one rounding (a constant row's normalised value, a coordinate on an exact
+// tie) is in every such trial whatever the draws; a scope without one moves each by a random
+// fraction of it, drawn from the scope's Rng (Monte Carlo arithmetic). A statistic is rounded and
+// moved only in scopes that move statistics: a trial that keeps it keeps it exact, so a constant
+// row's variance is zero, as in implementations whose mean of equal values is exact; the others
+// round and move it, as a float32 sum of equal values in order does (then the variance is the
+// square of the mean's error). A sum whose magnitude exceeds float32's range is NaN when rounding
+// to float32: a partial sum may overflow, depending on the order. Per thread; scopes do not nest.
 class StoredPrecision {
  public:
-  StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng);
+  StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng,
+                  int direction = 0);
   ~StoredPrecision();
   StoredPrecision(const StoredPrecision&) = delete;
   StoredPrecision& operator=(const StoredPrecision&) = delete;
@@ -146,6 +150,11 @@ double rounded(double v);
 // (inf, or inf * 0 = NaN) or loses its digits to underflow, so rounding to float32 makes it NaN
 // (the spread then accepts any value there: the result depends on the order); otherwise rounded.
 double stored_product(double product, double largest, double smallest);
+// An intermediate of magnitude `magnitude` that float32 implementations hold although the kernel's
+// formula avoids it (libtorch's normalisation backward sums dy * x where the catalogue sums
+// dy * xhat): 0, or NaN under float32 rounding when the magnitude is beyond float32's range (add it
+// to what the implementation derives from it, so the spread accepts any value there).
+double float32_range(double magnitude);
 // The rounding error of a float32 sum of `terms` terms, in units of the terms' magnitude: none for
 // one term, sqrt(terms) for independent rounding errors, and terms / 4 where that is larger: the
 // errors of equal terms (a constant row, common after clipping) add up instead of cancelling

@@ -55,7 +55,11 @@ std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t ou
       t.w1 = c - static_cast<double>(t.i0);
       t.w0 = 1.0 - t.w1;
     } else {
-      t.i0 = t.i1 = std::clamp<int64_t>(round_nearest(core::attr_s(a, "nearest_mode"), x), 0, in - 1);
+      // The same stored coordinate: on an exact integer (floor, ceil) or half-way point (the round
+      // modes), a float32 implementation's coordinate (o * float(in / out)) may land on either
+      // side, and so may a float64 one whose scale was rounded (libtorch's upsample_nearest).
+      const double c = stored_sum(x, std::abs(x) + 0.5, 3);
+      t.i0 = t.i1 = std::clamp<int64_t>(round_nearest(core::attr_s(a, "nearest_mode"), c), 0, in - 1);
     }
   }
   return taps;

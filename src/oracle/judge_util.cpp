@@ -40,20 +40,20 @@ ops::Tolerance loss_tolerance(const ir::Graph& g, const std::string& loss_op, co
   return t;
 }
 
-std::optional<core::Tensor> own_value(const ir::Graph& g, const BackendRun& r, const std::string& name,
+std::optional<core::Tensor> own_value(const ir::Graph& g, const backends::ValueMap& values, const std::string& name,
                                       const backends::ValueMap* inputs, core::DType dtype) {
-  if (auto it = r.values.find(name); it != r.values.end()) return it->second.to(core::DType::F64);
+  if (auto it = values.find(name); it != values.end()) return it->second.to(core::DType::F64);
   if (auto w = g.initializers.find(name); w != g.initializers.end()) return rounded_to(w->second.to(core::DType::F64), dtype);
   if (inputs)
     if (auto in = inputs->find(name); in != inputs->end()) return rounded_to(in->second.to(core::DType::F64), dtype);
   return std::nullopt;
 }
 
-std::vector<core::Tensor> own_inputs(const ir::Graph& g, const ir::Node& n, const BackendRun& r,
+std::vector<core::Tensor> own_inputs(const ir::Graph& g, const ir::Node& n, const backends::ValueMap& values,
                                      const backends::ValueMap* inputs, core::DType dtype) {
   std::vector<core::Tensor> held;
   for (const auto& name : n.inputs) {
-    auto v = own_value(g, r, name, inputs, dtype);
+    auto v = own_value(g, values, name, inputs, dtype);
     if (!v) return {};
     held.push_back(std::move(*v));
   }

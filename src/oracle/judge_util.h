@@ -22,13 +22,14 @@ ops::Tolerance node_tolerance(const ir::Graph& g, const ir::Node& n, core::DType
 // The tolerance of the loss operator on the model's output (grad: the loss gradient).
 ops::Tolerance loss_tolerance(const ir::Graph& g, const std::string& loss_op, core::DType dtype, bool grad);
 
-// A run's own value of `name` in float64: its node output, else the graph input or weight as the
-// library received it (rounded to `dtype`). nullopt when the run does not hold it.
-std::optional<core::Tensor> own_value(const ir::Graph& g, const BackendRun& r, const std::string& name,
+// A run's own value of `name` in float64: its node output in `values` (a run's forward values, or
+// its training pass's), else the graph input or weight as the library received it (rounded to
+// `dtype`). nullopt when the run does not hold it.
+std::optional<core::Tensor> own_value(const ir::Graph& g, const backends::ValueMap& values, const std::string& name,
                                       const backends::ValueMap* inputs, core::DType dtype);
 
-// Node `n`'s inputs (data and weights) as run `r` held them; empty when one is missing.
-std::vector<core::Tensor> own_inputs(const ir::Graph& g, const ir::Node& n, const BackendRun& r,
+// Node `n`'s inputs (data and weights) as a run held them in `values`; empty when one is missing.
+std::vector<core::Tensor> own_inputs(const ir::Graph& g, const ir::Node& n, const backends::ValueMap& values,
                                      const backends::ValueMap* inputs, core::DType dtype);
 
 // A float64 result as a `dtype` computation would hold it at best: rounded to float32 (a value

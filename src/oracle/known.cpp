@@ -1,6 +1,7 @@
 // Reading the known-issue ledgers.
 #include "oracle/known.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -66,13 +67,62 @@ std::string base_signature(const std::string& signature) {
   return signature.substr(0, b + 1) + backend.substr(0, colon) + signature.substr(c);
 }
 
-const KnownEntry* Ledger::match(const std::string& signature) const {
+namespace {
+
+// '*' matches any run of characters (none included); everything else itself.
+bool glob(const std::string& pattern, const std::string& s) {
+  size_t p = 0, i = 0, star = std::string::npos, from = 0;
+  while (i < s.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      from = i;
+    } else if (p < pattern.size() && pattern[p] == s[i]) {
+      ++p, ++i;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      i = ++from;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+}  // namespace
+
+bool KnownPattern::matches(const std::string& sig, const std::vector<std::string>& node_lowering) const {
+  if (!glob(base_signature(signature), sig)) return false;
+  if (lowering.empty()) return true;
+  for (const auto& op : lowering)
+    if (std::find(node_lowering.begin(), node_lowering.end(), op) != node_lowering.end()) return true;
+  return false;
+}
+
+std::string KnownPattern::str() const {
+  std::string s = signature;
+  if (lowering.empty()) return s;
+  s += "  when the node ran ";
+  for (size_t i = 0; i < lowering.size(); ++i) s += (i ? (i + 1 == lowering.size() ? " or " : ", ") : "") + lowering[i];
+  return s;
+}
+
+const KnownEntry* Ledger::match(const std::string& signature, const std::vector<std::string>& lowering) const {
   const std::string want = base_signature(signature);
   for (const auto& e : entries) {
     if (base_signature(e.signature) == want) return &e;
-    for (const auto& s : e.also)
-      if (base_signature(s) == want) return &e;
+    for (const auto& p : e.also)
+      if (p.exact() && base_signature(p.signature) == want) return &e;
   }
+  for (const auto& e : entries)
+    for (const auto& p : e.also)
+      if (!p.exact() && p.matches(want, lowering)) return &e;
+  return nullptr;
+}
+
+const KnownEntry* Ledger::find(const std::string& id) const {
+  for (const auto& e : entries)
+    if (e.id == id) return &e;
   return nullptr;
 }
 
@@ -105,8 +155,20 @@ Ledger load_ledger(const std::string& path) {
     k.signature = str(e, "signature", where);
     k.note = str(e, "note", where);
     for (const auto& s : e.value("also", json::array())) {
-      if (!s.is_string()) throw UserError(where + ": \"also\" lists signatures (strings)");
-      k.also.push_back(s.get<std::string>());
+      KnownPattern p;
+      if (s.is_string()) {
+        p.signature = s.get<std::string>();
+      } else if (s.is_object() && s.contains("signature") && s.at("signature").is_string()) {
+        p.signature = s.at("signature").get<std::string>();
+        for (const auto& op : s.value("lowering", json::array())) {
+          if (!op.is_string()) throw UserError(where + ": an \"also\" pattern's \"lowering\" lists library operations (strings)");
+          p.lowering.push_back(op.get<std::string>());
+        }
+      } else {
+        throw UserError(where + ": \"also\" lists signatures (strings, '*' for any run of characters) or "
+                        "{\"signature\": ..., \"lowering\": [library operations]}");
+      }
+      k.also.push_back(std::move(p));
     }
     k.link = str(e, "link", where, false);
     if (e.contains("case") && !e.at("case").is_null()) {

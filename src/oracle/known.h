@@ -21,14 +21,29 @@ struct AgreementWaiver {
   std::string stage;
 };
 
+// Another form of an entry's root cause. `signature` may hold '*', which matches any run of
+// characters (every operator, every parameter, a message's variable part); `lowering`, when given,
+// names library operations (backends::Session::lowering) one of which the finding's node must have
+// run: the same primitive behind several operators ("nan-swallowed|FC|onednn|*" with eltwise_relu
+// covers relu and leaky_relu, and any operator a backend builds on it later).
+struct KnownPattern {
+  std::string signature;
+  std::vector<std::string> lowering;
+  bool exact() const { return lowering.empty() && signature.find('*') == std::string::npos; }
+  // `signature` with the backend's options already dropped (base_signature).
+  bool matches(const std::string& signature, const std::vector<std::string>& node_lowering) const;
+  std::string str() const;  // for people: the signature, and "when the node ran ..." where given
+};
+
 struct KnownEntry {
   std::string id;
   std::string backend;    // the backend spec the case runs on ("onednn", "faulty:relu-nan-to-zero")
   std::string cls;        // "bug", "convention" or "precision"
   std::string signature;  // the finding the case produces
-  // Other signatures of the same root cause (the same defect seen through sibling operators, e.g.
-  // relu6 and clip beside relu): campaign findings with these are labelled with this entry too.
-  std::vector<std::string> also;
+  // Other forms of the same root cause (the same defect seen through sibling operators, e.g. relu6
+  // and clip beside relu, or every operator built on one primitive): campaign findings matching one
+  // are labelled with this entry too.
+  std::vector<KnownPattern> also;
   std::string note, link;
   bool has_case = false;
   std::string mode = "infer";  // infer | train
@@ -41,8 +56,11 @@ struct KnownEntry {
 
 struct Ledger {
   std::vector<KnownEntry> entries;
-  // The entry whose signature a finding's signature matches (backend options aside), or null.
-  const KnownEntry* match(const std::string& signature) const;
+  // The entry a finding belongs to (backend options aside), or null: first an entry whose signature
+  // or exact `also` signature equals the finding's, then the first whose pattern matches it (with
+  // `lowering`, the library operations the finding's node ran).
+  const KnownEntry* match(const std::string& signature, const std::vector<std::string>& lowering = {}) const;
+  const KnownEntry* find(const std::string& id) const;
 };
 
 // "kind|stage|backend:opts|op|params" -> the same with the backend's base name.

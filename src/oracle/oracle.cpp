@@ -383,7 +383,7 @@ struct Judge {
     const auto out = std::find(n.outputs.begin(), n.outputs.end(), v);
     const auto got = r.values.find(v);
     if (out == n.outputs.end() || got == r.values.end()) return false;
-    const std::vector<core::Tensor> held = detail::own_inputs(g, n, r, inputs, got->second.dtype());
+    const std::vector<core::Tensor> held = detail::own_inputs(g, n, r.values, inputs, got->second.dtype());
     if (held.size() != n.inputs.size()) return false;
     ops::Inputs in;
     for (const auto& t : held) in.push_back(&t);

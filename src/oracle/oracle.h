@@ -31,7 +31,13 @@ struct BackendRun {
   worker::Outcome outcome;  // the first non-ok outcome, or ok
   Stage failed_at = Stage::Compile;  // meaningful when !outcome.ok()
   bool unsupported = false;          // supports() said no: the backend abstains
-  backends::ValueMap values;         // every node output (forward)
+  backends::ValueMap values;         // every node output (forward; the inference pass where one ran)
+  // The training pass's own forward values when it ran beside an inference pass (mode both);
+  // empty when `values` are that pass's. A library may compute its training forward differently
+  // (oneDNN's RNNs run forward_training kernels), so the loss and the gradients are judged on
+  // these and the forward on `values`.
+  backends::ValueMap train_values;
+  const backends::ValueMap& training_values() const { return train_values.empty() ? values : train_values; }
   bool trained = false;
   double loss = 0;
   core::Tensor loss_grad;
@@ -68,6 +74,9 @@ struct Finding {
   std::string message;            // outcome message (crash), normalised
   std::string detail;             // free text for people
   std::string known;              // the known-issue ledger entry it matches (oracle/known.h), or empty
+  // The library operations the blamed backend ran for the node (backends::Session::lowering:
+  // primitives, subgraph definitions, layers), forward and backward; empty where it does not say.
+  std::vector<std::string> lowering;
   // The deduplication key: kind, stage, blamed backend, operator, and the categorical
   // attributes (inconsistency), nothing more (NaN: by layer type) or the normalised message (crash).
   std::string signature() const;

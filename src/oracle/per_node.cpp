@@ -126,10 +126,14 @@ Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
 // sqrt(L), so its operands move by kUlps * sqrt(L) units (the same growth as its tolerance).
 // The trials run the kernel with its stored intermediates (ops::stored: gates, states, statistics,
 // sums) at the run's precision. The first three keep the operands exact: one rounds the
-// intermediates, one also moves them by their rounding error (a constant row's normalisation
-// keeps its exact mean and zero variance there), one also moves the statistics (a constant row's
-// float32 mean is off by its sum's rounding, the same for the whole row). The others move
-// operands, intermediates and statistics. An intermediate that saturates (sigmoid = 1) or
+// intermediates, one also moves every one down by its whole rounding error (a constant row's
+// normalisation keeps its exact mean and zero variance there), one moves them and the statistics
+// up by theirs (a constant row's float32 mean is off by its sum's rounding, the same for the whole
+// row). These are deterministic: the worst case of one rounding (a coordinate on an exact tie, the
+// x*rstd - mean*rstd of a constant row) is in the spread whatever the draws. The others move
+// operands, intermediates and statistics by random fractions of their errors, drawn from an Rng
+// seeded by the operator and the operands' values, so the verdict on the same values is the same
+// whatever the node is called. An intermediate that saturates (sigmoid = 1) or
 // overflows in float32 then shows in the spread, and a trial that is non-finite where the kernel
 // is finite makes the spread infinite there: any value, NaN and Inf included, is float32's at that
 // element.
@@ -152,15 +156,34 @@ double perturbation_ulps(const ir::Node& n, const std::vector<Tensor>& held) {
 
 double unit_roundoff(DType dtype) { return dtype == DType::F32 ? 0x1p-24 : 0x1p-53; }
 
+// The spread's seed: the operator (with what is judged: an output, an input's gradient) and every
+// operand's shape and values; never a node's name.
+uint64_t spread_seed(const std::string& what, const std::vector<Tensor>& operands) {
+  uint64_t h = core::fnv1a(what);
+  auto mix = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (const auto& o : operands) {
+    for (const int64_t d : o.shape()) mix(&d, sizeof d);
+    for (int64_t i = 0; i < o.numel(); ++i) {
+      const double v = o.get(i);
+      mix(&v, sizeof v);
+    }
+  }
+  return h;
+}
+
 template <class F>
 std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vector<Tensor>& base, DType dtype,
-                           double ulps, const std::string& where, const F& f) {
+                           double ulps, const std::string& what, const F& f) {
   const double u = unit_roundoff(dtype);
   std::vector<Tensor> s;
   for (const auto& b : base) s.push_back(zeros_like(b));
-  core::Rng rng(core::fnv1a(where));
+  core::Rng rng(spread_seed(what, operands));
   for (int t = 0; t < kTrials; ++t) {
-    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, t > 1, rng);
+    const int direction = t == 1 ? -1 : t == 2 ? 1 : 0;
+    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, t > 1, rng, direction);
     std::vector<Tensor> p;
     for (const auto& o : operands) {
       Tensor q = o.to(DType::F64);
@@ -230,7 +253,7 @@ struct PerNode {
       bool ran = false;
       for (const auto& o : n.outputs) ran |= r.values.count(o) > 0;
       if (!ran) continue;
-      const std::vector<Tensor> held = own_inputs(g, n, r, inputs, th.dtype);
+      const std::vector<Tensor> held = own_inputs(g, n, r.values, inputs, th.dtype);
       if (held.size() != n.inputs.size()) continue;
       ops::Inputs in;
       for (const auto& t : held) in.push_back(&t);
@@ -252,7 +275,7 @@ struct PerNode {
         if (v.produced && th.dtype == DType::F32 && intermediate_overflow(n, held, k)) v.produced = 0;
         if ((v.wrong || v.produced) && !v.shape_mismatch) {
           if (sens.empty())
-            sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.name, [&](const std::vector<Tensor>& p) {
+            sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.op + "#" + std::to_string(k), [&](const std::vector<Tensor>& p) {
               ops::Inputs pin;
               for (const auto& t : p) pin.push_back(&t);
               return ops::op(n.op).forward(pin, n.attrs);
@@ -344,8 +367,9 @@ struct PerNode {
   void loss(size_t ri) {
     const BackendRun& r = runs[ri];
     if (!r.trained || !target || !target->defined()) return;
-    auto pred_it = r.values.find(g.outputs[0]);
-    if (pred_it == r.values.end()) return;
+    // The training pass's own prediction (the loss is computed in that pass).
+    auto pred_it = r.training_values().find(g.outputs[0]);
+    if (pred_it == r.training_values().end()) return;
     const ops::OpSpec& spec = ops::op(th.loss_op);
     const Tensor pred = pred_it->second.to(DType::F64);
     const Tensor tgt = rounded_to(target->to(DType::F64), th.dtype);
@@ -376,7 +400,7 @@ struct PerNode {
       Verdict v = verdict(got, w, tol, finite);
       if (!v.wrong || v.shape_mismatch) return v;
       const std::vector<Tensor> sens =
-          spread({pred, tgt}, {exact}, th.dtype, ulps, grad ? "loss/grad" : "loss", [&](const std::vector<Tensor>& p) {
+          spread({pred, tgt}, {exact}, th.dtype, ulps, spec.name + (grad ? "/grad" : ""), [&](const std::vector<Tensor>& p) {
             const ops::Inputs pin{&p[0], &p[1]};
             std::vector<Tensor> y = spec.forward(pin, la);
             if (!grad) return std::vector<Tensor>{y[0].reshaped(exact.shape())};
@@ -410,7 +434,9 @@ struct PerNode {
     Vjp v;
     const ops::OpSpec& spec = ops::op(n.op);
     if (!spec.differentiable()) return v;
-    v.held = own_inputs(g, n, r, inputs, th.dtype);
+    // The training pass's own forward values: its gradients were computed from them.
+    const backends::ValueMap& values = r.training_values();
+    v.held = own_inputs(g, n, values, inputs, th.dtype);
     if (v.held.size() != n.inputs.size()) return v;
     ops::Inputs in;
     for (const auto& t : v.held) in.push_back(&t);
@@ -420,8 +446,8 @@ struct PerNode {
       // kernel's rounded to the run's dtype.
       std::vector<Tensor> outs = spec.forward(in, n.attrs);
       for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {
-        auto own = r.values.find(n.outputs[k]);
-        if (own != r.values.end() && own->second.shape() == outs[k].shape()) outs[k] = own->second.to(DType::F64);
+        auto own = values.find(n.outputs[k]);
+        if (own != values.end() && own->second.shape() == outs[k].shape()) outs[k] = own->second.to(DType::F64);
         else outs[k] = rounded_to(outs[k], th.dtype);
       }
       bool any = false;
@@ -523,7 +549,7 @@ struct PerNode {
     const Tensor w = rounded_to(want, th.dtype);
     Verdict v = verdict(got, w, tol, finite, explained);
     if ((v.wrong || v.produced) && !v.shape_mismatch) {
-      const std::vector<Tensor> sens = gradient_spread(value, cons, vjps, want);
+      const std::vector<Tensor> sens = gradient_spread(cons, vjps, want);
       // Plus the rounding bound of the consumers' sums (bias and weight gradients sum over the
       // batch and every position).
       Tensor bound;
@@ -561,7 +587,7 @@ struct PerNode {
 
   // The spread of a gradient's sum of contributions when every consumer's operands and incoming
   // gradients move by a few units of the run's precision.
-  std::vector<Tensor> gradient_spread(const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+  std::vector<Tensor> gradient_spread(const std::vector<std::pair<const ir::Node*, size_t>>& cons,
                                       const std::map<std::string, Vjp>& vjps, const Tensor& want) const {
     Tensor total = zeros_like(want);
     for (const auto& [c, k] : cons) {
@@ -572,7 +598,7 @@ struct PerNode {
       const size_t nin = v.held.size();
       const ir::Node* node = c;
       const size_t idx = k;
-      const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, perturbation_ulps(*node, v.held), node->name + "/" + value,
+      const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, perturbation_ulps(*node, v.held), node->op + "/grad#" + std::to_string(idx),
                                            [&](const std::vector<Tensor>& p) {
                                              const ops::OpSpec& spec = ops::op(node->op);
                                              ops::Inputs pin;

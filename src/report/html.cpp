@@ -122,7 +122,7 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     g.hits += f.hits;
     if (g.first_seen.empty() || f.first_seen < g.first_seen) g.first_seen = f.first_seen;
     if (!f.known.empty())
-      if (const auto* e = ledger.match(f.signature)) g.cls = e->cls;
+      if (const auto* e = ledger.find(f.known)) g.cls = e->cls;
   }
 
   // Each root cause's case (its first finding's): title, largest differences, class.

@@ -241,6 +241,11 @@ std::string issue_markdown(const std::string& bundle_dir) {
     for (const auto& [name, v] : n->attrs) md << ", " << name << " = " << core::to_string(v);
     md << "); the model has " << c.model.nodes.size() << " node" << (c.model.nodes.size() == 1 ? "" : "s") << ".\n\n";
   }
+  if (!c.lowering.empty()) {
+    md << "The library ran it as:";
+    for (size_t i = 0; i < c.lowering.size(); ++i) md << (i ? ", " : " ") << "`" << c.lowering[i] << "`";
+    md << ".\n\n";
+  }
   const auto diffs = largest_differences(c, 8);
   if (!diffs.empty()) {
     md << "## Expected versus actual\n\n";

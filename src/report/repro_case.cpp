@@ -84,6 +84,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   c.detail = j.value("detail", "");
   if (c.detail.empty()) c.detail = j.value("message", "");
   c.known = top_j.value("known", "");
+  c.lowering = j.value("lowering", std::vector<std::string>{});
   c.bundle = bundle_dir;
   c.replay = campaign::replay_command(dir.string());
   c.quorum_version = top_j.value("quorum_version", "");
@@ -96,7 +97,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   const ir::Graph g = ir::load_graph((dir / "model.json").string());
   ValueMap inputs = read_inputs(dir, g);
   const std::string lib = campaign::bundle_file_name(c.backend);
-  ValueMap recorded = campaign::read_recorded((dir / "outputs" / lib).string(), g);
+  ValueMap recorded = campaign::read_recorded_values(dir.string(), c.backend, g, c.train);
   ValueMap recorded_grads = campaign::read_recorded((dir / "grads" / lib).string(), g);
   c.model = g;
   c.inputs = inputs;

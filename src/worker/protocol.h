@@ -14,6 +14,7 @@ enum class Kind : uint8_t {
   Compile = 3,   // graph, dtype, threads -> (nothing)
   Forward = 4,   // values, keep_intermediates -> values
   Train = 5,     // values, target, loss, loss attrs, learning rate -> TrainResult
+  Lowering = 6,  // (nothing) -> per node the session ran: name, its library operations
 };
 
 constexpr uint32_t kMaxFrame = 1u << 31;

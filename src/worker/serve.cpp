@@ -161,6 +161,17 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           out = ok.bytes();
           break;
         }
+        case Kind::Lowering: {
+          const auto lowering = session ? session->lowering() : std::map<std::string, std::vector<std::string>>{};
+          ok.u32(static_cast<uint32_t>(lowering.size()));
+          for (const auto& [node, ops] : lowering) {
+            ok.str(node);
+            ok.u32(static_cast<uint32_t>(ops.size()));
+            for (const auto& op : ops) ok.str(op);
+          }
+          out = ok.bytes();
+          break;
+        }
         default: out = reply(Status::ProtocolError, "unknown request kind"); break;
       }
     } catch (const std::bad_alloc&) {

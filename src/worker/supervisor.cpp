@@ -317,6 +317,21 @@ Outcome Worker::forward(const backends::ValueMap& inputs, bool keep, backends::V
   return decode(reply, [&](Reader& r) { out = r.values(); });
 }
 
+Outcome Worker::lowering(std::map<std::string, std::vector<std::string>>& out) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Lowering));
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) {
+    out.clear();
+    for (uint32_t i = 0, n = r.u32(); i < n; ++i) {
+      std::vector<std::string>& ops = out[r.str()];
+      for (uint32_t k = 0, m = r.u32(); k < m; ++k) ops.push_back(r.str());
+    }
+  });
+}
+
 Outcome Worker::train(const backends::TrainRequest& req, backends::TrainResult& out) {
   Writer w;
   w.u8(static_cast<uint8_t>(Kind::Train));

@@ -48,6 +48,8 @@ class Worker {
   Outcome compile(const ir::Graph& g, const backends::CompileOptions& opt);
   Outcome forward(const backends::ValueMap& inputs, bool keep_intermediates, backends::ValueMap& out);
   Outcome train(const backends::TrainRequest& req, backends::TrainResult& out);
+  // The library operations each node of the compiled model ran (backends::Session::lowering).
+  Outcome lowering(std::map<std::string, std::vector<std::string>>& out);
 
  private:
   void start();

@@ -56,6 +56,35 @@ TEST(Known, LoadsEntriesAndMatchesSignaturesWhateverTheBackendOptions) {
   fs::remove_all(dir);
 }
 
+// An entry covers its root cause wherever it shows: '*' in an `also` signature matches any run of
+// characters, and a pattern with `lowering` matches only findings whose node ran one of those
+// library operations (the same primitive behind several operators). Exact signatures win over
+// patterns, whichever entry comes first.
+TEST(Known, PatternsCoverEveryOperatorBuiltOnTheSamePrimitive) {
+  const std::string dir = ledger_dir("patterns", "onednn", R"({"format": "quorum.known", "backend": "onednn", "entries": [
+    {"id": "relu-nan", "class": "convention", "signature": "nan-swallowed|FC|onednn|relu", "note": "n",
+     "also": [{"signature": "nan-swallowed|FC|onednn|*", "lowering": ["eltwise_relu"]}]},
+    {"id": "ge-nan", "class": "bug", "signature": "inconsistency|BC|onednn|maximum|{}", "note": "n",
+     "also": [{"signature": "inconsistency|BC|onednn|*", "lowering": ["binary_ge", "binary_gt"]},
+              "crash|compile|onednn||conversion failure: Blob * not found"]},
+    {"id": "clip-nan", "class": "convention", "signature": "nan-swallowed|FC|onednn|clip", "note": "n",
+     "also": ["nan-swallowed|FC|onednn|leaky_relu"]}]})");
+  const oracle::Ledger l = oracle::load_ledgers(dir);
+  ASSERT_EQ(l.entries.size(), 3u);
+  EXPECT_EQ(l.match("nan-swallowed|FC|onednn|elu", {"eltwise_relu"}), &l.entries[0]);
+  EXPECT_EQ(l.match("nan-swallowed|FC|onednn|elu", {"eltwise_elu"}), nullptr);
+  EXPECT_EQ(l.match("nan-swallowed|FC|onednn|elu"), nullptr);
+  EXPECT_EQ(l.match("inconsistency|BC|onednn|categorical_hinge|{}", {"binary_sub", "binary_gt"}), &l.entries[1]);
+  EXPECT_EQ(l.match("inconsistency|FC|onednn|maximum|{}", {"binary_ge"}), nullptr);  // FC: not this pattern
+  EXPECT_EQ(l.match("crash|compile|onednn:x||conversion failure: Blob t_7 not found"), &l.entries[1]);
+  EXPECT_EQ(l.match("crash|compile|onednn||conversion failure: Blob t not in the net"), nullptr);
+  // The exact signature of the third entry wins over the first entry's pattern.
+  EXPECT_EQ(l.match("nan-swallowed|FC|onednn|leaky_relu", {"eltwise_relu"}), &l.entries[2]);
+  EXPECT_EQ(l.find("ge-nan"), &l.entries[1]);
+  EXPECT_EQ(l.entries[1].also[0].str(), "inconsistency|BC|onednn|*  when the node ran binary_ge or binary_gt");
+  fs::remove_all(dir);
+}
+
 TEST(Known, AMalformedLedgerIsOneClearError) {
   const std::string dir = ledger_dir("bad", "faulty", R"({"format": "quorum.known", "backend": "faulty", "entries": [
     {"id": "x", "class": "feature", "signature": "s", "note": "n"}]})");

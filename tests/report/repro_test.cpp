@@ -116,9 +116,15 @@ TEST(Repro, TorchGeluBackwardShowsInPytorchsPythonApiWithAFloat64Baseline) {
   }
 }
 
-TEST(Repro, TorchResizeNearestFloat32ScaleShowsInPytorchsPythonApi) {
-  REQUIRE_BACKEND("torch");
-  expect_reproduces("torch-resize-nearest-float32-scale", "torch", "[decides]");
+TEST(Repro, OnednnComparisonPrimitiveBehindAComposedBackwardIsNamed) {
+  REQUIRE_BACKEND("onednn");
+  // maximum's backward is composed of binary_ge (the mask), binary_mul and binary_sub; the program
+  // checks the mask on its own, so the primitive that is wrong for NaN is the one it names.
+  const fs::path dir = expect_reproduces("onednn-binary-ge-gt-nan", "onednn", "binary_ge(a, b)");
+  if (!dir.empty()) {
+    const std::string src = core::read_file((dir / "repro.cpp").string());
+    EXPECT_NE(src.find("algorithm::binary_ge"), std::string::npos);
+  }
 }
 
 TEST(Repro, XnnpackMaxPoolNanFirstShowsInItsCApi) {
@@ -150,6 +156,21 @@ TEST(Repro, OnednnRnnDiffWeightsIterShowsInItsCppApi) {
     EXPECT_EQ(again.code, 1);
     EXPECT_NE(again.out.find("w_hh"), std::string::npos) << again.out;
   }
+}
+
+TEST(Repro, OnednnLrnBackwardCrashShowsInItsCppApi) {
+  REQUIRE_BACKEND("onednn");
+  // oneDNN picks its lrn_jit:avx512_core backward, which crashes, only on an AVX-512 machine.
+  if (core::read_file("/proc/cpuinfo").find("avx512f") == std::string::npos) GTEST_SKIP() << "no AVX-512 here";
+  const fs::path bundle = ledger_bundle("onednn-lrn-bwd-jit-avx512-crash", "onednn");
+  if (bundle.empty()) return;
+  // A crash names no node: the one-node case's node is the one run forward and backward.
+  const auto [dir, run] = reproducer(bundle, "onednn-lrn-bwd-jit-avx512-crash");
+  if (dir.empty()) return;
+  const Ran ran = run_in(dir, run);
+  EXPECT_NE(ran.code, 0) << ran.out;
+  // The last primitive named before the crash is the one at fault.
+  EXPECT_NE(ran.out.find("lrn_backward: lrn_jit:avx512_core"), std::string::npos) << ran.out;
 }
 
 TEST(Repro, OnednnExpNanToInfShowsInItsCppApi) {

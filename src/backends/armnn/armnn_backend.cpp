@@ -42,8 +42,10 @@ struct OutputBinding {
 
 class ArmnnSession : public Session {
  public:
-  ArmnnSession(ir::Graph g, armnn::NetworkId id, std::vector<OutputBinding> outputs)
-      : g_(std::move(g)), id_(id), outputs_(std::move(outputs)) {}
+  ArmnnSession(ir::Graph g, armnn::NetworkId id, std::vector<OutputBinding> outputs, LoweringLog lowering)
+      : g_(std::move(g)), id_(id), outputs_(std::move(outputs)), lowering_(std::move(lowering)) {}
+
+  std::map<std::string, std::vector<std::string>> lowering() const override { return lowering_.ops(); }
   ~ArmnnSession() override { runtime().UnloadNetwork(id_); }
   ArmnnSession(const ArmnnSession&) = delete;
   ArmnnSession& operator=(const ArmnnSession&) = delete;
@@ -80,6 +82,7 @@ class ArmnnSession : public Session {
   ir::Graph g_;
   armnn::NetworkId id_;
   std::vector<OutputBinding> outputs_;
+  LoweringLog lowering_;
 };
 
 // ArmNN 20.08 tensors have at most 5 dimensions, and many layers assert (abort, in Debian's build)
@@ -171,7 +174,7 @@ class ArmnnBackend : public Backend {
     } catch (const armnn::Exception& e) {
       throw ConversionError(std::string("ArmNN LoadNetwork failed: ") + e.what());
     }
-    return std::make_unique<ArmnnSession>(g, id, std::move(outputs));
+    return std::make_unique<ArmnnSession>(g, id, std::move(outputs), b.lowering());
   }
 
  private:

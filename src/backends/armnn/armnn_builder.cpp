@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "backends/armnn/armnn_common.h"
+
+#include <armnn/TypesUtils.hpp>
 #include "core/error.h"
 
 namespace quorum::backends::armnn_backend {
@@ -32,7 +34,10 @@ std::vector<float> Builder::floats(const std::string& initializer) const {
   return out;
 }
 
-std::string Builder::layer_name(const std::string& what) { return node_ + "/" + what + "#" + std::to_string(counter_++); }
+std::string Builder::layer_name(const std::string& what, const std::string& detail) {
+  lowering_.note(node_, detail.empty() ? what : what + " " + detail);
+  return node_ + "/" + what + "#" + std::to_string(counter_++);
+}
 
 Value Builder::finish(armnn::IConnectableLayer* layer, const std::vector<Value>& inputs, const Shape& out) {
   for (size_t i = 0; i < inputs.size(); ++i) inputs[i].slot->Connect(layer->GetInputSlot(static_cast<unsigned int>(i)));
@@ -66,12 +71,14 @@ Value Builder::transpose(const Value& x, const std::vector<size_t>& perm) {
 
 Value Builder::activation(const Value& x, armnn::ActivationFunction f, float a, float b) {
   const armnn::ActivationDescriptor d(f, a, b);
-  return finish(net_.AddActivationLayer(d, layer_name("activation").c_str()), {x}, x.shape);
+  return finish(net_.AddActivationLayer(d, layer_name("activation", armnn::GetActivationFunctionAsCString(f)).c_str()),
+                {x}, x.shape);
 }
 
 Value Builder::unary(const Value& x, armnn::UnaryOperation op) {
   const armnn::ElementwiseUnaryDescriptor d(op);
-  return finish(net_.AddElementwiseUnaryLayer(d, layer_name("unary").c_str()), {x}, x.shape);
+  return finish(net_.AddElementwiseUnaryLayer(d, layer_name("unary", armnn::GetUnaryOperationAsCString(op)).c_str()),
+                {x}, x.shape);
 }
 
 Value Builder::binary(const std::string& op, const Value& a, const Value& b) {

@@ -39,9 +39,11 @@ class Builder {
   // An initializer's elements as float32.
   std::vector<float> floats(const std::string& initializer) const;
 
-  // A fresh layer name derived from the node being converted.
-  std::string layer_name(const std::string& what);
+  // A fresh layer name derived from the node being converted; `what` (with `detail`: an
+  // activation's function) is noted as one of the node's layers (Session::lowering).
+  std::string layer_name(const std::string& what, const std::string& detail = "");
   void set_node(const ir::Node& n) { node_ = n.name; }
+  const LoweringLog& lowering() const { return lowering_; }
 
   // Sets the output slot's TensorInfo and connects `inputs` to the layer's input slots in order.
   Value finish(armnn::IConnectableLayer* layer, const std::vector<Value>& inputs, const Shape& out);
@@ -65,6 +67,7 @@ class Builder {
   std::map<std::string, Value> values_;
   std::string node_;
   int counter_ = 0;
+  LoweringLog lowering_;
 };
 
 struct OpEntry {

@@ -45,6 +45,8 @@ class OnednnSession : public Session {
     for (const auto& [name, t] : g_.initializers) weights_.emplace(name, buf_from_tensor(t));
   }
 
+  std::map<std::string, std::vector<std::string>> lowering() const override { return lowering_.ops(); }
+
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     Env env = run_forward(inputs, false);
     ValueMap out;
@@ -63,7 +65,10 @@ class OnednnSession : public Session {
     if (target.shape != pred.shape)
       throw core::UserError("target shape " + core::to_string(target.shape) + " differs from output shape " +
                             core::to_string(pred.shape));
-    LossValue lv = compute_loss(req.loss, pred, target);
+    LossValue lv = [&] {
+      LoweringScope scope(lowering_, kLossNode);
+      return compute_loss(req.loss, pred, target);
+    }();
     TrainResult r;
     r.loss = lv.loss.data.at(0);
     r.loss_grad = tensor_from_buf(lv.grad);
@@ -74,7 +79,9 @@ class OnednnSession : public Session {
       const ir::Node& n = g_.nodes[i];
       const bool any =
           std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return env.grad(o) != nullptr; });
-      if (any) kernels_[i]->backward(env);
+      if (!any) continue;
+      LoweringScope scope(lowering_, n.name);
+      kernels_[i]->backward(env);
     }
     for (const auto& n : g_.nodes)
       for (const auto& o : n.outputs) {
@@ -103,11 +110,16 @@ class OnednnSession : public Session {
     Env env;
     for (const GraphInput& in : bind_graph_inputs(g_, inputs)) env.values[in.info.name] = buf_from_tensor(in.value);
     for (const auto& [name, w] : weights_) env.values[name] = w;
-    for (auto& k : kernels_) k->forward(env, training);
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      LoweringScope scope(lowering_, g_.nodes[i].name);
+      kernels_[i]->forward(env, training);
+    }
     return env;
   }
 
+  static inline const std::string kLossNode = "loss";  // the name findings give the loss stage
   ir::Graph g_;
+  LoweringLog lowering_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::map<std::string, Buf> weights_;
 };

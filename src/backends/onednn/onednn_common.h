@@ -55,7 +55,20 @@ memory::desc md_of(const Buf& b);
 // execute() wants non-const memory; the primitive only reads inputs, so casting away const is safe.
 memory mem(const memory::desc& md, const float* p);
 memory mem(const Buf& b);
+// Executes `p`; inside a LoweringScope, notes it under the scope's node (lowering_name).
 void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args);
+// A primitive as oneDNN names it: its algorithm where it has one ("binary_ge", "eltwise_relu",
+// "pooling_max", an RNN's cell "vanilla_gru"), else its kind ("convolution", "sum"), with
+// "_backward" for a backward propagation kind.
+std::string lowering_name(const dnnl::primitive& p);
+// While one lives, run() notes every primitive in `log` under `node` (Session::lowering).
+class LoweringScope {
+ public:
+  LoweringScope(LoweringLog& log, const std::string& node);
+  ~LoweringScope();
+  LoweringScope(const LoweringScope&) = delete;
+  LoweringScope& operator=(const LoweringScope&) = delete;
+};
 // A memory in layout `want`: `m` itself when it already is, else a reordered copy.
 memory to_layout(const memory& m, const memory::desc& want);
 // Copies `m` into `dst` (any layout to any layout).

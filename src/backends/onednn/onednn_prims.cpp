@@ -1,6 +1,7 @@
 // Generic oneDNN building blocks: engine and stream, descriptors for dense and strided buffers,
 // the primitive cache, and the cached eltwise / binary / reduction / reorder / sum helpers that the
 // operator families compose.
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -55,7 +56,57 @@ memory::desc md_of(const Buf& b) { return plain_md(dims_of(b.shape)); }
 memory mem(const memory::desc& md, const float* p) { return memory(md, cpu_engine(), const_cast<float*>(p)); }
 memory mem(const Buf& b) { return mem(md_of(b), b.ptr()); }
 
+namespace {
+thread_local LoweringLog* g_lowering = nullptr;
+thread_local const std::string* g_lowering_node = nullptr;
+
+// The algorithm of an operation descriptor whose layout starts with {kind, prop_kind, alg_kind}
+// (eltwise, pooling_v2, resampling, softmax_v2, rnn's cell kind) or {kind, alg_kind} (binary,
+// reduction).
+template <class Desc>
+dnnl_alg_kind_t query_alg(const_dnnl_primitive_desc_t pd, dnnl_query_t what) {
+  const Desc* d = nullptr;
+  if (dnnl_primitive_desc_query(pd, what, 0, &d) != dnnl_success || !d) return dnnl_alg_kind_undef;
+  if constexpr (requires { d->cell_kind; }) return d->cell_kind;
+  else return d->alg_kind;
+}
+}  // namespace
+
+std::string lowering_name(const dnnl::primitive& p) {
+  const const_dnnl_primitive_desc_t pd = p.get_primitive_desc();
+  dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
+  dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind);
+  dnnl_alg_kind_t alg = dnnl_alg_kind_undef;
+  switch (kind) {
+    case dnnl_eltwise: alg = query_alg<dnnl_eltwise_desc_t>(pd, dnnl_query_eltwise_d); break;
+    case dnnl_binary: alg = query_alg<dnnl_binary_desc_t>(pd, dnnl_query_binary_d); break;
+    case dnnl_reduction: alg = query_alg<dnnl_reduction_desc_t>(pd, dnnl_query_reduction_d); break;
+    case dnnl_pooling_v2: alg = query_alg<dnnl_pooling_v2_desc_t>(pd, dnnl_query_pooling_v2_d); break;
+    case dnnl_resampling: alg = query_alg<dnnl_resampling_desc_t>(pd, dnnl_query_resampling_d); break;
+    case dnnl_softmax_v2: alg = query_alg<dnnl_softmax_v2_desc_t>(pd, dnnl_query_softmax_v2_d); break;
+    case dnnl_rnn: alg = query_alg<dnnl_rnn_desc_t>(pd, dnnl_query_rnn_d); break;
+    default: break;
+  }
+  std::string name = alg != dnnl_alg_kind_undef ? dnnl_alg_kind2str(alg) : dnnl_prim_kind2str(kind);
+  dnnl_prop_kind_t prop = dnnl_prop_kind_undef;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_prop_kind, 0, &prop) == dnnl_success &&
+      (prop == dnnl_backward || prop == dnnl_backward_data || prop == dnnl_backward_weights || prop == dnnl_backward_bias))
+    name += "_backward";
+  return name;
+}
+
+LoweringScope::LoweringScope(LoweringLog& log, const std::string& node) {
+  g_lowering = &log;
+  g_lowering_node = &node;
+}
+
+LoweringScope::~LoweringScope() {
+  g_lowering = nullptr;
+  g_lowering_node = nullptr;
+}
+
 void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
+  if (g_lowering) g_lowering->note(*g_lowering_node, lowering_name(p));
   p.execute(cpu_stream(), args);
   cpu_stream().wait();
 }

@@ -75,7 +75,11 @@ inline memory to_layout(const memory& m, const memory::desc& want) {
   return r;
 }
 // Prints which implementation oneDNN picked (the defects are implementation-specific).
-inline void show(const char* what, const primitive_desc_base& pd) { std::printf("  %s: %s\n", what, pd.impl_info_str()); }
+// Flushed: a primitive that crashes the process leaves its name as the last line printed.
+inline void show(const char* what, const primitive_desc_base& pd) {
+  std::printf("  %s: %s\n", what, pd.impl_info_str());
+  std::fflush(stdout);
+}
 )CPP";
 
 struct Block {
@@ -230,6 +234,51 @@ inline PoolOut pool_fwd(prop_kind prop, const PoolGeo& g, const Vec& x) {
   }
   run(pooling_v2_forward(pd), args);
   return r;
+}
+)CPP"},
+    {"lrn", R"CPP(
+// lrn_across_channels (its alpha is divided by the window size, as ONNX LRN's).
+struct LrnGeo {
+  Dims src;
+  int64_t size;
+  float alpha, beta, bias;
+};
+inline lrn_forward::primitive_desc lrn_pd(prop_kind prop, const LrnGeo& g) {
+  return lrn_forward::primitive_desc(
+      lrn_forward::desc(prop, algorithm::lrn_across_channels, plain(g.src), g.size, g.alpha, g.beta, g.bias), eng);
+}
+struct LrnOut {
+  Vec y;
+  memory workspace;
+};
+inline LrnOut lrn_fwd(prop_kind prop, const LrnGeo& g, const Vec& x) {
+  auto pd = lrn_pd(prop, g);
+  show("lrn_forward", pd);
+  LrnOut r;
+  r.y.assign(numel(g.src), 0.0f);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(plain(g.src), x.data())},
+                                       {DNNL_ARG_DST, mem(plain(g.src), r.y.data())}};
+  if (prop == prop_kind::forward_training && pd.workspace_desc().get_size() > 0) {
+    r.workspace = memory(pd.workspace_desc(), eng);
+    args[DNNL_ARG_WORKSPACE] = r.workspace;
+  }
+  run(lrn_forward(pd), args);
+  return r;
+}
+)CPP"},
+    {"lrn_bwd", R"CPP(
+inline Vec lrn_bwd(const LrnGeo& g, const Vec& x, const memory& workspace, const Vec& dy) {
+  lrn_backward::primitive_desc pd(
+      lrn_backward::desc(algorithm::lrn_across_channels, plain(g.src), plain(g.src), g.size, g.alpha, g.beta, g.bias),
+      eng, lrn_pd(prop_kind::forward_training, g));
+  show("lrn_backward", pd);
+  Vec dx(numel(g.src));
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(plain(g.src), x.data())},
+                                       {DNNL_ARG_DIFF_DST, mem(plain(g.src), dy.data())},
+                                       {DNNL_ARG_DIFF_SRC, mem(plain(g.src), dx.data())}};
+  if (pd.workspace_desc().get_size() > 0) args[DNNL_ARG_WORKSPACE] = workspace;
+  run(lrn_backward(pd), args);
+  return dx;
 }
 )CPP"},
     {"pool_bwd", R"CPP(
@@ -892,6 +941,13 @@ class Gen {
     return std::to_string(rows) + ", " + std::to_string(k) + ", " +
            flt(static_cast<float>(core::attr_f(n.attrs, "epsilon")));
   }
+  // "{src dims, size, alpha, beta, bias}" of an lrn node.
+  std::string lrn_geo(const ir::Node& n) const {
+    return "LrnGeo{" + dims(shape(n.inputs[0])) + ", " + std::to_string(core::attr_i(n.attrs, "size")) + ", " +
+           flt(static_cast<float>(core::attr_f(n.attrs, "alpha"))) + ", " +
+           flt(static_cast<float>(core::attr_f(n.attrs, "beta"))) + ", " +
+           flt(static_cast<float>(core::attr_f(n.attrs, "bias"))) + "}";
+  }
   // "dims, eps, batch_stats" of a batch_norm node.
   std::string bn_geo(const ir::Node& n) const {
     return dims(shape(n.inputs[0])) + ", " + flt(static_cast<float>(core::attr_f(n.attrs, "epsilon"))) + ", " +
@@ -1189,6 +1245,9 @@ void Gen::forward_node(const ir::Node& n) {
     body_ << "  const Vec " << y << " = bn_fwd(" << prop() << ", " << bn_geo(n);
     for (size_t i = 0; i < 5; ++i) body_ << ", " << var(n.inputs[i]);
     body_ << ").y;\n";
+  } else if (n.op == "lrn") {
+    need("lrn");
+    body_ << "  const Vec " << y << " = lrn_fwd(" << prop() << ", " << lrn_geo(n) << ", " << var(n.inputs[0]) << ").y;\n";
   } else if (n.op == "layer_norm") {
     need("lnorm");
     body_ << "  const Vec " << y << " = ln_fwd(" << ln_geo(n);
@@ -1290,6 +1349,13 @@ void Gen::backward_node(const ir::Node& n) {
     const char* names[] = {"gr.dx", "gr.dscale", "gr.dshift"};
     for (size_t i = 0; i < n.inputs.size() && i < 3; ++i)
       if (!got.count(n.inputs[i])) got[n.inputs[i]] = names[i];
+  } else if (n.op == "lrn") {
+    need("lrn");
+    need("lrn_bwd");
+    const std::string g = lrn_geo(n);
+    body_ << "  const LrnOut fwd = lrn_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n";
+    body_ << "  const Vec dx = lrn_bwd(" << g << ", " << x << ", fwd.workspace, " << gy << ");\n";
+    got[n.inputs[0]] = "dx";
   } else if (n.op == "resize_bilinear" || n.op == "resize_nearest") {
     need("resample");
     need("resample_bwd");
@@ -1305,12 +1371,36 @@ void Gen::backward_node(const ir::Node& n) {
     body_ << ");\n  const RnnGrads gr = rnn_bwd(" << g << ", st, " << gy << ");\n";
     const char* names[] = {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"};
     for (size_t i = 0; i < n.inputs.size() && i < 5; ++i) got[n.inputs[i]] = names[i];
+  } else if ((n.op == "maximum" || n.op == "minimum") && shape(n.inputs[0]) == shape(n.outputs[0]) &&
+             shape(n.inputs[1]) == shape(n.outputs[0]) && c_.expected.count(n.inputs[0]) &&
+             c_.expected.count(n.inputs[1])) {
+    // The gradient as Quorum's oneDNN backend composes it (ops_binary.cpp): a comparison mask from
+    // binary_ge (maximum) or binary_le (minimum), ties to the first operand, then the incoming
+    // gradient split by it. The mask is checked on its own, so a wrong comparison primitive is named.
+    need("binary");
+    const bool is_max = n.op == "maximum";
+    const std::string alg = is_max ? "binary_ge" : "binary_le";
+    const std::string d = dims(shape(n.outputs[0])), b = var(n.inputs[1]);
+    const core::Tensor a32 = c_.expected.at(n.inputs[0]).to(core::DType::F32).to(core::DType::F64);
+    const core::Tensor b32 = c_.expected.at(n.inputs[1]).to(core::DType::F32).to(core::DType::F64);
+    core::Tensor mask(core::DType::F64, a32.shape());
+    for (int64_t i = 0; i < mask.numel(); ++i)  // IEEE comparisons: false where an operand is NaN
+      mask.f64()[i] = (is_max ? a32.get(i) >= b32.get(i) : a32.get(i) <= b32.get(i)) ? 1.0 : 0.0;
+    body_ << "  const Vec mask = binary_op(algorithm::" << alg << ", " << d << ", " << d << ", " << x << ", " << d << ", "
+          << b << ");\n";
+    if (judge_) compare(alg + "(" + n.inputs[0] + ", " + n.inputs[1] + ")", "mask", mask, ops::Tolerance{0, 0});
+    body_ << "  const Vec da = binary_op(algorithm::binary_mul, " << d << ", " << d << ", " << gy << ", " << d
+          << ", mask);\n";
+    body_ << "  const Vec db = binary_op(algorithm::binary_sub, " << d << ", " << d << ", " << gy << ", " << d
+          << ", da);\n";
+    got[n.inputs[0]] = "da";
+    if (n.inputs[1] != n.inputs[0]) got[n.inputs[1]] = "db";
   } else if (eltwise_chain(n.op, n.attrs, steps) || is_reshape(n.op) || binary_algs().count(n.op) ||
              reduce_algs().count(n.op) || n.op == "softsign" || n.op == "matmul" || n.op == "transpose" ||
              n.op == "concat" || n.op == "sum") {
     throw ReproUnsupported("the gradient of '" + n.op +
                            "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
-                           "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, "
+                           "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "
                            "convolution, dense and RNN nodes");
   } else {
     throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");

@@ -51,6 +51,19 @@ class OpencvSession : public Session {
     }
   }
 
+  // The OpenCV layer type each node's output comes from (a node the importer fused into another
+  // layer names that layer's type; a fused activation keeps its own).
+  std::map<std::string, std::vector<std::string>> lowering() const override {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& n : g_.nodes) {
+      const int id = net_.getLayerId(layer_of_.at(n.outputs[0]));
+      if (id < 0) continue;
+      const cv::Ptr<cv::dnn::Layer> layer = net_.getLayer(id);
+      if (layer) out[n.name].push_back(layer->type);
+    }
+    return out;
+  }
+
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     for (const GraphInput& in : bind_graph_inputs(g_, inputs)) net_.setInput(to_mat(in.value), in.info.name);
     std::vector<std::string> values;

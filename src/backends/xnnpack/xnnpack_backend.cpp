@@ -55,8 +55,11 @@ const std::map<std::string, std::string>& missing_reasons() {
 
 class XnnpackSession : public Session {
  public:
-  XnnpackSession(ir::Graph g, std::unique_ptr<ConstantStore> constants, std::vector<std::unique_ptr<Step>> steps)
-      : g_(std::move(g)), constants_(std::move(constants)), steps_(std::move(steps)) {}
+  XnnpackSession(ir::Graph g, std::unique_ptr<ConstantStore> constants, std::vector<std::unique_ptr<Step>> steps,
+                 LoweringLog lowering)
+      : g_(std::move(g)), constants_(std::move(constants)), steps_(std::move(steps)), lowering_(std::move(lowering)) {}
+
+  std::map<std::string, std::vector<std::string>> lowering() const override { return lowering_.ops(); }
 
   ~XnnpackSession() override {
     steps_.clear();  // runtimes and operators first: they may point into the constants
@@ -78,6 +81,7 @@ class XnnpackSession : public Session {
   ir::Graph g_;
   std::unique_ptr<ConstantStore> constants_;
   std::vector<std::unique_ptr<Step>> steps_;
+  LoweringLog lowering_;
 };
 
 void initialize_once() {
@@ -125,8 +129,9 @@ class XnnpackBackend : public Backend {
     initialize_once();
     auto constants = std::make_unique<ConstantStore>();
     std::vector<std::unique_ptr<Step>> steps;
+    LoweringLog lowering;
     {
-      SegmentBuilder builder(g, *constants);
+      SegmentBuilder builder(g, *constants, lowering);
       for (const auto& n : g.nodes) {
         const Support s = supports(g, n);
         if (!s.ok) throw ConversionError("node '" + n.name + "' (" + n.op + "): " + s.reason);
@@ -134,7 +139,7 @@ class XnnpackBackend : public Backend {
       }
       steps = builder.finish();
     }
-    return std::make_unique<XnnpackSession>(g, std::move(constants), std::move(steps));
+    return std::make_unique<XnnpackSession>(g, std::move(constants), std::move(steps), std::move(lowering));
   }
 };
 

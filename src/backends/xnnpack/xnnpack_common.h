@@ -114,7 +114,8 @@ Layout follow_layout(const ir::Graph& g, const ir::Node& n, std::optional<Layout
 // value in another layout than the one it has in the current segment closes the segment.
 class SegmentBuilder {
  public:
-  SegmentBuilder(const ir::Graph& g, ConstantStore& constants);
+  // Every definition call is noted in `log` under its node.
+  SegmentBuilder(const ir::Graph& g, ConstantStore& constants, LoweringLog& log);
   ~SegmentBuilder();
   SegmentBuilder(const SegmentBuilder&) = delete;
   SegmentBuilder& operator=(const SegmentBuilder&) = delete;
@@ -130,6 +131,7 @@ class SegmentBuilder {
   xnn_subgraph_t subgraph() const { return sg_; }
   ConstantStore& constants() { return constants_; }
   const std::string& where() const { return where_; }
+  void note(const std::string& call) { log_.note(node_, call); }
 
  private:
   struct External {
@@ -151,6 +153,8 @@ class SegmentBuilder {
   std::map<std::string, Layout> produced_;  // node outputs defined in the open segment
   std::map<std::pair<std::string, Layout>, uint32_t> ids_;
   std::string where_;  // the node being defined, for messages
+  std::string node_;   // its name
+  LoweringLog& log_;
 };
 
 }  // namespace quorum::backends::xnnpack

@@ -134,8 +134,8 @@ class SegmentStep : public Step {
 
 }  // namespace
 
-SegmentBuilder::SegmentBuilder(const ir::Graph& g, ConstantStore& constants)
-    : g_(g), constants_(constants), reserved_(static_cast<uint32_t>(2 * g.types.size() + 1)) {}
+SegmentBuilder::SegmentBuilder(const ir::Graph& g, ConstantStore& constants, LoweringLog& log)
+    : g_(g), constants_(constants), reserved_(static_cast<uint32_t>(2 * g.types.size() + 1)), log_(log) {}
 
 SegmentBuilder::~SegmentBuilder() {
   if (sg_) xnn_delete_subgraph(sg_);
@@ -173,7 +173,9 @@ std::optional<Layout> SegmentBuilder::layout_in_segment(const std::string& value
 
 void SegmentBuilder::add_node(const ir::Node& n, const OpEntry& op) {
   where_ = "node '" + n.name + "' (" + n.op + ")";
+  node_ = n.name;
   if (op.host) {
+    note("host code");
     close();
     steps_.push_back(op.host(g_, n, constants_));
     return;
@@ -265,7 +267,10 @@ const core::Tensor& NodeCtx::weight(size_t i) const { return graph.initializers.
 
 xnn_subgraph_t NodeCtx::subgraph() const { return b_.subgraph(); }
 
-void NodeCtx::check(xnn_status s, const char* call) const { check_define(s, b_.where() + ": " + call); }
+void NodeCtx::check(xnn_status s, const char* call) const {
+  b_.note(call);
+  check_define(s, b_.where() + ": " + call);
+}
 
 // ---- shared layout rules ----
 
