@@ -42,10 +42,11 @@ struct Verdict {
   double got_at_worst = 0, want_at_worst = 0;
 };
 
-// `explained(i, got)`: a deviation at element i that a convention allows (ties, kinks).
+// `explained(i, got)`: a deviation at element i that a convention allows (ties, kinks). `exact`:
+// the kernel's float64 result before rounding to the run's dtype (null: not known).
 template <class Explained>
 Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol, bool operands_finite,
-                const Explained& explained) {
+                const Explained& explained, const Tensor* exact = nullptr) {
   Verdict v;
   if (got.shape() != want.shape()) {
     v.shape_mismatch = true;
@@ -75,8 +76,11 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
         }
         continue;
       }
-      // A finite value at the top of float32's range next to an inf is rounding.
-      if (std::isfinite(a) && (a > 0) == (w > 0) && std::abs(a) >= FLT_MAX / 2) continue;
+      // A finite value at the top of float32's range where the exact result overflows float32 is
+      // rounding; where the exact result is itself infinite (an infinite operand: the min of
+      // {inf, inf}), FLT_MAX is a wrong answer.
+      const bool overflowed = !exact || (i < exact->numel() && std::isfinite(exact->get(i)));
+      if (overflowed && std::isfinite(a) && (a > 0) == (w > 0) && std::abs(a) >= FLT_MAX / 2) continue;
       if (explained(i, a)) continue;
       ++v.wrong;
       v.distance = INFINITY;
@@ -104,9 +108,6 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
 
 bool never_explained(int64_t, double) { return false; }
 
-Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol, bool operands_finite) {
-  return verdict(got, want, tol, operands_finite, never_explained);
-}
 
 bool all_finite(const std::vector<Tensor>& ts) {
   for (const auto& t : ts)
@@ -213,12 +214,16 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
 // goes where the spread is infinite (a trial non-finite where the kernel is finite).
 template <class Explained>
 Verdict within_spread(const Tensor& got, const Tensor& w, const ops::Tolerance& tol, bool finite, const Tensor& sens,
-                      const Tensor& bound, double u, const Explained& explained) {
-  return verdict(got, w, tol, finite, [&](int64_t i, double a) {
-    const double allowed = (sens.defined() ? kMargin * sens.get(i) : 0) +
-                           (bound.defined() && i < bound.numel() ? u * bound.get(i) : 0);
-    return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed || explained(i, a);
-  });
+                      const Tensor& bound, double u, const Explained& explained, const Tensor* exact) {
+  return verdict(
+      got, w, tol, finite,
+      [&](int64_t i, double a) {
+        // A sum bound is infinite only with an infinite operand, whose result is exact: no bound.
+        const double b = bound.defined() && i < bound.numel() ? bound.get(i) : 0;
+        const double allowed = (sens.defined() ? kMargin * sens.get(i) : 0) + (std::isfinite(b) ? u * b : 0);
+        return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed || explained(i, a);
+      },
+      exact);
 }
 
 struct Judged {
@@ -271,7 +276,7 @@ struct PerNode {
         auto got = r.values.find(n.outputs[k]);
         if (got == r.values.end()) continue;
         const Tensor w = rounded_to(want[k], th.dtype);
-        Verdict v = verdict(got->second, w, tol, finite);
+        Verdict v = verdict(got->second, w, tol, finite, never_explained, &want[k]);
         if (v.produced && th.dtype == DType::F32 && intermediate_overflow(n, held, k)) v.produced = 0;
         if ((v.wrong || v.produced) && !v.shape_mismatch) {
           if (sens.empty())
@@ -283,7 +288,7 @@ struct PerNode {
           const Tensor bound = sum_magnitude(n, held, k);
           if (k < sens.size() || bound.defined())
             v = within_spread(got->second, w, tol, finite, k < sens.size() ? sens[k] : Tensor(), bound,
-                              unit_roundoff(th.dtype), never_explained);
+                              unit_roundoff(th.dtype), never_explained, &want[k]);
         }
         note(Stage::Forward, &n, n.outputs[k], ri, v);
       }
@@ -397,7 +402,7 @@ struct PerNode {
       ulps *= std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
     auto judged = [&](const Tensor& got, const Tensor& exact, const ops::Tolerance& tol, bool grad) {
       const Tensor w = rounded_to(exact, th.dtype);
-      Verdict v = verdict(got, w, tol, finite);
+      Verdict v = verdict(got, w, tol, finite, never_explained, &exact);
       if (!v.wrong || v.shape_mismatch) return v;
       const std::vector<Tensor> sens =
           spread({pred, tgt}, {exact}, th.dtype, ulps, spec.name + (grad ? "/grad" : ""), [&](const std::vector<Tensor>& p) {
@@ -407,7 +412,7 @@ struct PerNode {
             return std::vector<Tensor>{spec.vjp(pin, la, y, {Tensor::scalar(1.0).reshaped(y[0].shape())})[0]};
           });
       if (sens.empty()) return v;
-      return within_spread(got, w, tol, finite, sens[0], Tensor(), unit_roundoff(th.dtype), never_explained);
+      return within_spread(got, w, tol, finite, sens[0], Tensor(), unit_roundoff(th.dtype), never_explained, &exact);
     };
     Verdict v = judged(Tensor::scalar(r.loss), want[0].reshaped({}), loss_tolerance(g, th.loss_op, th.dtype, false), false);
     if (r.loss_grad.defined() && !want_grad.empty()) {
@@ -547,7 +552,7 @@ struct PerNode {
     if (tol.atol == 0 && tol.rtol == 0) return;
     auto explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol); };
     const Tensor w = rounded_to(want, th.dtype);
-    Verdict v = verdict(got, w, tol, finite, explained);
+    Verdict v = verdict(got, w, tol, finite, explained, &want);
     if ((v.wrong || v.produced) && !v.shape_mismatch) {
       const std::vector<Tensor> sens = gradient_spread(cons, vjps, want);
       // Plus the rounding bound of the consumers' sums (bias and weight gradients sum over the
@@ -560,7 +565,8 @@ struct PerNode {
         if (!bound.defined()) bound = zeros_like(want);
         for (int64_t i = 0; i < b.numel(); ++i) bound.f64()[i] += b.get(i);
       }
-      v = within_spread(got, w, tol, finite, sens.empty() ? Tensor() : sens[0], bound, unit_roundoff(th.dtype), explained);
+      v = within_spread(got, w, tol, finite, sens.empty() ? Tensor() : sens[0], bound, unit_roundoff(th.dtype), explained,
+                        &want);
     }
     v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
     if (v.produced && th.dtype == DType::F32)

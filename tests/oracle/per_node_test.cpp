@@ -3,6 +3,7 @@
 // (loss). Also the regression tests of the misattributions the rule removes.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 
 #include "ir/json_io.h"
@@ -727,6 +728,36 @@ TEST(PerNode, ANearestResizeCoordinateOnAnExactTieMayRoundEitherWay) {
   for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
   a.values["y"].f64()[3] -= 1;  // 3 * 26 / 22 = 3.545...: no tie
   EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+}
+
+// FLT_MAX where the float64 result overflows float32 is rounding; where the exact result is itself
+// infinite, it is a wrong answer: oneDNN 2.6's reduction_min of {inf, inf} returns FLT_MAX (its
+// accumulator starts there), which the oracle used to accept as "the top of float32's range next
+// to an inf" (the campaign's oneDNN reduce_min BC finding came from Quorum's gradient routing
+// around that wrong minimum).
+TEST(PerNode, FloatMaxForAnExactInfinityIsAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "reduce_min", "inputs": ["x"], "outputs": ["y"], "attrs": {"axes": [1], "keepdims": 0}}]})",
+                                          "min_inf");
+  const Case c(g, {{"x", core::Tensor::f64({2, 2}, {INFINITY, INFINITY, 1, 2})}}, core::Tensor::f64({2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  ASSERT_EQ(a.values["y"].get(0), INFINITY);
+  a.values["y"].f64()[0] = FLT_MAX;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].op, "reduce_min");
+  // FLT_MAX for a float64 sum just beyond float32's range is float32's.
+  const ir::Graph s = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "reduce_sum", "inputs": ["x"], "outputs": ["y"], "attrs": {"axes": [1], "keepdims": 0}}]})",
+                                          "sum_overflow");
+  const Case d(s, {{"x", core::Tensor::f64({1, 2}, {3e38f, 1e38f})}}, core::Tensor::f64({1}, {0}));
+  BackendRun b = d.run("A");
+  b.trained = false;
+  b.values["y"].f64()[0] = FLT_MAX;
+  for (const auto& f : d.judge_runs({d.run("ref"), b})) ADD_FAILURE() << f.signature() << ": " << f.detail;
 }
 
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {

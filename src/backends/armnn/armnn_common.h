@@ -44,6 +44,8 @@ class Builder {
   std::string layer_name(const std::string& what, const std::string& detail = "");
   void set_node(const ir::Node& n) { node_ = n.name; }
   const LoweringLog& lowering() const { return lowering_; }
+  // Notes what the library does to the node being converted beyond its layers (an optimizer pass).
+  void note(const std::string& what) { lowering_.note(node_, what); }
 
   // Sets the output slot's TensorInfo and connects `inputs` to the layer's input slots in order.
   Value finish(armnn::IConnectableLayer* layer, const std::vector<Value>& inputs, const Shape& out);

@@ -90,7 +90,13 @@ void build_conv(Builder& b, const ir::Node& n) {
     y = b.finish(b.net().AddDepthwiseConvolution2dLayer(d, const_tensor(wd, wd_shape), bt, b.layer_name("depthwise").c_str()),
                  {x}, y4);
   } else {
-    // One Convolution2d per group over its slice of the input channels, joined along C.
+    // One Convolution2d per group over its slice of the input channels, joined along C. Fed straight
+    // by a constant pad node's Pad layer (one group), ArmNN's optimizer folds the Pad into the
+    // convolution's padding (FoldPadIntoConvolution2d): noted in the lowering, where the ledger's
+    // entries about that pass find it.
+    if (group == 1)
+      if (const ir::Node* p = g.producer(n.inputs[0]); p && p->op == "pad" && core::attr_s(p->attrs, "mode") == "constant")
+        b.note("FoldPadIntoConvolution2d");
     const int64_t cg = C / group, og = O / group;
     std::vector<Value> parts;
     for (int64_t gi = 0; gi < group; ++gi) {

@@ -55,12 +55,15 @@ class SoftmaxKernel : public Kernel {
 
 // Keeps, in each slice of `mask` (1 where an element matches, 0 elsewhere) reduced to `keep`, only
 // the first 1 in row-major order: each match scores numel - flat index (all distinct, > 0), the
-// slice maximum is the first match, and equality with it leaves exactly that one.
+// slice maximum is the first match, and equality with it leaves exactly that one. A slice without
+// a match (the reduction returned a value no element has: oneDNN's min of {inf, inf} is FLT_MAX)
+// keeps none: its score maximum 0 equals every non-match's score, so the mask multiplies it out.
 Buf first_of(const Buf& mask, const Shape& keep) {
   Buf rank(mask.shape);
   for (int64_t i = 0; i < rank.numel(); ++i) rank.data[static_cast<size_t>(i)] = static_cast<float>(rank.numel() - i);
   const Buf score = binary(algorithm::binary_mul, mask, rank);
-  return binary(algorithm::binary_eq, score, reduce_to(algorithm::reduction_max, score, keep));
+  return binary(algorithm::binary_mul, mask,
+                binary(algorithm::binary_eq, score, reduce_to(algorithm::reduction_max, score, keep)));
 }
 
 class ReduceKernel : public Kernel {
