@@ -76,10 +76,10 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
         }
         continue;
       }
-      // A finite value at the top of float32's range where the exact result overflows float32 is
-      // rounding; where the exact result is itself infinite (an infinite operand: the min of
-      // {inf, inf}), FLT_MAX is a wrong answer.
-      const bool overflowed = !exact || (i < exact->numel() && std::isfinite(exact->get(i)));
+      // A finite value at the top of float32's range where the exact result overflows float32 (or
+      // float64, from finite operands) is rounding; where the exact result is an infinity an
+      // infinite operand gives (the min of {inf, inf}), FLT_MAX is a wrong answer.
+      const bool overflowed = !exact || operands_finite || (i < exact->numel() && std::isfinite(exact->get(i)));
       if (overflowed && std::isfinite(a) && (a > 0) == (w > 0) && std::abs(a) >= FLT_MAX / 2) continue;
       if (explained(i, a)) continue;
       ++v.wrong;
@@ -203,6 +203,9 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
       for (int64_t i = 0; i < s[k].numel(); ++i) {
         const double d = std::abs(out[k].get(i) - base[k].get(i));
         if (std::isfinite(base[k].get(i))) s[k].f64()[i] = std::max(s[k].f64()[i], std::isnan(d) ? INFINITY : d);
+        // An infinite kernel result that a trial makes NaN (a product whose partial products leave
+        // float32's range in some order, the float64 product itself overflowing) is not exact.
+        else if (std::isinf(base[k].get(i)) && std::isnan(out[k].get(i))) s[k].f64()[i] = INFINITY;
       }
     }
   }
@@ -218,9 +221,11 @@ Verdict within_spread(const Tensor& got, const Tensor& w, const ops::Tolerance& 
   return verdict(
       got, w, tol, finite,
       [&](int64_t i, double a) {
-        // A sum bound is infinite only with an infinite operand, whose result is exact: no bound.
+        // A sum bound infinite from finite operands (the magnitudes' product overflows float64)
+        // allows anything; from an infinite operand, whose result is exact, nothing.
         const double b = bound.defined() && i < bound.numel() ? bound.get(i) : 0;
-        const double allowed = (sens.defined() ? kMargin * sens.get(i) : 0) + (std::isfinite(b) ? u * b : 0);
+        const double allowed = (sens.defined() ? kMargin * sens.get(i) : 0) +
+                               (std::isfinite(b) ? u * b : finite ? INFINITY : 0);
         return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed || explained(i, a);
       },
       exact);

@@ -760,6 +760,46 @@ TEST(PerNode, FloatMaxForAnExactInfinityIsAFinding) {
   for (const auto& f : d.judge_runs({d.run("ref"), b})) ADD_FAILURE() << f.signature() << ": " << f.detail;
 }
 
+// A product's gradient whose float64 kernel itself overflows (the other elements' product is
+// beyond 1e308) says nothing about a float32 library's answer: libtorch returned -0 where the
+// kernel gives -inf for a reduce_prod over 268 large elements (campaign seed 31337). Finite
+// operands make an infinite sum bound mean "float64 overflowed", not "exactly infinite".
+TEST(PerNode, AGradientWhoseFloat64KernelOverflowsIsNotJudged) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 40]}], "outputs": ["y"],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "y", "op": "reduce_prod", "inputs": ["n"], "outputs": ["y"], "attrs": {"axes": [1], "keepdims": 1}}]})",
+                                          "prod_overflow");
+  core::Tensor xs(core::DType::F64, {1, 40});
+  for (int64_t i = 0; i < 40; ++i) xs.f64()[i] = i == 0 ? 1e-30f : 1e10f;
+  const Case c(g, {{"x", xs}}, core::Tensor::f64({1, 1}, {0}));
+  BackendRun a = c.run("A");
+  ASSERT_TRUE(std::isinf(a.grads.at("n").get(0)));
+  a.grads["n"].f64()[0] = -0.0;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+}
+
+// reciprocal's derivative -y * y is a product float32 implementations hold: for y = 1e20 it
+// overflows, so the gradient is inf (or NaN for a zero incoming gradient) where float64 gives
+// -1e10 (or -0) (libtorch and oneDNN, campaign seed 31337). Where y * y fits, NaN is still found.
+TEST(PerNode, AReciprocalsSquaredOutputThatOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "reciprocal", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "reciprocal_overflow");
+  const Case c(g, {{"x", core::Tensor::f64({1, 3}, {1e-20f, 1e-20f, 0.5})}},
+               core::Tensor::f64({1, 3}, {1e20f, 1e20f + 1e12f, 1}));
+  BackendRun a = c.run("A");
+  a.values["y"] = core::Tensor::f64({1, 3}, {1e20f, 1e20f, 2});
+  a.grads["y"] = core::Tensor::f64({1, 3}, {0, 1e-30f, 1});
+  a.grads["x"] = core::Tensor::f64({1, 3}, {NAN, -INFINITY, -4});
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[2] = NAN;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
   EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
 }

@@ -248,7 +248,7 @@ void build_pool(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const PoolPlan plan = pool_plan(g, n);
   const Value x = b.reshape(b.value(n.inputs[0]), as_4d(in_shape(g, n, 0)));
-  const Value y = b.finish(b.net().AddPooling2dLayer(plan.desc, b.layer_name("pool").c_str()), {x}, plan.armnn_out);
+  const Value y = b.finish(b.net().AddPooling2dLayer(plan.desc, b.layer_name("pool", armnn::GetPoolingAlgorithmAsCString(plan.desc.m_PoolType)).c_str()), {x}, plan.armnn_out);
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
@@ -271,7 +271,7 @@ void build_global_pool(Builder& b, const ir::Node& n) {
   d.m_StrideX = d.m_StrideY = 1;
   d.m_DataLayout = armnn::DataLayout::NCHW;
   const Value flat = b.reshape(xv, Shape{x[0], x[1], 1, cells});
-  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("global_max").c_str()), {flat}, Shape{x[0], x[1], 1, 1});
+  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("global_max", "Max").c_str()), {flat}, Shape{x[0], x[1], 1, 1});
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 

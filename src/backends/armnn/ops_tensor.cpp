@@ -54,7 +54,7 @@ Value reduce_max(Builder& b, const Value& x, const std::vector<size_t>& axes, co
   d.m_PoolWidth = static_cast<uint32_t>(reduced);
   d.m_StrideX = d.m_StrideY = 1;
   d.m_DataLayout = armnn::DataLayout::NCHW;
-  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("reduce_max").c_str()), {flat}, Shape{1, 1, kept, 1});
+  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("reduce_max", "Max").c_str()), {flat}, Shape{1, 1, kept, 1});
   return b.reshape(y, out);
 }
 
