@@ -1,5 +1,5 @@
 // The ArmNN backend unrolls recurrent cells over time (ArmNN 20.08 has no GRU or Elman layer), and
-// ArmNN's optimizer takes time growing about as the cube of the layer count: a GRU over 1 080 steps
+// ArmNN's optimizer takes time growing faster than the square of the layer count: a GRU over 1 080 steps
 // (about 20 000 layers) ran into the worker's 60 s limit and was reported as a timeout "crash" of
 // ArmNN. The backend refuses what its own lowering makes that large, with a reason.
 #include <gtest/gtest.h>
