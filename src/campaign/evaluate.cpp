@@ -172,7 +172,7 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   }
   if (setup.known)
     for (auto& f : ev.findings)
-      if (const oracle::KnownEntry* e = setup.known->match(f.signature(), f.lowering)) f.known = e->id;
+      if (const oracle::KnownEntry* e = setup.known->match(f)) f.known = e->id;
   t.compare += since(t0);
   return ev;
 }

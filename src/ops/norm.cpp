@@ -78,11 +78,15 @@ void group_backward(const double* x, const double* dxhat, const std::vector<int6
     mag_dx += std::abs(dxhat[i] * xh[j]);
   }
   mean_d = stored_sum(mean_d / m, mag_d / m, terms);
-  mean_dx = stored_sum(mean_dx / m, mag_dx / m, terms) + float32_range(raw_magnitude(x, dxhat, idx, s));
+  const double raw = raw_magnitude(x, dxhat, idx, s);
+  mean_dx = stored_sum(mean_dx / m, mag_dx / m, terms) + float32_range(raw);
   for (size_t j = 0; j < idx.size(); ++j) {
     const int64_t i = idx[j];
+    // Each element's term multiplies that raw sum by its own x (libtorch: b * x) or x - mean
+    // (oneDNN: (x - mean) * diff_gamma) before the small factors rstd^2 / N: 2e6 * 2.7e38 overflows.
     dx[i] += stored_sum(s.rstd * (dxhat[i] - mean_d - xh[j] * mean_dx),
-                        s.rstd * (std::abs(dxhat[i]) + std::abs(mean_d) + std::abs(xh[j] * mean_dx)), 3);
+                        s.rstd * (std::abs(dxhat[i]) + std::abs(mean_d) + std::abs(xh[j] * mean_dx)), 3) +
+             float32_range(raw * (std::abs(x[i]) + std::abs(s.mean)));
   }
 }
 
@@ -380,8 +384,15 @@ std::vector<Tensor> lrn_vjp(const Inputs& in, const Attrs& a, const std::vector<
   const double* dp = d.f64();
   Tensor gx(DType::F64, x.shape());
   double* gxp = gx.f64();
-  // y_c = x_c * d_c^-beta: a direct term, plus each x_j in c's window reaching y_c through d_c.
-  for (int64_t i = 0; i < x.numel(); ++i) gxp[i] = gy[i] * std::pow(dp[i], -g.beta);
+  // y_c = x_c * d_c^-beta: a direct term, plus each x_j in c's window reaching y_c through d_c. The
+  // terms cancel where alpha x^2 dominates the bias (size 1: d^-beta - 2 alpha beta x^2 d^-beta-1 is
+  // bias * d^-beta-1 for beta 1/2, the difference of two terms 1e11 times larger for x = 1e6), and
+  // float32 implementations keep their rounding: the gradient is a stored sum of their magnitude.
+  std::vector<double> mag(static_cast<size_t>(x.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    gxp[i] = gy[i] * std::pow(dp[i], -g.beta);
+    mag[static_cast<size_t>(i)] = std::abs(gxp[i]);
+  }
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t ch = 0; ch < g.c; ++ch)
       for (int64_t k = 0; k < g.sp; ++k) {
@@ -390,8 +401,11 @@ std::vector<Tensor> lrn_vjp(const Inputs& in, const Attrs& a, const std::vector<
         for (int64_t j = std::max<int64_t>(0, ch - g.before); j <= std::min(g.c - 1, ch + g.after); ++j) {
           const int64_t ij = (b * g.c + j) * g.sp + k;
           gxp[ij] += coef * xp[ij];
+          mag[static_cast<size_t>(ij)] += std::abs(coef * xp[ij]);
         }
       }
+  const int64_t terms = g.before + g.after + 2;
+  for (int64_t i = 0; i < x.numel(); ++i) gxp[i] = stored_sum(gxp[i], mag[static_cast<size_t>(i)], terms);
   return {gx};
 }
 

@@ -15,24 +15,28 @@ struct StoredState {
   bool jitter, move_statistics;
   core::Rng* rng;
   int direction;
+  bool by_lane;
 };
-thread_local StoredState g_state{false, 0, false, false, nullptr, 0};
+thread_local StoredState g_state{false, 0, false, false, nullptr, 0, false};
 thread_local const StoredState* g_stored = nullptr;
 
 // How far, in rounding errors, a stored value moves in the current scope.
-double draw() { return g_stored->direction != 0 ? g_stored->direction : g_stored->rng->uniform(-1.0, 1.0); }
+double draw(int lane = 0) {
+  if (g_stored->direction == 0) return g_stored->rng->uniform(-1.0, 1.0);
+  return g_stored->by_lane && (lane & 1) ? -g_stored->direction : g_stored->direction;
+}
 
-double moved_sum(double sum, double magnitude, int64_t terms, bool moves) {
+double moved_sum(double sum, double magnitude, int64_t terms, bool moves, int lane = 0) {
   if (g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
   const double r = rounded(sum);
   if (!g_stored || !moves || !std::isfinite(r)) return r;
-  return r + draw() * sum_units(terms) * g_stored->unit * magnitude;
+  return r + draw(lane) * sum_units(terms) * g_stored->unit * magnitude;
 }
 }  // namespace
 
 StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng,
-                                 int direction) {
-  g_state = StoredState{round_to_f32, unit, jitter, move_statistics, &rng, direction};
+                                 int direction, bool by_lane) {
+  g_state = StoredState{round_to_f32, unit, jitter, move_statistics, &rng, direction, by_lane};
   g_stored = &g_state;
 }
 
@@ -63,8 +67,8 @@ double sum_units(int64_t terms) {
   return std::max(std::sqrt(n), n / 4);
 }
 
-double stored_sum(double sum, double magnitude, int64_t terms) {
-  return moved_sum(sum, magnitude, terms, g_stored && g_stored->jitter);
+double stored_sum(double sum, double magnitude, int64_t terms, int lane) {
+  return moved_sum(sum, magnitude, terms, g_stored && g_stored->jitter, lane);
 }
 
 double statistic_sum(double sum, double magnitude, int64_t terms) {

@@ -125,8 +125,10 @@ class InputShaper {
 // terms' magnitude for a sum (its rounding grows with its terms, not its result: cancellation).
 // A scope with a direction (-1 or +1) moves every one by that whole error in that direction, so
 // the worst case of one rounding (a constant row's normalised value, a coordinate on an exact
-// tie) is in every such trial whatever the draws; a scope without one moves each by a random
-// fraction of it, drawn from the scope's Rng (Monte Carlo arithmetic). A statistic is rounded and
+// tie) is in every such trial whatever the draws; with `by_lane`, values a kernel marks in an odd
+// lane move the other way (a nearest resize's height and width coordinates, lanes 0 and 1, may
+// round to opposite sides); a scope without a direction moves each by a random fraction of it,
+// drawn from the scope's Rng (Monte Carlo arithmetic). A statistic is rounded and
 // moved only in scopes that move statistics: a trial that keeps it keeps it exact, so a constant
 // row's variance is zero, as in implementations whose mean of equal values is exact; the others
 // round and move it, as a float32 sum of equal values in order does (then the variance is the
@@ -135,13 +137,13 @@ class InputShaper {
 class StoredPrecision {
  public:
   StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng,
-                  int direction = 0);
+                  int direction = 0, bool by_lane = false);
   ~StoredPrecision();
   StoredPrecision(const StoredPrecision&) = delete;
   StoredPrecision& operator=(const StoredPrecision&) = delete;
 };
 double stored(double v);
-double stored_sum(double sum, double magnitude, int64_t terms);
+double stored_sum(double sum, double magnitude, int64_t terms, int lane = 0);
 double statistic_sum(double sum, double magnitude, int64_t terms);
 double rounded(double v);
 // A product of factors in an order the implementation chooses: its partial products lie between

@@ -39,7 +39,9 @@ struct Tap {
   double w0 = 1.0, w1 = 0.0;
 };
 
-std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t out) {
+// `lane`: the axis (0 height, 1 width), so the spread's trials round the two axes' coordinates to
+// opposite sides too (ops::stored_sum).
+std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t out, int lane) {
   const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
   std::vector<Tap> taps(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) {
@@ -49,7 +51,7 @@ std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t ou
       // ONNX linear: clamp the coordinate into the input, then interpolate its two neighbours.
       // The coordinate, a few float32 operations on the output index in a float32 implementation,
       // is marked stored (ops::stored_sum); the result is continuous in it.
-      const double c = std::clamp(stored_sum(x, std::abs(x) + 0.5, 3), 0.0, static_cast<double>(in - 1));
+      const double c = std::clamp(stored_sum(x, std::abs(x) + 0.5, 3, lane), 0.0, static_cast<double>(in - 1));
       t.i0 = static_cast<int64_t>(std::floor(c));
       t.i1 = std::min(t.i0 + 1, in - 1);
       t.w1 = c - static_cast<double>(t.i0);
@@ -58,7 +60,7 @@ std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t ou
       // The same stored coordinate: on an exact integer (floor, ceil) or half-way point (the round
       // modes), a float32 implementation's coordinate (o * float(in / out)) may land on either
       // side, and so may a float64 one whose scale was rounded (libtorch's upsample_nearest).
-      const double c = stored_sum(x, std::abs(x) + 0.5, 3);
+      const double c = stored_sum(x, std::abs(x) + 0.5, 3, lane);
       t.i0 = t.i1 = std::clamp<int64_t>(round_nearest(core::attr_s(a, "nearest_mode"), c), 0, in - 1);
     }
   }
@@ -110,7 +112,7 @@ OpSpec make_resize(bool bilinear) {
     const Tensor& x = *in[0];
     const Shape ys = resized_shape(name, x.shape(), a);
     const int64_t h = ys[2], w = ys[3], ih = x.dim(2), iw = x.dim(3);
-    const auto ty = axis_taps(bilinear, a, ih, h), tx = axis_taps(bilinear, a, iw, w);
+    const auto ty = axis_taps(bilinear, a, ih, h, 0), tx = axis_taps(bilinear, a, iw, w, 1);
     Tensor y(DType::F64, ys);
     for (int64_t p = 0; p < ys[0] * ys[1]; ++p) {
       const double* xp = x.f64() + p * ih * iw;
@@ -135,7 +137,7 @@ OpSpec make_resize(bool bilinear) {
     const Tensor& x = *in[0];
     const Shape ys = resized_shape(name, x.shape(), a);
     const int64_t h = ys[2], w = ys[3], ih = x.dim(2), iw = x.dim(3);
-    const auto ty = axis_taps(bilinear, a, ih, h), tx = axis_taps(bilinear, a, iw, w);
+    const auto ty = axis_taps(bilinear, a, ih, h, 0), tx = axis_taps(bilinear, a, iw, w, 1);
     Tensor gx(DType::F64, x.shape());
     for (int64_t p = 0; p < ys[0] * ys[1]; ++p) {
       const double* gy = grad[0].f64() + p * h * w;

@@ -120,6 +120,20 @@ const KnownEntry* Ledger::match(const std::string& signature, const std::vector<
   return nullptr;
 }
 
+const KnownEntry* Ledger::match(const Finding& f) const {
+  if (const KnownEntry* e = match(f.signature(), f.lowering)) return e;
+  if (f.backend != "ref" || f.against.empty()) return nullptr;
+  const KnownEntry* first = nullptr;
+  for (const auto& library : f.against) {
+    Finding each = f;
+    each.backend = library;
+    const KnownEntry* e = match(each.signature());
+    if (!e) return nullptr;
+    if (!first) first = e;
+  }
+  return first;
+}
+
 const KnownEntry* Ledger::find(const std::string& id) const {
   for (const auto& e : entries)
     if (e.id == id) return &e;

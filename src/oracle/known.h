@@ -10,6 +10,7 @@
 
 #include "backends/backend.h"
 #include "ir/graph.h"
+#include "oracle/oracle.h"
 
 namespace quorum::oracle {
 
@@ -60,6 +61,11 @@ struct Ledger {
   // or exact `also` signature equals the finding's, then the first whose pattern matches it (with
   // `lowering`, the library operations the finding's node ran).
   const KnownEntry* match(const std::string& signature, const std::vector<std::string>& lowering = {}) const;
+  // A finding's entry: its signature and lowering as above; for a finding blamed on the reference
+  // because every library differs from the kernel alike, the entry of the first of them when each
+  // of them has a known bug with that finding's signature (libraries that share the faulty code:
+  // libtorch's float32 gelu backward is oneDNN's).
+  const KnownEntry* match(const Finding& f) const;
   const KnownEntry* find(const std::string& id) const;
 };
 

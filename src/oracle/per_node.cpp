@@ -126,19 +126,21 @@ Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
 // sums; a float32 sum is the exact sum of terms perturbed by up to (L-1) units each, typically
 // sqrt(L), so its operands move by kUlps * sqrt(L) units (the same growth as its tolerance).
 // The trials run the kernel with its stored intermediates (ops::stored: gates, states, statistics,
-// sums) at the run's precision. The first three keep the operands exact: one rounds the
+// sums) at the run's precision. The first five keep the operands exact: one rounds the
 // intermediates, one also moves every one down by its whole rounding error (a constant row's
 // normalisation keeps its exact mean and zero variance there), one moves them and the statistics
 // up by theirs (a constant row's float32 mean is off by its sum's rounding, the same for the whole
-// row). These are deterministic: the worst case of one rounding (a coordinate on an exact tie, the
-// x*rstd - mean*rstd of a constant row) is in the spread whatever the draws. The others move
+// row), and two do the same with the values a kernel marks in odd lanes moved the other way (a
+// nearest resize's width coordinate against its height's). These are deterministic: the worst case
+// of one rounding (a coordinate on an exact tie, on either axis, the x*rstd - mean*rstd of a
+// constant row) is in the spread whatever the draws. The others move
 // operands, intermediates and statistics by random fractions of their errors, drawn from an Rng
 // seeded by the operator and the operands' values, so the verdict on the same values is the same
 // whatever the node is called. An intermediate that saturates (sigmoid = 1) or
 // overflows in float32 then shows in the spread, and a trial that is non-finite where the kernel
 // is finite makes the spread infinite there: any value, NaN and Inf included, is float32's at that
 // element.
-constexpr int kExactOperandTrials = 3;
+constexpr int kExactOperandTrials = 5;
 constexpr int kTrials = kExactOperandTrials + 3;
 constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
 constexpr double kMargin = 4;  // allowed deviation, in spreads
@@ -183,8 +185,10 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
   for (const auto& b : base) s.push_back(zeros_like(b));
   core::Rng rng(spread_seed(what, operands));
   for (int t = 0; t < kTrials; ++t) {
-    const int direction = t == 1 ? -1 : t == 2 ? 1 : 0;
-    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, t > 1, rng, direction);
+    // 1: every stored value down; 2: up, statistics too; 3 and 4: the same with odd lanes the other way.
+    const int direction = t == 1 || t == 3 ? -1 : t == 2 || t == 4 ? 1 : 0;
+    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, t == 2 || t == 4 || t >= kExactOperandTrials, rng,
+                                direction, t == 3 || t == 4);
     std::vector<Tensor> p;
     for (const auto& o : operands) {
       Tensor q = o.to(DType::F64);

@@ -85,6 +85,27 @@ TEST(Known, PatternsCoverEveryOperatorBuiltOnTheSamePrimitive) {
   fs::remove_all(dir);
 }
 
+// A finding blamed on the reference because every library differs from the kernel alike is a
+// known bug when each of those libraries has one with that signature: libtorch's float32 gelu
+// backward runs oneDNN's kernel, so both are wrong the same way (campaign seed 4242424).
+TEST(Known, ASharedKnownBugBlamedOnTheReferenceIsKnown) {
+  const std::string dir = ledger_dir("shared", "torch", R"({"format": "quorum.known", "backend": "torch", "entries": [
+    {"id": "torch-gelu", "class": "bug", "signature": "inconsistency|BC|torch|gelu|{approximate=\"none\"}", "note": "n"},
+    {"id": "onednn-gelu", "backend": "onednn", "class": "bug", "signature": "inconsistency|BC|onednn|gelu|{approximate=\"none\"}", "note": "n"}]})");
+  const oracle::Ledger l = oracle::load_ledgers(dir);
+  oracle::Finding f;
+  f.kind = oracle::Kind::Inconsistency;
+  f.stage = oracle::Stage::Backward;
+  f.backend = "ref";
+  f.op = "gelu";
+  f.params = "{approximate=\"none\"}";
+  f.against = {"torch", "onednn"};
+  EXPECT_EQ(l.match(f), &l.entries[0]);
+  f.against = {"torch", "armnn"};  // armnn has no such entry: the reference stays suspect
+  EXPECT_EQ(l.match(f), nullptr);
+  fs::remove_all(dir);
+}
+
 TEST(Known, AMalformedLedgerIsOneClearError) {
   const std::string dir = ledger_dir("bad", "faulty", R"({"format": "quorum.known", "backend": "faulty", "entries": [
     {"id": "x", "class": "feature", "signature": "s", "note": "n"}]})");

@@ -800,6 +800,104 @@ TEST(PerNode, AReciprocalsSquaredOutputThatOverflowsFloat32IsNotAFinding) {
   EXPECT_EQ(found[0].kind, Kind::NaN);
 }
 
+// LRN's input gradient is a sum of a direct term and each window member's term through the base,
+// and they cancel where alpha x^2 dominates the bias: size 1, beta 0.5, x = -999999.75, incoming
+// gradient 2.2e12 gives 2.6e-5 exactly, a difference of two terms of 5.3e6; libtorch returned -1,
+// oneDNN 1 (campaign seed 4242424, both libraries). Their rounding is float32's; 100 is not.
+TEST(PerNode, AnLrnGradientWhoseTermsCancelIsJudgedWithTheirRounding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 1, 4]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "lrn", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"alpha": 0.17, "beta": 0.5, "bias": 0.96, "size": 1}}]})",
+                                          "lrn_cancel");
+  const Case c(g, {{"x", core::Tensor::f64({1, 1, 1, 4}, {-999999.3125, -999999.1875, -999999.75, -999999.0625})}},
+               core::Tensor(core::DType::F64, {1, 1, 1, 4}));
+  BackendRun a = c.run("A");
+  a.grads["y"] = core::Tensor::f64({1, 1, 1, 4}, {-1101161955328.0, -260162928640.0, 2245128880128.0, -1265455464448.0});
+  a.grads["x"] = core::Tensor::f64({1, 1, 1, 4}, {0, 0, -1, -0.25});
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[2] = 100;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].op, "lrn");
+}
+
+// A normalisation backward multiplies its raw sum sum(dy * (x - mean)) (which fits: 1.5e38) by each
+// element's x - mean (oneDNN) or x (libtorch) before the small factors rstd^2 / N: for x = -2e6 the
+// product overflows, and the element with a zero incoming gradient comes back NaN where float64
+// gives a finite gradient (the campaign's oneDNN batch_norm BC finding, seed 4242424: x = -1999990,
+// sum 2.7e38). NaN where the product fits is still found.
+TEST(PerNode, ANormalisationGradientWhoseRawSumTimesXOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 1, 4]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [1], "data": [1]},
+                     {"name": "b", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "m", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "v", "dtype": "float32", "shape": [1], "data": [1]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 0.1, "training": 1}}]})",
+                                          "bn_raw_times_x");
+  const backends::ValueMap in{{"x", core::Tensor::f64({1, 1, 1, 4}, {-2e6, 1, 2, 3})}};
+  const Case probe(g, in, core::Tensor(core::DType::F64, {1, 1, 1, 4}));
+  // mse_loss's gradient 2 (y - t) / 4: dy = {0, 1e32, 1e32, 1e32}.
+  core::Tensor t = probe.tr.values.at("y");
+  for (int64_t i = 1; i < 4; ++i) t.f64()[i] -= 2e32;
+  const Case c(g, in, t);
+  BackendRun a = c.run("A");
+  ASSERT_TRUE(std::isfinite(a.grads.at("x").get(0)));
+  a.grads["x"].f64()[0] = NAN;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  const backends::ValueMap small{{"x", core::Tensor::f64({1, 1, 1, 4}, {-2, 1, 2, 3})}};
+  const Case d(g, small, core::Tensor(core::DType::F64, {1, 1, 1, 4}));
+  BackendRun b = d.run("A");
+  b.grads["x"].f64()[0] = NAN;
+  EXPECT_EQ(d.judge_runs({d.run("ref"), b}).size(), 1u);
+}
+
+// A 2-D nearest resize has a coordinate per axis, and a float32 implementation may round a tie on
+// one axis down and a tie on the other up: align_corners 36 -> 31 and 13 -> 17 put output (3, 2)
+// at exactly (3.5, 1.5), which round_prefer_ceil takes to cell (4, 2); ArmNN read (3, 2) (campaign
+// seed 4242424). The spread's lanes cover every combination; a cell off elsewhere is found.
+TEST(PerNode, ANearestResizeMayRoundTiesOnItsTwoAxesToOppositeSides) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 36, 13]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "resize_nearest", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"sizes": [31, 17], "coordinate_transformation_mode": "align_corners",
+                         "nearest_mode": "round_prefer_ceil"}}]})",
+                                          "nearest_two_axes");
+  core::Tensor xs(core::DType::F64, {1, 1, 36, 13});
+  for (int64_t h = 0; h < 36; ++h)
+    for (int64_t w = 0; w < 13; ++w) xs.f64()[h * 13 + w] = static_cast<double>(100 * h + w);
+  const Case c(g, {{"x", xs}}, core::Tensor(core::DType::F64, {1, 1, 31, 17}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  ASSERT_EQ(a.values["y"].get(3 * 17 + 2), 402.0);
+  a.values["y"].f64()[3 * 17 + 2] = 302;  // height down, width up
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  // (The spread at a tie is the neighbours' difference, times the margin: a far cell is found.)
+  a.values["y"].f64()[3 * 17 + 2] = 3002;
+  EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+}
+
+// A derivative that leaves float32's range where the gradient does not is float32's: oneDNN
+// computes log's gradient as dy * (1 / x), inf for x = 1e-40 and dy = 0.005 (5e37 fits; campaign
+// seed 20261126). inf for x = 0.5 is still found.
+TEST(PerNode, AnElementwiseDerivativeThatOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "log", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "log_subnormal");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1e-40f, 0.5})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.grads["y"] = core::Tensor::f64({1, 2}, {0.005f, 0.005f});
+  a.grads["x"] = core::Tensor::f64({1, 2}, {INFINITY, 0.01f});
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[1] = INFINITY;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
   EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
 }

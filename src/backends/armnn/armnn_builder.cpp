@@ -34,6 +34,13 @@ std::vector<float> Builder::floats(const std::string& initializer) const {
   return out;
 }
 
+Support layer_budget(const ir::Node& n, int64_t layers, const std::string& what) {
+  if (layers <= kMaxLayersPerNode) return Support::yes();
+  return Support::no(n.op + " " + what + " takes " + std::to_string(layers) +
+                     " ArmNN layers; the optimizer's time grows faster than the square of the layer count (2.2 s "
+                     "for 5 040 layers), so more than " + std::to_string(kMaxLayersPerNode) + " per node are not built");
+}
+
 std::string Builder::layer_name(const std::string& what, const std::string& detail) {
   lowering_.note(node_, detail.empty() ? what : what + " " + detail);
   return node_ + "/" + what + "#" + std::to_string(counter_++);

@@ -72,6 +72,15 @@ class Builder {
   LoweringLog lowering_;
 };
 
+// ArmNN's optimizer takes time growing faster than the square of the layer count
+// (SubgraphViewSelector; `quorum run` of one GRU on this backend, measured: 1 260 layers 0.06 s,
+// 1 995 layers 0.19 s, 5 040 layers 2.2 s, about L^2.6; a GRU over 480 steps took 28 s and one
+// over 1 080 steps, or a conv_transpose2d over a batch of 2 310 (one layer per sample), ran into
+// the worker's 60 s limit). A node whose lowering needs more layers than this is refused (`what`:
+// how it gets that many) rather than run into the time limit.
+constexpr int64_t kMaxLayersPerNode = 2000;
+Support layer_budget(const ir::Node& n, int64_t layers, const std::string& what);
+
 struct OpEntry {
   std::function<Support(const ir::Graph&, const ir::Node&)> supports;  // null: always
   std::function<void(Builder&, const ir::Node&)> build;                // defines the node's outputs

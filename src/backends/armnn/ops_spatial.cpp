@@ -95,8 +95,17 @@ void build_conv(Builder& b, const ir::Node& n) {
     // convolution's padding (FoldPadIntoConvolution2d): noted in the lowering, where the ledger's
     // entries about that pass find it.
     if (group == 1)
-      if (const ir::Node* p = g.producer(n.inputs[0]); p && p->op == "pad" && core::attr_s(p->attrs, "mode") == "constant")
+      if (const ir::Node* p = g.producer(n.inputs[0]); p && p->op == "pad" && core::attr_s(p->attrs, "mode") == "constant") {
+        // What the pass gets wrong (the ledger's FoldPad entries): a pad value it drops, or a pad
+        // of the batch or channel axes it folds as if it were spatial.
+        const Ints& pads = core::attr_ints(p->attrs, "pads");
+        const size_t rank = pads.size() / 2;
+        bool outer = false;
+        for (size_t d = 0; d < rank && d < 2; ++d) outer |= pads[d] != 0 || pads[rank + d] != 0;
         b.note("FoldPadIntoConvolution2d");
+        if (core::attr_f(p->attrs, "value") != 0) b.note("FoldPadIntoConvolution2d (pad value)");
+        if (outer) b.note("FoldPadIntoConvolution2d (channel axis)");
+      }
     const int64_t cg = C / group, og = O / group;
     std::vector<Value> parts;
     for (int64_t gi = 0; gi < group; ++gi) {
@@ -123,11 +132,19 @@ void build_conv(Builder& b, const ir::Node& n) {
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
-Support conv_transpose_supports(const ir::Graph&, const ir::Node& n) {
+Support conv_transpose_supports(const ir::Graph& g, const ir::Node& n) {
   const Ints& dil = core::attr_ints(n.attrs, "dilations");
   if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; }))
     return Support::no("ArmNN 20.08 TransposeConvolution2d has no dilation; dilations " + str(dil));
-  return Support::yes();
+  // One layer per sample (and per group: a slice and a layer), joined by Concats (build_conv_transpose).
+  const int64_t N = g.types.at(n.inputs[0]).shape.at(0), group = core::attr_i(n.attrs, "group");
+  return layer_budget(n, N * (2 * group + 3) + 1, "over a batch of " + std::to_string(N) + " (one layer per sample)");
+}
+
+Support conv_supports(const ir::Graph&, const ir::Node& n) {
+  // A grouped (not depthwise) convolution is one Convolution2d and one Slice per group (build_conv).
+  const int64_t group = core::attr_i(n.attrs, "group");
+  return layer_budget(n, 2 * group + 3, "in " + std::to_string(group) + " groups (one layer per group)");
 }
 
 void build_conv_transpose(Builder& b, const ir::Node& n) {
@@ -377,8 +394,8 @@ void build_resize(Builder& b, const ir::Node& n) {
 }  // namespace
 
 void register_spatial(OpTable& t) {
-  t["conv1d"] = OpEntry{{}, build_conv};
-  t["conv2d"] = OpEntry{{}, build_conv};
+  t["conv1d"] = OpEntry{conv_supports, build_conv};
+  t["conv2d"] = OpEntry{conv_supports, build_conv};
   t["conv_transpose2d"] = OpEntry{conv_transpose_supports, build_conv_transpose};
   for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"}) t[name] = OpEntry{pool_supports, build_pool};
   t["global_avg_pool"] = OpEntry{{}, build_global_pool};

@@ -312,22 +312,11 @@ Value fully_connected(Builder& b, const Value& x, const std::vector<float>& w, c
 // The layers one step adds in build_rnn below.
 int64_t rnn_layers_per_step(const std::string& op) { return op == "lstm" ? 18 : op == "gru" ? 21 : 7; }
 
-// ArmNN's optimizer takes time growing faster than the square of the layer count
-// (SubgraphViewSelector; `quorum run` of one GRU on this backend, measured: 60 steps = 1 260 layers
-// 0.06 s, 95 steps = 1 995 layers 0.19 s, 240 steps = 5 040 layers 2.2 s, about L^2.6; 480 steps
-// took 28 s and 1 080 steps ran into the worker's 60 s limit): an unrolled cell beyond this many
-// layers is refused rather than run into the time limit.
-constexpr int64_t kMaxUnrolledLayers = 2000;
-
 Support rnn_supports(const ir::Graph& g, const ir::Node& n) {
   const core::Shape& x = g.types.at(n.inputs[0]).shape;
-  const int64_t T = x.size() == 3 ? x[1] : 0, layers = T * rnn_layers_per_step(n.op);
-  if (layers > kMaxUnrolledLayers)
-    return Support::no(n.op + " over " + std::to_string(T) + " steps unrolls into " + std::to_string(layers) +
-                       " ArmNN layers (ArmNN 20.08 has no recurrent layer); its optimizer's time grows faster than the "
-                       "square of the layer count (2.2 s for 5 040 layers), so more than " + std::to_string(kMaxUnrolledLayers) +
-                       " are not built");
-  return Support::yes();
+  const int64_t T = x.size() == 3 ? x[1] : 0;
+  return layer_budget(n, T * rnn_layers_per_step(n.op),
+                      "unrolled over " + std::to_string(T) + " steps (ArmNN 20.08 has no recurrent layer)");
 }
 
 void build_rnn(Builder& b, const ir::Node& n) {
