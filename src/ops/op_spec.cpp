@@ -52,6 +52,10 @@ double stored(double v) {
   return r * (1 + draw() * g_stored->unit);
 }
 
+double float32_underflow(double log_v) {
+  return g_stored && g_stored->round_to_f32 && log_v < std::log(0x1p-149) ? std::nan("") : 0.0;
+}
+
 double float32_range(double magnitude) {
   return g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX) ? std::nan("") : 0.0;
 }

@@ -157,6 +157,10 @@ double stored_product(double product, double largest, double smallest);
 // dy * xhat): 0, or NaN under float32 rounding when the magnitude is beyond float32's range (add it
 // to what the implementation derives from it, so the spread accepts any value there).
 double float32_range(double magnitude);
+// A positive intermediate exp(log_v) that float32 implementations hold (a softmax probability that
+// log_softmax computed as log(softmax(x)) takes the log of): 0, or NaN under float32 rounding when
+// it is below float32's smallest subnormal, so it is 0 and its log -inf there.
+double float32_underflow(double log_v);
 // The rounding error of a float32 sum of `terms` terms, in units of the terms' magnitude: none for
 // one term, sqrt(terms) for independent rounding errors, and terms / 4 where that is larger: the
 // errors of equal terms (a constant row, common after clipping) add up instead of cancelling

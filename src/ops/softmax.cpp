@@ -50,7 +50,8 @@ Tensor softmax_forward(const Tensor& x, int64_t axis, bool log) {
     const double log_sum = stored(std::log(sum));
     for (int64_t j = 0; j < r.len; ++j) {
       const double z = xp[idx(j)] - m;
-      yp[idx(j)] = log ? z - log_sum : std::exp(z) / sum;
+      // log_softmax computed as log(softmax(x)) (OpenCV) holds the probability in float32.
+      yp[idx(j)] = log ? z - log_sum + float32_underflow(z - log_sum) : std::exp(z) / sum;
     }
   });
   return y;

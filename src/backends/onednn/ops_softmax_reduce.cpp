@@ -102,9 +102,16 @@ class ReduceKernel : public Kernel {
       case algorithm::reduction_mul:
         gx = binary(algorithm::binary_mul, prod_of_others(x), gy);
         break;
-      default:
-        gx = binary(algorithm::binary_mul, first_of(binary(algorithm::binary_eq, x, y), keep_), gy);
+      default: {
+        // The elements equal to their slice's extreme; a NaN extreme (the slice holds a NaN) is
+        // matched by the slice's NaNs, which equality misses (NaN != NaN): the first one gets the
+        // gradient, as the catalogue's first NaN does.
+        const Buf nan_x = binary(algorithm::binary_ne, x, x), nan_y = binary(algorithm::binary_ne, y, y);
+        const Buf match = binary(algorithm::binary_max, binary(algorithm::binary_eq, x, y),
+                                 binary(algorithm::binary_mul, nan_x, nan_y));
+        gx = binary(algorithm::binary_mul, first_of(match, keep_), gy);
         break;
+      }
     }
     add_gin(env, 0, std::move(gx));
   }
