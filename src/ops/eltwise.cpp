@@ -167,7 +167,10 @@ std::vector<Unary> unaries() {
          return std::max(0.0, std::min(1.0, core::attr_f(a, "alpha") * x + core::attr_f(a, "beta")));
        },
        [](double x, double, const Attrs& a) {
-         const double v = core::attr_f(a, "alpha") * x + core::attr_f(a, "beta");
+         // alpha * x + beta as float32 computes it, with float32 attributes: 0.4f * 0.99999988f +
+         // 0.6f rounds to 1, the bound, where float64 keeps 0.99999996 and the derivative 0.4.
+         const double alpha = rounded(core::attr_f(a, "alpha"));
+         const double v = stored(rounded(alpha * x) + rounded(core::attr_f(a, "beta")));
          return v > 0 && v < 1 ? core::attr_f(a, "alpha") : 0.0;
        },
        {float_attr("alpha", 0.2, 0, kInf, {AttrValue(nan)}, "slope"),

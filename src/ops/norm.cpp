@@ -31,14 +31,18 @@ GroupStats group_stats(const double* x, const std::vector<int64_t>& idx, double 
   const double m = static_cast<double>(idx.size());
   // The mean, variance and rstd are rounded as a float32 implementation stores them. The mean's sum
   // is a statistic (ops::statistic_sum): trials move it by its rounding error, which for a constant
-  // row adds up and the operands' independent perturbation does not cover. The variance's and
-  // rstd's rounding error the perturbation covers (ops::rounded).
-  double sum = 0, magnitude = 0;
-  for (int64_t i : idx) sum += x[i], magnitude += std::abs(x[i]);
-  const double mean = rounded(statistic_sum(sum, magnitude, static_cast<int64_t>(idx.size())) / m);
+  // row adds up and the operands' independent perturbation does not cover. The variance is a
+  // statistic too: float32 moment formulas (E[x^2] - E[x]^2, or running moments around a large
+  // mean) lose whatever is below the rounding of the squares, so values of 2e6 that differ by 0.25
+  // may have a float32 variance of 0 (implementations clamp a negative one to 0): the trials that
+  // move statistics take up to that much off it. rstd's rounding error the perturbation covers.
+  const auto terms = static_cast<int64_t>(idx.size());
+  double sum = 0, magnitude = 0, squares = 0;
+  for (int64_t i : idx) sum += x[i], magnitude += std::abs(x[i]), squares += x[i] * x[i];
+  const double mean = rounded(statistic_sum(sum, magnitude, terms) / m);
   double var = 0;
   for (int64_t i : idx) var += (x[i] - mean) * (x[i] - mean);
-  var = rounded(var / m);
+  var = rounded(std::max(0.0, var - std::abs(statistic_sum(0.0, squares, terms))) / m);
   return {mean, rounded(1.0 / std::sqrt(var + eps))};
 }
 
@@ -368,6 +372,11 @@ Tensor lrn_base(const Tensor& x, const LrnGeom& g) {
   return d;
 }
 
+// d^e as float32 implementations compute it, exp(e * log d) with log d held in float32: the
+// result's relative error grows with |log d| (OpenCV's LRN measured 3.3e-6 at d = 2.1e23, beta 0.52,
+// 1.4e-6 at 2.1e9, 1e-8 near d = 1).
+double lrn_power(double d, double e) { return std::exp(e * stored(std::log(d))); }
+
 Signature lrn_infer(const std::vector<TensorType>& in, const Attrs& a) {
   common_float_dtype(in);
   require(in[0].shape.size() == 4, "lrn expects X [N, C, H, W], got rank " + std::to_string(in[0].shape.size()));
@@ -381,7 +390,7 @@ std::vector<Tensor> lrn_forward(const Inputs& in, const Attrs& a) {
   const LrnGeom g = lrn_geom(x.shape(), a);
   const Tensor d = lrn_base(x, g);
   Tensor y(DType::F64, x.shape());
-  for (int64_t i = 0; i < x.numel(); ++i) y.f64()[i] = x.f64()[i] * std::pow(d.f64()[i], -g.beta);
+  for (int64_t i = 0; i < x.numel(); ++i) y.f64()[i] = x.f64()[i] * lrn_power(d.f64()[i], -g.beta);
   return {y};
 }
 
@@ -401,14 +410,14 @@ std::vector<Tensor> lrn_vjp(const Inputs& in, const Attrs& a, const std::vector<
   // float32 implementations keep their rounding: the gradient is a stored sum of their magnitude.
   std::vector<double> mag(static_cast<size_t>(x.numel()));
   for (int64_t i = 0; i < x.numel(); ++i) {
-    gxp[i] = gy[i] * std::pow(dp[i], -g.beta);
+    gxp[i] = gy[i] * lrn_power(dp[i], -g.beta);
     mag[static_cast<size_t>(i)] = std::abs(gxp[i]);
   }
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t ch = 0; ch < g.c; ++ch)
       for (int64_t k = 0; k < g.sp; ++k) {
         const int64_t i = (b * g.c + ch) * g.sp + k;
-        const double coef = gy[i] * xp[i] * -g.beta * std::pow(dp[i], -g.beta - 1.0) * g.alpha_n * 2.0;
+        const double coef = gy[i] * xp[i] * -g.beta * lrn_power(dp[i], -g.beta - 1.0) * g.alpha_n * 2.0;
         for (int64_t j = std::max<int64_t>(0, ch - g.before); j <= std::min(g.c - 1, ch + g.after); ++j) {
           const int64_t ij = (b * g.c + j) * g.sp + k;
           gxp[ij] += coef * xp[ij];

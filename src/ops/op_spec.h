@@ -159,7 +159,8 @@ double stored_product(double product, double largest, double smallest);
 double float32_range(double magnitude);
 // A positive intermediate exp(log_v) that float32 implementations hold (a softmax probability that
 // log_softmax computed as log(softmax(x)) takes the log of): 0, or NaN under float32 rounding when
-// it is below float32's smallest subnormal, so it is 0 and its log -inf there.
+// it is below float32's normal range, where implementations that flush subnormals, or whose exp
+// does, hold 0 and its log is -inf (OpenCV: exp(-94.3) = 1.2e-41 came out 0).
 double float32_underflow(double log_v);
 // The rounding error of a float32 sum of `terms` terms, in units of the terms' magnitude: none for
 // one term, sqrt(terms) for independent rounding errors, and terms / 4 where that is larger: the
