@@ -34,6 +34,10 @@ struct Unary {
   // kinks (0 at relu's), so a different value there is a finding.
   std::function<std::vector<double>(const Attrs&)> kinks = nullptr;
   std::function<bool(Attrs&)> repair = nullptr;  // OpSpec::repair_attrs
+  // A factor float32 implementations multiply the incoming gradient by before the rest of the
+  // derivative (softplus: libtorch's gy * e^x / (e^x + 1)): where |gy| times it leaves float32's
+  // range the library's gradient may be inf or NaN although the exact one fits (ops::float32_range).
+  std::function<double(double x, const Attrs&)> gy_factor = nullptr;
 };
 
 // Kinks at fixed points.
@@ -62,18 +66,22 @@ OpSpec make_unary(Unary u) {
   };
   Fn f = u.f;
   DFn df = u.df;
+  auto gy_factor = u.gy_factor;
   // NaN in, NaN out, for every unary operator (a comparison-based kernel like relu's would
   // otherwise turn it into a number).
   s.forward = [f](const Inputs& in, const Attrs& a) {
     return std::vector<Tensor>{map1(*in[0], [&](double x) { return std::isnan(x) ? x : f(x, a); })};
   };
-  s.vjp = [df](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out, const std::vector<Tensor>& g) {
+  s.vjp = [df, gy_factor](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out, const std::vector<Tensor>& g) {
     Tensor gx(DType::F64, in[0]->shape());
     const double* x = in[0]->f64();
     const double* y = out[0].f64();
     const double* gy = g[0].f64();
     double* gxp = gx.f64();
-    for (int64_t i = 0; i < gx.numel(); ++i) gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * df(x[i], y[i], a);
+    for (int64_t i = 0; i < gx.numel(); ++i) {
+      gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * df(x[i], y[i], a);
+      if (gy_factor && !std::isnan(x[i])) gxp[i] += float32_range(std::abs(gy[i]) * gy_factor(x[i], a));
+    }
     return std::vector<Tensor>{gx};
   };
   s.repair_attrs = u.repair;
@@ -110,7 +118,7 @@ double gelu_tanh_inner(double x) { return std::sqrt(2.0 / std::numbers::pi) * (x
 
 std::vector<Unary> unaries() {
   const double nan = std::nan("");
-  return {
+  std::vector<Unary> u = {
       {"relu", "max(x, 0)", [](double x, const Attrs&) { return x > 0 ? x : 0.0; },
        [](double x, double, const Attrs&) { return x > 0 ? 1.0 : 0.0; }},
       {"relu6", "min(max(x, 0), 6)", [](double x, const Attrs&) { return std::min(std::max(x, 0.0), 6.0); },
@@ -245,6 +253,10 @@ std::vector<Unary> unaries() {
          return true;
        }},
   };
+  for (Unary& e : u)
+    if (e.name == "softplus")  // libtorch: gy * z / (z + 1), z = e^x, below its threshold 20
+      e.gy_factor = [](double x, const Attrs&) { return x <= 20 ? std::exp(x) : 0.0; };
+  return u;
 }
 
 // ---- ONNX mapping

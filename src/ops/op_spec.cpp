@@ -53,7 +53,7 @@ double stored(double v) {
 }
 
 double float32_underflow(double log_v) {
-  return g_stored && g_stored->round_to_f32 && log_v < std::log(0x1p-126) ? std::nan("") : 0.0;
+  return g_stored && g_stored->round_to_f32 && log_v < std::log(0x1p-118) ? std::nan("") : 0.0;
 }
 
 double float32_range(double magnitude) {

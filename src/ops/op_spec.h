@@ -159,8 +159,9 @@ double stored_product(double product, double largest, double smallest);
 double float32_range(double magnitude);
 // A positive intermediate exp(log_v) that float32 implementations hold (a softmax probability that
 // log_softmax computed as log(softmax(x)) takes the log of): 0, or NaN under float32 rounding when
-// it is below float32's normal range, where implementations that flush subnormals, or whose exp
-// does, hold 0 and its log is -inf (OpenCV: exp(-94.3) = 1.2e-41 came out 0).
+// it is below 2^-118, eight binades above float32's smallest normal: implementations that flush
+// subnormals, or whose fast exp flushes before the normal range ends, hold 0 there and its log is
+// -inf (OpenCV 4.6's softmax, measured: 0 below exp(-82.6957) = 1.2e-36, about 2^-119.3).
 double float32_underflow(double log_v);
 // The rounding error of a float32 sum of `terms` terms, in units of the terms' magnitude: none for
 // one term, sqrt(terms) for independent rounding errors, and terms / 4 where that is larger: the

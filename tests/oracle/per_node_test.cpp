@@ -1030,6 +1030,45 @@ TEST(PerNode, AFloat32PowerThroughTheLogIsNotAFinding) {
   EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
 }
 
+// Two float32 behaviours of the fourth unseen seed (6061830):
+// - libtorch's softplus backward gy * z / (z + 1), z = e^x: gy * z overflows where the gradient
+//   fits (x = 19.85, gy = -1.19e32 gave -inf); with gy * z in range, -inf is a finding;
+// - OpenCV's softmax flushes probabilities below exp(-82.7), so log_softmax of {0, 85.89} gave
+//   -inf for -85.89; at {0, 80} the probability 1.8e-35 is held and -inf is a finding.
+TEST(PerNode, TwoFloat32BehavioursOfTheFourthUnseenSeedAreNotFindings) {
+  {
+    const ir::Graph g = ir::graph_from_json(R"({
+      "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+      "nodes": [{"name": "y", "op": "softplus", "inputs": ["x"], "outputs": ["y"]}]})",
+                                            "softplus_gy_z");
+    const Case c(g, {{"x", core::Tensor::f64({1, 2}, {19.846857, 5})}}, core::Tensor::f64({1, 2}, {0, 0}));
+    BackendRun a = c.run("A");
+    a.grads["y"] = core::Tensor::f64({1, 2}, {-1.19124e32, 1e30});
+    a.grads["x"] = core::Tensor::f64({1, 2}, {-INFINITY, 1e30 / (1 + std::exp(-5.0))});
+    for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    a.grads["x"].f64()[1] = -INFINITY;
+    const auto found = c.judge_runs({c.run("ref"), a});
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].kind, Kind::NaN);
+  }
+  {
+    const ir::Graph g = ir::graph_from_json(R"({
+      "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+      "nodes": [{"name": "y", "op": "log_softmax", "inputs": ["x"], "outputs": ["y"]}]})",
+                                            "lsm_flush");
+    const Case c(g, {{"x", core::Tensor::f64({1, 2}, {0, 85.88963318})}}, core::Tensor::f64({1, 2}, {0, 0}));
+    BackendRun a = c.run("A");
+    a.trained = false;
+    a.values["y"] = core::Tensor::f64({1, 2}, {-INFINITY, 0});
+    for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    const Case d(g, {{"x", core::Tensor::f64({1, 2}, {0, 80})}}, core::Tensor::f64({1, 2}, {0, 0}));
+    BackendRun b = d.run("A");
+    b.trained = false;
+    b.values["y"] = core::Tensor::f64({1, 2}, {-INFINITY, 0});
+    EXPECT_EQ(d.judge_runs({d.run("ref"), b}).size(), 1u);
+  }
+}
+
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
   EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
 }
