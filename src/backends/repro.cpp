@@ -12,7 +12,7 @@ const ir::Node* ReproCase::blamed() const {
   for (const auto& n : model.nodes)
     if (n.name == node) return &n;
   // A crash names no node; reduced to one, that node is the one that crashed.
-  if (node.empty() && kind == "crash" && model.nodes.size() == 1) return &model.nodes[0];
+  if (node.empty() && crash() && model.nodes.size() == 1) return &model.nodes[0];
   return nullptr;
 }
 
@@ -71,7 +71,8 @@ std::string identifier(const std::string& value) {
 
 std::string repro_header(const ReproCase& c, const std::string& p, const std::string& build_and_run) {
   std::ostringstream s;
-  std::string what = c.kind + " at " + (c.stage == "compile" ? "model build" : c.stage) +
+  std::string what = std::string(core::to_string(c.kind)) + " at " +
+                     (c.stage == core::Stage::Compile ? "model build" : core::to_string(c.stage)) +
                      (c.op.empty() ? "" : " in " + c.op) + (c.node.empty() ? "" : " (node '" + c.node + "')");
   s << p << " Standalone reproducer: " << c.backend << " — " << what << "\n";
   s << p << " Library: " << c.library_version << "\n";

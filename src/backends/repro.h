@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/finding_kind.h"
 #include "ops/op_spec.h"
 
 namespace quorum::backends {
@@ -28,7 +29,9 @@ struct ReproCase {
   // The finding.
   std::string backend;          // the blamed backend ("onednn")
   std::string library_version;  // as its worker reported it
-  std::string signature, kind, stage;  // stage: FC, LC, BC, compile
+  std::string signature;
+  core::FindingKind kind = core::FindingKind::Inconsistency;
+  core::Stage stage = core::Stage::Forward;
   std::string op, node;         // the blamed operator and node ("" for some crashes)
   std::string detail;           // the oracle's sentence (largest difference, where)
   std::string known;            // ledger id when the finding matches one, else ""
@@ -71,7 +74,8 @@ struct ReproCase {
   // The blamed operator's tolerance at this case (forward, or backward for LC/BC).
   ops::Tolerance tol;
 
-  bool backward() const { return stage == "BC"; }
+  bool backward() const { return stage == core::Stage::Backward; }
+  bool crash() const { return kind == core::FindingKind::Crash; }
   // The node named `node` in `model`; for a crash (no node named) in a one-node model, that node;
   // else null.
   const ir::Node* blamed() const;

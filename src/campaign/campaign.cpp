@@ -35,7 +35,7 @@ namespace {
 
 struct Shared {
   std::mutex mu;
-  std::map<std::string, int64_t> by_kind;  // hits per finding kind
+  std::map<core::FindingKind, int64_t> by_kind;  // hits per finding kind
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
   std::string first_invalid;
   Timing timing;
@@ -151,7 +151,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
         ++sh.models_run;
         sh.new_findings += fresh;
         sh.hits += static_cast<int64_t>(ev.findings.size());
-        for (const auto& f : ev.findings) ++sh.by_kind[oracle::to_string(f.kind)];
+        for (const auto& f : ev.findings) ++sh.by_kind[f.kind];
         for (const auto& r : ev.runs)
           if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError) {
             // Quorum's own failure inside a worker: counted and shown like any internal error.
@@ -183,7 +183,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
       log << "[" << std::fixed << std::setprecision(0) << el << "s] models " << sh.models_run << " ("
           << std::setprecision(1) << (el > 0 ? static_cast<double>(sh.models_run) / el : 0.0) << "/s)";
       log << " findings:";
-      for (const char* k : {"crash", "nan", "nan-swallowed", "inconsistency"}) log << " " << k << " " << sh.by_kind[k];
+      for (const auto& k : core::finding_kinds()) log << " " << k.name << " " << sh.by_kind[k.kind];
       log << " | unique " << sh.new_findings << (already ? " new" : "");
       if (opt.reduce_runs > 0) log << " | root causes " << sh.roots.size();
       log << std::endl;

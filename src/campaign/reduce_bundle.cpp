@@ -25,10 +25,10 @@ using json = nlohmann::ordered_json;  // as bundles write finding.json
 
 // The part of a finding the reduced case must keep.
 bool same_finding(const oracle::Finding& f, const json& want) {
-  if (std::string(oracle::to_string(f.kind)) != want.at("kind").get<std::string>()) return false;
-  if (std::string(oracle::to_string(f.stage)) != want.at("stage").get<std::string>()) return false;
+  if (f.kind != core::finding_kind_from_string(want.at("kind").get<std::string>())) return false;
+  if (f.stage != core::stage_from_string(want.at("stage").get<std::string>())) return false;
   if (f.backend != want.at("backend").get<std::string>() || f.op != want.at("op").get<std::string>()) return false;
-  if (f.kind == oracle::Kind::Crash) return f.message == want.at("message").get<std::string>();
+  if (core::info(f.kind).signature == core::SignatureBy::Message) return f.message == want.at("message").get<std::string>();
   return true;
 }
 
@@ -50,7 +50,8 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   out.nodes_before = static_cast<int>(original.graph.nodes.size());
   const Setup setup = bundle_setup(bundle_dir);
   const std::string blamed = j.at("backend").get<std::string>();
-  const bool backward = j.at("stage").get<std::string>() == "BC";
+  const core::Stage stage = core::stage_from_string(j.at("stage").get<std::string>());
+  const bool backward = stage == core::Stage::Backward;
   // What the blamed backend computed (in the pass the finding was judged on); a backend that
   // crashed before computing anything is fed the float64 reference's values (rounded to the
   // run's dtype when fed) instead.
@@ -118,12 +119,13 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     }
   }
   // The root cause's key.
-  const std::string kind = j.at("kind").get<std::string>();
+  const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
   std::string op = j.at("op").get<std::string>();
   if (out.reduction.reproduced && op.empty() && out.reduction.reduced.graph.nodes.size() == 1)
     op = out.reduction.reduced.graph.nodes[0].op;
-  out.root_cause = kind + "|" + j.at("stage").get<std::string>() + "|" + j.at("backend").get<std::string>() + "|" + op + "|";
-  if (kind == "crash") {
+  out.root_cause = std::string(core::to_string(kind)) + "|" + core::to_string(stage) + "|" +
+                   j.at("backend").get<std::string>() + "|" + op + "|";
+  if (core::info(kind).signature == core::SignatureBy::Message) {
     out.root_cause += j.at("message").get<std::string>();
   } else if (!out.reduction.reproduced) {
     out.root_cause = out.signature;  // not reproduced: its own root cause

@@ -222,8 +222,8 @@ std::vector<StoredFinding> Store::findings() {
   while (s.step()) {
     StoredFinding f;
     f.signature = s.text(0);
-    f.kind = s.text(1);
-    f.stage = s.text(2);
+    f.kind = core::finding_kind_from_string(s.text(1));
+    f.stage = core::stage_from_string(s.text(2));
     f.backend = s.text(3);
     f.op = s.text(4);
     f.node = s.text(5);

@@ -16,7 +16,10 @@ struct sqlite3;
 namespace quorum::campaign {
 
 struct StoredFinding {
-  std::string signature, kind, stage, backend, op, node, params, message, detail, bundle;
+  std::string signature;
+  core::FindingKind kind = core::FindingKind::Inconsistency;
+  core::Stage stage = core::Stage::Forward;
+  std::string backend, op, node, params, message, detail, bundle;
   double distance = 0, rate = 0;
   int64_t hits = 0, first_model = 0;
   std::string first_seen, last_seen;

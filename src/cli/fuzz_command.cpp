@@ -37,7 +37,7 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
   }
   std::cout << all.size() << " unique findings (" << s.new_findings << " new in this run), in " << out << ":\n";
   for (const auto& f : all)
-    std::cout << "  " << std::setw(6) << f.hits << "x  " << f.kind << " [" << f.stage << "] " << f.backend << " "
+    std::cout << "  " << std::setw(6) << f.hits << "x  " << core::to_string(f.kind) << " [" << core::to_string(f.stage) << "] " << f.backend << " "
               << f.op << (f.node.empty() ? "" : " at '" + f.node + "'") << (f.known.empty() ? "" : "  [known: " + f.known + "]")
               << "\n          replay: "
               << campaign::replay_command(f.bundle) << (f.reduced.empty() ? "" : "\n          reduced: " + f.reduced)

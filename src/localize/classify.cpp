@@ -57,7 +57,7 @@ bool explained_by(const Kernel& kernel, const std::vector<core::Tensor>& operand
 
 }  // namespace
 
-ClassGuess guess_class(const std::string& kind, const ir::Node& node, const Kernel& kernel,
+ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kernel& kernel,
                        const std::vector<core::Tensor>& operands, const std::vector<core::Tensor>& got,
                        const ops::Tolerance& tol, core::DType dtype, const std::vector<std::string>& causes) {
   ClassGuess g;
@@ -65,7 +65,7 @@ ClassGuess guess_class(const std::string& kind, const ir::Node& node, const Kern
       !causes.empty() && std::all_of(causes.begin(), causes.end(), [&](const std::string& a) { return categorical(node, a); });
   // Denormals are zero / flush to zero: the library's results are the kernel's with subnormal
   // operands taken as 0 and subnormal results flushed (a CPU mode many engines set, by design).
-  if (kind != "crash") {
+  if (core::info(kind).numeric) {
     std::vector<core::Tensor> daz = operands;
     bool any = false;
     for (auto& o : daz) {
@@ -82,12 +82,12 @@ ClassGuess guess_class(const std::string& kind, const ir::Node& node, const Kern
       return g;
     }
   }
-  if (kind == "crash") {
+  if (kind == core::FindingKind::Crash) {
     g.cls = "bug";
     g.why = "the library fails (crash, abort or error) on a model the catalogue defines";
     return g;
   }
-  if (kind == "nan-swallowed") {
+  if (kind == core::FindingKind::NaNSwallowed) {
     // A library that treats a NaN operand as -inf (IEEE maxNum / fmax semantics: relu(NaN) = 0, a max
     // pool skipping NaN, clip to its lower bound) follows a documented convention; any other number
     // (inf from exp(NaN), a running maximum reset by NaN) is a bug.
@@ -118,7 +118,7 @@ ClassGuess guess_class(const std::string& kind, const ir::Node& node, const Kern
                 : "a NaN operand gives a number that no NaN policy explains (not the result with the NaN taken as -inf)";
     return g;
   }
-  if (kind == "nan") {
+  if (kind == core::FindingKind::NaN) {
     double biggest = 0;
     for (const auto& o : operands)
       for (int64_t i = 0; i < o.numel(); ++i)

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/finding_kind.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "ops/op_spec.h"
@@ -33,7 +34,7 @@ using Kernel = std::function<std::vector<core::Tensor>(const std::vector<core::T
 // intermediate overflows), not a bug of the operator.
 constexpr double kPrecisionSpreads = 16;
 constexpr double kRangeEdge = 1e18;
-ClassGuess guess_class(const std::string& kind, const ir::Node& node, const Kernel& kernel,
+ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kernel& kernel,
                        const std::vector<core::Tensor>& operands, const std::vector<core::Tensor>& got,
                        const ops::Tolerance& tol, core::DType dtype, const std::vector<std::string>& causes);
 

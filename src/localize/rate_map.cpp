@@ -88,7 +88,7 @@ std::string escape_dot(const std::string& s) {
 RateMap rate_map(const ir::Graph& g, bool backward, const std::string& blamed_name, const backends::ValueMap& blamed,
                  const std::string& other_name, const backends::ValueMap& other, const backends::ValueMap& ref) {
   RateMap m;
-  m.stage = backward ? "BC" : "FC";
+  m.stage = backward ? core::Stage::Backward : core::Stage::Forward;
   m.blamed = blamed_name;
   m.other = other_name;
   std::map<std::string, size_t> at;  // node -> index
@@ -149,7 +149,7 @@ RateMap rate_map(const ir::Graph& g, bool backward, const std::string& blamed_na
 
 std::string to_json(const RateMap& m) {
   std::ostringstream os;
-  os << "{\n \"stage\": \"" << m.stage << "\",\n \"blamed\": \"" << escape_json(m.blamed) << "\",\n \"other\": \""
+  os << "{\n \"stage\": \"" << core::to_string(m.stage) << "\",\n \"blamed\": \"" << escape_json(m.blamed) << "\",\n \"other\": \""
      << escape_json(m.other) << "\",\n \"epsilon\": " << num(m.epsilon) << ",\n \"q3\": " << num(m.q3)
      << ",\n \"first_highlighted\": \"" << escape_json(m.first) << "\",\n \"nodes\": [\n";
   for (size_t i = 0; i < m.nodes.size(); ++i) {
@@ -169,7 +169,7 @@ std::string to_dot(const ir::Graph& g, const RateMap& m) {
     if (x.judged && std::isfinite(x.rate)) max_rate = std::max(max_rate, x.rate);
   std::ostringstream os;
   os << "digraph map {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
-     << "  label=\"" << escape_dot(m.stage + " localization map: " + m.blamed + " vs " + m.other +
+     << "  label=\"" << escape_dot(std::string(core::to_string(m.stage)) + " localization map: " + m.blamed + " vs " + m.other +
                                   (m.first.empty() ? "" : "; first highlighted: " + m.first))
      << "\";\n";
   std::map<std::string, std::string> id;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/finding_kind.h"
 #include "ir/graph.h"
 
 namespace quorum::localize {
@@ -25,7 +26,7 @@ struct MapNode {
 };
 
 struct RateMap {
-  std::string stage;  // "FC" or "BC"
+  core::Stage stage = core::Stage::Forward;  // Forward or Backward
   std::string blamed, other;
   double epsilon = 1e-7;
   double q3 = 0;          // the third quartile of the rates

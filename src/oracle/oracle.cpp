@@ -14,39 +14,31 @@
 
 namespace quorum::oracle {
 
-const char* to_string(Stage s) {
-  switch (s) {
-    case Stage::Compile: return "compile";
-    case Stage::Forward: return "FC";
-    case Stage::Loss: return "LC";
-    case Stage::Backward: return "BC";
-  }
-  return "?";
-}
-
-const char* to_string(Kind k) {
-  switch (k) {
-    case Kind::Inconsistency: return "inconsistency";
-    case Kind::NaN: return "nan";
-    case Kind::Crash: return "crash";
-    case Kind::NaNSwallowed: return "nan-swallowed";
-  }
-  return "?";
-}
-
 Rule rule_from_string(const std::string& s) {
-  if (s == "node") return Rule::PerNode;
-  if (s == "muffin") return Rule::Muffin;
-  throw core::UserError("--oracle: expected node or muffin, got '" + s + "'");
+  std::string names;
+  for (const auto& r : oracle_rules()) {
+    if (s == r.name) return r.rule;
+    names += std::string(names.empty() ? "" : " or ") + r.name;
+  }
+  throw core::UserError("--oracle: expected " + names + ", got '" + s + "'");
 }
 
-const char* to_string(Rule r) { return r == Rule::PerNode ? "node" : "muffin"; }
+const OracleRule& oracle_rule(Rule r) {
+  for (const auto& o : oracle_rules())
+    if (o.rule == r) return o;
+  core::internal_error("oracle rule " + std::to_string(static_cast<int>(r)) + " is not registered in oracle_rules()");
+}
+
+const char* to_string(Rule r) { return oracle_rule(r).name; }
 
 std::string Finding::signature() const {
-  std::string s = std::string(to_string(kind)) + "|" + to_string(stage) + "|" + backend + "|" + op;
-  if (kind == Kind::Crash) return s + "|" + message;
-  if (kind == Kind::Inconsistency) return s + "|" + params;
-  return s;  // NaN: by layer type
+  const std::string s = std::string(to_string(kind)) + "|" + to_string(stage) + "|" + backend + "|" + op;
+  switch (core::info(kind).signature) {
+    case core::SignatureBy::Message: return s + "|" + message;
+    case core::SignatureBy::Params: return s + "|" + params;
+    case core::SignatureBy::Operator: break;
+  }
+  return s;  // by layer type
 }
 
 double chebyshev(const core::Tensor& a, const core::Tensor& b) {
@@ -586,21 +578,40 @@ struct Judge {
   }
 };
 
-}  // namespace
-
-std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
-                           const backends::ValueMap* inputs, const core::Tensor* target) {
+Judge make_judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
+                 const backends::ValueMap* inputs) {
   Judge j{g, runs, th, inputs, {}, {}};
   for (const auto& n : g.nodes)
     for (size_t i = 0; i < ir::data_input_count(n); ++i) j.consumers[n.inputs[i]].push_back(n.name);
-  j.crashes();
-  if (th.rule == Rule::PerNode) {
-    for (auto& f : detail::per_node(g, runs, th, inputs, target)) j.out.push_back(std::move(f));
-    return j.out;
-  }
+  return j;
+}
+
+// Muffin's numbers: NaN/Inf born where inputs are finite, and pairwise inconsistencies born where
+// inputs agree, blamed by vote.
+std::vector<Finding> muffin_numbers(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
+                                    const backends::ValueMap* inputs, const core::Tensor*) {
+  Judge j = make_judge(g, runs, th, inputs);
   j.nans();
   j.forward_inconsistencies();
   j.loss_and_backward(th.loss_op);
+  return j.out;
+}
+
+}  // namespace
+
+const std::vector<OracleRule>& oracle_rules() {
+  static const std::vector<OracleRule> rules = {
+      {Rule::PerNode, "node", "each library node against the float64 kernel on its own inputs", detail::per_node},
+      {Rule::Muffin, "muffin", "pairwise born-here rule with voting", muffin_numbers},
+  };
+  return rules;
+}
+
+std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
+                           const backends::ValueMap* inputs, const core::Tensor* target) {
+  Judge j = make_judge(g, runs, th, inputs);
+  j.crashes();
+  for (auto& f : oracle_rule(th.rule).judge(g, runs, th, inputs, target)) j.out.push_back(std::move(f));
   return j.out;
 }
 

@@ -10,18 +10,16 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/finding_kind.h"
 #include "ir/graph.h"
 #include "worker/outcome.h"
 
 namespace quorum::oracle {
 
-enum class Stage : uint8_t { Compile, Forward, Loss, Backward };
-const char* to_string(Stage s);  // "compile", "FC", "LC", "BC"
-
-// NaN: a library produced NaN/Inf where the float64 kernel on its inputs is finite.
-// NaNSwallowed: the kernel propagates a NaN (NaN in, NaN out) and the library returned a number.
-enum class Kind : uint8_t { Inconsistency, NaN, Crash, NaNSwallowed };
-const char* to_string(Kind k);
+// A finding's stage and kind: the one vocabulary of core/finding_kind.h.
+using Stage = core::Stage;
+using Kind = core::FindingKind;
+using core::to_string;
 
 // One backend's run of one model. NaN/Inf counts only where another library (not the float64
 // reference, which does not overflow where float32 must) ran the same stage clean. Stages that did not run are empty.
@@ -47,9 +45,9 @@ struct BackendRun {
 // Which rule judges numbers. PerNode: each library node against the catalogue kernel on the
 // library's own inputs (and own incoming gradient), within the operator's tolerance at the run's
 // dtype; no voting, a single library suffices. Muffin: METHODS.md §1, pairs of backends, born
-// where inputs agree and outputs do not, blame by vote.
+// where inputs agree and outputs do not, blame by vote. Each is one entry of oracle_rules().
 enum class Rule : uint8_t { PerNode, Muffin };
-Rule rule_from_string(const std::string& s);  // "node" | "muffin"; UserError otherwise
+Rule rule_from_string(const std::string& s);  // a rule's name; UserError naming the rules otherwise
 const char* to_string(Rule r);
 
 struct Thresholds {
@@ -61,6 +59,23 @@ struct Thresholds {
   double rel_share = 0.999, rel_err = 0.001;
   std::string loss_op = "mse_loss";  // the loss the trained runs used (named in LC findings)
 };
+
+struct Finding;
+
+// A registered rule: its name (--oracle, a bundle's "oracle"), and the function that judges the
+// numbers of one model's runs (the crash rule is common to every rule and runs first).
+// Adding a rule is one entry in oracle.cpp's table (docs/ARCHITECTURE.md, "Adding an oracle rule").
+using JudgeNumbers = std::vector<Finding> (*)(const ir::Graph& g, const std::vector<BackendRun>& runs,
+                                              const Thresholds& th, const backends::ValueMap* inputs,
+                                              const core::Tensor* target);
+struct OracleRule {
+  Rule rule;
+  const char* name;
+  const char* doc;  // one line for --help and docs
+  JudgeNumbers judge;
+};
+const std::vector<OracleRule>& oracle_rules();
+const OracleRule& oracle_rule(Rule r);
 
 struct Finding {
   Kind kind = Kind::Inconsistency;

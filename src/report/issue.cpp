@@ -41,10 +41,13 @@ std::string library_name(const backends::ReproCase& c) {
   return name.empty() ? c.backend : name;
 }
 
-std::string stage_words(const std::string& stage) {
-  if (stage == "FC") return "forward";
-  if (stage == "BC") return "backward";
-  if (stage == "LC") return "loss";
+std::string stage_words(core::Stage stage) {
+  switch (stage) {
+    case core::Stage::Forward: return "forward";
+    case core::Stage::Backward: return "backward";
+    case core::Stage::Loss: return "loss";
+    case core::Stage::Compile: break;
+  }
   return "model build";
 }
 
@@ -190,14 +193,14 @@ Classification classify(const backends::ReproCase& c) {
         return spec.forward(ptrs, n->attrs);
       };
     }
-    if (have || c.kind != "inconsistency") {
+    if (have || c.kind != core::FindingKind::Inconsistency) {
       const localize::ClassGuess guess = localize::guess_class(c.kind, *n, kernel, operands, got, c.tol, c.dtype, cause_attrs);
       k.cls = guess.cls;
       k.suggested = true;
       k.explanation = "Suggested by Quorum (not in its known-issue ledger yet; confirm before filing): " + guess.why + "." + localized;
       return k;
     }
-  } else if (c.kind == "crash") {
+  } else if (c.crash()) {
     k.cls = "bug";
     k.suggested = true;
     k.explanation = "Suggested by Quorum (not in its known-issue ledger yet): the library fails on a model the catalogue defines.";
@@ -211,10 +214,10 @@ Classification classify(const backends::ReproCase& c) {
 std::string issue_title(const backends::ReproCase& c) {
   std::string what;
   const std::string op = c.op.empty() ? "the model" : c.op;
-  if (c.kind == "nan") what = op + " produces NaN/Inf where the float64 result is finite";
-  else if (c.kind == "nan-swallowed") what = op + " turns a NaN into a number";
-  else if (c.kind == "crash") what = (c.stage == "compile" ? "building the model fails: " : "running the model fails: ") + c.detail.substr(0, 80);
-  else what = op + " returns wrong values";
+  if (c.crash())
+    what = (c.stage == core::Stage::Compile ? "building the model fails: " : "running the model fails: ") + c.detail.substr(0, 80);
+  else
+    what = op + " " + core::info(c.kind).what;
   return library_name(c) + ": " + what + " (" + stage_words(c.stage) + ", " + core::to_string(c.dtype) + ")";
 }
 

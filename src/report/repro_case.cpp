@@ -77,8 +77,8 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   c.library_version = library_version(j, c.backend);
   if (c.library_version.empty()) c.library_version = library_version(top_j, c.backend);
   c.signature = top_j.at("signature").get<std::string>();
-  c.kind = j.at("kind").get<std::string>();
-  c.stage = j.at("stage").get<std::string>();
+  c.kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
+  c.stage = core::stage_from_string(j.at("stage").get<std::string>());
   c.op = j.value("op", "");
   c.node = j.value("node", "");
   c.detail = j.value("detail", "");
@@ -91,7 +91,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   c.seed = top_j.value("seed", uint64_t{0});
   c.model_index = top_j.value("model_index", int64_t{0});
   c.dtype = setup.dtype;
-  c.train = c.stage == "LC" || c.stage == "BC";
+  c.train = core::training_stage(c.stage);
   c.loss = setup.loss;
 
   const ir::Graph g = ir::load_graph((dir / "model.json").string());
@@ -142,7 +142,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   for (const auto& [v, t] : recorded_grads)
     if (c.model.types.count(v)) c.actual_grads[v] = t;
   if (const ir::Node* n = c.blamed()) {
-    c.tol = oracle::detail::node_tolerance(c.model, *n, c.dtype, c.stage == "BC" || c.stage == "LC");
+    c.tol = oracle::detail::node_tolerance(c.model, *n, c.dtype, core::training_stage(c.stage));
     if (c.backward()) {
       for (const auto& o : n->outputs)
         if (recorded_grads.count(o)) c.incoming[o] = recorded_grads.at(o);

@@ -323,7 +323,7 @@ TEST(ExecBackend, FuzzCampaignRecordsTheRunnersCrashes) {
   EXPECT_EQ(store.models_done(), 5);
   const auto findings = store.findings();
   ASSERT_EQ(findings.size(), 1u) << "one crash, deduplicated";
-  EXPECT_EQ(findings[0].kind, "crash");
+  EXPECT_EQ(findings[0].kind, core::FindingKind::Crash);
   EXPECT_EQ(findings[0].backend, spec);
   EXPECT_EQ(findings[0].message, "crash: SIGSEGV | numpy runner: crashing on purpose");
   EXPECT_GE(findings[0].hits, 1);

@@ -115,19 +115,22 @@ ModelCase trigger(int64_t index, core::Rng& rng) {
 }
 
 struct Expect {
-  std::string fault, kind, stage, op;
+  std::string fault;
+  core::FindingKind kind;
+  core::Stage stage;
+  std::string op;
 };
 
 const std::vector<Expect> kExpected = {
-    {"same-pad-off-by-one", "inconsistency", "FC", "conv2d"},
-    {"bn-eps-outside-sqrt", "inconsistency", "FC", "batch_norm"},
-    {"relu-grad-at-zero", "inconsistency", "BC", "relu"},
-    {"avgpool-counts-padding", "inconsistency", "FC", "avg_pool2d"},
-    {"softmax-no-max-sub", "nan", "FC", "softmax"},
-    {"maxpool-grad-all-ties", "inconsistency", "BC", "max_pool2d"},
-    {"concat-drops-last", "inconsistency", "FC", "concat"},
-    {"loss-grad-x2", "inconsistency", "LC", "mse_loss"},
-    {"relu-nan-to-zero", "nan-swallowed", "FC", "relu"},
+    {"same-pad-off-by-one", core::FindingKind::Inconsistency, core::Stage::Forward, "conv2d"},
+    {"bn-eps-outside-sqrt", core::FindingKind::Inconsistency, core::Stage::Forward, "batch_norm"},
+    {"relu-grad-at-zero", core::FindingKind::Inconsistency, core::Stage::Backward, "relu"},
+    {"avgpool-counts-padding", core::FindingKind::Inconsistency, core::Stage::Forward, "avg_pool2d"},
+    {"softmax-no-max-sub", core::FindingKind::NaN, core::Stage::Forward, "softmax"},
+    {"maxpool-grad-all-ties", core::FindingKind::Inconsistency, core::Stage::Backward, "max_pool2d"},
+    {"concat-drops-last", core::FindingKind::Inconsistency, core::Stage::Forward, "concat"},
+    {"loss-grad-x2", core::FindingKind::Inconsistency, core::Stage::Loss, "mse_loss"},
+    {"relu-nan-to-zero", core::FindingKind::NaNSwallowed, core::Stage::Forward, "relu"},
 };
 
 std::string scratch(const std::string& name) {
@@ -174,7 +177,7 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
         hits += f.hits;
         EXPECT_TRUE(fs::exists(fs::path(f.bundle) / "finding.json")) << f.bundle;
       }
-    EXPECT_EQ(unique, 1) << e.fault << ": expected one unique " << e.kind << " at " << e.stage << " in " << e.op;
+    EXPECT_EQ(unique, 1) << e.fault << ": expected one unique " << core::to_string(e.kind) << " at " << core::to_string(e.stage) << " in " << e.op;
     EXPECT_GE(hits, 2) << e.fault << " should be hit by several models";
   }
   // Each planted fault's finding arrives reduced: to the faulty operator alone (fed the values the
@@ -183,7 +186,7 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
     if (f.backend.rfind("faulty", 0) != 0) continue;
     ASSERT_FALSE(f.reduced.empty()) << f.signature << " was not reduced";
     const ir::Graph r = ir::load_graph((fs::path(f.reduced) / "model.json").string());
-    if (f.stage == "LC") {
+    if (f.stage == core::Stage::Loss) {
       EXPECT_LE(r.nodes.size(), 1u) << f.signature;
       continue;
     }

@@ -37,33 +37,33 @@ Tensor t(std::vector<double> v) {
 const ops::Tolerance kTol{1e-6, 1e-6};
 const double kNan = std::nan("");
 
-ClassGuess guess(const std::string& kind, const ir::Node& n, std::vector<Tensor> in, std::vector<double> got,
+ClassGuess guess(core::FindingKind kind, const ir::Node& n, std::vector<Tensor> in, std::vector<double> got,
                  std::vector<std::string> causes = {}) {
   return guess_class(kind, n, forward(n), in, {t(got)}, kTol, core::DType::F32, causes);
 }
 
 TEST(Classify, NanTakenAsMinusInfinityIsAConvention) {
   // relu(NaN) = 0 and max pooling skipping a NaN: maxNum semantics.
-  EXPECT_EQ(guess("nan-swallowed", node("relu"), {t({kNan, 2})}, {0, 2}).cls, "convention");
+  EXPECT_EQ(guess(core::FindingKind::NaNSwallowed, node("relu"), {t({kNan, 2})}, {0, 2}).cls, "convention");
 }
 
 TEST(Classify, ANumberNoNanPolicyExplainsIsABug) {
   // exp(NaN) = inf: with the NaN taken as -inf exp gives 0.
-  EXPECT_EQ(guess("nan-swallowed", node("exp"), {t({kNan, 0})}, {INFINITY, 1}).cls, "bug");
+  EXPECT_EQ(guess(core::FindingKind::NaNSwallowed, node("exp"), {t({kNan, 0})}, {INFINITY, 1}).cls, "bug");
 }
 
 TEST(Classify, DenormalsAreZeroIsAConvention) {
   const double tiny = 1e-40;  // a float32 subnormal
-  EXPECT_EQ(guess("inconsistency", node("mul"), {t({tiny, 3}), t({1e38, 1})}, {0, 3}).cls, "convention");
+  EXPECT_EQ(guess(core::FindingKind::Inconsistency, node("mul"), {t({tiny, 3}), t({1e38, 1})}, {0, 3}).cls, "convention");
 }
 
 TEST(Classify, WithinFloat32sSpreadIsPrecisionAndFarBeyondIsABug) {
   // log near 1 is ill-conditioned in relative terms: a result a few float32 ulps of x away is precision.
   const double x = 1.0 + 0x1p-22;
   const double exact = std::log(x);
-  const ClassGuess near = guess("inconsistency", node("log"), {t({x})}, {exact + 3 * 0x1p-24});
+  const ClassGuess near = guess(core::FindingKind::Inconsistency, node("log"), {t({x})}, {exact + 3 * 0x1p-24});
   EXPECT_EQ(near.cls, "precision") << near.why;
-  const ClassGuess far = guess("inconsistency", node("log"), {t({x})}, {exact + 1e-3});
+  const ClassGuess far = guess(core::FindingKind::Inconsistency, node("log"), {t({x})}, {exact + 1e-3});
   EXPECT_EQ(far.cls, "bug") << far.why;
   EXPECT_GT(far.excess, kPrecisionSpreads);
 }
@@ -72,18 +72,18 @@ TEST(Classify, ACategoricalCauseBeyondPrecisionIsAConvention) {
   // gelu's tanh form where the exact one is asked for: the mode selects it.
   const ir::Node exact = node("gelu", {{"approximate", std::string("none")}});
   const double tanh_form = 0.5 * (1 + std::tanh(std::sqrt(2 / M_PI) * (1.5 + 0.044715 * 1.5 * 1.5 * 1.5))) * 1.5;
-  const ClassGuess g = guess("inconsistency", exact, {t({1.5})}, {tanh_form}, {"approximate"});
+  const ClassGuess g = guess(core::FindingKind::Inconsistency, exact, {t({1.5})}, {tanh_form}, {"approximate"});
   EXPECT_EQ(g.cls, "convention") << g.why;
   // The same kind of difference with a numeric cause (elu's alpha) is a bug.
-  EXPECT_EQ(guess("inconsistency", node("elu", {{"alpha", 0.5}}), {t({-1})}, {-0.63}, {"alpha"}).cls, "bug");
+  EXPECT_EQ(guess(core::FindingKind::Inconsistency, node("elu", {{"alpha", 0.5}}), {t({-1})}, {-0.63}, {"alpha"}).cls, "bug");
 }
 
 TEST(Classify, NanFromOperandsAtFloat32sRangeIsPrecisionElseABug) {
-  EXPECT_EQ(guess("nan", node("square"), {t({3e19})}, {INFINITY}).cls, "precision");
-  EXPECT_EQ(guess("nan", node("softplus"), {t({89})}, {INFINITY}).cls, "bug");
+  EXPECT_EQ(guess(core::FindingKind::NaN, node("square"), {t({3e19})}, {INFINITY}).cls, "precision");
+  EXPECT_EQ(guess(core::FindingKind::NaN, node("softplus"), {t({89})}, {INFINITY}).cls, "bug");
 }
 
-TEST(Classify, ACrashIsABug) { EXPECT_EQ(guess("crash", node("relu"), {t({1})}, {1}).cls, "bug"); }
+TEST(Classify, ACrashIsABug) { EXPECT_EQ(guess(core::FindingKind::Crash, node("relu"), {t({1})}, {1}).cls, "bug"); }
 
 }  // namespace
 }  // namespace quorum::localize

@@ -153,10 +153,6 @@ Value Builder::pad(const Value& x, const Ints& begin, const Ints& end, float val
 const Shape& in_shape(const ir::Graph& g, const ir::Node& n, size_t i) { return g.types.at(n.inputs.at(i)).shape; }
 const Shape& out_shape(const ir::Graph& g, const ir::Node& n, size_t i) { return g.types.at(n.outputs.at(i)).shape; }
 
-size_t norm_axis(int64_t axis, size_t rank) {
-  return static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(rank) : axis);
-}
-
 std::string str(const Ints& v) {
   std::ostringstream os;
   os << '[';

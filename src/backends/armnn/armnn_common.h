@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::armnn_backend {
 
@@ -95,7 +96,6 @@ void register_tensor(OpTable& t);
 // Small helpers for the family files.
 const Shape& in_shape(const ir::Graph& g, const ir::Node& n, size_t i);
 const Shape& out_shape(const ir::Graph& g, const ir::Node& n, size_t i = 0);
-size_t norm_axis(int64_t axis, size_t rank);
 std::string str(const Ints& v);
 
 }  // namespace quorum::backends::armnn_backend

@@ -24,7 +24,7 @@ std::string sh_word(const std::string& s) {
 }  // namespace
 
 ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
-  if (c.train) throw ReproUnsupported("the exec backend does not train; the finding is in stage " + c.stage);
+  if (c.train) throw ReproUnsupported("the exec backend does not train; the finding is in stage " + std::string(core::to_string(c.stage)));
   // The backend's options: "exec:OPT+OPT+PROGRAM+ARG...".
   std::vector<std::string> args;
   const auto colon = c.backend.find(':');
@@ -83,7 +83,7 @@ ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
   py << "sys.exit(1 if bad else 0)\n";
   write_repro_file(p, dir, "check.py", py.str());
 
-  const bool crash = c.kind == "crash";
+  const bool crash = c.crash();
   std::ostringstream sh;
   sh << "#!/bin/sh\n" << repro_header(c, "#", "sh run.sh  (the runner below, and Debian python3-numpy for check.py)");
   sh << "# The runner, as the exec backend ran it: PROGRAM ARG... DIR (DIR holds model.onnx and input_<i>.npy;\n"

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::onednn {
 
@@ -172,7 +173,6 @@ void copy_view(const View& src, const View& dst, bool accumulate = false);
 
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 Shape pad_rank(const Shape& s, size_t rank);  // prepends 1s
-int norm_axis(int64_t axis, int rank);
 
 // ---- node kernels and the op table ----
 struct Env {

@@ -161,8 +161,6 @@ Shape pad_rank(const Shape& s, size_t rank) {
   return out;
 }
 
-int norm_axis(int64_t axis, int rank) { return static_cast<int>(axis < 0 ? axis + rank : axis); }
-
 // ---- eltwise ----
 
 namespace {

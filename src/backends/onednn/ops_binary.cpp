@@ -93,7 +93,7 @@ class SumKernel : public Kernel {
 class ConcatKernel : public Kernel {
  public:
   ConcatKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    axis_ = norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(out_shape(0).size()));
+    axis_ = ops::norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(out_shape(0).size()));
   }
 
   void forward(Env& env, bool) override {

@@ -102,7 +102,7 @@ class LayerNormKernel : public Kernel {
  public:
   LayerNormKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
     const Shape& x = in_shape(0);
-    const int axis = norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(x.size()));
+    const int axis = ops::norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(x.size()));
     int64_t rows = 1, k = 1;
     for (int d = 0; d < static_cast<int>(x.size()); ++d) (d < axis ? rows : k) *= x[static_cast<size_t>(d)];
     eps_ = static_cast<float>(core::attr_f(attrs(), "epsilon"));

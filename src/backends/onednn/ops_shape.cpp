@@ -62,7 +62,7 @@ class SliceKernel : public Kernel {
     const Dims xs = dense_strides(dims_of(x));
     Dims start(x.size(), 0), step(x.size(), 1);
     for (size_t i = 0; i < starts.size(); ++i) {
-      const auto d = static_cast<size_t>(axes.empty() ? static_cast<int>(i) : norm_axis(axes[i], rank));
+      const auto d = static_cast<size_t>(axes.empty() ? static_cast<int>(i) : ops::norm_axis(axes[i], rank));
       const int64_t len = x[d];
       // ONNX: a negative start counts from the end, then clamps to [0, len].
       start[d] = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + len : starts[i], 0, len);

@@ -13,7 +13,7 @@ class SoftmaxKernel : public Kernel {
  public:
   SoftmaxKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
     alg_ = n.op == "log_softmax" ? algorithm::softmax_log : algorithm::softmax_accurate;
-    axis_ = norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(in_shape(0).size()));
+    axis_ = ops::norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(in_shape(0).size()));
     md_ = plain_md(dims_of(in_shape(0)));
     key_ = Key() << static_cast<int>(alg_) << axis_ << md_;
     fwd(prop_kind::forward_inference);
@@ -80,7 +80,7 @@ class ReduceKernel : public Kernel {
     keep_ = x;
     for (size_t d = 0; d < x.size(); ++d) {
       bool reduced = axes.empty();
-      for (int64_t a : axes) reduced = reduced || norm_axis(a, static_cast<int>(x.size())) == static_cast<int>(d);
+      for (int64_t a : axes) reduced = reduced || ops::norm_axis(a, static_cast<int>(x.size())) == static_cast<int>(d);
       if (reduced) keep_[d] = 1;
     }
   }

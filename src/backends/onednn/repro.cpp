@@ -1421,8 +1421,8 @@ void Gen::backward_node(const ir::Node& n) {
 }
 
 ReproProgram Gen::write(const std::string& dir) {
-  const bool crash = c_.kind == "crash" || c_.stage == "compile";
-  if (c_.stage == "LC")
+  const bool crash = c_.crash() || c_.stage == core::Stage::Compile;
+  if (c_.stage == core::Stage::Loss)
     throw ReproUnsupported("loss-stage (LC) findings are judged on Quorum's training loss; the oneDNN reproducer "
                            "shows forward (FC) and per-node backward (BC) findings");
   if (c_.dtype != core::DType::F32) throw ReproUnsupported("only float32 cases are expressed (oneDNN 2.6 has no f64)");

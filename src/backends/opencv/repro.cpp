@@ -18,7 +18,7 @@ namespace {
 void python_program(const ReproCase& c, const std::string& dir, const std::vector<std::string>& compared, ReproProgram& p) {
   p.main = "repro.py";
   p.run = "/usr/bin/python3 repro.py";
-  const bool crash = c.kind == "crash";
+  const bool crash = c.crash();
   std::ostringstream py;
   py << "#!/usr/bin/python3\n" << repro_header(c, "#", p.run + "  (Debian python3-opencv, python3-numpy)");
   py << "import os\nimport sys\n\nimport cv2\nimport numpy as np\n\n";
@@ -57,7 +57,7 @@ void python_program(const ReproCase& c, const std::string& dir, const std::vecto
 void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, const std::string& dir, ReproProgram& p) {
   p.main = "repro.cpp";
   p.run = "g++ -std=c++17 -O1 repro.cpp -o repro -I/usr/include/opencv4 -lopencv_dnn -lopencv_core && ./repro";
-  const bool crash = c.kind == "crash";
+  const bool crash = c.crash();
   std::ostringstream s;
   s << repro_header(c, "//", p.run + "  (Debian libopencv-dev)");
   s << "// C++ rather than Python: a graph input has rank 3, which cv2 would read as a 2-D image with channels.\n";
@@ -106,7 +106,7 @@ void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, c
 }  // namespace
 
 ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
-  if (c.train) throw ReproUnsupported("OpenCV DNN does not train; the finding is in stage " + c.stage);
+  if (c.train) throw ReproUnsupported("OpenCV DNN does not train; the finding is in stage " + std::string(core::to_string(c.stage)));
   for (const auto& n : c.model.nodes)
     if (n.outputs.size() != 1)
       throw ReproUnsupported("node '" + n.name + "' has several outputs; OpenCV layers are fetched by node name, one output each");

@@ -67,12 +67,14 @@ std::string ps(const std::string& v) {
 
 std::string pb(bool b) { return b ? "True" : "False"; }
 
-int norm_axis(int64_t axis, int64_t rank, const std::string& node) {
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
-    throw ReproUnsupported("node '" + node + "': axis " + std::to_string(axis) + " out of range for rank " +
-                           std::to_string(rank));
-  return static_cast<int>(a);
+// The catalogue's axis rule (ops::norm_axis; a scalar's axis 0 is itself), refused as a reproducer.
+int checked_axis(int64_t axis, int64_t rank, const std::string& node) {
+  if (rank == 0 && axis == 0) return 0;
+  try {
+    return ops::norm_axis(axis, static_cast<int>(rank));
+  } catch (const core::OpError& e) {
+    throw ReproUnsupported("node '" + node + "': " + e.what());
+  }
 }
 
 // ONNX pads (begin per axis, end per axis) in at::constant_pad_nd / F.pad order: last axis first.
@@ -245,7 +247,7 @@ Lines node_lines(const ir::Graph& g, const ir::Node& n, std::set<std::string>& h
     const Ints& axes = Is("axes");
     if (axes.empty()) return one("torch.squeeze(x0)");
     std::vector<int> dims;
-    for (int64_t ax : axes) dims.push_back(norm_axis(ax, rank, n.name));
+    for (int64_t ax : axes) dims.push_back(checked_axis(ax, rank, n.name));
     std::sort(dims.rbegin(), dims.rend());
     std::string e = "x0";
     for (int d : dims) e = "torch.squeeze(" + e + ", " + std::to_string(d) + ")";
@@ -255,7 +257,7 @@ Lines node_lines(const ir::Graph& g, const ir::Node& n, std::set<std::string>& h
     const Ints& axes = Is("axes");
     const int64_t out_rank = rank + static_cast<int64_t>(axes.size());
     std::vector<int> dims;
-    for (int64_t ax : axes) dims.push_back(norm_axis(ax, out_rank, n.name));
+    for (int64_t ax : axes) dims.push_back(checked_axis(ax, out_rank, n.name));
     std::sort(dims.begin(), dims.end());
     std::string e = "x0";
     for (int d : dims) e = "torch.unsqueeze(" + e + ", " + std::to_string(d) + ")";
@@ -274,7 +276,7 @@ Lines node_lines(const ir::Graph& g, const ir::Node& n, std::set<std::string>& h
       for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
     Lines l{"y = x0"};
     for (size_t i = 0; i < starts.size(); ++i) {
-      const int d = norm_axis(axes[i], rank, n.name);
+      const int d = checked_axis(axes[i], rank, n.name);
       const int64_t len = xs[static_cast<size_t>(d)];
       auto clampi = [len](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
       std::string idx;
@@ -327,7 +329,7 @@ Lines node_lines(const ir::Graph& g, const ir::Node& n, std::set<std::string>& h
   if (op.rfind("reduce_", 0) == 0) {
     if (rank == 0) return one("x0.clone()");
     Ints dims;
-    for (int64_t ax : Is("axes")) dims.push_back(norm_axis(ax, rank, n.name));
+    for (int64_t ax : Is("axes")) dims.push_back(checked_axis(ax, rank, n.name));
     if (dims.empty())
       for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
     std::sort(dims.begin(), dims.end());
@@ -364,7 +366,7 @@ Lines node_lines(const ir::Graph& g, const ir::Node& n, std::set<std::string>& h
             "    y = torch.add(y, torch.nan_to_num(torch.sub(f, f.detach()), 0.0, 0.0, 0.0))"};
   }
   if (op == "layer_norm") {
-    const int axis = norm_axis(I("axis"), rank, n.name);
+    const int axis = checked_axis(I("axis"), rank, n.name);
     const Ints normalized(xs.begin() + axis, xs.end());
     return one("F.layer_norm(x0, " + pi(normalized) + ", x1, x2, " + pf(Fl("epsilon")) + ")");
   }
@@ -544,7 +546,7 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
   if (c.dtype != core::DType::F32 && c.dtype != core::DType::F64)
     throw ReproUnsupported("the torch backend computes in float32 or float64, the case is " + core::to_string(c.dtype));
   if (c.train && !c.loss_attrs.empty()) throw ReproUnsupported("the torch backend's losses take no attributes");
-  const bool crash = c.kind == "crash" || c.stage == "compile";
+  const bool crash = c.crash() || c.stage == core::Stage::Compile;
   const Plan plan = plan_case(c);
   const ir::Graph& g = plan.g;
   const std::set<std::string> multi = multi_consumer_values(g);
@@ -710,7 +712,7 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
           "V64, G64, loss64 = train_step(torch.float64)\n";
     if (!plan.feed_incoming)
       py << "print(f'loss ({LOSS}): " << lib_name << " {loss32.item():.9g}, torch float64 {loss64.item():.9g}')\n";
-    if (c.stage == "LC" || !blamed) {
+    if (c.stage == core::Stage::Loss || !blamed) {
       if (!c.expected_grads.count(out0)) throw ReproUnsupported("the case holds no expected loss gradient");
       py << "bad += compare(\"loss gradient d loss / d '" << out0 << "'\", G32[" << ps(out0) << "], G64[" << ps(out0)
          << "], load('" << npy(p, dir, "expected_grad_" + identifier(out0) + ".npy", c.expected_grads.at(out0)) << "'))\n";

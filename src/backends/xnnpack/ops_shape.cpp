@@ -16,13 +16,12 @@
 #include <numeric>
 
 #include "backends/xnnpack/xnnpack_common.h"
+#include "ops/kernel_util.h"
 
 namespace quorum::backends::xnnpack {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-int norm_axis(int64_t axis, size_t rank) { return static_cast<int>(axis < 0 ? axis + static_cast<int64_t>(rank) : axis); }
 
 size_t prod(const Shape& s, size_t from, size_t to) {
   size_t p = 1;
@@ -65,7 +64,7 @@ void define_pad(NodeCtx& c) {
 
 Support softmax_supports(const ir::Graph& g, const ir::Node& n) {
   const size_t r = g.types.at(n.inputs[0]).shape.size();
-  const int axis = norm_axis(core::attr_i(n.attrs, "axis"), r);
+  const int axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(r));
   if (axis == static_cast<int>(r) - 1 || (axis == 1 && (r == 3 || r == 4))) return Support::yes();
   return Support::no("XNNPACK softmax normalises over the innermost axis; axis " + std::to_string(axis) + " of rank " +
                      std::to_string(r) + " is neither last nor the channel axis of a channels-last value");
@@ -73,7 +72,7 @@ Support softmax_supports(const ir::Graph& g, const ir::Node& n) {
 
 Layout softmax_layout(const ir::Graph& g, const ir::Node& n, std::optional<Layout>) {
   const size_t r = g.types.at(n.inputs[0]).shape.size();
-  return norm_axis(core::attr_i(n.attrs, "axis"), r) == static_cast<int>(r) - 1 ? Layout::Plain
+  return ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(r)) == static_cast<int>(r) - 1 ? Layout::Plain
                                                                                  : Layout::ChannelsLast;
 }
 
@@ -117,7 +116,7 @@ struct Block {
 // The reduced axes as one contiguous block, or nullopt.
 std::optional<Block> reduce_block(const Shape& x, const std::vector<int64_t>& axes) {
   std::vector<int> ax;
-  for (auto a : axes) ax.push_back(norm_axis(a, x.size()));
+  for (auto a : axes) ax.push_back(ops::norm_axis(a, static_cast<int>(x.size())));
   if (ax.empty()) {
     ax.resize(x.size());
     std::iota(ax.begin(), ax.end(), 0);
@@ -193,7 +192,7 @@ Support mse_supports(const ir::Graph& g, const ir::Node& n) {
 class ConcatStep : public Step {
  public:
   ConcatStep(const ir::Graph& g, const ir::Node& n) : node_(n), out_shape_(g.types.at(n.outputs[0]).shape) {
-    const size_t axis = static_cast<size_t>(norm_axis(core::attr_i(n.attrs, "axis"), out_shape_.size()));
+    const size_t axis = static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(out_shape_.size())));
     outer_ = prod(out_shape_, 0, axis);
     const size_t total = prod(out_shape_, axis, out_shape_.size());
     for (const auto& in : n.inputs) {

@@ -83,8 +83,6 @@ size_t prod(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
-int norm_axis(int64_t axis, size_t rank) { return static_cast<int>(axis < 0 ? axis + static_cast<int64_t>(rank) : axis); }
-
 bool has(const core::Attrs& a, const char* k) { return a.count(k) > 0; }
 
 // ---- window geometry (as ops_conv_pool.cpp) ----
@@ -144,7 +142,7 @@ struct Block {
 
 std::optional<Block> reduce_block(const Shape& x, const std::vector<int64_t>& axes) {
   std::vector<int> ax;
-  for (auto a : axes) ax.push_back(norm_axis(a, x.size()));
+  for (auto a : axes) ax.push_back(ops::norm_axis(a, static_cast<int>(x.size())));
   if (ax.empty()) {
     ax.resize(x.size());
     std::iota(ax.begin(), ax.end(), 0);
@@ -360,7 +358,7 @@ Layout Gen::layout_of(const ir::Node& n, std::optional<Layout> first) const {
     return Layout::ChannelsLast;
   if (op == "softmax") {
     const size_t r = shape(n.inputs[0]).size();
-    return norm_axis(core::attr_i(n.attrs, "axis"), r) == static_cast<int>(r) - 1 ? Layout::Plain
+    return ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(r)) == static_cast<int>(r) - 1 ? Layout::Plain
                                                                                    : Layout::ChannelsLast;
   }
   return Layout::Plain;
@@ -701,7 +699,7 @@ void Gen::define(const ir::Node& n, Layout l) {
   }
   if (op == "softmax") {
     const size_t r = shape(n.inputs[0]).size();
-    const int axis = norm_axis(core::attr_i(a, "axis"), r);
+    const int axis = ops::norm_axis(core::attr_i(a, "axis"), static_cast<int>(r));
     if (!(axis == static_cast<int>(r) - 1 || (axis == 1 && (r == 3 || r == 4))))
       throw ReproUnsupported("XNNPACK softmax normalises over the innermost axis only");
     const std::string x = in(0);
@@ -748,7 +746,7 @@ void Gen::define(const ir::Node& n, Layout l) {
 
 void Gen::concat(const ir::Node& n) {
   const Shape& os = shape(n.outputs[0]);
-  const size_t axis = static_cast<size_t>(norm_axis(core::attr_i(n.attrs, "axis"), os.size()));
+  const size_t axis = static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(os.size())));
   const size_t outer = prod(os, 0, axis), total = prod(os, axis, os.size());
   body << "  {  // node '" << n.name << "' (concat): operator API, one strided copy per input (the 2022-02 subgraph "
        << "API has no concatenation)\n";
@@ -813,10 +811,10 @@ static void from_channels_last(const std::vector<float>& y, std::vector<float>& 
 
 ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   if (c.train || c.backward())
-    throw ReproUnsupported("XNNPACK does not train (inference only); the finding is in stage " + c.stage);
+    throw ReproUnsupported("XNNPACK does not train (inference only); the finding is in stage " + std::string(core::to_string(c.stage)));
   if (c.dtype != core::DType::F32)
     throw ReproUnsupported("XNNPACK computes in float32; the finding ran in " + core::to_string(c.dtype));
-  const bool crash = c.kind == "crash";
+  const bool crash = c.crash();
 
   Gen gen(c);
   for (const auto& n : c.model.nodes) gen.node(n);
