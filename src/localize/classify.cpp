@@ -5,15 +5,13 @@
 #include <iomanip>
 #include <sstream>
 
-#include "core/rng.h"
 #include "ops/registry.h"
+#include "oracle/spread.h"
 
 namespace quorum::localize {
 
 namespace {
 
-constexpr int kTrials = 4;
-constexpr double kUlps = 4;  // operand perturbation, in units of the run's precision
 
 bool categorical(const ir::Node& n, const std::string& attr) {
   for (const auto& a : ops::op(n.op).attrs)
@@ -145,28 +143,13 @@ ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kerne
     g.why = "the kernel could not be re-run on the recorded operands";
     return g;
   }
-  const double u = dtype == core::DType::F32 ? 0x1p-24 : 0x1p-53;
-  std::vector<core::Tensor> spread;
-  for (size_t k = 0; k < got.size(); ++k) spread.emplace_back(core::DType::F64, want[k].shape());
-  core::Rng rng(core::fnv1a("classify:" + node.name));
-  for (int t = 0; t < kTrials; ++t) {
-    std::vector<core::Tensor> p;
-    for (const auto& o : operands) {
-      core::Tensor q = o.to(core::DType::F64);
-      for (int64_t i = 0; i < q.numel(); ++i) q.f64()[i] *= 1 + rng.uniform(-1.0, 1.0) * kUlps * u;
-      p.push_back(std::move(q));
-    }
-    std::vector<core::Tensor> out;
-    try {
-      out = kernel(p);
-    } catch (const std::exception&) {
-      continue;
-    }
-    for (size_t k = 0; k < got.size() && k < out.size(); ++k)
-      for (int64_t i = 0; i < spread[k].numel() && i < out[k].numel(); ++i) {
-        const double d = std::abs(out[k].get(i) - want[k].get(i));
-        if (std::isfinite(d)) spread[k].f64()[i] = std::max(spread[k].get(i), d);
-      }
+  // The oracle's float32 spread (oracle/spread.h), the one every verdict uses.
+  const double u = oracle::unit_roundoff(dtype);
+  std::vector<core::Tensor> spread =
+      oracle::spread(operands, want, dtype, oracle::perturbation_ulps(node, operands), node.op + "/classify", kernel);
+  if (spread.size() < got.size()) {
+    spread.clear();
+    for (size_t k = 0; k < got.size(); ++k) spread.emplace_back(core::DType::F64, want[k].shape());
   }
   double worst = 0;
   bool nonfinite = false;
@@ -191,8 +174,8 @@ ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kerne
   if (!nonfinite && worst <= kPrecisionSpreads) {
     g.cls = "precision";
     why << "the largest difference is " << std::setprecision(3) << worst
-        << " times what float32 allows at these operands (operands moved by " << kUlps
-        << " ulps move the exact result that far): the operator is ill-conditioned here";
+        << " times what float32 allows at these operands (the float32 spread: operands moved by a few ulps, "
+           "intermediates held in float32): the operator is ill-conditioned here";
   } else if (all_categorical) {
     g.cls = "convention";
     why << "only a mode or flag of the operator selects it (" << causes.front()

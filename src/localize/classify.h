@@ -23,9 +23,9 @@ struct ClassGuess {
 using Kernel = std::function<std::vector<core::Tensor>(const std::vector<core::Tensor>&)>;
 
 // Inconsistencies: precision when every wrong element lies within kPrecisionSpreads of the spread
-// float32 itself allows there (the kernel re-run on operands moved by a few units in the last
-// place: what a backward-stable float32 computation may return, the operator's conditioning at
-// these values); else a convention when the localized causes are all categorical attributes (a
+// float32 itself allows there (oracle::spread, the verdicts' own: the kernel re-run with its
+// float32 intermediates and on operands moved by a few units in the last place; a finding is
+// already beyond oracle::kMargin of it, so this asks whether it is a little or far beyond); else a convention when the localized causes are all categorical attributes (a
 // mode or flag: SAME padding, align_corners); else a bug. NaN swallowed: a convention when the
 // number is the result with the NaN taken as -inf (maxNum semantics), else a bug. NaN/Inf made: a
 // bug, or float32's range when the operands reach kRangeEdge. Crashes: bugs. `kind` is the

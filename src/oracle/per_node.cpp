@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "ops/registry.h"
 #include "oracle/compare.h"
 #include "oracle/judge_util.h"
+#include "oracle/spread.h"
 
 namespace quorum::oracle::detail {
 
@@ -110,7 +112,6 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
 
 bool never_explained(int64_t, double) { return false; }
 
-
 bool all_finite(const std::vector<Tensor>& ts) {
   for (const auto& t : ts)
     if (has_nonfinite(t)) return false;
@@ -118,108 +119,6 @@ bool all_finite(const std::vector<Tensor>& ts) {
 }
 
 Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
-
-// Sensitivity: how far the kernel's result moves when every operand moves by a few units in the
-// last place of the run's precision. A backward-stable float32 computation returns the exact
-// result of such slightly perturbed operands, so a library inside that spread is right; this is
-// what covers cancellation in sums and normalisations, exp of large values and the like, for every
-// operator without a table. Computed only where the plain tolerance fails.
-// A summing operator (a reduction length L: norms, convolutions, means) rounds each of its L-term
-// sums; a float32 sum is the exact sum of terms perturbed by up to (L-1) units each, typically
-// sqrt(L), so its operands move by kUlps * sqrt(L) units (the same growth as its tolerance).
-// The trials run the kernel with its stored intermediates (ops::stored: gates, states, statistics,
-// sums) at the run's precision. The first five keep the operands exact: one rounds the
-// intermediates, one also moves every one down by its whole rounding error (a constant row's
-// normalisation keeps its exact mean and zero variance there), one moves them and the statistics
-// up by theirs (a constant row's float32 mean is off by its sum's rounding, the same for the whole
-// row), and two do the same with the values a kernel marks in odd lanes moved the other way (a
-// nearest resize's width coordinate against its height's). These are deterministic: the worst case
-// of one rounding (a coordinate on an exact tie, on either axis, the x*rstd - mean*rstd of a
-// constant row) is in the spread whatever the draws. The others move
-// operands, intermediates and statistics by random fractions of their errors, drawn from an Rng
-// seeded by the operator and the operands' values, so the verdict on the same values is the same
-// whatever the node is called. An intermediate that saturates (sigmoid = 1) or
-// overflows in float32 then shows in the spread, and a trial that is non-finite where the kernel
-// is finite makes the spread infinite there: any value, NaN and Inf included, is float32's at that
-// element.
-constexpr int kExactOperandTrials = 5;
-constexpr int kTrials = kExactOperandTrials + 3;
-constexpr double kUlps = 4;    // operand perturbation, in units of the run's precision
-constexpr double kMargin = 4;  // allowed deviation, in spreads
-
-double perturbation_ulps(const ir::Node& n, const std::vector<Tensor>& held) {
-  const ops::OpSpec& spec = ops::op(n.op);
-  if (!spec.reduction_length) return kUlps;
-  std::vector<core::TensorType> data;
-  for (size_t i = 0; i < ir::data_input_count(n) && i < held.size(); ++i) data.push_back(held[i].type());
-  try {
-    return kUlps * std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length(data, n.attrs))));
-  } catch (const std::exception&) {
-    return kUlps;
-  }
-}
-
-double unit_roundoff(DType dtype) { return dtype == DType::F32 ? 0x1p-24 : 0x1p-53; }
-
-// The spread's seed: the operator (with what is judged: an output, an input's gradient) and every
-// operand's shape and values; never a node's name.
-uint64_t spread_seed(const std::string& what, const std::vector<Tensor>& operands) {
-  uint64_t h = core::fnv1a(what);
-  auto mix = [&](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
-  for (const auto& o : operands) {
-    for (const int64_t d : o.shape()) mix(&d, sizeof d);
-    for (int64_t i = 0; i < o.numel(); ++i) {
-      const double v = o.get(i);
-      mix(&v, sizeof v);
-    }
-  }
-  return h;
-}
-
-template <class F>
-std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vector<Tensor>& base, DType dtype,
-                           double ulps, const std::string& what, const F& f) {
-  const double u = unit_roundoff(dtype);
-  std::vector<Tensor> s;
-  for (const auto& b : base) s.push_back(zeros_like(b));
-  core::Rng rng(spread_seed(what, operands));
-  for (int t = 0; t < kTrials; ++t) {
-    // 1: every stored value down; 2: up, statistics too; 3 and 4: the same with odd lanes the other way.
-    const int direction = t == 1 || t == 3 ? -1 : t == 2 || t == 4 ? 1 : 0;
-    ops::StoredPrecision stored(dtype == DType::F32, u, t > 0, t == 2 || t == 4 || t >= kExactOperandTrials, rng,
-                                direction, t == 3 || t == 4);
-    std::vector<Tensor> p;
-    for (const auto& o : operands) {
-      Tensor q = o.to(DType::F64);
-      if (t >= kExactOperandTrials)
-        for (int64_t i = 0; i < q.numel(); ++i) q.f64()[i] *= 1 + rng.uniform(-1.0, 1.0) * ulps * u;
-      p.push_back(std::move(q));
-    }
-    std::vector<Tensor> out;
-    try {
-      out = f(p);
-    } catch (const std::exception&) {
-      return {};
-    }
-    for (size_t k = 0; k < s.size() && k < out.size(); ++k) {
-      if (out[k].shape() != s[k].shape()) return {};
-      for (int64_t i = 0; i < s[k].numel(); ++i) {
-        const double d = std::abs(out[k].get(i) - base[k].get(i));
-        if (std::isfinite(base[k].get(i))) s[k].f64()[i] = std::max(s[k].f64()[i], std::isnan(d) ? INFINITY : d);
-        // An infinite kernel result that a trial makes NaN (a product whose partial products leave
-        // float32's range in some order, the float64 product itself overflowing) is not exact, nor
-        // a NaN that a trial makes a number (a discrete choice moved off a NaN operand).
-        else if ((std::isinf(base[k].get(i)) && std::isnan(out[k].get(i))) ||
-                 (std::isnan(base[k].get(i)) && !std::isnan(out[k].get(i))))
-          s[k].f64()[i] = INFINITY;
-      }
-    }
-  }
-  return s;
-}
 
 // The verdict where the plain tolerance failed: an element may also differ by kMargin spreads
 // (`sens`; undefined: none) plus `u` times its sum bound (`bound`; undefined: none), and anything
@@ -238,6 +137,45 @@ Verdict within_spread(const Tensor& got, const Tensor& w, const ops::Tolerance& 
         return allowed == INFINITY || std::abs(a - w.get(i)) <= allowed || explained(i, a);
       },
       exact);
+}
+
+// One tensor a library returned against the float64 kernel on the library's own operands: the one
+// verdict pipeline of the forward, the loss and the backward. Operands whose float32 sums of
+// squares overflow are not judged at all (each stage skips them first). Then, in this order:
+//  1. the plain verdict: within the operator's tolerance at the run's dtype, or a convention
+//     (`explained`: a gradient at tied extremes or at a kink); a stage that does not judge
+//     swallowed NaNs (the backward: masking a NaN gradient is a library's choice) drops them;
+//  2. where it still fails and the shapes agree: within kMargin float32 spreads (`spread`, the
+//     stage's kernel on its operands, oracle/spread.h) plus the unit roundoff times the float32
+//     sum bound (`bound`, summing operators); anything where a trial is non-finite;
+//  3. float32's range: NaN/Inf produced where an intermediate of the float32 computation overflows
+//     although the result does not (`overflows`).
+struct Judging {
+  const Tensor& got;
+  const Tensor& exact;  // the kernel's float64 result
+  ops::Tolerance tol;
+  bool finite;  // every operand finite
+  bool judge_swallowed = true;
+  std::function<bool(int64_t, double)> explained = never_explained;
+  std::function<Tensor()> spread = nullptr;    // this result's spread; undefined: none
+  std::function<Tensor()> bound = nullptr;     // undefined: none
+  std::function<bool()> overflows = nullptr;
+};
+
+Verdict judge_tensor(const Judging& j, DType dtype) {
+  const Tensor w = rounded_to(j.exact, dtype);
+  Verdict v = verdict(j.got, w, j.tol, j.finite, j.explained, &j.exact);
+  if (!j.judge_swallowed) v.swallowed = 0;
+  if ((v.wrong || v.produced || v.swallowed) && !v.shape_mismatch) {
+    const Tensor sens = j.spread ? j.spread() : Tensor();
+    const Tensor bound = j.bound ? j.bound() : Tensor();
+    if (sens.defined() || bound.defined()) {
+      v = within_spread(j.got, w, j.tol, j.finite, sens, bound, unit_roundoff(dtype), j.explained, &j.exact);
+      if (!j.judge_swallowed) v.swallowed = 0;
+    }
+  }
+  if (v.produced && dtype == DType::F32 && j.overflows && j.overflows()) v.produced = 0;
+  return v;
 }
 
 struct Judged {
@@ -285,26 +223,24 @@ struct PerNode {
       const ops::Tolerance tol = node_tolerance(g, n, th.dtype, false);
       const bool finite = all_finite(held);
       if (squares_overflow(n.op, held, n)) continue;  // its float32 sums of squares overflow: float32 range
-      std::vector<Tensor> sens;  // computed on the first output beyond the plain tolerance
+      std::vector<Tensor> sens;  // every output's, computed on the first output beyond the plain tolerance
       for (size_t k = 0; k < n.outputs.size() && k < want.size(); ++k) {
         auto got = r.values.find(n.outputs[k]);
         if (got == r.values.end()) continue;
-        const Tensor w = rounded_to(want[k], th.dtype);
-        Verdict v = verdict(got->second, w, tol, finite, never_explained, &want[k]);
-        if (v.produced && th.dtype == DType::F32 && intermediate_overflow(n, held, k)) v.produced = 0;
-        if ((v.wrong || v.produced || v.swallowed) && !v.shape_mismatch) {
+        Judging j{got->second, want[k], tol, finite};
+        j.spread = [&, k] {
           if (sens.empty())
-            sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.op + "#" + std::to_string(k), [&](const std::vector<Tensor>& p) {
-              ops::Inputs pin;
-              for (const auto& t : p) pin.push_back(&t);
-              return ops::op(n.op).forward(pin, n.attrs);
-            });
-          const Tensor bound = sum_magnitude(n, held, k);
-          if (k < sens.size() || bound.defined())
-            v = within_spread(got->second, w, tol, finite, k < sens.size() ? sens[k] : Tensor(), bound,
-                              unit_roundoff(th.dtype), never_explained, &want[k]);
-        }
-        note(Stage::Forward, &n, n.outputs[k], ri, v);
+            sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.op + "#" + std::to_string(k),
+                          [&](const std::vector<Tensor>& p) {
+                            ops::Inputs pin;
+                            for (const auto& t : p) pin.push_back(&t);
+                            return ops::op(n.op).forward(pin, n.attrs);
+                          });
+          return k < sens.size() ? sens[k] : Tensor();
+        };
+        j.bound = [&, k] { return sum_magnitude(n, held, k); };
+        j.overflows = [&, k] { return intermediate_overflow(n, held, k); };
+        note(Stage::Forward, &n, n.outputs[k], ri, judge_tensor(j, th.dtype));
       }
     }
   }
@@ -415,18 +351,18 @@ struct PerNode {
     if (spec.reduction_length)
       ulps *= std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
     auto judged = [&](const Tensor& got, const Tensor& exact, const ops::Tolerance& tol, bool grad) {
-      const Tensor w = rounded_to(exact, th.dtype);
-      Verdict v = verdict(got, w, tol, finite, never_explained, &exact);
-      if (!v.wrong || v.shape_mismatch) return v;
-      const std::vector<Tensor> sens =
-          spread({pred, tgt}, {exact}, th.dtype, ulps, spec.name + (grad ? "/grad" : ""), [&](const std::vector<Tensor>& p) {
-            const ops::Inputs pin{&p[0], &p[1]};
-            std::vector<Tensor> y = spec.forward(pin, la);
-            if (!grad) return std::vector<Tensor>{y[0].reshaped(exact.shape())};
-            return std::vector<Tensor>{spec.vjp(pin, la, y, {Tensor::scalar(1.0).reshaped(y[0].shape())})[0]};
-          });
-      if (sens.empty()) return v;
-      return within_spread(got, w, tol, finite, sens[0], Tensor(), unit_roundoff(th.dtype), never_explained, &exact);
+      Judging j{got, exact, tol, finite};
+      j.spread = [&] {
+        const std::vector<Tensor> sens =
+            spread({pred, tgt}, {exact}, th.dtype, ulps, spec.name + (grad ? "/grad" : ""), [&](const std::vector<Tensor>& p) {
+              const ops::Inputs pin{&p[0], &p[1]};
+              std::vector<Tensor> y = spec.forward(pin, la);
+              if (!grad) return std::vector<Tensor>{y[0].reshaped(exact.shape())};
+              return std::vector<Tensor>{spec.vjp(pin, la, y, {Tensor::scalar(1.0).reshaped(y[0].shape())})[0]};
+            });
+        return sens.empty() ? Tensor() : sens[0];
+      };
+      return judge_tensor(j, th.dtype);
     };
     Verdict v = judged(Tensor::scalar(r.loss), want[0].reshaped({}), loss_tolerance(g, th.loss_op, th.dtype, false), false);
     if (r.loss_grad.defined() && !want_grad.empty()) {
@@ -564,13 +500,16 @@ struct PerNode {
     }
     if (!want.defined() || contrib.empty()) return;
     if (tol.atol == 0 && tol.rtol == 0) return;
-    auto explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol); };
-    const Tensor w = rounded_to(want, th.dtype);
-    Verdict v = verdict(got, w, tol, finite, explained, &want);
-    if ((v.wrong || v.produced) && !v.shape_mismatch) {
+    Judging j{got, want, tol, finite};
+    j.judge_swallowed = false;  // backward masking of a NaN gradient (relu, where) is a library choice
+    j.explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol); };
+    j.spread = [&] {
       const std::vector<Tensor> sens = gradient_spread(cons, vjps, want);
-      // Plus the rounding bound of the consumers' sums (bias and weight gradients sum over the
-      // batch and every position).
+      return sens.empty() ? Tensor() : sens[0];
+    };
+    // The rounding bound of the consumers' sums (bias and weight gradients sum over the batch and
+    // every position).
+    j.bound = [&] {
       Tensor bound;
       for (const auto& [c, k] : cons) {
         const Vjp& cv = vjps.at(c->name);
@@ -579,16 +518,14 @@ struct PerNode {
         if (!bound.defined()) bound = zeros_like(want);
         for (int64_t i = 0; i < b.numel(); ++i) bound.f64()[i] += b.get(i);
       }
-      v = within_spread(got, w, tol, finite, sens.empty() ? Tensor() : sens[0], bound, unit_roundoff(th.dtype), explained,
-                        &want);
-    }
-    v.swallowed = 0;  // backward masking of a NaN gradient (relu, where) is a library choice, not judged
-    if (v.produced && th.dtype == DType::F32)
+      return bound;
+    };
+    j.overflows = [&] {
       for (const auto& [c, k] : cons)
-        if (intermediate_overflow(*c, vjps.at(c->name).held, k, &vjps.at(c->name).gy)) {
-          v.produced = 0;
-          break;
-        }
+        if (intermediate_overflow(*c, vjps.at(c->name).held, k, &vjps.at(c->name).gy)) return true;
+      return false;
+    };
+    Verdict v = judge_tensor(j, th.dtype);
     if (!v.wrong && !v.produced && !v.swallowed && !keeps_total(value, cons, vjps, got, want, tol)) {
       v.wrong = 1;
       v.distance = std::abs(sum(got) - sum(want));
