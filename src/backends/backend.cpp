@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ir/onnx_io.h"
 #include "ref/interpreter.h"
 
 namespace quorum::backends {
@@ -66,6 +67,16 @@ ValueMap reference_forward(const ir::Graph& g, const ValueMap& inputs, core::DTy
   ValueMap in;
   for (const auto& [name, t] : inputs) in.emplace(name, t.to(dtype).to(core::DType::F64));
   return ref::forward(rounded, in);
+}
+
+std::string onnx_for_library(const ir::Graph& g, int opset) {
+  try {
+    return ir::graph_to_onnx(g, opset);
+  } catch (const core::UserError& e) {
+    throw UnsupportedError(std::string("Quorum's ONNX exporter has no form for it: ") + e.what());
+  } catch (const std::exception& e) {
+    throw QuorumError(std::string("Quorum's ONNX exporter failed: ") + e.what());
+  }
 }
 
 }  // namespace quorum::backends

@@ -24,12 +24,25 @@ class ConversionError : public std::runtime_error {
   explicit ConversionError(const std::string& m) : std::runtime_error(m) {}
 };
 
+// The backend finds, building the model, that it cannot express it (Quorum's ONNX exporter has no
+// form for a node's attributes at the opset the library reads): an abstention with the reason, as
+// if supports() had said no, never a finding or an internal error.
+class UnsupportedError : public std::runtime_error {
+ public:
+  explicit UnsupportedError(const std::string& m) : std::runtime_error(m) {}
+};
+
 // Quorum's own code failed inside a backend (the ONNX exporter refused a catalogue model): a defect
 // of Quorum's, reported as such and never as the library's finding.
 class QuorumError : public std::runtime_error {
  public:
   explicit QuorumError(const std::string& m) : std::runtime_error(m) {}
 };
+
+// The ONNX bytes a backend that reads ONNX (OpenCV, exec) gives its library: Quorum's exporter at
+// `opset`. What the exporter cannot express (it refuses with a reason: a user-level error) is
+// UnsupportedError, an abstention; any other failure of the exporter is QuorumError.
+std::string onnx_for_library(const ir::Graph& g, int opset);
 
 // A child process the backend runs for the library (the exec backend's program) failed. The worker
 // reports it the way it reports the same failure of itself: Crash on a signal, Timeout, and

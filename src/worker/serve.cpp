@@ -123,6 +123,9 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           } catch (const backends::QuorumError& e) {
             out = reply(Status::QuorumError, e.what());
             break;
+          } catch (const backends::UnsupportedError& e) {
+            out = reply(Status::Unsupported, e.what());
+            break;
           } catch (const std::exception& e) {
             out = reply(Status::ConversionFailure, e.what());
             break;

@@ -37,5 +37,21 @@ TEST(OpenCVSupport, AnEdgePadWiderThanTheAxisIsOneRefusal) {
   EXPECT_TRUE(sup[0].ok) << sup[0].reason;  // as wide as the axis: fine
 }
 
+// An average pool with ceil_mode=1 and count_include_pad=1 whose height keeps its last (partial)
+// window while its width drops it has no ONNX 1.12 form: OpenCV abstains with the exporter's reason
+// (it used to be an internal error of the campaign).
+TEST(OpenCVSupport, WhatTheExporterCannotWriteIsAnAbstention) {
+  const auto& have = worker::available_backends();
+  if (std::find(have.begin(), have.end(), "opencv") == have.end()) GTEST_SKIP() << "opencv backend not built";
+  const ir::Graph g = ir::graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 5, 4]}],
+    "outputs": ["p"], "nodes": [{"name": "p", "op": "avg_pool2d", "inputs": ["x"], "outputs": ["p"],
+      "attrs": {"kernel_shape": [2, 1], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1}}]})",
+                                          "mixed_ceil");
+  worker::Worker w("opencv", {}, worker::Limits{});
+  const worker::Outcome o = w.compile(g, CompileOptions{core::DType::F32, 1});
+  EXPECT_EQ(o.status, worker::Status::Unsupported) << o.message;
+  EXPECT_NE(o.message.find("no ONNX 1.12 form"), std::string::npos) << o.message;
+}
+
 }  // namespace
 }  // namespace quorum::backends

@@ -204,12 +204,7 @@ class ExecBackend : public Backend {
     if (cfg_.argv.empty()) throw ConversionError(kNeedProgram);
     if (opt.dtype == core::DType::I64) throw ConversionError("exec: models compute in float32 or float64");
     ir::Graph typed = in_dtype(g, opt.dtype);
-    std::string bytes;
-    try {
-      bytes = ir::graph_to_onnx(typed, cfg_.opset);
-    } catch (const std::exception& e) {
-      throw QuorumError(std::string("Quorum's ONNX exporter failed: ") + e.what());
-    }
+    std::string bytes = onnx_for_library(typed, cfg_.opset);
     return std::make_unique<ExecSession>(cfg_, std::move(typed), std::move(bytes), std::max(1, opt.threads));
   }
 

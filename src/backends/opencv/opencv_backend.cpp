@@ -123,12 +123,7 @@ class OpencvBackend : public Backend {
     cv::setNumThreads(std::max(1, opt.threads));
     // The importer logs every refusal before throwing it; the exception carries the same text.
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
-    std::string bytes;
-    try {
-      bytes = ir::graph_to_onnx(g, kOpset);
-    } catch (const std::exception& e) {
-      throw QuorumError(std::string("Quorum's ONNX exporter failed: ") + e.what());
-    }
+    const std::string bytes = onnx_for_library(g, kOpset);
     cv::dnn::Net net;
     try {
       net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
