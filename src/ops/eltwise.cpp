@@ -142,7 +142,10 @@ std::vector<Unary> unaries() {
          // The tanh form holds tanh(inner) in float32 (stored): near -1 its rounding is the whole of
          // 1 + tanh (x = -5: 1.19e-7 where 9.1e-8 is exact), and below x = -5.5 it is -1 exactly.
          if (core::attr_s(a, "approximate") == "tanh") return 0.5 * x * (1.0 + stored(std::tanh(gelu_tanh_inner(x))));
-         return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+         // ONNX's form (Quorum's export, OpenCV) multiplies x by 1 + erf before halving: beyond
+         // FLT_MAX / 2 that product leaves float32's range where the result does not.
+         const double one_plus_erf = 1.0 + std::erf(x / std::numbers::sqrt2);
+         return 0.5 * x * one_plus_erf + float32_range(std::abs(x) * one_plus_erf);
        },
        [](double x, double, const Attrs& a) {
          if (core::attr_s(a, "approximate") == "tanh") {

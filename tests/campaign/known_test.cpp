@@ -119,6 +119,15 @@ TEST(Known, TheProjectsLedgersKnowEveryMessageFormOfARootCause) {
       {});
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->id, "opencv-mish-fusion-extra-consumer");
+  // Seed 8080808: the dropped Tanh's blob missing in a Sum, the message cut after "not fo".
+  const oracle::KnownEntry* cut = l.match(
+      "crash|compile|opencv||conversion failure: OpenCV's ONNX importer refused the model: OpenCV(N) "
+      "./modules/dnn/src/onnx/onnx_importer.cpp:N: error: (-N:Unspecified error) in function 'handleNode' > Node "
+      "[Sum@ai.onnx]:(onnx_node!sum_N) parse error: OpenCV(N) ./modules/dnn/src/onnx/onnx_importer.cpp:N: error: "
+      "(-N:Bad argument) Blob tanh_N not fo",
+      {});
+  ASSERT_NE(cut, nullptr);
+  EXPECT_EQ(cut->id, "opencv-mish-fusion-extra-consumer");
 }
 
 TEST(Known, AMalformedLedgerIsOneClearError) {

@@ -1069,6 +1069,25 @@ TEST(PerNode, TwoFloat32BehavioursOfTheFourthUnseenSeedAreNotFindings) {
   }
 }
 
+// Seed 8080808: gelu(FLT_MAX) is FLT_MAX, but ONNX's form x * (1 + erf(x / sqrt 2)) * 0.5 (OpenCV)
+// overflows before halving; at 1e38 the product 2e38 fits and inf is a finding.
+TEST(PerNode, GelusProductBeforeHalvingMayOverflow) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "gelu", "inputs": ["x"], "outputs": ["y"], "attrs": {"approximate": "none"}}]})",
+                                          "gelu_max");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {3.4028234663852886e38, 1})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["y"].f64()[0] = INFINITY;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  const Case d(g, {{"x", core::Tensor::f64({1, 2}, {1e38, 1})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun b = d.run("A");
+  b.trained = false;
+  b.values["y"].f64()[0] = INFINITY;
+  EXPECT_EQ(d.judge_runs({d.run("ref"), b}).size(), 1u);
+}
+
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
   EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
 }
