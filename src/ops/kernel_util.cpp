@@ -95,6 +95,10 @@ int norm_axis(int64_t axis, int rank) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+size_t norm_axis(int64_t axis, size_t rank) {
+  return static_cast<size_t>(norm_axis(axis, static_cast<int>(rank)));
+}
+
 Tensor map1(const Tensor& x, const std::function<double(double)>& f) {
   Tensor y(DType::F64, x.shape());
   const double* xp = x.f64();

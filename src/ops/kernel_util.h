@@ -50,6 +50,8 @@ Tensor fold(const Tensor& g, const std::vector<int64_t>& map, const Shape& shape
 
 // Normalises a possibly negative axis; OpError "axis A out of range for rank R" otherwise.
 int norm_axis(int64_t axis, int rank);
+// The same for a rank held as a size (a shape's size()), as an index.
+size_t norm_axis(int64_t axis, size_t rank);
 
 // Elementwise map.
 Tensor map1(const Tensor& x, const std::function<double(double)>& f);

@@ -116,7 +116,7 @@ void register_elementwise(OpTable& t) {
   t["concat"] = OpEntry{{}, [](Builder& b, const ir::Node& n) {
                           std::vector<Value> parts;
                           for (const auto& in : n.inputs) parts.push_back(b.value(in));
-                          const size_t axis = static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(parts[0].shape.size())));
+                          const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), parts[0].shape.size());
                           b.define(n.outputs[0], b.concat(parts, axis));
                         }};
 }

@@ -21,7 +21,7 @@ std::vector<size_t> reduced_axes(const ir::Node& n, size_t rank) {
     out.resize(rank);
     std::iota(out.begin(), out.end(), size_t{0});
   } else {
-    for (int64_t a : axes) out.push_back(static_cast<size_t>(ops::norm_axis(a, static_cast<int>(rank))));
+    for (int64_t a : axes) out.push_back(ops::norm_axis(a, rank));
     std::sort(out.begin(), out.end());
   }
   return out;
@@ -94,7 +94,7 @@ void build_softmax(Builder& b, const ir::Node& n) {
   const Value x = b.value(n.inputs[0]);
   armnn::SoftmaxDescriptor d;
   d.m_Beta = 1.0f;
-  d.m_Axis = static_cast<int>(static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(x.shape.size()))));
+  d.m_Axis = static_cast<int>(ops::norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size()));
   const std::string name = b.layer_name(n.op);
   armnn::IConnectableLayer* l =
       n.op == "softmax" ? b.net().AddSoftmaxLayer(d, name.c_str()) : b.net().AddLogSoftmaxLayer(d, name.c_str());
@@ -158,7 +158,7 @@ void build_batch_norm(Builder& b, const ir::Node& n) {
 void build_layer_norm(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const Value x = b.value(n.inputs[0]);
-  const size_t axis = static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(x.shape.size())));
+  const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size());
   int64_t rows = 1;
   for (size_t d = 0; d < axis; ++d) rows *= x.shape[d];
   // Normalised over the trailing axes, flattened to [rows, k].
@@ -216,7 +216,7 @@ void build_slice(Builder& b, const ir::Node& n) {
   const Ints& steps = core::attr_ints(n.attrs, "steps");
   Ints begin(rank, 0), end(x.shape.begin(), x.shape.end()), stride(rank, 1);
   for (size_t i = 0; i < starts.size(); ++i) {
-    const size_t a = axes_attr.empty() ? i : static_cast<size_t>(ops::norm_axis(axes_attr[i], static_cast<int>(rank)));
+    const size_t a = axes_attr.empty() ? i : ops::norm_axis(axes_attr[i], rank);
     const int64_t dim = x.shape[a];
     auto clampi = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
     begin[a] = clampi(starts[i]);

@@ -255,7 +255,7 @@ bool build_elementwise(Gen& b, const ir::Node& n) {
   if (op == "concat") {
     std::vector<Val> parts;
     for (const auto& in : n.inputs) parts.push_back(b.value(in));
-    b.define(n.outputs[0], b.concat(parts, static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(parts[0].shape.size())))));
+    b.define(n.outputs[0], b.concat(parts, ops::norm_axis(core::attr_i(n.attrs, "axis"), parts[0].shape.size())));
     return true;
   }
   static const std::set<std::string> others = {"clip", "leaky_relu", "elu", "selu", "hard_sigmoid", "softsign", "reciprocal", "pow"};
@@ -581,7 +581,7 @@ std::vector<size_t> reduced_axes(const ir::Node& n, size_t rank) {
     out.resize(rank);
     std::iota(out.begin(), out.end(), size_t{0});
   } else {
-    for (int64_t a : axes) out.push_back(static_cast<size_t>(ops::norm_axis(a, static_cast<int>(rank))));
+    for (int64_t a : axes) out.push_back(ops::norm_axis(a, rank));
     std::sort(out.begin(), out.end());
   }
   return out;
@@ -645,7 +645,7 @@ void build_softmax(Gen& b, const ir::Node& n) {
   const Val x = b.value(n.inputs[0]);
   const std::string d = b.desc("SoftmaxDescriptor");
   b.set(d, "m_Beta", "1.0f");
-  b.set(d, "m_Axis", u(static_cast<int64_t>(static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(x.shape.size()))))));
+  b.set(d, "m_Axis", u(static_cast<int64_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size()))));
   b.define(n.outputs[0],
            b.finish(std::string(n.op == "softmax" ? "AddSoftmaxLayer(" : "AddLogSoftmaxLayer(") + d + ", ", n.op, {x}, x.shape));
 }
@@ -699,7 +699,7 @@ void build_batch_norm(Gen& b, const ir::Node& n) {
 void build_layer_norm(Gen& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const Val x = b.value(n.inputs[0]);
-  const size_t axis = static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(x.shape.size())));
+  const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size());
   int64_t rows = 1;
   for (size_t d = 0; d < axis; ++d) rows *= x.shape[d];
   const Val xhat = normalise(b, b.reshape(x, Shape{rows, core::numel(x.shape) / rows}), {1}, f(n, "epsilon"));
@@ -753,7 +753,7 @@ void build_slice(Gen& b, const ir::Node& n) {
   const Ints& steps = core::attr_ints(n.attrs, "steps");
   Ints begin(rank, 0), end(x.shape.begin(), x.shape.end()), stride(rank, 1);
   for (size_t i = 0; i < starts.size(); ++i) {
-    const size_t a = axes_attr.empty() ? i : static_cast<size_t>(ops::norm_axis(axes_attr[i], static_cast<int>(rank)));
+    const size_t a = axes_attr.empty() ? i : ops::norm_axis(axes_attr[i], rank);
     const int64_t dim = x.shape[a];
     auto clampi = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
     begin[a] = clampi(starts[i]);

@@ -192,7 +192,7 @@ Support mse_supports(const ir::Graph& g, const ir::Node& n) {
 class ConcatStep : public Step {
  public:
   ConcatStep(const ir::Graph& g, const ir::Node& n) : node_(n), out_shape_(g.types.at(n.outputs[0]).shape) {
-    const size_t axis = static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(out_shape_.size())));
+    const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), out_shape_.size());
     outer_ = prod(out_shape_, 0, axis);
     const size_t total = prod(out_shape_, axis, out_shape_.size());
     for (const auto& in : n.inputs) {

@@ -746,7 +746,7 @@ void Gen::define(const ir::Node& n, Layout l) {
 
 void Gen::concat(const ir::Node& n) {
   const Shape& os = shape(n.outputs[0]);
-  const size_t axis = static_cast<size_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(os.size())));
+  const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), os.size());
   const size_t outer = prod(os, 0, axis), total = prod(os, axis, os.size());
   body << "  {  // node '" << n.name << "' (concat): operator API, one strided copy per input (the 2022-02 subgraph "
        << "API has no concatenation)\n";
