@@ -1,26 +1,15 @@
 // The ArmNN backend: builds an armnn::INetwork straight from the Quorum graph (no parser), one or
-// more ArmNN layers per node, optimizes it for the CpuRef reference backend, loads it into one
+// more ArmNN layers per node as ArmNN's lowering decides (lower.h, through ArmnnSink), optimizes it for the CpuRef reference backend, loads it into one
 // process-wide IRuntime and runs it with EnqueueWorkload. Every node output is bound to an extra
 // output layer at compile time, so forward can return intermediates. Forward only (float32).
 #include <algorithm>
 #include <cstring>
 #include <set>
 
-#include "backends/armnn/armnn_common.h"
+#include "backends/armnn/armnn_sink.h"
 #include "core/error.h"
 
 namespace quorum::backends::armnn_backend {
-
-const OpTable& op_table() {
-  static const OpTable table = [] {
-    OpTable t;
-    register_elementwise(t);
-    register_spatial(t);
-    register_tensor(t);
-    return t;
-  }();
-  return table;
-}
 
 namespace {
 
@@ -34,11 +23,7 @@ armnn::IRuntime& runtime() {
   return *rt;
 }
 
-struct OutputBinding {
-  std::string value;
-  armnn::LayerBindingId id;
-  Shape shape;
-};
+using armnn_lower::OutputBinding;
 
 class ArmnnSession : public Session {
  public:
@@ -65,7 +50,8 @@ class ArmnnSession : public Session {
     out_data.reserve(outputs_.size());
     for (const OutputBinding& o : outputs_) {
       out_data.emplace_back(core::DType::F32, o.shape);
-      out_tensors.emplace_back(o.id, armnn::Tensor(runtime().GetOutputTensorInfo(id_, o.id), out_data.back().f32()));
+      const auto bid = static_cast<armnn::LayerBindingId>(o.id);
+      out_tensors.emplace_back(bid, armnn::Tensor(runtime().GetOutputTensorInfo(id_, bid), out_data.back().f32()));
     }
     if (runtime().EnqueueWorkload(id_, in_tensors, out_tensors) != armnn::Status::Success)
       throw std::runtime_error("ArmNN EnqueueWorkload returned Status::Failure");
@@ -85,14 +71,6 @@ class ArmnnSession : public Session {
   LoweringLog lowering_;
 };
 
-// ArmNN 20.08 tensors have at most 5 dimensions, and many layers assert (abort, in Debian's build)
-// on more than 4: rank 5 is allowed only where the mapping was checked to reshape it to rank <= 4.
-size_t max_rank(const std::string& op) {
-  static const std::set<std::string> five_d = {"reshape",    "flatten",         "squeeze",        "unsqueeze",
-                                               "batch_norm", "global_avg_pool", "global_max_pool"};
-  return five_d.count(op) ? 5 : 4;
-}
-
 class ArmnnBackend : public Backend {
  public:
   std::string name() const override { return "armnn"; }
@@ -104,57 +82,20 @@ class ArmnnBackend : public Backend {
 
   bool trains() const override { return false; }
 
-  Support supports(const ir::Graph& g, const ir::Node& n) const override {
-    const auto it = op_table().find(n.op);
-    if (it == op_table().end()) return Support::no("ArmNN 20.08 has no layer (or exact layer composition) for '" + n.op + "'");
-    // Weights become ConstTensors of the layers.
-    if (Support w = constant_weights(g, n, "ArmNN"); !w.ok) return w;
-    for (const auto* names : {&n.inputs, &n.outputs})
-      for (const auto& v : *names) {
-        const core::TensorType& t = g.types.at(v);
-        if (t.dtype == core::DType::I64)
-          return Support::no("this backend maps float32 tensors only; value '" + v + "' is int64");
-        if (t.shape.size() > max_rank(n.op))
-          return Support::no("ArmNN 20.08 maps rank <= " + std::to_string(max_rank(n.op)) + " for '" + n.op +
-                             "' (its layers assert on more); value '" + v + "' has rank " +
-                             std::to_string(t.shape.size()));
-      }
-    return it->second.supports ? it->second.supports(g, n) : Support::yes();
-  }
+  Support supports(const ir::Graph& g, const ir::Node& n) const override { return armnn_lower::supports(g, n); }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype != core::DType::F32)
       throw ConversionError("ArmNN 20.08 has no float64 data type (Float32, Float16, BFloat16 and quantized types only)");
-    for (const auto& n : g.nodes) {
-      const Support s = supports(g, n);
-      if (!s.ok) throw ConversionError("node '" + n.name + "' (" + n.op + "): " + s.reason);
-    }
     armnn::IRuntime& rt = runtime();
     armnn::INetworkPtr net = armnn::INetwork::Create();
-    Builder b(*net, g);
-    std::vector<OutputBinding> outputs;
-    const ir::Node* current = nullptr;
+    ArmnnSink sink(*net);
+    armnn_lower::Lowered lowered;
     try {
-      for (size_t i = 0; i < g.inputs.size(); ++i) {
-        const auto& in = g.inputs[i];
-        armnn::IConnectableLayer* l = net->AddInputLayer(static_cast<armnn::LayerBindingId>(i), in.name.c_str());
-        b.define(in.name, b.finish(l, {}, in.type.shape));
-      }
-      for (const auto& n : g.nodes) {
-        current = &n;
-        b.set_node(n);
-        op_table().at(n.op).build(b, n);
-      }
-      current = nullptr;
-      for (const auto& n : g.nodes)
-        for (const auto& o : n.outputs) {
-          const auto id = static_cast<armnn::LayerBindingId>(outputs.size());
-          armnn::IConnectableLayer* l = net->AddOutputLayer(id, o.c_str());
-          b.value(o).slot->Connect(l->GetInputSlot(0));
-          outputs.push_back({o, id, g.types.at(o).shape});
-        }
+      lowered = armnn_lower::lower(sink, g);
     } catch (const armnn::Exception& e) {
-      const std::string where = current ? "node '" + current->name + "' (" + current->op + "): " : "";
+      const ir::Node* n = sink.current();
+      const std::string where = n ? "node '" + n->name + "' (" + n->op + "): " : "";
       throw ConversionError(where + "ArmNN refused a layer: " + e.what());
     }
     std::vector<std::string> messages;
@@ -174,7 +115,7 @@ class ArmnnBackend : public Backend {
     } catch (const armnn::Exception& e) {
       throw ConversionError(std::string("ArmNN LoadNetwork failed: ") + e.what());
     }
-    return std::make_unique<ArmnnSession>(g, id, std::move(outputs), b.lowering());
+    return std::make_unique<ArmnnSession>(g, id, std::move(lowered.outputs), std::move(lowered.log));
   }
 
  private:

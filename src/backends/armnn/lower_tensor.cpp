@@ -1,4 +1,4 @@
-// Dense, softmax, reduction, normalisation, shape and loss operators on ArmNN 20.08 layers:
+// ArmNN lowering: dense, softmax, reduction, normalisation, shape and loss operators on ArmNN 20.08 layers:
 // FullyConnected, Softmax, LogSoftmax, Mean, Pooling2d (max reductions), BatchNormalization,
 // Normalization (LRN), Reshape, Transpose, Slice, StridedSlice and Pad. Batch statistics, layer
 // norm, the losses, border padding and the recurrent layers are composed of these and elementwise
@@ -6,12 +6,13 @@
 #include <algorithm>
 #include <numeric>
 
-#include "backends/armnn/armnn_common.h"
+#include "backends/armnn/lower_builder.h"
 
-namespace quorum::backends::armnn_backend {
+namespace quorum::backends::armnn_lower {
 namespace {
 
-using AF = armnn::ActivationFunction;
+using AF = Act;
+using BO = BinaryOp;
 
 // Reduced axes of a catalogue reduction (axes = [] reduces every axis).
 std::vector<size_t> reduced_axes(const ir::Node& n, size_t rank) {
@@ -36,6 +37,7 @@ std::vector<size_t> all_axes(size_t rank) {
 // Maximum over `axes`: ArmNN 20.08 has no max reduction, so the reduced axes are moved last
 // (Transpose), flattened (Reshape) and covered by one Pooling2d max window.
 Value reduce_max(Builder& b, const Value& x, const std::vector<size_t>& axes, const Shape& out) {
+  b.comment("max over the reduced axes: Transpose them last, Reshape to [1, 1, kept, reduced], one Pooling2d max window");
   std::vector<size_t> perm;
   int64_t kept = 1, reduced = 1;
   for (size_t d = 0; d < x.shape.size(); ++d)
@@ -48,13 +50,7 @@ Value reduce_max(Builder& b, const Value& x, const std::vector<size_t>& axes, co
     reduced *= x.shape[d];
   }
   const Value flat = b.reshape(b.transpose(x, perm), Shape{1, 1, kept, reduced});
-  armnn::Pooling2dDescriptor d;
-  d.m_PoolType = armnn::PoolingAlgorithm::Max;
-  d.m_PoolHeight = 1;
-  d.m_PoolWidth = static_cast<uint32_t>(reduced);
-  d.m_StrideX = d.m_StrideY = 1;
-  d.m_DataLayout = armnn::DataLayout::NCHW;
-  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("reduce_max", "Max").c_str()), {flat}, Shape{1, 1, kept, 1});
+  const Value y = max_window(b, flat, reduced, Shape{1, 1, kept, 1}, "reduce_max");
   return b.reshape(y, out);
 }
 
@@ -62,13 +58,19 @@ Value reduce_max(Builder& b, const Value& x, const std::vector<size_t>& axes, co
 // layers; x has rank <= 4 (ArmNN 20.08's Mean asserts on more).
 Value normalise(Builder& b, const Value& x, const std::vector<size_t>& axes, float eps) {
   const Value mu = b.mean(x, axes, true);
-  const Value centred = b.binary("sub", x, mu);
-  const Value var = b.mean(b.binary("mul", centred, centred), axes, true);
-  const Value rstd = b.unary(b.binary("add", var, b.scalar_like(eps, var.shape.size())), armnn::UnaryOperation::Rsqrt);
-  return b.binary("mul", centred, rstd);
+  const Value centred = b.binary(BO::Subtraction, x, mu);
+  const Value var = b.mean(b.binary(BO::Multiplication, centred, centred), axes, true);
+  const Value rstd = b.unary(b.binary(BO::Addition, var, b.scalar_like(eps, var.shape.size())), UnaryOp::Rsqrt);
+  return b.binary(BO::Multiplication, centred, rstd);
 }
 
 // ---- dense / softmax -----------------------------------------------------------------------------
+
+// x [M, K] times w [rows, K] transposed (plus bias), as a FullyConnected layer.
+Value fully_connected(Builder& b, const Value& x, Weights w, std::optional<Weights> bias) {
+  const int64_t rows = w.shape[0];
+  return b.add(FullyConnectedLayer{std::move(w), std::move(bias)}, {x}, Shape{x.shape[0], rows}, "fully_connected");
+}
 
 void build_dense(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
@@ -76,29 +78,17 @@ void build_dense(Builder& b, const ir::Node& n) {
   const Shape ws = g.types.at(n.inputs[1]).shape;  // [units, K]
   const int64_t K = ws[1], M = core::numel(x.shape) / K;
   const bool has_bias = core::attr_i(n.attrs, "bias") == 1;
-  armnn::FullyConnectedDescriptor d;
-  d.m_BiasEnabled = has_bias;
-  d.m_TransposeWeightMatrix = true;  // weights [outputs, inputs]
-  const std::vector<float> w = b.floats(n.inputs[1]);
-  const std::vector<float> bias = has_bias ? b.floats(n.inputs[2]) : std::vector<float>{};
-  armnn::Optional<armnn::ConstTensor> bt;
-  if (has_bias) bt = armnn::ConstTensor(tensor_info(Shape{ws[0]}), bias);
-  const Value x2 = b.reshape(x, Shape{M, K});
-  const Value y = b.finish(b.net().AddFullyConnectedLayer(d, armnn::ConstTensor(tensor_info(ws), w), bt,
-                                                          b.layer_name("fully_connected").c_str()),
-                           {x2}, Shape{M, ws[0]});
+  std::optional<Weights> bias;
+  if (has_bias) bias = b.weights(n.inputs[2], b.floats(n.inputs[2]), Shape{ws[0]});
+  const Value y = fully_connected(b, b.reshape(x, Shape{M, K}), b.weights(n.inputs[1], b.floats(n.inputs[1]), ws), bias);
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
 void build_softmax(Builder& b, const ir::Node& n) {
   const Value x = b.value(n.inputs[0]);
-  armnn::SoftmaxDescriptor d;
-  d.m_Beta = 1.0f;
-  d.m_Axis = static_cast<int>(ops::norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size()));
-  const std::string name = b.layer_name(n.op);
-  armnn::IConnectableLayer* l =
-      n.op == "softmax" ? b.net().AddSoftmaxLayer(d, name.c_str()) : b.net().AddLogSoftmaxLayer(d, name.c_str());
-  b.define(n.outputs[0], b.finish(l, {x}, x.shape));
+  const SoftmaxLayer d{n.op == "log_softmax",
+                       static_cast<int64_t>(ops::norm_axis(core::attr_i(n.attrs, "axis"), x.shape.size())), true};
+  b.define(n.outputs[0], b.add(d, {x}, x.shape, n.op));
 }
 
 // ---- reductions ----------------------------------------------------------------------------------
@@ -112,14 +102,15 @@ void build_reduce(Builder& b, const ir::Node& n) {
   if (n.op == "reduce_mean") {
     y = b.mean(x, axes, keep);
   } else if (n.op == "reduce_sum") {
-    // No sum reduction in ArmNN 20.08: Mean scaled back by the element count.
+    b.comment("no sum reduction in ArmNN 20.08: Mean scaled back by the element count");
     int64_t count = 1;
     for (size_t a : axes) count *= x.shape[a];
     y = b.activation(b.mean(x, axes, keep), AF::Linear, static_cast<float>(count), 0);
   } else if (n.op == "reduce_max") {
     y = reduce_max(b, x, axes, out);
-  } else {  // reduce_min = -max(-x)
-    y = b.unary(reduce_max(b, b.unary(x, armnn::UnaryOperation::Neg), axes, out), armnn::UnaryOperation::Neg);
+  } else {
+    b.comment("reduce_min = -max(-x)");
+    y = b.unary(reduce_max(b, b.unary(x, UnaryOp::Neg), axes, out), UnaryOp::Neg);
   }
   b.define(n.outputs[0], b.reshape(y, out));
 }
@@ -129,29 +120,22 @@ void build_reduce(Builder& b, const ir::Node& n) {
 void build_batch_norm(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const Value x = b.value(n.inputs[0]);
-  const float eps = static_cast<float>(core::attr_f(n.attrs, "epsilon"));
+  const float eps = attr_float(n, "epsilon");
   const int64_t N = x.shape[0], C = x.shape[1], cells = core::numel(x.shape) / (N * C);
   if (core::attr_i(n.attrs, "training") == 1) {
     // Batch statistics over N and the spatial cells of [N, C, cells] (Mean takes rank <= 4).
-    const Shape cshape{1, C, 1};
+    const Shape cs{1, C, 1};
     const Value xhat = normalise(b, b.reshape(x, Shape{N, C, cells}), {0, 2}, eps);
-    const Value y = b.binary("add", b.binary("mul", xhat, b.constant(b.floats(n.inputs[1]), cshape)),
-                             b.constant(b.floats(n.inputs[2]), cshape));
+    const Value y = b.binary(BO::Addition, b.binary(BO::Multiplication, xhat, b.constant(b.floats(n.inputs[1]), cs, n.inputs[1])),
+                             b.constant(b.floats(n.inputs[2]), cs, n.inputs[2]));
     b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
     return;
   }
   // BatchNormalization over [N, C, cells, 1].
   const Shape x4{N, C, cells, 1};
-  armnn::BatchNormalizationDescriptor d;
-  d.m_Eps = eps;
-  d.m_DataLayout = armnn::DataLayout::NCHW;
-  const std::vector<float> scale = b.floats(n.inputs[1]), bias = b.floats(n.inputs[2]), mean = b.floats(n.inputs[3]),
-                           var = b.floats(n.inputs[4]);
-  const armnn::TensorInfo ci = tensor_info(Shape{C});
-  const Value y = b.finish(b.net().AddBatchNormalizationLayer(d, armnn::ConstTensor(ci, mean), armnn::ConstTensor(ci, var),
-                                                              armnn::ConstTensor(ci, bias), armnn::ConstTensor(ci, scale),
-                                                              b.layer_name("batch_norm").c_str()),
-                           {b.reshape(x, x4)}, x4);
+  auto stat = [&](size_t i) { return b.weights(n.inputs[i], b.floats(n.inputs[i]), Shape{C}); };
+  const BatchNormLayer d{eps, stat(3), stat(4), stat(2), stat(1)};
+  const Value y = b.add(d, {b.reshape(x, x4)}, x4, "batch_norm");
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
@@ -163,10 +147,11 @@ void build_layer_norm(Builder& b, const ir::Node& n) {
   for (size_t d = 0; d < axis; ++d) rows *= x.shape[d];
   // Normalised over the trailing axes, flattened to [rows, k].
   const Value xhat = normalise(b, b.reshape(x, Shape{rows, core::numel(x.shape) / rows}), {1},
-                               static_cast<float>(core::attr_f(n.attrs, "epsilon")));
+                               attr_float(n, "epsilon"));
   const Shape& ps = g.types.at(n.inputs[1]).shape;
-  const Value y = b.binary("add", b.binary("mul", b.reshape(xhat, x.shape), b.constant(b.floats(n.inputs[1]), ps)),
-                           b.constant(b.floats(n.inputs[2]), ps));
+  const Value y = b.binary(BO::Addition,
+                           b.binary(BO::Multiplication, b.reshape(xhat, x.shape), b.constant(b.floats(n.inputs[1]), ps, n.inputs[1])),
+                           b.constant(b.floats(n.inputs[2]), ps, n.inputs[2]));
   b.define(n.outputs[0], y);
 }
 
@@ -179,15 +164,10 @@ Support lrn_supports(const ir::Graph&, const ir::Node& n) {
 void build_lrn(Builder& b, const ir::Node& n) {
   const Value x = b.value(n.inputs[0]);
   const int64_t size = core::attr_i(n.attrs, "size");
-  armnn::NormalizationDescriptor d;
-  d.m_NormChannelType = armnn::NormalizationAlgorithmChannel::Across;
-  d.m_NormMethodType = armnn::NormalizationAlgorithmMethod::LocalBrightness;
-  d.m_NormSize = static_cast<uint32_t>(size);
-  d.m_Alpha = static_cast<float>(core::attr_f(n.attrs, "alpha") / static_cast<double>(size));  // ArmNN: k + alpha*sum
-  d.m_Beta = static_cast<float>(core::attr_f(n.attrs, "beta"));
-  d.m_K = static_cast<float>(core::attr_f(n.attrs, "bias"));
-  d.m_DataLayout = armnn::DataLayout::NCHW;
-  b.define(n.outputs[0], b.finish(b.net().AddNormalizationLayer(d, b.layer_name("lrn").c_str()), {x}, x.shape));
+  // ArmNN: k + alpha * sum over the window, ONNX: bias + alpha / size * sum.
+  const LrnLayer d{size, static_cast<float>(core::attr_f(n.attrs, "alpha") / static_cast<double>(size)), attr_float(n, "beta"),
+                   attr_float(n, "bias")};
+  b.define(n.outputs[0], b.add(d, {x}, x.shape, "lrn"));
 }
 
 // ---- shape ---------------------------------------------------------------------------------------
@@ -229,10 +209,7 @@ void build_slice(Builder& b, const ir::Node& n) {
     b.define(n.outputs[0], b.reshape(b.slice(x, begin, out), out));
     return;
   }
-  armnn::StridedSliceDescriptor d(std::vector<int>(begin.begin(), begin.end()), std::vector<int>(end.begin(), end.end()),
-                                  std::vector<int>(stride.begin(), stride.end()));
-  d.m_DataLayout = armnn::DataLayout::NCHW;
-  b.define(n.outputs[0], b.finish(b.net().AddStridedSliceLayer(d, b.layer_name("strided_slice").c_str()), {x}, out));
+  b.define(n.outputs[0], b.add(StridedSliceLayer{begin, end, stride, 0}, {x}, out, "strided_slice"));
 }
 
 // `count` copies of the size-1 slice at index i along axis d: Concat doubling, then one Slice.
@@ -250,16 +227,14 @@ Value repeated_slice(Builder& b, const Value& x, size_t d, int64_t i, int64_t co
 // Elements first, first - 1, ..., last (first >= last >= 0) along axis d: a StridedSlice with stride -1.
 Value reversed_range(Builder& b, const Value& x, size_t d, int64_t first, int64_t last) {
   const size_t rank = x.shape.size();
-  std::vector<int> begin(rank, 0), end(x.shape.begin(), x.shape.end()), stride(rank, 1);
-  begin[d] = static_cast<int>(first);
-  end[d] = static_cast<int>(last - 1);
+  Ints begin(rank, 0), end(x.shape.begin(), x.shape.end()), stride(rank, 1);
+  begin[d] = first;
+  end[d] = last - 1;
   stride[d] = -1;
-  armnn::StridedSliceDescriptor desc(begin, end, stride);
-  if (last == 0) desc.m_EndMask = 1 << d;  // an end of -1 would count from the back: run to the front instead
-  desc.m_DataLayout = armnn::DataLayout::NCHW;
+  // An end of -1 would count from the back: with last == 0 the end mask runs to the front instead.
   Shape out = x.shape;
   out[d] = first - last + 1;
-  return b.finish(b.net().AddStridedSliceLayer(desc, b.layer_name("reverse").c_str()), {x}, out);
+  return b.add(StridedSliceLayer{begin, end, stride, last == 0 ? (1 << d) : 0}, {x}, out, "reverse");
 }
 
 // Reflect and edge padding: ArmNN 20.08's Pad layer pads with a constant only, so each padded axis
@@ -289,23 +264,13 @@ void build_pad(Builder& b, const ir::Node& n) {
   const std::string& mode = core::attr_s(n.attrs, "mode");
   if (mode == "constant")
     b.define(n.outputs[0], b.pad(x, begin, end, static_cast<float>(core::attr_f(n.attrs, "value"))));
-  else
+  else {
+    b.comment(mode + " padding: ArmNN 20.08's Pad is constant only, so each axis is a Concat of border copies");
     b.define(n.outputs[0], border_pad(b, x, begin, end, mode == "reflect"));
+  }
 }
 
 // ---- recurrent layers ----------------------------------------------------------------------------
-
-// x [N, K] times w [rows, K] transposed plus b, as a FullyConnected layer.
-Value fully_connected(Builder& b, const Value& x, const std::vector<float>& w, const std::vector<float>& bias,
-                      int64_t rows) {
-  armnn::FullyConnectedDescriptor d;
-  d.m_BiasEnabled = true;
-  d.m_TransposeWeightMatrix = true;
-  const armnn::ConstTensor wt(tensor_info(Shape{rows, x.shape[1]}), w), bt(tensor_info(Shape{rows}), bias);
-  return b.finish(b.net().AddFullyConnectedLayer(d, wt, armnn::Optional<armnn::ConstTensor>(bt),
-                                                 b.layer_name("fully_connected").c_str()),
-                  {x}, Shape{x.shape[0], rows});
-}
 
 // simple_rnn / lstm / gru unrolled over time (ArmNN 20.08 has no GRU or Elman layer): per step two
 // FullyConnected layers (W_ih x + b_ih, W_hh h + b_hh), gate slices and activations, from a zero state.
@@ -326,28 +291,32 @@ void build_rnn(Builder& b, const ir::Node& n) {
   const int64_t G = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
   const std::vector<float> w_ih = b.floats(n.inputs[1]), w_hh = b.floats(n.inputs[2]), b_ih = b.floats(n.inputs[3]),
                            b_hh = b.floats(n.inputs[4]);
+  b.comment(n.op + " unrolled over time from a zero state: per step FullyConnected(x) + FullyConnected(h), gate slices, "
+                   "activations");
   auto gate = [&](const Value& v, int64_t k) { return b.slice(v, {0, k * H}, Shape{N, H}); };
   auto sigmoid = [&](const Value& v) { return b.activation(v, AF::Sigmoid); };
   auto tanh = [&](const Value& v) { return b.activation(v, AF::TanH, 1, 1); };
-  Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H});
+  Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H}, "zero_state");
   Value c = h;
   std::vector<Value> steps;
   for (int64_t t = 0; t < T; ++t) {
     const Value xt = b.reshape(b.slice(x, {0, t, 0}, Shape{N, 1, F}), Shape{N, F});
-    const Value gi = fully_connected(b, xt, w_ih, b_ih, G * H);
-    const Value gh = fully_connected(b, h, w_hh, b_hh, G * H);
+    const Value gi = fully_connected(b, xt, b.weights(n.inputs[1], w_ih, Shape{G * H, F}),
+                                     b.weights(n.inputs[3], b_ih, Shape{G * H}));
+    const Value gh = fully_connected(b, h, b.weights(n.inputs[2], w_hh, Shape{G * H, H}),
+                                     b.weights(n.inputs[4], b_hh, Shape{G * H}));
     if (n.op == "simple_rnn") {
-      h = tanh(b.binary("add", gi, gh));
+      h = tanh(b.binary(BO::Addition, gi, gh));
     } else if (n.op == "lstm") {
-      const Value sum = b.binary("add", gi, gh);
+      const Value sum = b.binary(BO::Addition, gi, gh);
       const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)), o = sigmoid(gate(sum, 3));
-      c = b.binary("add", b.binary("mul", f, c), b.binary("mul", i, gg));
-      h = b.binary("mul", o, tanh(c));
+      c = b.binary(BO::Addition, b.binary(BO::Multiplication, f, c), b.binary(BO::Multiplication, i, gg));
+      h = b.binary(BO::Multiplication, o, tanh(c));
     } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
-      const Value r = sigmoid(b.binary("add", gate(gi, 0), gate(gh, 0)));
-      const Value z = sigmoid(b.binary("add", gate(gi, 1), gate(gh, 1)));
-      const Value nn = tanh(b.binary("add", gate(gi, 2), b.binary("mul", r, gate(gh, 2))));
-      h = b.binary("add", nn, b.binary("mul", z, b.binary("sub", h, nn)));
+      const Value r = sigmoid(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0)));
+      const Value z = sigmoid(b.binary(BO::Addition, gate(gi, 1), gate(gh, 1)));
+      const Value nn = tanh(b.binary(BO::Addition, gate(gi, 2), b.binary(BO::Multiplication, r, gate(gh, 2))));
+      h = b.binary(BO::Addition, nn, b.binary(BO::Multiplication, z, b.binary(BO::Subtraction, h, nn)));
     }
     steps.push_back(b.reshape(h, Shape{N, 1, H}));
   }
@@ -358,7 +327,7 @@ void build_rnn(Builder& b, const ir::Node& n) {
 // ---- losses --------------------------------------------------------------------------------------
 
 void build_mse(Builder& b, const ir::Node& n) {
-  const Value d = b.binary("sub", b.value(n.inputs[0]), b.value(n.inputs[1]));
+  const Value d = b.binary(BO::Subtraction, b.value(n.inputs[0]), b.value(n.inputs[1]));
   b.define(n.outputs[0], b.reshape(b.mean(b.activation(d, AF::Square), all_axes(d.shape.size()), false),
                                    out_shape(b.graph(), n)));
 }
@@ -366,10 +335,8 @@ void build_mse(Builder& b, const ir::Node& n) {
 // mean over N of -sum_c t * log_softmax(p) = -C * mean over [N, C] of t * log_softmax(p).
 void build_softmax_ce(Builder& b, const ir::Node& n) {
   const Value p = b.value(n.inputs[0]), t = b.value(n.inputs[1]);
-  armnn::SoftmaxDescriptor d;
-  d.m_Axis = 1;
-  const Value ls = b.finish(b.net().AddLogSoftmaxLayer(d, b.layer_name("log_softmax").c_str()), {p}, p.shape);
-  const Value m = b.mean(b.binary("mul", t, ls), {0, 1}, false);
+  const Value ls = b.add(SoftmaxLayer{true, 1, false}, {p}, p.shape, "log_softmax");
+  const Value m = b.mean(b.binary(BO::Multiplication, t, ls), {0, 1}, false);
   b.define(n.outputs[0], b.reshape(b.activation(m, AF::Linear, -static_cast<float>(p.shape[1]), 0), out_shape(b.graph(), n)));
 }
 
@@ -377,9 +344,9 @@ void build_softmax_ce(Builder& b, const ir::Node& n) {
 void build_categorical_hinge(Builder& b, const ir::Node& n) {
   const Value p = b.value(n.inputs[0]), t = b.value(n.inputs[1]);
   const int64_t N = p.shape[0], C = p.shape[1];
-  const Value pos = b.activation(b.mean(b.binary("mul", t, p), {1}, false), AF::Linear, static_cast<float>(C), 0);
-  const Value neg = reduce_max(b, b.binary("mul", b.activation(t, AF::Linear, -1, 1), p), {1}, Shape{N});
-  const Value hinge = b.activation(b.activation(b.binary("sub", neg, pos), AF::Linear, 1, 1), AF::ReLu);
+  const Value pos = b.activation(b.mean(b.binary(BO::Multiplication, t, p), {1}, false), AF::Linear, static_cast<float>(C), 0);
+  const Value neg = reduce_max(b, b.binary(BO::Multiplication, b.activation(t, AF::Linear, -1, 1), p), {1}, Shape{N});
+  const Value hinge = b.activation(b.activation(b.binary(BO::Subtraction, neg, pos), AF::Linear, 1, 1), AF::ReLu);
   b.define(n.outputs[0], b.reshape(b.mean(hinge, {0}, false), out_shape(b.graph(), n)));
 }
 
@@ -403,4 +370,4 @@ void register_tensor(OpTable& t) {
   t["categorical_hinge"] = OpEntry{{}, build_categorical_hinge};
 }
 
-}  // namespace quorum::backends::armnn_backend
+}  // namespace quorum::backends::armnn_lower

@@ -1,4 +1,4 @@
-// Spatial operators on ArmNN 20.08 layers (NCHW): Convolution2d, DepthwiseConvolution2d,
+// ArmNN lowering, spatial operators on ArmNN 20.08 layers (NCHW): Convolution2d, DepthwiseConvolution2d,
 // TransposeConvolution2d, Pooling2d, Mean (global average) and Resize. 1-D operators run as 2-D
 // ones over [N, C, 1, L]. Grouped convolutions that are not depthwise are split into one
 // convolution per group (Slice, Convolution2d, Concat). ONNX auto_pad is resolved here into
@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/armnn/armnn_common.h"
+#include "backends/armnn/lower_builder.h"
 #include "ops/kernel_util.h"
 
-namespace quorum::backends::armnn_backend {
+namespace quorum::backends::armnn_lower {
 namespace {
 
 using ops::Pads;
@@ -24,21 +24,8 @@ Pads resolve_pads(const ir::Node& n, const Shape& x, const Ints& eff_kernel, con
 Shape as_4d(const Shape& s) { return s.size() == 3 ? Shape{s[0], s[1], 1, s[2]} : s; }
 Ints as_2d(const Ints& v, int64_t neutral) { return v.size() == 1 ? Ints{neutral, v[0]} : v; }
 
-uint32_t u(int64_t v) { return static_cast<uint32_t>(v); }
-
-template <class Desc>
-void set_geometry(Desc& d, const Ints& strides, const Pads& p) {
-  d.m_StrideY = u(strides[0]);
-  d.m_StrideX = u(strides[1]);
-  d.m_PadTop = u(p.begin[0]);
-  d.m_PadLeft = u(p.begin[1]);
-  d.m_PadBottom = u(p.end[0]);
-  d.m_PadRight = u(p.end[1]);
-  d.m_DataLayout = armnn::DataLayout::NCHW;
-}
-
-armnn::ConstTensor const_tensor(const std::vector<float>& data, const Shape& shape) {
-  return armnn::ConstTensor(tensor_info(shape), data);
+Geometry geometry(const Ints& strides, const Pads& p) {
+  return Geometry{strides[0], strides[1], p.begin[0], p.begin[1], p.end[0], p.end[1]};
 }
 
 // Weights [O, C/group, kH, kW] (ONNX, already 2-D) of output channels [o0, o0 + count).
@@ -74,21 +61,16 @@ void build_conv(Builder& b, const ir::Node& n) {
   Value y;
   if (group > 1 && group == C) {
     // Depthwise: ArmNN wants [M, C, kH, kW] with output channel c*M + m, ONNX gives [C*M, 1, kH, kW].
+    b.comment("depthwise: weights rearranged from ONNX [C*M, 1, kH, kW] to ArmNN's [M, C, kH, kW]");
     const int64_t M = O / C, khw = ws[2] * ws[3];
     std::vector<float> wd(w.size());
     for (int64_t c = 0; c < C; ++c)
       for (int64_t m = 0; m < M; ++m)
         std::copy_n(w.begin() + (c * M + m) * khw, khw, wd.begin() + (m * C + c) * khw);
-    armnn::DepthwiseConvolution2dDescriptor d;
-    set_geometry(d, strides, p);
-    d.m_DilationY = u(dil[0]);
-    d.m_DilationX = u(dil[1]);
-    d.m_BiasEnabled = has_bias;
-    const Shape wd_shape{M, C, ws[2], ws[3]};
-    armnn::Optional<armnn::ConstTensor> bt;
-    if (has_bias) bt = const_tensor(bias, Shape{O});
-    y = b.finish(b.net().AddDepthwiseConvolution2dLayer(d, const_tensor(wd, wd_shape), bt, b.layer_name("depthwise").c_str()),
-                 {x}, y4);
+    ConvLayer d{ConvKind::DepthwiseConvolution2d, geometry(strides, p), dil[0], dil[1], has_bias,
+                b.weights(n.inputs[1], wd, Shape{M, C, ws[2], ws[3]}), {}};
+    if (has_bias) d.bias = b.weights(n.inputs[2], bias, Shape{O});
+    y = b.add(d, {x}, y4, "depthwise");
   } else {
     // One Convolution2d per group over its slice of the input channels, joined along C. Fed straight
     // by a constant pad node's Pad layer (one group), ArmNN's optimizer folds the Pad into the
@@ -106,26 +88,16 @@ void build_conv(Builder& b, const ir::Node& n) {
         if (core::attr_f(p->attrs, "value") != 0) b.note("FoldPadIntoConvolution2d (pad value)");
         if (outer) b.note("FoldPadIntoConvolution2d (channel axis)");
       }
+    if (group > 1) b.comment("one Convolution2d per group over its slice of the input channels, joined along C");
     const int64_t cg = C / group, og = O / group;
     std::vector<Value> parts;
     for (int64_t gi = 0; gi < group; ++gi) {
       const Value xs = group == 1 ? x : b.slice(x, {0, gi * cg, 0, 0}, Shape{x.shape[0], cg, x.shape[2], x.shape[3]});
-      armnn::Convolution2dDescriptor d;
-      set_geometry(d, strides, p);
-      d.m_DilationY = u(dil[0]);
-      d.m_DilationX = u(dil[1]);
-      d.m_BiasEnabled = has_bias;
-      const std::vector<float> wg = weight_rows(w, ws, gi * og, og);
-      std::vector<float> bg;
-      armnn::Optional<armnn::ConstTensor> bt;
-      if (has_bias) {
-        bg.assign(bias.begin() + gi * og, bias.begin() + (gi + 1) * og);
-        bt = const_tensor(bg, Shape{og});
-      }
-      const Shape part{y4[0], og, y4[2], y4[3]};
-      parts.push_back(b.finish(b.net().AddConvolution2dLayer(d, const_tensor(wg, Shape{og, cg, ws[2], ws[3]}), bt,
-                                                             b.layer_name("conv").c_str()),
-                               {xs}, part));
+      ConvLayer d{ConvKind::Convolution2d, geometry(strides, p), dil[0], dil[1], has_bias,
+                  b.weights(n.inputs[1], weight_rows(w, ws, gi * og, og), Shape{og, cg, ws[2], ws[3]}), {}};
+      if (has_bias)
+        d.bias = b.weights(n.inputs[2], std::vector<float>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og), Shape{og});
+      parts.push_back(b.add(d, {xs}, Shape{y4[0], og, y4[2], y4[3]}, "conv"));
     }
     y = b.concat(parts, 1);
   }
@@ -174,6 +146,7 @@ void build_conv_transpose(Builder& b, const ir::Node& n) {
   const Shape part{1, og, y_shape[2] - extra[0], y_shape[3] - extra[1]};
 
   // One sample [1, C, H, W] through one TransposeConvolution2d per group, joined along C.
+  b.comment("weights rearranged from ONNX [I, O/group, kH, kW] to ArmNN's [O, I, kH, kW]; one layer per sample and group");
   auto one_sample = [&](const Value& xn) {
     std::vector<Value> parts;
     for (int64_t gi = 0; gi < group; ++gi) {
@@ -183,18 +156,11 @@ void build_conv_transpose(Builder& b, const ir::Node& n) {
       for (int64_t o = 0; o < og; ++o)
         for (int64_t i = 0; i < cg; ++i)
           std::copy_n(w.begin() + ((gi * cg + i) * og + o) * khw, khw, wg.begin() + (o * cg + i) * khw);
-      armnn::TransposeConvolution2dDescriptor d;
-      set_geometry(d, strides, p);
-      d.m_BiasEnabled = bias_in_layer;
-      std::vector<float> bg;
-      armnn::Optional<armnn::ConstTensor> bt;
-      if (bias_in_layer) {
-        bg.assign(bias.begin() + gi * og, bias.begin() + (gi + 1) * og);
-        bt = const_tensor(bg, Shape{og});
-      }
-      parts.push_back(b.finish(b.net().AddTransposeConvolution2dLayer(d, const_tensor(wg, Shape{og, cg, ws[2], ws[3]}), bt,
-                                                                      b.layer_name("conv_transpose").c_str()),
-                               {xs}, part));
+      ConvLayer d{ConvKind::TransposeConvolution2d, geometry(strides, p), 1, 1, bias_in_layer,
+                  b.weights(n.inputs[1], wg, Shape{og, cg, ws[2], ws[3]}), {}};
+      if (bias_in_layer)
+        d.bias = b.weights(n.inputs[2], std::vector<float>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og), Shape{og});
+      parts.push_back(b.add(d, {xs}, part, "conv_transpose"));
     }
     return b.concat(parts, 1);
   };
@@ -207,7 +173,7 @@ void build_conv_transpose(Builder& b, const ir::Node& n) {
   Value y = b.concat(samples, 0);
   if (!bias_in_layer && (extra[0] > 0 || extra[1] > 0)) {
     y = b.pad(y, {0, 0, 0, 0}, {0, 0, extra[0], extra[1]}, 0.0f);
-    if (has_bias) y = b.binary("add", y, b.constant(bias, Shape{1, y_shape[1], 1, 1}));
+    if (has_bias) y = b.binary(BinaryOp::Addition, y, b.constant(bias, Shape{1, y_shape[1], 1, 1}, n.inputs[2]));
   }
   b.define(n.outputs[0], y);
 }
@@ -215,7 +181,7 @@ void build_conv_transpose(Builder& b, const ir::Node& n) {
 // ---- pooling -------------------------------------------------------------------------------------
 
 struct PoolPlan {
-  armnn::Pooling2dDescriptor desc;
+  PoolLayer layer;
   Shape armnn_out;  // what ArmNN's shape rule gives (4-D)
 };
 
@@ -236,16 +202,11 @@ PoolPlan pool_plan(const ir::Graph& g, const ir::Node& n) {
   if (x.size() == 3) p = Pads{{0, p.begin[0]}, {0, p.end[0]}};
   const Ints k = as_2d(k_raw, 1), s = as_2d(s_raw, 1);
   const bool ceil_mode = core::attr_s(n.attrs, "auto_pad") == "NOTSET" && core::attr_i(n.attrs, "ceil_mode") == 1;
-  PoolPlan plan;
-  armnn::Pooling2dDescriptor& d = plan.desc;
   const bool is_max = n.op.rfind("max_pool", 0) == 0;
-  d.m_PoolType = is_max ? armnn::PoolingAlgorithm::Max : armnn::PoolingAlgorithm::Average;
-  d.m_PoolHeight = u(k[0]);
-  d.m_PoolWidth = u(k[1]);
-  set_geometry(d, s, p);
-  d.m_OutputShapeRounding = ceil_mode ? armnn::OutputShapeRounding::Ceiling : armnn::OutputShapeRounding::Floor;
-  d.m_PaddingMethod = !is_max && core::attr_i(n.attrs, "count_include_pad") == 1 ? armnn::PaddingMethod::IgnoreValue
-                                                                                 : armnn::PaddingMethod::Exclude;
+  PoolPlan plan;
+  plan.layer = PoolLayer{is_max, k[0], k[1],
+                         PoolLayer::Full{geometry(s, p), ceil_mode,
+                                         !is_max && core::attr_i(n.attrs, "count_include_pad") == 1}};
   const Shape x4 = as_4d(x);
   plan.armnn_out = {x4[0], x4[1], armnn_pool_size(x4[2], p.begin[0], p.end[0], k[0], s[0], ceil_mode),
                     armnn_pool_size(x4[3], p.begin[1], p.end[1], k[1], s[1], ceil_mode)};
@@ -265,7 +226,7 @@ void build_pool(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const PoolPlan plan = pool_plan(g, n);
   const Value x = b.reshape(b.value(n.inputs[0]), as_4d(in_shape(g, n, 0)));
-  const Value y = b.finish(b.net().AddPooling2dLayer(plan.desc, b.layer_name("pool", armnn::GetPoolingAlgorithmAsCString(plan.desc.m_PoolType)).c_str()), {x}, plan.armnn_out);
+  const Value y = b.add(plan.layer, {x}, plan.armnn_out, "pool", plan.layer.max ? "Max" : "Average");
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
@@ -280,15 +241,9 @@ void build_global_pool(Builder& b, const ir::Node& n) {
     b.define(n.outputs[0], b.reshape(b.mean(b.reshape(xv, Shape{x[0], x[1], cells}), {2}, true), out_shape(g, n)));
     return;
   }
-  // Max over all spatial cells: one Pooling2d window over [N, C, 1, cells].
-  armnn::Pooling2dDescriptor d;
-  d.m_PoolType = armnn::PoolingAlgorithm::Max;
-  d.m_PoolHeight = 1;
-  d.m_PoolWidth = u(cells);
-  d.m_StrideX = d.m_StrideY = 1;
-  d.m_DataLayout = armnn::DataLayout::NCHW;
+  b.comment("max over all spatial cells: one Pooling2d window over [N, C, 1, cells]");
   const Value flat = b.reshape(xv, Shape{x[0], x[1], 1, cells});
-  const Value y = b.finish(b.net().AddPooling2dLayer(d, b.layer_name("global_max", "Max").c_str()), {flat}, Shape{x[0], x[1], 1, 1});
+  const Value y = max_window(b, flat, cells, Shape{x[0], x[1], 1, 1}, "global_max");
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
@@ -381,17 +336,17 @@ void build_resize(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const ResizePlan p = resize_plan(g, n);
   const Shape& y = out_shape(g, n);
-  armnn::ResizeDescriptor d;
-  d.m_Method = n.op == "resize_bilinear" ? armnn::ResizeMethod::Bilinear : armnn::ResizeMethod::NearestNeighbor;
-  d.m_TargetHeight = u(y[2]);
-  d.m_TargetWidth = u(y[3]);
-  d.m_DataLayout = armnn::DataLayout::NCHW;
-  d.m_HalfPixelCenters = (p.modes & kHalfPixel) != 0;
-  d.m_AlignCorners = !d.m_HalfPixelCenters && (p.modes & kAlignCorners) != 0;
-  b.define(n.outputs[0], b.finish(b.net().AddResizeLayer(d, b.layer_name("resize").c_str()), {b.value(n.inputs[0])}, y));
+  const bool half_pixel = (p.modes & kHalfPixel) != 0;
+  const ResizeLayer d{n.op == "resize_bilinear", y[2], y[3], half_pixel, !half_pixel && (p.modes & kAlignCorners) != 0};
+  b.define(n.outputs[0], b.add(d, {b.value(n.inputs[0])}, y, "resize"));
 }
 
 }  // namespace
+
+// One Pooling2d max window of 1 x `width` over [.., .., rows, width].
+Value max_window(Builder& b, const Value& flat, int64_t width, const Shape& out, const std::string& what) {
+  return b.add(PoolLayer{true, 1, width, std::nullopt}, {flat}, out, what, "Max");
+}
 
 void register_spatial(OpTable& t) {
   t["conv1d"] = OpEntry{conv_supports, build_conv};
@@ -404,4 +359,4 @@ void register_spatial(OpTable& t) {
   t["resize_bilinear"] = OpEntry{resize_supports, build_resize};
 }
 
-}  // namespace quorum::backends::armnn_backend
+}  // namespace quorum::backends::armnn_lower

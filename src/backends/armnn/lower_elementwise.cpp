@@ -1,4 +1,4 @@
-// Elementwise operators on ArmNN 20.08 layers: Activation functions (ReLu, BoundedReLu, LeakyReLu,
+// ArmNN lowering, elementwise operators on ArmNN 20.08 layers: Activation functions (ReLu, BoundedReLu, LeakyReLu,
 // Elu, HardSwish, Sigmoid, TanH, SoftReLu, Square, Linear), ElementwiseUnary (Abs, Exp, Sqrt,
 // Rsqrt, Neg), the broadcasting binary layers (Addition, Subtraction, Multiplication, Division,
 // Maximum, Minimum) and Concat. Operators ArmNN has no single layer for are composed of these
@@ -6,18 +6,19 @@
 // the pow exponents listed below).
 #include <cmath>
 
-#include "backends/armnn/armnn_common.h"
+#include "backends/armnn/lower_builder.h"
 
-namespace quorum::backends::armnn_backend {
+namespace quorum::backends::armnn_lower {
 namespace {
 
-using AF = armnn::ActivationFunction;
-using UO = armnn::UnaryOperation;
+using AF = Act;
+using UO = UnaryOp;
+using BO = BinaryOp;
 
 constexpr float kSeluAlpha = 1.6732632423543772f;
 constexpr float kSeluGamma = 1.0507009873554805f;
 
-float f(const ir::Node& n, const char* attr) { return static_cast<float>(core::attr_f(n.attrs, attr)); }
+float f(const ir::Node& n, const char* attr) { return attr_float(n, attr); }
 
 // One-input operators: out = fn(builder, x).
 using UnaryFn = std::function<Value(Builder&, const Value&, const ir::Node&)>;
@@ -44,14 +45,14 @@ Value power(Builder& b, const Value& x, const ir::Node& n) {
   const double e = core::attr_f(n.attrs, "exponent");
   if (e == 1) return b.activation(x, AF::Linear, 1, 0);
   if (e == 2) return b.activation(x, AF::Square);
-  if (e == 3) return b.binary("mul", b.activation(x, AF::Square), x);
+  if (e == 3) return b.binary(BO::Multiplication, b.activation(x, AF::Square), x);
   if (e == 0.5) return b.unary(x, UO::Sqrt);
-  if (e == 1.5) return b.binary("mul", x, b.unary(x, UO::Sqrt));
-  if (e == -1) return b.binary("div", b.scalar_like(1, x.shape.size()), x);
+  if (e == 1.5) return b.binary(BO::Multiplication, x, b.unary(x, UO::Sqrt));
+  if (e == -1) return b.binary(BO::Division, b.scalar_like(1, x.shape.size()), x);
   return b.unary(x, UO::Rsqrt);
 }
 
-void binary_op(OpTable& t, const std::string& name, const std::string& armnn_op) {
+void binary_op(OpTable& t, const std::string& name, BinaryOp armnn_op) {
   t[name] = OpEntry{{}, [armnn_op](Builder& b, const ir::Node& n) {
                       b.define(n.outputs[0], b.binary(armnn_op, b.value(n.inputs[0]), b.value(n.inputs[1])));
                     }};
@@ -74,6 +75,7 @@ void register_elementwise(OpTable& t) {
   unary_op(t, "neg", elementwise(UO::Neg));
   // BoundedReLu is min(a, max(b, x)), the catalogue's min(max(x, min), max).
   unary_op(t, "clip", [](Builder& b, const Value& x, const ir::Node& n) {
+    b.comment("BoundedReLu is min(a, max(b, x))");
     return b.activation(x, AF::BoundedReLu, f(n, "max"), f(n, "min"));
   });
   unary_op(t, "leaky_relu", [](Builder& b, const Value& x, const ir::Node& n) {
@@ -86,13 +88,14 @@ void register_elementwise(OpTable& t) {
     return b.activation(b.activation(x, AF::Elu, kSeluAlpha), AF::Linear, kSeluGamma, 0);
   });
   unary_op(t, "hard_sigmoid", [](Builder& b, const Value& x, const ir::Node& n) {
+    b.comment("min(1, max(0, alpha * x + beta)): Linear then BoundedReLu");
     return b.activation(b.activation(x, AF::Linear, f(n, "alpha"), f(n, "beta")), AF::BoundedReLu, 1, 0);
   });
   unary_op(t, "softsign", [](Builder& b, const Value& x, const ir::Node&) {
-    return b.binary("div", x, b.activation(b.unary(x, UO::Abs), AF::Linear, 1, 1));
+    return b.binary(BO::Division, x, b.activation(b.unary(x, UO::Abs), AF::Linear, 1, 1));
   });
   unary_op(t, "reciprocal", [](Builder& b, const Value& x, const ir::Node&) {
-    return b.binary("div", b.scalar_like(1, x.shape.size()), x);
+    return b.binary(BO::Division, b.scalar_like(1, x.shape.size()), x);
   });
   unary_op(t, "pow", power, [](const ir::Graph&, const ir::Node& n) {
     const double e = core::attr_f(n.attrs, "exponent");
@@ -102,15 +105,15 @@ void register_elementwise(OpTable& t) {
                        "Division)");
   });
 
-  binary_op(t, "add", "add");
-  binary_op(t, "sub", "sub");
-  binary_op(t, "mul", "mul");
-  binary_op(t, "div", "div");
-  binary_op(t, "maximum", "max");
-  binary_op(t, "minimum", "min");
+  binary_op(t, "add", BO::Addition);
+  binary_op(t, "sub", BO::Subtraction);
+  binary_op(t, "mul", BO::Multiplication);
+  binary_op(t, "div", BO::Division);
+  binary_op(t, "maximum", BO::Maximum);
+  binary_op(t, "minimum", BO::Minimum);
   t["sum"] = OpEntry{{}, [](Builder& b, const ir::Node& n) {
                        Value acc = b.value(n.inputs[0]);
-                       for (size_t i = 1; i < n.inputs.size(); ++i) acc = b.binary("add", acc, b.value(n.inputs[i]));
+                       for (size_t i = 1; i < n.inputs.size(); ++i) acc = b.binary(BO::Addition, acc, b.value(n.inputs[i]));
                        b.define(n.outputs[0], acc);
                      }};
   t["concat"] = OpEntry{{}, [](Builder& b, const ir::Node& n) {
@@ -121,4 +124,4 @@ void register_elementwise(OpTable& t) {
                         }};
 }
 
-}  // namespace quorum::backends::armnn_backend
+}  // namespace quorum::backends::armnn_lower
