@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "ops/op_spec.h"
+#include "oracle/node_kernel.h"
 
 namespace quorum::localize {
 
@@ -19,14 +20,15 @@ struct ClassGuess {
 };
 
 // The kernel the finding is about: operands -> results (a node's forward, or its vector-Jacobian
-// product for a backward finding), in float64.
-using Kernel = std::function<std::vector<core::Tensor>(const std::vector<core::Tensor>&)>;
+// product for a backward finding), in float64 (oracle/node_kernel.h makes them).
+using Kernel = oracle::Kernel;
 
 // Inconsistencies: precision when every wrong element lies within kPrecisionSpreads of the spread
 // float32 itself allows there (oracle::spread, the verdicts' own: the kernel re-run with its
 // float32 intermediates and on operands moved by a few units in the last place; a finding is
-// already beyond oracle::kMargin of it, so this asks whether it is a little or far beyond); else a convention when the localized causes are all categorical attributes (a
-// mode or flag: SAME padding, align_corners); else a bug. NaN swallowed: a convention when the
+// already beyond oracle::kMargin of it, so this asks whether it is a little or far beyond); else a
+// convention when the localized causes are all categorical attributes (a mode or flag: SAME
+// padding, align_corners); else a bug. NaN swallowed: a convention when the
 // number is the result with the NaN taken as -inf (maxNum semantics), else a bug. NaN/Inf made: a
 // bug, or float32's range when the operands reach kRangeEdge. Crashes: bugs. `kind` is the
 // finding's kind; `causes` the attributes whose change removed it (localize-fix).

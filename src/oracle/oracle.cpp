@@ -11,6 +11,7 @@
 #include "ops/registry.h"
 #include "oracle/compare.h"
 #include "oracle/judge_util.h"
+#include "oracle/node_kernel.h"
 
 namespace quorum::oracle {
 
@@ -377,10 +378,8 @@ struct Judge {
     if (out == n.outputs.end() || got == r.values.end()) return false;
     const std::vector<core::Tensor> held = detail::own_inputs(g, n, r.values, inputs, got->second.dtype());
     if (held.size() != n.inputs.size()) return false;
-    ops::Inputs in;
-    for (const auto& t : held) in.push_back(&t);
     try {
-      const std::vector<core::Tensor> want = ops::op(n.op).forward(in, n.attrs);
+      const std::vector<core::Tensor> want = node_forward(n, held);
       const size_t k = static_cast<size_t>(out - n.outputs.begin());
       return k < want.size() && compare(got->second, detail::rounded_to(want[k], got->second.dtype()), tol).ok;
     } catch (const std::exception&) {

@@ -17,6 +17,7 @@
 #include "ops/registry.h"
 #include "oracle/compare.h"
 #include "oracle/judge_util.h"
+#include "oracle/node_kernel.h"
 #include "oracle/spread.h"
 
 namespace quorum::oracle::detail {
@@ -212,11 +213,9 @@ struct PerNode {
       if (!ran) continue;
       const std::vector<Tensor> held = own_inputs(g, n, r.values, inputs, th.dtype);
       if (held.size() != n.inputs.size()) continue;
-      ops::Inputs in;
-      for (const auto& t : held) in.push_back(&t);
       std::vector<Tensor> want;
       try {
-        want = ops::op(n.op).forward(in, n.attrs);
+        want = node_forward(n, held);
       } catch (const std::exception&) {
         continue;  // the kernel refuses the library's values (cannot judge)
       }
@@ -231,11 +230,7 @@ struct PerNode {
         j.spread = [&, k] {
           if (sens.empty())
             sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.op + "#" + std::to_string(k),
-                          [&](const std::vector<Tensor>& p) {
-                            ops::Inputs pin;
-                            for (const auto& t : p) pin.push_back(&t);
-                            return ops::op(n.op).forward(pin, n.attrs);
-                          });
+                          forward_kernel(n));
           return k < sens.size() ? sens[k] : Tensor();
         };
         j.bound = [&, k] { return sum_magnitude(n, held, k); };
@@ -393,13 +388,11 @@ struct PerNode {
     const backends::ValueMap& values = r.training_values();
     v.held = own_inputs(g, n, values, inputs, th.dtype);
     if (v.held.size() != n.inputs.size()) return v;
-    ops::Inputs in;
-    for (const auto& t : v.held) in.push_back(&t);
     try {
       // The node's outputs as the library holds them (its own float32 values: a derivative taken
       // from a saturated output, sigmoid's y (1 - y) at y = 1, is then the library's), else the
       // kernel's rounded to the run's dtype.
-      std::vector<Tensor> outs = spec.forward(in, n.attrs);
+      std::vector<Tensor> outs = node_forward(n, v.held);
       for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) {
         auto own = values.find(n.outputs[k]);
         if (own != values.end() && own->second.shape() == outs[k].shape()) outs[k] = own->second.to(DType::F64);
@@ -420,7 +413,7 @@ struct PerNode {
         v.gin.assign(n.inputs.size(), Tensor());
         return v;
       }
-      v.gin = spec.vjp(in, n.attrs, outs, v.gy);
+      v.gin = node_vjp(n, v.held, outs, v.gy);
     } catch (const std::exception&) {
       return v;
     }
@@ -552,18 +545,8 @@ struct PerNode {
       if (!v.gin[k].defined()) continue;
       std::vector<Tensor> operands = v.held;
       operands.insert(operands.end(), v.gy.begin(), v.gy.end());
-      const size_t nin = v.held.size();
-      const ir::Node* node = c;
-      const size_t idx = k;
-      const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, perturbation_ulps(*node, v.held), node->op + "/grad#" + std::to_string(idx),
-                                           [&](const std::vector<Tensor>& p) {
-                                             const ops::OpSpec& spec = ops::op(node->op);
-                                             ops::Inputs pin;
-                                             for (size_t i = 0; i < nin; ++i) pin.push_back(&p[i]);
-                                             const std::vector<Tensor> outs = spec.forward(pin, node->attrs);
-                                             const std::vector<Tensor> gy(p.begin() + static_cast<std::ptrdiff_t>(nin), p.end());
-                                             return std::vector<Tensor>{spec.vjp(pin, node->attrs, outs, gy).at(idx)};
-                                           });
+      const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, perturbation_ulps(*c, v.held),
+                                           c->op + "/grad#" + std::to_string(k), gradient_kernel(*c, k));
       if (s.empty() || s[0].shape() != total.shape()) return {};
       for (int64_t i = 0; i < total.numel(); ++i) total.f64()[i] += s[0].get(i);
     }

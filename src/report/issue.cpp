@@ -13,6 +13,7 @@
 #include "ops/registry.h"
 #include "oracle/compare.h"
 #include "oracle/known.h"
+#include "oracle/node_kernel.h"
 #include "report/repro.h"
 
 namespace quorum::report {
@@ -157,7 +158,7 @@ Classification classify(const backends::ReproCase& c) {
       if (it == c.expected.end()) have = false;
       else operands.push_back(it->second);
     }
-    localize::Kernel kernel;
+    oracle::Kernel kernel;
     if (c.backward()) {
       std::vector<core::Tensor> incoming;
       for (const auto& o : n->outputs) {
@@ -172,26 +173,14 @@ Classification classify(const backends::ReproCase& c) {
           got.push_back(c.actual_grads.at(n->inputs[i]));
         }
       have &= spec.differentiable() && !judged.empty();
-      kernel = [&spec, n, incoming, judged](const std::vector<core::Tensor>& in) {
-        ops::Inputs ptrs;
-        for (const auto& t : in) ptrs.push_back(&t);
-        const auto out = spec.forward(ptrs, n->attrs);
-        const auto grads = spec.vjp(ptrs, n->attrs, out, incoming);
-        std::vector<core::Tensor> sel;
-        for (size_t i : judged) sel.push_back(grads.at(i));
-        return sel;
-      };
+      kernel = oracle::backward_kernel(*n, incoming, judged);
     } else {
       for (const auto& o : n->outputs) {
         const auto it = c.actual.find(o);
         if (it == c.actual.end()) have = false;
         else got.push_back(it->second);
       }
-      kernel = [&spec, n](const std::vector<core::Tensor>& in) {
-        ops::Inputs ptrs;
-        for (const auto& t : in) ptrs.push_back(&t);
-        return spec.forward(ptrs, n->attrs);
-      };
+      kernel = oracle::forward_kernel(*n);
     }
     if (have || c.kind != core::FindingKind::Inconsistency) {
       const localize::ClassGuess guess = localize::guess_class(c.kind, *n, kernel, operands, got, c.tol, c.dtype, cause_attrs);

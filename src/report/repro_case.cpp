@@ -8,6 +8,7 @@
 #include "ir/json_io.h"
 #include "oracle/judge_util.h"
 #include "ops/registry.h"
+#include "oracle/node_kernel.h"
 #include "ref/interpreter.h"
 #include "report/repro.h"
 
@@ -39,15 +40,12 @@ ValueMap read_inputs(const fs::path& dir, const ir::Graph& g) {
 // The float64 vector-Jacobian product of `n` on the operands in `values` and the incoming
 // gradients `incoming` (keyed by output name), keyed by input name.
 ValueMap node_vjp(const ir::Node& n, const ValueMap& values, const ValueMap& incoming) {
-  const ops::OpSpec& spec = ops::op(n.op);
-  if (!spec.differentiable()) return {};
-  ops::Inputs in;
+  std::vector<core::Tensor> operands, out, gout;
   for (const auto& v : n.inputs) {
     const auto it = values.find(v);
     if (it == values.end()) return {};
-    in.push_back(&it->second);
+    operands.push_back(it->second);
   }
-  std::vector<core::Tensor> out, gout;
   for (const auto& o : n.outputs) {
     const auto v = values.find(o);
     const auto gi = incoming.find(o);
@@ -55,7 +53,7 @@ ValueMap node_vjp(const ir::Node& n, const ValueMap& values, const ValueMap& inc
     out.push_back(v->second);
     gout.push_back(gi != incoming.end() ? gi->second : core::Tensor(core::DType::F64, v->second.shape()));
   }
-  const auto grads = spec.vjp(in, n.attrs, out, gout);
+  const std::vector<core::Tensor> grads = oracle::node_vjp(n, operands, out, gout);
   ValueMap m;
   for (size_t i = 0; i < n.inputs.size() && i < grads.size(); ++i)
     if (grads[i].defined()) m[n.inputs[i]] = grads[i];
