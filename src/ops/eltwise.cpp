@@ -17,10 +17,13 @@ using Fn = std::function<double(double x, const Attrs& a)>;
 using DFn = std::function<double(double x, double y, const Attrs& a)>;
 
 struct Unary {
-  std::string name;
-  std::string doc;
-  Fn f;
-  DFn df;
+  // What every unary operator has; the fields after it are optional (designated where given).
+  struct Required {
+    std::string name;
+    std::string doc;
+    Fn f;
+    DFn df;
+  } fn;
   std::vector<AttrSpec> attrs = {};
   InputGen gen = {};
   std::vector<ValidRange> ranges = {};
@@ -52,9 +55,9 @@ double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp
 
 OpSpec make_unary(Unary u) {
   OpSpec s;
-  s.name = u.name;
+  s.name = u.fn.name;
   s.family = "eltwise";
-  s.doc = u.doc;
+  s.doc = u.fn.doc;
   s.attrs = u.attrs;
   s.tags = u.tags;
   s.valid_ranges = u.ranges;
@@ -64,15 +67,16 @@ OpSpec make_unary(Unary u) {
     if (check) check(a);
     return same_type_as_input(in, a);
   };
-  Fn f = u.f;
-  DFn df = u.df;
+  Fn f = u.fn.f;
+  DFn df = u.fn.df;
   auto gy_factor = u.gy_factor;
   // NaN in, NaN out, for every unary operator (a comparison-based kernel like relu's would
   // otherwise turn it into a number).
   s.forward = [f](const Inputs& in, const Attrs& a) {
     return std::vector<Tensor>{map1(*in[0], [&](double x) { return std::isnan(x) ? x : f(x, a); })};
   };
-  s.vjp = [df, gy_factor](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out, const std::vector<Tensor>& g) {
+  s.vjp = [df, gy_factor](const Inputs& in, const Attrs& a, const std::vector<Tensor>& out,
+                          const std::vector<Tensor>& g) {
     Tensor gx(DType::F64, in[0]->shape());
     const double* x = in[0]->f64();
     const double* y = out[0].f64();
@@ -121,23 +125,23 @@ std::vector<Unary> unaries() {
   std::vector<Unary> u = {
       {"relu", "max(x, 0)", [](double x, const Attrs&) { return x > 0 ? x : 0.0; },
        [](double x, double, const Attrs&) { return x > 0 ? 1.0 : 0.0; }},
-      {"relu6", "min(max(x, 0), 6)", [](double x, const Attrs&) { return std::min(std::max(x, 0.0), 6.0); },
-       [](double x, double, const Attrs&) { return x > 0 && x < 6 ? 1.0 : 0.0; }, {}, InputGen{-8, 8}, {},
-       {"activation"}, nullptr, nullptr, kinks_at({0.0, 6.0})},
-      {"leaky_relu", "x if x > 0 else alpha*x",
+      {.fn = {"relu6", "min(max(x, 0), 6)", [](double x, const Attrs&) { return std::min(std::max(x, 0.0), 6.0); },
+       [](double x, double, const Attrs&) { return x > 0 && x < 6 ? 1.0 : 0.0; }}, .gen = InputGen{-8, 8},
+       .kinks = kinks_at({0.0, 6.0})},
+      {.fn = {"leaky_relu", "x if x > 0 else alpha*x",
        [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * x; },
-       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); },
-       {float_attr("alpha", 0.01, 0, kInf, {AttrValue(nan)}, "slope for x < 0")}, {}, {}, {"activation"},
-       [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.0, 1.0); }},
-      {"elu", "x if x > 0 else alpha*(exp(x)-1)",
+       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); }},
+       .attrs = {float_attr("alpha", 0.01, 0, kInf, {AttrValue(nan)}, "slope for x < 0")},
+       .sample_attrs = [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.0, 1.0); }},
+      {.fn = {"elu", "x if x > 0 else alpha*(exp(x)-1)",
        [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * std::expm1(x); },
-       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha") * std::exp(x); },
-       {float_attr("alpha", 1.0, 0, kInf, {AttrValue(-1.0)}, "scale for x < 0")}, {}, {}, {"activation"},
-       [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.1, 2.0); }},
+       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha") * std::exp(x); }},
+       .attrs = {float_attr("alpha", 1.0, 0, kInf, {AttrValue(-1.0)}, "scale for x < 0")},
+       .sample_attrs = [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.1, 2.0); }},
       {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
        [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
        [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
-      {"gelu", "x*Phi(x); approximate='tanh' uses the tanh formula",
+      {.fn = {"gelu", "x*Phi(x); approximate='tanh' uses the tanh formula",
        [](double x, const Attrs& a) {
          // The tanh form holds tanh(inner) in float32 (stored): near -1 its rounding is the whole of
          // 1 + tanh (x = -5: 1.19e-7 where 9.1e-8 is exact), and below x = -5.5 it is -1 exactly.
@@ -155,17 +159,21 @@ std::vector<Unary> unaries() {
          }
          return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) +
                 x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
-       },
-       {enum_attr("approximate", "none", {"none", "tanh"}, {"erf", ""}, "erf form or tanh approximation")}, {}, {},
-       {"activation"}, [](core::Rng& r, Attrs& a) { a["approximate"] = std::string(r.bernoulli(0.5) ? "none" : "tanh"); }},
+       }},
+       .attrs = {enum_attr("approximate", "none", {"none", "tanh"}, {"erf", ""}, "erf form or tanh approximation")},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) { a["approximate"] = std::string(r.bernoulli(0.5) ? "none" : "tanh"); }},
       {"sigmoid", "1/(1+exp(-x))", [](double x, const Attrs&) { return sigmoid(x); },
        [](double, double y, const Attrs&) { return y * (1.0 - y); }},
       {"tanh", "tanh(x)", [](double x, const Attrs&) { return std::tanh(x); },
        [](double, double y, const Attrs&) { return 1.0 - y * y; }},
-      {"softplus", "log(1+exp(x))",
+      {.fn = {"softplus", "log(1+exp(x))",
        [](double x, const Attrs&) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); },
-       [](double x, double, const Attrs&) { return sigmoid(x); }, {}, InputGen{-4, 4},
-       {ValidRange{0, -kInf, 88.72, false, false, "exp overflows float32 above ~88.7 in a naive implementation"}}},
+       [](double x, double, const Attrs&) { return sigmoid(x); }}, .gen = InputGen{-4, 4},
+       .ranges = {ValidRange{0, -kInf, 88.72, false, false,
+                             "exp overflows float32 above ~88.7 in a naive implementation"}},
+       // libtorch: gy * z / (z + 1), z = e^x, below its threshold 20.
+       .gy_factor = [](double x, const Attrs&) { return x <= 20 ? std::exp(x) : 0.0; }},
       // The derivative 1/(1+|x|)^2, which implementations differentiating x / (1 + |x|) (libtorch)
       // get as 1/(1+|x|) - |x|/(1+|x|)^2: a difference of terms (1+|x|) times larger (stored_sum).
       {"softsign", "x/(1+|x|)", [](double x, const Attrs&) { return x / (1.0 + std::abs(x)); },
@@ -173,7 +181,7 @@ std::vector<Unary> unaries() {
          const double q = 1.0 / (1.0 + std::abs(x));
          return stored_sum(q * q, q + std::abs(x) * q * q, 2);
        }},
-      {"hard_sigmoid", "max(0, min(1, alpha*x+beta))",
+      {.fn = {"hard_sigmoid", "max(0, min(1, alpha*x+beta))",
        [](double x, const Attrs& a) {
          return std::max(0.0, std::min(1.0, core::attr_f(a, "alpha") * x + core::attr_f(a, "beta")));
        },
@@ -183,82 +191,85 @@ std::vector<Unary> unaries() {
          const double alpha = rounded(core::attr_f(a, "alpha"));
          const double v = stored(rounded(alpha * x) + rounded(core::attr_f(a, "beta")));
          return v > 0 && v < 1 ? core::attr_f(a, "alpha") : 0.0;
-       },
-       {float_attr("alpha", 0.2, 0, kInf, {AttrValue(nan)}, "slope"),
-        float_attr("beta", 0.5, -kInf, kInf, {AttrValue(nan)}, "offset")},
-       InputGen{-4, 4}, {}, {"activation"},
-       [](core::Rng& r, Attrs& a) {
+       }},
+       .attrs = {float_attr("alpha", 0.2, 0, kInf, {AttrValue(nan)}, "slope"),
+                 float_attr("beta", 0.5, -kInf, kInf, {AttrValue(nan)}, "offset")},
+       .gen = InputGen{-4, 4},
+       .sample_attrs = [](core::Rng& r, Attrs& a) {
          a["alpha"] = random_float(r, 0.1, 0.5);
          a["beta"] = random_float(r, 0.2, 0.8);
        }},
       // Computed as x * relu6(x + 3) / 6 with the product marked stored: float32 implementations of
       // that form overflow there for |x| > FLT_MAX / 6 although the result fits.
-      {"hardswish", "x*max(0, min(1, x/6+1/2))",
+      {.fn = {"hardswish", "x*max(0, min(1, x/6+1/2))",
        [](double x, const Attrs&) { return stored(x * std::max(0.0, std::min(6.0, x + 3.0))) / 6.0; },
-       [](double x, double, const Attrs&) { return x <= -3 ? 0.0 : x >= 3 ? 1.0 : x / 3.0 + 0.5; }, {},
-       InputGen{-5, 5}, {}, {"activation"}, nullptr, nullptr, kinks_at({-3.0, 3.0})},
-      {"exp", "e^x", [](double x, const Attrs&) { return std::exp(x); },
-       [](double, double y, const Attrs&) { return y; }, {}, {},
-       {ValidRange{0, -kInf, 88.72, false, false, "float32 overflow to inf above ~88.72"}}, {"math"}},
-      {"log", "natural logarithm", [](double x, const Attrs&) { return std::log(x); },
+       [](double x, double, const Attrs&) { return x <= -3 ? 0.0 : x >= 3 ? 1.0 : x / 3.0 + 0.5; }},
+       .gen = InputGen{-5, 5}, .kinks = kinks_at({-3.0, 3.0})},
+      {.fn = {"exp", "e^x", [](double x, const Attrs&) { return std::exp(x); },
+       [](double, double y, const Attrs&) { return y; }},
+       .ranges = {ValidRange{0, -kInf, 88.72, false, false, "float32 overflow to inf above ~88.72"}}, .tags = {"math"}},
+      {.fn = {"log", "natural logarithm", [](double x, const Attrs&) { return std::log(x); },
        // Derivatives that can leave float32's range where the gradient (times gy) does not are stored:
        // a float32 implementation computes dy * (1 / x) (oneDNN: inf for x = 1e-40, dy = 0.005).
-       [](double x, double, const Attrs&) { return stored(1.0 / x); }, {}, InputGen{0.1, 3},
-       {ValidRange{0, 0, kInf, false, false, "log of x <= 0 is -inf or NaN"}}, {"math"}},
-      {"sqrt", "square root", [](double x, const Attrs&) { return std::sqrt(x); },
-       [](double, double y, const Attrs&) { return stored(0.5 / y); }, {}, InputGen{0.1, 3},
-       {ValidRange{0, 0, kInf, true, false, "sqrt of x < 0 is NaN; its derivative is inf at 0"}}, {"math"}},
-      {"rsqrt", "1/sqrt(x)", [](double x, const Attrs&) { return 1.0 / std::sqrt(x); },
+       [](double x, double, const Attrs&) { return stored(1.0 / x); }}, .gen = InputGen{0.1, 3},
+       .ranges = {ValidRange{0, 0, kInf, false, false, "log of x <= 0 is -inf or NaN"}}, .tags = {"math"}},
+      {.fn = {"sqrt", "square root", [](double x, const Attrs&) { return std::sqrt(x); },
+       [](double, double y, const Attrs&) { return stored(0.5 / y); }}, .gen = InputGen{0.1, 3},
+       .ranges = {ValidRange{0, 0, kInf, true, false, "sqrt of x < 0 is NaN; its derivative is inf at 0"}},
+       .tags = {"math"}},
+      {.fn = {"rsqrt", "1/sqrt(x)", [](double x, const Attrs&) { return 1.0 / std::sqrt(x); },
        // -0.5 y^3 (libtorch), -0.5 / (x sqrt x): 5e59 for x = 1e-40 (oneDNN: inf times gy = -4e-44).
-       [](double x, double y, const Attrs&) { return stored(-0.5 * y / x); }, {}, InputGen{0.2, 3},
-       {ValidRange{0, 0, kInf, false, false, "rsqrt of x <= 0 is inf or NaN"}}, {"math"}},
-      {"reciprocal", "1/x", [](double x, const Attrs&) { return 1.0 / x; },
+       [](double x, double y, const Attrs&) { return stored(-0.5 * y / x); }}, .gen = InputGen{0.2, 3},
+       .ranges = {ValidRange{0, 0, kInf, false, false, "rsqrt of x <= 0 is inf or NaN"}}, .tags = {"math"}},
+      {.fn = {"reciprocal", "1/x", [](double x, const Attrs&) { return 1.0 / x; },
        // -y * y, a product float32 implementations hold (libtorch: -gy * (y * y)): it overflows for
        // |y| > 1.8e19, and times a zero incoming gradient gives NaN.
-       [](double, double y, const Attrs&) { return stored(-y * y); }, {}, InputGen{0.2, 3},
-       {ValidRange{0, -kInf, 0, false, false, "division by zero"},
-        ValidRange{0, 0, kInf, false, false, "division by zero"}},
-       {"math"}},
-      {"abs", "|x|", [](double x, const Attrs&) { return std::abs(x); },
-       [](double x, double, const Attrs&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, {}, {}, {}, {"math"},
-       nullptr, nullptr, kinks_at({0.0})},
-      {"neg", "-x", [](double x, const Attrs&) { return -x; }, [](double, double, const Attrs&) { return -1.0; },
-       {}, {}, {}, {"math"}},
-      {"square", "x*x", [](double x, const Attrs&) { return x * x; },
-       [](double x, double, const Attrs&) { return 2.0 * x; }, {}, {}, {}, {"math"}},
-      {"pow", "x^exponent (scalar exponent)",
+       [](double, double y, const Attrs&) { return stored(-y * y); }}, .gen = InputGen{0.2, 3},
+       .ranges = {ValidRange{0, -kInf, 0, false, false, "division by zero"},
+                  ValidRange{0, 0, kInf, false, false, "division by zero"}},
+       .tags = {"math"}},
+      {.fn = {"abs", "|x|", [](double x, const Attrs&) { return std::abs(x); },
+       [](double x, double, const Attrs&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }}, .tags = {"math"},
+       .kinks = kinks_at({0.0})},
+      {.fn = {"neg", "-x", [](double x, const Attrs&) { return -x; },
+              [](double, double, const Attrs&) { return -1.0; }},
+       .tags = {"math"}},
+      {.fn = {"square", "x*x", [](double x, const Attrs&) { return x * x; },
+       [](double x, double, const Attrs&) { return 2.0 * x; }}, .tags = {"math"}},
+      {.fn = {"pow", "x^exponent (scalar exponent)",
        [](double x, const Attrs& a) { return std::pow(x, core::attr_f(a, "exponent")); },
        [](double x, double, const Attrs& a) {
          const double e = core::attr_f(a, "exponent");
          return e == 0 ? 0.0 : stored(e * std::pow(x, e - 1.0));
-       },
-       {float_attr("exponent", 2.0, -kInf, kInf, {AttrValue(nan)}, "scalar exponent")}, InputGen{0.2, 2},
-       {ValidRange{0, 0, kInf, true, false, "a fractional power of x < 0 is NaN"}}, {"math"},
-       [](core::Rng& r, Attrs& a) { a["exponent"] = r.pick(std::vector<double>{2.0, 3.0, 0.5, 1.5, -1.0, -0.5}); }},
-      {"clip", "min(max(x, min), max)",
+       }},
+       .attrs = {float_attr("exponent", 2.0, -kInf, kInf, {AttrValue(nan)}, "scalar exponent")},
+       .gen = InputGen{0.2, 2},
+       .ranges = {ValidRange{0, 0, kInf, true, false, "a fractional power of x < 0 is NaN"}},
+       .tags = {"math"},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) { a["exponent"] = r.pick(std::vector<double>{2.0, 3.0, 0.5, 1.5, -1.0, -0.5}); }},
+      {.fn = {"clip", "min(max(x, min), max)",
        [](double x, const Attrs& a) { return std::min(std::max(x, core::attr_f(a, "min")), core::attr_f(a, "max")); },
        [](double x, double, const Attrs& a) {
          return x > core::attr_f(a, "min") && x < core::attr_f(a, "max") ? 1.0 : 0.0;
-       },
-       {float_attr("min", -1.0, -kInf, kInf, {AttrValue(nan)}, "lower bound"),
-        float_attr("max", 1.0, -kInf, kInf, {AttrValue(nan)}, "upper bound (>= min)")},
-       {}, {}, {"activation"},
-       [](core::Rng& r, Attrs& a) {
+       }},
+       .attrs = {float_attr("min", -1.0, -kInf, kInf, {AttrValue(nan)}, "lower bound"),
+                 float_attr("max", 1.0, -kInf, kInf, {AttrValue(nan)}, "upper bound (>= min)")},
+       .sample_attrs = [](core::Rng& r, Attrs& a) {
          const double lo = random_float(r, -1.5, 0.0);
          a["min"] = lo;
          a["max"] = lo + random_float(r, 0.5, 2.0);
        },
-       [](const Attrs& a) { require(core::attr_f(a, "min") <= core::attr_f(a, "max"), "clip requires min <= max"); },
-       [](const Attrs& a) { return std::vector<double>{core::attr_f(a, "min"), core::attr_f(a, "max")}; },
-       [](Attrs& a) {  // min > max: the bounds swapped
+       .check = [](const Attrs& a) {
+         require(core::attr_f(a, "min") <= core::attr_f(a, "max"), "clip requires min <= max");
+       },
+       .kinks = [](const Attrs& a) { return std::vector<double>{core::attr_f(a, "min"), core::attr_f(a, "max")}; },
+       .repair = [](Attrs& a) {  // min > max: the bounds swapped
          if (core::attr_f(a, "min") <= core::attr_f(a, "max")) return false;
          std::swap(a["min"], a["max"]);
          return true;
        }},
   };
-  for (Unary& e : u)
-    if (e.name == "softplus")  // libtorch: gy * z / (z + 1), z = e^x, below its threshold 20
-      e.gy_factor = [](double x, const Attrs&) { return x <= 20 ? std::exp(x) : 0.0; };
   return u;
 }
 
