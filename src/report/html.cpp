@@ -84,21 +84,8 @@ th { background: #f4f4f4; } code, pre { font: 12px/1.35 ui-monospace, monospace;
 details { margin: 6px 0 14px; } summary { cursor: pointer; }
 )CSS";
 
-}  // namespace
-
-std::string campaign_report_html(const std::string& campaign_dir) {
-  const fs::path dir(campaign_dir);
-  if (!fs::exists(dir / "findings.db"))
-    throw core::UserError(campaign_dir + ": not a campaign directory (no findings.db)");
-  campaign::Store store(campaign_dir);
-  const auto findings = store.findings();
-  const auto per_second = store.models_per_second();
-  const int64_t models = store.models_done();
-
-  // Settings and library versions.
-  std::vector<std::pair<std::string, std::string>> settings;
-  for (const char* k : {"generator", "backends", "mode", "dtype", "seed", "loss", "oracle", "max_nodes", "dataset"})
-    if (auto v = store.setting(k)) settings.emplace_back(k, *v);
+// Library versions as the first finding that records them says.
+std::map<std::string, std::string> library_versions(const std::vector<campaign::StoredFinding>& findings) {
   std::map<std::string, std::string> versions;
   for (const auto& f : findings) {
     try {
@@ -109,8 +96,12 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     }
     if (!versions.empty()) break;
   }
+  return versions;
+}
 
-  // Root causes, per library.
+// Findings grouped by root cause (ledger entry, else root-cause key, else signature), each with its
+// first finding's case: title, largest differences, class (the ledger's, else Quorum's suggestion).
+std::map<std::string, Group> root_causes(const std::vector<campaign::StoredFinding>& findings) {
   const oracle::Ledger ledger = oracle::load_ledgers(oracle::default_ledger_dir());
   std::map<std::string, Group> groups;
   for (const auto& f : findings) {
@@ -124,8 +115,6 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     if (!f.known.empty())
       if (const auto* e = ledger.find(f.known)) g.cls = e->cls;
   }
-
-  // Each root cause's case (its first finding's): title, largest differences, class.
   for (auto& [key, g] : groups) {
     const campaign::StoredFinding& f = g.findings.front();
     try {
@@ -142,47 +131,38 @@ std::string campaign_report_html(const std::string& campaign_dir) {
       g.note = e.what();
     }
   }
+  return groups;
+}
 
-  // Over time.
+// The two plots: models per second, and unique findings and root causes (cumulative) over time.
+std::string over_time_plots(const std::vector<std::pair<std::string, int64_t>>& per_second,
+                            const std::vector<campaign::StoredFinding>& findings, const std::map<std::string, Group>& groups) {
   double t0 = per_second.empty() ? 0 : seconds_of(per_second.front().first);
-  for (const auto& f : findings) if (t0 == 0 || seconds_of(f.first_seen) < t0) t0 = seconds_of(f.first_seen);
-  Series done{"models done", "#3366cc", {}}, rate{"models/s", "#3366cc", {}};
-  int64_t cum = 0;
-  for (const auto& [t, n] : per_second) {
-    cum += n;
-    done.points.emplace_back(seconds_of(t) - t0, static_cast<double>(cum));
-    rate.points.emplace_back(seconds_of(t) - t0, static_cast<double>(n));
-  }
-  Series uniq{"unique findings", "#cc3333", {}}, causes{"root causes", "#228833", {}};
-  {
-    std::vector<double> ts;
-    for (const auto& f : findings) ts.push_back(seconds_of(f.first_seen) - t0);
+  for (const auto& f : findings)
+    if (t0 == 0 || seconds_of(f.first_seen) < t0) t0 = seconds_of(f.first_seen);
+  Series rate{"models/s", "#3366cc", {}};
+  for (const auto& [t, n] : per_second) rate.points.emplace_back(seconds_of(t) - t0, static_cast<double>(n));
+  // One series counting up at each time in `ts`.
+  auto cumulative = [](Series s, std::vector<double> ts) {
     std::sort(ts.begin(), ts.end());
-    for (size_t i = 0; i < ts.size(); ++i) uniq.points.emplace_back(ts[i], static_cast<double>(i + 1));
-    std::vector<double> rs;
-    for (const auto& [k, g] : groups) rs.push_back(seconds_of(g.first_seen) - t0);
-    std::sort(rs.begin(), rs.end());
-    for (size_t i = 0; i < rs.size(); ++i) causes.points.emplace_back(rs[i], static_cast<double>(i + 1));
-  }
+    for (size_t i = 0; i < ts.size(); ++i) s.points.emplace_back(ts[i], static_cast<double>(i + 1));
+    return s;
+  };
+  std::vector<double> found, caused;
+  for (const auto& f : findings) found.push_back(seconds_of(f.first_seen) - t0);
+  for (const auto& [k, g] : groups) caused.push_back(seconds_of(g.first_seen) - t0);
+  const Series uniq = cumulative(Series{"unique findings", "#cc3333", {}}, found);
+  const Series causes = cumulative(Series{"root causes", "#228833", {}}, caused);
+  return "<h2>Over time</h2>\n<div class=\"plots\">\n" + svg_line_plot("Models per second", "seconds", "models/s", {rate}) +
+         svg_line_plot("Findings and root causes", "seconds", "count (cumulative)", {uniq, causes}) + "</div>\n";
+}
 
-  std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-    << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">\n"
-    << "<title>Quorum campaign report: " << escape(campaign_dir) << "</title>\n<style>" << kStyle << "</style></head><body>\n";
-  h << "<h1>Quorum campaign report</h1>\n<p>Campaign <code>" << escape(fs::absolute(dir).string()) << "</code>: "
-    << models << " models, " << findings.size() << " unique findings, " << groups.size() << " root causes.</p>\n";
-  h << "<h2>Setup</h2>\n<table id=\"setup\">";
-  for (const auto& [k, v] : settings) h << "<tr><th>" << escape(k) << "</th><td>" << escape(v) << "</td></tr>";
-  for (const auto& [b, v] : versions) h << "<tr><th>" << escape(b) << "</th><td>" << escape(v) << "</td></tr>";
-  h << "</table>\n";
-  h << "<h2>Over time</h2>\n<div class=\"plots\">\n"
-    << svg_line_plot("Models per second", "seconds", "models/s", {rate})
-    << svg_line_plot("Findings and root causes", "seconds", "count (cumulative)", {uniq, causes}) << "</div>\n";
+std::string class_of(const Group& g) { return g.cls.empty() ? "unclassified" : g.cls; }
 
-  // Summary table: library x class (ledger classes, then Quorum's suggestions for the rest).
+// Library x class (ledger classes, then Quorum's suggestions for the rest).
+void write_summary(std::ostream& h, const std::map<std::string, Group>& groups) {
   std::map<std::string, std::map<std::string, int>> by_lib;
-  for (const auto& [k, g] : groups)
-    ++by_lib[g.backend][(g.cls.empty() ? std::string("unclassified") : g.cls) + (g.suggested ? "?" : "")];
+  for (const auto& [k, g] : groups) ++by_lib[g.backend][class_of(g) + (g.suggested ? "?" : "")];
   h << "<h2>Root causes by library</h2>\n<p>Classes from the known-issue ledgers; <i>n?</i> counts the root causes "
        "the ledgers do not know yet, by the class Quorum suggests (float32's spread at the recorded operands, the "
        "localized parameter).</p>\n<table id=\"summary\"><tr><th>library</th><th>bug</th><th>convention</th>"
@@ -197,7 +177,11 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     h << "</tr>\n";
   }
   h << "</table>\n";
+}
 
+// The table of root causes by library and first sighting; returns them in that order with anchors.
+std::vector<std::pair<const Group*, std::string>> write_findings_table(std::ostream& h,
+                                                                       const std::map<std::string, Group>& groups) {
   h << "<h2>Findings by root cause</h2>\n<table id=\"findings\"><tr><th>library</th><th>root cause</th><th>class</th>"
        "<th>findings</th><th>hits</th><th>first seen</th></tr>\n";
   std::vector<const Group*> order;
@@ -205,81 +189,118 @@ std::string campaign_report_html(const std::string& campaign_dir) {
   std::sort(order.begin(), order.end(), [](const Group* a, const Group* b) {
     return a->backend != b->backend ? a->backend < b->backend : a->first_seen < b->first_seen;
   });
-  int id = 0;
-  std::map<const Group*, std::string> anchors;
+  std::vector<std::pair<const Group*, std::string>> anchored;
   for (const Group* g : order) {
-    anchors[g] = "rc" + std::to_string(++id);
-    const std::string cls = g->cls.empty() ? "unclassified" : g->cls;
-    h << "<tr><td>" << escape(g->backend) << "</td><td><a href=\"#" << anchors[g] << "\">" << escape(g->key)
-      << "</a></td><td class=\"" << cls << "\">" << cls << (g->suggested ? "?" : "") << "</td><td>" << g->findings.size() << "</td><td>" << g->hits
-      << "</td><td>" << escape(g->first_seen) << "</td></tr>\n";
+    const std::string anchor = "rc" + std::to_string(anchored.size() + 1);
+    anchored.emplace_back(g, anchor);
+    const std::string cls = class_of(*g);
+    h << "<tr><td>" << escape(g->backend) << "</td><td><a href=\"#" << anchor << "\">" << escape(g->key)
+      << "</a></td><td class=\"" << cls << "\">" << cls << (g->suggested ? "?" : "") << "</td><td>" << g->findings.size()
+      << "</td><td>" << g->hits << "</td><td>" << escape(g->first_seen) << "</td></tr>\n";
   }
   h << "</table>\n";
+  return anchored;
+}
 
-  for (const Group* g : order) {
-    const campaign::StoredFinding& f = g->findings.front();
-    const std::string cls = g->cls.empty() ? "unclassified" : g->cls;
-    h << "<h3 id=\"" << anchors.at(g) << "\">" << escape(g->backend) << ": " << escape(g->key) << " <span class=\"" << cls
-      << "\">[" << cls << (g->suggested ? ", suggested" : "") << "]</span></h3>\n";
-    const std::string& title = g->title;
-    std::string repro_note = g->note;
-    const std::vector<Difference>& diffs = g->diffs;
-    h << "<p><b>" << escape(title) << "</b><br>" << escape(f.detail.empty() ? f.message : f.detail) << "</p>\n";
-    if (!diffs.empty()) {
-      h << "<table class=\"diffs\"><tr><th>value</th><th>element</th><th>expected (float64)</th><th>actual</th></tr>";
-      for (const auto& d : diffs) {
-        std::ostringstream e, a;
-        e.precision(9), a.precision(9);
-        e << d.expected, a << d.actual;
-        h << "<tr><td>" << escape(d.value) << "</td><td>" << d.index << "</td><td>" << escape(e.str()) << "</td><td>"
-          << escape(a.str()) << "</td></tr>";
-      }
-      h << "</table>\n";
-    }
-    const fs::path bundle(f.bundle);
-    const fs::path reduced = bundle / "reduced";
-    const bool has_reduced = fs::exists(reduced / "model.json");
-    const json red = reduction_of(f.bundle);
-    if (red.is_object()) {
-      h << "<p>Reduced from " << red.value("nodes_before", 0) << " to " << red.value("nodes_after", 0) << " node(s).";
-      for (const auto& c : red.value("causes", json::array()))
-        h << " Cause: <code>" << escape(c.value("attribute", "") + " = " + c.value("value", "")) << "</code> (fixed by "
-          << escape(c.value("fixed_by", "")) << ").";
-      h << "</p>\n";
-    }
-    const std::string map_img = svg_image((has_reduced ? reduced : bundle) / "map.svg", "localization map of " + f.signature);
-    const std::string orig_img = has_reduced ? svg_image(bundle / "map.svg", "localization map of the original model") : "";
-    if (!map_img.empty()) h << "<div>Localization map" << (has_reduced ? " (reduced model)" : "") << ":<br>" << map_img << "</div>\n";
-    if (!orig_img.empty()) h << "<details><summary>Original model's map</summary>" << orig_img << "</details>\n";
-    // The reproducer (written now when the bundle has none).
-    const fs::path rdir = bundle / "repro";
-    if (!fs::exists(rdir) || fs::exists(rdir / "README.txt")) {
-      try {
-        write_repro(f.bundle);
-      } catch (const std::exception& e) {
-        repro_note = e.what();
-      }
-    }
-    const std::string main = repro_main(rdir.string());
-    if (!main.empty()) {
-      const std::string text = core::read_file((rdir / main).string());
-      h << "<details><summary>Reproducer <code>" << escape((rdir / main).string()) << "</code> (" << text.size() / 1024
-        << " KiB)</summary><pre>" << escape(text.size() > 20000 ? text.substr(0, 20000) + "\n... (truncated)" : text)
-        << "</pre></details>\n";
-    } else if (fs::exists(rdir / "README.txt")) {
-      h << "<p>No standalone reproducer: " << escape(core::read_file((rdir / "README.txt").string())) << "</p>\n";
-    } else if (!repro_note.empty()) {
-      h << "<p>No standalone reproducer: " << escape(repro_note) << "</p>\n";
-    }
-    h << "<p>Replay: <code>" << escape(campaign::replay_command(has_reduced ? reduced.string() : f.bundle)) << "</code></p>\n";
-    if (g->findings.size() > 1) {
-      h << "<details><summary>" << g->findings.size() << " findings with this root cause</summary><ul>";
-      for (const auto& m : g->findings)
-        h << "<li><code>" << escape(m.signature) << "</code> (" << m.hits << " hits, model " << m.first_model << ")</li>";
-      h << "</ul></details>\n";
+void write_differences(std::ostream& h, const std::vector<Difference>& diffs) {
+  if (diffs.empty()) return;
+  h << "<table class=\"diffs\"><tr><th>value</th><th>element</th><th>expected (float64)</th><th>actual</th></tr>";
+  for (const auto& d : diffs) {
+    std::ostringstream e, a;
+    e.precision(9), a.precision(9);
+    e << d.expected, a << d.actual;
+    h << "<tr><td>" << escape(d.value) << "</td><td>" << d.index << "</td><td>" << escape(e.str()) << "</td><td>"
+      << escape(a.str()) << "</td></tr>";
+  }
+  h << "</table>\n";
+}
+
+// The reproducer's text (written now when the bundle has none), or why there is none.
+void write_reproducer(std::ostream& h, const std::string& bundle_dir, std::string note) {
+  const fs::path rdir = fs::path(bundle_dir) / "repro";
+  if (!fs::exists(rdir) || fs::exists(rdir / "README.txt")) {
+    try {
+      write_repro(bundle_dir);
+    } catch (const std::exception& e) {
+      note = e.what();
     }
   }
-  h << "<hr><p>Written by quorum " << QUORUM_VERSION << ". Plots and page drawn by Quorum (inline SVG); maps laid out by Graphviz.</p>\n";
+  const std::string main = repro_main(rdir.string());
+  if (!main.empty()) {
+    const std::string text = core::read_file((rdir / main).string());
+    h << "<details><summary>Reproducer <code>" << escape((rdir / main).string()) << "</code> (" << text.size() / 1024
+      << " KiB)</summary><pre>" << escape(text.size() > 20000 ? text.substr(0, 20000) + "\n... (truncated)" : text)
+      << "</pre></details>\n";
+  } else if (fs::exists(rdir / "README.txt")) {
+    h << "<p>No standalone reproducer: " << escape(core::read_file((rdir / "README.txt").string())) << "</p>\n";
+  } else if (!note.empty()) {
+    h << "<p>No standalone reproducer: " << escape(note) << "</p>\n";
+  }
+}
+
+// One root cause: its case, reduction, maps, reproducer, replay and the findings it groups.
+void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor) {
+  const campaign::StoredFinding& f = g.findings.front();
+  const std::string cls = class_of(g);
+  h << "<h3 id=\"" << anchor << "\">" << escape(g.backend) << ": " << escape(g.key) << " <span class=\"" << cls << "\">["
+    << cls << (g.suggested ? ", suggested" : "") << "]</span></h3>\n";
+  h << "<p><b>" << escape(g.title) << "</b><br>" << escape(f.detail.empty() ? f.message : f.detail) << "</p>\n";
+  write_differences(h, g.diffs);
+  const fs::path bundle(f.bundle);
+  const fs::path reduced = bundle / "reduced";
+  const bool has_reduced = fs::exists(reduced / "model.json");
+  const json red = reduction_of(f.bundle);
+  if (red.is_object()) {
+    h << "<p>Reduced from " << red.value("nodes_before", 0) << " to " << red.value("nodes_after", 0) << " node(s).";
+    for (const auto& c : red.value("causes", json::array()))
+      h << " Cause: <code>" << escape(c.value("attribute", "") + " = " + c.value("value", "")) << "</code> (fixed by "
+        << escape(c.value("fixed_by", "")) << ").";
+    h << "</p>\n";
+  }
+  const std::string map_img = svg_image((has_reduced ? reduced : bundle) / "map.svg", "localization map of " + f.signature);
+  const std::string orig_img = has_reduced ? svg_image(bundle / "map.svg", "localization map of the original model") : "";
+  if (!map_img.empty())
+    h << "<div>Localization map" << (has_reduced ? " (reduced model)" : "") << ":<br>" << map_img << "</div>\n";
+  if (!orig_img.empty()) h << "<details><summary>Original model's map</summary>" << orig_img << "</details>\n";
+  write_reproducer(h, f.bundle, g.note);
+  h << "<p>Replay: <code>" << escape(campaign::replay_command(has_reduced ? reduced.string() : f.bundle))
+    << "</code></p>\n";
+  if (g.findings.size() > 1) {
+    h << "<details><summary>" << g.findings.size() << " findings with this root cause</summary><ul>";
+    for (const auto& m : g.findings)
+      h << "<li><code>" << escape(m.signature) << "</code> (" << m.hits << " hits, model " << m.first_model << ")</li>";
+    h << "</ul></details>\n";
+  }
+}
+
+}  // namespace
+
+std::string campaign_report_html(const std::string& campaign_dir) {
+  const fs::path dir(campaign_dir);
+  if (!fs::exists(dir / "findings.db"))
+    throw core::UserError(campaign_dir + ": not a campaign directory (no findings.db)");
+  campaign::Store store(campaign_dir);
+  const auto findings = store.findings();
+  const std::map<std::string, Group> groups = root_causes(findings);
+
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">\n"
+    << "<title>Quorum campaign report: " << escape(campaign_dir) << "</title>\n<style>" << kStyle << "</style></head><body>\n";
+  h << "<h1>Quorum campaign report</h1>\n<p>Campaign <code>" << escape(fs::absolute(dir).string()) << "</code>: "
+    << store.models_done() << " models, " << findings.size() << " unique findings, " << groups.size()
+    << " root causes.</p>\n";
+  h << "<h2>Setup</h2>\n<table id=\"setup\">";
+  for (const char* k : {"generator", "backends", "mode", "dtype", "seed", "loss", "oracle", "max_nodes", "dataset"})
+    if (auto v = store.setting(k)) h << "<tr><th>" << escape(k) << "</th><td>" << escape(*v) << "</td></tr>";
+  for (const auto& [b, v] : library_versions(findings))
+    h << "<tr><th>" << escape(b) << "</th><td>" << escape(v) << "</td></tr>";
+  h << "</table>\n";
+  h << over_time_plots(store.models_per_second(), findings, groups);
+  write_summary(h, groups);
+  for (const auto& [g, anchor] : write_findings_table(h, groups)) write_root_cause(h, *g, anchor);
+  h << "<hr><p>Written by quorum " << QUORUM_VERSION
+    << ". Plots and page drawn by Quorum (inline SVG); maps laid out by Graphviz.</p>\n";
   h << "</body></html>\n";
   return h.str();
 }
