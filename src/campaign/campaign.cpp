@@ -42,169 +42,215 @@ struct Shared {
   std::set<std::string> roots;  // root causes of the findings new in this run
 };
 
-}  // namespace
+// A new finding's bundle: its path, signature and ledger entry, and the line the log shows.
+struct FreshFinding {
+  std::string signature, bundle, known, line;
+};
 
-Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log) {
-  Store store(opt.out);
-  clean_partial_bundles(opt.out);
-  // The seed: given, or the one this --out already used, or a fresh one.
+// One campaign's run: its jobs draw model indices from `next`, evaluate them on their own workers,
+// record and reduce what is new, and share the counts in `sh`.
+class Run {
+ public:
+  Run(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log, Store& store, uint64_t seed,
+      std::map<std::string, std::string> versions)
+      : opt_(opt), factory_(factory), log_(log), store_(store), seed_(seed), versions_(std::move(versions)) {}
+
+  // One job: models until the budget is spent.
+  void job() {
+    WorkerSet workers(opt_.setup.backends, opt_.setup.limits);
+    while (true) {
+      const int64_t index = next_++;
+      if (out_of_budget(index)) break;
+      if (store_.model_done(index)) continue;
+      model(workers, index);
+    }
+  }
+
+  // The progress line, once a second until `done`.
+  void progress(const std::atomic<bool>& done, int64_t already) {
+    auto last = Clock::now();
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (done || opt_.quiet || Clock::now() - last < std::chrono::seconds(1)) continue;
+      last = Clock::now();
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      const double el = std::chrono::duration<double>(last - start_).count();
+      log_ << "[" << std::fixed << std::setprecision(0) << el << "s] models " << sh_.models_run << " ("
+           << std::setprecision(1) << (el > 0 ? static_cast<double>(sh_.models_run) / el : 0.0) << "/s)";
+      log_ << " findings:";
+      for (const auto& k : core::finding_kinds()) log_ << " " << k.name << " " << sh_.by_kind[k.kind];
+      log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
+      if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
+      log_ << std::endl;
+    }
+  }
+
+  Summary summary() {
+    Summary s;
+    s.seed = seed_;
+    s.models_run = sh_.models_run;
+    s.invalid_models = sh_.invalid;
+    s.first_invalid = sh_.first_invalid;
+    s.errors = sh_.errors;
+    s.new_findings = sh_.new_findings;
+    s.hits = sh_.hits;
+    s.models_total = store_.models_done();
+    s.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    s.timing = sh_.timing;
+    return s;
+  }
+
+ private:
+  bool out_of_budget(int64_t index) const {
+    if (opt_.models > 0 && index >= opt_.models) return true;
+    if (opt_.time_s > 0 && std::chrono::duration<double>(Clock::now() - start_).count() >= opt_.time_s) return true;
+    return false;
+  }
+
+  // Model `index`: drawn, evaluated, its new findings bundled and reduced, the counts shared.
+  void model(WorkerSet& workers, int64_t index) {
+    Timing t;
+    auto t0 = Clock::now();
+    ModelCase m;
+    try {
+      m = draw_case(factory_, seed_, index, opt_.setup.loss);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      if (++sh_.invalid == 1) sh_.first_invalid = e.what();
+      store_.record(index, {}, nullptr);
+      return;
+    }
+    t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
+    try {
+      const Evaluation ev = evaluate(m, opt_.setup, workers, &t);
+      t0 = Clock::now();
+      std::vector<FreshFinding> fresh;
+      const int count = record(m, ev, index, fresh);
+      t.store += std::chrono::duration<double>(Clock::now() - t0).count();
+      const std::vector<std::string> new_roots = reduce(fresh, workers, t);
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      for (const auto& r : new_roots) sh_.roots.insert(r);
+      ++sh_.models_run;
+      sh_.new_findings += count;
+      sh_.hits += static_cast<int64_t>(ev.findings.size());
+      for (const auto& f : ev.findings) ++sh_.by_kind[f.kind];
+      for (const auto& r : ev.runs)
+        if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError) {
+          // Quorum's own failure inside a worker: counted and shown like any internal error.
+          if (++sh_.errors <= 5 && !opt_.quiet)
+            log_ << "model " << index << ": internal error: " << r.backend << ": " << r.outcome.str() << "\n";
+        }
+      sh_.timing.add(t);
+      if (!opt_.quiet)
+        for (const auto& f : fresh) log_ << f.line << "\n";
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      // A Quorum bug, not a library's: shown (the first few), counted, and the model is retried on resume.
+      if (!opt_.quiet && ++sh_.errors <= 5) log_ << "model " << index << ": internal error: " << e.what() << "\n";
+    }
+  }
+
+  // Records the model's findings in the store; each new one gets a bundle (listed in `fresh`).
+  // Returns how many were new.
+  int record(const ModelCase& m, const Evaluation& ev, int64_t index, std::vector<FreshFinding>& fresh) {
+    const BundleContext ctx{m, ev, opt_.setup, seed_, index, opt_.command_line, versions_};
+    return store_.record(index, ev.findings, [&](const oracle::Finding& f) {
+      const std::string path = write_bundle(opt_.out, f, ctx);
+      fresh.push_back({f.signature(), path, f.known,
+                       "new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) + "] " +
+                           f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
+                           (f.node.empty() ? "" : "at '" + f.node + "' ") +
+                           (f.known.empty() ? "" : "(known: " + f.known + ") ") + "- " + f.detail +
+                           "\n  replay: " + replay_command(path)});
+      return path;
+    });
+  }
+
+  // Each new finding reduced at once (bounded by opt.reduce_runs model runs), on this job's
+  // workers: its root cause is the key of its reduced case. Returns the root causes.
+  std::vector<std::string> reduce(std::vector<FreshFinding>& fresh, WorkerSet& workers, Timing& t) {
+    std::vector<std::string> roots;
+    for (FreshFinding& f : fresh) {
+      if (opt_.reduce_runs <= 0) break;
+      const auto t0 = Clock::now();
+      try {
+        const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers);
+        store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir);
+        // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
+        roots.push_back(f.known.empty() ? r.root_cause : "known:" + f.known);
+        if (!r.reduced_dir.empty())
+          f.line += "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) + " nodes" +
+                    (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
+                    " (" + r.reduced_dir + ")";
+      } catch (const std::exception& e) {
+        roots.push_back(f.signature);
+      }
+      t.reduce += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    return roots;
+  }
+
+  const CampaignOptions& opt_;
+  const ModelFactory& factory_;
+  std::ostream& log_;
+  Store& store_;
+  const uint64_t seed_;
+  const std::map<std::string, std::string> versions_;
+  const Clock::time_point start_ = Clock::now();
+  std::atomic<int64_t> next_{0};
+  Shared sh_;
+};
+
+// The seed (given, or the one this --out already used, or a fresh one), checked with the other
+// settings against what the store already holds.
+uint64_t open_settings(Store& store, const CampaignOptions& opt) {
   uint64_t seed = opt.seed;
   if (seed == 0) {
     const auto stored = store.setting("seed");
     seed = stored ? std::stoull(*stored) : core::Rng::resolve_seed(0);
   }
+  std::string backends;
+  for (const auto& b : opt.setup.backends) backends += (backends.empty() ? "" : ",") + b.str();
   store.check_settings({{"seed", std::to_string(seed)},
                         {"generator", opt.generator},
-                        {"backends", [&] {
-                           std::string s;
-                           for (const auto& b : opt.setup.backends) s += (s.empty() ? "" : ",") + b.str();
-                           return s;
-                         }()},
+                        {"backends", backends},
                         {"mode", to_string(opt.setup.mode)},
                         {"dtype", core::to_string(opt.setup.dtype)},
                         {"loss", opt.setup.loss}});
+  return seed;
+}
+
+// Library versions, for the bundles (and to fail early on a broken backend).
+std::map<std::string, std::string> library_versions(const CampaignOptions& opt, std::ostream& log) {
+  std::map<std::string, std::string> versions;
+  WorkerSet probe(opt.setup.backends, opt.setup.limits);
+  for (size_t i = 0; i < probe.size(); ++i) {
+    worker::BackendInfo info;
+    const worker::Outcome o = probe.at(i).hello(info);
+    versions[opt.setup.backends[i].str()] = o.ok() ? info.version : "unavailable: " + o.str();
+    log << "backend " << opt.setup.backends[i].str() << ": " << versions[opt.setup.backends[i].str()] << "\n";
+  }
+  return versions;
+}
+
+}  // namespace
+
+Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log) {
+  Store store(opt.out);
+  clean_partial_bundles(opt.out);
+  const uint64_t seed = open_settings(store, opt);
   const int64_t already = store.models_done();
   log << "seed: " << seed << "\n";
   if (already) log << "resuming: " << already << " models already done in " << opt.out << "\n";
-
-  // Library versions, for the bundles (and to fail early on a broken backend).
-  std::map<std::string, std::string> versions;
-  {
-    WorkerSet probe(opt.setup.backends, opt.setup.limits);
-    for (size_t i = 0; i < probe.size(); ++i) {
-      worker::BackendInfo info;
-      const worker::Outcome o = probe.at(i).hello(info);
-      versions[opt.setup.backends[i].str()] = o.ok() ? info.version : "unavailable: " + o.str();
-      log << "backend " << opt.setup.backends[i].str() << ": " << versions[opt.setup.backends[i].str()] << "\n";
-    }
-  }
-
-  Shared sh;
-  std::atomic<int64_t> next{0};
-  std::atomic<bool> stop{false};
-  const auto t_start = Clock::now();
-  auto out_of_budget = [&](int64_t index) {
-    if (opt.models > 0 && index >= opt.models) return true;
-    if (opt.time_s > 0 && std::chrono::duration<double>(Clock::now() - t_start).count() >= opt.time_s) return true;
-    return false;
-  };
-
-  auto job = [&]() {
-    WorkerSet workers(opt.setup.backends, opt.setup.limits);
-    while (!stop) {
-      const int64_t index = next++;
-      if (out_of_budget(index)) break;
-      if (store.model_done(index)) continue;
-      Timing t;
-      auto t0 = Clock::now();
-      ModelCase m;
-      try {
-        m = draw_case(factory, seed, index, opt.setup.loss);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(sh.mu);
-        if (++sh.invalid == 1) sh.first_invalid = e.what();
-        store.record(index, {}, nullptr);
-        continue;
-      }
-      t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
-      try {
-        const Evaluation ev = evaluate(m, opt.setup, workers, &t);
-        t0 = Clock::now();
-        const BundleContext ctx{m, ev, opt.setup, seed, index, opt.command_line, versions};
-        std::vector<std::string> fresh_lines;
-        std::vector<std::tuple<std::string, std::string, std::string>> fresh_bundles;  // (signature, bundle, known)
-        const int fresh = store.record(index, ev.findings, [&](const oracle::Finding& f) {
-          const std::string path = write_bundle(opt.out, f, ctx);
-          fresh_bundles.push_back({f.signature(), path, f.known});
-          fresh_lines.push_back("new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) +
-                                "] " + f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
-                                (f.node.empty() ? "" : "at '" + f.node + "' ") +
-                                (f.known.empty() ? "" : "(known: " + f.known + ") ") + "- " + f.detail + "\n  replay: " +
-                                replay_command(path));
-          return path;
-        });
-        t.store += std::chrono::duration<double>(Clock::now() - t0).count();
-        // Each new finding reduced at once (bounded by opt.reduce_runs model runs), on this job's
-        // workers: its root cause is the key of its reduced case.
-        std::vector<std::string> new_roots;
-        for (const auto& [sig, path, known] : fresh_bundles) {
-          if (opt.reduce_runs <= 0) break;
-          t0 = Clock::now();
-          try {
-            const BundleReduction r = reduce_bundle(path, opt.reduce_runs, nullptr, &workers);
-            store.set_root_cause(sig, r.root_cause, r.reduced_dir);
-            // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
-            new_roots.push_back(known.empty() ? r.root_cause : "known:" + known);
-            if (!r.reduced_dir.empty())
-              for (auto& l : fresh_lines)
-                if (l.find(path) != std::string::npos)
-                  l += "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) +
-                       " nodes" + (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " +
-                                                               r.fix.causes[0].value) + " (" + r.reduced_dir + ")";
-          } catch (const std::exception& e) {
-            new_roots.push_back(sig);
-          }
-          t.reduce += std::chrono::duration<double>(Clock::now() - t0).count();
-        }
-        std::lock_guard<std::mutex> lock(sh.mu);
-        for (const auto& r : new_roots) sh.roots.insert(r);
-        ++sh.models_run;
-        sh.new_findings += fresh;
-        sh.hits += static_cast<int64_t>(ev.findings.size());
-        for (const auto& f : ev.findings) ++sh.by_kind[f.kind];
-        for (const auto& r : ev.runs)
-          if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError) {
-            // Quorum's own failure inside a worker: counted and shown like any internal error.
-            if (++sh.errors <= 5 && !opt.quiet)
-              log << "model " << index << ": internal error: " << r.backend << ": " << r.outcome.str() << "\n";
-          }
-        sh.timing.add(t);
-        if (!opt.quiet)
-          for (const auto& l : fresh_lines) log << l << "\n";
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(sh.mu);
-        // A Quorum bug, not a library's: shown (the first few), counted, and the model is retried on resume.
-        if (!opt.quiet && ++sh.errors <= 5) log << "model " << index << ": internal error: " << e.what() << "\n";
-      }
-    }
-  };
-
+  Run run(opt, factory, log, store, seed, library_versions(opt, log));
   std::vector<std::thread> threads;
-  for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back(job);
+  for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back([&run] { run.job(); });
   std::atomic<bool> done{false};
-  std::thread progress([&] {
-    auto last = Clock::now();
-    while (!done) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (done || opt.quiet || Clock::now() - last < std::chrono::seconds(1)) continue;
-      last = Clock::now();
-      std::lock_guard<std::mutex> lock(sh.mu);
-      const double el = std::chrono::duration<double>(last - t_start).count();
-      log << "[" << std::fixed << std::setprecision(0) << el << "s] models " << sh.models_run << " ("
-          << std::setprecision(1) << (el > 0 ? static_cast<double>(sh.models_run) / el : 0.0) << "/s)";
-      log << " findings:";
-      for (const auto& k : core::finding_kinds()) log << " " << k.name << " " << sh.by_kind[k.kind];
-      log << " | unique " << sh.new_findings << (already ? " new" : "");
-      if (opt.reduce_runs > 0) log << " | root causes " << sh.roots.size();
-      log << std::endl;
-    }
-  });
+  std::thread progress([&] { run.progress(done, already); });
   for (auto& t : threads) t.join();
   done = true;
   progress.join();
-
-  Summary s;
-  s.seed = seed;
-  s.models_run = sh.models_run;
-  s.invalid_models = sh.invalid;
-  s.first_invalid = sh.first_invalid;
-  s.errors = sh.errors;
-  s.new_findings = sh.new_findings;
-  s.hits = sh.hits;
-  s.models_total = store.models_done();
-  s.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-  s.timing = sh.timing;
-  return s;
+  return run.summary();
 }
 
 }  // namespace quorum::campaign
