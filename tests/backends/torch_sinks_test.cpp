@@ -29,7 +29,8 @@ TEST(TorchSinks, BackendAndWriterReceiveTheSameCalls) {
       }
       ValueMap inputs;
       for (const auto& [name, t] : sn.inputs) inputs.emplace(name, t.to(core::DType::F32));
-      const std::string where = spec->name + " case " + std::to_string(k) + " " + core::to_string(sn.graph.nodes[0].attrs);
+      const std::string where =
+          spec->name + " case " + std::to_string(k) + " " + core::to_string(sn.graph.nodes[0].attrs);
       const std::vector<std::string> library = library_sink_calls(sn.graph, inputs);
       const std::vector<std::string> writer = writer_sink_calls(sn.graph);
       EXPECT_EQ(library, writer) << where;

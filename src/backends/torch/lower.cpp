@@ -31,63 +31,20 @@ CallPtr call(const std::string& fn, std::vector<Arg> args) {
   return c;
 }
 
-Arg tensor(CallPtr t) {
-  Arg a;
-  a.kind = Arg::Kind::Tensor;
-  a.t = std::move(t);
-  return a;
-}
+Arg tensor(CallPtr t) { return {.kind = Arg::Kind::Tensor, .t = std::move(t)}; }
 Arg tensor(const std::string& name) { return tensor(var(name)); }
-Arg tensors(std::vector<CallPtr> ts) {
-  Arg a;
-  a.kind = Arg::Kind::Tensors;
-  a.ts = std::move(ts);
-  return a;
-}
-Arg int_(int64_t v) {
-  Arg a;
-  a.kind = Arg::Kind::Int;
-  a.i = v;
-  return a;
-}
-Arg ints(Ints v) {
-  Arg a;
-  a.kind = Arg::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-Arg flt(double v) {
-  Arg a;
-  a.kind = Arg::Kind::Float;
-  a.f = v;
-  return a;
-}
-Arg boolean(bool v) {
-  Arg a;
-  a.kind = Arg::Kind::Bool;
-  a.b = v;
-  return a;
-}
-Arg str(const std::string& v) {
-  Arg a;
-  a.kind = Arg::Kind::Str;
-  a.s = v;
-  return a;
-}
+Arg tensors(std::vector<CallPtr> ts) { return {.kind = Arg::Kind::Tensors, .ts = std::move(ts)}; }
+Arg int_(int64_t v) { return {.kind = Arg::Kind::Int, .i = v}; }
+Arg ints(Ints v) { return {.kind = Arg::Kind::Ints, .ints = std::move(v)}; }
+Arg flt(double v) { return {.kind = Arg::Kind::Float, .f = v}; }
+// A constant the mapping itself writes (not an attribute's value).
+Arg literal(double v) { return {.kind = Arg::Kind::Float, .f = v, .literal = true}; }
+Arg boolean(bool v) { return {.kind = Arg::Kind::Bool, .b = v}; }
+Arg str(const std::string& v) { return {.kind = Arg::Kind::Str, .s = v}; }
 Arg none() { return Arg{}; }
-Arg dtype_of(const std::string& name) {
-  Arg a;
-  a.kind = Arg::Kind::DTypeOf;
-  a.t = var(name);
-  return a;
-}
+Arg dtype_of(const std::string& name) { return {.kind = Arg::Kind::DTypeOf, .t = var(name)}; }
 Arg size_minus(const std::string& name, int64_t axis, int64_t minus) {
-  Arg a;
-  a.kind = Arg::Kind::SizeMinus;
-  a.t = var(name);
-  a.i = axis;
-  a.minus = minus;
-  return a;
+  return {.kind = Arg::Kind::SizeMinus, .t = var(name), .i = axis, .minus = minus};
 }
 Arg kw(const std::string& keyword, Arg a) {
   a.keyword = keyword;
@@ -143,31 +100,38 @@ using Table = std::map<std::string, Lower>;
 
 void add_elementwise(Table& t) {
   // One call on x0 (and x1): the ATen function of the same meaning.
-  const std::pair<const char*, const char*> unary[] = {
-      {"abs", "torch.abs"},         {"exp", "torch.exp"},         {"log", "torch.log"},
-      {"neg", "torch.neg"},         {"reciprocal", "torch.reciprocal"}, {"relu", "torch.relu"},
-      {"rsqrt", "torch.rsqrt"},     {"selu", "torch.selu"},       {"sigmoid", "torch.sigmoid"},
-      {"sqrt", "torch.sqrt"},       {"square", "torch.square"},   {"tanh", "torch.tanh"},
-      {"hardswish", "F.hardswish"}};
+  const std::pair<const char*, const char*> unary[] = {{"abs", "torch.abs"},
+                                                       {"exp", "torch.exp"},
+                                                       {"log", "torch.log"},
+                                                       {"neg", "torch.neg"},
+                                                       {"reciprocal", "torch.reciprocal"},
+                                                       {"relu", "torch.relu"},
+                                                       {"rsqrt", "torch.rsqrt"},
+                                                       {"selu", "torch.selu"},
+                                                       {"sigmoid", "torch.sigmoid"},
+                                                       {"sqrt", "torch.sqrt"},
+                                                       {"square", "torch.square"},
+                                                       {"tanh", "torch.tanh"},
+                                                       {"hardswish", "F.hardswish"}};
   for (const auto& [op, fn] : unary) {
     const std::string f = fn;
     t[op] = [f](const Node& c) { c.y(fn1(f, var("x0"))); };
   }
   const std::pair<const char*, const char*> binary[] = {
-      {"add", "torch.add"},         {"sub", "torch.sub"},         {"mul", "torch.mul"},
-      {"div", "torch.div"},         {"maximum", "torch.maximum"}, {"minimum", "torch.minimum"},
-      {"matmul", "torch.matmul"}};
+      {"add", "torch.add"},         {"sub", "torch.sub"},         {"mul", "torch.mul"},      {"div", "torch.div"},
+      {"maximum", "torch.maximum"}, {"minimum", "torch.minimum"}, {"matmul", "torch.matmul"}};
   for (const auto& [op, fn] : binary) {
     const std::string f = fn;
     t[op] = [f](const Node& c) { c.y(call(f, {tensor("x0"), tensor("x1")})); };
   }
-  t["relu6"] = [](const Node& c) { c.y(call("F.hardtanh", {tensor("x0"), flt(0.0), flt(6.0)})); };  // F.relu6
+  t["relu6"] = [](const Node& c) { c.y(call("F.hardtanh", {tensor("x0"), literal(0.0), literal(6.0)})); };  // F.relu6
   t["softplus"] = [](const Node& c) {  // F.softplus defaults
-    c.y(call("F.softplus", {tensor("x0"), kw("beta", flt(1.0)), kw("threshold", flt(20.0))}));
+    c.y(call("F.softplus", {tensor("x0"), kw("beta", literal(1.0)), kw("threshold", literal(20.0))}));
   };
   // ATen has no softsign kernel; torch.nn.functional.softsign is x / (1 + |x|).
   t["softsign"] = [](const Node& c) {
-    c.y(call("torch.div", {tensor("x0"), tensor(call("torch.add", {tensor(fn1("torch.abs", var("x0"))), flt(1.0)}))}));
+    c.y(call("torch.div",
+             {tensor("x0"), tensor(call("torch.add", {tensor(fn1("torch.abs", var("x0"))), literal(1.0)}))}));
   };
   t["clip"] = [](const Node& c) { c.y(call("torch.clamp", {tensor("x0"), flt(c.f("min")), flt(c.f("max"))})); };
   t["elu"] = [](const Node& c) { c.y(call("F.elu", {tensor("x0"), kw("alpha", flt(c.f("alpha")))})); };
@@ -182,11 +146,12 @@ void add_elementwise(Table& t) {
     // the attributes match, otherwise clamp(alpha*x + beta, 0, 1) as ONNX defines it.
     if (std::abs(alpha - 1.0 / 6.0) < 1e-12 && beta == 0.5) return c.y(fn1("F.hardsigmoid", var("x0")));
     const CallPtr lin = call("torch.add", {tensor(call("torch.mul", {tensor("x0"), flt(alpha)})), flt(beta)});
-    c.y(call("F.hardtanh", {tensor(lin), flt(0.0), flt(1.0)}), "ONNX slope/offset");
+    c.y(call("F.hardtanh", {tensor(lin), literal(0.0), literal(1.0)}), "ONNX slope/offset");
   };
   t["sum"] = [](const Node& c) {  // ONNX Sum: a left fold of broadcasting additions
     CallPtr acc = call("torch.add", {tensor("x0"), tensor("x1")});
-    for (size_t k = 2; k < c.n.inputs.size(); ++k) acc = call("torch.add", {tensor(acc), tensor("x" + std::to_string(k))});
+    for (size_t k = 2; k < c.n.inputs.size(); ++k)
+      acc = call("torch.add", {tensor(acc), tensor("x" + std::to_string(k))});
     c.y(acc);
   };
   t["concat"] = [](const Node& c) {
@@ -238,8 +203,8 @@ void lower_pad(const Node& c) {
     Ints folded{-1, 1};
     for (int64_t d = first; d < rank; ++d) folded.push_back(xs[static_cast<size_t>(d)]);
     const Ints b(begin.begin() + first, begin.end()), e(end.begin() + first, end.end());
-    const CallPtr padded =
-        call("F.pad", {tensor(call("torch.reshape", {tensor("x0"), ints(folded)})), ints(torch_pad_order(b, e)), tmode});
+    const CallPtr padded = call(
+        "F.pad", {tensor(call("torch.reshape", {tensor("x0"), ints(folded)})), ints(torch_pad_order(b, e)), tmode});
     return c.y(call("torch.reshape", {tensor(padded), ints(Ints(c.out_shape().begin(), c.out_shape().end()))}));
   }
   c.y(var("x0"), "padded one axis at a time (reflect/edge padding is separable)");
@@ -251,8 +216,8 @@ void lower_pad(const Node& c) {
     moved.erase(moved.begin() + d);
     moved.push_back(cur[ud] + begin[ud] + end[ud]);
     const CallPtr last = call(".movedim", {tensor("y"), int_(d), int_(-1)});
-    const CallPtr padded =
-        call("F.pad", {tensor(call("torch.reshape", {tensor(last), ints({-1, 1, cur[ud]})})), ints({begin[ud], end[ud]}), tmode});
+    const CallPtr padded = call("F.pad", {tensor(call("torch.reshape", {tensor(last), ints({-1, 1, cur[ud]})})),
+                                          ints({begin[ud], end[ud]}), tmode});
     c.y(call(".movedim", {tensor(call("torch.reshape", {tensor(padded), ints(moved)})), int_(-1), int_(d)}));
     cur[ud] += begin[ud] + end[ud];
   }
@@ -335,7 +300,7 @@ void lower_batch_norm(const Node& c) {
   if (c.i("training") == 1) {
     // Batch statistics; without running buffers nothing is updated in place.
     return c.y(call("torch.batch_norm", {tensor("x0"), tensor("x1"), tensor("x2"), none(), none(), boolean(true),
-                                         flt(0.0), flt(eps), boolean(false)}),
+                                         literal(0.0), flt(eps), boolean(false)}),
                "batch statistics");
   }
   // libtorch refuses running_mean / running_var that require a gradient ("not differentiable with
@@ -344,8 +309,9 @@ void lower_batch_norm(const Node& c) {
   // (f - f.detach()) with f the same normalisation written in ATen ops of mean and var only,
   // carries their gradients without changing the output. Where f is infinite (x = -inf) the term
   // is inf - inf = NaN, which would be Quorum's, not libtorch's: it is zeroed there.
-  c.y(call("torch.batch_norm", {tensor("x0"), tensor("x1"), tensor("x2"), tensor(fn1(".detach", var("x3"))),
-                                tensor(fn1(".detach", var("x4"))), boolean(false), flt(0.0), flt(eps), boolean(false)}));
+  c.y(call("torch.batch_norm",
+           {tensor("x0"), tensor("x1"), tensor("x2"), tensor(fn1(".detach", var("x3"))),
+            tensor(fn1(".detach", var("x4"))), boolean(false), literal(0.0), flt(eps), boolean(false)}));
   Ints shape(static_cast<size_t>(c.rank()), 1);
   shape[1] = c.in_shape()[1];
   auto per_channel = [&](CallPtr v) { return tensor(call(".reshape", {tensor(std::move(v)), ints(shape)})); };
@@ -357,7 +323,8 @@ void lower_batch_norm(const Node& c) {
   c.let("f", call("torch.mul", {tensor(call("torch.mul", {tensor(centred), tensor(inv_std)})),
                                 per_channel(fn1(".detach", var("x1")))}));
   const CallPtr zero = call("torch.sub", {tensor("f"), tensor(fn1(".detach", var("f")))});
-  c.y(call("torch.add", {tensor("y"), tensor(call("torch.nan_to_num", {tensor(zero), flt(0.0), flt(0.0), flt(0.0)}))}));
+  c.y(call("torch.add",
+           {tensor("y"), tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0), literal(0.0)}))}));
   c.sink.end_if();
 }
 
@@ -368,9 +335,12 @@ void lower_lrn(const Node& c) {
   const int64_t size = c.i("size");
   c.let("sq", call(".unsqueeze", {tensor(call("torch.mul", {tensor("x0"), tensor("x0")})), int_(1)}),
         "F.local_response_norm's composition, as Quorum's backend");
-  c.let("sq", call("torch.constant_pad_nd", {tensor("sq"), ints({0, 0, 0, 0, size / 2, (size - 1) / 2}), flt(0.0)}));
-  c.let("avg", call(".squeeze", {tensor(call("F.avg_pool3d", {tensor("sq"), ints({size, 1, 1}), ints({1, 1, 1})})), int_(1)}));
-  const CallPtr base = call("torch.add", {tensor(call("torch.mul", {tensor("avg"), flt(c.f("alpha"))})), flt(c.f("bias"))});
+  c.let("sq",
+        call("torch.constant_pad_nd", {tensor("sq"), ints({0, 0, 0, 0, size / 2, (size - 1) / 2}), literal(0.0)}));
+  c.let("avg",
+        call(".squeeze", {tensor(call("F.avg_pool3d", {tensor("sq"), ints({size, 1, 1}), ints({1, 1, 1})})), int_(1)}));
+  const CallPtr base =
+      call("torch.add", {tensor(call("torch.mul", {tensor("avg"), flt(c.f("alpha"))})), flt(c.f("bias"))});
   c.y(call("torch.div", {tensor("x0"), tensor(call("torch.pow", {tensor(base), flt(c.f("beta"))}))}));
 }
 
@@ -380,7 +350,12 @@ void lower_rnn(const Node& c) {
   const auto batch = static_cast<int64_t>(c.in_shape()[0]);
   c.let("h0", call("torch.zeros", {ints({1, batch, c.i("hidden_size")}), kw("dtype", dtype_of("x0"))}));
   const std::vector<Arg> rest{tensors({var("x1"), var("x2"), var("x3"), var("x4")}),
-                              boolean(true), int_(1), flt(0.0), boolean(false), boolean(false), boolean(true)};
+                              boolean(true),
+                              int_(1),
+                              literal(0.0),
+                              boolean(false),
+                              boolean(false),
+                              boolean(true)};
   const std::string note = "biases, 1 layer, no dropout, eval, unidirectional, batch_first";
   std::vector<Arg> args{tensor("x0")};
   if (c.n.op == "lstm") {
@@ -393,8 +368,10 @@ void lower_rnn(const Node& c) {
     c.sink.assign({"seq", "last"}, call(c.n.op == "gru" ? "torch.gru" : "torch.rnn_tanh", args), note);
   }
   // return_sequences=0 reads the final state h_n [1, N, H] that libtorch returns separately.
-  if (c.i("return_sequences") == 1) c.y(var("seq"));
-  else c.y(call(".select", {tensor("last"), int_(0), int_(0)}));
+  if (c.i("return_sequences") == 1)
+    c.y(var("seq"));
+  else
+    c.y(call(".select", {tensor("last"), int_(0), int_(0)}));
 }
 
 void add_network(Table& t) {
@@ -427,13 +404,13 @@ void lower_conv(const Node& c) {
   std::string in = "x0";
   Ints padding = p.begin;
   if (!p.symmetric()) {
-    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)), flt(0.0)}),
+    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)), literal(0.0)}),
           "asymmetric pads");
     in = "xp";
     padding.assign(k.size(), 0);
   }
-  c.y(call("F." + c.n.op, {tensor(in), tensor("x1"), c.bias(), kw("stride", ints(strides)), kw("padding", ints(padding)),
-                           kw("dilation", ints(dil)), kw("groups", int_(c.i("group")))}));
+  c.y(call("F." + c.n.op, {tensor(in), tensor("x1"), c.bias(), kw("stride", ints(strides)),
+                           kw("padding", ints(padding)), kw("dilation", ints(dil)), kw("groups", int_(c.i("group")))}));
 }
 
 // ATen's transposed convolution removes `padding` from both ends; an asymmetric pair removes the
@@ -442,10 +419,9 @@ void lower_conv_transpose(const Node& c) {
   const Ints& pads = c.is("pads");
   const Ints begin{pads[0], pads[1]}, end{pads[2], pads[3]};
   const Ints common{std::min(begin[0], end[0]), std::min(begin[1], end[1])};
-  c.y(call("F.conv_transpose2d",
-           {tensor("x0"), tensor("x1"), c.bias(), kw("stride", ints(c.is("strides"))), kw("padding", ints(common)),
-            kw("output_padding", ints(c.is("output_padding"))), kw("groups", int_(c.i("group"))),
-            kw("dilation", ints(c.is("dilations")))}));
+  c.y(call("F.conv_transpose2d", {tensor("x0"), tensor("x1"), c.bias(), kw("stride", ints(c.is("strides"))),
+                                  kw("padding", ints(common)), kw("output_padding", ints(c.is("output_padding"))),
+                                  kw("groups", int_(c.i("group"))), kw("dilation", ints(c.is("dilations")))}));
   for (size_t d = 0; d < 2; ++d) {
     const int64_t cb = begin[d] - common[d], ce = end[d] - common[d];
     const auto axis = static_cast<int64_t>(d + 2);
@@ -477,25 +453,28 @@ void lower_window_pool(const Node& c) {
     std::string in = "x0";
     Ints padding = p.begin;
     if (!native) {
-      c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)),
-                                                 flt(-std::numeric_limits<double>::infinity())}),
+      c.let("xp",
+            call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)),
+                                           literal(-std::numeric_limits<double>::infinity())}),
             "padded cells never win");
       in = "xp";
       padding = zero;
     }
-    c.y(call("F.max_pool" + nd, {tensor(in), ints(k), ints(strides), ints(padding), ints(Ints(k.size(), 1)), boolean(ceil)}));
+    c.y(call("F.max_pool" + nd,
+             {tensor(in), ints(k), ints(strides), ints(padding), ints(Ints(k.size(), 1)), boolean(ceil)}));
     return crop();
   }
   const bool include_pad = c.i("count_include_pad") == 1;
   if (native) {
-    c.y(call("F.avg_pool" + nd, {tensor("x0"), ints(k), ints(strides), ints(p.begin), boolean(ceil), boolean(include_pad)}));
+    c.y(call("F.avg_pool" + nd,
+             {tensor("x0"), ints(k), ints(strides), ints(p.begin), boolean(ceil), boolean(include_pad)}));
     return crop();
   }
   const Ints tp = torch_pad_order(p.begin, p.end);
   if (include_pad) {
     // Zero cells added explicitly are counted like ATen counts its own padding; the divisor still
     // stops at the padded input's end, as in ONNX.
-    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(tp), flt(0.0)}));
+    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(tp), literal(0.0)}));
     c.y(call("F.avg_pool" + nd, {tensor("xp"), ints(k), ints(strides), ints(zero), boolean(ceil), boolean(true)}));
     return crop();
   }
@@ -515,14 +494,14 @@ void lower_window_pool(const Node& c) {
   c.let("x", one_d ? call(".unsqueeze", {tensor("x0"), int_(2)}) : var("x0"));
   c.let("mask", call("torch.ones", {ints(plane), kw("dtype", dtype_of("x"))}));
   auto window_sums = [&](const std::string& v) {
-    return call("F.avg_pool2d", {tensor(call("torch.constant_pad_nd", {tensor(v), ints(p2), flt(0.0)})), ints(k2), ints(s2),
-                                 ints({0, 0}), boolean(ceil), boolean(true), int_(1)});
+    return call("F.avg_pool2d", {tensor(call("torch.constant_pad_nd", {tensor(v), ints(p2), literal(0.0)})), ints(k2),
+                                 ints(s2), ints({0, 0}), boolean(ceil), boolean(true), int_(1)});
   };
   c.let("sums", window_sums("x"));
   c.let("counts", window_sums("mask"));
   // Windows that start in the right padding hold no input cell (count 0); they are cropped below,
   // but a 0/0 there would send NaN back through the division, so those counts become 1.
-  c.y(call("torch.div", {tensor("sums"), tensor(call(".clamp_min", {tensor("counts"), flt(1.0)}))}));
+  c.y(call("torch.div", {tensor("sums"), tensor(call(".clamp_min", {tensor("counts"), literal(1.0)}))}));
   if (one_d) c.y(call(".squeeze", {tensor("y"), int_(2)}));
   crop();
 }
@@ -574,8 +553,9 @@ AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t i
     if (nm == "round_prefer_ceil") return {Kernel::NearestExact, ""};
     if (nm == "round_prefer_floor" && !half_pixel_has_ties(in, out)) return {Kernel::NearestExact, ""};
     if (nm == "round_prefer_floor")
-      return {Kernel::None, "half_pixel with round_prefer_floor hits exact half-way coordinates for " + std::to_string(in) +
-                                " -> " + std::to_string(out) + "; libtorch's nearest-exact rounds them up"};
+      return {Kernel::None, "half_pixel with round_prefer_floor hits exact half-way coordinates for " +
+                                std::to_string(in) + " -> " + std::to_string(out) +
+                                "; libtorch's nearest-exact rounds them up"};
     return {Kernel::None, ctm + " with nearest_mode '" + nm + "' has no libtorch equivalent (nearest-exact rounds)"};
   }
   return {Kernel::None, "libtorch's nearest upsampling has no '" + ctm + "' coordinate mode"};
@@ -618,8 +598,12 @@ std::pair<AxisChoice, AxisChoice> resize_plan(const ir::Graph& g, const ir::Node
 CallPtr interpolate(Kernel k, const std::string& x, const Ints& size) {
   std::vector<Arg> args{tensor(x), kw("size", ints(size))};
   switch (k) {
-    case Kernel::Nearest: args.push_back(kw("mode", str("nearest"))); break;
-    case Kernel::NearestExact: args.push_back(kw("mode", str("nearest-exact"))); break;
+    case Kernel::Nearest:
+      args.push_back(kw("mode", str("nearest")));
+      break;
+    case Kernel::NearestExact:
+      args.push_back(kw("mode", str("nearest-exact")));
+      break;
     default:
       args.push_back(kw("mode", str("bilinear")));
       args.push_back(kw("align_corners", boolean(k == Kernel::BilinearAlignCorners)));
@@ -665,13 +649,15 @@ std::string describe(const Call& c);
 std::string describe(const Arg& a) {
   std::string s = a.keyword.empty() ? "" : a.keyword + "=";
   switch (a.kind) {
-    case Arg::Kind::Tensor: return s + describe(*a.t);
+    case Arg::Kind::Tensor:
+      return s + describe(*a.t);
     case Arg::Kind::Tensors: {
       s += "[";
       for (size_t i = 0; i < a.ts.size(); ++i) s += (i ? ", " : "") + describe(*a.ts[i]);
       return s + "]";
     }
-    case Arg::Kind::Int: return s + std::to_string(a.i);
+    case Arg::Kind::Int:
+      return s + std::to_string(a.i);
     case Arg::Kind::Ints: {
       s += "[";
       for (size_t i = 0; i < a.ints.size(); ++i) s += (i ? ", " : "") + std::to_string(a.ints[i]);
@@ -682,11 +668,16 @@ std::string describe(const Arg& a) {
       std::snprintf(buf, sizeof buf, "%.17g", a.f);
       return s + "float " + buf;
     }
-    case Arg::Kind::Bool: return s + (a.b ? "true" : "false");
-    case Arg::Kind::Str: return s + "'" + a.s + "'";
-    case Arg::Kind::None: return s + "none";
-    case Arg::Kind::DTypeOf: return s + "dtype of " + describe(*a.t);
-    case Arg::Kind::SizeMinus: return s + "size(" + describe(*a.t) + ", " + std::to_string(a.i) + ") - " + std::to_string(a.minus);
+    case Arg::Kind::Bool:
+      return s + (a.b ? "true" : "false");
+    case Arg::Kind::Str:
+      return s + "'" + a.s + "'";
+    case Arg::Kind::None:
+      return s + "none";
+    case Arg::Kind::DTypeOf:
+      return s + "dtype of " + describe(*a.t);
+    case Arg::Kind::SizeMinus:
+      return s + "size(" + describe(*a.t) + ", " + std::to_string(a.i) + ") - " + std::to_string(a.minus);
   }
   return s;
 }

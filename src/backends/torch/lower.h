@@ -31,15 +31,16 @@ using CallPtr = std::shared_ptr<const Call>;
 struct Arg {
   enum class Kind { Tensor, Tensors, Int, Ints, Float, Bool, Str, None, DTypeOf, SizeMinus };
   Kind kind = Kind::None;
-  std::string keyword;      // Python keyword; "" for a positional argument
-  CallPtr t;                // Tensor; DTypeOf: the tensor whose dtype (and device) to use; SizeMinus: whose size
-  std::vector<CallPtr> ts;  // Tensors
-  int64_t i = 0;            // Int; SizeMinus: the axis
-  int64_t minus = 0;        // SizeMinus: t.size(i) - minus
-  Ints ints;
+  std::string keyword{};      // Python keyword; "" for a positional argument
+  CallPtr t{};                // Tensor; DTypeOf: the tensor whose dtype (and device) to use; SizeMinus: whose size
+  std::vector<CallPtr> ts{};  // Tensors
+  int64_t i = 0;              // Int; SizeMinus: the axis
+  int64_t minus = 0;          // SizeMinus: t.size(i) - minus
+  Ints ints{};
   double f = 0;
+  bool literal = false;  // Float: a constant of the mapping (1.0, 20.0), not an attribute's value
   bool b = false;
-  std::string s;
+  std::string s{};
 };
 
 // A tensor expression: a variable (`fn` empty) or the call fn(args...).

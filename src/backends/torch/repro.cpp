@@ -51,6 +51,14 @@ std::string pf(double v) {
   return s;
 }
 
+// A constant of the mapping as it is written by hand (20.0, not pf's shortest 2e+01).
+std::string decimal(double v) {
+  if (!std::isfinite(v) || v != std::floor(v) || std::abs(v) >= 1e15) return pf(v);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
 std::string pi(const Ints& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -127,7 +135,8 @@ class PythonSink : public torch::Sink {
     if (c.fn == "slice") {  // (x, axis, start, end, step) as x[:, start:end:step]
       std::string idx;
       for (int64_t k = 0; k < c.args.at(1).i; ++k) idx += ":, ";
-      return expr(*c.args.at(0).t) + "[" + idx + arg(c.args.at(2)) + ":" + arg(c.args.at(3)) + ":" + arg(c.args.at(4)) + "]";
+      idx += arg(c.args.at(2)) + ":" + arg(c.args.at(3)) + ":" + arg(c.args.at(4));
+      return expr(*c.args.at(0).t) + "[" + idx + "]";
     }
     const bool method = c.fn[0] == '.';  // a method of the first argument
     std::string s = method ? expr(*c.args.at(0).t) + c.fn + "(" : c.fn + "(";
@@ -147,7 +156,7 @@ class PythonSink : public torch::Sink {
       }
       case K::Int: return k + std::to_string(a.i);
       case K::Ints: return k + pi(a.ints);
-      case K::Float: return k + pf(a.f);
+      case K::Float: return k + (a.literal ? decimal(a.f) : pf(a.f));
       case K::Bool: return k + pb(a.b);
       case K::Str: return k + ps(a.s);
       case K::None: return k + "None";

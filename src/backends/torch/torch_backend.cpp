@@ -1,8 +1,9 @@
 // The libtorch backend (libtorch 1.13, Debian libtorch-dev): a graph runs node by node in eager
-// ATen calls, in float32 or float64: each node's statements come from the lowering (lower.h, shared
-// with the reproducer writer) and run in the backend's sink (torch_sink.cpp). Training uses libtorch's autograd: weights and inputs become
-// leaf tensors, every node output retains its gradient, and one backward pass of the catalogue
-// loss gives the loss gradient, every node output's gradient and every weight's gradient.
+// ATen calls, in float32 or float64. Each node's calls come from the lowering (lower.h, shared
+// with the reproducer writer) and run in the backend's sink (torch_sink.cpp); supports() is the
+// lowering's support check. Training uses libtorch's autograd: weights and inputs become leaf
+// tensors, every node output retains its gradient, and one backward pass of the catalogue loss
+// gives the loss gradient, every node output's gradient and every weight's gradient.
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/add.h>

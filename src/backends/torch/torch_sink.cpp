@@ -4,6 +4,7 @@
 // reproducer writer prints. Where Python's spelling and ATen's differ the entry says which ATen
 // function torch.nn.functional reaches (F.conv2d -> at::convolution, F.interpolate ->
 // upsample_*2d, F.pad -> reflection_pad{k}d / replication_pad{k}d).
+#include <ATen/ops/_upsample_nearest_exact2d.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/adaptive_avg_pool1d.h>
 #include <ATen/ops/adaptive_avg_pool2d.h>
@@ -76,7 +77,6 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/unsqueeze.h>
-#include <ATen/ops/_upsample_nearest_exact2d.h>
 #include <ATen/ops/upsample_bilinear2d.h>
 #include <ATen/ops/upsample_nearest2d.h>
 #include <ATen/ops/zeros.h>
@@ -189,10 +189,18 @@ void add_elementwise(Table& t) {
     t[name] = [fn](const Args& a) { return TensorList{fn(a.t(0))}; };
   }
   // Tensor op tensor, or tensor op scalar (the Scalar overload, as torch.add(x, 1.0) takes it).
-  t["torch.add"] = [](const Args& a) { return TensorList{a.is_float(1) ? at::add(a.t(0), a.f(1)) : at::add(a.t(0), a.t(1))}; };
-  t["torch.sub"] = [](const Args& a) { return TensorList{a.is_float(1) ? at::sub(a.t(0), a.f(1)) : at::sub(a.t(0), a.t(1))}; };
-  t["torch.mul"] = [](const Args& a) { return TensorList{a.is_float(1) ? at::mul(a.t(0), a.f(1)) : at::mul(a.t(0), a.t(1))}; };
-  t["torch.div"] = [](const Args& a) { return TensorList{a.is_float(1) ? at::div(a.t(0), a.f(1)) : at::div(a.t(0), a.t(1))}; };
+  t["torch.add"] = [](const Args& a) {
+    return TensorList{a.is_float(1) ? at::add(a.t(0), a.f(1)) : at::add(a.t(0), a.t(1))};
+  };
+  t["torch.sub"] = [](const Args& a) {
+    return TensorList{a.is_float(1) ? at::sub(a.t(0), a.f(1)) : at::sub(a.t(0), a.t(1))};
+  };
+  t["torch.mul"] = [](const Args& a) {
+    return TensorList{a.is_float(1) ? at::mul(a.t(0), a.f(1)) : at::mul(a.t(0), a.t(1))};
+  };
+  t["torch.div"] = [](const Args& a) {
+    return TensorList{a.is_float(1) ? at::div(a.t(0), a.f(1)) : at::div(a.t(0), a.t(1))};
+  };
   t["torch.pow"] = [](const Args& a) { return TensorList{at::pow(a.t(0), a.f(1))}; };
   t["torch.maximum"] = [](const Args& a) { return TensorList{at::maximum(a.t(0), a.t(1))}; };
   t["torch.minimum"] = [](const Args& a) { return TensorList{at::minimum(a.t(0), a.t(1))}; };
@@ -271,12 +279,13 @@ void add_spatial(Table& t) {
     t[name] = [](const Args& a) {
       const Ints& strides = a.ints(3);
       const Ints no_output_padding(strides.size(), 0);
-      return TensorList{at::convolution(a.t(0), a.t(1), a.t(2), strides, a.ints(4), a.ints(5), false, no_output_padding,
-                                        a.i(6))};
+      return TensorList{
+          at::convolution(a.t(0), a.t(1), a.t(2), strides, a.ints(4), a.ints(5), false, no_output_padding, a.i(6))};
     };
   // F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation).
   t["F.conv_transpose2d"] = [](const Args& a) {
-    return TensorList{at::convolution(a.t(0), a.t(1), a.t(2), a.ints(3), a.ints(4), a.ints(7), true, a.ints(5), a.i(6))};
+    return TensorList{
+        at::convolution(a.t(0), a.t(1), a.t(2), a.ints(3), a.ints(4), a.ints(7), true, a.ints(5), a.i(6))};
   };
   // (x, kernel, stride, padding, dilation, ceil_mode)
   t["F.max_pool1d"] = [](const Args& a) {
@@ -290,12 +299,19 @@ void add_spatial(Table& t) {
     return TensorList{at::avg_pool1d(a.t(0), a.ints(1), a.ints(2), a.ints(3), a.b(4), a.b(5))};
   };
   t["F.avg_pool2d"] = [](const Args& a) {
-    if (a.size() == 7) return TensorList{at::avg_pool2d(a.t(0), a.ints(1), a.ints(2), a.ints(3), a.b(4), a.b(5), a.i(6))};
+    if (a.size() == 7)
+      return TensorList{at::avg_pool2d(a.t(0), a.ints(1), a.ints(2), a.ints(3), a.b(4), a.b(5), a.i(6))};
     return TensorList{at::avg_pool2d(a.t(0), a.ints(1), a.ints(2), a.ints(3), a.b(4), a.b(5))};
   };
-  t["F.adaptive_max_pool1d"] = [](const Args& a) { return TensorList{std::get<0>(at::adaptive_max_pool1d(a.t(0), a.ints(1)))}; };
-  t["F.adaptive_max_pool2d"] = [](const Args& a) { return TensorList{std::get<0>(at::adaptive_max_pool2d(a.t(0), a.ints(1)))}; };
-  t["F.adaptive_max_pool3d"] = [](const Args& a) { return TensorList{std::get<0>(at::adaptive_max_pool3d(a.t(0), a.ints(1)))}; };
+  t["F.adaptive_max_pool1d"] = [](const Args& a) {
+    return TensorList{std::get<0>(at::adaptive_max_pool1d(a.t(0), a.ints(1)))};
+  };
+  t["F.adaptive_max_pool2d"] = [](const Args& a) {
+    return TensorList{std::get<0>(at::adaptive_max_pool2d(a.t(0), a.ints(1)))};
+  };
+  t["F.adaptive_max_pool3d"] = [](const Args& a) {
+    return TensorList{std::get<0>(at::adaptive_max_pool3d(a.t(0), a.ints(1)))};
+  };
   t["F.adaptive_avg_pool1d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool1d(a.t(0), a.ints(1))}; };
   t["F.adaptive_avg_pool2d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool2d(a.t(0), a.ints(1))}; };
   t["F.adaptive_avg_pool3d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool3d(a.t(0), a.ints(1))}; };
@@ -342,7 +358,8 @@ TensorList TorchSink::eval(const Call& c) {
 
 at::Tensor TorchSink::eval1(const Call& c) {
   TensorList r = eval(c);
-  if (r.size() != 1) throw std::logic_error("torch sink: '" + c.fn + "' gives " + std::to_string(r.size()) + " tensors");
+  if (r.size() != 1)
+    throw std::logic_error("torch sink: '" + c.fn + "' gives " + std::to_string(r.size()) + " tensors");
   return r[0];
 }
 
