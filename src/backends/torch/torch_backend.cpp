@@ -1,7 +1,9 @@
 // The libtorch backend (libtorch 1.13, Debian libtorch-dev): a graph runs node by node in eager
-// ATen calls, in float32 or float64. Training uses libtorch's autograd: weights and inputs become
-// leaf tensors, every node output retains its gradient, and one backward pass of the catalogue
-// loss gives the loss gradient, every node output's gradient and every weight's gradient.
+// ATen calls, in float32 or float64. Each node's calls come from the lowering (lower.h, shared
+// with the reproducer writer) and run in the backend's sink (torch_sink.cpp); supports() is the
+// lowering's support check. Training uses libtorch's autograd: weights and inputs become leaf
+// tensors, every node output retains its gradient, and one backward pass of the catalogue loss
+// gives the loss gradient, every node output's gradient and every weight's gradient.
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/add.h>
@@ -20,41 +22,6 @@
 
 namespace quorum::backends {
 namespace torch {
-
-int64_t NodeContext::i(const std::string& name) const { return core::attr_i(node.attrs, name); }
-double NodeContext::f(const std::string& name) const { return core::attr_f(node.attrs, name); }
-const std::string& NodeContext::s(const std::string& name) const { return core::attr_s(node.attrs, name); }
-const std::vector<int64_t>& NodeContext::ints(const std::string& name) const {
-  return core::attr_ints(node.attrs, name);
-}
-
-const OpTable& op_table() {
-  static const OpTable table = [] {
-    OpTable t;
-    add_elementwise_ops(t);
-    add_layout_ops(t);
-    add_spatial_ops(t);
-    add_network_ops(t);
-    return t;
-  }();
-  return table;
-}
-
-int normalize_axis(int64_t axis, int64_t rank) {
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
-    throw std::out_of_range("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return static_cast<int>(a);
-}
-
-std::vector<int64_t> torch_pad_order(const std::vector<int64_t>& begin, const std::vector<int64_t>& end) {
-  std::vector<int64_t> out;
-  for (size_t i = begin.size(); i-- > 0;) {
-    out.push_back(begin[i]);
-    out.push_back(end[i]);
-  }
-  return out;
-}
 
 namespace {
 
@@ -93,11 +60,8 @@ class TorchSession : public Session {
       throw ConversionError("the torch backend computes in float32 or float64, not " + core::to_string(dtype_));
     // Single-threaded unless asked: results are then bit-identical across processes.
     at::set_num_threads(std::max(1, opt.threads));
-    for (const auto& n : g_.nodes) {
-      auto it = op_table().find(n.op);
-      if (it == op_table().end()) throw ConversionError("libtorch has no mapping for operator '" + n.op + "'");
-      impls_.push_back(&it->second);
-    }
+    for (const auto& n : g_.nodes)
+      if (!has_lowering(n.op)) throw ConversionError("libtorch has no mapping for operator '" + n.op + "'");
     try {
       // Weights are converted once, to the session's dtype.
       for (const auto& [name, w] : g_.initializers) weights_.emplace(name, to_aten(w, st_));
@@ -192,7 +156,14 @@ class TorchSession : public Session {
           in.push_back(x);
         }
       }
-      TensorList out = impls_[k]->run(NodeContext{g_, n}, in);
+      TorchSink sink(in);
+      if (log_) {
+        RecordingSink recording(sink, *log_);
+        lower_node(g_, n, recording);
+      } else {
+        lower_node(g_, n, sink);
+      }
+      const TensorList out{sink.result()};
       if (out.size() != n.outputs.size())
         throw std::runtime_error("torch backend: node '" + n.name + "' gave " + std::to_string(out.size()) +
                                  " outputs, expected " + std::to_string(n.outputs.size()));
@@ -221,7 +192,10 @@ class TorchSession : public Session {
   core::DType dtype_;
   at::ScalarType st_;
   Env weights_;
-  std::vector<const OpImpl*> impls_;
+  std::vector<std::string>* log_ = nullptr;  // every sink call, for the sink-agreement test
+
+ public:
+  void record_sink_calls(std::vector<std::string>* log) { log_ = log; }
 };
 
 class TorchBackend : public Backend {
@@ -231,11 +205,8 @@ class TorchBackend : public Backend {
   bool trains() const override { return true; }
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
-    auto it = op_table().find(n.op);
-    if (it == op_table().end()) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
-    if (!it->second.support) return Support::yes();
     try {
-      return it->second.support(NodeContext{g, n});
+      return torch::support(g, n);
     } catch (const std::exception& e) {
       // The decision reads value shapes; a graph without them cannot be judged.
       return Support::no(std::string("cannot inspect the node's shapes: ") + e.what());
@@ -248,6 +219,24 @@ class TorchBackend : public Backend {
 };
 
 }  // namespace
+
+std::vector<std::string> library_sink_calls(const ir::Graph& g, const ValueMap& inputs) {
+  std::vector<std::string> log;
+  TorchBackend backend;
+  for (const auto& n : g.nodes) {
+    const Support s = backend.supports(g, n);
+    if (!s.ok) return {"refused: " + s.reason};
+  }
+  TorchSession session(g, CompileOptions{core::DType::F32, 1});
+  session.record_sink_calls(&log);
+  try {
+    session.forward(inputs, true);
+  } catch (const LoweringError& e) {
+    log.push_back(std::string("error: ") + e.what());
+  }
+  return log;
+}
+
 }  // namespace torch
 
 std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {

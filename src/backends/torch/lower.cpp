@@ -1,0 +1,742 @@
+// The libtorch lowering (lower.h): each catalogue operator's libtorch calls, by family. The
+// backend (torch_sink.cpp) runs the statements with ATen, the reproducer writer (repro.cpp) prints
+// them as PyTorch Python; both see exactly what is emitted here.
+#include "backends/torch/lower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "core/error.h"
+#include "ops/kernel_util.h"
+
+namespace quorum::backends::torch {
+namespace {
+
+// ---- building expressions ------------------------------------------------------------------------
+
+CallPtr var(const std::string& name) {
+  auto c = std::make_shared<Call>();
+  c->var = name;
+  return c;
+}
+
+CallPtr call(const std::string& fn, std::vector<Arg> args) {
+  auto c = std::make_shared<Call>();
+  c->fn = fn;
+  c->args = std::move(args);
+  return c;
+}
+
+Arg tensor(CallPtr t) { return {.kind = Arg::Kind::Tensor, .t = std::move(t)}; }
+Arg tensor(const std::string& name) { return tensor(var(name)); }
+Arg tensors(std::vector<CallPtr> ts) { return {.kind = Arg::Kind::Tensors, .ts = std::move(ts)}; }
+Arg int_(int64_t v) { return {.kind = Arg::Kind::Int, .i = v}; }
+Arg ints(Ints v) { return {.kind = Arg::Kind::Ints, .ints = std::move(v)}; }
+Arg flt(double v) { return {.kind = Arg::Kind::Float, .f = v}; }
+// A constant the mapping itself writes (not an attribute's value).
+Arg literal(double v) { return {.kind = Arg::Kind::Float, .f = v, .literal = true}; }
+Arg boolean(bool v) { return {.kind = Arg::Kind::Bool, .b = v}; }
+Arg str(const std::string& v) { return {.kind = Arg::Kind::Str, .s = v}; }
+Arg none() { return Arg{}; }
+Arg dtype_of(const std::string& name) { return {.kind = Arg::Kind::DTypeOf, .t = var(name)}; }
+Arg size_minus(const std::string& name, int64_t axis, int64_t minus) {
+  return {.kind = Arg::Kind::SizeMinus, .t = var(name), .i = axis, .minus = minus};
+}
+Arg kw(const std::string& keyword, Arg a) {
+  a.keyword = keyword;
+  return a;
+}
+
+// A unary call on a variable or expression.
+CallPtr fn1(const std::string& fn, CallPtr x) { return call(fn, {tensor(std::move(x))}); }
+
+// The node being lowered: attributes, shapes, and the statements' destination.
+struct Node {
+  const ir::Graph& g;
+  const ir::Node& n;
+  Sink& sink;
+
+  int64_t i(const char* k) const { return core::attr_i(n.attrs, k); }
+  double f(const char* k) const { return core::attr_f(n.attrs, k); }
+  const std::string& s(const char* k) const { return core::attr_s(n.attrs, k); }
+  const Ints& is(const char* k) const { return core::attr_ints(n.attrs, k); }
+  const core::Shape& in_shape(size_t k = 0) const { return g.types.at(n.inputs.at(k)).shape; }
+  const core::Shape& out_shape() const { return g.types.at(n.outputs.at(0)).shape; }
+  int64_t rank() const { return static_cast<int64_t>(in_shape().size()); }
+
+  void let(const std::string& out, CallPtr e, const std::string& note = "") const { sink.assign({out}, e, note); }
+  void y(CallPtr e, const std::string& note = "") const { let("y", std::move(e), note); }
+  // The optional bias input x2 (attribute bias = 1), else None.
+  Arg bias() const { return i("bias") == 1 ? tensor("x2") : none(); }
+  // The catalogue's axis rule (ops::norm_axis; a scalar's axis 0 is itself).
+  int axis(int64_t a, int64_t r) const {
+    if (r == 0 && a == 0) return 0;
+    try {
+      return ops::norm_axis(a, static_cast<int>(r));
+    } catch (const core::OpError& e) {
+      throw LoweringError("node '" + n.name + "': " + e.what());
+    }
+  }
+};
+
+// ONNX pads (begin per axis, end per axis) in at::constant_pad_nd / F.pad order: last axis first.
+Ints torch_pad_order(const Ints& begin, const Ints& end) {
+  Ints out;
+  for (size_t i = begin.size(); i-- > 0;) {
+    out.push_back(begin[i]);
+    out.push_back(end[i]);
+  }
+  return out;
+}
+
+using Lower = std::function<void(const Node&)>;
+using Table = std::map<std::string, Lower>;
+
+// ---- eltwise, binary ------------------------------------------------------------------------------
+
+void add_elementwise(Table& t) {
+  // One call on x0 (and x1): the ATen function of the same meaning.
+  const std::pair<const char*, const char*> unary[] = {{"abs", "torch.abs"},
+                                                       {"exp", "torch.exp"},
+                                                       {"log", "torch.log"},
+                                                       {"neg", "torch.neg"},
+                                                       {"reciprocal", "torch.reciprocal"},
+                                                       {"relu", "torch.relu"},
+                                                       {"rsqrt", "torch.rsqrt"},
+                                                       {"selu", "torch.selu"},
+                                                       {"sigmoid", "torch.sigmoid"},
+                                                       {"sqrt", "torch.sqrt"},
+                                                       {"square", "torch.square"},
+                                                       {"tanh", "torch.tanh"},
+                                                       {"hardswish", "F.hardswish"}};
+  for (const auto& [op, fn] : unary) {
+    const std::string f = fn;
+    t[op] = [f](const Node& c) { c.y(fn1(f, var("x0"))); };
+  }
+  const std::pair<const char*, const char*> binary[] = {
+      {"add", "torch.add"},         {"sub", "torch.sub"},         {"mul", "torch.mul"},      {"div", "torch.div"},
+      {"maximum", "torch.maximum"}, {"minimum", "torch.minimum"}, {"matmul", "torch.matmul"}};
+  for (const auto& [op, fn] : binary) {
+    const std::string f = fn;
+    t[op] = [f](const Node& c) { c.y(call(f, {tensor("x0"), tensor("x1")})); };
+  }
+  t["relu6"] = [](const Node& c) { c.y(call("F.hardtanh", {tensor("x0"), literal(0.0), literal(6.0)})); };  // F.relu6
+  t["softplus"] = [](const Node& c) {  // F.softplus defaults
+    c.y(call("F.softplus", {tensor("x0"), kw("beta", literal(1.0)), kw("threshold", literal(20.0))}));
+  };
+  // ATen has no softsign kernel; torch.nn.functional.softsign is x / (1 + |x|).
+  t["softsign"] = [](const Node& c) {
+    c.y(call("torch.div",
+             {tensor("x0"), tensor(call("torch.add", {tensor(fn1("torch.abs", var("x0"))), literal(1.0)}))}));
+  };
+  t["clip"] = [](const Node& c) { c.y(call("torch.clamp", {tensor("x0"), flt(c.f("min")), flt(c.f("max"))})); };
+  t["elu"] = [](const Node& c) { c.y(call("F.elu", {tensor("x0"), kw("alpha", flt(c.f("alpha")))})); };
+  t["leaky_relu"] = [](const Node& c) {
+    c.y(call("F.leaky_relu", {tensor("x0"), kw("negative_slope", flt(c.f("alpha")))}));
+  };
+  t["gelu"] = [](const Node& c) { c.y(call("F.gelu", {tensor("x0"), kw("approximate", str(c.s("approximate")))})); };
+  t["pow"] = [](const Node& c) { c.y(call("torch.pow", {tensor("x0"), flt(c.f("exponent"))})); };
+  t["hard_sigmoid"] = [](const Node& c) {
+    const double alpha = c.f("alpha"), beta = c.f("beta");
+    // ATen's hardsigmoid is fixed at slope 1/6, offset 1/2 (ONNX defaults to 0.2, 0.5): use it when
+    // the attributes match, otherwise clamp(alpha*x + beta, 0, 1) as ONNX defines it.
+    if (std::abs(alpha - 1.0 / 6.0) < 1e-12 && beta == 0.5) return c.y(fn1("F.hardsigmoid", var("x0")));
+    const CallPtr lin = call("torch.add", {tensor(call("torch.mul", {tensor("x0"), flt(alpha)})), flt(beta)});
+    c.y(call("F.hardtanh", {tensor(lin), literal(0.0), literal(1.0)}), "ONNX slope/offset");
+  };
+  t["sum"] = [](const Node& c) {  // ONNX Sum: a left fold of broadcasting additions
+    CallPtr acc = call("torch.add", {tensor("x0"), tensor("x1")});
+    for (size_t k = 2; k < c.n.inputs.size(); ++k)
+      acc = call("torch.add", {tensor(acc), tensor("x" + std::to_string(k))});
+    c.y(acc);
+  };
+  t["concat"] = [](const Node& c) {
+    std::vector<CallPtr> xs;
+    for (size_t k = 0; k < c.n.inputs.size(); ++k) xs.push_back(var("x" + std::to_string(k)));
+    c.y(call("torch.cat", {tensors(xs), int_(c.i("axis"))}));
+  };
+}
+
+// ---- shape ----------------------------------------------------------------------------------------
+
+// ONNX Slice with positive steps: negative start/end count from the end, then clamp to [0, dim].
+void lower_slice(const Node& c) {
+  const Ints &starts = c.is("starts"), &ends = c.is("ends"), &steps = c.is("steps");
+  Ints axes = c.is("axes");
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  c.y(var("x0"));
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int d = c.axis(axes[i], c.rank());
+    const int64_t len = c.in_shape()[static_cast<size_t>(d)];
+    auto clamp_index = [len](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
+    c.y(call("slice", {tensor("y"), int_(d), int_(clamp_index(starts[i])), int_(clamp_index(ends[i])),
+                       int_(steps.empty() ? 1 : steps[i])}),
+        "at::slice along axis " + std::to_string(d));
+  }
+}
+
+// ONNX Pad. Constant padding of any rank is constant_pad_nd. The reflect/edge kernels
+// (reflection_pad{k}d / replication_pad{k}d, F.pad's modes) pad only the trailing 1-3 axes of a
+// [N, C, ...] tensor: when the padded axes all lie in the last three, the leading axes are folded
+// into the batch; otherwise the axes are padded one at a time (reflect and edge padding are
+// separable, so the result is the same).
+void lower_pad(const Node& c) {
+  const int64_t rank = c.rank();
+  const core::Shape& xs = c.in_shape();
+  Ints pads = c.is("pads");
+  if (pads.empty()) pads.assign(static_cast<size_t>(2 * rank), 0);
+  const Ints begin(pads.begin(), pads.begin() + rank), end(pads.begin() + rank, pads.end());
+  const std::string& mode = c.s("mode");
+  if (mode == "constant")
+    return c.y(call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(begin, end)), flt(c.f("value"))}));
+  const Arg tmode = kw("mode", str(mode == "reflect" ? "reflect" : "replicate"));
+  int64_t first = rank;  // first padded axis
+  for (int64_t d = rank - 1; d >= 0; --d)
+    if (begin[static_cast<size_t>(d)] != 0 || end[static_cast<size_t>(d)] != 0) first = d;
+  if (first == rank) return c.y(fn1(".clone", var("x0")), "nothing to pad");
+  if (rank - first <= 3) {
+    Ints folded{-1, 1};
+    for (int64_t d = first; d < rank; ++d) folded.push_back(xs[static_cast<size_t>(d)]);
+    const Ints b(begin.begin() + first, begin.end()), e(end.begin() + first, end.end());
+    const CallPtr padded = call(
+        "F.pad", {tensor(call("torch.reshape", {tensor("x0"), ints(folded)})), ints(torch_pad_order(b, e)), tmode});
+    return c.y(call("torch.reshape", {tensor(padded), ints(Ints(c.out_shape().begin(), c.out_shape().end()))}));
+  }
+  c.y(var("x0"), "padded one axis at a time (reflect/edge padding is separable)");
+  Ints cur(xs.begin(), xs.end());
+  for (int64_t d = 0; d < rank; ++d) {
+    const auto ud = static_cast<size_t>(d);
+    if (begin[ud] == 0 && end[ud] == 0) continue;
+    Ints moved = cur;
+    moved.erase(moved.begin() + d);
+    moved.push_back(cur[ud] + begin[ud] + end[ud]);
+    const CallPtr last = call(".movedim", {tensor("y"), int_(d), int_(-1)});
+    const CallPtr padded = call("F.pad", {tensor(call("torch.reshape", {tensor(last), ints({-1, 1, cur[ud]})})),
+                                          ints({begin[ud], end[ud]}), tmode});
+    c.y(call(".movedim", {tensor(call("torch.reshape", {tensor(padded), ints(moved)})), int_(-1), int_(d)}));
+    cur[ud] += begin[ud] + end[ud];
+  }
+}
+
+void add_shape(Table& t) {
+  // Reshape and Flatten keep the row-major order: the graph already holds the output shape.
+  auto to_output_shape = [](const Node& c) {
+    c.y(call("torch.reshape", {tensor("x0"), ints(Ints(c.out_shape().begin(), c.out_shape().end()))}));
+  };
+  t["reshape"] = to_output_shape;
+  t["flatten"] = to_output_shape;
+  t["squeeze"] = [](const Node& c) {
+    const Ints& axes = c.is("axes");
+    if (axes.empty()) return c.y(fn1("torch.squeeze", var("x0")));
+    std::vector<int> dims;
+    for (int64_t a : axes) dims.push_back(c.axis(a, c.rank()));
+    std::sort(dims.rbegin(), dims.rend());  // highest first keeps the rest valid
+    CallPtr e = var("x0");
+    for (int d : dims) e = call("torch.squeeze", {tensor(e), int_(d)});
+    c.y(e);
+  };
+  t["unsqueeze"] = [](const Node& c) {
+    const Ints& axes = c.is("axes");
+    const int64_t out_rank = c.rank() + static_cast<int64_t>(axes.size());
+    std::vector<int> dims;
+    for (int64_t a : axes) dims.push_back(c.axis(a, out_rank));
+    std::sort(dims.begin(), dims.end());  // lowest first: each is an output position
+    CallPtr e = var("x0");
+    for (int d : dims) e = call("torch.unsqueeze", {tensor(e), int_(d)});
+    c.y(e);
+  };
+  t["transpose"] = [](const Node& c) {
+    Ints perm = c.is("perm");
+    if (perm.empty())
+      for (int64_t d = c.rank() - 1; d >= 0; --d) perm.push_back(d);
+    c.y(call("torch.permute", {tensor("x0"), ints(perm)}));
+  };
+  t["slice"] = lower_slice;
+  t["pad"] = lower_pad;
+}
+
+// ---- reduce, softmax ------------------------------------------------------------------------------
+
+void add_reduce(Table& t) {
+  const std::pair<const char*, const char*> reducers[] = {{"reduce_sum", "torch.sum"},
+                                                          {"reduce_mean", "torch.mean"},
+                                                          {"reduce_max", "torch.amax"},
+                                                          {"reduce_min", "torch.amin"},
+                                                          {"reduce_prod", "torch.prod"}};
+  for (const auto& [op, fn] : reducers) {
+    const std::string f = fn;
+    t[op] = [f](const Node& c) {
+      if (c.rank() == 0) return c.y(fn1(".clone", var("x0")));
+      Ints dims;
+      for (int64_t a : c.is("axes")) dims.push_back(c.axis(a, c.rank()));
+      if (dims.empty()) {
+        // ONNX: no axes reduces all of them. Spelled out, because an empty list means "no
+        // reduction" in some ATen overloads and "all" in others.
+        for (int64_t d = 0; d < c.rank(); ++d) dims.push_back(d);
+      }
+      std::sort(dims.begin(), dims.end());
+      const bool keep = c.i("keepdims") == 1;
+      if (f != "torch.prod") return c.y(call(f, {tensor("x0"), ints(dims), kw("keepdim", boolean(keep))}));
+      // torch.prod reduces one dim at a time: fold every axis with keepdim, then drop them if asked.
+      c.y(var("x0"), "torch.prod reduces one axis at a time");
+      for (int64_t d : dims) c.y(call(f, {tensor("y"), int_(d), kw("keepdim", boolean(true))}));
+      if (!keep)
+        for (auto it = dims.rbegin(); it != dims.rend(); ++it) c.y(call("torch.squeeze", {tensor("y"), int_(*it)}));
+    };
+  }
+  t["softmax"] = [](const Node& c) { c.y(call("torch.softmax", {tensor("x0"), int_(c.i("axis"))})); };
+  t["log_softmax"] = [](const Node& c) { c.y(call("torch.log_softmax", {tensor("x0"), int_(c.i("axis"))})); };
+}
+
+// ---- dense, norm, rnn, loss -----------------------------------------------------------------------
+
+void lower_batch_norm(const Node& c) {
+  const double eps = c.f("epsilon");
+  if (c.i("training") == 1) {
+    // Batch statistics; without running buffers nothing is updated in place.
+    return c.y(call("torch.batch_norm", {tensor("x0"), tensor("x1"), tensor("x2"), none(), none(), boolean(true),
+                                         literal(0.0), flt(eps), boolean(false)}),
+               "batch statistics");
+  }
+  // libtorch refuses running_mean / running_var that require a gradient ("not differentiable with
+  // respect to argument 'running_mean'"), but the catalogue differentiates through them. The
+  // output comes from batch_norm on detached statistics; a term equal to zero in value,
+  // (f - f.detach()) with f the same normalisation written in ATen ops of mean and var only,
+  // carries their gradients without changing the output. Where f is infinite (x = -inf) the term
+  // is inf - inf = NaN, which would be Quorum's, not libtorch's: it is zeroed there.
+  c.y(call("torch.batch_norm",
+           {tensor("x0"), tensor("x1"), tensor("x2"), tensor(fn1(".detach", var("x3"))),
+            tensor(fn1(".detach", var("x4"))), boolean(false), literal(0.0), flt(eps), boolean(false)}));
+  Ints shape(static_cast<size_t>(c.rank()), 1);
+  shape[1] = c.in_shape()[1];
+  auto per_channel = [&](CallPtr v) { return tensor(call(".reshape", {tensor(std::move(v)), ints(shape)})); };
+  c.sink.begin_if_requires_grad({"x3", "x4"});
+  c.sink.comment("libtorch refuses running statistics that require a gradient; Quorum's backend adds a term");
+  c.sink.comment("equal to zero in value that carries d/dmean and d/dvar (lower.cpp, lower_batch_norm).");
+  const CallPtr centred = call("torch.sub", {tensor(fn1(".detach", var("x0"))), per_channel(var("x3"))});
+  const CallPtr inv_std = fn1("torch.rsqrt", call("torch.add", {per_channel(var("x4")), flt(eps)}));
+  c.let("f", call("torch.mul", {tensor(call("torch.mul", {tensor(centred), tensor(inv_std)})),
+                                per_channel(fn1(".detach", var("x1")))}));
+  const CallPtr zero = call("torch.sub", {tensor("f"), tensor(fn1(".detach", var("f")))});
+  c.y(call("torch.add",
+           {tensor("y"), tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0), literal(0.0)}))}));
+  c.sink.end_if();
+}
+
+// ONNX LRN across channels, composed as torch.nn.functional.local_response_norm does it: the
+// squares are averaged over a window of `size` channels (zero-padded, the divisor always `size`),
+// so bias + alpha * mean = bias + alpha/size * sum.
+void lower_lrn(const Node& c) {
+  const int64_t size = c.i("size");
+  c.let("sq", call(".unsqueeze", {tensor(call("torch.mul", {tensor("x0"), tensor("x0")})), int_(1)}),
+        "F.local_response_norm's composition, as Quorum's backend");
+  c.let("sq",
+        call("torch.constant_pad_nd", {tensor("sq"), ints({0, 0, 0, 0, size / 2, (size - 1) / 2}), literal(0.0)}));
+  c.let("avg",
+        call(".squeeze", {tensor(call("F.avg_pool3d", {tensor("sq"), ints({size, 1, 1}), ints({1, 1, 1})})), int_(1)}));
+  const CallPtr base =
+      call("torch.add", {tensor(call("torch.mul", {tensor("avg"), flt(c.f("alpha"))})), flt(c.f("bias"))});
+  c.y(call("torch.div", {tensor("x0"), tensor(call("torch.pow", {tensor(base), flt(c.f("beta"))}))}));
+}
+
+// One layer, unidirectional, no dropout, inference semantics (train only matters for dropout),
+// batch first: PyTorch's own weight layout, which the catalogue shares.
+void lower_rnn(const Node& c) {
+  const auto batch = static_cast<int64_t>(c.in_shape()[0]);
+  c.let("h0", call("torch.zeros", {ints({1, batch, c.i("hidden_size")}), kw("dtype", dtype_of("x0"))}));
+  const std::vector<Arg> rest{tensors({var("x1"), var("x2"), var("x3"), var("x4")}),
+                              boolean(true),
+                              int_(1),
+                              literal(0.0),
+                              boolean(false),
+                              boolean(false),
+                              boolean(true)};
+  const std::string note = "biases, 1 layer, no dropout, eval, unidirectional, batch_first";
+  std::vector<Arg> args{tensor("x0")};
+  if (c.n.op == "lstm") {
+    args.push_back(tensors({var("h0"), fn1("torch.zeros_like", var("h0"))}));
+    args.insert(args.end(), rest.begin(), rest.end());
+    c.sink.assign({"seq", "last", "_"}, call("torch.lstm", args), note);
+  } else {
+    args.push_back(tensor("h0"));
+    args.insert(args.end(), rest.begin(), rest.end());
+    c.sink.assign({"seq", "last"}, call(c.n.op == "gru" ? "torch.gru" : "torch.rnn_tanh", args), note);
+  }
+  // return_sequences=0 reads the final state h_n [1, N, H] that libtorch returns separately.
+  if (c.i("return_sequences") == 1)
+    c.y(var("seq"));
+  else
+    c.y(call(".select", {tensor("last"), int_(0), int_(0)}));
+}
+
+void add_network(Table& t) {
+  // Weight [units, in_features] is torch.nn.Linear's layout.
+  t["dense"] = [](const Node& c) { c.y(call("F.linear", {tensor("x0"), tensor("x1"), c.bias()})); };
+  t["batch_norm"] = lower_batch_norm;
+  t["layer_norm"] = [](const Node& c) {
+    const int axis = c.axis(c.i("axis"), c.rank());
+    const Ints normalized(c.in_shape().begin() + axis, c.in_shape().end());
+    c.y(call("F.layer_norm", {tensor("x0"), ints(normalized), tensor("x1"), tensor("x2"), flt(c.f("epsilon"))}));
+  };
+  t["lrn"] = lower_lrn;
+  for (const char* op : {"simple_rnn", "lstm", "gru"}) t[op] = lower_rnn;
+  // The catalogue losses as the backend's train_step computes them (catalogue_loss).
+  for (const char* op : {"mse_loss", "softmax_cross_entropy", "binary_cross_entropy", "categorical_hinge"}) {
+    const std::string loss = op;
+    t[op] = [loss](const Node& c) { c.y(call("catalogue_loss", {str(loss), tensor("x0"), tensor("x1")})); };
+  }
+}
+
+// ---- conv -----------------------------------------------------------------------------------------
+
+// ATen takes one symmetric pad per axis; ONNX allows asymmetric pads and SAME_* auto_pad: those
+// pad the input with zeros first and convolve without padding.
+void lower_conv(const Node& c) {
+  const Ints &k = c.is("kernel_shape"), &strides = c.is("strides"), &dil = c.is("dilations");
+  Ints eff(k.size());  // the dilated kernel extent per axis
+  for (size_t i = 0; i < k.size(); ++i) eff[i] = dil[i] * (k[i] - 1) + 1;
+  const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), eff, strides);
+  std::string in = "x0";
+  Ints padding = p.begin;
+  if (!p.symmetric()) {
+    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)), literal(0.0)}),
+          "asymmetric pads");
+    in = "xp";
+    padding.assign(k.size(), 0);
+  }
+  c.y(call("F." + c.n.op, {tensor(in), tensor("x1"), c.bias(), kw("stride", ints(strides)),
+                           kw("padding", ints(padding)), kw("dilation", ints(dil)), kw("groups", int_(c.i("group")))}));
+}
+
+// ATen's transposed convolution removes `padding` from both ends; an asymmetric pair removes the
+// smaller one there and crops the rest from the larger side afterwards.
+void lower_conv_transpose(const Node& c) {
+  const Ints& pads = c.is("pads");
+  const Ints begin{pads[0], pads[1]}, end{pads[2], pads[3]};
+  const Ints common{std::min(begin[0], end[0]), std::min(begin[1], end[1])};
+  c.y(call("F.conv_transpose2d", {tensor("x0"), tensor("x1"), c.bias(), kw("stride", ints(c.is("strides"))),
+                                  kw("padding", ints(common)), kw("output_padding", ints(c.is("output_padding"))),
+                                  kw("groups", int_(c.i("group"))), kw("dilation", ints(c.is("dilations")))}));
+  for (size_t d = 0; d < 2; ++d) {
+    const int64_t cb = begin[d] - common[d], ce = end[d] - common[d];
+    const auto axis = static_cast<int64_t>(d + 2);
+    if (cb + ce > 0)
+      c.y(call(".narrow", {tensor("y"), int_(axis), int_(cb), size_minus("y", axis, cb + ce)}),
+          "asymmetric pads: crop the rest");
+  }
+}
+
+// ---- pools ----------------------------------------------------------------------------------------
+
+// ATen pools with a symmetric pad of at most half the kernel; other pads are added explicitly (-inf
+// for max, zeros for average) and ATen pools without padding. ATen keeps ceil-mode windows that
+// start in explicitly added right padding, ONNX drops them: crop_to cuts the output to the graph's
+// shape.
+void lower_window_pool(const Node& c) {
+  const Ints &k = c.is("kernel_shape"), &strides = c.is("strides");
+  const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), k, strides);
+  // ONNX: ceil_mode has no effect unless the pads are explicit.
+  const bool ceil = c.s("auto_pad") == "NOTSET" && c.i("ceil_mode") == 1;
+  bool native = p.symmetric();
+  for (size_t i = 0; i < k.size() && native; ++i)
+    if (p.begin[i] > k[i] / 2) native = false;
+  const std::string nd = k.size() == 1 ? "1d" : "2d";
+  const Ints zero(k.size(), 0);
+  const Ints out_shape(c.out_shape().begin(), c.out_shape().end());
+  auto crop = [&] { c.y(call("crop_to", {tensor("y"), ints(out_shape)})); };
+  if (c.n.op.rfind("max_pool", 0) == 0) {
+    std::string in = "x0";
+    Ints padding = p.begin;
+    if (!native) {
+      c.let("xp",
+            call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)),
+                                           literal(-std::numeric_limits<double>::infinity())}),
+            "padded cells never win");
+      in = "xp";
+      padding = zero;
+    }
+    c.y(call("F.max_pool" + nd,
+             {tensor(in), ints(k), ints(strides), ints(padding), ints(Ints(k.size(), 1)), boolean(ceil)}));
+    return crop();
+  }
+  const bool include_pad = c.i("count_include_pad") == 1;
+  if (native) {
+    c.y(call("F.avg_pool" + nd,
+             {tensor("x0"), ints(k), ints(strides), ints(p.begin), boolean(ceil), boolean(include_pad)}));
+    return crop();
+  }
+  const Ints tp = torch_pad_order(p.begin, p.end);
+  if (include_pad) {
+    // Zero cells added explicitly are counted like ATen counts its own padding; the divisor still
+    // stops at the padded input's end, as in ONNX.
+    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(tp), literal(0.0)}));
+    c.y(call("F.avg_pool" + nd, {tensor("xp"), ints(k), ints(strides), ints(zero), boolean(ceil), boolean(true)}));
+    return crop();
+  }
+  // Excluding asymmetric pads from the divisor: window sums of the zero-padded input divided by
+  // window sums of a zero-padded mask of ones (avg_pool2d with divisor 1 gives both sums). The
+  // 1-D case runs as a 2-D pool over [N, C, 1, L].
+  const bool one_d = k.size() == 1;
+  Ints k2 = k, s2 = strides, p2 = tp;
+  if (one_d) {
+    k2.insert(k2.begin(), 1);
+    s2.insert(s2.begin(), 1);
+    p2.insert(p2.end(), {0, 0});
+  }
+  Ints plane{1, 1};
+  if (one_d) plane.push_back(1);
+  for (size_t d = 2; d < c.in_shape().size(); ++d) plane.push_back(c.in_shape()[d]);
+  c.let("x", one_d ? call(".unsqueeze", {tensor("x0"), int_(2)}) : var("x0"));
+  c.let("mask", call("torch.ones", {ints(plane), kw("dtype", dtype_of("x"))}));
+  auto window_sums = [&](const std::string& v) {
+    return call("F.avg_pool2d", {tensor(call("torch.constant_pad_nd", {tensor(v), ints(p2), literal(0.0)})), ints(k2),
+                                 ints(s2), ints({0, 0}), boolean(ceil), boolean(true), int_(1)});
+  };
+  c.let("sums", window_sums("x"));
+  c.let("counts", window_sums("mask"));
+  // Windows that start in the right padding hold no input cell (count 0); they are cropped below,
+  // but a 0/0 there would send NaN back through the division, so those counts become 1.
+  c.y(call("torch.div", {tensor("sums"), tensor(call(".clamp_min", {tensor("counts"), literal(1.0)}))}));
+  if (one_d) c.y(call(".squeeze", {tensor("y"), int_(2)}));
+  crop();
+}
+
+void lower_global_pool(const Node& c) {
+  const int64_t spatial = c.rank() - 2;
+  if (spatial < 1 || spatial > 3)
+    throw LoweringError("node '" + c.n.name + "': global pool over rank " + std::to_string(c.rank()));
+  const std::string kind = c.n.op == "global_max_pool" ? "max" : "avg";
+  c.y(call("F.adaptive_" + kind + "_pool" + std::to_string(spatial) + "d",
+           {tensor("x0"), ints(Ints(static_cast<size_t>(spatial), 1))}));
+}
+
+// ---- resize ---------------------------------------------------------------------------------------
+
+// ATen's resize kernels per axis: upsample_nearest2d ("nearest": floor(o * in/out)),
+// _upsample_nearest_exact2d ("nearest-exact": floor((o + 0.5) * in/out)) and upsample_bilinear2d
+// with align_corners false (half-pixel) or true.
+enum class Kernel { None, Nearest, NearestExact, BilinearHalfPixel, BilinearAlignCorners, Any };
+
+struct AxisChoice {
+  Kernel kernel = Kernel::None;
+  std::string why;  // when None
+};
+
+// Whether half_pixel's source coordinate (o + 0.5) * in/out - 0.5 lands exactly half-way between
+// two cells for some output o (where ONNX's round_prefer_floor and ATen's round-half-up differ).
+bool half_pixel_has_ties(int64_t in, int64_t out) {
+  for (int64_t o = 0; o < out; ++o)
+    if (((2 * o + 1) * in) % (2 * out) == 0) return true;
+  return false;
+}
+
+AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t in, int64_t out) {
+  // One input cell, or an unchanged length with an integral coordinate: every mode picks cell o.
+  if (in == 1 || (in == out && ctm != "tf_half_pixel_for_nn")) return {Kernel::Any, ""};
+  if ((ctm == "align_corners" || ctm == "pytorch_half_pixel") && out == 1) return {Kernel::Nearest, ""};  // x = 0
+  if (ctm == "asymmetric") {
+    if (nm == "floor") return {Kernel::Nearest, ""};
+    return {Kernel::None, "libtorch's nearest upsampling rounds the asymmetric coordinate down only; nearest_mode '" +
+                              nm + "' has no libtorch equivalent"};
+  }
+  if (ctm == "tf_half_pixel_for_nn") {
+    if (nm == "floor") return {Kernel::NearestExact, ""};  // floor((o + 0.5) * in/out)
+    return {Kernel::None, "tf_half_pixel_for_nn with nearest_mode '" + nm + "' has no libtorch equivalent"};
+  }
+  if (ctm == "half_pixel" || ctm == "pytorch_half_pixel") {
+    // nearest-exact rounds the half-pixel coordinate half-up, i.e. round_prefer_ceil.
+    if (nm == "round_prefer_ceil") return {Kernel::NearestExact, ""};
+    if (nm == "round_prefer_floor" && !half_pixel_has_ties(in, out)) return {Kernel::NearestExact, ""};
+    if (nm == "round_prefer_floor")
+      return {Kernel::None, "half_pixel with round_prefer_floor hits exact half-way coordinates for " +
+                                std::to_string(in) + " -> " + std::to_string(out) +
+                                "; libtorch's nearest-exact rounds them up"};
+    return {Kernel::None, ctm + " with nearest_mode '" + nm + "' has no libtorch equivalent (nearest-exact rounds)"};
+  }
+  return {Kernel::None, "libtorch's nearest upsampling has no '" + ctm + "' coordinate mode"};
+}
+
+AxisChoice bilinear_axis(const std::string& ctm, int64_t in, int64_t out) {
+  if (in == 1) return {Kernel::Any, ""};
+  if (ctm == "align_corners") return {Kernel::BilinearAlignCorners, ""};  // and 0 when out = 1, like ONNX
+  if (ctm == "half_pixel") return {Kernel::BilinearHalfPixel, ""};
+  if (ctm == "pytorch_half_pixel")
+    return {out > 1 ? Kernel::BilinearHalfPixel : Kernel::BilinearAlignCorners, ""};  // out = 1 reads cell 0
+  if (ctm == "asymmetric") {
+    if (in == out) return {Kernel::Any, ""};
+    if (out == 1) return {Kernel::BilinearAlignCorners, ""};
+    return {Kernel::None, "libtorch's bilinear upsampling has no asymmetric (x / scale) coordinate mode"};
+  }
+  return {Kernel::None, "libtorch's bilinear upsampling has no '" + ctm + "' coordinate mode"};
+}
+
+bool is_resize(const std::string& op) { return op == "resize_nearest" || op == "resize_bilinear"; }
+
+// The kernel per axis (H, W) of a resize node.
+std::pair<AxisChoice, AxisChoice> resize_plan(const ir::Graph& g, const ir::Node& n) {
+  const bool bilinear = n.op == "resize_bilinear";
+  const std::string& ctm = core::attr_s(n.attrs, "coordinate_transformation_mode");
+  const core::Shape& x = g.types.at(n.inputs.at(0)).shape;
+  const Ints& sizes = core::attr_ints(n.attrs, "sizes");
+  auto axis = [&](size_t i) {
+    return bilinear ? bilinear_axis(ctm, x[i + 2], sizes[i])
+                    : nearest_axis(ctm, core::attr_s(n.attrs, "nearest_mode"), x[i + 2], sizes[i]);
+  };
+  AxisChoice h = axis(0), w = axis(1);
+  // "Any" follows the other axis, so one ATen call covers both where possible.
+  const Kernel fallback = bilinear ? Kernel::BilinearHalfPixel : Kernel::Nearest;
+  if (h.kernel == Kernel::Any) h.kernel = w.kernel == Kernel::Any || w.kernel == Kernel::None ? fallback : w.kernel;
+  if (w.kernel == Kernel::Any) w.kernel = h.kernel == Kernel::None ? fallback : h.kernel;
+  return {h, w};
+}
+
+CallPtr interpolate(Kernel k, const std::string& x, const Ints& size) {
+  std::vector<Arg> args{tensor(x), kw("size", ints(size))};
+  switch (k) {
+    case Kernel::Nearest:
+      args.push_back(kw("mode", str("nearest")));
+      break;
+    case Kernel::NearestExact:
+      args.push_back(kw("mode", str("nearest-exact")));
+      break;
+    default:
+      args.push_back(kw("mode", str("bilinear")));
+      args.push_back(kw("align_corners", boolean(k == Kernel::BilinearAlignCorners)));
+  }
+  return call("F.interpolate", args);
+}
+
+void lower_resize(const Node& c) {
+  const auto [h, w] = resize_plan(c.g, c.n);
+  const Ints& sizes = c.is("sizes");
+  if (h.kernel == w.kernel) return c.y(interpolate(h.kernel, "x0", sizes));
+  // Different kernels per axis: resizing is separable, so resize the height, then the width (a
+  // length kept unchanged is the identity in every ATen kernel).
+  c.let("t", interpolate(h.kernel, "x0", {sizes[0], c.in_shape()[3]}), "height, then width (separable)");
+  c.y(interpolate(w.kernel, "t", sizes));
+}
+
+void add_spatial(Table& t) {
+  for (const char* op : {"conv1d", "conv2d", "conv3d"}) t[op] = lower_conv;
+  t["conv_transpose2d"] = lower_conv_transpose;
+  for (const char* op : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"}) t[op] = lower_window_pool;
+  for (const char* op : {"global_max_pool", "global_avg_pool"}) t[op] = lower_global_pool;
+  for (const char* op : {"resize_nearest", "resize_bilinear"}) t[op] = lower_resize;
+}
+
+const Table& table() {
+  static const Table t = [] {
+    Table t;
+    add_elementwise(t);
+    add_shape(t);
+    add_reduce(t);
+    add_network(t);
+    add_spatial(t);
+    return t;
+  }();
+  return t;
+}
+
+// ---- describing statements ------------------------------------------------------------------------
+
+std::string describe(const Call& c);
+
+std::string describe(const Arg& a) {
+  std::string s = a.keyword.empty() ? "" : a.keyword + "=";
+  switch (a.kind) {
+    case Arg::Kind::Tensor:
+      return s + describe(*a.t);
+    case Arg::Kind::Tensors: {
+      s += "[";
+      for (size_t i = 0; i < a.ts.size(); ++i) s += (i ? ", " : "") + describe(*a.ts[i]);
+      return s + "]";
+    }
+    case Arg::Kind::Int:
+      return s + std::to_string(a.i);
+    case Arg::Kind::Ints: {
+      s += "[";
+      for (size_t i = 0; i < a.ints.size(); ++i) s += (i ? ", " : "") + std::to_string(a.ints[i]);
+      return s + "]";
+    }
+    case Arg::Kind::Float: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g", a.f);
+      return s + "float " + buf;
+    }
+    case Arg::Kind::Bool:
+      return s + (a.b ? "true" : "false");
+    case Arg::Kind::Str:
+      return s + "'" + a.s + "'";
+    case Arg::Kind::None:
+      return s + "none";
+    case Arg::Kind::DTypeOf:
+      return s + "dtype of " + describe(*a.t);
+    case Arg::Kind::SizeMinus:
+      return s + "size(" + describe(*a.t) + ", " + std::to_string(a.i) + ") - " + std::to_string(a.minus);
+  }
+  return s;
+}
+
+std::string describe(const Call& c) {
+  if (c.fn.empty()) return c.var;
+  std::string s = c.fn + "(";
+  for (size_t i = 0; i < c.args.size(); ++i) s += (i ? ", " : "") + describe(c.args[i]);
+  return s + ")";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+}  // namespace
+
+bool has_lowering(const std::string& op) { return table().count(op) > 0; }
+
+Support support(const ir::Graph& g, const ir::Node& n) {
+  if (!has_lowering(n.op)) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
+  if (is_resize(n.op)) {
+    const auto [h, w] = resize_plan(g, n);
+    if (h.kernel == Kernel::None) return Support::no(h.why + " (height)");
+    if (w.kernel == Kernel::None) return Support::no(w.why + " (width)");
+  }
+  return Support::yes();
+}
+
+void lower_node(const ir::Graph& g, const ir::Node& n, Sink& sink) {
+  auto it = table().find(n.op);
+  if (it == table().end()) throw LoweringError("libtorch has no mapping for operator '" + n.op + "'");
+  it->second(Node{g, n, sink});
+}
+
+std::string describe_assign(const std::vector<std::string>& outs, const Call& e, const std::string& note) {
+  return join(outs) + " = " + describe(e) + (note.empty() ? "" : "  # " + note);
+}
+
+void RecordingSink::assign(const std::vector<std::string>& outs, const CallPtr& e, const std::string& note) {
+  log_.push_back(describe_assign(outs, *e, note));
+  inner_.assign(outs, e, note);
+}
+
+void RecordingSink::begin_if_requires_grad(const std::vector<std::string>& vars) {
+  log_.push_back("if requires_grad(" + join(vars) + ")");
+  inner_.begin_if_requires_grad(vars);
+}
+
+void RecordingSink::end_if() {
+  log_.push_back("end if");
+  inner_.end_if();
+}
+
+void RecordingSink::comment(const std::string& text) {
+  log_.push_back("# " + text);
+  inner_.comment(text);
+}
+
+}  // namespace quorum::backends::torch
