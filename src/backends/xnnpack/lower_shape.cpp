@@ -1,4 +1,5 @@
-// Shape and data-movement operators, softmax, bilinear resize and reductions on XNNPACK:
+// Shape and data-movement operators, softmax, bilinear resize and reductions on XNNPACK (part of
+// the lowering: no XNNPACK header):
 //  - reshape/flatten/squeeze/unsqueeze: xnn_define_static_reshape; pad (constant):
 //    xnn_define_static_constant_pad.
 //  - softmax: XNNPACK normalises over the innermost axis only: the last axis in the plain layout,
@@ -9,13 +10,13 @@
 //    [outer, reduced, 1, inner] (NHWC) and pooled: global average pooling (times the count for a
 //    sum) or a (reduced x 1) max pooling (min = -max(-x)). mse_loss is squared_difference followed
 //    by the same mean.
-//  - concat: the subgraph API of 2022-02 has no concatenation; it runs as its own step on the
+//  - concat: the subgraph API of 2022-02 has no concatenation; it runs between segments on the
 //    operator API, one strided xnn_copy_nc_x32 per input.
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
-#include "backends/xnnpack/xnnpack_common.h"
+#include "backends/xnnpack/lower_ops.h"
 #include "ops/kernel_util.h"
 
 namespace quorum::backends::xnnpack {
@@ -23,18 +24,11 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-size_t prod(const Shape& s, size_t from, size_t to) {
-  size_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= static_cast<size_t>(s[i]);
-  return p;
-}
-
 // ---- reshape family ----
 
-void define_reshape(NodeCtx& c) {
-  const uint32_t x = c.input(0);
-  const Dims d = xnn_dims(c.out_shape(), Layout::Plain);
-  c.check(xnn_define_static_reshape(c.subgraph(), d.size(), d.data(), x, c.output(), 0), "xnn_define_static_reshape");
+void define_reshape(NodeLowering& c) {
+  const ValueId x = c.input(0);
+  c.sink.static_reshape(xnn_dims(c.out_shape(), Layout::Plain), x, c.output());
 }
 
 // ---- pad ----
@@ -46,7 +40,7 @@ Support pad_supports(const ir::Graph&, const ir::Node& n) {
   return Support::yes();
 }
 
-void define_pad(NodeCtx& c) {
+void define_pad(NodeLowering& c) {
   const auto& pads = core::attr_ints(c.attrs(), "pads");
   const size_t r = c.in_shape(0).size();
   Dims pre(r), post(r);
@@ -54,10 +48,8 @@ void define_pad(NodeCtx& c) {
     pre[i] = static_cast<size_t>(pads[i]);
     post[i] = static_cast<size_t>(pads[r + i]);
   }
-  const uint32_t x = c.input(0);
-  c.check(xnn_define_static_constant_pad(c.subgraph(), pre.data(), post.data(),
-                                         static_cast<float>(core::attr_f(c.attrs(), "value")), x, c.output(), 0),
-          "xnn_define_static_constant_pad");
+  const ValueId x = c.input(0);
+  c.sink.static_constant_pad(pre, post, c.attr_float("value"), x, c.output());
 }
 
 // ---- softmax ----
@@ -76,9 +68,9 @@ Layout softmax_layout(const ir::Graph& g, const ir::Node& n, std::optional<Layou
                                                                                  : Layout::ChannelsLast;
 }
 
-void define_softmax(NodeCtx& c) {
-  const uint32_t x = c.input(0);
-  c.check(xnn_define_softmax(c.subgraph(), x, c.output(), 0), "xnn_define_softmax");
+void define_softmax(NodeLowering& c) {
+  const ValueId x = c.input(0);
+  c.sink.softmax(x, c.output());
 }
 
 // ---- resize_bilinear ----
@@ -95,16 +87,14 @@ Support resize_supports(const ir::Graph& g, const ir::Node& n) {
   return Support::yes();
 }
 
-void define_resize(NodeCtx& c) {
+void define_resize(NodeLowering& c) {
   const std::string& mode = core::attr_s(c.attrs(), "coordinate_transformation_mode");
-  const uint32_t flags = mode == "align_corners" ? XNN_FLAG_ALIGN_CORNERS
-                         : mode == "asymmetric"  ? XNN_FLAG_TENSORFLOW_LEGACY_MODE
+  const uint32_t flags = mode == "align_corners" ? uint32_t{kAlignCorners}
+                         : mode == "asymmetric"  ? uint32_t{kTensorflowLegacyMode}
                                                  : 0;  // half_pixel, pytorch_half_pixel
   const Shape& y = c.out_shape();
-  const uint32_t x = c.input(0);
-  c.check(xnn_define_static_resize_bilinear_2d(c.subgraph(), static_cast<size_t>(y[2]), static_cast<size_t>(y[3]), x,
-                                               c.output(), flags),
-          "xnn_define_static_resize_bilinear_2d");
+  const ValueId x = c.input(0);
+  c.sink.static_resize_bilinear_2d(static_cast<size_t>(y[2]), static_cast<size_t>(y[3]), x, c.output(), flags);
 }
 
 // ---- reductions ----
@@ -136,48 +126,50 @@ Support reduce_supports(const ir::Graph& g, const ir::Node& n, bool is_max) {
 }
 
 // Pools `x` (any dims, plain) over the block; writes `out` with dims `out_dims`.
-void define_block_pool(NodeCtx& c, uint32_t x, const Block& b, bool is_max, uint32_t out, const Dims& out_dims) {
-  const uint32_t v = c.reshape(x, {b.outer, b.reduced, 1, b.inner});
-  const uint32_t pooled = c.temp({b.outer, 1, 1, b.inner});
-  if (is_max)
-    c.check(xnn_define_max_pooling_2d(c.subgraph(), 0, 0, 0, 0, static_cast<uint32_t>(b.reduced), 1, 1, 1, 1, 1, -kInf,
-                                      kInf, v, pooled, 0),
-            "xnn_define_max_pooling_2d");
-  else
-    c.check(xnn_define_global_average_pooling_2d(c.subgraph(), -kInf, kInf, v, pooled, 0),
-            "xnn_define_global_average_pooling_2d");
-  c.check(xnn_define_static_reshape(c.subgraph(), out_dims.size(), out_dims.data(), pooled, out, 0),
-          "xnn_define_static_reshape");
+void define_block_pool(NodeLowering& c, ValueId x, const Block& b, bool is_max, ValueId out, const Dims& out_dims) {
+  const ValueId v = c.reshape(x, {b.outer, b.reduced, 1, b.inner});
+  const ValueId pooled = c.temp({b.outer, 1, 1, b.inner});
+  if (is_max) {
+    Window2d w;  // the reduced block, unpadded
+    w.kh = static_cast<uint32_t>(b.reduced);
+    w.attribute_window = false;
+    c.sink.max_pooling_2d(w, v, pooled);
+  } else {
+    c.sink.global_average_pooling_2d(v, pooled);
+  }
+  c.sink.static_reshape(out_dims, pooled, out);
 }
 
 enum class Reduce { Mean, Sum, Max, Min };
 
-void define_reduce(NodeCtx& c, Reduce kind) {
+void define_reduce(NodeLowering& c, Reduce kind) {
   const Block b = *reduce_block(c.in_shape(0), core::attr_ints(c.attrs(), "axes"));
   const Dims od = xnn_dims(c.out_shape(), Layout::Plain);
-  uint32_t x = c.input(0);
+  const bool is_max = kind == Reduce::Max || kind == Reduce::Min;
+  ValueId x = c.input(0);
   if (kind == Reduce::Min) {
-    const uint32_t neg = c.temp(xnn_dims(c.in_shape(0), Layout::Plain));
-    c.check(xnn_define_negate(c.subgraph(), x, neg, 0), "xnn_define_negate");
+    const ValueId neg = c.temp(xnn_dims(c.in_shape(0), Layout::Plain));
+    c.sink.unary(Unary::Negate, x, neg);
     x = neg;
   }
-  if (kind == Reduce::Mean || kind == Reduce::Max) return define_block_pool(c, x, b, kind == Reduce::Max, c.output(), od);
-  const uint32_t pooled = c.temp(od);
-  define_block_pool(c, x, b, kind == Reduce::Min, pooled, od);
-  if (kind == Reduce::Min)
-    c.check(xnn_define_negate(c.subgraph(), pooled, c.output(), 0), "xnn_define_negate");
-  else
-    c.check(xnn_define_multiply2(c.subgraph(), -kInf, kInf, pooled, c.scalar(static_cast<float>(b.reduced)),
-                                 c.output(), 0),
-            "xnn_define_multiply2");
+  if (kind == Reduce::Mean || kind == Reduce::Max) {
+    const ValueId y = c.output();
+    return define_block_pool(c, x, b, is_max, y, od);
+  }
+  const ValueId pooled = c.temp(od);
+  define_block_pool(c, x, b, is_max, pooled, od);
+  if (kind == Reduce::Min) return c.sink.unary(Unary::Negate, pooled, c.output());
+  const ValueId count = c.scalar(static_cast<float>(b.reduced));
+  c.sink.arithmetic(Arithmetic::Multiply, -kInf, kInf, pooled, count, c.output());
 }
 
-void define_mse(NodeCtx& c) {
-  const uint32_t p = c.input(0), t = c.input(1);
+void define_mse(NodeLowering& c) {
+  const ValueId p = c.input(0), t = c.input(1);
   const Shape& s = c.in_shape(0);
-  const uint32_t sq = c.temp(xnn_dims(s, Layout::Plain));
-  c.check(xnn_define_squared_difference(c.subgraph(), p, t, sq, 0), "xnn_define_squared_difference");
-  define_block_pool(c, sq, Block{1, static_cast<size_t>(core::numel(s)), 1}, false, c.output(),
+  const ValueId sq = c.temp(xnn_dims(s, Layout::Plain));
+  c.sink.binary(Binary::SquaredDifference, p, t, sq);
+  const ValueId y = c.output();
+  define_block_pool(c, sq, Block{1, static_cast<size_t>(core::numel(s)), 1}, false, y,
                     xnn_dims(c.out_shape(), Layout::Plain));
 }
 
@@ -189,48 +181,26 @@ Support mse_supports(const ir::Graph& g, const ir::Node& n) {
 
 // ---- concat (operator API) ----
 
-class ConcatStep : public Step {
- public:
-  ConcatStep(const ir::Graph& g, const ir::Node& n) : node_(n), out_shape_(g.types.at(n.outputs[0]).shape) {
-    const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), out_shape_.size());
-    outer_ = prod(out_shape_, 0, axis);
-    const size_t total = prod(out_shape_, axis, out_shape_.size());
-    for (const auto& in : n.inputs) {
-      const Shape& s = g.types.at(in).shape;
-      const size_t inner = prod(s, axis, s.size());
-      xnn_operator_t op = nullptr;
-      check_define(xnn_create_copy_nc_x32(inner, inner, total, 0, &op),
-                   "node '" + n.name + "' (concat): xnn_create_copy_nc_x32");
-      ops_.push_back(op);
-      if (g.is_initializer(in)) constants_.emplace(in, g.initializers.at(in).to(core::DType::F32));
-      offsets_.push_back(offset_);
-      offset_ += inner;
-    }
+void host_concat(const ir::Graph& g, const ir::Node& n, Sink& sink) {
+  Concat c;
+  c.output = n.outputs[0];
+  c.shape = g.types.at(c.output).shape;
+  const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), c.shape.size());
+  c.batch = prod(c.shape, 0, axis);
+  c.stride = prod(c.shape, axis, c.shape.size());
+  size_t offset = 0;
+  for (const auto& in : n.inputs) {
+    const Shape& s = g.types.at(in).shape;
+    ConcatCopy k;
+    k.value = in;
+    if (g.is_initializer(in)) k.data = f32_values(g.initializers.at(in));
+    k.channels = prod(s, axis, s.size());
+    k.offset = offset;
+    offset += k.channels;
+    c.copies.push_back(std::move(k));
   }
-  ~ConcatStep() override {
-    for (xnn_operator_t op : ops_) xnn_delete_operator(op);
-  }
-
-  void run(ValueMap& values) override {
-    core::Tensor y(core::DType::F32, out_shape_);
-    for (size_t i = 0; i < ops_.size(); ++i) {
-      const auto c = constants_.find(node_.inputs[i]);
-      const core::Tensor& x = c != constants_.end() ? c->second : values.at(node_.inputs[i]);
-      check_run(xnn_setup_copy_nc_x32(ops_[i], outer_, x.f32(), y.f32() + offsets_[i], nullptr),
-                "xnn_setup_copy_nc_x32");
-      check_run(xnn_run_operator(ops_[i], nullptr), "xnn_run_operator (copy_nc_x32)");
-    }
-    values.insert_or_assign(node_.outputs[0], std::move(y));
-  }
-
- private:
-  ir::Node node_;
-  Shape out_shape_;
-  size_t outer_ = 1, offset_ = 0;
-  std::vector<xnn_operator_t> ops_;
-  std::vector<size_t> offsets_;
-  ValueMap constants_;  // inputs that are initializers
-};
+  sink.concat(n, c);
+}
 
 }  // namespace
 
@@ -246,12 +216,10 @@ void register_shape(OpTable& t) {
     const Reduce k = kind;
     const bool is_max = k == Reduce::Max || k == Reduce::Min;
     t[name] = OpEntry{[is_max](const ir::Graph& g, const ir::Node& n) { return reduce_supports(g, n, is_max); },
-                      plain_layout, [k](NodeCtx& c) { define_reduce(c, k); }, {}};
+                      plain_layout, [k](NodeLowering& c) { define_reduce(c, k); }, {}};
   }
   t["mse_loss"] = OpEntry{mse_supports, plain_layout, define_mse, {}};
-  t["concat"] = OpEntry{{}, {}, {}, [](const ir::Graph& g, const ir::Node& n, ConstantStore&) -> std::unique_ptr<Step> {
-                          return std::make_unique<ConcatStep>(g, n);
-                        }};
+  t["concat"] = OpEntry{{}, {}, {}, host_concat};
 }
 
 }  // namespace quorum::backends::xnnpack
