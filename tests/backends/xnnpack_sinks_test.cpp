@@ -1,7 +1,7 @@
 // XNNPACK sink agreement: the backend and the reproducer writer drive one lowering
 // (src/backends/xnnpack/lower.h) into their own sinks. For sampled cases of every catalogue operator,
 // and for generated multi-node models (layout changes, several segments, concat between them), the
-// calls each sink receives (recorded by RecordingSink) must be the same lines, or both must refuse
+// calls each sink receives (recorded by xnnpack::recording_sink) must be the same lines, or both must refuse
 // the graph with the same reason. The backend's sink really defines the subgraphs, so a call XNNPACK
 // refuses shows up as "library error: ..." on its side only and fails here: the reproducer would
 // print a program that fails where the backend never ran.

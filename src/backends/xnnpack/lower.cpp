@@ -41,56 +41,30 @@ size_t prod(const Shape& s, size_t from, size_t to) {
 
 std::string flag_names(uint32_t flags) {
   std::string s;
-  for (const auto& [bit, name] : {std::pair{kTensorflowSamePadding, "XNN_FLAG_TENSORFLOW_SAME_PADDING"},
-                                  std::pair{kTransposeWeights, "XNN_FLAG_TRANSPOSE_WEIGHTS"},
-                                  std::pair{kAlignCorners, "XNN_FLAG_ALIGN_CORNERS"},
-                                  std::pair{kTensorflowLegacyMode, "XNN_FLAG_TENSORFLOW_LEGACY_MODE"}})
+  for (const auto& [bit, name] :
+       {std::pair{kTensorflowSamePadding, "XNN_FLAG_TENSORFLOW_SAME_PADDING"},
+        std::pair{kTransposeWeights, "XNN_FLAG_TRANSPOSE_WEIGHTS"}, std::pair{kAlignCorners, "XNN_FLAG_ALIGN_CORNERS"},
+        std::pair{kTensorflowLegacyMode, "XNN_FLAG_TENSORFLOW_LEGACY_MODE"}})
     if (flags & bit) s += (s.empty() ? "" : " | ") + std::string(name);
   return s.empty() ? "0" : s;
 }
 
+// Indexed by the enumerators, in their order.
 const char* call_name(Unary op) {
-  switch (op) {
-    case Unary::Abs:
-      return "xnn_define_abs";
-    case Unary::Negate:
-      return "xnn_define_negate";
-    case Unary::Sigmoid:
-      return "xnn_define_sigmoid";
-    case Unary::Hardswish:
-      return "xnn_define_hardswish";
-    case Unary::Square:
-      return "xnn_define_square";
-    case Unary::SquareRoot:
-      return "xnn_define_square_root";
-  }
-  return "xnn_define_unary#unknown";
+  static const char* const names[] = {"xnn_define_abs",       "xnn_define_negate", "xnn_define_sigmoid",
+                                      "xnn_define_hardswish", "xnn_define_square", "xnn_define_square_root"};
+  return names[static_cast<size_t>(op)];
 }
 
 const char* call_name(Arithmetic op) {
-  switch (op) {
-    case Arithmetic::Add:
-      return "xnn_define_add2";
-    case Arithmetic::Subtract:
-      return "xnn_define_subtract";
-    case Arithmetic::Multiply:
-      return "xnn_define_multiply2";
-    case Arithmetic::Divide:
-      return "xnn_define_divide";
-  }
-  return "xnn_define_arithmetic#unknown";
+  static const char* const names[] = {"xnn_define_add2", "xnn_define_subtract", "xnn_define_multiply2",
+                                      "xnn_define_divide"};
+  return names[static_cast<size_t>(op)];
 }
 
 const char* call_name(Binary op) {
-  switch (op) {
-    case Binary::Maximum:
-      return "xnn_define_maximum2";
-    case Binary::Minimum:
-      return "xnn_define_minimum2";
-    case Binary::SquaredDifference:
-      return "xnn_define_squared_difference";
-  }
-  return "xnn_define_binary#unknown";
+  static const char* const names[] = {"xnn_define_maximum2", "xnn_define_minimum2", "xnn_define_squared_difference"};
+  return names[static_cast<size_t>(op)];
 }
 
 // ---- segments ----
@@ -211,7 +185,8 @@ const std::map<std::string, std::string>& missing_reasons() {
     r["tanh"] = "XNNPACK 2022-02 has tanh only for quantized (qs8/qu8) tensors, not float32";
     for (const char* op : {"binary_cross_entropy", "softmax_cross_entropy"})
       r[op] = "XNNPACK 2022-02 has no float32 log operator";
-    r["categorical_hinge"] = "not mapped: XNNPACK 2022-02 has no reduction operators (only pooling) to build its masked max and sum";
+    r["categorical_hinge"] =
+        "not mapped: XNNPACK 2022-02 has no reduction operators (only pooling) to build its masked max and sum";
     r["transpose"] = "XNNPACK 2022-02 has no transpose operator (static transpose came later)";
     r["slice"] = "XNNPACK 2022-02 has no slice operator";
     r["resize_nearest"] = "XNNPACK 2022-02 resizes only bilinearly";
@@ -229,25 +204,29 @@ const std::map<std::string, std::string>& missing_reasons() {
 Support supports(const ir::Graph& g, const ir::Node& n) {
   for (const auto& v : n.inputs) {
     const core::TensorType& t = g.types.at(v);
-    if (t.dtype == core::DType::I64) return Support::no("XNNPACK float32 operators cannot take int64 input '" + v + "'");
+    if (t.dtype == core::DType::I64)
+      return Support::no("XNNPACK float32 operators cannot take int64 input '" + v + "'");
     if (t.shape.size() > kMaxRank)
       return Support::no("XNNPACK tensors have at most 6 dims, '" + v + "' has " + std::to_string(t.shape.size()));
   }
   for (const auto& v : n.outputs)
-    if (g.types.at(v).shape.size() > kMaxRank) return Support::no("XNNPACK tensors have at most 6 dims, '" + v + "' has more");
+    if (g.types.at(v).shape.size() > kMaxRank)
+      return Support::no("XNNPACK tensors have at most 6 dims, '" + v + "' has more");
   // Filters, biases and batch_norm statistics are packed when the subgraph is defined.
   if (Support w = constant_weights(g, n, "XNNPACK"); !w.ok) return w;
   const auto it = op_table().find(n.op);
   if (it == op_table().end()) {
     const auto why = missing_reasons().find(n.op);
-    return Support::no(why != missing_reasons().end() ? why->second : "XNNPACK 2022-02 has no operator for '" + n.op + "'");
+    return Support::no(why != missing_reasons().end() ? why->second
+                                                      : "XNNPACK 2022-02 has no operator for '" + n.op + "'");
   }
   return it->second.supports ? it->second.supports(g, n) : Support::yes();
 }
 
 Support lower(const ir::Graph& g, Sink& sink) {
   for (const auto& n : g.nodes)
-    if (const Support s = supports(g, n); !s.ok) return Support::no("node '" + n.name + "' (" + n.op + "): " + s.reason);
+    if (const Support s = supports(g, n); !s.ok)
+      return Support::no("node '" + n.name + "' (" + n.op + "): " + s.reason);
   Segments segments(g, sink);
   for (const auto& n : g.nodes) {
     const OpEntry& op = op_table().at(n.op);
@@ -309,161 +288,178 @@ std::string externals_text(const std::vector<External>& v) {
   return s + "]";
 }
 
+// The recording decorator (recording_sink in lower.h).
+class RecordingSink : public Sink {
+ public:
+  RecordingSink(Sink& inner, std::vector<std::string>& lines) : inner_(inner), lines_(lines) {}
+
+  void begin_subgraph() override {
+    log("begin_subgraph");
+    inner_.begin_subgraph();
+  }
+
+  void begin_node(const ir::Node& node, Layout layout) override {
+    log("begin_node '" + node.name + "' (" + node.op + ") " + layout_name(layout));
+    inner_.begin_node(node, layout);
+  }
+
+  void external_input(ValueId v, const std::string& value, Layout layout, const Dims& dims,
+                      uint32_t external) override {
+    log("external_input " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " external " +
+        std::to_string(external));
+    inner_.external_input(v, value, layout, dims, external);
+  }
+
+  void external_output(ValueId v, const std::string& value, Layout layout, const Dims& dims,
+                       uint32_t external) override {
+    log("external_output " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " external " +
+        std::to_string(external));
+    inner_.external_output(v, value, layout, dims, external);
+  }
+
+  void weight_value(ValueId v, const std::string& value, Layout layout, const Dims& dims,
+                    std::vector<float> data) override {
+    log("weight_value " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " " +
+        data_text(data));
+    inner_.weight_value(v, value, layout, dims, std::move(data));
+  }
+
+  void static_value(ValueId v, const Dims& dims, std::vector<float> data, const std::string& what) override {
+    log("static_value " + id(v) + " " + dims_text(dims) + " " + data_text(data) + " (" + what + ")");
+    inner_.static_value(v, dims, std::move(data), what);
+  }
+
+  void internal_value(ValueId v, const Dims& dims) override {
+    log("internal_value " + id(v) + " " + dims_text(dims));
+    inner_.internal_value(v, dims);
+  }
+
+  void unary(Unary op, ValueId x, ValueId y) override {
+    log(std::string(call_name(op)) + " " + id(x) + " -> " + id(y));
+    inner_.unary(op, x, y);
+  }
+
+  void arithmetic(Arithmetic op, float min, float max, ValueId a, ValueId b, ValueId y) override {
+    log(std::string(call_name(op)) + " [" + lit(min) + ", " + lit(max) + "] " + id(a) + ", " + id(b) + " -> " + id(y));
+    inner_.arithmetic(op, min, max, a, b, y);
+  }
+
+  void binary(Binary op, ValueId a, ValueId b, ValueId y) override {
+    log(std::string(call_name(op)) + " " + id(a) + ", " + id(b) + " -> " + id(y));
+    inner_.binary(op, a, b, y);
+  }
+
+  void clamp(float min, float max, ValueId x, ValueId y) override {
+    log("xnn_define_clamp [" + lit(min) + ", " + lit(max) + "] " + id(x) + " -> " + id(y));
+    inner_.clamp(min, max, x, y);
+  }
+
+  void elu(float alpha, ValueId x, ValueId y) override {
+    log("xnn_define_elu alpha " + lit(alpha) + " " + id(x) + " -> " + id(y));
+    inner_.elu(alpha, x, y);
+  }
+
+  void leaky_relu(float slope, ValueId x, ValueId y) override {
+    log("xnn_define_leaky_relu slope " + lit(slope) + " " + id(x) + " -> " + id(y));
+    inner_.leaky_relu(slope, x, y);
+  }
+
+  void convolution_2d(const Window2d& w, uint32_t groups, size_t group_input_channels, size_t group_output_channels,
+                      ValueId x, ValueId filter, ValueId bias, ValueId y) override {
+    log("xnn_define_convolution_2d " + window_text(w) + " groups " + std::to_string(groups) + " of " +
+        std::to_string(group_input_channels) + " -> " + std::to_string(group_output_channels) + " " + id(x) + ", " +
+        id(filter) + ", " + id(bias) + " -> " + id(y));
+    inner_.convolution_2d(w, groups, group_input_channels, group_output_channels, x, filter, bias, y);
+  }
+
+  void depthwise_convolution_2d(const Window2d& w, uint32_t depth_multiplier, size_t input_channels, ValueId x,
+                                ValueId filter, ValueId bias, ValueId y) override {
+    log("xnn_define_depthwise_convolution_2d " + window_text(w) + " multiplier " + std::to_string(depth_multiplier) +
+        " channels " + std::to_string(input_channels) + " " + id(x) + ", " + id(filter) + ", " + id(bias) + " -> " +
+        id(y));
+    inner_.depthwise_convolution_2d(w, depth_multiplier, input_channels, x, filter, bias, y);
+  }
+
+  void deconvolution_2d(const Window2d& w, uint32_t adjustment_h, uint32_t adjustment_w, uint32_t groups,
+                        size_t group_input_channels, size_t group_output_channels, ValueId x, ValueId filter,
+                        ValueId bias, ValueId y) override {
+    log("xnn_define_deconvolution_2d " + window_text(w) + " adjustment " + std::to_string(adjustment_h) + "x" +
+        std::to_string(adjustment_w) + " groups " + std::to_string(groups) + " of " +
+        std::to_string(group_input_channels) + " -> " + std::to_string(group_output_channels) + " " + id(x) + ", " +
+        id(filter) + ", " + id(bias) + " -> " + id(y));
+    inner_.deconvolution_2d(w, adjustment_h, adjustment_w, groups, group_input_channels, group_output_channels, x,
+                            filter, bias, y);
+  }
+
+  void max_pooling_2d(const Window2d& w, ValueId x, ValueId y) override {
+    log("xnn_define_max_pooling_2d " + window_text(w) + " " + id(x) + " -> " + id(y));
+    inner_.max_pooling_2d(w, x, y);
+  }
+
+  void average_pooling_2d(const Window2d& w, ValueId x, ValueId y) override {
+    log("xnn_define_average_pooling_2d " + window_text(w) + " " + id(x) + " -> " + id(y));
+    inner_.average_pooling_2d(w, x, y);
+  }
+
+  void global_average_pooling_2d(ValueId x, ValueId y) override {
+    log("xnn_define_global_average_pooling_2d " + id(x) + " -> " + id(y));
+    inner_.global_average_pooling_2d(x, y);
+  }
+
+  void fully_connected(ValueId x, ValueId filter, ValueId bias, ValueId y, uint32_t flags) override {
+    log("xnn_define_fully_connected " + id(x) + ", " + id(filter) + ", " + id(bias) + " -> " + id(y) + " flags " +
+        flag_names(flags));
+    inner_.fully_connected(x, filter, bias, y, flags);
+  }
+
+  void static_reshape(const Dims& new_shape, ValueId x, ValueId y) override {
+    log("xnn_define_static_reshape " + dims_text(new_shape) + " " + id(x) + " -> " + id(y));
+    inner_.static_reshape(new_shape, x, y);
+  }
+
+  void static_constant_pad(const Dims& pre, const Dims& post, float value, ValueId x, ValueId y) override {
+    log("xnn_define_static_constant_pad " + dims_text(pre) + " " + dims_text(post) + " value " + lit(value) + " " +
+        id(x) + " -> " + id(y));
+    inner_.static_constant_pad(pre, post, value, x, y);
+  }
+
+  void softmax(ValueId x, ValueId y) override {
+    log("xnn_define_softmax " + id(x) + " -> " + id(y));
+    inner_.softmax(x, y);
+  }
+
+  void static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) override {
+    log("xnn_define_static_resize_bilinear_2d " + std::to_string(height) + "x" + std::to_string(width) + " " + id(x) +
+        " -> " + id(y) + " flags " + flag_names(flags));
+    inner_.static_resize_bilinear_2d(height, width, x, y, flags);
+  }
+
+  void end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) override {
+    log("end_subgraph inputs " + externals_text(inputs) + " outputs " + externals_text(outputs));
+    inner_.end_subgraph(inputs, outputs);
+  }
+
+  void concat(const ir::Node& node, const Concat& c) override {
+    std::string copies;
+    for (const auto& k : c.copies)
+      copies += " ['" + k.value + "' " + (k.data ? data_text(*k.data) : "computed") + " channels " +
+                std::to_string(k.channels) + " offset " + std::to_string(k.offset) + "]";
+    log("concat '" + node.name + "' -> '" + c.output + "' " + core::to_string(c.shape) + " batch " +
+        std::to_string(c.batch) + " stride " + std::to_string(c.stride) + copies);
+    inner_.concat(node, c);
+  }
+
+ private:
+  void log(std::string line) { lines_.push_back(std::move(line)); }
+
+  Sink& inner_;
+  std::vector<std::string>& lines_;
+};
+
 }  // namespace
 
-void RecordingSink::begin_subgraph() {
-  log("begin_subgraph");
-  inner_.begin_subgraph();
-}
-
-void RecordingSink::begin_node(const ir::Node& node, Layout layout) {
-  log("begin_node '" + node.name + "' (" + node.op + ") " + layout_name(layout));
-  inner_.begin_node(node, layout);
-}
-
-void RecordingSink::external_input(ValueId v, const std::string& value, Layout layout, const Dims& dims,
-                                   uint32_t external) {
-  log("external_input " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " external " +
-      std::to_string(external));
-  inner_.external_input(v, value, layout, dims, external);
-}
-
-void RecordingSink::external_output(ValueId v, const std::string& value, Layout layout, const Dims& dims,
-                                    uint32_t external) {
-  log("external_output " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " external " +
-      std::to_string(external));
-  inner_.external_output(v, value, layout, dims, external);
-}
-
-void RecordingSink::weight_value(ValueId v, const std::string& value, Layout layout, const Dims& dims,
-                                 std::vector<float> data) {
-  log("weight_value " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " " +
-      data_text(data));
-  inner_.weight_value(v, value, layout, dims, std::move(data));
-}
-
-void RecordingSink::static_value(ValueId v, const Dims& dims, std::vector<float> data, const std::string& what) {
-  log("static_value " + id(v) + " " + dims_text(dims) + " " + data_text(data) + " (" + what + ")");
-  inner_.static_value(v, dims, std::move(data), what);
-}
-
-void RecordingSink::internal_value(ValueId v, const Dims& dims) {
-  log("internal_value " + id(v) + " " + dims_text(dims));
-  inner_.internal_value(v, dims);
-}
-
-void RecordingSink::unary(Unary op, ValueId x, ValueId y) {
-  log(std::string(call_name(op)) + " " + id(x) + " -> " + id(y));
-  inner_.unary(op, x, y);
-}
-
-void RecordingSink::arithmetic(Arithmetic op, float min, float max, ValueId a, ValueId b, ValueId y) {
-  log(std::string(call_name(op)) + " [" + lit(min) + ", " + lit(max) + "] " + id(a) + ", " + id(b) + " -> " + id(y));
-  inner_.arithmetic(op, min, max, a, b, y);
-}
-
-void RecordingSink::binary(Binary op, ValueId a, ValueId b, ValueId y) {
-  log(std::string(call_name(op)) + " " + id(a) + ", " + id(b) + " -> " + id(y));
-  inner_.binary(op, a, b, y);
-}
-
-void RecordingSink::clamp(float min, float max, ValueId x, ValueId y) {
-  log("xnn_define_clamp [" + lit(min) + ", " + lit(max) + "] " + id(x) + " -> " + id(y));
-  inner_.clamp(min, max, x, y);
-}
-
-void RecordingSink::elu(float alpha, ValueId x, ValueId y) {
-  log("xnn_define_elu alpha " + lit(alpha) + " " + id(x) + " -> " + id(y));
-  inner_.elu(alpha, x, y);
-}
-
-void RecordingSink::leaky_relu(float slope, ValueId x, ValueId y) {
-  log("xnn_define_leaky_relu slope " + lit(slope) + " " + id(x) + " -> " + id(y));
-  inner_.leaky_relu(slope, x, y);
-}
-
-void RecordingSink::convolution_2d(const Window2d& w, uint32_t groups, size_t group_input_channels,
-                                   size_t group_output_channels, ValueId x, ValueId filter, ValueId bias, ValueId y) {
-  log("xnn_define_convolution_2d " + window_text(w) + " groups " + std::to_string(groups) + " of " +
-      std::to_string(group_input_channels) + " -> " + std::to_string(group_output_channels) + " " + id(x) + ", " +
-      id(filter) + ", " + id(bias) + " -> " + id(y));
-  inner_.convolution_2d(w, groups, group_input_channels, group_output_channels, x, filter, bias, y);
-}
-
-void RecordingSink::depthwise_convolution_2d(const Window2d& w, uint32_t depth_multiplier, size_t input_channels,
-                                             ValueId x, ValueId filter, ValueId bias, ValueId y) {
-  log("xnn_define_depthwise_convolution_2d " + window_text(w) + " multiplier " + std::to_string(depth_multiplier) +
-      " channels " + std::to_string(input_channels) + " " + id(x) + ", " + id(filter) + ", " + id(bias) + " -> " + id(y));
-  inner_.depthwise_convolution_2d(w, depth_multiplier, input_channels, x, filter, bias, y);
-}
-
-void RecordingSink::deconvolution_2d(const Window2d& w, uint32_t adjustment_h, uint32_t adjustment_w, uint32_t groups,
-                                     size_t group_input_channels, size_t group_output_channels, ValueId x,
-                                     ValueId filter, ValueId bias, ValueId y) {
-  log("xnn_define_deconvolution_2d " + window_text(w) + " adjustment " + std::to_string(adjustment_h) + "x" +
-      std::to_string(adjustment_w) + " groups " + std::to_string(groups) + " of " +
-      std::to_string(group_input_channels) + " -> " + std::to_string(group_output_channels) + " " + id(x) + ", " +
-      id(filter) + ", " + id(bias) + " -> " + id(y));
-  inner_.deconvolution_2d(w, adjustment_h, adjustment_w, groups, group_input_channels, group_output_channels, x,
-                          filter, bias, y);
-}
-
-void RecordingSink::max_pooling_2d(const Window2d& w, ValueId x, ValueId y) {
-  log("xnn_define_max_pooling_2d " + window_text(w) + " " + id(x) + " -> " + id(y));
-  inner_.max_pooling_2d(w, x, y);
-}
-
-void RecordingSink::average_pooling_2d(const Window2d& w, ValueId x, ValueId y) {
-  log("xnn_define_average_pooling_2d " + window_text(w) + " " + id(x) + " -> " + id(y));
-  inner_.average_pooling_2d(w, x, y);
-}
-
-void RecordingSink::global_average_pooling_2d(ValueId x, ValueId y) {
-  log("xnn_define_global_average_pooling_2d " + id(x) + " -> " + id(y));
-  inner_.global_average_pooling_2d(x, y);
-}
-
-void RecordingSink::fully_connected(ValueId x, ValueId filter, ValueId bias, ValueId y, uint32_t flags) {
-  log("xnn_define_fully_connected " + id(x) + ", " + id(filter) + ", " + id(bias) + " -> " + id(y) + " flags " +
-      flag_names(flags));
-  inner_.fully_connected(x, filter, bias, y, flags);
-}
-
-void RecordingSink::static_reshape(const Dims& new_shape, ValueId x, ValueId y) {
-  log("xnn_define_static_reshape " + dims_text(new_shape) + " " + id(x) + " -> " + id(y));
-  inner_.static_reshape(new_shape, x, y);
-}
-
-void RecordingSink::static_constant_pad(const Dims& pre, const Dims& post, float value, ValueId x, ValueId y) {
-  log("xnn_define_static_constant_pad " + dims_text(pre) + " " + dims_text(post) + " value " + lit(value) + " " +
-      id(x) + " -> " + id(y));
-  inner_.static_constant_pad(pre, post, value, x, y);
-}
-
-void RecordingSink::softmax(ValueId x, ValueId y) {
-  log("xnn_define_softmax " + id(x) + " -> " + id(y));
-  inner_.softmax(x, y);
-}
-
-void RecordingSink::static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) {
-  log("xnn_define_static_resize_bilinear_2d " + std::to_string(height) + "x" + std::to_string(width) + " " + id(x) +
-      " -> " + id(y) + " flags " + flag_names(flags));
-  inner_.static_resize_bilinear_2d(height, width, x, y, flags);
-}
-
-void RecordingSink::end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) {
-  log("end_subgraph inputs " + externals_text(inputs) + " outputs " + externals_text(outputs));
-  inner_.end_subgraph(inputs, outputs);
-}
-
-void RecordingSink::concat(const ir::Node& node, const Concat& c) {
-  std::string copies;
-  for (const auto& k : c.copies)
-    copies += " ['" + k.value + "' " + (k.data ? data_text(*k.data) : "computed") + " channels " +
-              std::to_string(k.channels) + " offset " + std::to_string(k.offset) + "]";
-  log("concat '" + node.name + "' -> '" + c.output + "' " + core::to_string(c.shape) + " batch " +
-      std::to_string(c.batch) + " stride " + std::to_string(c.stride) + copies);
-  inner_.concat(node, c);
+std::unique_ptr<Sink> recording_sink(Sink& inner, std::vector<std::string>& lines) {
+  return std::make_unique<RecordingSink>(inner, lines);
 }
 
 }  // namespace quorum::backends::xnnpack

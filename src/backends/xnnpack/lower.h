@@ -15,6 +15,7 @@
 // an external output, so the host sees every intermediate.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,8 +83,8 @@ struct External {
 struct ConcatCopy {
   std::string value;
   std::optional<std::vector<float>> data;  // an initializer's float32 values; nullopt: a computed value
-  size_t channels = 0;  // elements copied per batch row (input and output stride of the copy)
-  size_t offset = 0;    // where its rows start in the output's rows
+  size_t channels = 0;                     // elements copied per batch row (input and output stride of the copy)
+  size_t offset = 0;                       // where its rows start in the output's rows
 };
 struct Concat {
   std::string output;
@@ -124,12 +125,12 @@ class Sink {
   virtual void leaky_relu(float slope, ValueId x, ValueId y) = 0;
   virtual void convolution_2d(const Window2d& w, uint32_t groups, size_t group_input_channels,
                               size_t group_output_channels, ValueId x, ValueId filter, ValueId bias, ValueId y) = 0;
-  virtual void depthwise_convolution_2d(const Window2d& w, uint32_t depth_multiplier, size_t input_channels,
-                                        ValueId x, ValueId filter, ValueId bias, ValueId y) = 0;
+  virtual void depthwise_convolution_2d(const Window2d& w, uint32_t depth_multiplier, size_t input_channels, ValueId x,
+                                        ValueId filter, ValueId bias, ValueId y) = 0;
   // The window's stride is the upsampling factor.
   virtual void deconvolution_2d(const Window2d& w, uint32_t adjustment_h, uint32_t adjustment_w, uint32_t groups,
-                                size_t group_input_channels, size_t group_output_channels, ValueId x,
-                                ValueId filter, ValueId bias, ValueId y) = 0;
+                                size_t group_input_channels, size_t group_output_channels, ValueId x, ValueId filter,
+                                ValueId bias, ValueId y) = 0;
   virtual void max_pooling_2d(const Window2d& w, ValueId x, ValueId y) = 0;
   virtual void average_pooling_2d(const Window2d& w, ValueId x, ValueId y) = 0;  // no dilation
   virtual void global_average_pooling_2d(ValueId x, ValueId y) = 0;
@@ -153,56 +154,13 @@ Support supports(const ir::Graph& g, const ir::Node& n);
 Support lower(const ir::Graph& g, Sink& sink);
 
 // A sink decorator that writes every call, with its arguments, as one text line (float data as
-// exact literals) before passing it on: the sink-agreement test compares the backend's and the
-// reproducer writer's lines.
-class RecordingSink : public Sink {
- public:
-  RecordingSink(Sink& inner, std::vector<std::string>& lines) : inner_(inner), lines_(lines) {}
-
-  void begin_subgraph() override;
-  void begin_node(const ir::Node& node, Layout layout) override;
-  void external_input(ValueId id, const std::string& value, Layout layout, const Dims& dims,
-                      uint32_t external) override;
-  void external_output(ValueId id, const std::string& value, Layout layout, const Dims& dims,
-                       uint32_t external) override;
-  void weight_value(ValueId id, const std::string& value, Layout layout, const Dims& dims,
-                    std::vector<float> data) override;
-  void static_value(ValueId id, const Dims& dims, std::vector<float> data, const std::string& what) override;
-  void internal_value(ValueId id, const Dims& dims) override;
-  void unary(Unary op, ValueId x, ValueId y) override;
-  void arithmetic(Arithmetic op, float min, float max, ValueId a, ValueId b, ValueId y) override;
-  void binary(Binary op, ValueId a, ValueId b, ValueId y) override;
-  void clamp(float min, float max, ValueId x, ValueId y) override;
-  void elu(float alpha, ValueId x, ValueId y) override;
-  void leaky_relu(float slope, ValueId x, ValueId y) override;
-  void convolution_2d(const Window2d& w, uint32_t groups, size_t group_input_channels, size_t group_output_channels,
-                      ValueId x, ValueId filter, ValueId bias, ValueId y) override;
-  void depthwise_convolution_2d(const Window2d& w, uint32_t depth_multiplier, size_t input_channels, ValueId x,
-                                ValueId filter, ValueId bias, ValueId y) override;
-  void deconvolution_2d(const Window2d& w, uint32_t adjustment_h, uint32_t adjustment_w, uint32_t groups,
-                        size_t group_input_channels, size_t group_output_channels, ValueId x, ValueId filter,
-                        ValueId bias, ValueId y) override;
-  void max_pooling_2d(const Window2d& w, ValueId x, ValueId y) override;
-  void average_pooling_2d(const Window2d& w, ValueId x, ValueId y) override;
-  void global_average_pooling_2d(ValueId x, ValueId y) override;
-  void fully_connected(ValueId x, ValueId filter, ValueId bias, ValueId y, uint32_t flags) override;
-  void static_reshape(const Dims& new_shape, ValueId x, ValueId y) override;
-  void static_constant_pad(const Dims& pre, const Dims& post, float value, ValueId x, ValueId y) override;
-  void softmax(ValueId x, ValueId y) override;
-  void static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) override;
-  void end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) override;
-  void concat(const ir::Node& node, const Concat& c) override;
-
- private:
-  void log(std::string line) { lines_.push_back(std::move(line)); }
-
-  Sink& inner_;
-  std::vector<std::string>& lines_;
-};
+// its length and a hash of its bytes) to `lines` before passing it on to `inner`: the
+// sink-agreement test compares the backend's and the reproducer writer's lines.
+std::unique_ptr<Sink> recording_sink(Sink& inner, std::vector<std::string>& lines);
 
 // The sink-agreement test's entry points (tests/backends/xnnpack_sinks_test.cpp): `g` lowered into
 // the backend's sink (xnnpack_segment.cpp, which defines real subgraphs) and into the reproducer
-// writer's sink (repro.cpp), each through a RecordingSink. The lines end with "refused: <reason>"
+// writer's sink (repro.cpp), each through recording_sink. The lines end with "refused: <reason>"
 // when the lowering refuses the graph, "library error: <what>" when the library refuses a call.
 std::vector<std::string> library_sink_calls(const ir::Graph& g);
 std::vector<std::string> writer_sink_calls(const ir::Graph& g);

@@ -156,8 +156,10 @@ Support deconv_supports(const ir::Graph& g, const ir::Node& n) {
   const auto& st = core::attr_ints(n.attrs, "strides");
   for (size_t i = 0; i < 2; ++i)
     if (adj[i] >= st[i])
-      return Support::no("XNNPACK deconvolution needs output adjustment < stride (xnn_setup_runtime refuses it), ONNX "
-                         "output_padding " + std::to_string(adj[i]) + " >= stride " + std::to_string(st[i]));
+      return Support::no(
+          "XNNPACK deconvolution needs output adjustment < stride (xnn_setup_runtime refuses it), ONNX "
+          "output_padding " +
+          std::to_string(adj[i]) + " >= stride " + std::to_string(st[i]));
   return Support::yes();
 }
 
@@ -185,7 +187,8 @@ void define_pool(NodeLowering& c, bool is_max) {
 
 Support global_supports(const ir::Graph& g, const ir::Node& n, bool is_max) {
   const Shape& x = g.types.at(n.inputs[0]).shape;
-  if (x.size() > 4) return Support::no("XNNPACK 2022-02 has only 2-D pooling (input rank " + std::to_string(x.size()) + ")");
+  if (x.size() > 4)
+    return Support::no("XNNPACK 2022-02 has only 2-D pooling (input rank " + std::to_string(x.size()) + ")");
   if (is_max && core::numel(Shape(x.begin() + 2, x.end())) == 1)
     return Support::no("global max pool over one cell would be a 1x1 max pooling, which XNNPACK 2022-02 refuses");
   return Support::yes();
@@ -237,10 +240,11 @@ void define_matmul(NodeLowering& c) {
 
 void register_conv_pool(OpTable& t) {
   for (const char* name : {"conv1d", "conv2d"}) t[name] = OpEntry{conv_supports, channels_last_layout, define_conv, {}};
-  t["conv3d"] = OpEntry{[](const ir::Graph&, const ir::Node&) {
-                          return Support::no("XNNPACK 2022-02 has no 3-D convolution");
-                        },
-                        {}, {}, {}};
+  t["conv3d"] =
+      OpEntry{[](const ir::Graph&, const ir::Node&) { return Support::no("XNNPACK 2022-02 has no 3-D convolution"); },
+              {},
+              {},
+              {}};
   t["conv_transpose2d"] = OpEntry{deconv_supports, channels_last_layout, define_deconv, {}};
   for (const bool is_max : {true, false}) {
     const std::string kind = is_max ? "max" : "avg";
@@ -250,7 +254,9 @@ void register_conv_pool(OpTable& t) {
     t[kind + "_pool2d"] = OpEntry{sup, channels_last_layout, def, {}};
     t["global_" + kind + "_pool"] =
         OpEntry{[is_max](const ir::Graph& g, const ir::Node& n) { return global_supports(g, n, is_max); },
-                channels_last_layout, [is_max](NodeLowering& c) { define_global(c, is_max); }, {}};
+                channels_last_layout,
+                [is_max](NodeLowering& c) { define_global(c, is_max); },
+                {}};
   }
   t["dense"] = OpEntry{{}, plain_layout, define_dense, {}};
   t["matmul"] = OpEntry{matmul_supports, plain_layout, define_matmul, {}};

@@ -67,8 +67,9 @@ Support leaky_relu_supports(const ir::Graph&, const ir::Node& n) {
 Support pow_supports(const ir::Graph&, const ir::Node& n) {
   const double e = core::attr_f(n.attrs, "exponent");
   if (e == 2 || e == 3 || e == 0.5 || e == -1 || e == -0.5) return Support::yes();
-  return Support::no("XNNPACK 2022-02 has no power operator; only exponents 2, 3, 0.5, -1 and -0.5 map (square, "
-                     "multiply, square root, divide)");
+  return Support::no(
+      "XNNPACK 2022-02 has no power operator; only exponents 2, 3, 0.5, -1 and -0.5 map (square, "
+      "multiply, square root, divide)");
 }
 
 void define_pow(NodeLowering& c) {
@@ -139,8 +140,9 @@ void define_sum(NodeLowering& c) {
 
 Support batch_norm_supports(const ir::Graph& g, const ir::Node& n) {
   if (core::attr_i(n.attrs, "training") == 1)
-    return Support::no("XNNPACK 2022-02 has no batch statistics (no reduction over the batch); only inference "
-                       "batch_norm maps");
+    return Support::no(
+        "XNNPACK 2022-02 has no batch statistics (no reduction over the batch); only inference "
+        "batch_norm maps");
   for (size_t i = 1; i < n.inputs.size(); ++i)
     if (!g.is_initializer(n.inputs[i]))
       return Support::no("batch_norm parameters are folded when compiling; '" + n.inputs[i] + "' is computed");
@@ -186,15 +188,22 @@ void register_elementwise(OpTable& t) {
   add("hardswish", unary(Unary::Hardswish));
   add("square", unary(Unary::Square));
   add("sqrt", unary(Unary::SquareRoot));
-  add("elu", [](NodeLowering& c) {
-    const ValueId x = c.input(0);
-    c.sink.elu(c.attr_float("alpha"), x, c.output());
-  }, elu_supports);
-  add("leaky_relu", [](NodeLowering& c) {
-    const ValueId x = c.input(0);
-    c.sink.leaky_relu(c.attr_float("alpha"), x, c.output());
-  }, leaky_relu_supports);
-  add("clip", [](NodeLowering& c) { define_clamp(c, c.attr_float("min"), c.attr_float("max")); }, clip_supports);
+  add(
+      "elu",
+      [](NodeLowering& c) {
+        const ValueId x = c.input(0);
+        c.sink.elu(c.attr_float("alpha"), x, c.output());
+      },
+      elu_supports);
+  add(
+      "leaky_relu",
+      [](NodeLowering& c) {
+        const ValueId x = c.input(0);
+        c.sink.leaky_relu(c.attr_float("alpha"), x, c.output());
+      },
+      leaky_relu_supports);
+  add(
+      "clip", [](NodeLowering& c) { define_clamp(c, c.attr_float("min"), c.attr_float("max")); }, clip_supports);
   add("relu", [](NodeLowering& c) { define_clamp(c, 0.0f, kInf); });
   add("relu6", [](NodeLowering& c) { define_clamp(c, 0.0f, 6.0f); });
   add("hard_sigmoid", define_hard_sigmoid);
@@ -203,13 +212,16 @@ void register_elementwise(OpTable& t) {
   add("selu", define_selu);
   add("softsign", define_softsign);
   add("pow", define_pow, pow_supports);
-  for (const auto& [name, op] : std::map<std::string, Arithmetic>{
-           {"add", Arithmetic::Add}, {"sub", Arithmetic::Subtract}, {"mul", Arithmetic::Multiply}, {"div", Arithmetic::Divide}})
+  for (const auto& [name, op] : std::map<std::string, Arithmetic>{{"add", Arithmetic::Add},
+                                                                  {"sub", Arithmetic::Subtract},
+                                                                  {"mul", Arithmetic::Multiply},
+                                                                  {"div", Arithmetic::Divide}})
     add(name.c_str(), [op](NodeLowering& c) {
       const ValueId x = c.input(0), y = c.input(1);
       c.sink.arithmetic(op, -kInf, kInf, x, y, c.output());
     });
-  for (const auto& [name, op] : std::map<std::string, Binary>{{"maximum", Binary::Maximum}, {"minimum", Binary::Minimum}})
+  for (const auto& [name, op] :
+       std::map<std::string, Binary>{{"maximum", Binary::Maximum}, {"minimum", Binary::Minimum}})
     add(name.c_str(), [op](NodeLowering& c) {
       const ValueId x = c.input(0), y = c.input(1);
       c.sink.binary(op, x, y, c.output());

@@ -64,8 +64,9 @@ Support softmax_supports(const ir::Graph& g, const ir::Node& n) {
 
 Layout softmax_layout(const ir::Graph& g, const ir::Node& n, std::optional<Layout>) {
   const size_t r = g.types.at(n.inputs[0]).shape.size();
-  return ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(r)) == static_cast<int>(r) - 1 ? Layout::Plain
-                                                                                 : Layout::ChannelsLast;
+  return ops::norm_axis(core::attr_i(n.attrs, "axis"), static_cast<int>(r)) == static_cast<int>(r) - 1
+             ? Layout::Plain
+             : Layout::ChannelsLast;
 }
 
 void define_softmax(NodeLowering& c) {
@@ -82,8 +83,9 @@ Support resize_supports(const ir::Graph& g, const ir::Node& n) {
   if (mode == "pytorch_half_pixel")
     for (size_t i = 2; i < 4; ++i)
       if (y[i] == 1 && x[i] > 1)
-        return Support::no("pytorch_half_pixel samples 0 for an output size of 1; XNNPACK's half-pixel grid samples "
-                           "the centre");
+        return Support::no(
+            "pytorch_half_pixel samples 0 for an output size of 1; XNNPACK's half-pixel grid samples "
+            "the centre");
   return Support::yes();
 }
 
@@ -210,13 +212,17 @@ void register_shape(OpTable& t) {
   t["pad"] = OpEntry{pad_supports, plain_layout, define_pad, {}};
   t["softmax"] = OpEntry{softmax_supports, softmax_layout, define_softmax, {}};
   t["resize_bilinear"] = OpEntry{resize_supports, channels_last_layout, define_resize, {}};
-  const std::map<std::string, Reduce> reductions{
-      {"reduce_mean", Reduce::Mean}, {"reduce_sum", Reduce::Sum}, {"reduce_max", Reduce::Max}, {"reduce_min", Reduce::Min}};
+  const std::map<std::string, Reduce> reductions{{"reduce_mean", Reduce::Mean},
+                                                 {"reduce_sum", Reduce::Sum},
+                                                 {"reduce_max", Reduce::Max},
+                                                 {"reduce_min", Reduce::Min}};
   for (const auto& [name, kind] : reductions) {
     const Reduce k = kind;
     const bool is_max = k == Reduce::Max || k == Reduce::Min;
     t[name] = OpEntry{[is_max](const ir::Graph& g, const ir::Node& n) { return reduce_supports(g, n, is_max); },
-                      plain_layout, [k](NodeLowering& c) { define_reduce(c, k); }, {}};
+                      plain_layout,
+                      [k](NodeLowering& c) { define_reduce(c, k); },
+                      {}};
   }
   t["mse_loss"] = OpEntry{mse_supports, plain_layout, define_mse, {}};
   t["concat"] = OpEntry{{}, {}, {}, host_concat};

@@ -192,7 +192,8 @@ class WriterSink : public xnnpack::Sink {
   }
   std::string ids(std::initializer_list<ValueId> v) const {
     std::string s;
-    for (ValueId id : v) s += (s.empty() ? "" : ", ") + (id == xnnpack::kNoValue ? "XNN_INVALID_VALUE_ID" : names_.at(id));
+    for (ValueId id : v)
+      s += (s.empty() ? "" : ", ") + (id == xnnpack::kNoValue ? "XNN_INVALID_VALUE_ID" : names_.at(id));
     return s;
   }
   void external_value(ValueId id, const std::string& value, Layout l, const Dims& d, uint32_t external,
@@ -225,7 +226,8 @@ void WriterSink::end_subgraph(const std::vector<xnnpack::External>& inputs,
        << ", /*flags=*/0, &sg), \"xnn_create_subgraph\");\n";
   body << seg_.str();
   body << "    xnn_runtime_t rt = nullptr;\n";
-  body << "    check(xnn_create_runtime_v2(sg, /*threadpool=*/nullptr, /*flags=*/0, &rt), \"xnn_create_runtime_v2\");\n";
+  body << "    check(xnn_create_runtime_v2(sg, /*threadpool=*/nullptr, /*flags=*/0, &rt), "
+          "\"xnn_create_runtime_v2\");\n";
   body << "    check(xnn_delete_subgraph(sg), \"xnn_delete_subgraph\");\n";
   std::string ext;
   int staged = 0;
@@ -268,7 +270,8 @@ void WriterSink::concat(const ir::Node& n, const xnnpack::Concat& c) {
     std::string src;
     if (k.data) {
       const std::string arr = "w_" + identifier(k.value);
-      if (weight_arrays_.insert(arr).second) data << "// weight '" << k.value << "'\n" << c_array(arr, f32_tensor(*k.data));
+      if (weight_arrays_.insert(arr).second)
+        data << "// weight '" << k.value << "'\n" << c_array(arr, f32_tensor(*k.data));
       src = arr;
     } else {
       src = host(k.value) + ".data()";
@@ -404,8 +407,8 @@ namespace quorum::backends::xnnpack {
 std::vector<std::string> writer_sink_calls(const ir::Graph& g) {
   std::vector<std::string> lines;
   WriterSink writer;
-  RecordingSink sink(writer, lines);
-  if (const Support s = lower(g, sink); !s.ok) lines.push_back("refused: " + s.reason);
+  const std::unique_ptr<Sink> sink = recording_sink(writer, lines);
+  if (const Support s = lower(g, *sink); !s.ok) lines.push_back("refused: " + s.reason);
   return lines;
 }
 

@@ -31,7 +31,8 @@ class XnnpackSession : public Session {
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     ValueMap values;
-    for (const GraphInput& in : bind_graph_inputs(g_, inputs)) values.emplace(in.info.name, in.value.to(core::DType::F32));
+    for (const GraphInput& in : bind_graph_inputs(g_, inputs))
+      values.emplace(in.info.name, in.value.to(core::DType::F32));
     for (auto& step : steps_) step->run(values);
     ValueMap out;
     for (const auto& n : g_.nodes)
@@ -92,9 +93,9 @@ std::vector<std::string> library_sink_calls(const ir::Graph& g) {
   ConstantStore constants;
   LoweringLog log;
   LibrarySink library(g, constants, log);
-  RecordingSink sink(library, lines);
+  const std::unique_ptr<Sink> sink = recording_sink(library, lines);
   try {
-    if (const Support s = lower(g, sink); !s.ok) lines.push_back("refused: " + s.reason);
+    if (const Support s = lower(g, *sink); !s.ok) lines.push_back("refused: " + s.reason);
   } catch (const ConversionError& e) {
     lines.push_back(std::string("library error: ") + e.what());
   }

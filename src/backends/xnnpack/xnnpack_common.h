@@ -94,10 +94,10 @@ class LibrarySink : public Sink {
   LoweringLog& log_;
   std::vector<std::unique_ptr<Step>> steps_;
   xnn_subgraph_t sg_ = nullptr;
-  uint32_t reserved_ = 0;        // external ids [0, reserved_)
-  std::vector<uint32_t> ids_;    // XNNPACK's id of each lowering value of the open subgraph
-  std::string where_;  // the node being defined, for messages
-  std::string node_;   // its name
+  uint32_t reserved_ = 0;      // external ids [0, reserved_)
+  std::vector<uint32_t> ids_;  // XNNPACK's id of each lowering value of the open subgraph
+  std::string where_;          // the node being defined, for messages
+  std::string node_;           // its name
 };
 
 }  // namespace quorum::backends::xnnpack

@@ -195,67 +195,23 @@ void LibrarySink::check(xnn_status s, const char* call) {
   check_define(s, where_ + ": " + call);
 }
 
+// The definition functions, indexed by the lowering's enumerators (lower.h), in their order.
 void LibrarySink::unary(Unary op, ValueId x, ValueId y) {
-  using Fn = xnn_status (*)(xnn_subgraph_t, uint32_t, uint32_t, uint32_t);
-  Fn fn = nullptr;
-  switch (op) {
-    case Unary::Abs:
-      fn = xnn_define_abs;
-      break;
-    case Unary::Negate:
-      fn = xnn_define_negate;
-      break;
-    case Unary::Sigmoid:
-      fn = xnn_define_sigmoid;
-      break;
-    case Unary::Hardswish:
-      fn = xnn_define_hardswish;
-      break;
-    case Unary::Square:
-      fn = xnn_define_square;
-      break;
-    case Unary::SquareRoot:
-      fn = xnn_define_square_root;
-      break;
-  }
-  check(fn(sg_, xid(x), xid(y), 0), call_name(op));
+  static const decltype(&xnn_define_abs) fns[] = {xnn_define_abs,       xnn_define_negate, xnn_define_sigmoid,
+                                                  xnn_define_hardswish, xnn_define_square, xnn_define_square_root};
+  check(fns[static_cast<size_t>(op)](sg_, xid(x), xid(y), 0), call_name(op));
 }
 
 void LibrarySink::arithmetic(Arithmetic op, float min, float max, ValueId a, ValueId b, ValueId y) {
-  using Fn = xnn_status (*)(xnn_subgraph_t, float, float, uint32_t, uint32_t, uint32_t, uint32_t);
-  Fn fn = nullptr;
-  switch (op) {
-    case Arithmetic::Add:
-      fn = xnn_define_add2;
-      break;
-    case Arithmetic::Subtract:
-      fn = xnn_define_subtract;
-      break;
-    case Arithmetic::Multiply:
-      fn = xnn_define_multiply2;
-      break;
-    case Arithmetic::Divide:
-      fn = xnn_define_divide;
-      break;
-  }
-  check(fn(sg_, min, max, xid(a), xid(b), xid(y), 0), call_name(op));
+  static const decltype(&xnn_define_add2) fns[] = {xnn_define_add2, xnn_define_subtract, xnn_define_multiply2,
+                                                   xnn_define_divide};
+  check(fns[static_cast<size_t>(op)](sg_, min, max, xid(a), xid(b), xid(y), 0), call_name(op));
 }
 
 void LibrarySink::binary(Binary op, ValueId a, ValueId b, ValueId y) {
-  using Fn = xnn_status (*)(xnn_subgraph_t, uint32_t, uint32_t, uint32_t, uint32_t);
-  Fn fn = nullptr;
-  switch (op) {
-    case Binary::Maximum:
-      fn = xnn_define_maximum2;
-      break;
-    case Binary::Minimum:
-      fn = xnn_define_minimum2;
-      break;
-    case Binary::SquaredDifference:
-      fn = xnn_define_squared_difference;
-      break;
-  }
-  check(fn(sg_, xid(a), xid(b), xid(y), 0), call_name(op));
+  static const decltype(&xnn_define_maximum2) fns[] = {xnn_define_maximum2, xnn_define_minimum2,
+                                                       xnn_define_squared_difference};
+  check(fns[static_cast<size_t>(op)](sg_, xid(a), xid(b), xid(y), 0), call_name(op));
 }
 
 void LibrarySink::clamp(float min, float max, ValueId x, ValueId y) {
@@ -303,11 +259,11 @@ void LibrarySink::depthwise_convolution_2d(const Window2d& w, uint32_t depth_mul
 }
 
 void LibrarySink::deconvolution_2d(const Window2d& w, uint32_t adjustment_h, uint32_t adjustment_w, uint32_t groups,
-                                   size_t group_input_channels, size_t group_output_channels, ValueId x,
-                                   ValueId filter, ValueId bias, ValueId y) {
-  check(xnn_define_deconvolution_2d(sg_, w.top, w.right, w.bottom, w.left, adjustment_h, adjustment_w, w.kh, w.kw,
-                                    w.sh, w.sw, w.dh, w.dw, groups, group_input_channels, group_output_channels, -kInf,
-                                    kInf, xid(x), xid(filter), xid(bias), xid(y), xnn_flags(w.flags)),
+                                   size_t group_input_channels, size_t group_output_channels, ValueId x, ValueId filter,
+                                   ValueId bias, ValueId y) {
+  check(xnn_define_deconvolution_2d(sg_, w.top, w.right, w.bottom, w.left, adjustment_h, adjustment_w, w.kh, w.kw, w.sh,
+                                    w.sw, w.dh, w.dw, groups, group_input_channels, group_output_channels, -kInf, kInf,
+                                    xid(x), xid(filter), xid(bias), xid(y), xnn_flags(w.flags)),
         "xnn_define_deconvolution_2d");
 }
 
@@ -343,7 +299,9 @@ void LibrarySink::static_constant_pad(const Dims& pre, const Dims& post, float v
         "xnn_define_static_constant_pad");
 }
 
-void LibrarySink::softmax(ValueId x, ValueId y) { check(xnn_define_softmax(sg_, xid(x), xid(y), 0), "xnn_define_softmax"); }
+void LibrarySink::softmax(ValueId x, ValueId y) {
+  check(xnn_define_softmax(sg_, xid(x), xid(y), 0), "xnn_define_softmax");
+}
 
 void LibrarySink::static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) {
   check(xnn_define_static_resize_bilinear_2d(sg_, height, width, xid(x), xid(y), xnn_flags(flags)),
