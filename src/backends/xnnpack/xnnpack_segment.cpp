@@ -1,9 +1,10 @@
-// The segment builder: one XNNPACK subgraph per run of nodes that agree on the layouts of the
-// values they share, turned into a runtime (single-threaded: no pthreadpool) when the segment
-// closes. Every node output is an external output, so the host sees every intermediate; values
-// that cross segments go back through the host, permuted there when the next segment wants them
-// in another layout.
+// The backend's sink (LibrarySink, xnnpack_common.h): the lowering's calls made on XNNPACK. One
+// subgraph per segment, turned into a runtime (single-threaded: no pthreadpool) when the segment
+// ends; every node output is an external output, so the host sees every intermediate; values that
+// cross segments go back through the host, permuted there when the next segment wants them in
+// another layout. concat runs as its own step on the operator API.
 #include <algorithm>
+#include <limits>
 
 #include "backends/xnnpack/xnnpack_common.h"
 
@@ -37,43 +38,15 @@ void check_run(xnn_status s, const std::string& call) {
   if (s != xnn_status_success) throw std::runtime_error("XNNPACK " + call + " failed: " + status_name(s));
 }
 
-Dims xnn_dims(const Shape& logical, Layout layout) {
-  if (logical.empty()) return {1};  // rank 0: one element
-  Dims d(logical.begin(), logical.end());
-  if (layout == Layout::Plain) return d;
-  if (logical.size() == 3) return {d[0], 1, d[2], d[1]};
-  return {d[0], d[2], d[3], d[1]};
-}
-
-namespace {
-
-// [N, C, S] <-> [N, S, C] where S is the product of the spatial dims.
-struct NcsView {
-  int64_t n = 1, c = 1, s = 1;
-  explicit NcsView(const Shape& x) : n(x[0]), c(x[1]) {
-    for (size_t i = 2; i < x.size(); ++i) s *= x[i];
-  }
-};
-
-}  // namespace
-
-std::vector<float> to_channels_last(const core::Tensor& t) {
-  const NcsView v(t.shape());
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  const float* in = t.f32();
-  for (int64_t n = 0; n < v.n; ++n)
-    for (int64_t c = 0; c < v.c; ++c)
-      for (int64_t s = 0; s < v.s; ++s) out[static_cast<size_t>((n * v.s + s) * v.c + c)] = in[(n * v.c + c) * v.s + s];
-  return out;
-}
-
 core::Tensor from_channels_last(const std::vector<float>& data, const Shape& logical) {
-  const NcsView v(logical);
+  const int64_t n = logical[0], c = logical[1];
+  int64_t sp = 1;  // the spatial cells
+  for (size_t i = 2; i < logical.size(); ++i) sp *= logical[i];
   core::Tensor t(core::DType::F32, logical);
   float* out = t.f32();
-  for (int64_t n = 0; n < v.n; ++n)
-    for (int64_t c = 0; c < v.c; ++c)
-      for (int64_t s = 0; s < v.s; ++s) out[(n * v.c + c) * v.s + s] = data[static_cast<size_t>((n * v.s + s) * v.c + c)];
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t k = 0; k < sp; ++k) out[(i * c + j) * sp + k] = data[static_cast<size_t>((i * sp + k) * c + j)];
   return t;
 }
 
@@ -132,32 +105,217 @@ class SegmentStep : public Step {
   std::vector<IoValue> inputs_, outputs_;
 };
 
+// concat: one strided copy per input into the output's rows.
+class ConcatStep : public Step {
+ public:
+  ConcatStep(const ir::Node& n, Concat c) : c_(std::move(c)) {
+    for (const auto& k : c_.copies) {
+      xnn_operator_t op = nullptr;
+      check_define(xnn_create_copy_nc_x32(k.channels, k.channels, c_.stride, 0, &op),
+                   "node '" + n.name + "' (concat): xnn_create_copy_nc_x32");
+      ops_.push_back(op);
+    }
+  }
+  ~ConcatStep() override {
+    for (xnn_operator_t op : ops_) xnn_delete_operator(op);
+  }
+
+  void run(ValueMap& values) override {
+    core::Tensor y(core::DType::F32, c_.shape);
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      const ConcatCopy& k = c_.copies[i];
+      const float* x = k.data ? k.data->data() : values.at(k.value).f32();
+      check_run(xnn_setup_copy_nc_x32(ops_[i], c_.batch, x, y.f32() + k.offset, nullptr), "xnn_setup_copy_nc_x32");
+      check_run(xnn_run_operator(ops_[i], nullptr), "xnn_run_operator (copy_nc_x32)");
+    }
+    values.insert_or_assign(c_.output, std::move(y));
+  }
+
+ private:
+  Concat c_;  // initializer inputs keep their float32 values here
+  std::vector<xnn_operator_t> ops_;
+};
+
 }  // namespace
 
-SegmentBuilder::SegmentBuilder(const ir::Graph& g, ConstantStore& constants, LoweringLog& log)
-    : g_(g), constants_(constants), reserved_(static_cast<uint32_t>(2 * g.types.size() + 1)), log_(log) {}
+LibrarySink::LibrarySink(const ir::Graph& g, ConstantStore& constants, LoweringLog& log)
+    : g_(g), constants_(constants), log_(log), reserved_(static_cast<uint32_t>(2 * g.types.size() + 1)) {}
 
-SegmentBuilder::~SegmentBuilder() {
+LibrarySink::~LibrarySink() {
   if (sg_) xnn_delete_subgraph(sg_);
 }
 
-void SegmentBuilder::open() {
+void LibrarySink::begin_subgraph() {
   check_define(xnn_create_subgraph(reserved_, 0, &sg_), "xnn_create_subgraph");
+  ids_.clear();
 }
 
-void SegmentBuilder::close() {
-  if (!sg_) return;
+void LibrarySink::begin_node(const ir::Node& node, Layout) {
+  where_ = "node '" + node.name + "' (" + node.op + ")";
+  node_ = node.name;
+}
+
+void LibrarySink::bind(ValueId v, uint32_t xnn_id) {
+  if (ids_.size() <= v) ids_.resize(v + 1, XNN_INVALID_VALUE_ID);
+  ids_[v] = xnn_id;
+}
+
+uint32_t LibrarySink::define_tensor(const Dims& dims, const float* data, uint32_t external, uint32_t flags,
+                                    const std::string& what) {
+  uint32_t id = XNN_INVALID_VALUE_ID;
+  check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, dims.size(), dims.data(), data, external, flags, &id),
+               where_ + ": xnn_define_tensor_value (" + what + ")");
+  return id;
+}
+
+void LibrarySink::external_input(ValueId v, const std::string& value, Layout, const Dims& dims, uint32_t external) {
+  bind(v, define_tensor(dims, nullptr, external, XNN_VALUE_FLAG_EXTERNAL_INPUT, "external input '" + value + "'"));
+}
+
+void LibrarySink::external_output(ValueId v, const std::string& value, Layout, const Dims& dims, uint32_t external) {
+  bind(v, define_tensor(dims, nullptr, external, XNN_VALUE_FLAG_EXTERNAL_OUTPUT, "external output '" + value + "'"));
+}
+
+void LibrarySink::weight_value(ValueId v, const std::string&, Layout, const Dims& dims, std::vector<float> data) {
+  constants_.push_back(std::move(data));
+  bind(v, define_tensor(dims, constants_.back().data(), XNN_INVALID_VALUE_ID, 0, "static"));
+}
+
+void LibrarySink::static_value(ValueId v, const Dims& dims, std::vector<float> data, const std::string&) {
+  constants_.push_back(std::move(data));
+  bind(v, define_tensor(dims, constants_.back().data(), XNN_INVALID_VALUE_ID, 0, "static"));
+}
+
+void LibrarySink::internal_value(ValueId v, const Dims& dims) {
+  bind(v, define_tensor(dims, nullptr, XNN_INVALID_VALUE_ID, 0, "internal"));
+}
+
+void LibrarySink::check(xnn_status s, const char* call) {
+  log_.note(node_, call);
+  check_define(s, where_ + ": " + call);
+}
+
+// The definition functions, indexed by the lowering's enumerators (lower.h), in their order.
+void LibrarySink::unary(Unary op, ValueId x, ValueId y) {
+  static const decltype(&xnn_define_abs) fns[] = {xnn_define_abs,       xnn_define_negate, xnn_define_sigmoid,
+                                                  xnn_define_hardswish, xnn_define_square, xnn_define_square_root};
+  check(fns[static_cast<size_t>(op)](sg_, xid(x), xid(y), 0), call_name(op));
+}
+
+void LibrarySink::arithmetic(Arithmetic op, float min, float max, ValueId a, ValueId b, ValueId y) {
+  static const decltype(&xnn_define_add2) fns[] = {xnn_define_add2, xnn_define_subtract, xnn_define_multiply2,
+                                                   xnn_define_divide};
+  check(fns[static_cast<size_t>(op)](sg_, min, max, xid(a), xid(b), xid(y), 0), call_name(op));
+}
+
+void LibrarySink::binary(Binary op, ValueId a, ValueId b, ValueId y) {
+  static const decltype(&xnn_define_maximum2) fns[] = {xnn_define_maximum2, xnn_define_minimum2,
+                                                       xnn_define_squared_difference};
+  check(fns[static_cast<size_t>(op)](sg_, xid(a), xid(b), xid(y), 0), call_name(op));
+}
+
+void LibrarySink::clamp(float min, float max, ValueId x, ValueId y) {
+  check(xnn_define_clamp(sg_, min, max, xid(x), xid(y), 0), "xnn_define_clamp");
+}
+
+void LibrarySink::elu(float alpha, ValueId x, ValueId y) {
+  check(xnn_define_elu(sg_, alpha, xid(x), xid(y), 0), "xnn_define_elu");
+}
+
+void LibrarySink::leaky_relu(float slope, ValueId x, ValueId y) {
+  check(xnn_define_leaky_relu(sg_, slope, xid(x), xid(y), 0), "xnn_define_leaky_relu");
+}
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// XNN_FLAG_* of the lowering's flag bits.
+uint32_t xnn_flags(uint32_t flags) {
+  uint32_t f = 0;
+  if (flags & kTensorflowSamePadding) f |= XNN_FLAG_TENSORFLOW_SAME_PADDING;
+  if (flags & kTransposeWeights) f |= XNN_FLAG_TRANSPOSE_WEIGHTS;
+  if (flags & kAlignCorners) f |= XNN_FLAG_ALIGN_CORNERS;
+  if (flags & kTensorflowLegacyMode) f |= XNN_FLAG_TENSORFLOW_LEGACY_MODE;
+  return f;
+}
+
+}  // namespace
+
+void LibrarySink::convolution_2d(const Window2d& w, uint32_t groups, size_t group_input_channels,
+                                 size_t group_output_channels, ValueId x, ValueId filter, ValueId bias, ValueId y) {
+  check(xnn_define_convolution_2d(sg_, w.top, w.right, w.bottom, w.left, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, groups,
+                                  group_input_channels, group_output_channels, -kInf, kInf, xid(x), xid(filter),
+                                  xid(bias), xid(y), xnn_flags(w.flags)),
+        "xnn_define_convolution_2d");
+}
+
+void LibrarySink::depthwise_convolution_2d(const Window2d& w, uint32_t depth_multiplier, size_t input_channels,
+                                           ValueId x, ValueId filter, ValueId bias, ValueId y) {
+  check(xnn_define_depthwise_convolution_2d(sg_, w.top, w.right, w.bottom, w.left, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw,
+                                            depth_multiplier, input_channels, -kInf, kInf, xid(x), xid(filter),
+                                            xid(bias), xid(y), xnn_flags(w.flags)),
+        "xnn_define_depthwise_convolution_2d");
+}
+
+void LibrarySink::deconvolution_2d(const Window2d& w, uint32_t adjustment_h, uint32_t adjustment_w, uint32_t groups,
+                                   size_t group_input_channels, size_t group_output_channels, ValueId x, ValueId filter,
+                                   ValueId bias, ValueId y) {
+  check(xnn_define_deconvolution_2d(sg_, w.top, w.right, w.bottom, w.left, adjustment_h, adjustment_w, w.kh, w.kw, w.sh,
+                                    w.sw, w.dh, w.dw, groups, group_input_channels, group_output_channels, -kInf, kInf,
+                                    xid(x), xid(filter), xid(bias), xid(y), xnn_flags(w.flags)),
+        "xnn_define_deconvolution_2d");
+}
+
+void LibrarySink::max_pooling_2d(const Window2d& w, ValueId x, ValueId y) {
+  check(xnn_define_max_pooling_2d(sg_, w.top, w.right, w.bottom, w.left, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, -kInf,
+                                  kInf, xid(x), xid(y), xnn_flags(w.flags)),
+        "xnn_define_max_pooling_2d");
+}
+
+void LibrarySink::average_pooling_2d(const Window2d& w, ValueId x, ValueId y) {
+  check(xnn_define_average_pooling_2d(sg_, w.top, w.right, w.bottom, w.left, w.kh, w.kw, w.sh, w.sw, -kInf, kInf,
+                                      xid(x), xid(y), xnn_flags(w.flags)),
+        "xnn_define_average_pooling_2d");
+}
+
+void LibrarySink::global_average_pooling_2d(ValueId x, ValueId y) {
+  check(xnn_define_global_average_pooling_2d(sg_, -kInf, kInf, xid(x), xid(y), 0),
+        "xnn_define_global_average_pooling_2d");
+}
+
+void LibrarySink::fully_connected(ValueId x, ValueId filter, ValueId bias, ValueId y, uint32_t flags) {
+  check(xnn_define_fully_connected(sg_, -kInf, kInf, xid(x), xid(filter), xid(bias), xid(y), xnn_flags(flags)),
+        "xnn_define_fully_connected");
+}
+
+void LibrarySink::static_reshape(const Dims& new_shape, ValueId x, ValueId y) {
+  check(xnn_define_static_reshape(sg_, new_shape.size(), new_shape.data(), xid(x), xid(y), 0),
+        "xnn_define_static_reshape");
+}
+
+void LibrarySink::static_constant_pad(const Dims& pre, const Dims& post, float value, ValueId x, ValueId y) {
+  check(xnn_define_static_constant_pad(sg_, pre.data(), post.data(), value, xid(x), xid(y), 0),
+        "xnn_define_static_constant_pad");
+}
+
+void LibrarySink::softmax(ValueId x, ValueId y) {
+  check(xnn_define_softmax(sg_, xid(x), xid(y), 0), "xnn_define_softmax");
+}
+
+void LibrarySink::static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) {
+  check(xnn_define_static_resize_bilinear_2d(sg_, height, width, xid(x), xid(y), xnn_flags(flags)),
+        "xnn_define_static_resize_bilinear_2d");
+}
+
+void LibrarySink::end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) {
   xnn_subgraph_t sg = sg_;
   sg_ = nullptr;
   std::vector<IoValue> ins, outs;
-  for (const auto& e : inputs_) ins.push_back({e.value, e.layout, e.id, g_.types.at(e.value).shape});
-  for (const auto& e : outputs_) outs.push_back({e.value, e.layout, e.id, g_.types.at(e.value).shape});
+  for (const auto& e : inputs) ins.push_back({e.value, e.layout, xid(e.id), e.shape});
+  for (const auto& e : outputs) outs.push_back({e.value, e.layout, xid(e.id), e.shape});
   std::string nodes;
-  for (const auto& e : outputs_) nodes += (nodes.empty() ? "" : ", ") + e.value;
-  inputs_.clear();
-  outputs_.clear();
-  produced_.clear();
-  ids_.clear();
+  for (const auto& e : outputs) nodes += (nodes.empty() ? "" : ", ") + e.value;
   xnn_runtime_t rt = nullptr;
   const xnn_status s = outs.empty() ? xnn_status_success : xnn_create_runtime_v2(sg, nullptr, 0, &rt);
   xnn_delete_subgraph(sg);
@@ -165,126 +323,9 @@ void SegmentBuilder::close() {
   if (rt) steps_.push_back(std::make_unique<SegmentStep>(rt, std::move(ins), std::move(outs)));
 }
 
-std::optional<Layout> SegmentBuilder::layout_in_segment(const std::string& value) const {
-  const auto it = produced_.find(value);
-  if (it == produced_.end()) return std::nullopt;
-  return it->second;
-}
-
-void SegmentBuilder::add_node(const ir::Node& n, const OpEntry& op) {
-  where_ = "node '" + n.name + "' (" + n.op + ")";
-  node_ = n.name;
-  if (op.host) {
-    note("host code");
-    close();
-    steps_.push_back(op.host(g_, n, constants_));
-    return;
-  }
-  const size_t data_inputs = ir::data_input_count(n);
-  const Layout l = op.layout ? op.layout(g_, n, layout_in_segment(n.inputs.at(0))) : Layout::Plain;
-  for (size_t i = 0; i < data_inputs; ++i) {
-    const auto have = layout_in_segment(n.inputs[i]);
-    if (have && *have != l) {
-      close();  // the value goes through the host, where its layout changes
-      break;
-    }
-  }
-  if (!sg_) open();
-  NodeCtx ctx(*this, g_, n, l);
-  op.define(ctx);
-}
-
-std::vector<std::unique_ptr<Step>> SegmentBuilder::finish() {
-  close();
-  return std::move(steps_);
-}
-
-uint32_t SegmentBuilder::value(const std::string& name, Layout l) {
-  const auto key = std::make_pair(name, l);
-  if (const auto it = ids_.find(key); it != ids_.end()) return it->second;
-  const Shape& shape = g_.types.at(name).shape;
-  if (produced_.count(name))
-    throw std::logic_error(where_ + ": value '" + name + "' is wanted in a layout its producer did not write");
-  if (g_.is_initializer(name)) {
-    const core::Tensor w = g_.initializers.at(name).to(core::DType::F32);
-    std::vector<float> data = l == Layout::Plain ? std::vector<float>(w.f32(), w.f32() + w.numel()) : to_channels_last(w);
-    constants_.push_back(std::move(data));
-    const uint32_t id = define_internal(xnn_dims(shape, l), constants_.back().data());
-    ids_[key] = id;
-    return id;
-  }
-  const uint32_t id = define_external(name, l, XNN_VALUE_FLAG_EXTERNAL_INPUT);
-  inputs_.push_back({name, l, id});
-  ids_[key] = id;
-  return id;
-}
-
-uint32_t SegmentBuilder::define_output(const std::string& name, Layout l) {
-  const uint32_t id = define_external(name, l, XNN_VALUE_FLAG_EXTERNAL_OUTPUT);
-  outputs_.push_back({name, l, id});
-  produced_[name] = l;
-  ids_[{name, l}] = id;
-  return id;
-}
-
-// An external value (the next external id) of the segment: a graph value crossing into or out of it.
-uint32_t SegmentBuilder::define_external(const std::string& name, Layout l, uint32_t flags) {
-  const uint32_t ext = static_cast<uint32_t>(inputs_.size() + outputs_.size());
-  const Dims d = xnn_dims(g_.types.at(name).shape, l);
-  uint32_t id = XNN_INVALID_VALUE_ID;
-  check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, d.size(), d.data(), nullptr, ext, flags, &id),
-               where_ + ": xnn_define_tensor_value (external " +
-                   (flags == XNN_VALUE_FLAG_EXTERNAL_INPUT ? "input" : "output") + " '" + name + "')");
-  return id;
-}
-
-uint32_t SegmentBuilder::define_internal(const Dims& dims, const float* data) {
-  uint32_t id = XNN_INVALID_VALUE_ID;
-  check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, dims.size(), dims.data(), data, XNN_INVALID_VALUE_ID,
-                                       0, &id),
-               where_ + (data ? ": xnn_define_tensor_value (static)" : ": xnn_define_tensor_value (internal)"));
-  return id;
-}
-
-// ---- NodeCtx ----
-
-uint32_t NodeCtx::input(size_t i) { return b_.value(node.inputs.at(i), layout); }
-uint32_t NodeCtx::output(size_t i) { return b_.define_output(node.outputs.at(i), layout); }
-uint32_t NodeCtx::temp(const Dims& dims) { return b_.define_internal(dims, nullptr); }
-
-uint32_t NodeCtx::constant(std::vector<float> data, const Dims& dims) {
-  b_.constants().push_back(std::move(data));
-  return b_.define_internal(dims, b_.constants().back().data());
-}
-
-uint32_t NodeCtx::reshape(uint32_t id, const Dims& dims) {
-  const uint32_t out = temp(dims);
-  check(xnn_define_static_reshape(subgraph(), dims.size(), dims.data(), id, out, 0), "xnn_define_static_reshape");
-  return out;
-}
-
-const core::Tensor& NodeCtx::weight(size_t i) const { return graph.initializers.at(node.inputs.at(i)); }
-
-xnn_subgraph_t NodeCtx::subgraph() const { return b_.subgraph(); }
-
-void NodeCtx::check(xnn_status s, const char* call) const {
-  b_.note(call);
-  check_define(s, b_.where() + ": " + call);
-}
-
-// ---- shared layout rules ----
-
-Layout plain_layout(const ir::Graph&, const ir::Node&, std::optional<Layout>) { return Layout::Plain; }
-Layout channels_last_layout(const ir::Graph&, const ir::Node&, std::optional<Layout>) { return Layout::ChannelsLast; }
-
-Layout follow_layout(const ir::Graph& g, const ir::Node& n, std::optional<Layout> first) {
-  if (first != Layout::ChannelsLast) return Layout::Plain;
-  const size_t rank = g.types.at(n.inputs[0]).shape.size();
-  for (size_t i = 0; i < ir::data_input_count(n); ++i)
-    if (g.types.at(n.inputs[i]).shape.size() != rank) return Layout::Plain;
-  for (const auto& o : n.outputs)
-    if (g.types.at(o).shape.size() != rank) return Layout::Plain;
-  return Layout::ChannelsLast;
+void LibrarySink::concat(const ir::Node& node, const Concat& c) {
+  log_.note(node.name, "host code");
+  steps_.push_back(std::make_unique<ConcatStep>(node, c));
 }
 
 }  // namespace quorum::backends::xnnpack

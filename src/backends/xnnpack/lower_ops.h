@@ -1,0 +1,102 @@
+// Inside the XNNPACK lowering (lower*.cpp): the segment state, what an operator's lowering sees,
+// and the op table through which each family (lower_conv_pool.cpp, lower_elementwise.cpp,
+// lower_shape.cpp) registers its support rule, its layout rule and its lowering.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+
+#include "backends/xnnpack/lower.h"
+
+namespace quorum::backends::xnnpack {
+
+// The segments of one model. Nodes are added in topological order; a node that needs a value in
+// another layout than the one it has in the current segment closes the segment.
+class Segments {
+ public:
+  Segments(const ir::Graph& g, Sink& sink) : g_(g), sink_(sink) {}
+  void close();
+
+  // Opens a segment unless one is open; tells the sink which node comes.
+  void begin_node(const ir::Node& n, Layout l);
+  // The value `name` in layout `l`: defined once per segment (an external input, or an initializer
+  // as a static value).
+  ValueId value(const std::string& name, Layout l);
+  ValueId define_output(const std::string& name, Layout l);
+  ValueId internal(const Dims& dims);
+  ValueId constant(std::vector<float> data, const Dims& dims, const std::string& what);
+  std::optional<Layout> layout_in_segment(const std::string& value) const;
+  Sink& sink() { return sink_; }
+
+ private:
+  const ir::Graph& g_;
+  Sink& sink_;
+  bool open_ = false;
+  ValueId next_ = 0;
+  std::vector<External> inputs_, outputs_;
+  std::map<std::string, Layout> produced_;  // node outputs defined in the open segment
+  std::map<std::pair<std::string, Layout>, ValueId> ids_;
+};
+
+// What an operator's lowering sees: its node, its layout, the segment and the sink.
+class NodeLowering {
+ public:
+  NodeLowering(Segments& s, const ir::Graph& g, const ir::Node& n, Layout l)
+      : s_(s), graph(g), node(n), layout(l), sink(s.sink()) {}
+  ValueId input(size_t i) { return s_.value(node.inputs.at(i), layout); }  // data input i, in the node's layout
+  ValueId output(size_t i = 0) { return s_.define_output(node.outputs.at(i), layout); }
+  ValueId temp(const Dims& dims) { return s_.internal(dims); }
+  ValueId constant(std::vector<float> data, const Dims& dims, const std::string& what) {
+    return s_.constant(std::move(data), dims, what);
+  }
+  ValueId scalar(float v);
+  // A static reshape of `id` into a new internal value of dims `dims`.
+  ValueId reshape(ValueId id, const Dims& dims);
+  const core::Tensor& weight(size_t i) const { return graph.initializers.at(node.inputs.at(i)); }
+  const Shape& in_shape(size_t i) const { return graph.types.at(node.inputs[i]).shape; }
+  const Shape& out_shape(size_t i = 0) const { return graph.types.at(node.outputs[i]).shape; }
+  Dims out_dims() const { return xnn_dims(out_shape(), layout); }
+  const core::Attrs& attrs() const { return node.attrs; }
+  float attr_float(const char* name) const { return static_cast<float>(core::attr_f(node.attrs, name)); }
+
+ private:
+  Segments& s_;
+
+ public:
+  const ir::Graph& graph;
+  const ir::Node& node;
+  const Layout layout;
+  Sink& sink;
+};
+
+// A node's values as float32, row-major.
+std::vector<float> f32_values(const core::Tensor& t);
+size_t prod(const Shape& s, size_t from, size_t to);
+
+using SupportFn = std::function<Support(const ir::Graph&, const ir::Node&)>;
+// The node's layout, given the layout its first data input already has in the current segment
+// (nullopt: it comes from the host and can enter in either layout).
+using LayoutFn = std::function<Layout(const ir::Graph&, const ir::Node&, std::optional<Layout>)>;
+using DefineFn = std::function<void(NodeLowering&)>;
+// Operators the subgraph API lacks run between segments on the operator API.
+using HostFn = std::function<void(const ir::Graph&, const ir::Node&, Sink&)>;
+
+struct OpEntry {
+  SupportFn supports;  // null: every case of the operator maps
+  LayoutFn layout;     // null: Plain
+  DefineFn define;     // subgraph operators
+  HostFn host;         // operator-API operators (define is null)
+};
+using OpTable = std::map<std::string, OpEntry>;
+
+void register_conv_pool(OpTable& t);
+void register_elementwise(OpTable& t);
+void register_shape(OpTable& t);
+
+// Layout rules shared by the families.
+Layout plain_layout(const ir::Graph&, const ir::Node&, std::optional<Layout>);
+Layout channels_last_layout(const ir::Graph&, const ir::Node&, std::optional<Layout>);
+// Elementwise: channels-last when the first input already is and every data input has its rank.
+Layout follow_layout(const ir::Graph& g, const ir::Node& n, std::optional<Layout> first);
+
+}  // namespace quorum::backends::xnnpack

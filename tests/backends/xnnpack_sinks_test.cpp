@@ -1,0 +1,85 @@
+// XNNPACK sink agreement: the backend and the reproducer writer drive one lowering
+// (src/backends/xnnpack/lower.h) into their own sinks. For sampled cases of every catalogue operator,
+// and for generated multi-node models (layout changes, several segments, concat between them), the
+// calls each sink receives (recorded by xnnpack::recording_sink) must be the same lines, or both must refuse
+// the graph with the same reason. The backend's sink really defines the subgraphs, so a call XNNPACK
+// refuses shows up as "library error: ..." on its side only and fails here: the reproducer would
+// print a program that fails where the backend never ran.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "backends/xnnpack/lower.h"
+#include "campaign/campaign.h"
+#include "campaign/generators.h"
+#include "ir/build.h"
+#include "ops/registry.h"
+
+namespace quorum::backends::xnnpack {
+namespace {
+
+constexpr int kCases = 6;
+
+struct Tally {
+  int compared = 0, refused = 0;
+  size_t lines = 0;
+};
+
+// Compares both sinks' calls for `g`; true when the graph was lowered (not refused).
+bool agree(const ir::Graph& g, const std::string& what, Tally& t) {
+  const std::vector<std::string> library = library_sink_calls(g);
+  const std::vector<std::string> writer = writer_sink_calls(g);
+  EXPECT_EQ(library, writer) << what;
+  const bool refused = !library.empty() && library.back().rfind("refused: ", 0) == 0;
+  if (refused) {
+    EXPECT_EQ(library.size(), 1u) << what << ": a refused graph reaches no sink";
+    ++t.refused;
+    return false;
+  }
+  ++t.compared;
+  t.lines += library.size();
+  return true;
+}
+
+TEST(XnnpackSinks, EveryOperatorLowersAlikeIntoBothSinks) {
+  Tally t;
+  int operators = 0;
+  for (const ops::OpSpec* spec : ops::catalogue().all()) {
+    bool lowered = false;
+    for (int k = 0; k < kCases; ++k) {
+      core::Rng rng(core::fnv1a(spec->name) + static_cast<uint64_t>(k));
+      const ops::Case c = spec->sample(rng);
+      const ir::SingleNode sn = ir::single_node_graph(*spec, c, rng, core::DType::F32);
+      lowered |= agree(sn.graph, spec->name + " case " + std::to_string(k), t);
+    }
+    operators += lowered;
+  }
+  // The comparison must have something to compare: most of the mapped operators, their calls.
+  EXPECT_GE(operators, 30) << "operators lowered";
+  EXPECT_GE(t.compared, 150);
+  EXPECT_GE(t.lines, 1000u) << "calls recorded";
+  EXPECT_GT(t.refused, 0) << "unsupported operators must refuse alike too";
+  std::printf("%d operators lowered: %d cases (%zu calls), %d refused\n", operators, t.compared, t.lines, t.refused);
+}
+
+TEST(XnnpackSinks, GeneratedModelsLowerAlikeIntoBothSinks) {
+  Tally t;
+  int segments = 0;
+  for (const char* generator : {"muffin", "ws", "rn", "zoo"}) {
+    gen::GenOptions opt;
+    opt.generator = generator;
+    const campaign::ModelFactory factory = campaign::generator_factory(opt, "random");
+    for (int64_t i = 0; i < 100; ++i) {
+      const campaign::ModelCase m = campaign::draw_case(factory, 2026, i, "mse_loss");
+      if (agree(m.graph, std::string(generator) + " model " + std::to_string(i), t))
+        for (const auto& line : library_sink_calls(m.graph)) segments += line == "begin_subgraph";
+    }
+  }
+  EXPECT_GE(t.compared, 20) << "models lowered";
+  EXPECT_GT(segments, t.compared) << "some model needs more than one subgraph";
+  EXPECT_GE(t.lines, 500u) << "calls recorded";
+  std::printf("%d models lowered (%zu calls, %d subgraphs), %d refused\n", t.compared, t.lines, segments, t.refused);
+}
+
+}  // namespace
+}  // namespace quorum::backends::xnnpack
