@@ -125,6 +125,15 @@ std::string conv_key(const lw::ConvGeo& g) {
 ExecSink::ExecSink(Env& env, const ir::Node& n, const std::vector<Shape>& out_shapes, bool training, Saved& saved)
     : env_(env), node_(n), out_shapes_(out_shapes), training_(training), saved_(saved) {}
 
+// A training forward that has a workspace keeps it for the backward (pooling's argmax, lrn's).
+void ExecSink::keep_workspace(lw::Prop p, const memory::desc& ws, std::unordered_map<int, memory>& args) {
+  saved_.workspace = memory();
+  if (p == lw::Prop::forward_training && ws.get_size() > 0) {
+    saved_.workspace = memory(ws, cpu_engine());
+    args[DNNL_ARG_WORKSPACE] = saved_.workspace;
+  }
+}
+
 const Buf& ExecSink::get(const std::string& v) const {
   const auto it = temps_.find(v);
   return it != temps_.end() ? it->second : env_.value(v);
@@ -228,11 +237,7 @@ void ExecSink::pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, cons
   Buf r(Shape(g.dst.begin(), g.dst.end()));
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(plain_md(g.src), get(x).ptr())},
                                        {DNNL_ARG_DST, mem(plain_md(g.dst), r.ptr())}};
-  saved_.workspace = memory();
-  if (p == lw::Prop::forward_training && f.pd.workspace_desc().get_size() > 0) {
-    saved_.workspace = memory(f.pd.workspace_desc(), cpu_engine());
-    args[DNNL_ARG_WORKSPACE] = saved_.workspace;
-  }
+  keep_workspace(p, f.pd.workspace_desc(), args);
   run(f.prim, args);
   put(y, std::move(r));
 }
@@ -315,11 +320,7 @@ void ExecSink::lrn(lw::Prop p, const lw::LrnGeo& g, const std::string& x, const 
   const memory::desc data = plain_md(g.src);
   Buf r(Shape(g.src.begin(), g.src.end()));
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(data, get(x).ptr())}, {DNNL_ARG_DST, mem(data, r.ptr())}};
-  saved_.workspace = memory();
-  if (p == lw::Prop::forward_training && f.pd.workspace_desc().get_size() > 0) {
-    saved_.workspace = memory(f.pd.workspace_desc(), cpu_engine());
-    args[DNNL_ARG_WORKSPACE] = saved_.workspace;
-  }
+  keep_workspace(p, f.pd.workspace_desc(), args);
   run(f.prim, args);
   put(y, std::move(r));
 }

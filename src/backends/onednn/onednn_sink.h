@@ -98,6 +98,7 @@ class ExecSink : public lw::StepSink {
   const Buf& get(const std::string& v) const;
   // Stores a step's result: a node output with the node's shape for it, else kept by the sink.
   void put(const std::string& v, Buf b);
+  void keep_workspace(lw::Prop p, const memory::desc& ws, std::unordered_map<int, memory>& args);
 
   Env& env_;
   const ir::Node& node_;

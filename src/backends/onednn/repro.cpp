@@ -2,15 +2,18 @@
 // (Debian libdnnl-dev 2.6), built with `g++ -std=c++17 -O1 repro.cpp -o repro -ldnnl`. The data
 // (inputs, weights, incoming gradients) and the expected float64 values are embedded as exact hex
 // literals. Each operator is run through the same primitives, algorithms, memory formats and
-// attributes as Quorum's backend (src/backends/onednn/*.cpp):
+// attributes as Quorum's backend: the forward steps come from oneDNN's lowering (lower.h), which
+// also drives the backend, and Gen is its text sink (it prints the call of the matching helper
+// block); the backward text takes the lowering's geometry (pool_geo, conv_geo, ...):
 //  - forward findings (FC, crash) run the model's nodes in order from the graph inputs and compare
 //    the blamed node's outputs and the graph outputs;
 //  - backward findings (BC) feed the blamed node its operands and the library's own incoming
 //    gradient, run the forward (training) and the backward primitive(s), and compare the gradients
 //    of its inputs and weights with the float64 vector-Jacobian product.
 // batch_norm / layer_norm run batch_normalization_* / layer_normalization_* (layer_norm on X viewed
-// as [rows, prod(dims[axis:])]); resize_bilinear / resize_nearest run resampling_* and are refused,
-// as the backend refuses them, when the ONNX coordinate rule differs from oneDNN's.
+// as [rows, prod(dims[axis:])]); resize_bilinear / resize_nearest run resampling_* and are refused
+// with the lowering's reason (node_support, the backend's too) when the ONNX coordinate rule
+// differs from oneDNN's.
 // Only the helper functions the case needs are written into the program.
 #include <algorithm>
 #include <cmath>
