@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "backends/onednn/lower.h"
 #include "backends/onednn/onednn_common.h"
 #include "core/error.h"
 
@@ -140,11 +141,12 @@ class OnednnBackend : public Backend {
   bool trains() const override { return true; }
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
-    for (const auto& v : n.inputs)
-      if (g.types.count(v) && g.types.at(v).dtype == core::DType::I64)
-        return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is int64");
+    // The lowering's checks (float32 operands, what oneDNN's primitives cannot express), shared with
+    // the reproducer writer; an operator oneDNN has nothing for is refused after the operand check.
+    const Support s = onednn_lower::node_support(g, n);
     const auto it = op_table().find(n.op);
-    if (it == op_table().end()) return Support::no("no oneDNN 2.6 primitive is mapped for operator '" + n.op + "'");
+    if (s.ok && it == op_table().end()) return Support::no("no oneDNN 2.6 primitive is mapped for operator '" + n.op + "'");
+    if (!s.ok) return s;
     return it->second.supports ? it->second.supports(g, n) : Support::yes();
   }
 

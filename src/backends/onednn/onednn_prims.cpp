@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/onednn/lower.h"
 #include "backends/onednn/onednn_common.h"
 #include "core/error.h"
 
@@ -38,10 +39,7 @@ dnnl::stream& cpu_stream() {
   return s;
 }
 
-Dims dims_of(const Shape& s) {
-  if (s.empty()) return {1};
-  return Dims(s.begin(), s.end());
-}
+Dims dims_of(const Shape& s) { return onednn_lower::dims_of(s); }
 
 Dims dense_strides(const Dims& d) {
   Dims st(d.size(), 1);
@@ -154,12 +152,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-Shape pad_rank(const Shape& s, size_t rank) {
-  if (s.size() >= rank) return s;
-  Shape out(rank - s.size(), 1);
-  out.insert(out.end(), s.begin(), s.end());
-  return out;
-}
+Shape pad_rank(const Shape& s, size_t rank) { return onednn_lower::pad_rank(s, rank); }
 
 // ---- eltwise ----
 

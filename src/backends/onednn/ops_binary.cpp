@@ -1,24 +1,23 @@
 // Two-input arithmetic with NumPy broadcasting (binary primitive), n-ary sum (sum primitive, or a
-// chain of broadcasting adds when shapes differ) and concat (concat primitive).
+// chain of broadcasting adds when shapes differ) and concat (concat primitive); the forward runs
+// through the lowering (lower.cpp) and the backend's sink (onednn_sink.cpp).
 // Backward follows the chain rule with the same primitives: products and quotients by binary ops,
 // the reduction primitive to sum a gradient down to a broadcast operand's shape, and for
 // maximum/minimum a comparison mask (binary ge/le) that sends ties to the first operand, as the
 // reference does. Concat's backward splits the gradient with strided reorders.
-#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
 namespace {
 
 class BinaryKernel : public Kernel {
  public:
-  BinaryKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    static const std::map<std::string, algorithm> algs = {
-        {"add", algorithm::binary_add}, {"sub", algorithm::binary_sub},     {"mul", algorithm::binary_mul},
-        {"div", algorithm::binary_div}, {"maximum", algorithm::binary_max}, {"minimum", algorithm::binary_min}};
-    alg_ = algs.at(n.op);
-  }
+  BinaryKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n), alg_(to_dnnl(*lw::binary_alg(n.op))) {}
 
-  void forward(Env& env, bool) override { set_out(env, 0, binary(alg_, in(env, 0), in(env, 1))); }
+  void forward(Env& env, bool training) override {
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
+  }
 
   void backward(Env& env) override {
     const Buf& gy = *gout(env, 0);
@@ -64,25 +63,9 @@ class SumKernel : public Kernel {
  public:
   using Kernel::Kernel;
 
-  void forward(Env& env, bool) override {
-    bool same = true;
-    for (size_t i = 0; i < in_shapes_.size(); ++i) same = same && in_shape(i) == out_shape(0);
-    if (!same) {
-      Buf acc = binary(algorithm::binary_add, in(env, 0), in(env, 1));
-      for (size_t i = 2; i < in_shapes_.size(); ++i) acc = binary(algorithm::binary_add, acc, in(env, i));
-      set_out(env, 0, std::move(acc));
-      return;
-    }
-    const memory::desc md = plain_md(dims_of(out_shape(0)));
-    const size_t n = in_shapes_.size();
-    const auto& c = cached<dnnl::sum::primitive_desc>(Key() << "sum" << n << md, [&] {
-      return dnnl::sum::primitive_desc(md, std::vector<float>(n, 1.0f), std::vector<memory::desc>(n, md), cpu_engine());
-    });
-    Buf y(out_shape(0));
-    std::unordered_map<int, memory> args{{DNNL_ARG_DST, mem(md, y.ptr())}};
-    for (size_t i = 0; i < n; ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = mem(md, in(env, i).ptr());
-    run(c.prim, args);
-    set_out(env, 0, std::move(y));
+  void forward(Env& env, bool training) override {
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
   }
 
   void backward(Env& env) override {
@@ -96,23 +79,9 @@ class ConcatKernel : public Kernel {
     axis_ = ops::norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(out_shape(0).size()));
   }
 
-  void forward(Env& env, bool) override {
-    const size_t n = in_shapes_.size();
-    std::vector<memory::desc> srcs;
-    Key key;
-    key << "concat" << axis_;
-    for (size_t i = 0; i < n; ++i) {
-      srcs.push_back(plain_md(dims_of(in_shape(i))));
-      key << srcs.back();
-    }
-    const memory::desc dst = plain_md(dims_of(out_shape(0)));
-    const auto& c = cached<dnnl::concat::primitive_desc>(
-        key, [&] { return dnnl::concat::primitive_desc(dst, axis_, srcs, cpu_engine()); });
-    Buf y(out_shape(0));
-    std::unordered_map<int, memory> args{{DNNL_ARG_DST, mem(dst, y.ptr())}};
-    for (size_t i = 0; i < n; ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = mem(srcs[i], in(env, i).ptr());
-    run(c.prim, args);
-    set_out(env, 0, std::move(y));
+  void forward(Env& env, bool training) override {
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
   }
 
   void backward(Env& env) override {

@@ -4,7 +4,7 @@
 // matmul: operands are padded to one rank with leading 1s (oneDNN broadcasts size-1 batch dims of
 // either operand). Backward is two more matmuls over transposed (strided) views, then a reduction
 // over the batch dims an operand was broadcast along.
-#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
 namespace {
@@ -12,27 +12,19 @@ namespace {
 class DenseKernel : public Kernel {
  public:
   DenseKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    in_features_ = in_shape(0).back();
-    units_ = core::attr_i(attrs(), "units");
-    rows_ = core::numel(in_shape(0)) / in_features_;
-    bias_ = core::attr_i(attrs(), "bias") == 1;
-    src_ = plain_md({rows_, in_features_});
-    w_ = plain_md({units_, in_features_});
-    b_ = plain_md({units_});
-    dst_ = plain_md({rows_, units_});
-    key_ = Key() << rows_ << in_features_ << units_ << bias_;
+    geo_ = lw::dense_geo(in_shape(0), attrs());
+    bias_ = geo_.bias;
+    src_ = plain_md({geo_.rows, geo_.in});
+    w_ = plain_md({geo_.units, geo_.in});
+    b_ = plain_md({geo_.units});
+    dst_ = plain_md({geo_.rows, geo_.units});
+    key_ = dense_key(geo_);
     fwd(prop_kind::forward_inference);
   }
 
   void forward(Env& env, bool training) override {
-    const auto& f = fwd(training ? prop_kind::forward_training : prop_kind::forward_inference);
-    Buf y(out_shape(0));
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src_, in(env, 0).ptr())},
-                                         {DNNL_ARG_WEIGHTS, mem(w_, in(env, 1).ptr())},
-                                         {DNNL_ARG_DST, mem(dst_, y.ptr())}};
-    if (bias_) args[DNNL_ARG_BIAS] = mem(b_, in(env, 2).ptr());
-    run(f.prim, args);
-    set_out(env, 0, std::move(y));
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
   }
 
   void backward(Env& env) override {
@@ -67,15 +59,9 @@ class DenseKernel : public Kernel {
   }
 
  private:
-  const Cached<dnnl::inner_product_forward::primitive_desc>& fwd(prop_kind prop) {
-    return cached<dnnl::inner_product_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
-      auto d = bias_ ? dnnl::inner_product_forward::desc(prop, src_, w_, b_, dst_)
-                     : dnnl::inner_product_forward::desc(prop, src_, w_, dst_);
-      return dnnl::inner_product_forward::primitive_desc(d, cpu_engine());
-    });
-  }
+  const Cached<dnnl::inner_product_forward::primitive_desc>& fwd(prop_kind prop) { return dense_fwd_pd(geo_, prop); }
 
-  int64_t in_features_ = 0, units_ = 0, rows_ = 0;
+  lw::DenseGeo geo_;
   bool bias_ = true;
   memory::desc src_, w_, b_, dst_;
   std::string key_;
@@ -91,7 +77,8 @@ memory::desc transposed_md(const Dims& dims) {
   return strided_md(d, st);
 }
 
-// One matmul: dst = src @ weights, batch dims broadcast.
+}  // namespace
+
 void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, const float* bp, const memory::desc& y,
                 float* yp) {
   const auto& c = cached<dnnl::matmul::primitive_desc>(Key() << a << b << y, [&] {
@@ -100,6 +87,8 @@ void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, c
   });
   run(c.prim, {{DNNL_ARG_SRC, mem(a, ap)}, {DNNL_ARG_WEIGHTS, mem(b, bp)}, {DNNL_ARG_DST, mem(y, yp)}});
 }
+
+namespace {
 
 class MatmulKernel : public Kernel {
  public:
@@ -114,10 +103,9 @@ class MatmulKernel : public Kernel {
     });
   }
 
-  void forward(Env& env, bool) override {
-    Buf y(out_shape(0));
-    matmul_raw(plain_md(a_), in(env, 0).ptr(), plain_md(b_), in(env, 1).ptr(), plain_md(y_), y.ptr());
-    set_out(env, 0, std::move(y));
+  void forward(Env& env, bool training) override {
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
   }
 
   void backward(Env& env) override {

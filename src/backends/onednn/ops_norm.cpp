@@ -1,5 +1,5 @@
 // Batch normalization, layer normalization and LRN on their oneDNN primitives, with the library's
-// backward kernels.
+// backward kernels. The geometry is the lowering's (lower.cpp), and the forward runs through it.
 //  - batch_norm training=0 uses use_global_stats with the mean/var parameters; the reference also
 //    differentiates with respect to mean and var, which oneDNN does not: those two gradients are
 //    derived from the library's diff_scale / diff_shift with eltwise and binary primitives
@@ -8,7 +8,7 @@
 //  - layer_norm normalises over axis..end: oneDNN normalises the last dim, so X is viewed as
 //    [rows, prod(dims[axis:])] and scale/shift are flattened to match.
 //  - lrn maps to lrn_across_channels, whose alpha is divided by the window size like ONNX's.
-#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
 namespace {
@@ -18,34 +18,18 @@ using dnnl::normalization_flags;
 class BatchNormKernel : public Kernel {
  public:
   BatchNormKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    eps_ = static_cast<float>(core::attr_f(attrs(), "epsilon"));
-    batch_stats_ = core::attr_i(attrs(), "training") == 1;
-    data_ = plain_md(dims_of(in_shape(0)));
+    geo_ = lw::bn_geo(in_shape(0), attrs());
+    eps_ = geo_.eps;
+    batch_stats_ = geo_.batch_stats;
+    data_ = plain_md(geo_.src);
     chan_ = plain_md({in_shape(0)[1]});
-    flags_ = normalization_flags::use_scale | normalization_flags::use_shift;
-    if (!batch_stats_) flags_ = flags_ | normalization_flags::use_global_stats;
-    key_ = Key() << data_ << eps_ << static_cast<unsigned>(flags_);
+    flags_ = bn_flags(geo_);
+    key_ = bn_key(geo_);
     fwd(prop_kind::forward_inference);
   }
 
   void forward(Env& env, bool training) override {
-    const auto& f = fwd(training ? prop_kind::forward_training : prop_kind::forward_inference);
-    Buf y(out_shape(0));
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(data_, in(env, 0).ptr())},
-                                         {DNNL_ARG_DST, mem(data_, y.ptr())},
-                                         {DNNL_ARG_SCALE, mem(chan_, in(env, 1).ptr())},
-                                         {DNNL_ARG_SHIFT, mem(chan_, in(env, 2).ptr())}};
-    if (batch_stats_) {
-      mean_ = Buf(in_shape(1));
-      var_ = Buf(in_shape(1));
-      args[DNNL_ARG_MEAN] = mem(chan_, mean_.ptr());
-      args[DNNL_ARG_VARIANCE] = mem(chan_, var_.ptr());
-    } else {
-      args[DNNL_ARG_MEAN] = mem(chan_, in(env, 3).ptr());
-      args[DNNL_ARG_VARIANCE] = mem(chan_, in(env, 4).ptr());
-    }
-    run(f.prim, args);
-    set_out(env, 0, std::move(y));
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
   void backward(Env& env) override {
@@ -54,8 +38,8 @@ class BatchNormKernel : public Kernel {
       dnnl::batch_normalization_backward::desc d(prop_kind::backward, data_, data_, eps_, flags_);
       return dnnl::batch_normalization_backward::primitive_desc(d, cpu_engine(), f.pd);
     });
-    const Buf& mean = batch_stats_ ? mean_ : in(env, 3);
-    const Buf& var = batch_stats_ ? var_ : in(env, 4);
+    const Buf& mean = batch_stats_ ? saved_.mean : in(env, 3);
+    const Buf& var = batch_stats_ ? saved_.var : in(env, 4);
     Buf gx(in_shape(0)), gscale(in_shape(1)), gshift(in_shape(2));
     run(b.prim, {{DNNL_ARG_SRC, mem(data_, in(env, 0).ptr())},
                  {DNNL_ARG_MEAN, mem(chan_, mean.ptr())},
@@ -83,51 +67,31 @@ class BatchNormKernel : public Kernel {
   }
 
  private:
-  const Cached<dnnl::batch_normalization_forward::primitive_desc>& fwd(prop_kind prop) {
-    return cached<dnnl::batch_normalization_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
-      dnnl::batch_normalization_forward::desc d(prop, data_, eps_, flags_);
-      return dnnl::batch_normalization_forward::primitive_desc(d, cpu_engine());
-    });
-  }
+  const Cached<dnnl::batch_normalization_forward::primitive_desc>& fwd(prop_kind prop) { return bn_fwd_pd(geo_, prop); }
 
+  lw::BnGeo geo_;
+  Saved saved_;
   float eps_ = 0;
   bool batch_stats_ = false;
   memory::desc data_, chan_;
   normalization_flags flags_ = normalization_flags::none;
   std::string key_;
-  Buf mean_, var_;
 };
 
 class LayerNormKernel : public Kernel {
  public:
   LayerNormKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    const Shape& x = in_shape(0);
-    const int axis = ops::norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(x.size()));
-    int64_t rows = 1, k = 1;
-    for (int d = 0; d < static_cast<int>(x.size()); ++d) (d < axis ? rows : k) *= x[static_cast<size_t>(d)];
-    eps_ = static_cast<float>(core::attr_f(attrs(), "epsilon"));
-    data_ = plain_md({rows, k});
-    stat_ = plain_md({rows});
-    param_ = plain_md({k});
-    rows_ = rows;
-    key_ = Key() << data_ << eps_;
+    geo_ = lw::ln_geo(in_shape(0), attrs());
+    eps_ = geo_.eps;
+    data_ = plain_md({geo_.rows, geo_.k});
+    stat_ = plain_md({geo_.rows});
+    param_ = plain_md({geo_.k});
+    key_ = ln_key(geo_);
     fwd(prop_kind::forward_training);
   }
 
-  void forward(Env& env, bool) override {
-    // Always the training flavour: backward needs the statistics and the reference has no
-    // stored-statistics mode for layer norm.
-    const auto& f = fwd(prop_kind::forward_training);
-    Buf y(out_shape(0));
-    mean_ = Buf({rows_});
-    var_ = Buf({rows_});
-    run(f.prim, {{DNNL_ARG_SRC, mem(data_, in(env, 0).ptr())},
-                 {DNNL_ARG_DST, mem(data_, y.ptr())},
-                 {DNNL_ARG_SCALE, mem(param_, in(env, 1).ptr())},
-                 {DNNL_ARG_SHIFT, mem(param_, in(env, 2).ptr())},
-                 {DNNL_ARG_MEAN, mem(stat_, mean_.ptr())},
-                 {DNNL_ARG_VARIANCE, mem(stat_, var_.ptr())}});
-    set_out(env, 0, std::move(y));
+  void forward(Env& env, bool training) override {
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
   void backward(Env& env) override {
@@ -138,8 +102,8 @@ class LayerNormKernel : public Kernel {
     });
     Buf gx(in_shape(0)), gscale(in_shape(1)), gshift(in_shape(2));
     run(b.prim, {{DNNL_ARG_SRC, mem(data_, in(env, 0).ptr())},
-                 {DNNL_ARG_MEAN, mem(stat_, mean_.ptr())},
-                 {DNNL_ARG_VARIANCE, mem(stat_, var_.ptr())},
+                 {DNNL_ARG_MEAN, mem(stat_, saved_.mean.ptr())},
+                 {DNNL_ARG_VARIANCE, mem(stat_, saved_.var.ptr())},
                  {DNNL_ARG_DIFF_DST, mem(data_, gout(env, 0)->ptr())},
                  {DNNL_ARG_SCALE, mem(param_, in(env, 1).ptr())},
                  {DNNL_ARG_SHIFT, mem(param_, in(env, 2).ptr())},  // unused by the math, required by 2.6
@@ -154,44 +118,30 @@ class LayerNormKernel : public Kernel {
  private:
   static normalization_flags flags() { return normalization_flags::use_scale | normalization_flags::use_shift; }
 
-  const Cached<dnnl::layer_normalization_forward::primitive_desc>& fwd(prop_kind prop) {
-    return cached<dnnl::layer_normalization_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
-      dnnl::layer_normalization_forward::desc d(prop, data_, stat_, eps_, flags());
-      return dnnl::layer_normalization_forward::primitive_desc(d, cpu_engine());
-    });
-  }
+  const Cached<dnnl::layer_normalization_forward::primitive_desc>& fwd(prop_kind prop) { return ln_fwd_pd(geo_, prop); }
 
+  lw::LnGeo geo_;
+  Saved saved_;
   float eps_ = 0;
-  int64_t rows_ = 1;
   memory::desc data_, stat_, param_;
   std::string key_;
-  Buf mean_, var_;
 };
 
 class LrnKernel : public Kernel {
  public:
   LrnKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    size_ = core::attr_i(attrs(), "size");
-    alpha_ = static_cast<float>(core::attr_f(attrs(), "alpha"));
-    beta_ = static_cast<float>(core::attr_f(attrs(), "beta"));
-    bias_ = static_cast<float>(core::attr_f(attrs(), "bias"));
-    data_ = plain_md(dims_of(in_shape(0)));
-    key_ = Key() << data_ << size_ << alpha_ << beta_ << bias_;
+    geo_ = lw::lrn_geo(in_shape(0), attrs());
+    size_ = geo_.size;
+    alpha_ = geo_.alpha;
+    beta_ = geo_.beta;
+    bias_ = geo_.bias;
+    data_ = plain_md(geo_.src);
+    key_ = lrn_key(geo_);
     fwd(prop_kind::forward_inference);
   }
 
   void forward(Env& env, bool training) override {
-    const auto& f = fwd(training ? prop_kind::forward_training : prop_kind::forward_inference);
-    Buf y(out_shape(0));
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(data_, in(env, 0).ptr())},
-                                         {DNNL_ARG_DST, mem(data_, y.ptr())}};
-    workspace_ = memory();
-    if (training && f.pd.workspace_desc().get_size() > 0) {
-      workspace_ = memory(f.pd.workspace_desc(), cpu_engine());
-      args[DNNL_ARG_WORKSPACE] = workspace_;
-    }
-    run(f.prim, args);
-    set_out(env, 0, std::move(y));
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
   void backward(Env& env) override {
@@ -204,24 +154,20 @@ class LrnKernel : public Kernel {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(data_, in(env, 0).ptr())},
                                          {DNNL_ARG_DIFF_DST, mem(data_, gout(env, 0)->ptr())},
                                          {DNNL_ARG_DIFF_SRC, mem(data_, gx.ptr())}};
-    if (b.pd.workspace_desc().get_size() > 0) args[DNNL_ARG_WORKSPACE] = workspace_;
+    if (b.pd.workspace_desc().get_size() > 0) args[DNNL_ARG_WORKSPACE] = saved_.workspace;
     run(b.prim, args);
     add_gin(env, 0, std::move(gx));
   }
 
  private:
-  const Cached<dnnl::lrn_forward::primitive_desc>& fwd(prop_kind prop) {
-    return cached<dnnl::lrn_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
-      dnnl::lrn_forward::desc d(prop, algorithm::lrn_across_channels, data_, size_, alpha_, beta_, bias_);
-      return dnnl::lrn_forward::primitive_desc(d, cpu_engine());
-    });
-  }
+  const Cached<dnnl::lrn_forward::primitive_desc>& fwd(prop_kind prop) { return lrn_fwd_pd(geo_, prop); }
 
+  lw::LrnGeo geo_;
+  Saved saved_;
   int64_t size_ = 1;
   float alpha_ = 0, beta_ = 0, bias_ = 1;
   memory::desc data_;
   std::string key_;
-  memory workspace_;
 };
 
 }  // namespace

@@ -5,7 +5,7 @@
 // Backward reorders the other way; pad's mirrored borders accumulate with a sum post-op.
 #include <algorithm>
 
-#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
 namespace {
@@ -13,26 +13,21 @@ namespace {
 class ReshapeKernel : public Kernel {
  public:
   using Kernel::Kernel;
-  void forward(Env& env, bool) override { set_out(env, 0, in(env, 0).reshaped(out_shape(0))); }
+  void forward(Env& env, bool training) override {
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
+  }
   void backward(Env& env) override { add_gin(env, 0, gout(env, 0)->reshaped(in_shape(0))); }
 };
 
 class TransposeKernel : public Kernel {
  public:
-  TransposeKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    const auto& perm = core::attr_ints(attrs(), "perm");
-    const size_t r = in_shape(0).size();
-    const Dims in_strides = dense_strides(dims_of(in_shape(0)));
-    for (size_t i = 0; i < r; ++i) {
-      const auto p = perm.empty() ? r - 1 - i : static_cast<size_t>(perm[i]);
-      permuted_strides_.push_back(in_strides[p]);
-    }
-  }
+  TransposeKernel(const ir::Graph& g, const ir::Node& n)
+      : Kernel(g, n), permuted_strides_(lw::transpose_strides(in_shape(0), attrs())) {}
 
-  void forward(Env& env, bool) override {
-    Buf y(out_shape(0));
-    copy_view(View{const_cast<float*>(in(env, 0).ptr()), dims_of(out_shape(0)), permuted_strides_}, view_of(y));
-    set_out(env, 0, std::move(y));
+  void forward(Env& env, bool training) override {
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
   }
 
   void backward(Env& env) override {

@@ -3,7 +3,7 @@
 // Reduction backward is composed: broadcast (binary add onto zeros), scaling (eltwise linear), for
 // max/min the first extreme element in row-major order (as the reference), for prod the product of
 // the other elements, exact at zeros (as the reference).
-#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/onednn_sink.h"
 #include "ops/kernel_util.h"
 
 namespace quorum::backends::onednn {
@@ -12,18 +12,17 @@ namespace {
 class SoftmaxKernel : public Kernel {
  public:
   SoftmaxKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    alg_ = n.op == "log_softmax" ? algorithm::softmax_log : algorithm::softmax_accurate;
-    axis_ = ops::norm_axis(core::attr_i(attrs(), "axis"), static_cast<int>(in_shape(0).size()));
-    md_ = plain_md(dims_of(in_shape(0)));
-    key_ = Key() << static_cast<int>(alg_) << axis_ << md_;
+    geo_ = lw::softmax_geo(n.op, in_shape(0), attrs());
+    alg_ = to_dnnl(geo_.alg);
+    axis_ = geo_.axis;
+    md_ = plain_md(geo_.dims);
+    key_ = softmax_key(geo_);
     fwd(prop_kind::forward_inference);
   }
 
   void forward(Env& env, bool training) override {
-    const auto& f = fwd(training ? prop_kind::forward_training : prop_kind::forward_inference);
-    Buf y(out_shape(0));
-    run(f.prim, {{DNNL_ARG_SRC, mem(md_, in(env, 0).ptr())}, {DNNL_ARG_DST, mem(md_, y.ptr())}});
-    set_out(env, 0, std::move(y));
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
   }
 
   void backward(Env& env) override {
@@ -40,13 +39,9 @@ class SoftmaxKernel : public Kernel {
   }
 
  private:
-  const Cached<dnnl::softmax_v2_forward::primitive_desc>& fwd(prop_kind prop) {
-    return cached<dnnl::softmax_v2_forward::primitive_desc>(Key() << key_ << static_cast<int>(prop), [&] {
-      dnnl::softmax_v2_forward::desc d(prop, alg_, md_, md_, axis_);
-      return dnnl::softmax_v2_forward::primitive_desc(d, cpu_engine());
-    });
-  }
+  const Cached<dnnl::softmax_v2_forward::primitive_desc>& fwd(prop_kind prop) { return softmax_fwd_pd(geo_, prop); }
 
+  lw::SoftmaxGeo geo_;
   algorithm alg_;
   int axis_ = 0;
   memory::desc md_;
@@ -68,24 +63,13 @@ Buf first_of(const Buf& mask, const Shape& keep) {
 
 class ReduceKernel : public Kernel {
  public:
-  ReduceKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    static const std::map<std::string, algorithm> algs = {{"reduce_sum", algorithm::reduction_sum},
-                                                          {"reduce_mean", algorithm::reduction_mean},
-                                                          {"reduce_max", algorithm::reduction_max},
-                                                          {"reduce_min", algorithm::reduction_min},
-                                                          {"reduce_prod", algorithm::reduction_mul}};
-    alg_ = algs.at(n.op);
-    const Shape& x = in_shape(0);
-    const auto& axes = core::attr_ints(attrs(), "axes");
-    keep_ = x;
-    for (size_t d = 0; d < x.size(); ++d) {
-      bool reduced = axes.empty();
-      for (int64_t a : axes) reduced = reduced || ops::norm_axis(a, static_cast<int>(x.size())) == static_cast<int>(d);
-      if (reduced) keep_[d] = 1;
-    }
-  }
+  ReduceKernel(const ir::Graph& g, const ir::Node& n)
+      : Kernel(g, n), alg_(to_dnnl(*lw::reduce_alg(n.op))), keep_(lw::reduce_keep(in_shape(0), attrs())) {}
 
-  void forward(Env& env, bool) override { set_out(env, 0, reduce_to(alg_, in(env, 0), keep_).reshaped(out_shape(0))); }
+  void forward(Env& env, bool training) override {
+    Saved saved;
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
+  }
 
   void backward(Env& env) override {
     const Buf& x = in(env, 0);

@@ -2,15 +2,18 @@
 // (Debian libdnnl-dev 2.6), built with `g++ -std=c++17 -O1 repro.cpp -o repro -ldnnl`. The data
 // (inputs, weights, incoming gradients) and the expected float64 values are embedded as exact hex
 // literals. Each operator is run through the same primitives, algorithms, memory formats and
-// attributes as Quorum's backend (src/backends/onednn/*.cpp):
+// attributes as Quorum's backend: the forward steps come from oneDNN's lowering (lower.h), which
+// also drives the backend, and Gen is its text sink (it prints the call of the matching helper
+// block); the backward text takes the lowering's geometry (pool_geo, conv_geo, ...):
 //  - forward findings (FC, crash) run the model's nodes in order from the graph inputs and compare
 //    the blamed node's outputs and the graph outputs;
 //  - backward findings (BC) feed the blamed node its operands and the library's own incoming
 //    gradient, run the forward (training) and the backward primitive(s), and compare the gradients
 //    of its inputs and weights with the float64 vector-Jacobian product.
 // batch_norm / layer_norm run batch_normalization_* / layer_normalization_* (layer_norm on X viewed
-// as [rows, prod(dims[axis:])]); resize_bilinear / resize_nearest run resampling_* and are refused,
-// as the backend refuses them, when the ONNX coordinate rule differs from oneDNN's.
+// as [rows, prod(dims[axis:])]); resize_bilinear / resize_nearest run resampling_* and are refused
+// with the lowering's reason (node_support, the backend's too) when the ONNX coordinate rule
+// differs from oneDNN's.
 // Only the helper functions the case needs are written into the program.
 #include <algorithm>
 #include <cmath>
@@ -20,6 +23,7 @@
 #include <set>
 #include <sstream>
 
+#include "backends/onednn/lower.h"
 #include "backends/repro.h"
 #include "core/attrs.h"
 #include "ops/kernel_util.h"
@@ -750,72 +754,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// ---------------------------------------------------------------- operator tables
-
-struct Step {
-  std::string alg;  // algorithm::NAME
-  float alpha = 0, beta = 0;
-};
-
-constexpr float kSeluAlpha = 1.6732632423543772f;
-constexpr float kSeluGamma = 1.0507009873554805f;
-
-// The eltwise chains of ops_eltwise.cpp.
-bool eltwise_chain(const std::string& op, const core::Attrs& a, std::vector<Step>& out) {
-  auto f = [&](const char* n) { return static_cast<float>(core::attr_f(a, n)); };
-  if (op == "relu") out = {{"eltwise_relu", 0, 0}};
-  else if (op == "relu6") out = {{"eltwise_clip_v2", 0, 6}};
-  else if (op == "leaky_relu") out = {{"eltwise_relu", f("alpha"), 0}};
-  else if (op == "elu") out = {{"eltwise_elu", f("alpha"), 0}};
-  else if (op == "selu") out = {{"eltwise_elu", kSeluAlpha, 0}, {"eltwise_linear", kSeluGamma, 0}};
-  else if (op == "gelu")
-    out = {{core::attr_s(a, "approximate") == "tanh" ? "eltwise_gelu_tanh" : "eltwise_gelu_erf", 0, 0}};
-  else if (op == "sigmoid") out = {{"eltwise_logistic", 0, 0}};
-  else if (op == "tanh") out = {{"eltwise_tanh", 0, 0}};
-  else if (op == "softplus") out = {{"eltwise_soft_relu", 0, 0}};
-  else if (op == "hard_sigmoid") out = {{"eltwise_linear", f("alpha"), f("beta")}, {"eltwise_clip_v2", 0, 1}};
-  else if (op == "hardswish") out = {{"eltwise_hardswish", 0, 0}};
-  else if (op == "exp") out = {{"eltwise_exp", 0, 0}};
-  else if (op == "log") out = {{"eltwise_log", 0, 0}};
-  else if (op == "sqrt") out = {{"eltwise_sqrt", 0, 0}};
-  else if (op == "rsqrt") out = {{"eltwise_sqrt", 0, 0}, {"eltwise_pow", 1, -1}};
-  else if (op == "reciprocal") out = {{"eltwise_pow", 1, -1}};
-  else if (op == "abs") out = {{"eltwise_abs", 0, 0}};
-  else if (op == "neg") out = {{"eltwise_linear", -1, 0}};
-  else if (op == "square") out = {{"eltwise_square", 0, 0}};
-  else if (op == "pow") out = {{"eltwise_pow", 1, f("exponent")}};
-  else if (op == "clip") out = {{"eltwise_clip_v2", f("min"), f("max")}};
-  else return false;
-  return true;
-}
-
-const std::map<std::string, std::string>& binary_algs() {
-  static const std::map<std::string, std::string> m = {{"add", "binary_add"},     {"sub", "binary_sub"},
-                                                       {"mul", "binary_mul"},     {"div", "binary_div"},
-                                                       {"maximum", "binary_max"}, {"minimum", "binary_min"}};
-  return m;
-}
-
-const std::map<std::string, std::string>& reduce_algs() {
-  static const std::map<std::string, std::string> m = {{"reduce_sum", "reduction_sum"},
-                                                       {"reduce_mean", "reduction_mean"},
-                                                       {"reduce_max", "reduction_max"},
-                                                       {"reduce_min", "reduction_min"},
-                                                       {"reduce_prod", "reduction_mul"}};
-  return m;
-}
-
-bool is_reshape(const std::string& op) {
-  return op == "reshape" || op == "flatten" || op == "squeeze" || op == "unsqueeze";
-}
-bool is_pool(const std::string& op) {
-  return op == "max_pool1d" || op == "max_pool2d" || op == "avg_pool1d" || op == "avg_pool2d" ||
-         op == "global_max_pool" || op == "global_avg_pool";
-}
-bool is_conv(const std::string& op) {
-  return op == "conv1d" || op == "conv2d" || op == "conv3d" || op == "conv_transpose2d";
-}
-bool is_rnn(const std::string& op) { return op == "simple_rnn" || op == "lstm" || op == "gru"; }
+namespace lw = onednn_lower;
+using lw::Dims;
 
 // ---------------------------------------------------------------- text helpers
 
@@ -827,7 +767,6 @@ std::string dims(const Shape& s) {
   o << "}";
   return o.str();
 }
-std::string dims(const std::vector<int64_t>& s, bool) { return dims(Shape(s.begin(), s.end())); }
 std::string flt(double v) { return c_literal(v, true); }
 std::string num(double v) {
   char buf[64];
@@ -835,83 +774,145 @@ std::string num(double v) {
   return buf;
 }
 std::string var(const std::string& value) { return "v_" + identifier(value); }
+std::string alg(lw::Alg a) { return std::string("algorithm::") + lw::name(a); }
 
-Shape pad_rank(const Shape& s, size_t r) {
-  if (s.size() >= r) return s;
-  Shape o(r - s.size(), 1);
-  o.insert(o.end(), s.begin(), s.end());
-  return o;
-}
-
-// The coordinate check of ops_resize.cpp (Quorum's backend refuses a resize whose ONNX coordinate
-// rule picks other source points than oneDNN's single rule per algorithm).
-double onnx_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
-  const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
-  if (mode == "asymmetric") return od * ind / outd;
-  if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
-  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
-  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
-  return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;
-}
-
-int64_t onnx_round(const std::string& mode, double x) {
-  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
-  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
-  const double fl = std::floor(x);
-  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
-  return static_cast<int64_t>(std::round(x));
-}
-
-int64_t resize_mismatch(bool linear, const core::Attrs& a, int64_t in, int64_t out) {
-  const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
-  for (int64_t o = 0; o < out; ++o) {
-    if (linear) {
-      const double hi = static_cast<double>(in - 1);
-      const double want = std::clamp(onnx_coord(ctm, o, in, out), 0.0, hi);
-      const double got = std::clamp(onnx_coord("half_pixel", o, in, out), 0.0, hi);
-      if (std::abs(want - got) > 1e-9) return o;
-    } else {
-      const int64_t want =
-          std::clamp<int64_t>(onnx_round(core::attr_s(a, "nearest_mode"), onnx_coord(ctm, o, in, out)), 0, in - 1);
-      const int64_t got = (2 * o + 1) * in / (2 * out);
-      if (want != got) return o;
-    }
+// The lowering's refusal of a node (resize coordinate rules, int64 operands), as the writer's.
+void check_supported(const ir::Graph& g, const ir::Node& n) {
+  if (lw::is_resize(n.op)) {
+    const Shape& x = g.types.at(n.inputs[0]).shape;
+    const Shape& y = g.types.at(n.outputs[0]).shape;
+    if (x.size() != 4 || y.size() != 4) throw ReproUnsupported(n.op + " on a tensor that is not [N, C, H, W]");
   }
-  return -1;
-}
-
-void check_resize(const ir::Node& n, const Shape& x, const Shape& y) {
-  const bool linear = n.op == "resize_bilinear";
-  if (x.size() != 4 || y.size() != 4) throw ReproUnsupported(n.op + " on a tensor that is not [N, C, H, W]");
-  for (size_t axis = 2; axis < 4; ++axis) {
-    const int64_t o = resize_mismatch(linear, n.attrs, x[axis], y[axis]);
-    if (o < 0) continue;
-    std::string mode = core::attr_s(n.attrs, "coordinate_transformation_mode");
-    if (!linear) mode += " with nearest_mode " + core::attr_s(n.attrs, "nearest_mode");
-    throw ReproUnsupported(std::string("oneDNN resampling_") + (linear ? "linear" : "nearest") +
-                           " has one coordinate rule (" + (linear ? "half_pixel" : "floor((o + 0.5) * in / out)") +
-                           "); " + mode + " picks a different source for output " + std::to_string(o) + " of axis " +
-                           std::to_string(axis) + " (" + std::to_string(x[axis]) + " -> " + std::to_string(y[axis]) +
-                           "), which Quorum's oneDNN backend refuses too");
-  }
+  const Support s = lw::node_support(g, n);
+  if (!s.ok) throw ReproUnsupported(s.reason + ", which Quorum's oneDNN backend refuses too");
 }
 
 // ---------------------------------------------------------------- the generator
 
-class Gen {
+// The writer's sink: prints each forward step of the lowering as a call of the matching helper
+// block (and pulls the block into the program). A '%' temporary is not declared: its expression is
+// written where the next step consumes it.
+class Gen : public lw::StepSink {
  public:
   Gen(const ReproCase& c) : c_(c) {}
 
   ReproProgram write(const std::string& dir);
 
+  void node(const ir::Node& n) override {
+    node_ = &n;
+    lines_.push_back("  // node '" + n.name + "': " + n.op + " " + core::to_string(n.attrs) + "\n");
+  }
+  void alias(const std::string& y, const std::string& x) override {
+    lines_.push_back("  const Vec& " + var(y) + " = " + ref(x) + ";  // a reshape: the same buffer\n");
+  }
+  void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
+                const std::string& comment) override {
+    const std::string name = identifier(hint);
+    std::vector<double> vals(data.begin(), data.end());
+    lines_.push_back(data_vec_line(name, core::Tensor::f64(shape, vals), comment));
+    names_[v] = name;
+  }
+  void eltwise(const lw::Eltwise& e, const Dims& d, const std::string& x, const std::string& y) override {
+    need("eltwise");
+    define(y, "eltwise_fwd(" + alg(e.alg) + ", " + flt(e.alpha) + ", " + flt(e.beta) + ", " + dims(d) + ", " + ref(x) +
+                  ")");
+  }
+  void binary(lw::Alg a, const Dims& out, const Dims& ad, const std::string& x0, const Dims& bd, const std::string& x1,
+              const std::string& y) override {
+    need("binary");
+    const std::string ea = ref(x0), eb = ref(x1);
+    define(y, "binary_op(" + alg(a) + ", " + dims(out) + ", " + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ")");
+  }
+  void sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) override {
+    need("sum");
+    std::string e = "sum_op(" + dims(d) + ", {";
+    for (size_t i = 0; i < xs.size(); ++i) e += (i ? ", " : "") + std::string("&") + ref(xs[i]);
+    define(y, e + "})");
+  }
+  void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
+              const std::string& y) override {
+    need("concat");
+    std::string e = "concat_op(" + dims(out) + ", " + std::to_string(axis) + ", {";
+    for (size_t i = 0; i < ds.size(); ++i) e += (i ? ", " : "") + std::string("Dims") + dims(ds[i]);
+    e += "}, {";
+    for (size_t i = 0; i < xs.size(); ++i) e += (i ? ", " : "") + std::string("&") + ref(xs[i]);
+    define(y, e + "})");
+  }
+  void transpose(const Dims& yd, const Dims& st, const std::string& x, const std::string& y) override {
+    need("transpose");
+    define(y, "transpose_op(" + dims(yd) + ", " + dims(st) + ", " + ref(x) + ")");
+  }
+  void reduce(lw::Alg a, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override {
+    need("reduce");
+    define(y, "reduce(" + alg(a) + ", " + dims(xd) + ", " + ref(x) + ", " + dims(keep) + ")");
+  }
+  void softmax(lw::Prop p, const lw::SoftmaxGeo& g, const std::string& x, const std::string& y) override {
+    need("softmax");
+    define(y, "softmax_fwd(" + prop(p) + ", " + alg(g.alg) + ", " + dims(g.dims) + ", " + std::to_string(g.axis) + ", " +
+                  ref(x) + ")");
+  }
+  void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
+              const std::string& y) override {
+    need("matmul");
+    const std::string ea = ref(a), eb = ref(b);
+    define(y, "matmul_fwd(" + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ", " + dims(yd) + ")");
+  }
+  void pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) override {
+    need("pool");
+    define(y, "pool_fwd(" + prop(p) + ", " + pool_decl(g) + ", " + ref(x) + ").y");
+  }
+  void conv(lw::Prop p, const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
+            const std::string& y) override {
+    need("conv");
+    const std::string geo = conv_decl(g);
+    const std::string ex = ref(x), ew = ref(w);
+    define(y, "conv_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) + ")");
+  }
+  void dense(lw::Prop p, const lw::DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
+             const std::string& y) override {
+    need("dense");
+    const std::string geo = dense_decl(g);
+    const std::string ex = ref(x), ew = ref(w);
+    define(y, "dense_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) + ")");
+  }
+  void batch_norm(lw::Prop p, const lw::BnGeo& g, const std::vector<std::string>& in, const std::string& y) override {
+    need("bnorm");
+    std::string e = "bn_fwd(" + prop(p) + ", " + bn_args(g);
+    for (size_t i = 0; i < 5; ++i) e += ", " + ref(in.at(i));
+    define(y, e + ").y");
+  }
+  void layer_norm(const lw::LnGeo& g, const std::string& x, const std::string& scale, const std::string& shift,
+                  const std::string& y) override {
+    need("lnorm");
+    const std::string ex = ref(x), es = ref(scale), eb = ref(shift);
+    define(y, "ln_fwd(" + ln_args(g) + ", " + ex + ", " + es + ", " + eb + ").y");
+  }
+  void lrn(lw::Prop p, const lw::LrnGeo& g, const std::string& x, const std::string& y) override {
+    need("lrn");
+    define(y, "lrn_fwd(" + prop(p) + ", " + lrn_args(g) + ", " + ref(x) + ").y");
+  }
+  void resample(lw::Prop p, const lw::ResampleGeo& g, const std::string& x, const std::string& y) override {
+    need("resample");
+    define(y, "resample_fwd(" + prop(p) + ", " + resample_args(g) + ", " + ref(x) + ")");
+  }
+  void rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override {
+    std::string e = "rnn_fwd(" + prop(p) + ", " + rnn_decl(g);
+    for (const auto& i : in) e += ", " + ref(i);
+    define(y, e + ").y");
+  }
+
  private:
   const Shape& shape(const std::string& v) const { return c_.model.types.at(v).shape; }
   void need(const std::string& b) { used_.insert(b); }
-  // Declares `Vec NAME` holding `t` (float32, exact).
-  void data_vec(const std::string& name, const core::Tensor& t, const std::string& comment) {
+  // `Vec NAME` holding `t` (float32, exact): its data array, and the line declaring it.
+  std::string data_vec_line(const std::string& name, const core::Tensor& t, const std::string& comment) {
     const std::string arr = "d_" + name;
     data_ << "// " << comment << " " << dims(t.shape()) << "\n" << c_array(arr, t);
-    body_ << "  const Vec " << name << "(" << arr << ", " << arr << " + " << std::max<int64_t>(1, t.numel()) << ");\n";
+    return "  const Vec " + name + "(" + arr + ", " + arr + " + " + std::to_string(std::max<int64_t>(1, t.numel())) +
+           ");\n";
+  }
+  void data_vec(const std::string& name, const core::Tensor& t, const std::string& comment) {
+    body_ << data_vec_line(name, t, comment);
   }
   // Emits a comparison of the float buffer expression `got` with the expected tensor `want`.
   void compare(const std::string& what, const std::string& got, const core::Tensor& want, const ops::Tolerance& tol) {
@@ -922,349 +923,126 @@ class Gen {
           << num(tol.atol) << ", " << num(tol.rtol) << ");\n";
   }
 
-  std::string prop() const { return c_.train ? "prop_kind::forward_training" : "prop_kind::forward_inference"; }
+  static std::string prop(lw::Prop p) { return std::string("prop_kind::") + lw::name(p); }
+  lw::Prop prop_of_case() const { return c_.train ? lw::Prop::forward_training : lw::Prop::forward_inference; }
+
+  // The C++ expression of a value: a temporary's expression (consumed), a constant's name, a variable.
+  std::string ref(const std::string& v) {
+    if (!v.empty() && v[0] == '%') {
+      const std::string e = exprs_.at(v);
+      exprs_.erase(v);
+      return e;
+    }
+    const auto it = names_.find(v);
+    return it != names_.end() ? it->second : var(v);
+  }
+  // y = expr: a temporary keeps the expression; a value assigned twice (a chain of adds) is declared
+  // without const.
+  void define(const std::string& y, const std::string& expr) {
+    if (!y.empty() && y[0] == '%') {
+      exprs_[y] = expr;
+      return;
+    }
+    const auto it = declared_.find(y);
+    if (it != declared_.end()) {
+      std::string& decl = lines_[it->second];
+      if (decl.rfind("  const Vec ", 0) == 0) decl = "  Vec " + decl.substr(12);
+      lines_.push_back("  " + var(y) + " = " + expr + ";\n");
+      return;
+    }
+    declared_[y] = lines_.size();
+    lines_.push_back("  const Vec " + var(y) + " = " + expr + ";\n");
+  }
+  void flush() {
+    for (const auto& l : lines_) body_ << l;
+    lines_.clear();
+    declared_.clear();
+  }
+  std::string node_id() const { return identifier(node_->name); }
+
+  // Geometry declarations and arguments of the helper blocks, from the lowering's structs.
+  std::string pool_decl(const lw::PoolGeo& g) {
+    const std::string name = "pool_" + node_id();
+    lines_.push_back("  const PoolGeo " + name + "{" + alg(g.alg) + ", " + dims(g.src) + ", " + dims(g.dst) + ", " +
+                     dims(g.kernel) + ", " + dims(g.strides) + ", " + dims(g.pad_l) + ", " + dims(g.pad_r) + "};\n");
+    return name;
+  }
+  std::string conv_decl(const lw::ConvGeo& g) {
+    if (g.truncated)
+      throw ReproUnsupported("conv_transpose2d with output_padding reaching the dilation (Quorum's backend computes "
+                             "a truncated output there; not expressed by the reproducer)");
+    const std::string wmd = g.w_strides.empty() ? "plain(" + dims(g.w_dims) + ")"
+                                                : "memory::desc(" + dims(g.w_dims) +
+                                                      ", memory::data_type::f32, Dims" + dims(g.w_strides) + ")";
+    conv_kind_ = g.transposed ? "deconvolution" : "convolution";
+    const std::string name = "conv_" + node_id();
+    lines_.push_back("  const ConvGeo " + name + "{" + dims(g.src) + ", " + dims(g.out) + ", " + dims(g.strides) +
+                     ", " + dims(g.dil) + ", " + dims(g.pad_l) + ", " + dims(g.pad_r) + ", " + wmd + ", " +
+                     std::to_string(g.oc) + ", " + (g.bias ? "true" : "false") + "};\n");
+    return name;
+  }
+  std::string dense_decl(const lw::DenseGeo& g) {
+    const std::string name = "dense_" + node_id();
+    lines_.push_back("  const DenseGeo " + name + "{" + std::to_string(g.rows) + ", " + std::to_string(g.in) + ", " +
+                     std::to_string(g.units) + ", " + (g.bias ? "true" : "false") + "};\n");
+    return name;
+  }
+  std::string rnn_decl(const lw::RnnGeo& g) {
+    if (!rnn_op_.empty() && rnn_op_ != g.op)
+      throw ReproUnsupported("a model with two different recurrent operators (" + rnn_op_ + ", " + g.op + ")");
+    rnn_op_ = g.op;
+    const std::string name = "rnn_" + node_id();
+    lines_.push_back("  const Rnn " + name + "{" + std::to_string(g.n) + ", " + std::to_string(g.t) + ", " +
+                     std::to_string(g.f) + ", " + std::to_string(g.h) + ", " + std::to_string(g.gates) + ", " +
+                     std::to_string(g.bias_gates) + ", " + dims(g.perm) + ", " + (g.seq ? "true" : "false") + ", " +
+                     (g.gru ? "true" : "false") + "};\n");
+    need("rnn");
+    return name;
+  }
+  static std::string bn_args(const lw::BnGeo& g) {  // "dims, eps, batch_stats"
+    return dims(g.src) + ", " + flt(g.eps) + ", " + (g.batch_stats ? "true" : "false");
+  }
+  static std::string ln_args(const lw::LnGeo& g) {  // "rows, k, eps"
+    return std::to_string(g.rows) + ", " + std::to_string(g.k) + ", " + flt(g.eps);
+  }
+  static std::string lrn_args(const lw::LrnGeo& g) {
+    return "LrnGeo{" + dims(g.src) + ", " + std::to_string(g.size) + ", " + flt(g.alpha) + ", " + flt(g.beta) + ", " +
+           flt(g.bias) + "}";
+  }
+  static std::string resample_args(const lw::ResampleGeo& g) {
+    return alg(g.alg) + ", " + dims(g.src) + ", " + dims(g.dst);
+  }
 
   void forward_node(const ir::Node& n);
   void backward_node(const ir::Node& n);
-  // Writes the operator's forward; returns nothing, defines var(output) (or the extra names).
-  void eltwise_forward(const ir::Node& n, const std::vector<Step>& steps, bool keep_inputs);
-  std::string pool_geo(const ir::Node& n, std::string& factor);
-  std::string conv_geo(const ir::Node& n);
-  std::string dense_geo(const ir::Node& n);
-  std::string rnn_geo(const ir::Node& n);
-  // "rows, k, eps" of a layer_norm node (X viewed as [rows, prod(dims[axis:])]).
-  std::string ln_geo(const ir::Node& n) const {
-    const Shape& x = shape(n.inputs[0]);
-    const int ax = axis(core::attr_i(n.attrs, "axis"), x.size());
-    int64_t rows = 1, k = 1;
-    for (int d = 0; d < static_cast<int>(x.size()); ++d) (d < ax ? rows : k) *= x[static_cast<size_t>(d)];
-    return std::to_string(rows) + ", " + std::to_string(k) + ", " +
-           flt(static_cast<float>(core::attr_f(n.attrs, "epsilon")));
+  std::vector<Shape> shapes(const std::vector<std::string>& vs) const {
+    std::vector<Shape> out;
+    for (const auto& v : vs) out.push_back(shape(v));
+    return out;
   }
-  // "{src dims, size, alpha, beta, bias}" of an lrn node.
-  std::string lrn_geo(const ir::Node& n) const {
-    return "LrnGeo{" + dims(shape(n.inputs[0])) + ", " + std::to_string(core::attr_i(n.attrs, "size")) + ", " +
-           flt(static_cast<float>(core::attr_f(n.attrs, "alpha"))) + ", " +
-           flt(static_cast<float>(core::attr_f(n.attrs, "beta"))) + ", " +
-           flt(static_cast<float>(core::attr_f(n.attrs, "bias"))) + "}";
-  }
-  // "dims, eps, batch_stats" of a batch_norm node.
-  std::string bn_geo(const ir::Node& n) const {
-    return dims(shape(n.inputs[0])) + ", " + flt(static_cast<float>(core::attr_f(n.attrs, "epsilon"))) + ", " +
-           (core::attr_i(n.attrs, "training") == 1 ? "true" : "false");
-  }
-  // "algorithm::..., src dims, dst dims" of a resize node (refused like the backend refuses it).
-  std::string resize_geo(const ir::Node& n) const {
-    const Shape& x = shape(n.inputs[0]);
-    const Shape& y = shape(n.outputs[0]);
-    check_resize(n, x, y);
-    return std::string("algorithm::") + (n.op == "resize_bilinear" ? "resampling_linear" : "resampling_nearest") +
-           ", " + dims(x) + ", " + dims(y);
-  }
-  int axis(int64_t a, size_t rank) const { return static_cast<int>(a < 0 ? a + static_cast<int64_t>(rank) : a); }
+
+  friend std::vector<std::string> onednn_lower::writer_sink_calls(const ir::Graph& g);
 
   const ReproCase& c_;
+  const ir::Node* node_ = nullptr;
   std::set<std::string> used_;
   std::ostringstream data_, body_;
+  std::vector<std::string> lines_;                // the current node's lines
+  std::map<std::string, size_t> declared_;        // value -> its declaration in lines_
+  std::map<std::string, std::string> exprs_;      // temporary -> expression
+  std::map<std::string, std::string> names_;      // constant -> C++ name
   std::string conv_kind_ = "convolution", rnn_op_;
   int n_compared_ = 0;
   bool judge_ = true;  // false for crash findings: no comparison
 };
 
-void Gen::eltwise_forward(const ir::Node& n, const std::vector<Step>& steps, bool keep_inputs) {
-  need("eltwise");
-  const std::string d = dims(shape(n.inputs[0]));
-  std::string cur = var(n.inputs[0]);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& s = steps[i];
-    const std::string next = i + 1 == steps.size() ? var(n.outputs[0]) : var(n.outputs[0]) + "_step" + std::to_string(i);
-    body_ << "  const Vec " << next << " = eltwise_fwd(algorithm::" << s.alg << ", " << flt(s.alpha) << ", "
-          << flt(s.beta) << ", " << d << ", " << cur << ");\n";
-    if (keep_inputs) body_ << "  const Vec& step_in" << i << " = " << cur << ";\n";
-    cur = next;
-  }
-}
-
-std::string Gen::pool_geo(const ir::Node& n, std::string& factor) {
-  const Shape& x = shape(n.inputs[0]);
-  const Shape& y = shape(n.outputs[0]);
-  const bool is_max = n.op.find("max") != std::string::npos;
-  const bool global = n.op.rfind("global", 0) == 0;
-  std::vector<int64_t> kernel, strides, pl, pr;
-  std::string alg;
-  factor.clear();
-  if (global) {
-    kernel.assign(x.begin() + 2, x.end());
-    strides.assign(x.size() - 2, 1);
-    pl.assign(x.size() - 2, 0);
-    pr.assign(x.size() - 2, 0);
-    alg = is_max ? "pooling_max" : "pooling_avg_exclude_padding";
-  } else {
-    const size_t d = x.size() - 2;
-    const auto& pads = core::attr_ints(n.attrs, "pads");
-    const std::string& auto_pad = core::attr_s(n.attrs, "auto_pad");
-    kernel = core::attr_ints(n.attrs, "kernel_shape");
-    strides = core::attr_ints(n.attrs, "strides");
-    bool rescale = false;
-    std::vector<std::vector<float>> fac;
-    for (size_t i = 0; i < d; ++i) {
-      const int64_t in = x[i + 2], out = y[i + 2], k = kernel[i], s = strides[i];
-      int64_t pb = pads[i], pe = pads[i + d];
-      if (auto_pad == "VALID") pb = pe = 0;
-      else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") std::tie(pb, pe) = ops::same_pads(auto_pad, in, k, s);
-      pl.push_back(pb);
-      pr.push_back(std::max(pe, (out - 1) * s + k - in - pb));
-      std::vector<float> f(static_cast<size_t>(out));
-      for (int64_t o = 0; o < out; ++o) {
-        const int64_t start = o * s - pb;
-        const int64_t counted = std::min(start + k, in + pe) - start;
-        f[static_cast<size_t>(o)] = static_cast<float>(k) / static_cast<float>(counted);
-        if (counted != k) rescale = true;
-      }
-      fac.push_back(std::move(f));
-    }
-    const bool include = !is_max && core::attr_i(n.attrs, "count_include_pad") == 1;
-    alg = is_max ? "pooling_max" : include ? "pooling_avg_include_padding" : "pooling_avg_exclude_padding";
-    if (include && rescale) {
-      // Quorum's backend rescales windows reaching into the extra ceil-mode padding (binary mul).
-      Shape fs(y.size(), 1);
-      for (size_t i = 2; i < y.size(); ++i) fs[i] = y[i];
-      core::Tensor ft(core::DType::F32, fs);
-      std::vector<double> vals(static_cast<size_t>(ft.numel()));
-      for (int64_t flat = 0; flat < ft.numel(); ++flat) {
-        float v = 1.0f;
-        int64_t rest = flat;
-        for (size_t i = d; i-- > 0;) {
-          const int64_t len = y[i + 2];
-          v *= fac[i][static_cast<size_t>(rest % len)];
-          rest /= len;
-        }
-        vals[static_cast<size_t>(flat)] = v;
-      }
-      factor = "factor_" + identifier(n.name);
-      data_vec(factor, core::Tensor::f64(fs, vals), "avg-pool rescale factors of " + n.name);
-      factor += "|" + dims(fs);
-    }
-  }
-  const std::string g = "pool_" + identifier(n.name);
-  body_ << "  const PoolGeo " << g << "{algorithm::" << alg << ", " << dims(x) << ", " << dims(y) << ", "
-        << dims(kernel, true) << ", " << dims(strides, true) << ", " << dims(pl, true) << ", " << dims(pr, true)
-        << "};\n";
-  return g;
-}
-
-std::string Gen::conv_geo(const ir::Node& n) {
-  const bool transposed = n.op == "conv_transpose2d";
-  const Shape& x = shape(n.inputs[0]);
-  const Shape& y = shape(n.outputs[0]);
-  const size_t r = x.size() - 2;
-  const int64_t c = x[1], oc = core::attr_i(n.attrs, "out_channels"), g = core::attr_i(n.attrs, "group");
-  const bool bias = core::attr_i(n.attrs, "bias") == 1;
-  const auto& kernel = core::attr_ints(n.attrs, "kernel_shape");
-  const auto& strides = core::attr_ints(n.attrs, "strides");
-  const auto& dilations = core::attr_ints(n.attrs, "dilations");
-  const auto& pads = core::attr_ints(n.attrs, "pads");
-  const std::string auto_pad = transposed ? "NOTSET" : core::attr_s(n.attrs, "auto_pad");
-  std::vector<int64_t> dil, pl, pr;
-  for (size_t i = 0; i < r; ++i) {
-    dil.push_back(dilations[i] - 1);
-    const int64_t eff_k = dilations[i] * (kernel[i] - 1) + 1;
-    int64_t pb = pads[i], pe = pads[r + i];
-    if (auto_pad == "VALID") pb = pe = 0;
-    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
-      std::tie(pb, pe) = ops::same_pads(auto_pad, x[i + 2], eff_k, strides[i]);
-    pl.push_back(pb);
-    const int64_t p = transposed ? pe - core::attr_ints(n.attrs, "output_padding")[i] : pe;
-    if (transposed && p <= -strides[i])
-      throw ReproUnsupported("conv_transpose2d with output_padding reaching the dilation (Quorum's backend computes "
-                             "a truncated output there; not expressed by the reproducer)");
-    pr.push_back(p);
-  }
-  // User weight layout: [OC, C, k...] or grouped [G, OC/G, C/G, k...]; ONNX transposed weights
-  // [C, OC/G, k...] are described with strides.
-  const int64_t ocg = oc / g, cg = c / g;
-  std::vector<int64_t> wd = g == 1 ? std::vector<int64_t>{oc, c} : std::vector<int64_t>{g, ocg, cg};
-  wd.insert(wd.end(), kernel.begin(), kernel.end());
-  std::string wmd;
-  if (!transposed) {
-    wmd = "plain(" + dims(wd, true) + ")";
-  } else {
-    int64_t kn = 1;
-    for (auto k : kernel) kn *= k;
-    std::vector<int64_t> ks(kernel.size(), 1);
-    for (size_t i = kernel.size(); i-- > 1;) ks[i - 1] = ks[i] * kernel[i];
-    std::vector<int64_t> st = g == 1 ? std::vector<int64_t>{kn, oc * kn} : std::vector<int64_t>{cg * ocg * kn, kn, ocg * kn};
-    st.insert(st.end(), ks.begin(), ks.end());
-    wmd = "memory::desc(" + dims(wd, true) + ", memory::data_type::f32, Dims" + dims(st, true) + ")";
-  }
-  conv_kind_ = transposed ? "deconvolution" : "convolution";
-  const std::string geo = "conv_" + identifier(n.name);
-  body_ << "  const ConvGeo " << geo << "{" << dims(x) << ", " << dims(y) << ", " << dims(strides, true) << ", "
-        << dims(dil, true) << ", " << dims(pl, true) << ", " << dims(pr, true) << ", " << wmd << ", " << oc << ", "
-        << (bias ? "true" : "false") << "};\n";
-  return geo;
-}
-
-std::string Gen::dense_geo(const ir::Node& n) {
-  const Shape& x = shape(n.inputs[0]);
-  const int64_t in = x.back(), units = core::attr_i(n.attrs, "units");
-  int64_t rows = 1;
-  for (auto v : x) rows *= v;
-  rows /= in;
-  const std::string geo = "dense_" + identifier(n.name);
-  body_ << "  const DenseGeo " << geo << "{" << rows << ", " << in << ", " << units << ", "
-        << (core::attr_i(n.attrs, "bias") == 1 ? "true" : "false") << "};\n";
-  return geo;
-}
-
-std::string Gen::rnn_geo(const ir::Node& n) {
-  if (!rnn_op_.empty() && rnn_op_ != n.op)
-    throw ReproUnsupported("a model with two different recurrent operators (" + rnn_op_ + ", " + n.op + ")");
-  rnn_op_ = n.op;
-  const Shape& x = shape(n.inputs[0]);
-  const int64_t h = core::attr_i(n.attrs, "hidden_size");
-  const bool gru = n.op == "gru";
-  const int64_t gates = n.op == "simple_rnn" ? 1 : n.op == "lstm" ? 4 : 3;
-  const std::string perm = gru ? "{1, 0, 2}" : n.op == "lstm" ? "{0, 1, 2, 3}" : "{0}";
-  const std::string geo = "rnn_" + identifier(n.name);
-  body_ << "  const Rnn " << geo << "{" << x[0] << ", " << x[1] << ", " << x[2] << ", " << h << ", " << gates << ", "
-        << (gru ? 4 : gates) << ", " << perm << ", " << (core::attr_i(n.attrs, "return_sequences") == 1 ? "true" : "false")
-        << ", " << (gru ? "true" : "false") << "};\n";
-  need("rnn");
-  return geo;
-}
-
 void Gen::forward_node(const ir::Node& n) {
-  const std::string y = n.outputs.empty() ? "" : var(n.outputs[0]);
-  body_ << "  // node '" << n.name << "': " << n.op << " " << core::to_string(n.attrs) << "\n";
-  std::vector<Step> steps;
   if (n.outputs.size() != 1) throw ReproUnsupported("operator " + n.op + " with several outputs is not mapped");
-  if (is_reshape(n.op)) {
-    body_ << "  const Vec& " << y << " = " << var(n.inputs[0]) << ";  // a reshape: the same buffer\n";
-  } else if (eltwise_chain(n.op, n.attrs, steps)) {
-    eltwise_forward(n, steps, false);
-  } else if (n.op == "softsign") {
-    need("eltwise");
-    need("binary");
-    const std::string d = dims(shape(n.inputs[0])), x = var(n.inputs[0]);
-    body_ << "  const Vec " << y << "_den = eltwise_fwd(algorithm::eltwise_linear, 1.0f, 1.0f, " << d
-          << ", eltwise_fwd(algorithm::eltwise_abs, 0.0f, 0.0f, " << d << ", " << x << "));\n";
-    body_ << "  const Vec " << y << " = binary_op(algorithm::binary_div, " << d << ", " << d << ", " << x << ", " << d
-          << ", " << y << "_den);\n";
-  } else if (binary_algs().count(n.op)) {
-    need("binary");
-    const Shape& out = shape(n.outputs[0]);
-    body_ << "  const Vec " << y << " = binary_op(algorithm::" << binary_algs().at(n.op) << ", " << dims(out) << ", "
-          << dims(pad_rank(shape(n.inputs[0]), out.size())) << ", " << var(n.inputs[0]) << ", "
-          << dims(pad_rank(shape(n.inputs[1]), out.size())) << ", " << var(n.inputs[1]) << ");\n";
-  } else if (n.op == "sum") {
-    const Shape& out = shape(n.outputs[0]);
-    bool same = true;
-    for (const auto& i : n.inputs) same = same && shape(i) == out;
-    if (same) {
-      need("sum");
-      body_ << "  const Vec " << y << " = sum_op(" << dims(out) << ", {";
-      for (size_t i = 0; i < n.inputs.size(); ++i) body_ << (i ? ", " : "") << "&" << var(n.inputs[i]);
-      body_ << "});\n";
-    } else {
-      need("binary");
-      body_ << "  Vec " << y << " = binary_op(algorithm::binary_add, " << dims(out) << ", "
-            << dims(pad_rank(shape(n.inputs[0]), out.size())) << ", " << var(n.inputs[0]) << ", "
-            << dims(pad_rank(shape(n.inputs[1]), out.size())) << ", " << var(n.inputs[1]) << ");\n";
-      for (size_t i = 2; i < n.inputs.size(); ++i)
-        body_ << "  " << y << " = binary_op(algorithm::binary_add, " << dims(out) << ", " << dims(out) << ", " << y
-              << ", " << dims(pad_rank(shape(n.inputs[i]), out.size())) << ", " << var(n.inputs[i]) << ");\n";
-    }
-  } else if (n.op == "concat") {
-    need("concat");
-    const Shape& out = shape(n.outputs[0]);
-    body_ << "  const Vec " << y << " = concat_op(" << dims(out) << ", "
-          << axis(core::attr_i(n.attrs, "axis"), out.size()) << ", {";
-    for (size_t i = 0; i < n.inputs.size(); ++i) body_ << (i ? ", " : "") << "Dims" << dims(shape(n.inputs[i]));
-    body_ << "}, {";
-    for (size_t i = 0; i < n.inputs.size(); ++i) body_ << (i ? ", " : "") << "&" << var(n.inputs[i]);
-    body_ << "});\n";
-  } else if (n.op == "transpose") {
-    need("transpose");
-    const Shape& x = shape(n.inputs[0]);
-    const auto& perm = core::attr_ints(n.attrs, "perm");
-    std::vector<int64_t> st(x.size(), 1), pst;
-    for (size_t i = x.size(); i-- > 1;) st[i - 1] = st[i] * x[i];
-    for (size_t i = 0; i < x.size(); ++i) pst.push_back(st[perm.empty() ? x.size() - 1 - i : static_cast<size_t>(perm[i])]);
-    body_ << "  const Vec " << y << " = transpose_op(" << dims(shape(n.outputs[0])) << ", " << dims(pst, true) << ", "
-          << var(n.inputs[0]) << ");\n";
-  } else if (reduce_algs().count(n.op)) {
-    need("reduce");
-    const Shape& x = shape(n.inputs[0]);
-    const auto& axes = core::attr_ints(n.attrs, "axes");
-    Shape keep = x;
-    for (size_t d = 0; d < x.size(); ++d) {
-      bool reduced = axes.empty();
-      for (int64_t a : axes) reduced = reduced || axis(a, x.size()) == static_cast<int>(d);
-      if (reduced) keep[d] = 1;
-    }
-    body_ << "  const Vec " << y << " = reduce(algorithm::" << reduce_algs().at(n.op) << ", " << dims(x) << ", "
-          << var(n.inputs[0]) << ", " << dims(keep) << ");\n";
-  } else if (n.op == "softmax" || n.op == "log_softmax") {
-    need("softmax");
-    const Shape& x = shape(n.inputs[0]);
-    body_ << "  const Vec " << y << " = softmax_fwd(" << prop() << ", algorithm::"
-          << (n.op == "log_softmax" ? "softmax_log" : "softmax_accurate") << ", " << dims(x) << ", "
-          << axis(core::attr_i(n.attrs, "axis"), x.size()) << ", " << var(n.inputs[0]) << ");\n";
-  } else if (is_pool(n.op)) {
-    need("pool");
-    std::string factor;
-    const std::string g = pool_geo(n, factor);
-    if (factor.empty()) {
-      body_ << "  const Vec " << y << " = pool_fwd(" << prop() << ", " << g << ", " << var(n.inputs[0]) << ").y;\n";
-    } else {
-      need("binary");
-      const std::string fname = factor.substr(0, factor.find('|')), fd = factor.substr(factor.find('|') + 1);
-      const std::string d = dims(shape(n.outputs[0]));
-      body_ << "  const Vec " << y << " = binary_op(algorithm::binary_mul, " << d << ", " << d << ", pool_fwd(" << prop()
-            << ", " << g << ", " << var(n.inputs[0]) << ").y, " << fd << ", " << fname << ");\n";
-    }
-  } else if (is_conv(n.op)) {
-    need("conv");
-    const std::string g = conv_geo(n);
-    body_ << "  const Vec " << y << " = conv_fwd(" << prop() << ", " << g << ", " << var(n.inputs[0]) << ", "
-          << var(n.inputs[1]) << ", " << (n.inputs.size() > 2 ? var(n.inputs[2]) : "Vec{}") << ");\n";
-  } else if (n.op == "dense") {
-    need("dense");
-    const std::string g = dense_geo(n);
-    body_ << "  const Vec " << y << " = dense_fwd(" << prop() << ", " << g << ", " << var(n.inputs[0]) << ", "
-          << var(n.inputs[1]) << ", " << (n.inputs.size() > 2 ? var(n.inputs[2]) : "Vec{}") << ");\n";
-  } else if (n.op == "matmul") {
-    need("matmul");
-    const Shape& out = shape(n.outputs[0]);
-    body_ << "  const Vec " << y << " = matmul_fwd(" << dims(pad_rank(shape(n.inputs[0]), out.size())) << ", "
-          << var(n.inputs[0]) << ", " << dims(pad_rank(shape(n.inputs[1]), out.size())) << ", " << var(n.inputs[1])
-          << ", " << dims(out) << ");\n";
-  } else if (n.op == "batch_norm") {
-    need("bnorm");
-    body_ << "  const Vec " << y << " = bn_fwd(" << prop() << ", " << bn_geo(n);
-    for (size_t i = 0; i < 5; ++i) body_ << ", " << var(n.inputs[i]);
-    body_ << ").y;\n";
-  } else if (n.op == "lrn") {
-    need("lrn");
-    body_ << "  const Vec " << y << " = lrn_fwd(" << prop() << ", " << lrn_geo(n) << ", " << var(n.inputs[0]) << ").y;\n";
-  } else if (n.op == "layer_norm") {
-    need("lnorm");
-    body_ << "  const Vec " << y << " = ln_fwd(" << ln_geo(n);
-    for (size_t i = 0; i < 3; ++i) body_ << ", " << var(n.inputs[i]);
-    body_ << ").y;\n";
-  } else if (n.op == "resize_bilinear" || n.op == "resize_nearest") {
-    need("resample");
-    body_ << "  const Vec " << y << " = resample_fwd(" << prop() << ", " << resize_geo(n) << ", " << var(n.inputs[0])
-          << ");\n";
-  } else if (is_rnn(n.op)) {
-    const std::string g = rnn_geo(n);
-    body_ << "  const Vec " << y << " = rnn_fwd(" << prop() << ", " << g;
-    for (const auto& i : n.inputs) body_ << ", " << var(i);
-    body_ << ").y;\n";
-  } else {
+  if (!lw::forward_mapped(n.op))
     throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
-  }
+  check_supported(c_.model, n);
+  lw::lower_forward(n, shapes(n.inputs), shapes(n.outputs), prop_of_case(), *this);
+  flush();
 }
 
 void Gen::backward_node(const ir::Node& n) {
@@ -1274,46 +1052,65 @@ void Gen::backward_node(const ir::Node& n) {
   std::map<std::string, std::string> got;
   const std::string x = var(n.inputs[0]);
   const std::string gy = "g_" + identifier(n.outputs[0]);
-  std::vector<Step> steps;
-  if (eltwise_chain(n.op, n.attrs, steps)) {
+  node_ = &n;
+  const Shape& xs = shape(n.inputs[0]);
+  const Shape& ys = shape(n.outputs[0]);
+  // Geometry lines (PoolGeo, ConvGeo, ...) go to lines_; written before the calls that use them.
+  const auto steps = lw::eltwise_chain(n.op, n.attrs);
+  if (steps) {
+    need("eltwise");
     need("eltwise_bwd");
-    eltwise_forward(n, steps, true);
-    const std::string d = dims(shape(n.inputs[0]));
+    const std::string d = dims(xs);
+    std::string cur = x;
+    for (size_t i = 0; i < steps->size(); ++i) {
+      const lw::Eltwise& s = (*steps)[i];
+      const std::string next = i + 1 == steps->size() ? var(n.outputs[0]) : var(n.outputs[0]) + "_step" + std::to_string(i);
+      body_ << "  const Vec " << next << " = eltwise_fwd(" << alg(s.alg) << ", " << flt(s.alpha) << ", "
+            << flt(s.beta) << ", " << d << ", " << cur << ");\n";
+      body_ << "  const Vec& step_in" << i << " = " << cur << ";\n";
+      cur = next;
+    }
     body_ << "  Vec dx = " << gy << ";\n";
-    for (size_t i = steps.size(); i-- > 0;)
-      body_ << "  dx = eltwise_bwd(algorithm::" << steps[i].alg << ", " << flt(steps[i].alpha) << ", "
-            << flt(steps[i].beta) << ", " << d << ", step_in" << i << ", dx);\n";
+    for (size_t i = steps->size(); i-- > 0;)
+      body_ << "  dx = eltwise_bwd(" << alg((*steps)[i].alg) << ", " << flt((*steps)[i].alpha) << ", "
+            << flt((*steps)[i].beta) << ", " << d << ", step_in" << i << ", dx);\n";
     got[n.inputs[0]] = "dx";
   } else if (n.op == "softmax" || n.op == "log_softmax") {
     need("softmax");
     need("softmax_bwd");
-    const Shape& xs = shape(n.inputs[0]);
-    const std::string alg = std::string("algorithm::") + (n.op == "log_softmax" ? "softmax_log" : "softmax_accurate");
-    const int ax = axis(core::attr_i(n.attrs, "axis"), xs.size());
-    body_ << "  const Vec y = softmax_fwd(prop_kind::forward_training, " << alg << ", " << dims(xs) << ", " << ax << ", "
-          << x << ");\n";
-    body_ << "  const Vec dx = softmax_bwd(" << alg << ", " << dims(xs) << ", " << ax << ", y, " << gy << ");\n";
+    const lw::SoftmaxGeo g = lw::softmax_geo(n.op, xs, n.attrs);
+    const std::string a = alg(g.alg);
+    body_ << "  const Vec y = softmax_fwd(prop_kind::forward_training, " << a << ", " << dims(g.dims) << ", " << g.axis
+          << ", " << x << ");\n";
+    body_ << "  const Vec dx = softmax_bwd(" << a << ", " << dims(g.dims) << ", " << g.axis << ", y, " << gy << ");\n";
     got[n.inputs[0]] = "dx";
-  } else if (is_pool(n.op)) {
+  } else if (lw::is_pool(n.op)) {
     need("pool");
     need("pool_bwd");
-    std::string factor;
-    const std::string g = pool_geo(n, factor);
+    const lw::PoolGeo pg = lw::pool_geo(n.op, xs, ys, n.attrs);
+    std::string fname;
+    if (!pg.factor.empty()) {
+      fname = "factor_" + identifier(n.name);
+      std::vector<double> vals(pg.factor.begin(), pg.factor.end());
+      data_vec(fname, core::Tensor::f64(pg.factor_shape, vals), "avg-pool rescale factors of " + n.name);
+    }
+    const std::string g = pool_decl(pg);
+    flush();
     body_ << "  const PoolOut fwd = pool_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n";
-    if (factor.empty()) {
+    if (fname.empty()) {
       body_ << "  const Vec dx = pool_bwd(" << g << ", fwd.workspace, " << gy << ");\n";
     } else {
       need("binary");
-      const std::string fname = factor.substr(0, factor.find('|')), fd = factor.substr(factor.find('|') + 1);
-      const std::string d = dims(shape(n.outputs[0]));
+      const std::string d = dims(ys);
       body_ << "  const Vec dx = pool_bwd(" << g << ", fwd.workspace, binary_op(algorithm::binary_mul, " << d << ", "
-            << d << ", " << gy << ", " << fd << ", " << fname << "));\n";
+            << d << ", " << gy << ", " << dims(pg.factor_shape) << ", " << fname << "));\n";
     }
     got[n.inputs[0]] = "dx";
-  } else if (is_conv(n.op)) {
+  } else if (lw::is_conv(n.op)) {
     need("conv");
     need("conv_bwd");
-    const std::string g = conv_geo(n);
+    const std::string g = conv_decl(lw::conv_geo(n.op, xs, ys, n.attrs));
+    flush();
     body_ << "  const ConvGrads gr = conv_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", " << gy << ");\n";
     got[n.inputs[0]] = "gr.dx";
     got[n.inputs[1]] = "gr.dw";
@@ -1321,7 +1118,8 @@ void Gen::backward_node(const ir::Node& n) {
   } else if (n.op == "dense") {
     need("dense");
     need("dense_bwd");
-    const std::string g = dense_geo(n);
+    const std::string g = dense_decl(lw::dense_geo(xs, n.attrs));
+    flush();
     body_ << "  const DenseGrads gr = dense_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", " << gy << ");\n";
     got[n.inputs[0]] = "gr.dx";
     got[n.inputs[1]] = "gr.dw";
@@ -1331,7 +1129,7 @@ void Gen::backward_node(const ir::Node& n) {
     need("binary");
     need("bnorm");
     need("bnorm_bwd");
-    const std::string g = bn_geo(n);
+    const std::string g = bn_args(lw::bn_geo(xs, n.attrs));
     body_ << "  const BnOut fwd = bn_fwd(prop_kind::forward_training, " << g;
     for (size_t i = 0; i < 5; ++i) body_ << ", " << var(n.inputs[i]);
     body_ << ");\n  const BnGrads gr = bn_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", "
@@ -1342,7 +1140,7 @@ void Gen::backward_node(const ir::Node& n) {
   } else if (n.op == "layer_norm") {
     need("lnorm");
     need("lnorm_bwd");
-    const std::string g = ln_geo(n);
+    const std::string g = ln_args(lw::ln_geo(xs, n.attrs));
     body_ << "  const LnOut fwd = ln_fwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", " << var(n.inputs[2])
           << ");\n  const LnGrads gr = ln_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", "
           << var(n.inputs[2]) << ", fwd, " << gy << ");\n";
@@ -1352,20 +1150,22 @@ void Gen::backward_node(const ir::Node& n) {
   } else if (n.op == "lrn") {
     need("lrn");
     need("lrn_bwd");
-    const std::string g = lrn_geo(n);
+    const std::string g = lrn_args(lw::lrn_geo(xs, n.attrs));
     body_ << "  const LrnOut fwd = lrn_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n";
     body_ << "  const Vec dx = lrn_bwd(" << g << ", " << x << ", fwd.workspace, " << gy << ");\n";
     got[n.inputs[0]] = "dx";
-  } else if (n.op == "resize_bilinear" || n.op == "resize_nearest") {
+  } else if (lw::is_resize(n.op)) {
     need("resample");
     need("resample_bwd");
-    const std::string g = resize_geo(n);
+    check_supported(c_.model, n);
+    const std::string g = resample_args(lw::resample_geo(n.op, xs, ys));
     body_ << "  const Vec y = resample_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n"
           << "  (void)y;\n  const Vec dx = resample_bwd(" << g << ", " << gy << ");\n";
     got[n.inputs[0]] = "dx";
-  } else if (is_rnn(n.op)) {
+  } else if (lw::is_rnn(n.op)) {
     need("rnn_bwd");
-    const std::string g = rnn_geo(n);
+    const std::string g = rnn_decl(lw::rnn_geo(n.op, xs, n.attrs));
+    flush();
     body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << g;
     for (const auto& i : n.inputs) body_ << ", " << var(i);
     body_ << ");\n  const RnnGrads gr = rnn_bwd(" << g << ", st, " << gy << ");\n";
@@ -1395,8 +1195,7 @@ void Gen::backward_node(const ir::Node& n) {
           << ", da);\n";
     got[n.inputs[0]] = "da";
     if (n.inputs[1] != n.inputs[0]) got[n.inputs[1]] = "db";
-  } else if (eltwise_chain(n.op, n.attrs, steps) || is_reshape(n.op) || binary_algs().count(n.op) ||
-             reduce_algs().count(n.op) || n.op == "softsign" || n.op == "matmul" || n.op == "transpose" ||
+  } else if (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" || n.op == "matmul" || n.op == "transpose" ||
              n.op == "concat" || n.op == "sum") {
     throw ReproUnsupported("the gradient of '" + n.op +
                            "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
@@ -1561,3 +1360,31 @@ ReproProgram write_repro_onednn(const ReproCase& c, const std::string& dir) {
 }
 
 }  // namespace quorum::backends
+
+namespace quorum::backends::onednn_lower {
+
+std::vector<std::string> writer_sink_calls(const ir::Graph& g) {
+  std::vector<std::string> all;
+  for (const Prop p : {Prop::forward_training, Prop::forward_inference}) {
+    ReproCase rc;
+    rc.model = g;
+    rc.train = p == Prop::forward_training;
+    Gen gen(rc);
+    RecordingSink rec(gen);
+    try {
+      for (const auto& n : g.nodes) {
+        if (!forward_mapped(n.op)) return {"refused: not lowered: " + n.op};
+        const Support s = node_support(g, n);
+        if (!s.ok) return {"refused: " + s.reason};
+        lower_forward(n, gen.shapes(n.inputs), gen.shapes(n.outputs), p, rec);
+        gen.flush();
+      }
+    } catch (const ReproUnsupported& e) {
+      return {std::string("refused by the writer: ") + e.what()};
+    }
+    all.insert(all.end(), rec.calls().begin(), rec.calls().end());
+  }
+  return all;
+}
+
+}  // namespace quorum::backends::onednn_lower

@@ -1,0 +1,607 @@
+// oneDNN's lowering (see lower.h): the mapping decisions, the forward steps of every operator, and
+// the recording sink. Header-free: built with quorum_backends, shared by the backend and the writer.
+#include "backends/onednn/lower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "core/attrs.h"
+#include "ops/kernel_util.h"
+
+namespace quorum::backends::onednn_lower {
+
+const char* name(Alg a) {
+  switch (a) {
+#define QUORUM_ONEDNN_ALG_NAME(x) \
+  case Alg::x:                    \
+    return #x;
+    QUORUM_ONEDNN_ALGS(QUORUM_ONEDNN_ALG_NAME)
+#undef QUORUM_ONEDNN_ALG_NAME
+  }
+  return "?";
+}
+
+const char* name(Prop p) { return p == Prop::forward_training ? "forward_training" : "forward_inference"; }
+
+Dims dims_of(const Shape& s) {
+  if (s.empty()) return {1};
+  return Dims(s.begin(), s.end());
+}
+
+Shape pad_rank(const Shape& s, size_t rank) {
+  if (s.size() >= rank) return s;
+  Shape out(rank - s.size(), 1);
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+// ---------------------------------------------------------------- tables
+
+namespace {
+
+constexpr float kSeluAlpha = 1.6732632423543772f;
+constexpr float kSeluGamma = 1.0507009873554805f;
+
+int norm_axis(int64_t a, size_t rank) { return ops::norm_axis(a, static_cast<int>(rank)); }
+
+}  // namespace
+
+std::optional<std::vector<Eltwise>> eltwise_chain(const std::string& op, const core::Attrs& a) {
+  auto f = [&](const char* n) { return static_cast<float>(core::attr_f(a, n)); };
+  using V = std::vector<Eltwise>;
+  if (op == "relu") return V{{Alg::eltwise_relu, 0, 0}};
+  if (op == "relu6") return V{{Alg::eltwise_clip_v2, 0, 6}};
+  if (op == "leaky_relu") return V{{Alg::eltwise_relu, f("alpha"), 0}};
+  if (op == "elu") return V{{Alg::eltwise_elu, f("alpha"), 0}};
+  if (op == "selu") return V{{Alg::eltwise_elu, kSeluAlpha, 0}, {Alg::eltwise_linear, kSeluGamma, 0}};
+  if (op == "gelu")
+    return V{{core::attr_s(a, "approximate") == "tanh" ? Alg::eltwise_gelu_tanh : Alg::eltwise_gelu_erf, 0, 0}};
+  if (op == "sigmoid") return V{{Alg::eltwise_logistic, 0, 0}};
+  if (op == "tanh") return V{{Alg::eltwise_tanh, 0, 0}};
+  if (op == "softplus") return V{{Alg::eltwise_soft_relu, 0, 0}};
+  if (op == "hard_sigmoid") return V{{Alg::eltwise_linear, f("alpha"), f("beta")}, {Alg::eltwise_clip_v2, 0, 1}};
+  if (op == "hardswish") return V{{Alg::eltwise_hardswish, 0, 0}};
+  if (op == "exp") return V{{Alg::eltwise_exp, 0, 0}};
+  if (op == "log") return V{{Alg::eltwise_log, 0, 0}};
+  if (op == "sqrt") return V{{Alg::eltwise_sqrt, 0, 0}};
+  // sqrt, then 1/x: pow(x, -0.5) gives +0 at -inf where rsqrt is NaN (a mapping of Quorum's own
+  // that campaigns reported as oneDNN's).
+  if (op == "rsqrt") return V{{Alg::eltwise_sqrt, 0, 0}, {Alg::eltwise_pow, 1, -1}};
+  if (op == "reciprocal") return V{{Alg::eltwise_pow, 1, -1}};
+  if (op == "abs") return V{{Alg::eltwise_abs, 0, 0}};
+  if (op == "neg") return V{{Alg::eltwise_linear, -1, 0}};
+  if (op == "square") return V{{Alg::eltwise_square, 0, 0}};
+  if (op == "pow") return V{{Alg::eltwise_pow, 1, f("exponent")}};
+  if (op == "clip") return V{{Alg::eltwise_clip_v2, f("min"), f("max")}};
+  return std::nullopt;
+}
+
+const std::vector<std::string>& eltwise_ops() {
+  static const std::vector<std::string> ops = {"relu", "relu6", "leaky_relu", "elu", "selu", "gelu", "sigmoid",
+                                               "tanh", "softplus", "hard_sigmoid", "hardswish", "exp", "log", "sqrt",
+                                               "rsqrt", "reciprocal", "abs", "neg", "square", "pow", "clip"};
+  return ops;
+}
+
+std::optional<Alg> binary_alg(const std::string& op) {
+  static const std::map<std::string, Alg> m = {{"add", Alg::binary_add}, {"sub", Alg::binary_sub},
+                                               {"mul", Alg::binary_mul}, {"div", Alg::binary_div},
+                                               {"maximum", Alg::binary_max}, {"minimum", Alg::binary_min}};
+  const auto it = m.find(op);
+  return it == m.end() ? std::nullopt : std::optional<Alg>(it->second);
+}
+
+std::optional<Alg> reduce_alg(const std::string& op) {
+  static const std::map<std::string, Alg> m = {{"reduce_sum", Alg::reduction_sum},
+                                               {"reduce_mean", Alg::reduction_mean},
+                                               {"reduce_max", Alg::reduction_max},
+                                               {"reduce_min", Alg::reduction_min},
+                                               {"reduce_prod", Alg::reduction_mul}};
+  const auto it = m.find(op);
+  return it == m.end() ? std::nullopt : std::optional<Alg>(it->second);
+}
+
+bool is_reshape(const std::string& op) {
+  return op == "reshape" || op == "flatten" || op == "squeeze" || op == "unsqueeze";
+}
+bool is_pool(const std::string& op) {
+  return op == "max_pool1d" || op == "max_pool2d" || op == "avg_pool1d" || op == "avg_pool2d" ||
+         op == "global_max_pool" || op == "global_avg_pool";
+}
+bool is_conv(const std::string& op) {
+  return op == "conv1d" || op == "conv2d" || op == "conv3d" || op == "conv_transpose2d";
+}
+bool is_rnn(const std::string& op) { return op == "simple_rnn" || op == "lstm" || op == "gru"; }
+bool is_resize(const std::string& op) { return op == "resize_bilinear" || op == "resize_nearest"; }
+
+// ---------------------------------------------------------------- geometry
+
+Shape reduce_keep(const Shape& x, const core::Attrs& a) {
+  const auto& axes = core::attr_ints(a, "axes");
+  Shape keep = x;
+  for (size_t d = 0; d < x.size(); ++d) {
+    bool reduced = axes.empty();
+    for (int64_t ax : axes) reduced = reduced || norm_axis(ax, x.size()) == static_cast<int>(d);
+    if (reduced) keep[d] = 1;
+  }
+  return keep;
+}
+
+PoolGeo pool_geo(const std::string& op, const Shape& x, const Shape& y, const core::Attrs& a) {
+  PoolGeo g;
+  const bool is_max = op.find("max") != std::string::npos;
+  g.src = dims_of(x);
+  g.dst = dims_of(y);
+  if (op.rfind("global", 0) == 0) {
+    g.kernel.assign(x.begin() + 2, x.end());
+    g.strides.assign(x.size() - 2, 1);
+    g.pad_l.assign(x.size() - 2, 0);
+    g.pad_r.assign(x.size() - 2, 0);
+    g.alg = is_max ? Alg::pooling_max : Alg::pooling_avg_exclude_padding;
+    return g;
+  }
+  const size_t d = x.size() - 2;
+  const auto& pads = core::attr_ints(a, "pads");
+  const std::string& auto_pad = core::attr_s(a, "auto_pad");
+  g.kernel = core::attr_ints(a, "kernel_shape");
+  g.strides = core::attr_ints(a, "strides");
+  bool rescale = false;
+  std::vector<std::vector<float>> factor;  // per axis, per output position: k / cells counted by ONNX
+  for (size_t i = 0; i < d; ++i) {
+    const int64_t in = x[i + 2], out = y[i + 2], k = g.kernel[i], s = g.strides[i];
+    int64_t pb = pads[i], pe = pads[i + d];
+    if (auto_pad == "VALID") {
+      pb = pe = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      std::tie(pb, pe) = ops::same_pads(auto_pad, in, k, s);
+    }
+    g.pad_l.push_back(pb);
+    g.pad_r.push_back(std::max(pe, (out - 1) * s + k - in - pb));
+    std::vector<float> f(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = o * s - pb;
+      const int64_t counted = std::min(start + k, in + pe) - start;
+      f[static_cast<size_t>(o)] = static_cast<float>(k) / static_cast<float>(counted);
+      if (counted != k) rescale = true;
+    }
+    factor.push_back(std::move(f));
+  }
+  const bool include = !is_max && core::attr_i(a, "count_include_pad") == 1;
+  g.alg = is_max ? Alg::pooling_max : include ? Alg::pooling_avg_include_padding : Alg::pooling_avg_exclude_padding;
+  if (include && rescale) {
+    g.factor_shape.assign(y.size(), 1);
+    for (size_t i = 2; i < y.size(); ++i) g.factor_shape[i] = y[i];
+    g.factor.resize(static_cast<size_t>(core::numel(g.factor_shape)));
+    for (size_t flat = 0; flat < g.factor.size(); ++flat) {
+      float v = 1.0f;
+      int64_t rest = static_cast<int64_t>(flat);
+      for (size_t i = d; i-- > 0;) {
+        const int64_t len = y[i + 2];
+        v *= factor[i][static_cast<size_t>(rest % len)];
+        rest /= len;
+      }
+      g.factor[flat] = v;
+    }
+  }
+  return g;
+}
+
+ConvGeo conv_geo(const std::string& op, const Shape& x, const Shape& y, const core::Attrs& a) {
+  ConvGeo g;
+  g.transposed = op == "conv_transpose2d";
+  const size_t r = x.size() - 2;
+  const int64_t c = x[1], group = core::attr_i(a, "group");
+  g.oc = core::attr_i(a, "out_channels");
+  g.bias = core::attr_i(a, "bias") == 1;
+  g.src = dims_of(x);
+  g.out = dims_of(y);
+  g.dst = Dims{x[0], g.oc};
+  const auto& kernel = core::attr_ints(a, "kernel_shape");
+  g.strides = core::attr_ints(a, "strides");
+  const auto& dilations = core::attr_ints(a, "dilations");
+  const auto& pads = core::attr_ints(a, "pads");
+  const std::string auto_pad = g.transposed ? "NOTSET" : core::attr_s(a, "auto_pad");
+  for (size_t i = 0; i < r; ++i) {
+    g.dil.push_back(dilations[i] - 1);  // oneDNN: 0 means a dense kernel
+    const int64_t eff_k = dilations[i] * (kernel[i] - 1) + 1;
+    int64_t pb = pads[i], pe = pads[r + i];
+    if (auto_pad == "VALID") {
+      pb = pe = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      std::tie(pb, pe) = ops::same_pads(auto_pad, x[i + 2], eff_k, g.strides[i]);
+    }
+    g.pad_l.push_back(pb);
+    // oneDNN checks dst = (src + pl + pr - eff_k) / s + 1 (conv) or dst = (src - 1) * s + eff_k - pl - pr
+    // (deconv); ONNX's output_padding only grows the deconvolution output, so it comes off pr.
+    int64_t pr = g.transposed ? pe - core::attr_ints(a, "output_padding")[i] : pe;
+    int64_t computed = y[i + 2];
+    if (g.transposed && pr <= -g.strides[i]) {
+      // oneDNN requires pr > -stride, but ONNX allows output_padding up to the dilation. The rows
+      // past (in - 1) * s + eff_k - pl receive no tap: compute without them (pr = 0).
+      computed += pr;
+      pr = 0;
+      g.truncated = true;
+    }
+    g.pad_r.push_back(pr);
+    g.dst.push_back(computed);
+  }
+  // Convolution weights [OC, C/G, k...] row-major are exactly the grouped layout; ONNX transposed
+  // weights [C, OC/G, k...] are per group [C/G, OC/G, k...]: o and i swap roles, with strides.
+  const int64_t ocg = g.oc / group, cg = c / group;
+  g.w_dims = group == 1 ? Dims{g.oc, c} : Dims{group, ocg, cg};
+  g.w_dims.insert(g.w_dims.end(), kernel.begin(), kernel.end());
+  if (g.transposed) {
+    int64_t kn = 1;
+    for (auto k : kernel) kn *= k;
+    Dims ks(kernel.size(), 1);
+    for (size_t i = kernel.size(); i-- > 1;) ks[i - 1] = ks[i] * kernel[i];
+    g.w_strides = group == 1 ? Dims{kn, g.oc * kn} : Dims{cg * ocg * kn, kn, ocg * kn};
+    g.w_strides.insert(g.w_strides.end(), ks.begin(), ks.end());
+  }
+  return g;
+}
+
+DenseGeo dense_geo(const Shape& x, const core::Attrs& a) {
+  DenseGeo g;
+  g.in = x.back();
+  g.units = core::attr_i(a, "units");
+  g.rows = core::numel(x) / g.in;
+  g.bias = core::attr_i(a, "bias") == 1;
+  return g;
+}
+
+BnGeo bn_geo(const Shape& x, const core::Attrs& a) {
+  return BnGeo{dims_of(x), static_cast<float>(core::attr_f(a, "epsilon")), core::attr_i(a, "training") == 1};
+}
+
+LnGeo ln_geo(const Shape& x, const core::Attrs& a) {
+  LnGeo g;
+  const int axis = norm_axis(core::attr_i(a, "axis"), x.size());
+  for (int d = 0; d < static_cast<int>(x.size()); ++d) (d < axis ? g.rows : g.k) *= x[static_cast<size_t>(d)];
+  g.eps = static_cast<float>(core::attr_f(a, "epsilon"));
+  return g;
+}
+
+LrnGeo lrn_geo(const Shape& x, const core::Attrs& a) {
+  return LrnGeo{dims_of(x), core::attr_i(a, "size"), static_cast<float>(core::attr_f(a, "alpha")),
+                static_cast<float>(core::attr_f(a, "beta")), static_cast<float>(core::attr_f(a, "bias"))};
+}
+
+SoftmaxGeo softmax_geo(const std::string& op, const Shape& x, const core::Attrs& a) {
+  return SoftmaxGeo{op == "log_softmax" ? Alg::softmax_log : Alg::softmax_accurate, dims_of(x),
+                    norm_axis(core::attr_i(a, "axis"), x.size())};
+}
+
+ResampleGeo resample_geo(const std::string& op, const Shape& x, const Shape& y) {
+  return ResampleGeo{op == "resize_bilinear" ? Alg::resampling_linear : Alg::resampling_nearest, dims_of(x),
+                     dims_of(y)};
+}
+
+namespace {
+
+// ONNX source coordinate of output position o.
+double onnx_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
+  const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
+  if (mode == "asymmetric") return od * ind / outd;
+  if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
+  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
+  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
+  return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;
+}
+
+int64_t onnx_round(const std::string& mode, double x) {
+  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
+  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
+  const double fl = std::floor(x);
+  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
+  return static_cast<int64_t>(std::round(x));
+}
+
+// The first output position (along one axis) where ONNX and oneDNN pick different sources, or -1.
+// oneDNN, with F = out/in: linear x = (o + 0.5) / F - 0.5 clamped (ONNX half_pixel); nearest
+// floor((o + 0.5) / F).
+int64_t first_mismatch(bool linear, const core::Attrs& a, int64_t in, int64_t out) {
+  const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
+  for (int64_t o = 0; o < out; ++o) {
+    if (linear) {
+      const double hi = static_cast<double>(in - 1);
+      const double want = std::clamp(onnx_coord(ctm, o, in, out), 0.0, hi);
+      const double got = std::clamp(onnx_coord("half_pixel", o, in, out), 0.0, hi);
+      if (std::abs(want - got) > 1e-9) return o;
+    } else {
+      const int64_t want =
+          std::clamp<int64_t>(onnx_round(core::attr_s(a, "nearest_mode"), onnx_coord(ctm, o, in, out)), 0, in - 1);
+      const int64_t got = (2 * o + 1) * in / (2 * out);  // floor((o + 0.5) * in / out), exactly
+      if (want != got) return o;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+Support resize_support(const ir::Node& n, const Shape& x, const Shape& y) {
+  const bool linear = n.op == "resize_bilinear";
+  for (size_t axis = 2; axis < 4; ++axis) {
+    const int64_t o = first_mismatch(linear, n.attrs, x[axis], y[axis]);
+    if (o < 0) continue;
+    std::string mode = core::attr_s(n.attrs, "coordinate_transformation_mode");
+    if (!linear) mode += " with nearest_mode " + core::attr_s(n.attrs, "nearest_mode");
+    return Support::no(std::string("oneDNN resampling_") + (linear ? "linear" : "nearest") +
+                       " has one coordinate rule (" + (linear ? "half_pixel" : "floor((o + 0.5) * in / out)") + "); " +
+                       mode + " picks a different " + "source for output " + std::to_string(o) + " of axis " +
+                       std::to_string(axis) + " (" + std::to_string(x[axis]) + " -> " + std::to_string(y[axis]) + ")");
+  }
+  return Support::yes();
+}
+
+RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a) {
+  RnnGeo g;
+  g.op = op;
+  g.n = x[0];
+  g.t = x[1];
+  g.f = x[2];
+  g.h = core::attr_i(a, "hidden_size");
+  g.seq = core::attr_i(a, "return_sequences") == 1;
+  g.gru = op == "gru";
+  g.gates = op == "simple_rnn" ? 1 : op == "lstm" ? 4 : 3;
+  g.bias_gates = g.gru ? 4 : g.gates;
+  // oneDNN's GRU order is (u, r, o) = PyTorch (z, r, n); vanilla and LSTM match PyTorch.
+  g.perm = g.gru ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0, 1, 2, 3};
+  g.perm.resize(static_cast<size_t>(g.gates));
+  return g;
+}
+
+Dims transpose_strides(const Shape& x, const core::Attrs& a) {
+  const auto& perm = core::attr_ints(a, "perm");
+  const Dims d = dims_of(x);
+  Dims st(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) st[i - 1] = st[i] * d[i];
+  const size_t r = x.size();
+  Dims out;
+  for (size_t i = 0; i < r; ++i) out.push_back(st[perm.empty() ? r - 1 - i : static_cast<size_t>(perm[i])]);
+  return out;
+}
+
+Support node_support(const ir::Graph& g, const ir::Node& n) {
+  for (const auto& v : n.inputs)
+    if (g.types.count(v) && g.types.at(v).dtype == core::DType::I64)
+      return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is int64");
+  if (is_resize(n.op)) return resize_support(n, g.types.at(n.inputs[0]).shape, g.types.at(n.outputs[0]).shape);
+  return Support::yes();
+}
+
+// ---------------------------------------------------------------- the forward steps
+
+bool forward_mapped(const std::string& op) {
+  return is_reshape(op) ||
+         std::find(eltwise_ops().begin(), eltwise_ops().end(), op) != eltwise_ops().end() || op == "softsign" || binary_alg(op) || op == "sum" ||
+         op == "concat" || op == "transpose" || reduce_alg(op) || op == "softmax" || op == "log_softmax" ||
+         is_pool(op) || is_conv(op) || op == "dense" || op == "matmul" || op == "batch_norm" || op == "lrn" ||
+         op == "layer_norm" || is_resize(op) || is_rnn(op);
+}
+
+void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, Prop prop,
+                   StepSink& sink) {
+  sink.node(n);
+  const std::string& y = n.outputs.at(0);
+  const Shape& x = in.at(0);
+  const Shape& ys = out.at(0);
+  const std::string& x0 = n.inputs.at(0);
+  const core::Attrs& a = n.attrs;
+  auto operand = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : std::string(); };
+  if (is_reshape(n.op)) {
+    sink.alias(y, x0);
+  } else if (n.op == "softsign") {
+    // x / linear(1, 1)(abs(x)) with a binary division; d/dx = 1 / (1 + |x|)^2 from the kept denominator.
+    const Dims d = dims_of(x);
+    sink.eltwise({Alg::eltwise_abs, 0, 0}, d, x0, "%abs");
+    sink.eltwise({Alg::eltwise_linear, 1, 1}, d, "%abs", y + "_den");
+    sink.binary(Alg::binary_div, d, d, x0, d, y + "_den", y);
+  } else if (is_pool(n.op)) {
+    const PoolGeo g = pool_geo(n.op, x, ys, a);
+    if (g.factor.empty()) {
+      sink.pool(prop, g, x0, y);
+    } else {
+      const std::string f = "factor_" + n.name;
+      sink.constant(f, "factor_" + n.name, g.factor_shape, g.factor, "avg-pool rescale factors of " + n.name);
+      sink.pool(prop, g, x0, "%pool");
+      sink.binary(Alg::binary_mul, g.dst, g.dst, "%pool", dims_of(g.factor_shape), f, y);
+    }
+  } else if (const auto chain = eltwise_chain(n.op, a)) {
+    const Dims d = dims_of(x);
+    std::string cur = x0;
+    for (size_t i = 0; i < chain->size(); ++i) {
+      const std::string next = i + 1 == chain->size() ? y : y + "_step" + std::to_string(i);
+      sink.eltwise((*chain)[i], d, cur, next);
+      cur = next;
+    }
+  } else if (const auto alg = binary_alg(n.op)) {
+    sink.binary(*alg, dims_of(ys), dims_of(pad_rank(x, ys.size())), x0, dims_of(pad_rank(in.at(1), ys.size())),
+                n.inputs.at(1), y);
+  } else if (n.op == "sum") {
+    const bool same = std::all_of(in.begin(), in.end(), [&](const Shape& s) { return s == ys; });
+    if (same) {
+      sink.sum(dims_of(ys), n.inputs, y);
+    } else {
+      // Shapes differ: a chain of broadcasting adds.
+      sink.binary(Alg::binary_add, dims_of(ys), dims_of(pad_rank(x, ys.size())), x0,
+                  dims_of(pad_rank(in.at(1), ys.size())), n.inputs.at(1), y);
+      for (size_t i = 2; i < n.inputs.size(); ++i)
+        sink.binary(Alg::binary_add, dims_of(ys), dims_of(ys), y, dims_of(pad_rank(in[i], ys.size())), n.inputs[i], y);
+    }
+  } else if (n.op == "concat") {
+    std::vector<Dims> ds;
+    for (const auto& s : in) ds.push_back(dims_of(s));
+    sink.concat(dims_of(ys), norm_axis(core::attr_i(a, "axis"), ys.size()), ds, n.inputs, y);
+  } else if (n.op == "transpose") {
+    sink.transpose(dims_of(ys), transpose_strides(x, a), x0, y);
+  } else if (const auto ralg = reduce_alg(n.op)) {
+    sink.reduce(*ralg, dims_of(x), x0, dims_of(reduce_keep(x, a)), y);
+  } else if (n.op == "softmax" || n.op == "log_softmax") {
+    sink.softmax(prop, softmax_geo(n.op, x, a), x0, y);
+  } else if (is_conv(n.op)) {
+    const ConvGeo g = conv_geo(n.op, x, ys, a);
+    sink.conv(prop, g, x0, n.inputs.at(1), g.prim_bias() ? operand(2) : std::string(), g.truncated ? "%conv" : y);
+    if (g.truncated && g.bias) {
+      // The rows no tap reaches hold only the bias: added to the whole output, [1, OC, 1...].
+      Dims bd(ys.size(), 1);
+      bd[1] = g.oc;
+      sink.binary(Alg::binary_add, g.out, g.out, "%conv", bd, operand(2), y);
+    } else if (g.truncated) {
+      sink.alias(y, "%conv");
+    }
+  } else if (n.op == "dense") {
+    const DenseGeo g = dense_geo(x, a);
+    sink.dense(prop, g, x0, n.inputs.at(1), g.bias ? operand(2) : std::string(), y);
+  } else if (n.op == "matmul") {
+    sink.matmul(dims_of(pad_rank(x, ys.size())), x0, dims_of(pad_rank(in.at(1), ys.size())), n.inputs.at(1),
+                dims_of(ys), y);
+  } else if (n.op == "batch_norm") {
+    sink.batch_norm(prop, bn_geo(x, a), n.inputs, y);
+  } else if (n.op == "lrn") {
+    sink.lrn(prop, lrn_geo(x, a), x0, y);
+  } else if (n.op == "layer_norm") {
+    sink.layer_norm(ln_geo(x, a), x0, n.inputs.at(1), n.inputs.at(2), y);
+  } else if (is_resize(n.op)) {
+    sink.resample(prop, resample_geo(n.op, x, ys), x0, y);
+  } else if (is_rnn(n.op)) {
+    sink.rnn(prop, rnn_geo(n.op, x, a), n.inputs, y);
+  } else {
+    throw ConversionError("the oneDNN lowering maps no forward steps for operator '" + n.op + "'");
+  }
+}
+
+// ---------------------------------------------------------------- recording
+
+namespace {
+
+std::string fmt(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+std::string fmt(const std::vector<std::string>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i];
+  return s + ")";
+}
+std::string fmt(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%a", static_cast<double>(v));
+  return buf;
+}
+std::string fmt(const Eltwise& e) { return std::string(name(e.alg)) + "(" + fmt(e.alpha) + "," + fmt(e.beta) + ")"; }
+
+}  // namespace
+
+void RecordingSink::node(const ir::Node& n) {
+  calls_.push_back("node " + n.name + " " + n.op);
+  inner_.node(n);
+}
+void RecordingSink::alias(const std::string& y, const std::string& x) {
+  calls_.push_back("alias " + y + " = " + x);
+  inner_.alias(y, x);
+}
+void RecordingSink::constant(const std::string& v, const std::string& hint, const Shape& shape,
+                             const std::vector<float>& data, const std::string& comment) {
+  std::string s = "constant " + v + " " + hint + " " + fmt(Dims(shape.begin(), shape.end())) + " {";
+  for (float f : data) s += fmt(f) + ",";
+  calls_.push_back(s + "} " + comment);
+  inner_.constant(v, hint, shape, data, comment);
+}
+void RecordingSink::eltwise(const Eltwise& e, const Dims& d, const std::string& x, const std::string& y) {
+  calls_.push_back("eltwise " + fmt(e) + " " + fmt(d) + " " + y + " = f(" + x + ")");
+  inner_.eltwise(e, d, x, y);
+}
+void RecordingSink::binary(Alg alg, const Dims& out, const Dims& ad, const std::string& a, const Dims& bd,
+                           const std::string& b, const std::string& y) {
+  calls_.push_back(std::string("binary ") + name(alg) + " " + fmt(out) + " " + y + " = " + a + fmt(ad) + ", " + b +
+                   fmt(bd));
+  inner_.binary(alg, out, ad, a, bd, b, y);
+}
+void RecordingSink::sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) {
+  calls_.push_back("sum " + fmt(d) + " " + y + " = " + fmt(xs));
+  inner_.sum(d, xs, y);
+}
+void RecordingSink::concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
+                           const std::string& y) {
+  std::string s = "concat " + fmt(out) + " axis " + std::to_string(axis) + " " + y + " = " + fmt(xs);
+  for (const auto& d : ds) s += " " + fmt(d);
+  calls_.push_back(s);
+  inner_.concat(out, axis, ds, xs, y);
+}
+void RecordingSink::transpose(const Dims& yd, const Dims& st, const std::string& x, const std::string& y) {
+  calls_.push_back("transpose " + fmt(yd) + " strides " + fmt(st) + " " + y + " = " + x);
+  inner_.transpose(yd, st, x, y);
+}
+void RecordingSink::reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) {
+  calls_.push_back(std::string("reduce ") + name(alg) + " " + fmt(xd) + " -> " + fmt(keep) + " " + y + " = " + x);
+  inner_.reduce(alg, xd, x, keep, y);
+}
+void RecordingSink::softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) {
+  calls_.push_back(std::string("softmax ") + name(p) + " " + name(g.alg) + " " + fmt(g.dims) + " axis " +
+                   std::to_string(g.axis) + " " + y + " = " + x);
+  inner_.softmax(p, g, x, y);
+}
+void RecordingSink::matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
+                           const std::string& y) {
+  calls_.push_back("matmul " + y + fmt(yd) + " = " + a + fmt(ad) + " @ " + b + fmt(bd));
+  inner_.matmul(ad, a, bd, b, yd, y);
+}
+void RecordingSink::pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) {
+  std::string s = std::string("pool ") + name(p) + " " + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " k" +
+                  fmt(g.kernel) + " s" + fmt(g.strides) + " pl" + fmt(g.pad_l) + " pr" + fmt(g.pad_r) + " " + y +
+                  " = " + x;
+  calls_.push_back(s);
+  inner_.pool(p, g, x, y);
+}
+void RecordingSink::conv(Prop p, const ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
+                         const std::string& y) {
+  calls_.push_back(std::string("conv ") + name(p) + (g.transposed ? " deconvolution " : " convolution ") + fmt(g.src) +
+                   " -> " + fmt(g.dst) + " of " + fmt(g.out) + " s" + fmt(g.strides) + " d" + fmt(g.dil) + " pl" +
+                   fmt(g.pad_l) + " pr" + fmt(g.pad_r) + " w" + fmt(g.w_dims) + fmt(g.w_strides) + " oc " +
+                   std::to_string(g.oc) + " bias " + std::to_string(g.bias) + " truncated " +
+                   std::to_string(g.truncated) + " " + y + " = " + fmt(std::vector<std::string>{x, w, b}));
+  inner_.conv(p, g, x, w, b, y);
+}
+void RecordingSink::dense(Prop p, const DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
+                          const std::string& y) {
+  calls_.push_back(std::string("dense ") + name(p) + " rows " + std::to_string(g.rows) + " in " + std::to_string(g.in) +
+                   " units " + std::to_string(g.units) + " bias " + std::to_string(g.bias) + " " + y + " = " +
+                   fmt(std::vector<std::string>{x, w, b}));
+  inner_.dense(p, g, x, w, b, y);
+}
+void RecordingSink::batch_norm(Prop p, const BnGeo& g, const std::vector<std::string>& in, const std::string& y) {
+  calls_.push_back(std::string("batch_norm ") + name(p) + " " + fmt(g.src) + " eps " + fmt(g.eps) + " batch_stats " +
+                   std::to_string(g.batch_stats) + " " + y + " = " + fmt(in));
+  inner_.batch_norm(p, g, in, y);
+}
+void RecordingSink::layer_norm(const LnGeo& g, const std::string& x, const std::string& scale,
+                               const std::string& shift, const std::string& y) {
+  calls_.push_back("layer_norm rows " + std::to_string(g.rows) + " k " + std::to_string(g.k) + " eps " + fmt(g.eps) +
+                   " " + y + " = " + fmt(std::vector<std::string>{x, scale, shift}));
+  inner_.layer_norm(g, x, scale, shift, y);
+}
+void RecordingSink::lrn(Prop p, const LrnGeo& g, const std::string& x, const std::string& y) {
+  calls_.push_back(std::string("lrn ") + name(p) + " " + fmt(g.src) + " size " + std::to_string(g.size) + " alpha " +
+                   fmt(g.alpha) + " beta " + fmt(g.beta) + " bias " + fmt(g.bias) + " " + y + " = " + x);
+  inner_.lrn(p, g, x, y);
+}
+void RecordingSink::resample(Prop p, const ResampleGeo& g, const std::string& x, const std::string& y) {
+  calls_.push_back(std::string("resample ") + name(p) + " " + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) +
+                   " " + y + " = " + x);
+  inner_.resample(p, g, x, y);
+}
+void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>& in, const std::string& y) {
+  calls_.push_back(std::string("rnn ") + name(p) + " " + g.op + " N" + std::to_string(g.n) + " T" +
+                   std::to_string(g.t) + " F" + std::to_string(g.f) + " H" + std::to_string(g.h) + " G" +
+                   std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
+                   std::to_string(g.seq) + " " + y + " = " + fmt(in));
+  inner_.rnn(p, g, in, y);
+}
+
+}  // namespace quorum::backends::onednn_lower

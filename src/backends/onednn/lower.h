@@ -1,0 +1,261 @@
+// oneDNN's lowering: the one mapping from Quorum nodes to oneDNN 2.6 primitive-level steps, written
+// against a StepSink and free of oneDNN's headers. Every decision is made here — which primitive
+// (algorithm, alpha/beta), prop kind, dims, pooling/convolution/RNN geometry (pads, strides,
+// dilations, 1-D as written by ONNX), weight descriptors, the eltwise chains that compose operators
+// oneDNN has no algorithm for, and what oneDNN cannot express (the resize coordinate check) — and
+// the sink only carries a step out:
+//   - the backend's sink (onednn_sink.cpp) creates (cached) primitives and executes them on buffers;
+//   - the reproducer writer's sink (repro.cpp) prints the call of the matching helper block.
+// The forward pass of every operator goes through lower_forward(). Backward kernels (ops_*.cpp and
+// the writer's backward text) take their geometry from the same functions (pool_geo, conv_geo, ...).
+// tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
+// operator's sampled cases.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace quorum::backends::onednn_lower {
+
+using core::Shape;
+using Dims = std::vector<int64_t>;
+
+// oneDNN's algorithms Quorum uses, named as oneDNN names them (dnnl::algorithm::eltwise_relu, ...).
+#define QUORUM_ONEDNN_ALGS(X)                                                                                       \
+  X(eltwise_relu) X(eltwise_clip_v2) X(eltwise_elu) X(eltwise_linear) X(eltwise_gelu_tanh) X(eltwise_gelu_erf)      \
+  X(eltwise_logistic) X(eltwise_tanh) X(eltwise_soft_relu) X(eltwise_hardswish) X(eltwise_exp) X(eltwise_log)       \
+  X(eltwise_sqrt) X(eltwise_pow) X(eltwise_abs) X(eltwise_square) X(binary_add) X(binary_sub) X(binary_mul)         \
+  X(binary_div) X(binary_max) X(binary_min) X(binary_ge) X(binary_le) X(binary_eq) X(binary_ne) X(reduction_sum)    \
+  X(reduction_mean) X(reduction_max) X(reduction_min) X(reduction_mul) X(pooling_max) X(pooling_avg_include_padding) \
+  X(pooling_avg_exclude_padding) X(softmax_accurate) X(softmax_log) X(resampling_linear) X(resampling_nearest)
+enum class Alg {
+#define QUORUM_ONEDNN_ALG_ENUM(a) a,
+  QUORUM_ONEDNN_ALGS(QUORUM_ONEDNN_ALG_ENUM)
+#undef QUORUM_ONEDNN_ALG_ENUM
+};
+const char* name(Alg a);
+
+// The forward prop kind a primitive is created with.
+enum class Prop { forward_inference, forward_training };
+const char* name(Prop p);
+
+// oneDNN has no rank-0 tensors: rank 0 becomes {1}.
+Dims dims_of(const Shape& s);
+Shape pad_rank(const Shape& s, size_t rank);  // prepends 1s
+
+// ---- decisions shared by the forward lowering, the backward kernels and the writer's backward ----
+
+// One eltwise primitive of a chain (forward_training descriptors, backward on the source).
+struct Eltwise {
+  Alg alg;
+  float alpha = 0, beta = 0;
+};
+// The chain an operator maps to, in order; nullopt for an operator that is not an eltwise chain.
+//   relu6 = clip_v2(0, 6); selu = linear(gamma) . elu(alpha); hard_sigmoid = clip_v2(0, 1) . linear(a, b)
+//   (2.6 has no hardsigmoid algorithm); rsqrt = sqrt then pow(x, -1); reciprocal = pow(x, -1); neg = linear(-1).
+std::optional<std::vector<Eltwise>> eltwise_chain(const std::string& op, const core::Attrs& a);
+const std::vector<std::string>& eltwise_ops();  // the operators eltwise_chain maps
+std::optional<Alg> binary_alg(const std::string& op);  // add, sub, mul, div, maximum, minimum
+std::optional<Alg> reduce_alg(const std::string& op);  // reduce_sum, _mean, _max, _min, _prod
+bool is_reshape(const std::string& op);                // reshape, flatten, squeeze, unsqueeze
+bool is_pool(const std::string& op);
+bool is_conv(const std::string& op);
+bool is_rnn(const std::string& op);
+bool is_resize(const std::string& op);
+
+// x's shape with the reduced dims kept as 1.
+Shape reduce_keep(const Shape& x, const core::Attrs& a);
+
+// pooling_v2 (dilation 0 = dense window). oneDNN takes an explicit right padding and checks
+// out = (in + pl + pr - k) / s + 1, so ONNX's ceil_mode becomes extra right padding.
+// pooling_avg_include_padding divides every window by the full kernel size, also one reaching into
+// that extra padding; ONNX counts only cells inside [-pad_begin, in + pad_end): such windows are
+// rescaled by `factor` ([1, 1, out...], the product of the per-axis k / counted; empty when none is).
+struct PoolGeo {
+  Alg alg;
+  Dims src, dst, kernel, strides, pad_l, pad_r;
+  Shape factor_shape;
+  std::vector<float> factor;
+};
+PoolGeo pool_geo(const std::string& op, const Shape& x, const Shape& y, const core::Attrs& a);
+
+// convolution / deconvolution (format_tag::any, reorders from the plain user buffers). dil counts
+// from 0; right padding is explicit; ONNX output_padding comes off the deconvolution's right
+// padding, and where oneDNN's limit pr > -stride stops that, the trailing rows no tap reaches are
+// left out of the primitive (`dst` < `out`, `truncated`) and get only the bias.
+// The user weight layout is [OC, C, k...] or grouped [G, OC/G, C/G, k...]; ONNX transposed weights
+// [C, OC/G, k...] are described with strides (`w_strides`, empty for a plain weight).
+struct ConvGeo {
+  bool transposed = false;
+  Dims src, dst, out;  // dst: the extent the primitive computes; out: the whole output
+  Dims strides, dil, pad_l, pad_r;
+  Dims w_dims, w_strides;
+  int64_t oc = 0;
+  bool bias = true;
+  bool truncated = false;
+  bool prim_bias() const { return bias && !truncated; }  // the bias is the primitive's argument
+};
+ConvGeo conv_geo(const std::string& op, const Shape& x, const Shape& y, const core::Attrs& a);
+
+// inner_product over x viewed as [rows, in], weight [units, in] ("oi"), bias [units].
+struct DenseGeo {
+  int64_t rows = 0, in = 0, units = 0;
+  bool bias = true;
+};
+DenseGeo dense_geo(const Shape& x, const core::Attrs& a);
+
+// batch_normalization on plain NC..., use_scale | use_shift; training=0 adds use_global_stats.
+struct BnGeo {
+  Dims src;
+  float eps = 0;
+  bool batch_stats = false;
+};
+BnGeo bn_geo(const Shape& x, const core::Attrs& a);
+
+// layer_normalization on X viewed as [rows, k] (k = prod(dims[axis:])), always forward_training.
+struct LnGeo {
+  int64_t rows = 1, k = 1;
+  float eps = 0;
+};
+LnGeo ln_geo(const Shape& x, const core::Attrs& a);
+
+// lrn_across_channels (its alpha is divided by the window size, as ONNX LRN's).
+struct LrnGeo {
+  Dims src;
+  int64_t size = 1;
+  float alpha = 0, beta = 0, bias = 1;
+};
+LrnGeo lrn_geo(const Shape& x, const core::Attrs& a);
+
+// softmax_v2 (accurate, or log for log_softmax) along `axis`.
+struct SoftmaxGeo {
+  Alg alg;
+  Dims dims;
+  int axis = 0;
+};
+SoftmaxGeo softmax_geo(const std::string& op, const Shape& x, const core::Attrs& a);
+
+// resampling (linear for resize_bilinear, nearest for resize_nearest) from plain src to plain dst.
+struct ResampleGeo {
+  Alg alg;
+  Dims src, dst;
+};
+ResampleGeo resample_geo(const std::string& op, const Shape& x, const Shape& y);
+// oneDNN has one coordinate rule per algorithm; a resize whose ONNX coordinate rule picks other
+// source points for these sizes cannot be expressed (the reason names the first such position).
+Support resize_support(const ir::Node& n, const Shape& x, const Shape& y);
+
+// vanilla_rnn (tanh) / lstm / lbr_gru, PyTorch semantics (batch-first [N, T, F], zero initial
+// state, one layer, left to right). oneDNN gate k holds PyTorch gate perm[k]; GRU has a fourth
+// bias block (linear-before-reset).
+struct RnnGeo {
+  std::string op;
+  int64_t n = 0, t = 0, f = 0, h = 0, gates = 1, bias_gates = 1;
+  std::vector<int64_t> perm;
+  bool seq = false, gru = false;
+};
+RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a);
+
+// A transpose as a reorder from x's strides permuted (perm empty: reversed axes).
+Dims transpose_strides(const Shape& x, const core::Attrs& a);
+
+// Whether the node maps as this lowering maps it, or why not (float32 operands; resize rules).
+// Whether oneDNN has the operator at all is the backend's op table.
+Support node_support(const ir::Graph& g, const ir::Node& n);
+
+// ---- the forward steps ----
+
+// Receives one node's forward as primitive-level steps on named values. A name starting with '%'
+// is a temporary that the next step consumes once; other names are graph values, or constants the
+// lowering made (constant()).
+class StepSink {
+ public:
+  virtual ~StepSink() = default;
+  virtual void node(const ir::Node&) {}
+  // y is x with another shape (the same buffer).
+  virtual void alias(const std::string& y, const std::string& x) = 0;
+  // A constant buffer the lowering computed; `hint` names it in source code.
+  virtual void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
+                        const std::string& comment) = 0;
+  virtual void eltwise(const Eltwise& e, const Dims& d, const std::string& x, const std::string& y) = 0;
+  // y (dims out) = a (op) b, NumPy broadcasting; a and b dims padded to out's rank. oneDNN broadcasts
+  // only b: an a that must broadcast is materialised first (zeros + a).
+  virtual void binary(Alg alg, const Dims& out, const Dims& ad, const std::string& a, const Dims& bd,
+                      const std::string& b, const std::string& y) = 0;
+  virtual void sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) = 0;
+  virtual void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
+                      const std::string& y) = 0;
+  virtual void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) = 0;
+  virtual void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) = 0;
+  virtual void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) = 0;
+  virtual void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
+                      const std::string& y) = 0;
+  virtual void pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) = 0;
+  // b empty: no bias argument.
+  virtual void conv(Prop p, const ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
+                    const std::string& y) = 0;
+  virtual void dense(Prop p, const DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
+                     const std::string& y) = 0;
+  // x, scale, shift, mean, var.
+  virtual void batch_norm(Prop p, const BnGeo& g, const std::vector<std::string>& in, const std::string& y) = 0;
+  virtual void layer_norm(const LnGeo& g, const std::string& x, const std::string& scale, const std::string& shift,
+                          const std::string& y) = 0;
+  virtual void lrn(Prop p, const LrnGeo& g, const std::string& x, const std::string& y) = 0;
+  virtual void resample(Prop p, const ResampleGeo& g, const std::string& x, const std::string& y) = 0;
+  // x, w_ih, w_hh, b_ih, b_hh.
+  virtual void rnn(Prop p, const RnnGeo& g, const std::vector<std::string>& in, const std::string& y) = 0;
+};
+
+// A sink that forwards to another and records each step as one line (every parameter printed).
+class RecordingSink : public StepSink {
+ public:
+  explicit RecordingSink(StepSink& inner) : inner_(inner) {}
+  const std::vector<std::string>& calls() const { return calls_; }
+  void node(const ir::Node& n) override;
+  void alias(const std::string& y, const std::string& x) override;
+  void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
+                const std::string& comment) override;
+  void eltwise(const Eltwise& e, const Dims& d, const std::string& x, const std::string& y) override;
+  void binary(Alg alg, const Dims& out, const Dims& ad, const std::string& a, const Dims& bd, const std::string& b,
+              const std::string& y) override;
+  void sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) override;
+  void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
+              const std::string& y) override;
+  void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) override;
+  void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
+  void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) override;
+  void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
+              const std::string& y) override;
+  void pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) override;
+  void conv(Prop p, const ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
+            const std::string& y) override;
+  void dense(Prop p, const DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
+             const std::string& y) override;
+  void batch_norm(Prop p, const BnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+  void layer_norm(const LnGeo& g, const std::string& x, const std::string& scale, const std::string& shift,
+                  const std::string& y) override;
+  void lrn(Prop p, const LrnGeo& g, const std::string& x, const std::string& y) override;
+  void resample(Prop p, const ResampleGeo& g, const std::string& x, const std::string& y) override;
+  void rnn(Prop p, const RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+
+ private:
+  StepSink& inner_;
+  std::vector<std::string> calls_;
+};
+
+// Lowers node n's forward (operand shapes `in`, result shapes `out`) into `sink`. Throws
+// ConversionError for an operator it does not map.
+void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, Prop prop,
+                   StepSink& sink);
+bool forward_mapped(const std::string& op);  // lower_forward maps it
+
+// For the sink-agreement test: the calls each sink receives for the forward of `g` (with
+// prop_kind training and inference), or "refused: <reason>". The library's sink is defined in
+// onednn_sink.cpp (it runs real primitives on zero buffers), the writer's in repro.cpp.
+std::vector<std::string> library_sink_calls(const ir::Graph& g);
+std::vector<std::string> writer_sink_calls(const ir::Graph& g);
+
+}  // namespace quorum::backends::onednn_lower

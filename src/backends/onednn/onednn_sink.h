@@ -1,0 +1,115 @@
+// The oneDNN backend's sink: carries out the forward steps oneDNN's lowering (lower.h) decides, with
+// the backend's cached building blocks (onednn_common.h) on the run's buffers. Also the primitive
+// descriptors of each family, keyed in the primitive cache by the lowering's geometry, which the
+// backward kernels (ops_*.cpp) hint their backward primitives with.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/onednn/lower.h"
+#include "backends/onednn/onednn_common.h"
+
+namespace quorum::backends::onednn {
+
+namespace lw = onednn_lower;
+
+algorithm to_dnnl(lw::Alg a);
+prop_kind to_dnnl(lw::Prop p);
+
+// Forward primitive descriptors per family (cached; `key` is what the backward primitive is cached by).
+std::string pool_key(const lw::PoolGeo& g);
+const Cached<dnnl::pooling_v2_forward::primitive_desc>& pool_fwd_pd(const lw::PoolGeo& g, prop_kind prop);
+std::string softmax_key(const lw::SoftmaxGeo& g);
+const Cached<dnnl::softmax_v2_forward::primitive_desc>& softmax_fwd_pd(const lw::SoftmaxGeo& g, prop_kind prop);
+std::string resample_key(const lw::ResampleGeo& g);
+const Cached<dnnl::resampling_forward::primitive_desc>& resample_fwd_pd(const lw::ResampleGeo& g, prop_kind prop);
+std::string lrn_key(const lw::LrnGeo& g);
+const Cached<dnnl::lrn_forward::primitive_desc>& lrn_fwd_pd(const lw::LrnGeo& g, prop_kind prop);
+dnnl::normalization_flags bn_flags(const lw::BnGeo& g);
+std::string bn_key(const lw::BnGeo& g);
+const Cached<dnnl::batch_normalization_forward::primitive_desc>& bn_fwd_pd(const lw::BnGeo& g, prop_kind prop);
+std::string ln_key(const lw::LnGeo& g);
+const Cached<dnnl::layer_normalization_forward::primitive_desc>& ln_fwd_pd(const lw::LnGeo& g, prop_kind prop);
+std::string dense_key(const lw::DenseGeo& g);
+const Cached<dnnl::inner_product_forward::primitive_desc>& dense_fwd_pd(const lw::DenseGeo& g, prop_kind prop);
+// The user's weight buffer as oneDNN sees it (plain, or ONNX's transposed weight with strides).
+memory::desc conv_weight_md(const lw::ConvGeo& g);
+// The computed window of the plain output buffer (all of it unless truncated).
+memory::desc conv_user_dst_md(const lw::ConvGeo& g);
+std::string conv_key(const lw::ConvGeo& g);
+memory::desc any_md(const Dims& d);
+// One matmul: dst = src @ weights, batch dims broadcast (ops_dense.cpp).
+void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, const float* bp, const memory::desc& y,
+                float* yp);
+template <class Fwd>
+const Cached<typename Fwd::primitive_desc>& conv_fwd_pd(const lw::ConvGeo& g, prop_kind prop) {
+  const algorithm alg = g.transposed ? algorithm::deconvolution_direct : algorithm::convolution_direct;
+  return cached<typename Fwd::primitive_desc>(Key() << conv_key(g) << static_cast<int>(prop), [&] {
+    const Dims wd = conv_weight_md(g).dims();
+    auto d = g.prim_bias() ? typename Fwd::desc(prop, alg, any_md(g.src), any_md(wd), plain_md({g.oc}), any_md(g.dst),
+                                                g.strides, g.dil, g.pad_l, g.pad_r)
+                           : typename Fwd::desc(prop, alg, any_md(g.src), any_md(wd), any_md(g.dst), g.strides, g.dil,
+                                                g.pad_l, g.pad_r);
+    return typename Fwd::primitive_desc(d, cpu_engine());
+  });
+}
+
+// What a node's forward keeps for its backward.
+struct Saved {
+  std::vector<Buf> step_inputs;       // an eltwise chain's step inputs, in order (training)
+  std::map<std::string, Buf> values;  // values the node defined besides its outputs (softsign's denominator)
+  memory workspace;                   // pooling / lrn (training)
+  Buf mean, var;                      // batch_norm's batch statistics, layer_norm's statistics
+};
+
+// Runs one node's forward steps on `env`. Node outputs go to env, temporaries and the node's other
+// values stay in the sink (and in `saved`).
+class ExecSink : public lw::StepSink {
+ public:
+  ExecSink(Env& env, const ir::Node& n, const std::vector<Shape>& out_shapes, bool training, Saved& saved);
+  void alias(const std::string& y, const std::string& x) override;
+  void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
+                const std::string& comment) override;
+  void eltwise(const lw::Eltwise& e, const Dims& d, const std::string& x, const std::string& y) override;
+  void binary(lw::Alg alg, const Dims& out, const Dims& ad, const std::string& a, const Dims& bd, const std::string& b,
+              const std::string& y) override;
+  void sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) override;
+  void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
+              const std::string& y) override;
+  void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) override;
+  void reduce(lw::Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
+  void softmax(lw::Prop p, const lw::SoftmaxGeo& g, const std::string& x, const std::string& y) override;
+  void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
+              const std::string& y) override;
+  void pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) override;
+  void conv(lw::Prop p, const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
+            const std::string& y) override;
+  void dense(lw::Prop p, const lw::DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
+             const std::string& y) override;
+  void batch_norm(lw::Prop p, const lw::BnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+  void layer_norm(const lw::LnGeo& g, const std::string& x, const std::string& scale, const std::string& shift,
+                  const std::string& y) override;
+  void lrn(lw::Prop p, const lw::LrnGeo& g, const std::string& x, const std::string& y) override;
+  void resample(lw::Prop p, const lw::ResampleGeo& g, const std::string& x, const std::string& y) override;
+  void rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+
+ private:
+  const Buf& get(const std::string& v) const;
+  // Stores a step's result: a node output with the node's shape for it, else kept by the sink.
+  void put(const std::string& v, Buf b);
+  void keep_workspace(lw::Prop p, const memory::desc& ws, std::unordered_map<int, memory>& args);
+
+  Env& env_;
+  const ir::Node& node_;
+  const std::vector<Shape>& out_shapes_;
+  bool training_;
+  Saved& saved_;
+  std::map<std::string, Buf> temps_;
+};
+
+// Runs node n's forward through the lowering and the ExecSink.
+void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
+                     const std::vector<Shape>& out_shapes, bool training, Saved& saved);
+
+}  // namespace quorum::backends::onednn
