@@ -64,7 +64,8 @@ void BM_Coverage(benchmark::State& state, const char* g, uint64_t seed, uint64_t
     for (const auto& op : universe)
       if (!used.count(op)) missing += " " + op;
     state.counters["operators"] = static_cast<double>(universe.size());
-    if (!missing.empty()) fail(state, std::string(g) + ": never used in " + std::to_string(count) + " models:" + missing);
+    if (!missing.empty())
+      fail(state, std::string(g) + ": never used in " + std::to_string(count) + " models:" + missing);
   }
 }
 

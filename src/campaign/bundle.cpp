@@ -27,7 +27,8 @@ namespace {
 
 std::string safe_name(const std::string& s) {
   std::string o;
-  for (char c : s) o.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_');
+  for (char c : s)
+    o.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_');
   return o;
 }
 
@@ -127,8 +128,8 @@ void write_map(const fs::path& dir, const oracle::Finding& f, const BundleContex
   if (!blamed || !other || !ref) return;
   const bool backward = f.stage == oracle::Stage::Backward;
   const localize::RateMap m =
-      localize::rate_map(ctx.model.graph, backward, blamed->backend, backward ? blamed->grads : blamed->values, other->backend,
-                         backward ? other->grads : other->values, backward ? ref->grads : ref->values);
+      localize::rate_map(ctx.model.graph, backward, blamed->backend, backward ? blamed->grads : blamed->values,
+                         other->backend, backward ? other->grads : other->values, backward ? ref->grads : ref->values);
   core::write_file_atomic((dir / "map.json").string(), localize::to_json(m));
   const std::string dot = localize::to_dot(ctx.model.graph, m);
   const std::string svg = localize::render_svg(dot);
@@ -215,11 +216,12 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
     if (!r.train_values.empty()) save_values(tmp / "train_outputs" / safe_name(r.backend), r.train_values);
     if (r.trained) save_values(tmp / "grads" / safe_name(r.backend), r.grads);
     const auto v = ctx.versions.find(r.backend);
-    backends.push_back({{"backend", r.backend},
-                        {"version", v == ctx.versions.end() ? (r.is_reference ? "quorum float64 reference" : "") : v->second},
-                        {"outcome", r.outcome.str()},
-                        {"trained", r.trained},
-                        {"loss", r.trained ? json(r.loss) : json(nullptr)}});
+    backends.push_back(
+        {{"backend", r.backend},
+         {"version", v == ctx.versions.end() ? (r.is_reference ? "quorum float64 reference" : "") : v->second},
+         {"outcome", r.outcome.str()},
+         {"trained", r.trained},
+         {"loss", r.trained ? json(r.loss) : json(nullptr)}});
   }
   const std::string bundle_path = final_dir.string();
   json j = {{"quorum_version", QUORUM_VERSION},
@@ -258,7 +260,8 @@ Replayed replay(const std::string& bundle_dir) {
   ModelCase m;
   m.graph = ir::load_graph((dir / "model.json").string());
   for (const auto& in : m.graph.inputs)
-    m.inputs.emplace(in.name, core::read_npy((dir / "inputs" / (safe_name(in.name) + ".npy")).string()).to(core::DType::F64));
+    m.inputs.emplace(in.name,
+                     core::read_npy((dir / "inputs" / (safe_name(in.name) + ".npy")).string()).to(core::DType::F64));
   m.target = core::read_npy((dir / "target.npy").string());
   const Setup setup = setup_from_json(j.at("setup"), fpath);
   WorkerSet workers(setup.backends, setup.limits);

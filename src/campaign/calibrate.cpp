@@ -31,7 +31,8 @@ double lower_median(std::vector<double> v) {
 
 }  // namespace
 
-std::vector<OpCalibration> calibrate(const std::vector<BackendSpec>& backends, int cases, const worker::Limits& limits) {
+std::vector<OpCalibration> calibrate(const std::vector<BackendSpec>& backends, int cases,
+                                     const worker::Limits& limits) {
   WorkerSet workers(backends, limits);
   std::vector<OpCalibration> out;
   for (const ops::OpSpec* spec : ops::catalogue().all()) {
@@ -43,7 +44,8 @@ std::vector<OpCalibration> calibrate(const std::vector<BackendSpec>& backends, i
       const ir::SingleNode sn = ir::single_node_graph(*spec, c, rng, core::DType::F32);
       const ir::Graph& g = sn.graph;
       std::vector<core::TensorType> in_types;
-      for (size_t i = 0; i < ir::data_input_count(g.nodes[0]); ++i) in_types.push_back(g.types.at(g.nodes[0].inputs[i]));
+      for (size_t i = 0; i < ir::data_input_count(g.nodes[0]); ++i)
+        in_types.push_back(g.types.at(g.nodes[0].inputs[i]));
       int64_t len = 1;
       if (spec->reduction_length) len = std::max<int64_t>(1, spec->reduction_length(in_types, g.nodes[0].attrs));
       backends::ValueMap inputs;
@@ -71,7 +73,8 @@ std::vector<OpCalibration> calibrate(const std::vector<BackendSpec>& backends, i
             if (!std::isfinite(a) || !std::isfinite(r)) continue;
             const double err = std::abs(a - r);
             m.atol = std::max(m.atol, err / scale / std::sqrt(static_cast<double>(len)));
-            if (std::abs(r) >= 1e-6 * scale) m.rtol = std::max(m.rtol, err / std::abs(r) / std::sqrt(static_cast<double>(len)));
+            if (std::abs(r) >= 1e-6 * scale)
+              m.rtol = std::max(m.rtol, err / std::abs(r) / std::sqrt(static_cast<double>(len)));
           }
           counted = true;
         }

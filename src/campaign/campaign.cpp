@@ -179,9 +179,10 @@ class Run {
         // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
         roots.push_back(f.known.empty() ? r.root_cause : "known:" + f.known);
         if (!r.reduced_dir.empty())
-          f.line += "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) + " nodes" +
-                    (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
-                    " (" + r.reduced_dir + ")";
+          f.line +=
+              "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) + " nodes" +
+              (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
+              " (" + r.reduced_dir + ")";
       } catch (const std::exception& e) {
         roots.push_back(f.signature);
       }

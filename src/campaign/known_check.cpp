@@ -66,7 +66,9 @@ std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownChe
       const BundleContext ctx{m, ev, s, 0, 0, "quorum known --check (entry " + e.id + ")", versions};
       c.bundle = write_bundle(opt.out, labelled, ctx);
     }
-    c.status = hit ? KnownCheck::Status::Reproduces : c.found.empty() ? KnownCheck::Status::Stale : KnownCheck::Status::Differs;
+    c.status = hit               ? KnownCheck::Status::Reproduces
+               : c.found.empty() ? KnownCheck::Status::Stale
+                                 : KnownCheck::Status::Differs;
     out.push_back(std::move(c));
   }
   return out;

@@ -28,7 +28,8 @@ bool same_finding(const oracle::Finding& f, const json& want) {
   if (f.kind != core::finding_kind_from_string(want.at("kind").get<std::string>())) return false;
   if (f.stage != core::stage_from_string(want.at("stage").get<std::string>())) return false;
   if (f.backend != want.at("backend").get<std::string>() || f.op != want.at("op").get<std::string>()) return false;
-  if (core::info(f.kind).signature == core::SignatureBy::Message) return f.message == want.at("message").get<std::string>();
+  if (core::info(f.kind).signature == core::SignatureBy::Message)
+    return f.message == want.at("message").get<std::string>();
   return true;
 }
 
@@ -44,8 +45,8 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   localize::Case original;
   original.graph = ir::load_graph((dir / "model.json").string());
   for (const auto& in : original.graph.inputs)
-    original.inputs.emplace(in.name,
-                            core::read_npy((dir / "inputs" / (bundle_file_name(in.name) + ".npy")).string()).to(core::DType::F64));
+    original.inputs.emplace(
+        in.name, core::read_npy((dir / "inputs" / (bundle_file_name(in.name) + ".npy")).string()).to(core::DType::F64));
   original.target = core::read_npy((dir / "target.npy").string());
   out.nodes_before = static_cast<int>(original.graph.nodes.size());
   const Setup setup = bundle_setup(bundle_dir);
@@ -84,14 +85,16 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
-      out.fix = localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
+      out.fix =
+          localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
     // No parameter removes it: on fresh random inputs too (a bug for every input, or some)?
     const int left = max_runs - out.reduction.runs - out.fix.runs;
     if (out.reduction.one_node && out.fix.causes.empty() && left > 0)
       out.inputs = localize::search_inputs(out.reduction.reduced, holds, std::min(left, kInputSearchTries), log);
     // Then the smallest shapes, with what budget is left (the parameter evidence comes first).
     if (!backward)
-      localize::shrink_inputs(out.reduction, holds, localize::ReduceOptions{max_runs - out.fix.runs - out.inputs.tried, log});
+      localize::shrink_inputs(out.reduction, holds,
+                              localize::ReduceOptions{max_runs - out.fix.runs - out.inputs.tried, log});
     // The reduced case as a bundle of its own, beside the original.
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
     core::Rng rng(1);
@@ -106,14 +109,18 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       json causes = json::array();
       for (const auto& c : out.fix.causes)
         causes.push_back({{"attribute", c.attribute}, {"value", c.value}, {"fixed_by", c.fixed_by}});
-      json red = {{"nodes_before", out.nodes_before}, {"nodes_after", out.nodes_after},
+      json red = {{"nodes_before", out.nodes_before},
+                  {"nodes_after", out.nodes_after},
                   {"input_elements_before", out.reduction.elements_before},
                   {"input_elements_after", out.reduction.elements},
                   {"input_nonzero_after", out.reduction.nonzero},
-                  {"one_node", out.reduction.one_node}, {"predicate_runs", out.reduction.runs + out.fix.runs + out.inputs.tried},
-                  {"steps", out.reduction.steps},       {"causes", causes},
+                  {"one_node", out.reduction.one_node},
+                  {"predicate_runs", out.reduction.runs + out.fix.runs + out.inputs.tried},
+                  {"steps", out.reduction.steps},
+                  {"causes", causes},
                   {"localize_fix_tried", out.fix.tried},
-                  {"random_inputs", {{"tried", out.inputs.tried}, {"shown", out.inputs.shown}, {"verdict", out.inputs.verdict()}}}};
+                  {"random_inputs",
+                   {{"tried", out.inputs.tried}, {"shown", out.inputs.shown}, {"verdict", out.inputs.verdict()}}}};
       core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
       break;
     }

@@ -86,7 +86,8 @@ Store::Store(const std::string& dir) {
     return false;
   };
   if (!has_column("known")) exec("ALTER TABLE findings ADD COLUMN known TEXT");
-  if (!has_column("root_cause")) exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
+  if (!has_column("root_cause"))
+    exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
 }
 
 Store::~Store() { sqlite3_close(db_); }
@@ -156,9 +157,10 @@ int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
         continue;
       }
       const std::string bundle = bundle_for(f);  // written and renamed into place before the commit
-      Stmt ins(db_,
-               "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
-               " rate, hits, first_model, first_seen, last_seen, bundle, known) VALUES (?,?,?,?,?,?,?,?,?,?,?,1,?,?,?,?,?)");
+      Stmt ins(
+          db_,
+          "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
+          " rate, hits, first_model, first_seen, last_seen, bundle, known) VALUES (?,?,?,?,?,?,?,?,?,?,?,1,?,?,?,?,?)");
       ins.bind(1, sig)
           .bind(2, std::string(oracle::to_string(f.kind)))
           .bind(3, std::string(oracle::to_string(f.stage)))
@@ -216,9 +218,10 @@ std::vector<std::pair<std::string, int64_t>> Store::models_per_second() {
 std::vector<StoredFinding> Store::findings() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoredFinding> out;
-  Stmt s(db_,
-         "SELECT signature, kind, stage, backend, op, node, params, message, detail, bundle, distance, rate, hits,"
-         " first_model, first_seen, last_seen, known, root_cause, reduced FROM findings ORDER BY first_model, signature");
+  Stmt s(
+      db_,
+      "SELECT signature, kind, stage, backend, op, node, params, message, detail, bundle, distance, rate, hits,"
+      " first_model, first_seen, last_seen, known, root_cause, reduced FROM findings ORDER BY first_model, signature");
   while (s.step()) {
     StoredFinding f;
     f.signature = s.text(0);

@@ -149,7 +149,8 @@ int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const core:
     std::vector<std::pair<std::string, const ir::Node*>> grad_rows;
     for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
       for (const auto& out : it->outputs) grad_rows.emplace_back(out, &*it);
-      for (size_t i = ir::data_input_count(*it); i < it->inputs.size(); ++i) grad_rows.emplace_back(it->inputs[i], &*it);
+      for (size_t i = ir::data_input_count(*it); i < it->inputs.size(); ++i)
+        grad_rows.emplace_back(it->inputs[i], &*it);
     }
     table("gradients of the loss: max abs / max rel difference from the reference", grad_rows, true);
   }

@@ -17,7 +17,8 @@ int cmd_conformance(const Options& o) {
   if (!o.backends.empty()) opt.backends = worker::parse_backends(o.backends);
   opt.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
   const conformance::ConformanceReport r = run_conformance(opt, [](size_t done, size_t total) {
-    if (done % 50 == 0 || done == total) std::cerr << "\rconformance: " << done << "/" << total << " tests" << std::flush;
+    if (done % 50 == 0 || done == total)
+      std::cerr << "\rconformance: " << done << "/" << total << " tests" << std::flush;
   });
   std::cerr << "\n";
   std::cout << conformance::conformance_text(r);

@@ -12,7 +12,8 @@ namespace quorum::cli {
 using core::UserError;
 
 int cmd_export(const Options& o) {
-  if (o.positional.size() != 1) throw UserError("export: expected one MODEL file (quorum export MODEL.json --output model.onnx)");
+  if (o.positional.size() != 1)
+    throw UserError("export: expected one MODEL file (quorum export MODEL.json --output model.onnx)");
   if (o.output.empty()) throw UserError("export: --output FILE.onnx is required");
   const std::string& out = o.output;
   if (out.size() < 5 || out.compare(out.size() - 5, 5, ".onnx") != 0)

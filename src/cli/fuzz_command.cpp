@@ -37,16 +37,17 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
   }
   std::cout << all.size() << " unique findings (" << s.new_findings << " new in this run), in " << out << ":\n";
   for (const auto& f : all)
-    std::cout << "  " << std::setw(6) << f.hits << "x  " << core::to_string(f.kind) << " [" << core::to_string(f.stage) << "] " << f.backend << " "
-              << f.op << (f.node.empty() ? "" : " at '" + f.node + "'") << (f.known.empty() ? "" : "  [known: " + f.known + "]")
-              << "\n          replay: "
-              << campaign::replay_command(f.bundle) << (f.reduced.empty() ? "" : "\n          reduced: " + f.reduced)
-              << "\n";
+    std::cout << "  " << std::setw(6) << f.hits << "x  " << core::to_string(f.kind) << " [" << core::to_string(f.stage)
+              << "] " << f.backend << " " << f.op << (f.node.empty() ? "" : " at '" + f.node + "'")
+              << (f.known.empty() ? "" : "  [known: " + f.known + "]")
+              << "\n          replay: " << campaign::replay_command(f.bundle)
+              << (f.reduced.empty() ? "" : "\n          reduced: " + f.reduced) << "\n";
   const auto roots = store.root_causes();
   std::cout << roots.size() << " root causes (findings merged by the key of their reduced case):\n";
   for (const auto& r : roots)
     std::cout << "  " << std::setw(6) << r.hits << "x  " << r.signature << "  (" << r.findings << " finding"
-              << (r.findings == 1 ? "" : "s") << ")" << (r.reduced.empty() ? "" : "\n          reduced: " + r.reduced) << "\n";
+              << (r.findings == 1 ? "" : "s") << ")" << (r.reduced.empty() ? "" : "\n          reduced: " + r.reduced)
+              << "\n";
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ int cmd_known(const Options& o) {
     if (c.status == S::Reproduces) ++ok;
     if (c.status == S::Skipped || c.status == S::NoCase) ++skipped;
     if (c.status == S::Skipped) std::cout << ": " << c.why;
-    if (c.status == S::Stale) std::cout << ": no longer reproduces (fixed in this library version?) - expected " << c.entry->signature;
+    if (c.status == S::Stale)
+      std::cout << ": no longer reproduces (fixed in this library version?) - expected " << c.entry->signature;
     if (c.status == S::Differs) {
       std::cout << ": expected " << c.entry->signature << ", found";
       for (const auto& f : c.found) std::cout << " " << f;

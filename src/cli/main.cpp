@@ -94,8 +94,8 @@ int cmd_ops(const Options& o) {
     }
     if (o.verbose)
       for (const auto& r : s->valid_ranges)
-        std::cout << "      valid range: input " << r.input << " in " << (r.lo_inclusive ? "[" : "(") << fmt(r.lo) << ", "
-                  << fmt(r.hi) << (r.hi_inclusive ? "]" : ")") << " - " << r.why << "\n";
+        std::cout << "      valid range: input " << r.input << " in " << (r.lo_inclusive ? "[" : "(") << fmt(r.lo)
+                  << ", " << fmt(r.hi) << (r.hi_inclusive ? "]" : ")") << " - " << r.why << "\n";
   }
   std::cout << "\n" << all.size() << " operators\n";
   return 0;
@@ -111,7 +111,8 @@ ref::ValueMap load_inputs(const ir::Graph& g, const Options& o, core::Rng& rng) 
   }
   for (const auto& in : g.inputs) {
     const std::string path = o.inputs + "/" + in.name + ".npy";
-    if (!std::filesystem::exists(path)) throw UserError(path + ": missing input file for graph input '" + in.name + "'");
+    if (!std::filesystem::exists(path))
+      throw UserError(path + ": missing input file for graph input '" + in.name + "'");
     core::Tensor t = core::read_npy(path);
     if (t.shape() != in.type.shape)
       throw UserError(path + ": shape " + core::to_string(t.shape()) + ", graph input '" + in.name + "' wants " +
@@ -226,43 +227,70 @@ int cmd_version(const Options&) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> c = {
-      {"run", "run MODEL.json", "run a model on the float64 reference (per-node summary), or compare backends",
-       {"inputs", "seed", "loss", "target", "save", "backends", "timeout", "memory", "threads", "dtype"}, cmd_run},
-      {"backends", "backends", "list backends: library version, training, operators supported",
-       {"verbose", "timeout", "memory"}, cmd_backends},
-      {"worker", "worker --backend NAME [OPT...]", "serve one backend over the worker protocol (stdin/stdout)",
-       {"backend"}, cmd_worker},
-      {"gen", "gen --generator G --count N --out DIR",
+      {"run",
+       "run MODEL.json",
+       "run a model on the float64 reference (per-node summary), or compare backends",
+       {"inputs", "seed", "loss", "target", "save", "backends", "timeout", "memory", "threads", "dtype"},
+       cmd_run},
+      {"backends",
+       "backends",
+       "list backends: library version, training, operators supported",
+       {"verbose", "timeout", "memory"},
+       cmd_backends},
+      {"worker",
+       "worker --backend NAME [OPT...]",
+       "serve one backend over the worker protocol (stdin/stdout)",
+       {"backend"},
+       cmd_worker},
+      {"gen",
+       "gen --generator G --count N --out DIR",
        "generate models (JSON) with a named generator; with --seed S --index I: campaign model I, inputs, target",
-       {"generator", "count", "seed", "out", "max_nodes", "dataset", "invalid_params", "mutation_rate", "model", "index",
-        "loss"},
+       {"generator", "count", "seed", "out", "max_nodes", "dataset", "invalid_params", "mutation_rate", "model",
+        "index", "loss"},
        cmd_gen},
-      {"fuzz", "fuzz --backends LIST --time 10m|--models N", "a fuzz campaign: generate, run, compare, store findings",
-       {"generator", "backends", "mode", "time", "models", "jobs", "seed", "out", "max_nodes", "dataset", "timeout",
-        "memory", "threads", "dtype", "loss", "learning_rate", "threshold", "epsilon", "metric", "oracle", "reduce", "invalid_params",
-        "mutation_rate", "model"},
+      {"fuzz",
+       "fuzz --backends LIST --time 10m|--models N",
+       "a fuzz campaign: generate, run, compare, store findings",
+       {"generator", "backends", "mode",    "time",   "models",  "jobs",           "seed",          "out",
+        "max_nodes", "dataset",  "timeout", "memory", "threads", "dtype",          "loss",          "learning_rate",
+        "threshold", "epsilon",  "metric",  "oracle", "reduce",  "invalid_params", "mutation_rate", "model"},
        cmd_fuzz},
       {"replay", "replay BUNDLE", "rerun a finding's bundle and say whether it reproduces", {}, cmd_replay},
-      {"export", "export MODEL -o FILE.onnx [--opset N]", "write a model as ONNX (opsets 13 to 17)",
-       {"output", "opset"}, cmd_export},
-      {"conformance", "conformance [--backends LIST] [--output FILE.md]",
+      {"export",
+       "export MODEL -o FILE.onnx [--opset N]",
+       "write a model as ONNX (opsets 13 to 17)",
+       {"output", "opset"},
+       cmd_export},
+      {"conformance",
+       "conformance [--backends LIST] [--output FILE.md]",
        "run the ONNX conformance suite on the reference and backends: operator x backend table",
-       {"backends", "suite", "filter", "output", "timeout", "memory"}, cmd_conformance},
-      {"known", "known [--check [--out DIR]] [--backends LIST] [--filter ID]",
+       {"backends", "suite", "filter", "output", "timeout", "memory"},
+       cmd_conformance},
+      {"known",
+       "known [--check [--out DIR]] [--backends LIST] [--filter ID]",
        "the known-issue ledgers: list the entries, or re-run each minimal case and report stale ones",
-       {"check", "ledger", "backends", "filter", "out", "timeout", "memory"}, cmd_known},
-      {"reduce", "reduce BUNDLE|CAMPAIGN [--max_runs N] [--verbose]",
+       {"check", "ledger", "backends", "filter", "out", "timeout", "memory"},
+       cmd_known},
+      {"reduce",
+       "reduce BUNDLE|CAMPAIGN [--max_runs N] [--verbose]",
        "the smallest model that still shows a finding (BUNDLE/reduced/) and the parameters that cause it",
-       {"max_runs", "verbose", "timeout", "memory"}, cmd_reduce},
-      {"repro", "repro BUNDLE|CAMPAIGN [-o DIR]",
+       {"max_runs", "verbose", "timeout", "memory"},
+       cmd_reduce},
+      {"repro",
+       "repro BUNDLE|CAMPAIGN [-o DIR]",
        "a standalone program in the blamed library's own API that shows the finding (BUNDLE/repro/)",
-       {"output"}, cmd_repro},
-      {"report", "report CAMPAIGN [-o report.html] | report BUNDLE --issue [-o FILE.md]",
+       {"output"},
+       cmd_repro},
+      {"report",
+       "report CAMPAIGN [-o report.html] | report BUNDLE --issue [-o FILE.md]",
        "the HTML campaign report (CAMPAIGN/report.html), or one finding as issue-ready Markdown",
-       {"output", "issue"}, cmd_report},
-      {"calibrate", "calibrate --output FILE [--backends LIST] [--count N]",
+       {"output", "issue"},
+       cmd_report},
+      {"calibrate",
+       "calibrate --output FILE [--backends LIST] [--count N]",
        "measure every operator's agreement on the libraries; write the calibrated float32 tolerance table",
-       {"backends", "count", "output", "timeout", "memory"}, cmd_calibrate},
+       {"backends", "count", "output", "timeout", "memory"},
+       cmd_calibrate},
       {"ops", "ops", "list every operator with arity, attributes and domains", {"verbose"}, cmd_ops},
       {"version", "version | --version", "print the version", {}, cmd_version},
       {"help", "help | --help", "this text", {}, cmd_help},

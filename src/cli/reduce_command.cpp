@@ -17,15 +17,19 @@ void report(const campaign::BundleReduction& r) {
     return;
   }
   std::cout << "reduced " << r.signature << ": " << r.nodes_before << " -> " << r.nodes_after << " node"
-            << (r.nodes_after == 1 ? "" : "s") << " in " << r.reduction.runs + r.fix.runs << " runs, " << r.seconds << " s\n";
+            << (r.nodes_after == 1 ? "" : "s") << " in " << r.reduction.runs + r.fix.runs << " runs, " << r.seconds
+            << " s\n";
   for (const auto& c : r.fix.causes)
-    std::cout << "  cause: " << c.attribute << " = " << c.value << " (the finding disappears with " << c.fixed_by << ")\n";
+    std::cout << "  cause: " << c.attribute << " = " << c.value << " (the finding disappears with " << c.fixed_by
+              << ")\n";
   if (r.reduction.one_node && r.fix.causes.empty())
-    std::cout << "  no single attribute change removes it: the operator fails for these inputs whatever its parameters\n";
+    std::cout
+        << "  no single attribute change removes it: the operator fails for these inputs whatever its parameters\n";
   if (r.inputs.tried)
-    std::cout << "  on fresh random inputs: shown " << r.inputs.shown << " of " << r.inputs.tried << " times (it shows for "
-              << r.inputs.verdict() << ")\n";
-  if (!r.reduced_dir.empty()) std::cout << "  reduced bundle: " << r.reduced_dir << "\n  replay: quorum replay " << r.reduced_dir << "\n";
+    std::cout << "  on fresh random inputs: shown " << r.inputs.shown << " of " << r.inputs.tried
+              << " times (it shows for " << r.inputs.verdict() << ")\n";
+  if (!r.reduced_dir.empty())
+    std::cout << "  reduced bundle: " << r.reduced_dir << "\n  replay: quorum replay " << r.reduced_dir << "\n";
 }
 
 }  // namespace
@@ -40,7 +44,8 @@ int cmd_reduce(const Options& o) {
     report(campaign::reduce_bundle(p.string(), max_runs, log ? log : &std::cout));
     return 0;
   }
-  if (!fs::exists(p / "bundles")) throw core::UserError(p.string() + ": neither a bundle (finding.json) nor a campaign (bundles/)");
+  if (!fs::exists(p / "bundles"))
+    throw core::UserError(p.string() + ": neither a bundle (finding.json) nor a campaign (bundles/)");
   const std::vector<std::string> bundles = campaign::list_bundles(p.string());
   int one = 0, done = 0;
   for (const auto& b : bundles) {

@@ -12,10 +12,13 @@ namespace quorum::cli {
 
 int cmd_report(const Options& o) {
   namespace fs = std::filesystem;
-  if (o.positional.size() != 1) throw core::UserError("report: expected one BUNDLE (with --issue) or CAMPAIGN directory");
+  if (o.positional.size() != 1)
+    throw core::UserError("report: expected one BUNDLE (with --issue) or CAMPAIGN directory");
   const fs::path p(o.positional[0]);
   if (fs::exists(p / "finding.json")) {
-    if (!o.issue) throw core::UserError("report: " + p.string() + " is a bundle; use --issue for its issue text, or give a campaign directory");
+    if (!o.issue)
+      throw core::UserError("report: " + p.string() +
+                            " is a bundle; use --issue for its issue text, or give a campaign directory");
     const std::string md = report::issue_markdown(p.string());
     if (o.output.empty()) std::cout << md;
     else {

@@ -19,7 +19,8 @@ bool print(const report::Repro& r) {
     std::cout << "no reproducer: " << r.reason << " (" << r.dir << "/README.txt)\n";
     return false;
   }
-  std::cout << "reproducer: " << r.dir << "/" << r.program.main << "\n  run: cd " << r.dir << " && " << r.program.run << "\n";
+  std::cout << "reproducer: " << r.dir << "/" << r.program.main << "\n  run: cd " << r.dir << " && " << r.program.run
+            << "\n";
   return true;
 }
 
@@ -32,8 +33,10 @@ int cmd_repro(const Options& o) {
     print(report::write_repro(p.string(), o.output));
     return 0;
   }
-  if (!fs::exists(p / "bundles")) throw core::UserError(p.string() + ": neither a bundle (finding.json) nor a campaign (bundles/)");
-  if (!o.output.empty()) throw core::UserError("repro: -o names one reproducer's folder; a campaign's go into each BUNDLE/repro");
+  if (!fs::exists(p / "bundles"))
+    throw core::UserError(p.string() + ": neither a bundle (finding.json) nor a campaign (bundles/)");
+  if (!o.output.empty())
+    throw core::UserError("repro: -o names one reproducer's folder; a campaign's go into each BUNDLE/repro");
   const std::vector<std::string> bundles = campaign::list_bundles(p.string());
   size_t written = 0, failed = 0;
   for (const auto& b : bundles) {

@@ -197,7 +197,8 @@ class FashionMnist : public Source {
 uint32_t be32(const std::string& b, size_t at) {
   return (static_cast<uint32_t>(static_cast<uint8_t>(b[at])) << 24) |
          (static_cast<uint32_t>(static_cast<uint8_t>(b[at + 1])) << 16) |
-         (static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8) | static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
+         (static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8) |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
 }
 
 }  // namespace
@@ -211,7 +212,8 @@ Idx read_idx_gz(const std::string& path) {
   std::string bytes;
   std::vector<char> buf(1 << 16);
   int got = 0;
-  while ((got = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0) bytes.append(buf.data(), static_cast<size_t>(got));
+  while ((got = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0)
+    bytes.append(buf.data(), static_cast<size_t>(got));
   if (got < 0) {
     int code = 0;
     const std::string msg = gzerror(f, &code);

@@ -129,7 +129,9 @@ std::vector<TensorType> Builder::types_of(const std::vector<Vid>& in) const {
   return t;
 }
 
-Builder::Mark Builder::mark() const { return {g_.nodes.size(), vals_.size(), pending_.size(), g_.inputs.size(), counter_}; }
+Builder::Mark Builder::mark() const {
+  return {g_.nodes.size(), vals_.size(), pending_.size(), g_.inputs.size(), counter_};
+}
 
 void Builder::rollback(const Mark& m) {
   for (size_t i = m.nodes; i < g_.nodes.size(); ++i)

@@ -179,7 +179,8 @@ std::string Summary::text(const std::vector<std::string>& universe) const {
   }
   const uint64_t checked = models - by_design;
   os << "validity: " << valid << " of " << checked << " valid";
-  if (checked) os << " (" << std::setprecision(2) << 100.0 * static_cast<double>(valid) / static_cast<double>(checked) << "%)";
+  if (checked)
+    os << " (" << std::setprecision(2) << 100.0 * static_cast<double>(valid) / static_cast<double>(checked) << "%)";
   os << "\n";
   for (const auto& [reason, count] : invalid) os << "  invalid " << count << "x: " << reason << "\n";
   if (by_design) {

@@ -229,9 +229,12 @@ int shape_mutation(EGraph& e, core::Rng& rng, const Limits& lim) {
     if (s.empty()) continue;
     const int changes = rng.bernoulli(0.7) ? 1 : 2;
     for (int c = 0; c < changes; ++c) {
-      const size_t axis = s.size() >= 2 && rng.bernoulli(0.85) ? static_cast<size_t>(rng.randint(1, static_cast<int64_t>(s.size()) - 1)) : 0;
+      const size_t axis = s.size() >= 2 && rng.bernoulli(0.85)
+                              ? static_cast<size_t>(rng.randint(1, static_cast<int64_t>(s.size()) - 1))
+                              : 0;
       const int64_t d = s[axis];
-      const int64_t nd = axis == 0 ? rng.randint(1, 2) : rng.randint(std::max<int64_t>(1, d / 2), std::max<int64_t>(2, 2 * d));
+      const int64_t nd =
+          axis == 0 ? rng.randint(1, 2) : rng.randint(std::max<int64_t>(1, d / 2), std::max<int64_t>(2, 2 * d));
       Shape t = s;
       t[axis] = nd;
       if (core::numel(t) <= lim.max_elems / 2) s = t;
@@ -296,7 +299,8 @@ void prune(Model& m) {
   std::vector<bool> keep(g.nodes.size(), false);
   for (size_t i = g.nodes.size(); i-- > 0;) {
     const auto& n = g.nodes[i];
-    if (!std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return needed.count(o); })) continue;
+    if (!std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return needed.count(o); }))
+      continue;
     keep[i] = true;
     needed.insert(n.inputs.begin(), n.inputs.end());
   }
@@ -313,7 +317,8 @@ void prune(Model& m) {
 Model rebuild(const EGraph& e, core::Rng& rng, const Limits& lim, const std::string& name) {
   Builder b(rng, lim);
   std::map<int, Vid> val;
-  for (size_t k = 0; k < e.inputs.size(); ++k) val[-1 - static_cast<int>(k)] = b.input(e.inputs[k].type.shape, e.inputs[k].name);
+  for (size_t k = 0; k < e.inputs.size(); ++k)
+    val[-1 - static_cast<int>(k)] = b.input(e.inputs[k].type.shape, e.inputs[k].name);
   for (size_t c = 0; c < e.consts.size(); ++c) {
     const Const& k = e.consts[c];
     val[kConstBase - static_cast<int>(c)] =

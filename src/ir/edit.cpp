@@ -32,16 +32,19 @@ Graph remove_unused(const Graph& g) {
   std::set<std::string> needed(g.outputs.begin(), g.outputs.end());
   std::vector<Node> kept;
   for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
-    const bool used = std::any_of(it->outputs.begin(), it->outputs.end(), [&](const std::string& o) { return needed.count(o); });
+    const bool used =
+        std::any_of(it->outputs.begin(), it->outputs.end(), [&](const std::string& o) { return needed.count(o); });
     if (!used) continue;
     kept.push_back(*it);
     needed.insert(it->inputs.begin(), it->inputs.end());
   }
   Graph out = g;
   out.nodes.assign(kept.rbegin(), kept.rend());
-  for (auto it = out.initializers.begin(); it != out.initializers.end();) it = needed.count(it->first) ? std::next(it) : out.initializers.erase(it);
-  out.inputs.erase(std::remove_if(out.inputs.begin(), out.inputs.end(), [&](const ValueInfo& v) { return !needed.count(v.name); }),
-                   out.inputs.end());
+  for (auto it = out.initializers.begin(); it != out.initializers.end();)
+    it = needed.count(it->first) ? std::next(it) : out.initializers.erase(it);
+  out.inputs.erase(
+      std::remove_if(out.inputs.begin(), out.inputs.end(), [&](const ValueInfo& v) { return !needed.count(v.name); }),
+      out.inputs.end());
   out.types.clear();
   validate(out, "reduced model");
   return out;

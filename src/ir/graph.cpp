@@ -50,7 +50,8 @@ std::vector<Node> topo_sort(const std::vector<Node>& nodes, const std::set<std::
       if (sources.count(in)) continue;
       auto it = producer.find(in);
       if (it == producer.end())
-        throw UserError(node_where(where, nodes[i]) + "input '" + in + "' is not defined by any node, input or initializer");
+        throw UserError(node_where(where, nodes[i]) + "input '" + in +
+                        "' is not defined by any node, input or initializer");
       ++pending[i];
       users[it->second].push_back(i);
     }
@@ -146,13 +147,14 @@ void validate(Graph& g, const std::string& where, const ValidateOptions& opt) {
                         "') is " + core::to_string(have) + ", expected " + core::to_string(sig.params[i].type));
     }
     if (n.outputs.size() != sig.outputs.size())
-      throw UserError(node_where(where, n) + "has " + std::to_string(n.outputs.size()) + " outputs, the operator makes " +
-                      std::to_string(sig.outputs.size()));
+      throw UserError(node_where(where, n) + "has " + std::to_string(n.outputs.size()) +
+                      " outputs, the operator makes " + std::to_string(sig.outputs.size()));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       auto declared = g.types.find(n.outputs[i]);
       if (declared != g.types.end() && !(declared->second == sig.outputs[i]))
         throw UserError(node_where(where, n) + "output '" + n.outputs[i] + "' is declared " +
-                        core::to_string(declared->second) + " but the shape rule gives " + core::to_string(sig.outputs[i]));
+                        core::to_string(declared->second) + " but the shape rule gives " +
+                        core::to_string(sig.outputs[i]));
       types[n.outputs[i]] = sig.outputs[i];
     }
   }

@@ -26,8 +26,9 @@ bool subnormal(double v, core::DType dtype) {
 
 // Whether the library's results equal the kernel's on `replaced` operands wherever they differ
 // from the kernel's on the recorded ones (at least one such element), results flushed as `flush`.
-bool explained_by(const Kernel& kernel, const std::vector<core::Tensor>& operands, const std::vector<core::Tensor>& replaced,
-                  const std::vector<core::Tensor>& got, const ops::Tolerance& tol, const std::function<double(double)>& flush) {
+bool explained_by(const Kernel& kernel, const std::vector<core::Tensor>& operands,
+                  const std::vector<core::Tensor>& replaced, const std::vector<core::Tensor>& got,
+                  const ops::Tolerance& tol, const std::function<double(double)>& flush) {
   std::vector<core::Tensor> want, alt;
   try {
     want = kernel(operands);
@@ -59,8 +60,9 @@ ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kerne
                        const std::vector<core::Tensor>& operands, const std::vector<core::Tensor>& got,
                        const ops::Tolerance& tol, core::DType dtype, const std::vector<std::string>& causes) {
   ClassGuess g;
-  const bool all_categorical =
-      !causes.empty() && std::all_of(causes.begin(), causes.end(), [&](const std::string& a) { return categorical(node, a); });
+  const bool all_categorical = !causes.empty() && std::all_of(causes.begin(), causes.end(), [&](const std::string& a) {
+    return categorical(node, a);
+  });
   // Denormals are zero / flush to zero: the library's results are the kernel's with subnormal
   // operands taken as 0 and subnormal results flushed (a CPU mode many engines set, by design).
   if (core::info(kind).numeric) {
@@ -111,9 +113,10 @@ ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kerne
         if (!(a == r || std::abs(a - r) <= tol.atol + tol.rtol * std::abs(r))) convention = false;
       }
     g.cls = convention && swallowed > 0 ? "convention" : "bug";
-    g.why = g.cls == "convention"
-                ? "a NaN operand is treated as -inf (IEEE maxNum/fmax semantics): a documented NaN policy, not an error"
-                : "a NaN operand gives a number that no NaN policy explains (not the result with the NaN taken as -inf)";
+    g.why =
+        g.cls == "convention"
+            ? "a NaN operand is treated as -inf (IEEE maxNum/fmax semantics): a documented NaN policy, not an error"
+            : "a NaN operand gives a number that no NaN policy explains (not the result with the NaN taken as -inf)";
     return g;
   }
   if (kind == core::FindingKind::NaN) {
@@ -183,7 +186,9 @@ ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kerne
   } else {
     g.cls = "bug";
     if (nonfinite) why << "a NaN/Inf differs from the float64 result";
-    else why << "the largest difference is " << std::setprecision(3) << worst << " times what float32 allows at these operands";
+    else
+      why << "the largest difference is " << std::setprecision(3) << worst
+          << " times what float32 allows at these operands";
     if (!causes.empty()) why << "; the parameter " << causes.front() << " selects it";
   }
   g.why = why.str();

@@ -149,15 +149,17 @@ RateMap rate_map(const ir::Graph& g, bool backward, const std::string& blamed_na
 
 std::string to_json(const RateMap& m) {
   std::ostringstream os;
-  os << "{\n \"stage\": \"" << core::to_string(m.stage) << "\",\n \"blamed\": \"" << escape_json(m.blamed) << "\",\n \"other\": \""
-     << escape_json(m.other) << "\",\n \"epsilon\": " << num(m.epsilon) << ",\n \"q3\": " << num(m.q3)
-     << ",\n \"first_highlighted\": \"" << escape_json(m.first) << "\",\n \"nodes\": [\n";
+  os << "{\n \"stage\": \"" << core::to_string(m.stage) << "\",\n \"blamed\": \"" << escape_json(m.blamed)
+     << "\",\n \"other\": \"" << escape_json(m.other) << "\",\n \"epsilon\": " << num(m.epsilon)
+     << ",\n \"q3\": " << num(m.q3) << ",\n \"first_highlighted\": \"" << escape_json(m.first)
+     << "\",\n \"nodes\": [\n";
   for (size_t i = 0; i < m.nodes.size(); ++i) {
     const MapNode& x = m.nodes[i];
-    os << "  {\"node\": \"" << escape_json(x.node) << "\", \"op\": \"" << escape_json(x.op) << "\", \"delta\": " << num(x.delta)
-       << ", \"delta_ref\": " << num(x.delta_ref) << ", \"delta_pre\": " << num(x.delta_pre) << ", \"rate\": " << num(x.rate)
-       << ", \"highlighted\": " << (x.highlighted ? "true" : "false") << ", \"judged\": " << (x.judged ? "true" : "false")
-       << "}" << (i + 1 < m.nodes.size() ? "," : "") << "\n";
+    os << "  {\"node\": \"" << escape_json(x.node) << "\", \"op\": \"" << escape_json(x.op)
+       << "\", \"delta\": " << num(x.delta) << ", \"delta_ref\": " << num(x.delta_ref)
+       << ", \"delta_pre\": " << num(x.delta_pre) << ", \"rate\": " << num(x.rate)
+       << ", \"highlighted\": " << (x.highlighted ? "true" : "false")
+       << ", \"judged\": " << (x.judged ? "true" : "false") << "}" << (i + 1 < m.nodes.size() ? "," : "") << "\n";
   }
   os << " ]\n}\n";
   return os.str();
@@ -168,9 +170,11 @@ std::string to_dot(const ir::Graph& g, const RateMap& m) {
   for (const auto& x : m.nodes)
     if (x.judged && std::isfinite(x.rate)) max_rate = std::max(max_rate, x.rate);
   std::ostringstream os;
-  os << "digraph map {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
-     << "  label=\"" << escape_dot(std::string(core::to_string(m.stage)) + " localization map: " + m.blamed + " vs " + m.other +
-                                  (m.first.empty() ? "" : "; first highlighted: " + m.first))
+  os << "digraph map {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", "
+        "fontsize=10];\n"
+     << "  label=\""
+     << escape_dot(std::string(core::to_string(m.stage)) + " localization map: " + m.blamed + " vs " + m.other +
+                   (m.first.empty() ? "" : "; first highlighted: " + m.first))
      << "\";\n";
   std::map<std::string, std::string> id;
   for (const auto& in : g.inputs) {
@@ -182,15 +186,16 @@ std::string to_dot(const ir::Graph& g, const RateMap& m) {
     const MapNode& x = m.nodes[k];
     // White (rate <= 0) to red (the largest rate), on a log scale.
     double t = 0;
-    if (x.judged && x.rate > 0) t = max_rate > 0 && std::isfinite(x.rate) ? std::log1p(x.rate) / std::log1p(max_rate) : 1;
+    if (x.judged && x.rate > 0)
+      t = max_rate > 0 && std::isfinite(x.rate) ? std::log1p(x.rate) / std::log1p(max_rate) : 1;
     char fill[16];
     const int gb = static_cast<int>(255 * (1 - std::clamp(t, 0.0, 1.0)));
     std::snprintf(fill, sizeof fill, "#ff%02x%02x", gb, gb);
     const std::string nid = "n" + std::to_string(k);
     for (const auto& o : n.outputs) id[o] = nid;
     os << "  " << nid << " [label=\""
-       << escape_dot(n.name + "\n" + n.op + "\ndelta " + short_num(x.delta) + "  R " + short_num(x.rate)) << "\", fillcolor=\""
-       << fill << "\"" << (x.highlighted ? ", penwidth=3, color=\"#1f4e9e\"" : "") << "];\n";
+       << escape_dot(n.name + "\n" + n.op + "\ndelta " + short_num(x.delta) + "  R " + short_num(x.rate))
+       << "\", fillcolor=\"" << fill << "\"" << (x.highlighted ? ", penwidth=3, color=\"#1f4e9e\"" : "") << "];\n";
   }
   for (size_t k = 0; k < g.nodes.size(); ++k)
     for (size_t i = 0; i < ir::data_input_count(g.nodes[k]); ++i) {
@@ -204,7 +209,8 @@ std::string to_dot(const ir::Graph& g, const RateMap& m) {
 std::string render_svg(const std::string& dot) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path();
-  const std::string stem = "quorum-map-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(&dot));
+  const std::string stem =
+      "quorum-map-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(&dot));
   const fs::path in = dir / (stem + ".dot"), out = dir / (stem + ".svg");
   core::write_file_atomic(in.string(), dot);
   const pid_t pid = ::fork();
@@ -218,7 +224,8 @@ std::string render_svg(const std::string& dot) {
   if (pid > 0) ::waitpid(pid, &status, 0);
   std::string svg;
   std::error_code ec;
-  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && fs::exists(out, ec)) svg = core::read_file(out.string());
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && fs::exists(out, ec))
+    svg = core::read_file(out.string());
   fs::remove(in, ec);
   fs::remove(out, ec);
   return svg;

@@ -219,10 +219,12 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
     try {
       Case c = cur;
       for (const auto& o : n->outputs)
-        if (c.graph.producer(o) && std::find(c.graph.outputs.begin(), c.graph.outputs.end(), o) == c.graph.outputs.end())
+        if (c.graph.producer(o) &&
+            std::find(c.graph.outputs.begin(), c.graph.outputs.end(), o) == c.graph.outputs.end())
           c.graph = ir::cut_at(c.graph, o);
       if (c.graph.find_node(name)) continue;
-      if (feed(c, original, recorded) && run.try_case(c, "without '" + name + "' (its outputs recorded)")) cur = std::move(c);
+      if (feed(c, original, recorded) && run.try_case(c, "without '" + name + "' (its outputs recorded)"))
+        cur = std::move(c);
     } catch (const core::UserError&) {
     }
   }
@@ -240,7 +242,8 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
         c.graph.nodes[k].attrs[a.name] = a.default_value;
         c.graph.types.clear();
         ir::validate(c.graph, "reduced model");
-        if (run.try_case(c, "'" + n.name + "' " + a.name + " -> default " + core::to_string(a.default_value))) cur = std::move(c);
+        if (run.try_case(c, "'" + n.name + "' " + a.name + " -> default " + core::to_string(a.default_value)))
+          cur = std::move(c);
       } catch (const core::UserError&) {
       }
     }
@@ -283,7 +286,8 @@ void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt)
     for (int64_t i = 0; i < t.numel(); ++i) r.nonzero += t.get(i) != 0;
 }
 
-FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log, const RanCheck& ran) {
+FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log,
+                       const RanCheck& ran) {
   FixReport rep;
   if (one_node.graph.nodes.size() != 1) return rep;
   const ir::Node& n = one_node.graph.nodes[0];

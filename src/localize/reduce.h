@@ -51,8 +51,8 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
 // Shapes halved while the finding remains: every graph input's axes, largest first, keeping the
 // first half of the values, else the second; a size the shape rules refuse is skipped; repeated
 // until nothing halves. Then the values: chunks of elements set to 0 while it remains (delta
-// debugging), leaving non-zero only what triggers it. Only for forward and crash findings (a backward case's target and incoming
-// gradient are tied to its shapes). Spends r.runs up to opt.max_runs; appends its steps.
+// debugging), leaving non-zero only what triggers it. Only for forward and crash findings (a backward case's target and
+// incoming gradient are tied to its shapes). Spends r.runs up to opt.max_runs; appends its steps.
 void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt);
 
 // Localize-fix (Audee, METHODS.md §4) on a one-node case: every attribute of the node replaced by

@@ -131,18 +131,22 @@ std::vector<BinaryDef> binaries() {
        [](double, double) { return -1.0; }},
       {"mul", "a * b", [](double a, double b) { return a * b; }, [](double, double b) { return b; },
        [](double a, double) { return a; }},
-      {"div", "a / b", [](double a, double b) { return a / b; }, [](double, double b) { return 1.0 / b; },
+      {"div",
+       "a / b",
+       [](double a, double b) { return a / b; },
+       [](double, double b) { return 1.0 / b; },
        // The quotient a / b / b is held in float32 (libtorch: -grad * ((a / b) / b)): it overflows
        // for a subnormal b where the gradient does not (ops::stored).
-       [](double a, double b) { return -stored(a / b / b); }, InputGen{0.5, 2.0},
+       [](double a, double b) { return -stored(a / b / b); },
+       InputGen{0.5, 2.0},
        {ValidRange{1, -kInf, 0, false, false, div_why}, ValidRange{1, 0, kInf, false, false, div_why}}},
       // On ties the whole gradient goes to the first input (a >= b counts as "a is the maximum").
       {"maximum", "elementwise max(a, b); on ties the gradient goes to a",
-       [](double a, double b) { return a >= b || a != a ? a : b; }, [](double a, double b) { return a >= b ? 1.0 : 0.0; },
-       [](double a, double b) { return a >= b ? 0.0 : 1.0; }},
+       [](double a, double b) { return a >= b || a != a ? a : b; },
+       [](double a, double b) { return a >= b ? 1.0 : 0.0; }, [](double a, double b) { return a >= b ? 0.0 : 1.0; }},
       {"minimum", "elementwise min(a, b); on ties the gradient goes to a",
-       [](double a, double b) { return a <= b || a != a ? a : b; }, [](double a, double b) { return a <= b ? 1.0 : 0.0; },
-       [](double a, double b) { return a <= b ? 0.0 : 1.0; }},
+       [](double a, double b) { return a <= b || a != a ? a : b; },
+       [](double a, double b) { return a <= b ? 1.0 : 0.0; }, [](double a, double b) { return a <= b ? 0.0 : 1.0; }},
   };
 }
 

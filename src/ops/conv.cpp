@@ -308,7 +308,8 @@ OpSpec make_conv(int rank) {
   s.sample = [rank, sp_lo, sp_hi, max_ch, max_pad](core::Rng& rng) {
     const auto r = static_cast<size_t>(rank);
     const Channels ch = sample_channels(rng, max_ch);
-    const std::string mode = rng.pick(std::vector<std::string>{"NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"});
+    const std::string mode =
+        rng.pick(std::vector<std::string>{"NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"});
     Shape x{rng.randint(1, 2), ch.in};
     Shape kernel(r), strides(r), dilations(r), pads(2 * r, 0);
     for (size_t i = 0; i < r; ++i) {

@@ -18,7 +18,8 @@ struct DenseGeom {
 };
 
 DenseGeom dense_geometry(const TensorType& x, const Attrs& a) {
-  require(x.shape.size() >= 2, "dense expects an input of rank >= 2 [..., in_features], got " + core::to_string(x.shape));
+  require(x.shape.size() >= 2,
+          "dense expects an input of rank >= 2 [..., in_features], got " + core::to_string(x.shape));
   DenseGeom g;
   g.in_features = x.shape.back();
   g.units = core::attr_i(a, "units");
@@ -257,7 +258,8 @@ void export_dense(OnnxExport& e) {
 // Gemm → dense, with a transpose when B is not transposed and an add for a broadcast C.
 void import_gemm(OnnxImport& m) {
   if (m.geti("transA", 0) != 0) m.fail("transA=1 is not supported");
-  if (m.getf("alpha", 1.0) != 1.0 || m.getf("beta", 1.0) != 1.0) m.fail("alpha and beta other than 1 are not supported");
+  if (m.getf("alpha", 1.0) != 1.0 || m.getf("beta", 1.0) != 1.0)
+    m.fail("alpha and beta other than 1 are not supported");
   const std::string x = m.in(0);
   std::string w = m.in(1);
   const Shape ws = m.type_of(w).shape;

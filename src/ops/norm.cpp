@@ -506,7 +506,9 @@ void export_layer_norm(OnnxExport& e) {
   int64_t axis = e.ai("axis");
   if (axis < 0) axis += rank;
   if (e.opset() >= 17) {
-    e.final_node("LayerNormalization", {e.in(0), e.in(1), e.in(2)}).set_i("axis", axis).set_f("epsilon", e.af("epsilon"));
+    e.final_node("LayerNormalization", {e.in(0), e.in(1), e.in(2)})
+        .set_i("axis", axis)
+        .set_f("epsilon", e.af("epsilon"));
     return;
   }
   std::vector<int64_t> axes;

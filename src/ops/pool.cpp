@@ -277,7 +277,8 @@ OpSpec make_window_pool(int d, bool is_max) {
       strides.push_back(rng.randint(1, 3));
     }
     if (auto_pad == "NOTSET")
-      for (int i = 0; i < 2 * d; ++i) pads[static_cast<size_t>(i)] = rng.randint(0, kernel[static_cast<size_t>(i % d)] - 1);
+      for (int i = 0; i < 2 * d; ++i)
+        pads[static_cast<size_t>(i)] = rng.randint(0, kernel[static_cast<size_t>(i % d)] - 1);
     c.attrs["kernel_shape"] = kernel;
     c.attrs["strides"] = strides;
     c.attrs["pads"] = pads;

@@ -133,9 +133,9 @@ void set_onnx(OpSpec& s, const std::string& type) {
                       if (m.opset() < 13) {
                         const int64_t a = axis < 0 ? axis + rank : axis;
                         if (a != rank - 1)
-                          m.fail("axis " + std::to_string(axis) + " before opset 13 normalises over the flattened dims " +
-                                 std::to_string(a) + ".." + std::to_string(rank - 1) +
-                                 "; only the last axis is supported");
+                          m.fail("axis " + std::to_string(axis) +
+                                 " before opset 13 normalises over the flattened dims " + std::to_string(a) + ".." +
+                                 std::to_string(rank - 1) + "; only the last axis is supported");
                       }
                       m.emit_final(op, {m.in(0)}, {{"axis", axis}});
                     }}};

@@ -43,7 +43,8 @@ ops::Tolerance loss_tolerance(const ir::Graph& g, const std::string& loss_op, co
 std::optional<core::Tensor> own_value(const ir::Graph& g, const backends::ValueMap& values, const std::string& name,
                                       const backends::ValueMap* inputs, core::DType dtype) {
   if (auto it = values.find(name); it != values.end()) return it->second.to(core::DType::F64);
-  if (auto w = g.initializers.find(name); w != g.initializers.end()) return rounded_to(w->second.to(core::DType::F64), dtype);
+  if (auto w = g.initializers.find(name); w != g.initializers.end())
+    return rounded_to(w->second.to(core::DType::F64), dtype);
   if (inputs)
     if (auto in = inputs->find(name); in != inputs->end()) return rounded_to(in->second.to(core::DType::F64), dtype);
   return std::nullopt;

@@ -151,7 +151,8 @@ Ledger load_ledger(const std::string& path) {
   } catch (const json::exception& e) {
     throw UserError(path + ": not JSON: " + e.what());
   }
-  if (!j.is_object() || j.value("format", "") != "quorum.known" || !j.contains("entries") || !j.at("entries").is_array())
+  if (!j.is_object() || j.value("format", "") != "quorum.known" || !j.contains("entries") ||
+      !j.at("entries").is_array())
     throw UserError(path + ": expected {\"format\": \"quorum.known\", \"backend\": ..., \"entries\": [...]}");
   const std::string backend = str(j, "backend", path);
   Ledger l;
@@ -175,7 +176,8 @@ Ledger load_ledger(const std::string& path) {
       } else if (s.is_object() && s.contains("signature") && s.at("signature").is_string()) {
         p.signature = s.at("signature").get<std::string>();
         for (const auto& op : s.value("lowering", json::array())) {
-          if (!op.is_string()) throw UserError(where + ": an \"also\" pattern's \"lowering\" lists library operations (strings)");
+          if (!op.is_string())
+            throw UserError(where + ": an \"also\" pattern's \"lowering\" lists library operations (strings)");
           p.lowering.push_back(op.get<std::string>());
         }
       } else {
@@ -217,7 +219,8 @@ Ledger load_ledgers(const std::string& backends_dir) {
   namespace fs = std::filesystem;
   Ledger all;
   std::error_code ec;
-  if (!fs::is_directory(backends_dir, ec)) throw UserError(backends_dir + ": no such folder of ledgers (<backend>/known_differences.json)");
+  if (!fs::is_directory(backends_dir, ec))
+    throw UserError(backends_dir + ": no such folder of ledgers (<backend>/known_differences.json)");
   std::vector<fs::path> files;
   for (const auto& d : fs::directory_iterator(backends_dir, ec)) {
     const fs::path f = d.path() / "known_differences.json";

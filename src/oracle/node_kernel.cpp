@@ -18,7 +18,8 @@ std::vector<core::Tensor> node_forward(const ir::Node& n, const std::vector<core
 }
 
 std::vector<core::Tensor> node_vjp(const ir::Node& n, const std::vector<core::Tensor>& operands,
-                                   const std::vector<core::Tensor>& outputs, const std::vector<core::Tensor>& incoming) {
+                                   const std::vector<core::Tensor>& outputs,
+                                   const std::vector<core::Tensor>& incoming) {
   const ops::OpSpec& spec = ops::op(n.op);
   if (!spec.differentiable()) return {};
   return spec.vjp(pointers(operands, operands.size()), n.attrs, outputs, incoming);
@@ -29,7 +30,8 @@ Kernel forward_kernel(const ir::Node& n) {
 }
 
 Kernel backward_kernel(const ir::Node& n, std::vector<core::Tensor> incoming, std::vector<size_t> judged) {
-  return [node = n, incoming = std::move(incoming), judged = std::move(judged)](const std::vector<core::Tensor>& operands) {
+  return [node = n, incoming = std::move(incoming),
+          judged = std::move(judged)](const std::vector<core::Tensor>& operands) {
     const std::vector<core::Tensor> grads = node_vjp(node, operands, node_forward(node, operands), incoming);
     std::vector<core::Tensor> selected;
     for (size_t i : judged) selected.push_back(grads.at(i));

@@ -71,13 +71,15 @@ std::string normalize_message(const std::string& msg) {
       out += "ADDR";
       i += 2;
       while (i < n && is_hex(msg[i])) ++i;
-    } else if (c == '/' && (i == 0 || msg[i - 1] == ' ' || msg[i - 1] == '(' || msg[i - 1] == '\'' || msg[i - 1] == '"')) {
+    } else if (c == '/' &&
+               (i == 0 || msg[i - 1] == ' ' || msg[i - 1] == '(' || msg[i - 1] == '\'' || msg[i - 1] == '"')) {
       out += "PATH";
       while (i < n && msg[i] != ' ' && msg[i] != ':' && msg[i] != '\'' && msg[i] != '"' && msg[i] != ')') ++i;
     } else if (is_digit(c) && word_start) {
       out += "N";
       while (i < n && (is_digit(msg[i]) || msg[i] == '.')) ++i;
-      if (i + 1 < n && (msg[i] == 'e' || msg[i] == 'E') && (is_digit(msg[i + 1]) || msg[i + 1] == '-' || msg[i + 1] == '+')) {
+      if (i + 1 < n && (msg[i] == 'e' || msg[i] == 'E') &&
+          (is_digit(msg[i + 1]) || msg[i + 1] == '-' || msg[i + 1] == '+')) {
         i += 2;
         while (i < n && is_digit(msg[i])) ++i;
       }
@@ -203,7 +205,8 @@ struct Judge {
     for (const auto& r : runs) {
       if (r.outcome.ok() || r.unsupported) continue;
       // Quorum's own failures (its exporter inside a worker, an unreadable reply) are not the library's.
-      if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError) continue;
+      if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError)
+        continue;
       Finding f;
       f.kind = Kind::Crash;
       f.stage = r.failed_at;
@@ -298,8 +301,9 @@ struct Judge {
       }
       if (r.trained) {
         if (const ir::Node* n = backward_first(r);
-            n && !reference_nonfinite(produced_by(*n), true) && clean_elsewhere([](const BackendRun& o) { return o.trained; },
-                                 [&](const BackendRun& o) { return backward_first(o) != nullptr; }))
+            n && !reference_nonfinite(produced_by(*n), true) &&
+            clean_elsewhere([](const BackendRun& o) { return o.trained; },
+                            [&](const BackendRun& o) { return backward_first(o) != nullptr; }))
           add_nan(r, Stage::Backward, n);
       }
     }
@@ -361,7 +365,9 @@ struct Judge {
           }
         if (pairs.empty()) continue;
         auto to_ref = [&](size_t i) {
-          return ref == SIZE_MAX || !runs[ref].values.count(v) ? 0.0 : chebyshev(runs[i].values.at(v), runs[ref].values.at(v));
+          return ref == SIZE_MAX || !runs[ref].values.count(v)
+                     ? 0.0
+                     : chebyshev(runs[i].values.at(v), runs[ref].values.at(v));
         };
         add_inconsistency(Stage::Forward, &n, n.op, v, pairs, dist, d_pre_max, to_ref);
       }
@@ -371,7 +377,8 @@ struct Judge {
   // Whether run `r` computed node `n`'s output `v` as the catalogue's float64 kernel does on r's
   // own values of n's inputs (graph inputs and weights rounded to r's precision), within the
   // operator's tolerance. The reference is right by definition. False when it cannot be judged.
-  bool right_on_own_inputs(const ir::Node& n, const std::string& v, const BackendRun& r, const ops::Tolerance& tol) const {
+  bool right_on_own_inputs(const ir::Node& n, const std::string& v, const BackendRun& r,
+                           const ops::Tolerance& tol) const {
     if (r.is_reference) return true;
     const auto out = std::find(n.outputs.begin(), n.outputs.end(), v);
     const auto got = r.values.find(v);
@@ -569,7 +576,8 @@ struct Judge {
         double d = 0;
         if (ref == SIZE_MAX) return d;
         for (const auto& p : produced)
-          if (runs[i].grads.count(p) && runs[ref].grads.count(p)) d = std::max(d, chebyshev(runs[i].grads.at(p), runs[ref].grads.at(p)));
+          if (runs[i].grads.count(p) && runs[ref].grads.count(p))
+            d = std::max(d, chebyshev(runs[i].grads.at(p), runs[ref].grads.at(p)));
         return d;
       };
       add_inconsistency(Stage::Backward, &n, n.op, n.outputs[0], pairs, dist, d_in_max, to_ref);

@@ -184,7 +184,9 @@ struct Judged {
   std::string node, value;
   size_t run;
   Verdict v;
-  bool operator<(const Judged& o) const { return std::tie(stage, node, value, run) < std::tie(o.stage, o.node, o.value, o.run); }
+  bool operator<(const Judged& o) const {
+    return std::tie(stage, node, value, run) < std::tie(o.stage, o.node, o.value, o.run);
+  }
 };
 
 struct PerNode {
@@ -272,7 +274,8 @@ struct PerNode {
         out = spec.vjp(in, n.attrs, out, gmag);
         // A gradient's sums run over the incoming gradient's elements (batch and positions).
         if (k < out.size() && out[k].defined() && out[k].numel() > 0)
-          for (const auto& t : gmag) len = std::max(len, std::ceil(static_cast<double>(t.numel()) / static_cast<double>(out[k].numel())));
+          for (const auto& t : gmag)
+            len = std::max(len, std::ceil(static_cast<double>(t.numel()) / static_cast<double>(out[k].numel())));
       }
       if (k >= out.size() || !out[k].defined()) return {};
       Tensor r = out[k];
@@ -337,19 +340,21 @@ struct PerNode {
     if (th.dtype == DType::F32 && spec.has_tag("squares")) {
       // Squared errors beyond float32's range: the loss overflows in any float32 library.
       double worst = 0;
-      for (int64_t i = 0; i < pred.numel() && i < tgt.numel(); ++i) worst = std::max(worst, std::abs(pred.get(i) - tgt.get(i)));
+      for (int64_t i = 0; i < pred.numel() && i < tgt.numel(); ++i)
+        worst = std::max(worst, std::abs(pred.get(i) - tgt.get(i)));
       if (!(worst <= std::sqrt(FLT_MAX / static_cast<double>(std::max<int64_t>(1, pred.numel()))))) return;
     }
     // Beyond the plain tolerance, the loss and its gradient get the spread every node gets (the
     // prediction and target moved by a few units: a loss of a difference, p - t, amplifies them).
     double ulps = kUlps;
     if (spec.reduction_length)
-      ulps *= std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
+      ulps *=
+          std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
     auto judged = [&](const Tensor& got, const Tensor& exact, const ops::Tolerance& tol, bool grad) {
       Judging j{got, exact, tol, finite};
       j.spread = [&] {
-        const std::vector<Tensor> sens =
-            spread({pred, tgt}, {exact}, th.dtype, ulps, spec.name + (grad ? "/grad" : ""), [&](const std::vector<Tensor>& p) {
+        const std::vector<Tensor> sens = spread(
+            {pred, tgt}, {exact}, th.dtype, ulps, spec.name + (grad ? "/grad" : ""), [&](const std::vector<Tensor>& p) {
               const ops::Inputs pin{&p[0], &p[1]};
               std::vector<Tensor> y = spec.forward(pin, la);
               if (!grad) return std::vector<Tensor>{y[0].reshaped(exact.shape())};
@@ -359,14 +364,16 @@ struct PerNode {
       };
       return judge_tensor(j, th.dtype);
     };
-    Verdict v = judged(Tensor::scalar(r.loss), want[0].reshaped({}), loss_tolerance(g, th.loss_op, th.dtype, false), false);
+    Verdict v =
+        judged(Tensor::scalar(r.loss), want[0].reshaped({}), loss_tolerance(g, th.loss_op, th.dtype, false), false);
     if (r.loss_grad.defined() && !want_grad.empty()) {
       const Verdict vg = judged(r.loss_grad, want_grad[0], loss_tolerance(g, th.loss_op, th.dtype, true), true);
       v.produced += vg.produced;
       v.swallowed += vg.swallowed;
       if (vg.wrong && vg.distance >= v.distance) {
         v.wrong += vg.wrong;
-        v.distance = vg.distance, v.worst = vg.worst, v.got_at_worst = vg.got_at_worst, v.want_at_worst = vg.want_at_worst;
+        v.distance = vg.distance, v.worst = vg.worst, v.got_at_worst = vg.got_at_worst,
+        v.want_at_worst = vg.want_at_worst;
       }
     }
     note(Stage::Loss, nullptr, "loss", ri, v);
@@ -572,7 +579,8 @@ struct PerNode {
         ops::Inputs in;
         for (size_t d = 0; d < ir::data_input_count(*c); ++d) in.push_back(&v.held[d]);
         const std::vector<int8_t> ext = spec.extremes(in, c->attrs, k);
-        if (i < static_cast<int64_t>(ext.size()) && ext[static_cast<size_t>(i)] == ops::OpSpec::kTiedExtreme) return true;
+        if (i < static_cast<int64_t>(ext.size()) && ext[static_cast<size_t>(i)] == ops::OpSpec::kTiedExtreme)
+          return true;
       }
       if (spec.kink_derivatives && k == 0 && !v.gy.empty() && v.gin[0].defined() &&
           v.gy[0].shape() == v.held[0].shape() && v.held[0].numel() == want.numel()) {
@@ -634,7 +642,8 @@ struct PerNode {
           continue;
         }
         const ir::Node* n = g.find_node(node);
-        const ops::Tolerance tol = n ? node_tolerance(g, *n, th.dtype, stage == Stage::Backward) : ops::Tolerance{1e-4, 1e-3};
+        const ops::Tolerance tol =
+            n ? node_tolerance(g, *n, th.dtype, stage == Stage::Backward) : ops::Tolerance{1e-4, 1e-3};
         agree = compare(mx.at(value), my.at(value), tol).ok;
       }
       if (!agree) continue;

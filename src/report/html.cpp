@@ -136,7 +136,8 @@ std::map<std::string, Group> root_causes(const std::vector<campaign::StoredFindi
 
 // The two plots: models per second, and unique findings and root causes (cumulative) over time.
 std::string over_time_plots(const std::vector<std::pair<std::string, int64_t>>& per_second,
-                            const std::vector<campaign::StoredFinding>& findings, const std::map<std::string, Group>& groups) {
+                            const std::vector<campaign::StoredFinding>& findings,
+                            const std::map<std::string, Group>& groups) {
   double t0 = per_second.empty() ? 0 : seconds_of(per_second.front().first);
   for (const auto& f : findings)
     if (t0 == 0 || seconds_of(f.first_seen) < t0) t0 = seconds_of(f.first_seen);
@@ -153,7 +154,8 @@ std::string over_time_plots(const std::vector<std::pair<std::string, int64_t>>& 
   for (const auto& [k, g] : groups) caused.push_back(seconds_of(g.first_seen) - t0);
   const Series uniq = cumulative(Series{"unique findings", "#cc3333", {}}, found);
   const Series causes = cumulative(Series{"root causes", "#228833", {}}, caused);
-  return "<h2>Over time</h2>\n<div class=\"plots\">\n" + svg_line_plot("Models per second", "seconds", "models/s", {rate}) +
+  return "<h2>Over time</h2>\n<div class=\"plots\">\n" +
+         svg_line_plot("Models per second", "seconds", "models/s", {rate}) +
          svg_line_plot("Findings and root causes", "seconds", "count (cumulative)", {uniq, causes}) + "</div>\n";
 }
 
@@ -195,8 +197,8 @@ std::vector<std::pair<const Group*, std::string>> write_findings_table(std::ostr
     anchored.emplace_back(g, anchor);
     const std::string cls = class_of(*g);
     h << "<tr><td>" << escape(g->backend) << "</td><td><a href=\"#" << anchor << "\">" << escape(g->key)
-      << "</a></td><td class=\"" << cls << "\">" << cls << (g->suggested ? "?" : "") << "</td><td>" << g->findings.size()
-      << "</td><td>" << g->hits << "</td><td>" << escape(g->first_seen) << "</td></tr>\n";
+      << "</a></td><td class=\"" << cls << "\">" << cls << (g->suggested ? "?" : "") << "</td><td>"
+      << g->findings.size() << "</td><td>" << g->hits << "</td><td>" << escape(g->first_seen) << "</td></tr>\n";
   }
   h << "</table>\n";
   return anchored;
@@ -242,8 +244,8 @@ void write_reproducer(std::ostream& h, const std::string& bundle_dir, std::strin
 void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor) {
   const campaign::StoredFinding& f = g.findings.front();
   const std::string cls = class_of(g);
-  h << "<h3 id=\"" << anchor << "\">" << escape(g.backend) << ": " << escape(g.key) << " <span class=\"" << cls << "\">["
-    << cls << (g.suggested ? ", suggested" : "") << "]</span></h3>\n";
+  h << "<h3 id=\"" << anchor << "\">" << escape(g.backend) << ": " << escape(g.key) << " <span class=\"" << cls
+    << "\">[" << cls << (g.suggested ? ", suggested" : "") << "]</span></h3>\n";
   h << "<p><b>" << escape(g.title) << "</b><br>" << escape(f.detail.empty() ? f.message : f.detail) << "</p>\n";
   write_differences(h, g.diffs);
   const fs::path bundle(f.bundle);
@@ -257,8 +259,10 @@ void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor
         << escape(c.value("fixed_by", "")) << ").";
     h << "</p>\n";
   }
-  const std::string map_img = svg_image((has_reduced ? reduced : bundle) / "map.svg", "localization map of " + f.signature);
-  const std::string orig_img = has_reduced ? svg_image(bundle / "map.svg", "localization map of the original model") : "";
+  const std::string map_img =
+      svg_image((has_reduced ? reduced : bundle) / "map.svg", "localization map of " + f.signature);
+  const std::string orig_img =
+      has_reduced ? svg_image(bundle / "map.svg", "localization map of the original model") : "";
   if (!map_img.empty())
     h << "<div>Localization map" << (has_reduced ? " (reduced model)" : "") << ":<br>" << map_img << "</div>\n";
   if (!orig_img.empty()) h << "<details><summary>Original model's map</summary>" << orig_img << "</details>\n";
@@ -285,8 +289,10 @@ std::string campaign_report_html(const std::string& campaign_dir) {
 
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-    << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\">\n"
-    << "<title>Quorum campaign report: " << escape(campaign_dir) << "</title>\n<style>" << kStyle << "</style></head><body>\n";
+    << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; style-src "
+       "'unsafe-inline'\">\n"
+    << "<title>Quorum campaign report: " << escape(campaign_dir) << "</title>\n<style>" << kStyle
+    << "</style></head><body>\n";
   h << "<h1>Quorum campaign report</h1>\n<p>Campaign <code>" << escape(fs::absolute(dir).string()) << "</code>: "
     << store.models_done() << " models, " << findings.size() << " unique findings, " << groups.size()
     << " root causes.</p>\n";

@@ -112,7 +112,8 @@ std::vector<Difference> largest_differences(const backends::ReproCase& c, size_t
       if (w != c.expected.end() && g != c.actual.end()) scan(v, w->second, g->second);
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const Difference& a, const Difference& b) { return severity(a) > severity(b); });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Difference& a, const Difference& b) { return severity(a) > severity(b); });
   if (out.size() > n) out.resize(n);
   return out;
 }
@@ -183,16 +184,19 @@ Classification classify(const backends::ReproCase& c) {
       kernel = oracle::forward_kernel(*n);
     }
     if (have || c.kind != core::FindingKind::Inconsistency) {
-      const localize::ClassGuess guess = localize::guess_class(c.kind, *n, kernel, operands, got, c.tol, c.dtype, cause_attrs);
+      const localize::ClassGuess guess =
+          localize::guess_class(c.kind, *n, kernel, operands, got, c.tol, c.dtype, cause_attrs);
       k.cls = guess.cls;
       k.suggested = true;
-      k.explanation = "Suggested by Quorum (not in its known-issue ledger yet; confirm before filing): " + guess.why + "." + localized;
+      k.explanation = "Suggested by Quorum (not in its known-issue ledger yet; confirm before filing): " + guess.why +
+                      "." + localized;
       return k;
     }
   } else if (c.crash()) {
     k.cls = "bug";
     k.suggested = true;
-    k.explanation = "Suggested by Quorum (not in its known-issue ledger yet): the library fails on a model the catalogue defines.";
+    k.explanation =
+        "Suggested by Quorum (not in its known-issue ledger yet): the library fails on a model the catalogue defines.";
     return k;
   }
   k.explanation = "Not in Quorum's known-issue ledger yet: decide whether it is a library bug, a convention "
@@ -204,7 +208,8 @@ std::string issue_title(const backends::ReproCase& c) {
   std::string what;
   const std::string op = c.op.empty() ? "the model" : c.op;
   if (c.crash())
-    what = (c.stage == core::Stage::Compile ? "building the model fails: " : "running the model fails: ") + c.detail.substr(0, 80);
+    what = (c.stage == core::Stage::Compile ? "building the model fails: " : "running the model fails: ") +
+           c.detail.substr(0, 80);
   else
     what = op + " " + core::info(c.kind).what;
   return library_name(c) + ": " + what + " (" + stage_words(c.stage) + ", " + core::to_string(c.dtype) + ")";
@@ -241,12 +246,15 @@ std::string issue_markdown(const std::string& bundle_dir) {
   const auto diffs = largest_differences(c, 8);
   if (!diffs.empty()) {
     md << "## Expected versus actual\n\n";
-    md << "Expected: float64 on the same float32 operands; tolerance atol " << c.tol.atol << " (times max(1, max |expected|)), rtol " << c.tol.rtol << ".\n\n";
+    md << "Expected: float64 on the same float32 operands; tolerance atol " << c.tol.atol
+       << " (times max(1, max |expected|)), rtol " << c.tol.rtol << ".\n\n";
     md << "| value | element | expected | actual |\n| --- | --- | --- | --- |\n";
-    for (const auto& d : diffs) md << "| `" << d.value << "` | " << d.index << " | " << fmt(d.expected) << " | " << fmt(d.actual) << " |\n";
+    for (const auto& d : diffs)
+      md << "| `" << d.value << "` | " << d.index << " | " << fmt(d.expected) << " | " << fmt(d.actual) << " |\n";
     md << "\n";
   }
-  md << "## Classification\n\n**" << k.cls << "**" << (k.suggested ? " (suggested)" : "") << ". " << k.explanation << "\n";
+  md << "## Classification\n\n**" << k.cls << "**" << (k.suggested ? " (suggested)" : "") << ". " << k.explanation
+     << "\n";
   if (!k.link.empty()) md << "\nSee also: " << k.link << "\n";
   md << "\n## Minimal reproducer\n\n";
   if (main.empty()) {
@@ -269,7 +277,8 @@ std::string issue_markdown(const std::string& bundle_dir) {
   }
   md << "\n## How it was found\n\n";
   md << "Quorum " << c.quorum_version << " (differential testing of deep-learning libraries against a float64 "
-     << "reference) found it with seed " << c.seed << ", model " << c.model_index << " (finding `" << c.signature << "`).";
+     << "reference) found it with seed " << c.seed << ", model " << c.model_index << " (finding `" << c.signature
+     << "`).";
   const json r = reduction_of(bundle_dir);
   if (r.is_object())
     md << " Reduced from " << r.value("nodes_before", 0) << " to " << r.value("nodes_after", 0) << " node(s) in "

@@ -59,12 +59,15 @@ std::string svg_line_plot(const std::string& title, const std::string& x_label, 
     << "\" fill=\"none\" stroke=\"#888\"/>\n";
   for (int i = 0; i <= 4; ++i) {
     const double xv = x0 + (x1 - x0) * i / 4, yv = y0 + (y1 - y0) * i / 4;
-    o << "<text x=\"" << px(xv) << "\" y=\"" << top + ph + 14 << "\" font-size=\"10\" text-anchor=\"middle\">" << num(xv) << "</text>\n";
-    o << "<text x=\"" << left - 4 << "\" y=\"" << py(yv) + 3 << "\" font-size=\"10\" text-anchor=\"end\">" << num(yv) << "</text>\n";
+    o << "<text x=\"" << px(xv) << "\" y=\"" << top + ph + 14 << "\" font-size=\"10\" text-anchor=\"middle\">"
+      << num(xv) << "</text>\n";
+    o << "<text x=\"" << left - 4 << "\" y=\"" << py(yv) + 3 << "\" font-size=\"10\" text-anchor=\"end\">" << num(yv)
+      << "</text>\n";
     o << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << py(yv) << "\" y2=\"" << py(yv)
       << "\" stroke=\"#eee\"/>\n";
   }
-  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 6 << "\" font-size=\"11\" text-anchor=\"middle\">" << escape(x_label) << "</text>\n";
+  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 6 << "\" font-size=\"11\" text-anchor=\"middle\">"
+    << escape(x_label) << "</text>\n";
   o << "<text x=\"12\" y=\"" << top + ph / 2 << "\" font-size=\"11\" text-anchor=\"middle\" transform=\"rotate(-90 12 "
     << top + ph / 2 << ")\">" << escape(y_label) << "</text>\n";
   int k = 0;
@@ -74,7 +77,8 @@ std::string svg_line_plot(const std::string& title, const std::string& x_label, 
       if (std::isfinite(x) && std::isfinite(y)) o << px(x) << "," << py(y) << " ";
     o << "\"/>\n";
     const double ly = top + 12 + 14 * k++;
-    o << "<rect x=\"" << left + 8 << "\" y=\"" << ly - 8 << "\" width=\"10\" height=\"3\" fill=\"" << escape(s.color) << "\"/>"
+    o << "<rect x=\"" << left + 8 << "\" y=\"" << ly - 8 << "\" width=\"10\" height=\"3\" fill=\"" << escape(s.color)
+      << "\"/>"
       << "<text x=\"" << left + 22 << "\" y=\"" << ly << "\" font-size=\"10\">" << escape(s.name) << "</text>\n";
   }
   o << "</svg>\n";

@@ -102,7 +102,8 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           ok.u32(static_cast<uint32_t>(g.nodes.size()));
           for (const auto& n : g.nodes) {
             backends::Support s = backend.supports(g, n);
-            if (s.ok && training) s = backend.trains() ? backend.supports_training(g, n) : backends::Support::no("backend does not train");
+            if (s.ok && training)
+              s = backend.trains() ? backend.supports_training(g, n) : backends::Support::no("backend does not train");
             ok.str(n.name);
             ok.u8(s.ok ? 1 : 0);
             ok.str(s.reason);

@@ -117,10 +117,12 @@ TEST_P(Agreement, MatchesReference) {
     for (const auto& [name, t] : inputs) ref_in.emplace(name, t.to(core::DType::F64));
     try {
       const TrainResult got = session->train_step(req);
-      const ref::TrainResult want = ref::train(rounded, ref_in, req.target.to(core::DType::F32), ref::LossSpec{"mse_loss", {}});
+      const ref::TrainResult want =
+          ref::train(rounded, ref_in, req.target.to(core::DType::F32), ref::LossSpec{"mse_loss", {}});
       const ops::Tolerance gt = ops::backward_tolerance(tol);
       const oracle::Diff dl = oracle::compare(core::Tensor::scalar(got.loss), core::Tensor::scalar(want.loss), gt);
-      if (!dl.ok) failures.emplace_back(k, where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss));
+      if (!dl.ok)
+        failures.emplace_back(k, where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss));
       const oracle::Diff dlg = oracle::compare(got.loss_grad, want.loss_grad, gt);
       if (!dlg.ok) failures.emplace_back(k, where + ": loss gradient: " + dlg.describe());
       for (const auto& [name, t] : g.initializers) {

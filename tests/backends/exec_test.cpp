@@ -185,7 +185,8 @@ TEST(ExecBackend, NumpyRunnerMatchesTheReference) {
   for (const auto& [name, t] : got) {
     ASSERT_EQ(t.dtype(), core::DType::F32) << name;
     ASSERT_EQ(t.shape(), want.at(name).shape()) << name;
-    for (int64_t i = 0; i < t.numel(); ++i) EXPECT_NEAR(t.get(i), want.at(name).get(i), 1e-5) << name << "[" << i << "]";
+    for (int64_t i = 0; i < t.numel(); ++i)
+      EXPECT_NEAR(t.get(i), want.at(name).get(i), 1e-5) << name << "[" << i << "]";
   }
   // Without intermediates: exactly the graph outputs.
   got.clear();
@@ -317,7 +318,8 @@ TEST(ExecBackend, FuzzCampaignRecordsTheRunnersCrashes) {
   fs::remove_all(out);
   const std::string spec = "exec:" + kPython + "+" + runner() + "+fault=crash";
   const quorum::testing::Result r = quorum::testing::run_quorum(
-      "fuzz --generator unit --backends " + spec + " --models 5 --mode infer --seed 3 --out " + out.string(), "exec_test");
+      "fuzz --generator unit --backends " + spec + " --models 5 --mode infer --seed 3 --out " + out.string(),
+      "exec_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   campaign::Store store(out.string());
   EXPECT_EQ(store.models_done(), 5);

@@ -44,7 +44,9 @@ std::map<std::string, std::vector<std::string>> lowering_of(const std::string& b
   return ops;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 TEST(Lowering, OneDNNNamesEachPrimitiveWithItsAlgorithmForwardAndBackward) {
   if (!built("onednn")) GTEST_SKIP() << "onednn backend not built";

@@ -30,7 +30,8 @@ TEST(OneDNNReduceProd, BackwardIsFiniteWhenTheProductOverflowsBesideAZero) {
   ASSERT_TRUE(w.train(req, r).ok());
   const core::Tensor& gn = r.grads.at("n");
   // d p / d n_0 = 1e20 * 1e20 * 1e-20 = 1e20 (times the loss gradient -2); the others are 0.
-  for (int64_t i = 0; i < gn.numel(); ++i) EXPECT_TRUE(std::isfinite(gn.get(i))) << "element " << i << ": " << gn.get(i);
+  for (int64_t i = 0; i < gn.numel(); ++i)
+    EXPECT_TRUE(std::isfinite(gn.get(i))) << "element " << i << ": " << gn.get(i);
   EXPECT_NEAR(gn.get(0) / -2e20, 1.0, 1e-5);
   EXPECT_EQ(gn.get(1), 0.0);
 }

@@ -52,11 +52,13 @@ class NullSink : public StepSink {
   void binary(Alg, const Dims&, const Dims&, const std::string&, const Dims&, const std::string&,
               const std::string&) override {}
   void sum(const Dims&, const std::vector<std::string>&, const std::string&) override {}
-  void concat(const Dims&, int, const std::vector<Dims>&, const std::vector<std::string>&, const std::string&) override {}
+  void concat(const Dims&, int, const std::vector<Dims>&, const std::vector<std::string>&,
+              const std::string&) override {}
   void transpose(const Dims&, const Dims&, const std::string&, const std::string&) override {}
   void reduce(Alg, const Dims&, const std::string&, const Dims&, const std::string&) override {}
   void softmax(Prop, const SoftmaxGeo&, const std::string&, const std::string&) override {}
-  void matmul(const Dims&, const std::string&, const Dims&, const std::string&, const Dims&, const std::string&) override {}
+  void matmul(const Dims&, const std::string&, const Dims&, const std::string&, const Dims&,
+              const std::string&) override {}
   void pool(Prop, const PoolGeo&, const std::string&, const std::string&) override {}
   void conv(Prop, const ConvGeo&, const std::string&, const std::string&, const std::string&,
             const std::string&) override {}

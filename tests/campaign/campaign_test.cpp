@@ -177,7 +177,8 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
         hits += f.hits;
         EXPECT_TRUE(fs::exists(fs::path(f.bundle) / "finding.json")) << f.bundle;
       }
-    EXPECT_EQ(unique, 1) << e.fault << ": expected one unique " << core::to_string(e.kind) << " at " << core::to_string(e.stage) << " in " << e.op;
+    EXPECT_EQ(unique, 1) << e.fault << ": expected one unique " << core::to_string(e.kind) << " at "
+                         << core::to_string(e.stage) << " in " << e.op;
     EXPECT_GE(hits, 2) << e.fault << " should be hit by several models";
   }
   // Each planted fault's finding arrives reduced: to the faulty operator alone (fed the values the
@@ -284,14 +285,16 @@ TEST(Campaign, ResumesAfterSigkillWithoutLosingFindings) {
     done_before = s.models_done();
   }
   // Resume for a bounded number of further models.
-  const std::string resume = std::string(QUORUM_BINARY) + " fuzz --generator unit --backends faulty:all-numeric --models " +
+  const std::string resume = std::string(QUORUM_BINARY) +
+                             " fuzz --generator unit --backends faulty:all-numeric --models " +
                              std::to_string(done_before + 20) + " --out " + out + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(resume.c_str()), 0);
   Store s(out);
   const auto after = s.findings();
   EXPECT_GE(s.models_done(), done_before + 20);
   for (const auto& b : before) {
-    auto it = std::find_if(after.begin(), after.end(), [&](const StoredFinding& a) { return a.signature == b.signature; });
+    auto it =
+        std::find_if(after.begin(), after.end(), [&](const StoredFinding& a) { return a.signature == b.signature; });
     ASSERT_NE(it, after.end()) << "lost " << b.signature;
     EXPECT_GE(it->hits, b.hits);
   }

@@ -52,7 +52,8 @@ TEST(Known, LoadsEntriesAndMatchesSignaturesWhateverTheBackendOptions) {
   EXPECT_EQ(e.agreement[0].case_index, 3);
   EXPECT_EQ(l.match("nan-swallowed|FC|faulty:relu-nan-to-zero+concat-drops-last|relu"), &e);
   EXPECT_EQ(l.match("nan-swallowed|FC|faulty|relu6"), nullptr);
-  EXPECT_EQ(oracle::base_signature("crash|compile|exec:timeout=2+/bin/x|op|msg: a|b"), "crash|compile|exec|op|msg: a|b");
+  EXPECT_EQ(oracle::base_signature("crash|compile|exec:timeout=2+/bin/x|op|msg: a|b"),
+            "crash|compile|exec|op|msg: a|b");
   fs::remove_all(dir);
 }
 
@@ -61,7 +62,8 @@ TEST(Known, LoadsEntriesAndMatchesSignaturesWhateverTheBackendOptions) {
 // library operations (the same primitive behind several operators). Exact signatures win over
 // patterns, whichever entry comes first.
 TEST(Known, PatternsCoverEveryOperatorBuiltOnTheSamePrimitive) {
-  const std::string dir = ledger_dir("patterns", "onednn", R"({"format": "quorum.known", "backend": "onednn", "entries": [
+  const std::string dir =
+      ledger_dir("patterns", "onednn", R"({"format": "quorum.known", "backend": "onednn", "entries": [
     {"id": "relu-nan", "class": "convention", "signature": "nan-swallowed|FC|onednn|relu", "note": "n",
      "also": [{"signature": "nan-swallowed|FC|onednn|*", "lowering": ["eltwise_relu"]}]},
     {"id": "ge-nan", "class": "bug", "signature": "inconsistency|BC|onednn|maximum|{}", "note": "n",

@@ -98,7 +98,8 @@ TEST(Cli, RunExamplesIsReproducible) {
 TEST(Cli, RunWithLossPrintsGradientsAndSavesNpy) {
   const fs::path dir = scratch() / "saved";
   fs::remove_all(dir);
-  const Result r = quorum("run " + example("lenet5.json") + " --seed 3 --loss softmax_cross_entropy --save " + dir.string());
+  const Result r =
+      quorum("run " + example("lenet5.json") + " --seed 3 --loss softmax_cross_entropy --save " + dir.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("loss (softmax_cross_entropy): "), std::string::npos);
   EXPECT_NE(r.out.find("gradients of the loss"), std::string::npos);

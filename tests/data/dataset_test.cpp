@@ -61,7 +61,8 @@ TEST(Idx, ReadsGzipIdx) {
 
 TEST(Idx, BadFilesAreNamedUserErrors) {
   const fs::path d = scratch();
-  EXPECT_NE(error_of([&] { read_idx_gz((d / "absent.gz").string()); }).find("absent.gz: cannot open"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx_gz((d / "absent.gz").string()); }).find("absent.gz: cannot open"),
+            std::string::npos);
   write_gz(d / "magic.gz", "\x01\x02\x08\x01xxxx");
   EXPECT_NE(error_of([&] { read_idx_gz((d / "magic.gz").string()); }).find("bad magic"), std::string::npos);
   write_gz(d / "type.gz", idx_bytes({2}, 0x0D));

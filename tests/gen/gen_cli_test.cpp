@@ -126,7 +126,8 @@ TEST(GenCli, IndexWritesTheModelACampaignEvaluated) {
       int inputs = 0;
       for (const auto& in : fs::directory_iterator(b.path() / "inputs")) {
         ++inputs;
-        EXPECT_EQ(quorum::core::read_file((data / in.path().filename()).string()), quorum::core::read_file(in.path().string()))
+        EXPECT_EQ(quorum::core::read_file((data / in.path().filename()).string()),
+                  quorum::core::read_file(in.path().string()))
             << generator << " model " << index << " input " << in.path().filename();
       }
       EXPECT_GT(inputs, 0);

@@ -220,7 +220,8 @@ TEST(Mutate, KeepsWeightsOfUntouchedNodes) {
   Stream stream(opt, *source);
   const ir::Graph seed = ir::load_graph(example("lenet5.json"));
   std::set<std::string> seed_weights;
-  for (const auto& [name, t] : seed.initializers) seed_weights.insert(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+  for (const auto& [name, t] : seed.initializers)
+    seed_weights.insert(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
   int kept = 0;
   for (int i = 0; i < 20; ++i) {
     const Generated g = stream.next();

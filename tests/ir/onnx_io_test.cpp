@@ -140,7 +140,8 @@ TEST(OnnxIo, ExamplesRoundTripAndKeepEveryIntermediate) {
     core::Rng rng(7);
     ref::ValueMap inputs;
     data::complete_inputs(g, inputs, rng, 0.0);
-    for (int opset : {13, 17}) round_trip(g, inputs, opset, 1e-12, std::string(name) + " opset " + std::to_string(opset));
+    for (int opset : {13, 17})
+      round_trip(g, inputs, opset, 1e-12, std::string(name) + " opset " + std::to_string(opset));
     // Through a file: load_graph reads .onnx.
     const std::string path = (fs::temp_directory_path() / (std::string("quorum_onnx_") + name + ".onnx")).string();
     core::write_file_atomic(path, graph_to_onnx(g));

@@ -54,7 +54,8 @@ TEST(Classify, ANumberNoNanPolicyExplainsIsABug) {
 
 TEST(Classify, DenormalsAreZeroIsAConvention) {
   const double tiny = 1e-40;  // a float32 subnormal
-  EXPECT_EQ(guess(core::FindingKind::Inconsistency, node("mul"), {t({tiny, 3}), t({1e38, 1})}, {0, 3}).cls, "convention");
+  EXPECT_EQ(guess(core::FindingKind::Inconsistency, node("mul"), {t({tiny, 3}), t({1e38, 1})}, {0, 3}).cls,
+            "convention");
 }
 
 TEST(Classify, WithinFloat32sSpreadIsPrecisionAndFarBeyondIsABug) {
@@ -75,7 +76,8 @@ TEST(Classify, ACategoricalCauseBeyondPrecisionIsAConvention) {
   const ClassGuess g = guess(core::FindingKind::Inconsistency, exact, {t({1.5})}, {tanh_form}, {"approximate"});
   EXPECT_EQ(g.cls, "convention") << g.why;
   // The same kind of difference with a numeric cause (elu's alpha) is a bug.
-  EXPECT_EQ(guess(core::FindingKind::Inconsistency, node("elu", {{"alpha", 0.5}}), {t({-1})}, {-0.63}, {"alpha"}).cls, "bug");
+  EXPECT_EQ(guess(core::FindingKind::Inconsistency, node("elu", {{"alpha", 0.5}}), {t({-1})}, {-0.63}, {"alpha"}).cls,
+            "bug");
 }
 
 TEST(Classify, NanFromOperandsAtFloat32sRangeIsPrecisionElseABug) {

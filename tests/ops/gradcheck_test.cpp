@@ -33,7 +33,8 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
     core::Rng rng(name_seed(spec.name) + static_cast<uint64_t>(k));
     Case c = spec.sample(rng);
     Materialized m;
-    ASSERT_NO_THROW(m = materialize(spec, c, rng)) << spec.name << " sampled an invalid case " << core::to_string(c.attrs);
+    ASSERT_NO_THROW(m = materialize(spec, c, rng))
+        << spec.name << " sampled an invalid case " << core::to_string(c.attrs);
     SCOPED_TRACE(spec.name + " case " + std::to_string(k) + " " + core::to_string(c.attrs) + " input " +
                  core::to_string(c.inputs[0]));
     const std::vector<Tensor> out = spec.forward(m.ptrs(), c.attrs);
@@ -51,8 +52,8 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
     const std::vector<Tensor> grads = spec.vjp(m.ptrs(), c.attrs, out, w);
     ASSERT_EQ(grads.size(), m.inputs.size());
     for (size_t j = 0; j < m.inputs.size(); ++j) {
-      const bool nondiff =
-          std::find(spec.nondiff_inputs.begin(), spec.nondiff_inputs.end(), static_cast<int>(j)) != spec.nondiff_inputs.end();
+      const bool nondiff = std::find(spec.nondiff_inputs.begin(), spec.nondiff_inputs.end(), static_cast<int>(j)) !=
+                           spec.nondiff_inputs.end();
       if (nondiff) continue;
       ASSERT_TRUE(grads[j].defined()) << "no gradient for input " << j;
       ASSERT_EQ(grads[j].shape(), m.inputs[j].shape()) << "gradient shape for input " << j;

@@ -7,7 +7,8 @@
 
 namespace quorum::oracle::testing {
 
-inline BackendRun exact_run(const ir::Graph& g, const ref::TrainResult& tr, const std::string& name, bool is_ref = false) {
+inline BackendRun exact_run(const ir::Graph& g, const ref::TrainResult& tr, const std::string& name,
+                            bool is_ref = false) {
   BackendRun r;
   r.backend = name;
   r.is_reference = is_ref;

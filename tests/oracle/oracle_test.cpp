@@ -192,7 +192,8 @@ TEST(Oracle, ACrashNamingAValueBlamesTheNodeComputingIt) {
   auto runs = f.three();
   runs[2].values.clear();
   runs[2].trained = false;
-  runs[2].outcome = {worker::Status::LibraryError, "OpenCV returned 'b' with shape [4] (4 elements), Quorum's shape is [1,3]", 0, ""};
+  runs[2].outcome = {worker::Status::LibraryError,
+                     "OpenCV returned 'b' with shape [4] (4 elements), Quorum's shape is [1,3]", 0, ""};
   runs[2].failed_at = Stage::Forward;
   for (const Thresholds& th : {muffin(), Thresholds{}}) {
     const auto found = judge(f.g, runs, th);
@@ -243,9 +244,11 @@ TEST(Oracle, GradientSplitAtATieOfMaximumIsNotAFinding) {
               {"name": "m", "op": "maximum", "inputs": ["a", "b"], "outputs": ["m"]},
               {"name": "r", "op": "relu", "inputs": ["m"], "outputs": ["r"]}]})",
                                           "tie");
-  const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {-1, 2, -3})}, {"y", core::Tensor::f64({1, 3}, {-1, 1, 0})}};
+  const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {-1, 2, -3})},
+                              {"y", core::Tensor::f64({1, 3}, {-1, 1, 0})}};
   const auto tr = ref::train(g, in, core::Tensor::f64({1, 3}, {0, 0, 0}), ref::LossSpec{"mse_loss", {}});
-  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false),
+                               exact_run(g, tr, "B", false)};
   // Element 0 is a tie (a = b = 1): A splits its gradient between the operands.
   const double g0 = runs[1].grads["a"].f64()[0];
   ASSERT_NE(g0, 0.0);
@@ -269,7 +272,8 @@ TEST(Oracle, GradientAtAKinkWithinTheOneSidedDerivativesIsNotAFinding) {
   // a = -x: element 0 sits on clip's lower bound, element 1 inside.
   const backends::ValueMap in{{"x", core::Tensor::f64({1, 3}, {0.75, -1, 3})}};
   const auto tr = ref::train(g, in, core::Tensor::f64({1, 3}, {5, 5, 5}), ref::LossSpec{"mse_loss", {}});
-  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false),
+                               exact_run(g, tr, "B", false)};
   ASSERT_EQ(runs[0].grads["a"].f64()[0], 0.0);  // the catalogue gives 0 at the bound
   // A passes the gradient at the bound (libtorch does): the other one-sided derivative.
   runs[1].grads["a"].f64()[0] = runs[1].grads["c"].f64()[0];
@@ -294,7 +298,8 @@ TEST(Oracle, GradientSplitAmongTiedCellsOfAMaxPoolIsNotAFindingButDuplicatingItI
                                           "pool");
   const backends::ValueMap in{{"x", core::Tensor::f64({1, 1, 4}, {-1, -1, 0, -2})}};  // a = [1, 1, 0, 2]
   const auto tr = ref::train(g, in, core::Tensor::f64({1, 1, 2}, {5, 5}), ref::LossSpec{"mse_loss", {}});
-  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false),
+                               exact_run(g, tr, "B", false)};
   const double g0 = runs[1].grads["a"].f64()[0];
   ASSERT_NE(g0, 0.0);
   ASSERT_EQ(runs[1].grads["a"].f64()[1], 0.0);  // the catalogue routes it to the first maximum
@@ -329,7 +334,8 @@ TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
                                           "rtie");
   const backends::ValueMap in{{"x", core::Tensor::f64({2, 3}, {-2, -2, 1, -1, -3, 0})}};
   const auto tr = ref::train(g, in, core::Tensor::f64({2}, {0, 0}), ref::LossSpec{"mse_loss", {}});
-  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false), exact_run(g, tr, "B", false)};
+  std::vector<BackendRun> runs{exact_run(g, tr, "ref", true), exact_run(g, tr, "A", false),
+                               exact_run(g, tr, "B", false)};
   // Row 0 has a tie (2, 2): A splits the gradient between the two maxima.
   auto& ga = runs[1].grads["a"];
   const double g0 = ga.f64()[0];

@@ -77,8 +77,9 @@ TEST(PerNode, AWrongNodeIsFoundWithOneLibraryAndItsConsequencesAreNot) {
   // Downstream, A computes d right on its own (wrong) b: d = W b + B.
   a.values["d"].f64()[0] += 1 * (1 + 2 + 3 + 4);
   a.values["d"].f64()[1] += 1 * (5 + 6 + 7 + 8);
-  for (const auto& runs : {std::vector<BackendRun>{c.run("ref"), a}, std::vector<BackendRun>{c.run("ref"), c.run("B"), a},
-                           std::vector<BackendRun>{c.run("ref"), a, c.run("B")}}) {
+  for (const auto& runs :
+       {std::vector<BackendRun>{c.run("ref"), a}, std::vector<BackendRun>{c.run("ref"), c.run("B"), a},
+        std::vector<BackendRun>{c.run("ref"), a, c.run("B")}}) {
     const auto found = c.judge_runs(runs);
     std::vector<Finding> fc;
     for (const auto& f : found)
@@ -309,7 +310,8 @@ TEST(PerNode, APoolingGradientSummedOverOverlappingWindowsIsJudgedWithItsSumsRou
                "attrs": {"kernel_shape": [1, 3], "strides": [1, 1], "pads": [0, 0, 0, 0],
                          "auto_pad": "NOTSET", "ceil_mode": 0}}]})",
                                           "pool_overlap");
-  const Case c(g, {{"x", core::Tensor::f64({1, 1, 1, 5}, {0, 0, 9, 0, 0})}}, core::Tensor::f64({1, 1, 1, 3}, {0, 0, 0}));
+  const Case c(g, {{"x", core::Tensor::f64({1, 1, 1, 5}, {0, 0, 9, 0, 0})}},
+               core::Tensor::f64({1, 1, 1, 3}, {0, 0, 0}));
   BackendRun a = c.run("A");
   a.grads["y"] = core::Tensor::f64({1, 1, 1, 3}, {-4.78461032e16f, 9.91823376e15f, 3.79278726e16f});
   a.grads["x"] = core::Tensor::f64({1, 1, 1, 5}, {0, 0, 4294967296.0, 0, 0});
@@ -344,7 +346,9 @@ TEST(PerNode, ANormalisationsInputGradientIsJudgedWithItsTermsRounding) {
   const Case c(g, {{"x", xs}}, target);
   BackendRun a = c.run("A");
   const double rstd = 1 / std::sqrt(0.001);
-  auto unit = [](double v) { return std::nextafter(static_cast<float>(std::abs(v)), INFINITY) - static_cast<float>(std::abs(v)); };
+  auto unit = [](double v) {
+    return std::nextafter(static_cast<float>(std::abs(v)), INFINITY) - static_cast<float>(std::abs(v));
+  };
   for (int64_t i = 0; i < kRows; ++i)
     a.grads["x"].f64()[i] = (i % 3 ? 1 : -1) * unit(rstd * a.grads.at("y").get(i) * 1.0261352);
   EXPECT_GT(a.grads["x"].get(0), -524288.5);
@@ -556,7 +560,8 @@ TEST(PerNode, AProductWhosePartialProductsLeaveFloat32sRangeIsNotAFinding) {
     "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 4]}], "outputs": ["y"],
     "nodes": [{"name": "y", "op": "reduce_prod", "inputs": ["x"], "outputs": ["y"], "attrs": {"axes": [1], "keepdims": 0}}]})",
                                           "prod_range");
-  const Case c(g, {{"x", core::Tensor::f64({2, 4}, {1e-30f, 1e-30f, 1e30f, 1e30f, 2, 3, 0.5, 1})}}, core::Tensor::f64({2}, {0, 0}));
+  const Case c(g, {{"x", core::Tensor::f64({2, 4}, {1e-30f, 1e-30f, 1e30f, 1e30f, 2, 3, 0.5, 1})}},
+               core::Tensor::f64({2}, {0, 0}));
   BackendRun a = c.run("A");
   a.trained = false;
   a.values["y"].f64()[0] = 0;
@@ -576,7 +581,8 @@ TEST(PerNode, SoftsignsDerivativeIsJudgedWithItsTermsRounding) {
     "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
     "nodes": [{"name": "y", "op": "softsign", "inputs": ["x"], "outputs": ["y"]}]})",
                                           "softsign_large");
-  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1e4, 1e6})}}, core::Tensor::f64({1, 2}, {-5.9415865e16f, -6.9778589e15f}));
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1e4, 1e6})}},
+               core::Tensor::f64({1, 2}, {-5.9415865e16f, -6.9778589e15f}));
   BackendRun a = c.run("A");
   ASSERT_NEAR(a.grads.at("x").get(0), 5.9404e8, 1e5);
   a.grads["x"].f64()[0] = 5.940183e8f;
@@ -595,7 +601,8 @@ TEST(PerNode, AGradientSummedOverSeveralConsumersIsChecked) {
   EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("A")}).empty());
   BackendRun a = c.run("A");
   // A library that returns only totals (no per-consumer contributions).
-  for (auto it = a.grads.begin(); it != a.grads.end();) it = it->first.find('@') != std::string::npos ? a.grads.erase(it) : std::next(it);
+  for (auto it = a.grads.begin(); it != a.grads.end();)
+    it = it->first.find('@') != std::string::npos ? a.grads.erase(it) : std::next(it);
   a.grads["a"].f64()[1] *= 1.5;
   a.grads["x"].f64()[1] *= 1.5;  // neg passes it on: right on its own incoming gradient
   const auto found = c.judge_runs({c.run("ref"), a});
@@ -813,7 +820,8 @@ TEST(PerNode, AnLrnGradientWhoseTermsCancelIsJudgedWithTheirRounding) {
   const Case c(g, {{"x", core::Tensor::f64({1, 1, 1, 4}, {-999999.3125, -999999.1875, -999999.75, -999999.0625})}},
                core::Tensor(core::DType::F64, {1, 1, 1, 4}));
   BackendRun a = c.run("A");
-  a.grads["y"] = core::Tensor::f64({1, 1, 1, 4}, {-1101161955328.0, -260162928640.0, 2245128880128.0, -1265455464448.0});
+  a.grads["y"] =
+      core::Tensor::f64({1, 1, 1, 4}, {-1101161955328.0, -260162928640.0, 2245128880128.0, -1265455464448.0});
   a.grads["x"] = core::Tensor::f64({1, 1, 1, 4}, {0, 0, -1, -0.25});
   for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
   a.grads["x"].f64()[2] = 100;

@@ -68,7 +68,8 @@ void check_whole_graph(const std::string& file, const LossSpec& loss) {
       gp.initializers.at(name).f64()[i] += h;
       gm.initializers.at(name).f64()[i] -= h;
       const double numeric = (loss_of(gp, inputs, target, loss) - loss_of(gm, inputs, target, loss)) / (2 * h);
-      EXPECT_NEAR(r.grads.at(name).f64()[i], numeric, 1e-6 + 1e-4 * std::abs(numeric)) << file << " " << name << "[" << i << "]";
+      EXPECT_NEAR(r.grads.at(name).f64()[i], numeric, 1e-6 + 1e-4 * std::abs(numeric))
+          << file << " " << name << "[" << i << "]";
     }
   }
   const std::string in = g.inputs[0].name;

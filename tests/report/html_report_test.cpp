@@ -28,8 +28,11 @@ const std::string kHostile =
 fs::path campaign(const std::string& tag) {
   const fs::path out = testing::scratch("report") / tag;
   fs::remove_all(out);
-  const auto r = run_quorum("fuzz --generator muffin --backends faulty:elu-alpha-ignored+softmax-no-max-sub --mode infer "
-                            "--models 60 --seed 11 --out " + out.string(), "report_" + tag);
+  const auto r = run_quorum(
+      "fuzz --generator muffin --backends faulty:elu-alpha-ignored+softmax-no-max-sub --mode infer "
+      "--models 60 --seed 11 --out " +
+          out.string(),
+      "report_" + tag);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("report: "), std::string::npos) << "fuzz ends by writing the report";
   EXPECT_TRUE(fs::exists(out / "report.html"));
@@ -104,14 +107,19 @@ TEST(IssueText, ABundleBecomesMarkdownWithExpectedVersusActual) {
   // A real library bug from a ledger case: OpenCV's softplus overflows to inf.
   const fs::path out = testing::scratch("report") / "issue";
   fs::remove_all(out);
-  ASSERT_EQ(run_quorum("known --check --backends opencv --filter opencv-softplus-overflow --out " + out.string(), "report_issue").code, 0);
+  ASSERT_EQ(run_quorum("known --check --backends opencv --filter opencv-softplus-overflow --out " + out.string(),
+                       "report_issue")
+                .code,
+            0);
   fs::path bundle;
   for (const auto& e : fs::directory_iterator(out / "bundles")) bundle = e.path();
   ASSERT_FALSE(bundle.empty());
   const auto r = run_quorum("report " + bundle.string() + " --issue", "report_issue");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string& md = r.out;
-  EXPECT_EQ(md.rfind("# OpenCV DNN: softplus produces NaN/Inf where the float64 result is finite (forward, float32)", 0), 0u) << md;
+  EXPECT_EQ(
+      md.rfind("# OpenCV DNN: softplus produces NaN/Inf where the float64 result is finite (forward, float32)", 0), 0u)
+      << md;
   for (const char* section : {"## Environment", "## What happens", "## Expected versus actual", "## Classification",
                               "## Minimal reproducer", "## How it was found"})
     EXPECT_NE(md.find(section), std::string::npos) << section;

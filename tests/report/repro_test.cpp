@@ -44,7 +44,8 @@ bool built(const std::string& backend) {
 fs::path ledger_bundle(const std::string& id, const std::string& backend) {
   const fs::path out = testing::scratch("repro") / id;
   fs::remove_all(out);
-  const auto r = run_quorum("known --check --backends " + backend + " --filter " + id + " --out " + out.string(), "repro_" + id);
+  const auto r =
+      run_quorum("known --check --backends " + backend + " --filter " + id + " --out " + out.string(), "repro_" + id);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   if (fs::exists(out / "bundles"))
     for (const auto& e : fs::directory_iterator(out / "bundles")) return e.path();
@@ -95,7 +96,8 @@ TEST(Repro, OpencvSoftplusOverflowShowsInItsPythonApi) {
     const std::string name = e.path().filename().string();
     if (name.rfind("expected_", 0) != 0) continue;
     const std::string value = name.substr(9, name.size() - 9 - 4);
-    fs::copy_file(dir.parent_path() / "outputs" / "opencv" / (value + ".npy"), e.path(), fs::copy_options::overwrite_existing);
+    fs::copy_file(dir.parent_path() / "outputs" / "opencv" / (value + ".npy"), e.path(),
+                  fs::copy_options::overwrite_existing);
   }
   const Ran ran = run_in(dir, "/usr/bin/python3 repro.py");
   EXPECT_EQ(ran.code, 0) << ran.out;
@@ -112,7 +114,8 @@ TEST(Repro, TorchGeluBackwardShowsInPytorchsPythonApiWithAFloat64Baseline) {
     EXPECT_NE(py.find("import torch"), std::string::npos);
     EXPECT_NE(py.find(".backward("), std::string::npos);
     const Ran again = run_in(dir, "/usr/bin/python3 repro.py");
-    EXPECT_NE(again.out.find("torch float64"), std::string::npos) << "the float64 baseline in the same script: " << again.out;
+    EXPECT_NE(again.out.find("torch float64"), std::string::npos)
+        << "the float64 baseline in the same script: " << again.out;
   }
 }
 
@@ -185,21 +188,26 @@ TEST(Repro, ExecRunnerIsRunAgainWithItsModelInputsAndExpectedOutputs) {
   const fs::path root = testing::scratch("repro") / "exec";
   fs::remove_all(root);
   fs::create_directories(root / "ledger" / "exec");
-  std::ofstream(root / "ledger" / "exec" / "known_differences.json") << R"({"format": "quorum.known", "backend": "exec", "entries": [
-    {"id": "exec-tanh-skew", "backend": ")" + backend + R"(", "class": "bug",
-     "signature": "inconsistency|FC|)" + backend + R"(|tanh|{}", "note": "the runner's tanh is 1.5 times too large",
+  std::ofstream(root / "ledger" / "exec" / "known_differences.json")
+      << R"({"format": "quorum.known", "backend": "exec", "entries": [
+    {"id": "exec-tanh-skew", "backend": ")" +
+             backend + R"(", "class": "bug",
+     "signature": "inconsistency|FC|)" +
+             backend + R"(|tanh|{}", "note": "the runner's tanh is 1.5 times too large",
      "case": {"mode": "infer",
               "model": {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3]}], "outputs": ["y"],
                         "nodes": [{"name": "y", "op": "tanh", "inputs": ["x"], "outputs": ["y"]}]},
               "inputs": {"x": {"shape": [1, 3], "data": [-1, 0.5, 2]}}}}]})";
-  const auto k = run_quorum("known --check --ledger " + (root / "ledger").string() + " --out " + (root / "out").string(), "repro_exec");
+  const auto k = run_quorum(
+      "known --check --ledger " + (root / "ledger").string() + " --out " + (root / "out").string(), "repro_exec");
   ASSERT_EQ(k.code, 0) << k.out << k.err;
   fs::path bundle;
   for (const auto& e : fs::directory_iterator(root / "out" / "bundles")) bundle = e.path();
   ASSERT_FALSE(bundle.empty());
   const auto [dir, run] = reproducer(bundle, "exec");
   ASSERT_EQ(run, "sh run.sh");
-  for (const char* f : {"model.onnx", "input_0.npy", "expected_0.npy", "check.py"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  for (const char* f : {"model.onnx", "input_0.npy", "expected_0.npy", "check.py"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
   const Ran ran = run_in(dir, run);
   EXPECT_EQ(ran.code, 1) << ran.out;
   EXPECT_NE(ran.out.find("3 of 3 elements differ"), std::string::npos) << ran.out;
@@ -210,16 +218,20 @@ TEST(Repro, BundleWithoutWriterSaysWhyAndHowToReplay) {
   // The faulty backend is Quorum's own: no library API to write a program in.
   const fs::path out = testing::scratch("repro") / "faulty";
   fs::remove_all(out);
-  const auto c = run_quorum("fuzz --generator muffin --backends faulty:softmax-no-max-sub --mode infer --models 30 --seed 7 --reduce 0 --out " +
-                                out.string(),
-                            "repro_faulty");
+  const auto c = run_quorum(
+      "fuzz --generator muffin --backends faulty:softmax-no-max-sub --mode infer --models 30 --seed 7 --reduce 0 "
+      "--out " +
+          out.string(),
+      "repro_faulty");
   ASSERT_EQ(c.code, 0) << c.err;
   fs::path bundle;
   for (const auto& e : fs::directory_iterator(out / "bundles")) bundle = e.path();
   ASSERT_FALSE(bundle.empty());
   const auto r = run_quorum("repro " + bundle.string(), "repro_faulty");
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("no reproducer: no reproducer writer for backend 'faulty:softmax-no-max-sub'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no reproducer: no reproducer writer for backend 'faulty:softmax-no-max-sub'"),
+            std::string::npos)
+      << r.out;
   const std::string readme = core::read_file((bundle / "repro" / "README.txt").string());
   EXPECT_NE(readme.find("quorum replay " + bundle.string()), std::string::npos) << readme;
 }

@@ -1,7 +1,7 @@
 // The ArmNN backend: builds an armnn::INetwork straight from the Quorum graph (no parser), one or
-// more ArmNN layers per node as ArmNN's lowering decides (lower.h, through ArmnnSink), optimizes it for the CpuRef reference backend, loads it into one
-// process-wide IRuntime and runs it with EnqueueWorkload. Every node output is bound to an extra
-// output layer at compile time, so forward can return intermediates. Forward only (float32).
+// more ArmNN layers per node as ArmNN's lowering decides (lower.h, through ArmnnSink), optimizes it for the CpuRef
+// reference backend, loads it into one process-wide IRuntime and runs it with EnqueueWorkload. Every node output is
+// bound to an extra output layer at compile time, so forward can return intermediates. Forward only (float32).
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -86,7 +86,8 @@ class ArmnnBackend : public Backend {
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype != core::DType::F32)
-      throw ConversionError("ArmNN 20.08 has no float64 data type (Float32, Float16, BFloat16 and quantized types only)");
+      throw ConversionError(
+          "ArmNN 20.08 has no float64 data type (Float32, Float16, BFloat16 and quantized types only)");
     armnn::IRuntime& rt = runtime();
     armnn::INetworkPtr net = armnn::INetwork::Create();
     ArmnnSink sink(*net);

@@ -107,7 +107,8 @@ struct Adder {
     throw std::logic_error("unknown binary operation");
   }
   armnn::IConnectableLayer* operator()(const MeanLayer& l) const {
-    return net.AddMeanLayer(armnn::MeanDescriptor(std::vector<unsigned int>(l.axes.begin(), l.axes.end()), l.keep_dims), name);
+    return net.AddMeanLayer(armnn::MeanDescriptor(std::vector<unsigned int>(l.axes.begin(), l.axes.end()), l.keep_dims),
+                            name);
   }
   armnn::IConnectableLayer* operator()(const SliceLayer& l) const {
     return net.AddSliceLayer(armnn::SliceDescriptor(cast<unsigned int>(l.begin), cast<unsigned int>(l.size)), name);

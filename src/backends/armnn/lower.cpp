@@ -54,8 +54,9 @@ std::string weights(const Weights& w) {
 }
 
 std::string geometry(const Geometry& g) {
-  return "stride " + std::to_string(g.stride_y) + "," + std::to_string(g.stride_x) + " pad " + std::to_string(g.pad_top) +
-         "," + std::to_string(g.pad_left) + "," + std::to_string(g.pad_bottom) + "," + std::to_string(g.pad_right);
+  return "stride " + std::to_string(g.stride_y) + "," + std::to_string(g.stride_x) + " pad " +
+         std::to_string(g.pad_top) + "," + std::to_string(g.pad_left) + "," + std::to_string(g.pad_bottom) + "," +
+         std::to_string(g.pad_right);
 }
 
 struct Describe {
@@ -70,7 +71,8 @@ struct Describe {
   std::string operator()(const MeanLayer& l) const { return "Mean " + list(l.axes) + (l.keep_dims ? " keep" : ""); }
   std::string operator()(const SliceLayer& l) const { return "Slice " + list(l.begin) + " " + list(l.size); }
   std::string operator()(const StridedSliceLayer& l) const {
-    return "StridedSlice " + list(l.begin) + " " + list(l.end) + " " + list(l.stride) + " mask " + std::to_string(l.end_mask);
+    return "StridedSlice " + list(l.begin) + " " + list(l.end) + " " + list(l.stride) + " mask " +
+           std::to_string(l.end_mask);
   }
   std::string operator()(const ConcatLayer& l) const {
     std::string s = "Concat axis " + std::to_string(l.axis);
@@ -84,7 +86,8 @@ struct Describe {
     return "FullyConnected " + weights(l.w) + (l.bias ? " bias " + weights(*l.bias) : "");
   }
   std::string operator()(const SoftmaxLayer& l) const {
-    return std::string(l.log ? "LogSoftmax" : "Softmax") + " axis " + std::to_string(l.axis) + (l.beta ? " beta 1" : "");
+    return std::string(l.log ? "LogSoftmax" : "Softmax") + " axis " + std::to_string(l.axis) +
+           (l.beta ? " beta 1" : "");
   }
   std::string operator()(const ConvLayer& l) const {
     return std::string(name(l.kind)) + " " + geometry(l.geometry) + " dilation " + std::to_string(l.dilation_y) + "," +
@@ -104,8 +107,8 @@ struct Describe {
            weights(l.beta) + " " + weights(l.gamma);
   }
   std::string operator()(const LrnLayer& l) const {
-    return "Normalization " + std::to_string(l.size) + " " + std::to_string(l.alpha) + " " + std::to_string(l.beta) + " " +
-           std::to_string(l.k);
+    return "Normalization " + std::to_string(l.size) + " " + std::to_string(l.alpha) + " " + std::to_string(l.beta) +
+           " " + std::to_string(l.k);
   }
   std::string operator()(const ResizeLayer& l) const {
     return std::string("Resize ") + (l.bilinear ? "Bilinear " : "NearestNeighbor ") + std::to_string(l.height) + "x" +
@@ -123,7 +126,8 @@ int RecordingSink::input(size_t index, const std::string& name, const Shape& sha
   return id;
 }
 
-int RecordingSink::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& name) {
+int RecordingSink::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out,
+                         const std::string& name) {
   const int id = inner_.layer(layer, inputs, out, name);
   std::string ins;
   for (const Value& v : inputs) ins += (ins.empty() ? "" : ",") + std::to_string(v.id);
@@ -141,7 +145,8 @@ void RecordingSink::output(size_t index, const std::string& name, const Value& v
 Value Builder::value(const std::string& name) {
   auto it = values_.find(name);
   if (it != values_.end()) return it->second;
-  if (!g_.is_initializer(name)) throw ConversionError("ArmNN lowering: value '" + name + "' is not defined before its use");
+  if (!g_.is_initializer(name))
+    throw ConversionError("ArmNN lowering: value '" + name + "' is not defined before its use");
   const Value v = constant(floats(name), g_.initializers.at(name).shape(), name);
   values_[name] = v;
   return v;
@@ -179,7 +184,9 @@ Value Builder::constant(const std::vector<float>& data, const Shape& shape, cons
   return add(ConstantLayer{Weights{hint, data, shape}}, {}, shape, "const");
 }
 
-Value Builder::scalar_like(float v, size_t rank) { return constant({v}, Shape(std::max<size_t>(rank, 1), 1), "scalar"); }
+Value Builder::scalar_like(float v, size_t rank) {
+  return constant({v}, Shape(std::max<size_t>(rank, 1), 1), "scalar");
+}
 
 namespace {
 Shape armnn_dims(const Shape& s) { return s.empty() ? Shape{1} : s; }
@@ -253,7 +260,8 @@ Support layer_budget(const ir::Node& n, int64_t layers, const std::string& what)
   if (layers <= kMaxLayersPerNode) return Support::yes();
   return Support::no(n.op + " " + what + " takes " + std::to_string(layers) +
                      " ArmNN layers; the optimizer's time grows faster than the square of the layer count (2.2 s "
-                     "for 5 040 layers), so more than " + std::to_string(kMaxLayersPerNode) + " per node are not built");
+                     "for 5 040 layers), so more than " +
+                     std::to_string(kMaxLayersPerNode) + " per node are not built");
 }
 
 const Shape& in_shape(const ir::Graph& g, const ir::Node& n, size_t i) { return g.types.at(n.inputs.at(i)).shape; }
@@ -295,16 +303,19 @@ size_t max_rank(const std::string& op) {
 
 Support supports(const ir::Graph& g, const ir::Node& n) {
   const auto it = op_table().find(n.op);
-  if (it == op_table().end()) return Support::no("ArmNN 20.08 has no layer (or exact layer composition) for '" + n.op + "'");
+  if (it == op_table().end())
+    return Support::no("ArmNN 20.08 has no layer (or exact layer composition) for '" + n.op + "'");
   // Weights become ConstTensors of the layers.
   if (Support w = constant_weights(g, n, "ArmNN"); !w.ok) return w;
   for (const auto* names : {&n.inputs, &n.outputs})
     for (const auto& v : *names) {
       const core::TensorType& t = g.types.at(v);
-      if (t.dtype == core::DType::I64) return Support::no("this backend maps float32 tensors only; value '" + v + "' is int64");
+      if (t.dtype == core::DType::I64)
+        return Support::no("this backend maps float32 tensors only; value '" + v + "' is int64");
       if (t.shape.size() > max_rank(n.op))
         return Support::no("ArmNN 20.08 maps rank <= " + std::to_string(max_rank(n.op)) + " for '" + n.op +
-                           "' (its layers assert on more); value '" + v + "' has rank " + std::to_string(t.shape.size()));
+                           "' (its layers assert on more); value '" + v + "' has rank " +
+                           std::to_string(t.shape.size()));
     }
   return it->second.supports ? it->second.supports(g, n) : Support::yes();
 }

@@ -132,9 +132,9 @@ struct ResizeLayer {
   int64_t height = 0, width = 0;
   bool half_pixel = false, align_corners = false;
 };
-using Layer = std::variant<ConstantLayer, ReshapeLayer, TransposeLayer, ActivationLayer, UnaryLayer, BinaryLayer, MeanLayer,
-                           SliceLayer, StridedSliceLayer, ConcatLayer, PadLayer, FullyConnectedLayer, SoftmaxLayer, ConvLayer,
-                           PoolLayer, BatchNormLayer, LrnLayer, ResizeLayer>;
+using Layer = std::variant<ConstantLayer, ReshapeLayer, TransposeLayer, ActivationLayer, UnaryLayer, BinaryLayer,
+                           MeanLayer, SliceLayer, StridedSliceLayer, ConcatLayer, PadLayer, FullyConnectedLayer,
+                           SoftmaxLayer, ConvLayer, PoolLayer, BatchNormLayer, LrnLayer, ResizeLayer>;
 // One line naming the layer and every field the lowering set (weights by size and a checksum).
 std::string describe(const Layer& l);
 
@@ -145,7 +145,8 @@ class LayerSink {
   virtual int input(size_t index, const std::string& name, const Shape& shape) = 0;
   // Adds `layer` named `name`, connects `inputs` to its input slots in order, sets its output's
   // TensorInfo to `out`, returns the output's handle.
-  virtual int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& name) = 0;
+  virtual int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out,
+                    const std::string& name) = 0;
   virtual void output(size_t index, const std::string& name, const Value& v) = 0;
   // What the calls are for, for a reader (the writer prints them; the backend ignores them).
   virtual void node(const ir::Node&) {}

@@ -113,7 +113,8 @@ void register_elementwise(OpTable& t) {
   binary_op(t, "minimum", BO::Minimum);
   t["sum"] = OpEntry{{}, [](Builder& b, const ir::Node& n) {
                        Value acc = b.value(n.inputs[0]);
-                       for (size_t i = 1; i < n.inputs.size(); ++i) acc = b.binary(BO::Addition, acc, b.value(n.inputs[i]));
+                       for (size_t i = 1; i < n.inputs.size(); ++i)
+                         acc = b.binary(BO::Addition, acc, b.value(n.inputs[i]));
                        b.define(n.outputs[0], acc);
                      }};
   t["concat"] = OpEntry{{}, [](Builder& b, const ir::Node& n) {

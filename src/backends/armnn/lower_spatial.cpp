@@ -77,7 +77,8 @@ void build_conv(Builder& b, const ir::Node& n) {
     // convolution's padding (FoldPadIntoConvolution2d): noted in the lowering, where the ledger's
     // entries about that pass find it.
     if (group == 1)
-      if (const ir::Node* p = g.producer(n.inputs[0]); p && p->op == "pad" && core::attr_s(p->attrs, "mode") == "constant") {
+      if (const ir::Node* p = g.producer(n.inputs[0]);
+          p && p->op == "pad" && core::attr_s(p->attrs, "mode") == "constant") {
         // What the pass gets wrong (the ledger's FoldPad entries): a pad value it drops, or a pad
         // of the batch or channel axes it folds as if it were spatial.
         const Ints& pads = core::attr_ints(p->attrs, "pads");
@@ -96,7 +97,8 @@ void build_conv(Builder& b, const ir::Node& n) {
       ConvLayer d{ConvKind::Convolution2d, geometry(strides, p), dil[0], dil[1], has_bias,
                   b.weights(n.inputs[1], weight_rows(w, ws, gi * og, og), Shape{og, cg, ws[2], ws[3]}), {}};
       if (has_bias)
-        d.bias = b.weights(n.inputs[2], std::vector<float>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og), Shape{og});
+        d.bias =
+            b.weights(n.inputs[2], std::vector<float>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og), Shape{og});
       parts.push_back(b.add(d, {xs}, Shape{y4[0], og, y4[2], y4[3]}, "conv"));
     }
     y = b.concat(parts, 1);
@@ -146,7 +148,8 @@ void build_conv_transpose(Builder& b, const ir::Node& n) {
   const Shape part{1, og, y_shape[2] - extra[0], y_shape[3] - extra[1]};
 
   // One sample [1, C, H, W] through one TransposeConvolution2d per group, joined along C.
-  b.comment("weights rearranged from ONNX [I, O/group, kH, kW] to ArmNN's [O, I, kH, kW]; one layer per sample and group");
+  b.comment(
+      "weights rearranged from ONNX [I, O/group, kH, kW] to ArmNN's [O, I, kH, kW]; one layer per sample and group");
   auto one_sample = [&](const Value& xn) {
     std::vector<Value> parts;
     for (int64_t gi = 0; gi < group; ++gi) {
@@ -159,7 +162,8 @@ void build_conv_transpose(Builder& b, const ir::Node& n) {
       ConvLayer d{ConvKind::TransposeConvolution2d, geometry(strides, p), 1, 1, bias_in_layer,
                   b.weights(n.inputs[1], wg, Shape{og, cg, ws[2], ws[3]}), {}};
       if (bias_in_layer)
-        d.bias = b.weights(n.inputs[2], std::vector<float>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og), Shape{og});
+        d.bias =
+            b.weights(n.inputs[2], std::vector<float>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og), Shape{og});
       parts.push_back(b.add(d, {xs}, part, "conv_transpose"));
     }
     return b.concat(parts, 1);
@@ -352,7 +356,8 @@ void register_spatial(OpTable& t) {
   t["conv1d"] = OpEntry{conv_supports, build_conv};
   t["conv2d"] = OpEntry{conv_supports, build_conv};
   t["conv_transpose2d"] = OpEntry{conv_transpose_supports, build_conv_transpose};
-  for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"}) t[name] = OpEntry{pool_supports, build_pool};
+  for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"})
+    t[name] = OpEntry{pool_supports, build_pool};
   t["global_avg_pool"] = OpEntry{{}, build_global_pool};
   t["global_max_pool"] = OpEntry{{}, build_global_pool};
   t["resize_nearest"] = OpEntry{resize_supports, build_resize};

@@ -37,7 +37,8 @@ std::vector<size_t> all_axes(size_t rank) {
 // Maximum over `axes`: ArmNN 20.08 has no max reduction, so the reduced axes are moved last
 // (Transpose), flattened (Reshape) and covered by one Pooling2d max window.
 Value reduce_max(Builder& b, const Value& x, const std::vector<size_t>& axes, const Shape& out) {
-  b.comment("max over the reduced axes: Transpose them last, Reshape to [1, 1, kept, reduced], one Pooling2d max window");
+  b.comment(
+      "max over the reduced axes: Transpose them last, Reshape to [1, 1, kept, reduced], one Pooling2d max window");
   std::vector<size_t> perm;
   int64_t kept = 1, reduced = 1;
   for (size_t d = 0; d < x.shape.size(); ++d)
@@ -80,7 +81,8 @@ void build_dense(Builder& b, const ir::Node& n) {
   const bool has_bias = core::attr_i(n.attrs, "bias") == 1;
   std::optional<Weights> bias;
   if (has_bias) bias = b.weights(n.inputs[2], b.floats(n.inputs[2]), Shape{ws[0]});
-  const Value y = fully_connected(b, b.reshape(x, Shape{M, K}), b.weights(n.inputs[1], b.floats(n.inputs[1]), ws), bias);
+  const Value y =
+      fully_connected(b, b.reshape(x, Shape{M, K}), b.weights(n.inputs[1], b.floats(n.inputs[1]), ws), bias);
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
@@ -126,8 +128,9 @@ void build_batch_norm(Builder& b, const ir::Node& n) {
     // Batch statistics over N and the spatial cells of [N, C, cells] (Mean takes rank <= 4).
     const Shape cs{1, C, 1};
     const Value xhat = normalise(b, b.reshape(x, Shape{N, C, cells}), {0, 2}, eps);
-    const Value y = b.binary(BO::Addition, b.binary(BO::Multiplication, xhat, b.constant(b.floats(n.inputs[1]), cs, n.inputs[1])),
-                             b.constant(b.floats(n.inputs[2]), cs, n.inputs[2]));
+    const Value y =
+        b.binary(BO::Addition, b.binary(BO::Multiplication, xhat, b.constant(b.floats(n.inputs[1]), cs, n.inputs[1])),
+                 b.constant(b.floats(n.inputs[2]), cs, n.inputs[2]));
     b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
     return;
   }
@@ -149,9 +152,10 @@ void build_layer_norm(Builder& b, const ir::Node& n) {
   const Value xhat = normalise(b, b.reshape(x, Shape{rows, core::numel(x.shape) / rows}), {1},
                                attr_float(n, "epsilon"));
   const Shape& ps = g.types.at(n.inputs[1]).shape;
-  const Value y = b.binary(BO::Addition,
-                           b.binary(BO::Multiplication, b.reshape(xhat, x.shape), b.constant(b.floats(n.inputs[1]), ps, n.inputs[1])),
-                           b.constant(b.floats(n.inputs[2]), ps, n.inputs[2]));
+  const Value y = b.binary(
+      BO::Addition,
+      b.binary(BO::Multiplication, b.reshape(xhat, x.shape), b.constant(b.floats(n.inputs[1]), ps, n.inputs[1])),
+      b.constant(b.floats(n.inputs[2]), ps, n.inputs[2]));
   b.define(n.outputs[0], y);
 }
 
@@ -165,8 +169,8 @@ void build_lrn(Builder& b, const ir::Node& n) {
   const Value x = b.value(n.inputs[0]);
   const int64_t size = core::attr_i(n.attrs, "size");
   // ArmNN: k + alpha * sum over the window, ONNX: bias + alpha / size * sum.
-  const LrnLayer d{size, static_cast<float>(core::attr_f(n.attrs, "alpha") / static_cast<double>(size)), attr_float(n, "beta"),
-                   attr_float(n, "bias")};
+  const LrnLayer d{size, static_cast<float>(core::attr_f(n.attrs, "alpha") / static_cast<double>(size)),
+                   attr_float(n, "beta"), attr_float(n, "bias")};
   b.define(n.outputs[0], b.add(d, {x}, x.shape, "lrn"));
 }
 
@@ -245,10 +249,12 @@ Value border_pad(Builder& b, Value x, const Ints& begin, const Ints& end, bool r
     if (begin[d] == 0 && end[d] == 0) continue;
     const int64_t len = x.shape[d];
     std::vector<Value> parts;
-    if (begin[d] > 0) parts.push_back(reflect ? reversed_range(b, x, d, begin[d], 1) : repeated_slice(b, x, d, 0, begin[d]));
+    if (begin[d] > 0)
+      parts.push_back(reflect ? reversed_range(b, x, d, begin[d], 1) : repeated_slice(b, x, d, 0, begin[d]));
     parts.push_back(x);
     if (end[d] > 0)
-      parts.push_back(reflect ? reversed_range(b, x, d, len - 2, len - 1 - end[d]) : repeated_slice(b, x, d, len - 1, end[d]));
+      parts.push_back(reflect ? reversed_range(b, x, d, len - 2, len - 1 - end[d])
+                              : repeated_slice(b, x, d, len - 1, end[d]));
     x = b.concat(parts, d);
   }
   return x;
@@ -291,8 +297,9 @@ void build_rnn(Builder& b, const ir::Node& n) {
   const int64_t G = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
   const std::vector<float> w_ih = b.floats(n.inputs[1]), w_hh = b.floats(n.inputs[2]), b_ih = b.floats(n.inputs[3]),
                            b_hh = b.floats(n.inputs[4]);
-  b.comment(n.op + " unrolled over time from a zero state: per step FullyConnected(x) + FullyConnected(h), gate slices, "
-                   "activations");
+  b.comment(n.op +
+            " unrolled over time from a zero state: per step FullyConnected(x) + FullyConnected(h), gate slices, "
+            "activations");
   auto gate = [&](const Value& v, int64_t k) { return b.slice(v, {0, k * H}, Shape{N, H}); };
   auto sigmoid = [&](const Value& v) { return b.activation(v, AF::Sigmoid); };
   auto tanh = [&](const Value& v) { return b.activation(v, AF::TanH, 1, 1); };
@@ -309,7 +316,8 @@ void build_rnn(Builder& b, const ir::Node& n) {
       h = tanh(b.binary(BO::Addition, gi, gh));
     } else if (n.op == "lstm") {
       const Value sum = b.binary(BO::Addition, gi, gh);
-      const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)), o = sigmoid(gate(sum, 3));
+      const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)),
+                  o = sigmoid(gate(sum, 3));
       c = b.binary(BO::Addition, b.binary(BO::Multiplication, f, c), b.binary(BO::Multiplication, i, gg));
       h = b.binary(BO::Multiplication, o, tanh(c));
     } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
@@ -337,14 +345,16 @@ void build_softmax_ce(Builder& b, const ir::Node& n) {
   const Value p = b.value(n.inputs[0]), t = b.value(n.inputs[1]);
   const Value ls = b.add(SoftmaxLayer{true, 1, false}, {p}, p.shape, "log_softmax");
   const Value m = b.mean(b.binary(BO::Multiplication, t, ls), {0, 1}, false);
-  b.define(n.outputs[0], b.reshape(b.activation(m, AF::Linear, -static_cast<float>(p.shape[1]), 0), out_shape(b.graph(), n)));
+  b.define(n.outputs[0],
+           b.reshape(b.activation(m, AF::Linear, -static_cast<float>(p.shape[1]), 0), out_shape(b.graph(), n)));
 }
 
 // mean over N of max(0, max_c((1-t)*p) - sum_c(t*p) + 1); sum_c is C * Mean over C.
 void build_categorical_hinge(Builder& b, const ir::Node& n) {
   const Value p = b.value(n.inputs[0]), t = b.value(n.inputs[1]);
   const int64_t N = p.shape[0], C = p.shape[1];
-  const Value pos = b.activation(b.mean(b.binary(BO::Multiplication, t, p), {1}, false), AF::Linear, static_cast<float>(C), 0);
+  const Value pos =
+      b.activation(b.mean(b.binary(BO::Multiplication, t, p), {1}, false), AF::Linear, static_cast<float>(C), 0);
   const Value neg = reduce_max(b, b.binary(BO::Multiplication, b.activation(t, AF::Linear, -1, 1), p), {1}, Shape{N});
   const Value hinge = b.activation(b.activation(b.binary(BO::Subtraction, neg, pos), AF::Linear, 1, 1), AF::ReLu);
   b.define(n.outputs[0], b.reshape(b.mean(hinge, {0}, false), out_shape(b.graph(), n)));
@@ -356,7 +366,8 @@ void register_tensor(OpTable& t) {
   t["dense"] = OpEntry{{}, build_dense};
   t["softmax"] = OpEntry{{}, build_softmax};
   t["log_softmax"] = OpEntry{{}, build_softmax};
-  for (const char* name : {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min"}) t[name] = OpEntry{{}, build_reduce};
+  for (const char* name : {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min"})
+    t[name] = OpEntry{{}, build_reduce};
   t["batch_norm"] = OpEntry{{}, build_batch_norm};
   t["layer_norm"] = OpEntry{{}, build_layer_norm};
   t["lrn"] = OpEntry{lrn_supports, build_lrn};

@@ -60,7 +60,8 @@ class TextSink : public LayerSink {
   }
   void output(size_t index, const std::string& name, const Value& v) override {
     if (index == 0) code << "\n  // Every node output is bound to an output layer, binding ids in node order.\n";
-    code << "  v" << v.id << "->Connect(net->AddOutputLayer(" << index << ", " << quoted(name) << ")->GetInputSlot(0));\n";
+    code << "  v" << v.id << "->Connect(net->AddOutputLayer(" << index << ", " << quoted(name)
+         << ")->GetInputSlot(0));\n";
   }
   void node(const ir::Node& n) override {
     code << "\n  // node '" << n.name << "': " << n.op << " " << core::to_string(n.attrs) << "\n";
@@ -77,7 +78,8 @@ class TextSink : public LayerSink {
     if (arrays_.count(name)) name += "_" + std::to_string(arrays_.size());
     arrays_.insert(name);
     data << "static const float " << name << "[" << std::max<size_t>(v.size(), 1) << "] = {";
-    for (size_t i = 0; i < v.size(); ++i) data << (i % 8 == 0 ? "\n    " : "") << fl(v[i]) << (i + 1 < v.size() ? ", " : "");
+    for (size_t i = 0; i < v.size(); ++i)
+      data << (i % 8 == 0 ? "\n    " : "") << fl(v[i]) << (i + 1 < v.size() ? ", " : "");
     if (v.empty()) data << "0";
     data << "};\n";
     return name;
@@ -121,12 +123,12 @@ class TextSink : public LayerSink {
     return "AddTransposeLayer(armnn::TransposeDescriptor(armnn::PermutationVector(" + list(l.perm) + ")), ";
   }
   std::string call(const ActivationLayer& l) {
-    return std::string("AddActivationLayer(armnn::ActivationDescriptor(armnn::ActivationFunction::") + name(l.f) + ", " +
-           fl(l.a) + ", " + fl(l.b) + "), ";
+    return std::string("AddActivationLayer(armnn::ActivationDescriptor(armnn::ActivationFunction::") + name(l.f) +
+           ", " + fl(l.a) + ", " + fl(l.b) + "), ";
   }
   std::string call(const UnaryLayer& l) {
-    return std::string("AddElementwiseUnaryLayer(armnn::ElementwiseUnaryDescriptor(armnn::UnaryOperation::") + name(l.op) +
-           "), ";
+    return std::string("AddElementwiseUnaryLayer(armnn::ElementwiseUnaryDescriptor(armnn::UnaryOperation::") +
+           name(l.op) + "), ";
   }
   std::string call(const BinaryLayer& l) { return std::string("Add") + name(l.op) + "Layer("; }
   std::string call(const MeanLayer& l) {
@@ -147,7 +149,8 @@ class TextSink : public LayerSink {
   std::string call(const ConcatLayer& l) {
     const std::string s = "s" + std::to_string(ndesc_++);
     code << "  std::vector<armnn::TensorShape> " << s << " = {";
-    for (size_t i = 0; i < l.shapes.size(); ++i) code << (i ? ", " : "") << "info(" << dims(l.shapes[i]) << ").GetShape()";
+    for (size_t i = 0; i < l.shapes.size(); ++i)
+      code << (i ? ", " : "") << "info(" << dims(l.shapes[i]) << ").GetShape()";
     code << "};\n";
     const std::string d = desc("OriginsDescriptor", "armnn::CreateDescriptorForConcatenation(" + s + ".begin(), " + s +
                                                         ".end(), " + u(static_cast<int64_t>(l.axis)) + ")");
@@ -156,10 +159,11 @@ class TextSink : public LayerSink {
   std::string call(const PadLayer& l) {
     std::ostringstream pads;
     pads << '{';
-    for (size_t d = 0; d < l.begin.size(); ++d) pads << (d ? ", " : "") << "{" << l.begin[d] << "u, " << l.end[d] << "u}";
+    for (size_t d = 0; d < l.begin.size(); ++d)
+      pads << (d ? ", " : "") << "{" << l.begin[d] << "u, " << l.end[d] << "u}";
     pads << '}';
-    const std::string d = desc("PadDescriptor", "std::vector<std::pair<unsigned int, unsigned int>>" + pads.str() + ", " +
-                                                    fl(l.value));
+    const std::string d =
+        desc("PadDescriptor", "std::vector<std::pair<unsigned int, unsigned int>>" + pads.str() + ", " + fl(l.value));
     return "AddPadLayer(" + d + ", ";
   }
   std::string call(const FullyConnectedLayer& l) {
@@ -195,7 +199,8 @@ class TextSink : public LayerSink {
       geometry(d, l.full->geometry);
       set(d, "m_OutputShapeRounding",
           l.full->ceil ? "armnn::OutputShapeRounding::Ceiling" : "armnn::OutputShapeRounding::Floor");
-      set(d, "m_PaddingMethod", l.full->ignore_value ? "armnn::PaddingMethod::IgnoreValue" : "armnn::PaddingMethod::Exclude");
+      set(d, "m_PaddingMethod",
+          l.full->ignore_value ? "armnn::PaddingMethod::IgnoreValue" : "armnn::PaddingMethod::Exclude");
     } else {
       set(d, "m_StrideX", "1");
       set(d, "m_StrideY", "1");
@@ -254,7 +259,9 @@ Lowered lower_or_refuse(LayerSink& sink, const ir::Graph& g) {
 }  // namespace
 
 ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
-  if (c.train) throw ReproUnsupported("ArmNN does not train (inference only); the finding is in stage " + std::string(core::to_string(c.stage)));
+  if (c.train)
+    throw ReproUnsupported("ArmNN does not train (inference only); the finding is in stage " +
+                           std::string(core::to_string(c.stage)));
   if (c.dtype != core::DType::F32)
     throw ReproUnsupported("ArmNN 20.08 has no float64 data type; the case runs in " + core::to_string(c.dtype));
   const ir::Graph& g = c.model;
@@ -288,7 +295,8 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
   if (crash)
     s << "// The finding is a failure while ArmNN builds, optimizes or loads the network: the program exits 1\n"
          "// when that failure shows (and, once the network runs, when its outputs differ from the expected ones).\n";
-  s << "#include <armnn/ArmNN.hpp>\n\n#include <cmath>\n#include <cstdio>\n#include <string>\n#include <utility>\n#include <vector>\n\n";
+  s << "#include <armnn/ArmNN.hpp>\n\n#include <cmath>\n#include <cstdio>\n#include <string>\n#include "
+       "<utility>\n#include <vector>\n\n";
   s << cpp_check_function() << "\n";
   s << "static const double ATOL = " << py_literal(c.tol.atol) << ", RTOL = " << py_literal(c.tol.rtol) << ";\n\n";
   s << "static armnn::TensorInfo info(std::vector<unsigned int> dims) {\n"
@@ -297,7 +305,8 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
        "// Connects `inputs` to the layer's input slots in order and sets its output TensorInfo.\n"
        "static armnn::IOutputSlot* connect(armnn::IConnectableLayer* layer, std::vector<armnn::IOutputSlot*> inputs,\n"
        "                                   std::vector<unsigned int> out) {\n"
-       "  for (size_t i = 0; i < inputs.size(); ++i) inputs[i]->Connect(layer->GetInputSlot(static_cast<unsigned int>(i)));\n"
+       "  for (size_t i = 0; i < inputs.size(); ++i) inputs[i]->Connect(layer->GetInputSlot(static_cast<unsigned "
+       "int>(i)));\n"
        "  layer->GetOutputSlot(0).SetTensorInfo(info(out));\n"
        "  return &layer->GetOutputSlot(0);\n}\n\n";
   s << "// Graph inputs (float32).\n";
@@ -307,7 +316,8 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
   for (const auto& v : compared) s << c_array("want_" + identifier(v), c.expected.at(v), false);
 
   s << "\n// What ArmNN failed at; a crash finding shows itself here (exit 1), other findings cannot run (exit 2).\n"
-       "static int failed(const char* stage, const std::string& what, const std::vector<std::string>& messages = {}) {\n"
+       "static int failed(const char* stage, const std::string& what, const std::vector<std::string>& messages = {}) "
+       "{\n"
        "  std::printf(\"ArmNN %s failed: %s\\n\", stage, what.c_str());\n"
        "  for (const auto& m : messages) std::printf(\"  message: %s\\n\", m.c_str());\n"
        "  return "
@@ -328,7 +338,8 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
   s << "  std::vector<std::string> messages;\n";
   s << "  armnn::IOptimizedNetworkPtr optimized(nullptr, &armnn::IOptimizedNetwork::Destroy);\n";
   s << "  try {\n";
-  s << "    optimized = armnn::Optimize(*net, {armnn::Compute::CpuRef}, runtime->GetDeviceSpec(), armnn::OptimizerOptions(),\n";
+  s << "    optimized = armnn::Optimize(*net, {armnn::Compute::CpuRef}, runtime->GetDeviceSpec(), "
+       "armnn::OptimizerOptions(),\n";
   s << "                                armnn::Optional<std::vector<std::string>&>(messages));\n";
   s << "  } catch (const armnn::Exception& e) {\n    return failed(\"Optimize\", e.what(), messages);\n  }\n";
   s << "  if (!optimized) return failed(\"Optimize\", \"no network returned\", messages);\n";
@@ -343,8 +354,8 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
       << identifier(g.inputs[i].name) << "));\n";
   s << "  armnn::OutputTensors outputs;\n";
   for (size_t i = 0; i < outs.size(); ++i) {
-    s << "  std::vector<float> out_" << identifier(outs[i].value) << "(" << std::max<int64_t>(core::numel(outs[i].shape), 1)
-      << ");  // '" << outs[i].value << "'\n";
+    s << "  std::vector<float> out_" << identifier(outs[i].value) << "("
+      << std::max<int64_t>(core::numel(outs[i].shape), 1) << ");  // '" << outs[i].value << "'\n";
     s << "  outputs.emplace_back(" << i << ", armnn::Tensor(runtime->GetOutputTensorInfo(id, " << i << "), out_"
       << identifier(outs[i].value) << ".data()));\n";
   }

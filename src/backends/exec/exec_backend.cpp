@@ -99,7 +99,8 @@ class ExecSession : public Session {
         g_(std::move(g)),
         onnx_(std::move(onnx)),
         outputs_(onnx_outputs(g_, real_outputs_)),
-        env_(environment_with({"QUORUM_THREADS=" + std::to_string(threads), "OMP_NUM_THREADS=" + std::to_string(threads)})) {}
+        env_(environment_with(
+            {"QUORUM_THREADS=" + std::to_string(threads), "OMP_NUM_THREADS=" + std::to_string(threads)})) {}
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     ScratchDir dir;

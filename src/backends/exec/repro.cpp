@@ -24,7 +24,9 @@ std::string sh_word(const std::string& s) {
 }  // namespace
 
 ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
-  if (c.train) throw ReproUnsupported("the exec backend does not train; the finding is in stage " + std::string(core::to_string(c.stage)));
+  if (c.train)
+    throw ReproUnsupported("the exec backend does not train; the finding is in stage " +
+                           std::string(core::to_string(c.stage)));
   // The backend's options: "exec:OPT+OPT+PROGRAM+ARG...".
   std::vector<std::string> args;
   const auto colon = c.backend.find(':');
@@ -61,7 +63,8 @@ ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
   std::vector<std::pair<size_t, std::string>> compared;  // (output index, value)
   const ir::Node* blamed = c.blamed();
   for (size_t j = 0; j < outputs.size(); ++j) {
-    const bool of_blamed = blamed && std::find(blamed->outputs.begin(), blamed->outputs.end(), outputs[j]) != blamed->outputs.end();
+    const bool of_blamed =
+        blamed && std::find(blamed->outputs.begin(), blamed->outputs.end(), outputs[j]) != blamed->outputs.end();
     if ((j < real || of_blamed) && c.expected.count(outputs[j])) compared.emplace_back(j, outputs[j]);
   }
 
@@ -76,7 +79,8 @@ ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
     p.files.push_back(file);
     const std::string out = "output_" + std::to_string(j) + ".npy";
     py << "path = os.path.join(DIR, '" << out << "')\n";
-    py << "if not os.path.exists(path):\n    print('" << out << " (value %r) missing' % " << quoted(v) << ")\n    bad += 1\n";
+    py << "if not os.path.exists(path):\n    print('" << out << " (value %r) missing' % " << quoted(v)
+       << ")\n    bad += 1\n";
     py << "else:\n    bad += quorum_check(" << quoted(v) << ", np.load(path), np.load(os.path.join(HERE, '" << file
        << "')), ATOL, RTOL)\n";
   }
@@ -93,7 +97,8 @@ ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
   sh << "timeout " << cfg.time_limit_s << " env QUORUM_THREADS=1 OMP_NUM_THREADS=1";
   for (const auto& a : cfg.argv) sh << " " << sh_word(a);
   sh << " \"$DIR\" >\"$DIR/runner.log\" 2>&1 </dev/null\nstatus=$?\n";
-  sh << "if [ $status -ne 0 ]; then\n  tail -c 1500 \"$DIR/runner.log\"\n  echo \"the runner exited with status $status\"\n  exit "
+  sh << "if [ $status -ne 0 ]; then\n  tail -c 1500 \"$DIR/runner.log\"\n  echo \"the runner exited with status "
+        "$status\"\n  exit "
      << (crash ? 1 : 2) << "\nfi\n";
   sh << "/usr/bin/python3 \"$HERE/check.py\" \"$DIR\"\n";
   write_repro_file(p, dir, p.main, sh.str());

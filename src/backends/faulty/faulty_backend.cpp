@@ -53,7 +53,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.numeric.insert(name);
     } else {
       throw core::UserError("faulty: unknown fault '" + a +
-                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, all-numeric or a numeric fault)");
+                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, all-numeric "
+                            "or a numeric fault)");
     }
   }
   return f;
@@ -62,7 +63,8 @@ Faults parse(const std::vector<std::string>& args) {
 [[noreturn]] void leak_until_oom() {
   rlimit as{};
   ::getrlimit(RLIMIT_AS, &as);
-  if (as.rlim_cur == RLIM_INFINITY) throw std::runtime_error("leak-until-oom refuses to run without an address-space limit");
+  if (as.rlim_cur == RLIM_INFINITY)
+    throw std::runtime_error("leak-until-oom refuses to run without an address-space limit");
   std::vector<char*> chunks;
   for (;;) {
     char* p = new char[64 << 20];  // throws std::bad_alloc at the limit

@@ -116,7 +116,8 @@ void maxpool_grad_all_ties(ref::Overrides& ov) {
       const auto& s = core::attr_ints(a, "strides");
       const int64_t kh = k[0], kw = sp == 2 ? k[1] : 1, sh = s[0], sw = sp == 2 ? s[1] : 1;
       // The begin padding of each spatial axis, as the pooling shape rule resolves it.
-      const ops::Pads pads = ops::resolve_pads(core::attr_s(a, "auto_pad"), core::attr_ints(a, "pads"), x.shape(), k, s);
+      const ops::Pads pads =
+          ops::resolve_pads(core::attr_s(a, "auto_pad"), core::attr_ints(a, "pads"), x.shape(), k, s);
       const int64_t ph = pads.begin[0], pw = sp == 2 ? pads.begin[1] : 0;
       Tensor gx(core::DType::F64, x.shape());
       for (int64_t c = 0; c < nc; ++c)
@@ -239,7 +240,8 @@ ref::Overrides numeric_overrides(const std::set<std::string>& names) {
     else if (n == "leaky-relu-big-alpha-halved") with_attrs(ov, {"leaky_relu"}, leaky_relu_big_alpha_halved);
     else if (n == "softmax-axis0-on-last") with_attrs(ov, {"softmax"}, softmax_axis0_on_last);
     else if (n == "pad-reflect-as-edge") with_attrs(ov, {"pad"}, pad_reflect_as_edge);
-    else if (n == "resize-align-corners-as-half-pixel") with_attrs(ov, {"resize_bilinear"}, resize_align_corners_as_half_pixel);
+    else if (n == "resize-align-corners-as-half-pixel")
+      with_attrs(ov, {"resize_bilinear"}, resize_align_corners_as_half_pixel);
     else if (n == "gelu-tanh-as-exact") with_attrs(ov, {"gelu"}, gelu_tanh_as_exact);
   }
   return ov;

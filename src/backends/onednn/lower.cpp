@@ -377,11 +377,10 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
 // ---------------------------------------------------------------- the forward steps
 
 bool forward_mapped(const std::string& op) {
-  return is_reshape(op) ||
-         std::find(eltwise_ops().begin(), eltwise_ops().end(), op) != eltwise_ops().end() || op == "softsign" || binary_alg(op) || op == "sum" ||
-         op == "concat" || op == "transpose" || reduce_alg(op) || op == "softmax" || op == "log_softmax" ||
-         is_pool(op) || is_conv(op) || op == "dense" || op == "matmul" || op == "batch_norm" || op == "lrn" ||
-         op == "layer_norm" || is_resize(op) || is_rnn(op);
+  return is_reshape(op) || std::find(eltwise_ops().begin(), eltwise_ops().end(), op) != eltwise_ops().end() ||
+         op == "softsign" || binary_alg(op) || op == "sum" || op == "concat" || op == "transpose" || reduce_alg(op) ||
+         op == "softmax" || op == "log_softmax" || is_pool(op) || is_conv(op) || op == "dense" || op == "matmul" ||
+         op == "batch_norm" || op == "lrn" || op == "layer_norm" || is_resize(op) || is_rnn(op);
 }
 
 void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, Prop prop,

@@ -178,8 +178,8 @@ class StepSink {
   // y is x with another shape (the same buffer).
   virtual void alias(const std::string& y, const std::string& x) = 0;
   // A constant buffer the lowering computed; `hint` names it in source code.
-  virtual void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
-                        const std::string& comment) = 0;
+  virtual void constant(const std::string& v, const std::string& hint, const Shape& shape,
+                        const std::vector<float>& data, const std::string& comment) = 0;
   virtual void eltwise(const Eltwise& e, const Dims& d, const std::string& x, const std::string& y) = 0;
   // y (dims out) = a (op) b, NumPy broadcasting; a and b dims padded to out's rank. oneDNN broadcasts
   // only b: an a that must broadcast is materialised first (zeros + a).

@@ -145,7 +145,8 @@ class OnednnBackend : public Backend {
     // the reproducer writer; an operator oneDNN has nothing for is refused after the operand check.
     const Support s = onednn_lower::node_support(g, n);
     const auto it = op_table().find(n.op);
-    if (s.ok && it == op_table().end()) return Support::no("no oneDNN 2.6 primitive is mapped for operator '" + n.op + "'");
+    if (s.ok && it == op_table().end())
+      return Support::no("no oneDNN 2.6 primitive is mapped for operator '" + n.op + "'");
     if (!s.ok) return s;
     return it->second.supports ? it->second.supports(g, n) : Support::yes();
   }

@@ -88,7 +88,8 @@ std::string lowering_name(const dnnl::primitive& p) {
   std::string name = alg != dnnl_alg_kind_undef ? dnnl_alg_kind2str(alg) : dnnl_prim_kind2str(kind);
   dnnl_prop_kind_t prop = dnnl_prop_kind_undef;
   if (dnnl_primitive_desc_query(pd, dnnl_query_prop_kind, 0, &prop) == dnnl_success &&
-      (prop == dnnl_backward || prop == dnnl_backward_data || prop == dnnl_backward_weights || prop == dnnl_backward_bias))
+      (prop == dnnl_backward || prop == dnnl_backward_data || prop == dnnl_backward_weights ||
+       prop == dnnl_backward_bias))
     name += "_backward";
   return name;
 }

@@ -202,7 +202,8 @@ void ExecSink::concat(const Dims& out, int axis, const std::vector<Dims>& ds, co
       key, [&] { return dnnl::concat::primitive_desc(dst, axis, srcs, cpu_engine()); });
   Buf r(Shape(out.begin(), out.end()));
   std::unordered_map<int, memory> args{{DNNL_ARG_DST, mem(dst, r.ptr())}};
-  for (size_t i = 0; i < xs.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = mem(srcs[i], get(xs[i]).ptr());
+  for (size_t i = 0; i < xs.size(); ++i)
+    args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = mem(srcs[i], get(xs[i]).ptr());
   run(c.prim, args);
   put(y, std::move(r));
 }

@@ -41,7 +41,8 @@ class BinaryKernel : public Kernel {
         // d(a/b)/db = -(a/b)/b, from the forward result y, as -gy * (y / b) (libtorch's order):
         // (gy / b) * y overflows where gy / b does (gy = -3.8e37, b = 0.1) although the gradient fits.
         ga = binary(algorithm::binary_div, gy, b);
-        gb = linear(binary(algorithm::binary_mul, gy, binary(algorithm::binary_div, env.value(node_.outputs[0]), b)), -1);
+        gb = linear(binary(algorithm::binary_mul, gy, binary(algorithm::binary_div, env.value(node_.outputs[0]), b)),
+                    -1);
         break;
       }
       default: {

@@ -51,7 +51,8 @@ class PoolKernel : public Kernel {
 }  // namespace
 
 void register_pool(OpTable& t) {
-  for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "global_max_pool", "global_avg_pool"})
+  for (const char* name :
+       {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "global_max_pool", "global_avg_pool"})
     t[name] = OpEntry{maker<PoolKernel>(), {}, {}};
 }
 

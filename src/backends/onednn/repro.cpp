@@ -821,7 +821,8 @@ class Gen : public lw::StepSink {
               const std::string& y) override {
     need("binary");
     const std::string ea = ref(x0), eb = ref(x1);
-    define(y, "binary_op(" + alg(a) + ", " + dims(out) + ", " + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ")");
+    define(y,
+           "binary_op(" + alg(a) + ", " + dims(out) + ", " + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ")");
   }
   void sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) override {
     need("sum");
@@ -848,8 +849,8 @@ class Gen : public lw::StepSink {
   }
   void softmax(lw::Prop p, const lw::SoftmaxGeo& g, const std::string& x, const std::string& y) override {
     need("softmax");
-    define(y, "softmax_fwd(" + prop(p) + ", " + alg(g.alg) + ", " + dims(g.dims) + ", " + std::to_string(g.axis) + ", " +
-                  ref(x) + ")");
+    define(y, "softmax_fwd(" + prop(p) + ", " + alg(g.alg) + ", " + dims(g.dims) + ", " + std::to_string(g.axis) +
+                  ", " + ref(x) + ")");
   }
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
               const std::string& y) override {
@@ -873,7 +874,8 @@ class Gen : public lw::StepSink {
     need("dense");
     const std::string geo = dense_decl(g);
     const std::string ex = ref(x), ew = ref(w);
-    define(y, "dense_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) + ")");
+    define(y,
+           "dense_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) + ")");
   }
   void batch_norm(lw::Prop p, const lw::BnGeo& g, const std::vector<std::string>& in, const std::string& y) override {
     need("bnorm");
@@ -1064,7 +1066,8 @@ void Gen::backward_node(const ir::Node& n) {
     std::string cur = x;
     for (size_t i = 0; i < steps->size(); ++i) {
       const lw::Eltwise& s = (*steps)[i];
-      const std::string next = i + 1 == steps->size() ? var(n.outputs[0]) : var(n.outputs[0]) + "_step" + std::to_string(i);
+      const std::string next =
+          i + 1 == steps->size() ? var(n.outputs[0]) : var(n.outputs[0]) + "_step" + std::to_string(i);
       body_ << "  const Vec " << next << " = eltwise_fwd(" << alg(s.alg) << ", " << flt(s.alpha) << ", "
             << flt(s.beta) << ", " << d << ", " << cur << ");\n";
       body_ << "  const Vec& step_in" << i << " = " << cur << ";\n";
@@ -1186,8 +1189,8 @@ void Gen::backward_node(const ir::Node& n) {
     core::Tensor mask(core::DType::F64, a32.shape());
     for (int64_t i = 0; i < mask.numel(); ++i)  // IEEE comparisons: false where an operand is NaN
       mask.f64()[i] = (is_max ? a32.get(i) >= b32.get(i) : a32.get(i) <= b32.get(i)) ? 1.0 : 0.0;
-    body_ << "  const Vec mask = binary_op(algorithm::" << alg << ", " << d << ", " << d << ", " << x << ", " << d << ", "
-          << b << ");\n";
+    body_ << "  const Vec mask = binary_op(algorithm::" << alg << ", " << d << ", " << d << ", " << x << ", " << d
+          << ", " << b << ");\n";
     if (judge_) compare(alg + "(" + n.inputs[0] + ", " + n.inputs[1] + ")", "mask", mask, ops::Tolerance{0, 0});
     body_ << "  const Vec da = binary_op(algorithm::binary_mul, " << d << ", " << d << ", " << gy << ", " << d
           << ", mask);\n";
@@ -1195,8 +1198,8 @@ void Gen::backward_node(const ir::Node& n) {
           << ", da);\n";
     got[n.inputs[0]] = "da";
     if (n.inputs[1] != n.inputs[0]) got[n.inputs[1]] = "db";
-  } else if (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" || n.op == "matmul" || n.op == "transpose" ||
-             n.op == "concat" || n.op == "sum") {
+  } else if (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" ||
+             n.op == "matmul" || n.op == "transpose" || n.op == "concat" || n.op == "sum") {
     throw ReproUnsupported("the gradient of '" + n.op +
                            "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
                            "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "

@@ -152,8 +152,9 @@ Support matmul(const ir::Graph& g, const ir::Node& n) {
 
 Support batch_norm(const ir::Graph& g, const ir::Node& n) {
   if (ai(n, "training") == 1 && shape_of(g, n.inputs[0])[1] == 1)
-    return Support::no("with one channel the exported batch-statistics decomposition multiplies [N,1,...] by an "
-                       "all-ones [1,1,...] statistic, which OpenCV 4.6 refuses ('axis != outShape.size()' in parseMul)");
+    return Support::no(
+        "with one channel the exported batch-statistics decomposition multiplies [N,1,...] by an "
+        "all-ones [1,1,...] statistic, which OpenCV 4.6 refuses ('axis != outShape.size()' in parseMul)");
   return Support::yes();
 }
 
@@ -268,12 +269,14 @@ const std::map<std::string, Rule>& rules() {
         "('node_proto.input_size() == 1' fails in parseClip)";
     m["clip"] = m["relu6"] = [clip_why](const ir::Graph&, const ir::Node&) { return Support::no(clip_why); };
     m["layer_norm"] = [](const ir::Graph&, const ir::Node&) {
-      return Support::no("OpenCV 4.6 has no LayerNormalization (opset 17) and fails on the exporter's ReduceMean/Sub/Mul "
-                "decomposition below 17 (broadcast Sub/Mul of computed inputs: refused at import or wrong values)");
+      return Support::no(
+          "OpenCV 4.6 has no LayerNormalization (opset 17) and fails on the exporter's ReduceMean/Sub/Mul "
+          "decomposition below 17 (broadcast Sub/Mul of computed inputs: refused at import or wrong values)");
     };
     m["squeeze"] = [](const ir::Graph&, const ir::Node&) {
-      return Support::no("OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
-                "('node_proto.input_size() == 1' fails in parseSqueeze)");
+      return Support::no(
+          "OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
+          "('node_proto.input_size() == 1' fails in parseSqueeze)");
     };
     m["simple_rnn"] = [](const ir::Graph&, const ir::Node&) {
       return Support::no("OpenCV 4.6 has no layer for ONNX RNN (\"Can't create layer of type RNN\")");

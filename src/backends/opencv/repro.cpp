@@ -15,7 +15,8 @@ namespace quorum::backends {
 
 namespace {
 
-void python_program(const ReproCase& c, const std::string& dir, const std::vector<std::string>& compared, ReproProgram& p) {
+void python_program(const ReproCase& c, const std::string& dir, const std::vector<std::string>& compared,
+                    ReproProgram& p) {
   p.main = "repro.py";
   p.run = "/usr/bin/python3 repro.py";
   const bool crash = c.crash();
@@ -47,21 +48,23 @@ void python_program(const ReproCase& c, const std::string& dir, const std::vecto
     const std::string file = "expected_" + identifier(v) + ".npy";
     core::write_npy(dir + "/" + file, c.expected.at(v));
     p.files.push_back(file);
-    py << "bad += quorum_check(" << quoted(v) << ", blobs[" << quoted(v) << "], np.load(os.path.join(HERE, " << quoted(file)
-       << ")), ATOL, RTOL)\n";
+    py << "bad += quorum_check(" << quoted(v) << ", blobs[" << quoted(v) << "], np.load(os.path.join(HERE, "
+       << quoted(file) << ")), ATOL, RTOL)\n";
   }
   py << "sys.exit(1 if bad else 0)\n";
   write_repro_file(p, dir, p.main, py.str());
 }
 
-void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, const std::string& dir, ReproProgram& p) {
+void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, const std::string& dir,
+                 ReproProgram& p) {
   p.main = "repro.cpp";
   p.run = "g++ -std=c++17 -O1 repro.cpp -o repro -I/usr/include/opencv4 -lopencv_dnn -lopencv_core && ./repro";
   const bool crash = c.crash();
   std::ostringstream s;
   s << repro_header(c, "//", p.run + "  (Debian libopencv-dev)");
   s << "// C++ rather than Python: a graph input has rank 3, which cv2 would read as a 2-D image with channels.\n";
-  s << "#include <opencv2/core.hpp>\n#include <opencv2/dnn.hpp>\n\n#include <cmath>\n#include <cstdio>\n#include <string>\n#include <vector>\n\n";
+  s << "#include <opencv2/core.hpp>\n#include <opencv2/dnn.hpp>\n\n#include <cmath>\n#include <cstdio>\n#include "
+       "<string>\n#include <vector>\n\n";
   s << cpp_check_function() << "\n";
   int k = 0;
   for (const auto& in : c.model.inputs) s << c_array("input_" + std::to_string(k++), c.inputs.at(in.name));
@@ -70,7 +73,8 @@ void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, c
   s << "\nint main() {\n  std::printf(\"OpenCV %s\\n\", cv::getVersionString().c_str());\n";
   s << "  std::vector<cv::Mat> blobs;\n  try {\n";
   s << "    cv::dnn::Net net = cv::dnn::readNetFromONNX(\"model.onnx\");\n";
-  s << "    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);\n    net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);\n";
+  s << "    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);\n    "
+       "net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);\n";
   k = 0;
   for (const auto& in : c.model.inputs) {
     std::vector<int64_t> dims(in.type.shape.begin(), in.type.shape.end());
@@ -94,8 +98,8 @@ void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, c
     const int64_t n = c.expected.at(v).numel();
     s << "  {\n    const cv::Mat b = blobs[" << layer << "].isContinuous() ? blobs[" << layer << "] : blobs[" << layer
       << "].clone();\n";
-    s << "    if ((long long)b.total() != " << n << "LL) {\n      std::printf(\"" << v << ": OpenCV returned %zu elements, expected "
-      << n << "\\n\", b.total());\n      ++bad;\n    } else {\n";
+    s << "    if ((long long)b.total() != " << n << "LL) {\n      std::printf(\"" << v
+      << ": OpenCV returned %zu elements, expected " << n << "\\n\", b.total());\n      ++bad;\n    } else {\n";
     s << "      bad += quorum_check(" << quoted(v) << ", b.ptr<float>(), expected_" << k++ << ", " << n << ", "
       << c_literal(c.tol.atol, false) << ", " << c_literal(c.tol.rtol, false) << ");\n    }\n  }\n";
   }
@@ -106,10 +110,13 @@ void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, c
 }  // namespace
 
 ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
-  if (c.train) throw ReproUnsupported("OpenCV DNN does not train; the finding is in stage " + std::string(core::to_string(c.stage)));
+  if (c.train)
+    throw ReproUnsupported("OpenCV DNN does not train; the finding is in stage " +
+                           std::string(core::to_string(c.stage)));
   for (const auto& n : c.model.nodes)
     if (n.outputs.size() != 1)
-      throw ReproUnsupported("node '" + n.name + "' has several outputs; OpenCV layers are fetched by node name, one output each");
+      throw ReproUnsupported("node '" + n.name +
+                             "' has several outputs; OpenCV layers are fetched by node name, one output each");
   ReproProgram p;
   std::string onnx;
   try {

@@ -235,7 +235,8 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
     body << "    ";
     for (size_t i = 0; i < n.inputs.size(); ++i) body << (i ? ", " : "") << "x" << i;
     body << " = ";
-    for (size_t i = 0; i < n.inputs.size(); ++i) body << (i ? ", " : "") << "use(" << ps(n.inputs[i]) << ", " << ps(n.name) << ")";
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      body << (i ? ", " : "") << "use(" << ps(n.inputs[i]) << ", " << ps(n.name) << ")";
     body << "\n";
     for (const auto& line : node_lines(g, n, helpers)) body << "    " << line << "\n";
     body << "    put(" << ps(n.outputs[0]) << ", y";
@@ -269,7 +270,8 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
   for (const auto& h : helpers) py << helper_source().at(h) << "\n\n";
   py << "HERE = os.path.dirname(os.path.abspath(__file__))\n\n\n"
         "def load(name):\n    return np.load(os.path.join(HERE, name))\n\n\n";
-  py << "ATOL, RTOL = " << pf(c.tol.atol) << ", " << pf(c.tol.rtol) << "  # Quorum's tolerance for node '" << c.node << "'\n";
+  py << "ATOL, RTOL = " << pf(c.tol.atol) << ", " << pf(c.tol.rtol) << "  # Quorum's tolerance for node '" << c.node
+     << "'\n";
   py << "LIB_DTYPE, LIB_NAME = " << lib_dtype << ", '" << lib_name << "'  # the dtype of the finding\n";
   py << "INPUTS = {";
   for (const auto& in : g.inputs)
@@ -277,11 +279,13 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
        << npy(p, dir, "input_" + identifier(in.name) + ".npy", plan.inputs.at(in.name).to(c.dtype)) << "'),";
   py << "\n}\nWEIGHTS = {";
   for (const auto& [name, w] : g.initializers)
-    py << "\n    " << ps(name) << ": load('" << npy(p, dir, "weight_" + identifier(name) + ".npy", w.to(c.dtype)) << "'),";
+    py << "\n    " << ps(name) << ": load('" << npy(p, dir, "weight_" + identifier(name) + ".npy", w.to(c.dtype))
+       << "'),";
   py << "\n}\n";
   py << "MULTI = " << (multi.empty() ? "set(" : "{");
   for (const auto& v : multi) py << ps(v) << ", ";
-  py << (multi.empty() ? ")" : "}") << "  # values several nodes consume: each consumer's gradient share is kept apart (as Quorum does)\n\n\n";
+  py << (multi.empty() ? ")" : "}")
+     << "  # values several nodes consume: each consumer's gradient share is kept apart (as Quorum does)\n\n\n";
 
   py << R"PY(def model(dtype, train):
     """Runs the model in `dtype`. Returns every value by name (V) and, when training, the
@@ -347,7 +351,8 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
   if (!c.train) {
     std::vector<std::string> compared;
     auto add = [&](const std::string& v) {
-      if (std::find(compared.begin(), compared.end(), v) == compared.end() && c.expected.count(v)) compared.push_back(v);
+      if (std::find(compared.begin(), compared.end(), v) == compared.end() && c.expected.count(v))
+        compared.push_back(v);
     };
     if (blamed)
       for (const auto& o : blamed->outputs) add(o);
@@ -360,12 +365,14 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
   } else {
     const std::string out0 = g.outputs.at(0);
     py << "TARGET = load('" << npy(p, dir, "target.npy", c.target.to(c.dtype)) << "')\n";
-    py << "LOSS = " << ps(c.loss) << "  # Quorum's training objective: catalogue loss of output '" << out0 << "' vs TARGET\n";
+    py << "LOSS = " << ps(c.loss) << "  # Quorum's training objective: catalogue loss of output '" << out0
+       << "' vs TARGET\n";
     if (plan.feed_incoming) {
       const std::string o = blamed->outputs.at(0);
       py << "# Quorum judged this node on the gradient libtorch sent back to it in the finding's model:\n"
             "# that gradient is fed to backward directly.\n"
-         << "INCOMING = load('" << npy(p, dir, "incoming_" + identifier(o) + ".npy", c.incoming.at(o).to(c.dtype)) << "')\n";
+         << "INCOMING = load('" << npy(p, dir, "incoming_" + identifier(o) + ".npy", c.incoming.at(o).to(c.dtype))
+         << "')\n";
     }
     py << "\n\ndef train_step(dtype):\n"
           "    \"\"\"One autograd step; returns every value, every gradient (by value, and by value@consumer\n"
@@ -389,21 +396,25 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
     if (c.stage == core::Stage::Loss || !blamed) {
       if (!c.expected_grads.count(out0)) throw ReproUnsupported("the case holds no expected loss gradient");
       py << "bad += compare(\"loss gradient d loss / d '" << out0 << "'\", G32[" << ps(out0) << "], G64[" << ps(out0)
-         << "], load('" << npy(p, dir, "expected_grad_" + identifier(out0) + ".npy", c.expected_grads.at(out0)) << "'))\n";
+         << "], load('" << npy(p, dir, "expected_grad_" + identifier(out0) + ".npy", c.expected_grads.at(out0))
+         << "'))\n";
     } else {
       if (!plan.feed_incoming)
         for (const auto& o : blamed->outputs)
           if (c.incoming.count(o))
-            py << "print('incoming gradient of node " << c.node << " (what autograd sends back to it), compared with what Quorum recorded from libtorch:')\n"
+            py << "print('incoming gradient of node " << c.node
+               << " (what autograd sends back to it), compared with what Quorum recorded from libtorch:')\n"
                << "if quorum_check(\"d loss / d '" << o << "' [information]\", G32[" << ps(o) << "].numpy(), load('"
                << npy(p, dir, "incoming_" + identifier(o) + ".npy", c.incoming.at(o)) << "'), ATOL, RTOL):\n"
-               << "    print('  WARNING: Quorum computed the reference gradients below from the recorded incoming gradient;'\n"
+               << "    print('  WARNING: Quorum computed the reference gradients below from the recorded incoming "
+                  "gradient;'\n"
                   "          ' with a different one they do not apply')\n";
       // Quorum's float64 gradient per input/weight of the node: the vector-Jacobian product on the
       // library's own operands and incoming gradient (what the oracle judged) when the case has it,
       // else the float64 reference's gradient of the case's model.
       const bool node_level = !c.node_grads.empty();
-      if (!node_level && plan.whole_model) throw ReproUnsupported("the case holds no float64 gradient of the blamed node");
+      if (!node_level && plan.whole_model)
+        throw ReproUnsupported("the case holds no float64 gradient of the blamed node");
       int n_compared = 0;
       std::set<std::string> seen;
       for (const auto& in : blamed->inputs) {
@@ -417,11 +428,12 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
         }
         if (!want) continue;
         ++n_compared;
-        py << "bad += compare(\"gradient of '" << in << "' from node '" << blamed->name << "'" << (key != in ? " (this consumer's share)" : "")
-           << "\", G32[" << ps(key) << "], G64[" << ps(key) << "], load('"
-           << npy(p, dir, "expected_grad_" + identifier(key) + ".npy", *want) << "'))\n";
+        py << "bad += compare(\"gradient of '" << in << "' from node '" << blamed->name << "'"
+           << (key != in ? " (this consumer's share)" : "") << "\", G32[" << ps(key) << "], G64[" << ps(key)
+           << "], load('" << npy(p, dir, "expected_grad_" + identifier(key) + ".npy", *want) << "'))\n";
       }
-      if (!n_compared) throw ReproUnsupported("the case holds no expected gradient for the inputs of node '" + c.node + "'");
+      if (!n_compared)
+        throw ReproUnsupported("the case holds no expected gradient for the inputs of node '" + c.node + "'");
       if (node_level)
         py << "print(\"(Quorum's reference gradients: the float64 vector-Jacobian product of node '" << c.node
            << "' on the operands and incoming gradient libtorch had in the finding)\")\n";

@@ -39,7 +39,8 @@ at::Tensor to_aten(const core::Tensor& t, at::ScalarType st) {
   const std::vector<int64_t> sizes(t.shape().begin(), t.shape().end());
   if (t.numel() == 0) return at::empty(sizes, at::TensorOptions().dtype(st));
   // from_blob only borrows the buffer; the converting copy owns its data.
-  const at::Tensor view = at::from_blob(const_cast<void*>(t.raw()), sizes, at::TensorOptions().dtype(scalar_type(t.dtype())));
+  const at::Tensor view =
+      at::from_blob(const_cast<void*>(t.raw()), sizes, at::TensorOptions().dtype(scalar_type(t.dtype())));
   return view.to(st, false, true);
 }
 

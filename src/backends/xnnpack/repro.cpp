@@ -324,7 +324,8 @@ static void from_channels_last(const std::vector<float>& y, std::vector<float>& 
 
 ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   if (c.train || c.backward())
-    throw ReproUnsupported("XNNPACK does not train (inference only); the finding is in stage " + std::string(core::to_string(c.stage)));
+    throw ReproUnsupported("XNNPACK does not train (inference only); the finding is in stage " +
+                           std::string(core::to_string(c.stage)));
   if (c.dtype != core::DType::F32)
     throw ReproUnsupported("XNNPACK computes in float32; the finding ran in " + core::to_string(c.dtype));
   const bool crash = c.crash();
@@ -383,8 +384,9 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   }
   for (const auto& n : c.model.nodes)
     for (const auto& o : n.outputs)
-      s << "  std::vector<float> v_" << identifier(o) << "(" << std::max<int64_t>(1, core::numel(c.model.types.at(o).shape))
-        << ");  // '" << o << "' " << core::to_string(c.model.types.at(o).shape) << "\n";
+      s << "  std::vector<float> v_" << identifier(o) << "("
+        << std::max<int64_t>(1, core::numel(c.model.types.at(o).shape)) << ");  // '" << o << "' "
+        << core::to_string(c.model.types.at(o).shape) << "\n";
   s << "\n" << gen.body.str() << "\n";
   if (crash) {
     s << "  std::printf(\"the model built and ran without a library failure\\n\");\n  return 0;\n}\n";
