@@ -5,6 +5,7 @@
 #include "campaign/known_check.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "worker/supervisor.h"
 
 namespace quorum::cli {
 
@@ -14,7 +15,10 @@ int cmd_known(const Options& o) {
   std::vector<std::string> only;
   std::stringstream ss(o.backends);
   for (std::string b; std::getline(ss, b, ',');)
-    if (!b.empty()) only.push_back(b);
+    if (!b.empty()) {
+      worker::worker_path(b);  // an unknown backend name is a UserError naming the built ones
+      only.push_back(b);
+    }
   if (!o.check) {
     for (const auto& e : ledger.entries) {
       const std::string base = e.backend.substr(0, e.backend.find(':'));

@@ -332,5 +332,14 @@ int main(int argc, char** argv) {
     std::cout.flush();
     std::cerr << "quorum: " << e.what() << std::endl;
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Every escaping exception is one line: Quorum's own failures exit 1 (bad input exits 2 above).
+    std::cout.flush();
+    std::cerr << "quorum: out of memory" << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "quorum: internal error: " << e.what() << std::endl;
+    return 1;
   }
 }

@@ -15,7 +15,7 @@ using core::UserError;
 
 namespace {
 
-enum class Kind { STRING, UINT, FLOAT, DURATION, FLAG };
+enum class Kind { STRING, UINT, FLOAT, RATE, DURATION, FLAG };
 
 struct FlagDef {
   std::string name;
@@ -39,8 +39,14 @@ double parse_float(const std::string& flag, const std::string& v) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (v.empty() || used != v.size() || !std::isfinite(d))
-    throw UserError("--" + flag + ": expected a number, got '" + v + "'");
+  if (v.empty() || used != v.size() || !std::isfinite(d) || d < 0)
+    throw UserError("--" + flag + ": expected a number >= 0, got '" + v + "'");
+  return d;
+}
+
+double parse_rate(const std::string& flag, const std::string& v) {
+  const double d = parse_float(flag, v);
+  if (d > 1) throw UserError("--" + flag + ": expected a number from 0 to 1, got '" + v + "'");
   return d;
 }
 
@@ -49,6 +55,7 @@ const std::vector<FlagDef>& table() {
 #define QUORUM_SET_STRING(name) [](Options& o, const std::string& v) { o.name = v; }
 #define QUORUM_SET_UINT(name) [](Options& o, const std::string& v) { o.name = parse_uint(#name, v); }
 #define QUORUM_SET_FLOAT(name) [](Options& o, const std::string& v) { o.name = parse_float(#name, v); }
+#define QUORUM_SET_RATE(name) [](Options& o, const std::string& v) { o.name = parse_rate(#name, v); }
 #define QUORUM_SET_DURATION(name) [](Options& o, const std::string& v) { o.name = duration_seconds(#name, v); }
 #define QUORUM_SET_FLAG(name) [](Options& o, const std::string&) { o.name = true; }
 #define QUORUM_FLAG(name, kind, def, help) FlagDef{#name, Kind::kind, def, help, QUORUM_SET_##kind(name)},
@@ -57,6 +64,7 @@ const std::vector<FlagDef>& table() {
 #undef QUORUM_SET_STRING
 #undef QUORUM_SET_UINT
 #undef QUORUM_SET_FLOAT
+#undef QUORUM_SET_RATE
 #undef QUORUM_SET_DURATION
 #undef QUORUM_SET_FLAG
   };

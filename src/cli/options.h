@@ -15,6 +15,7 @@ struct Options {
 #define QUORUM_FLAG_STRING(name, def) std::string name = def;
 #define QUORUM_FLAG_UINT(name, def) uint64_t name = std::stoull(def);
 #define QUORUM_FLAG_FLOAT(name, def) double name = std::stod(def);
+#define QUORUM_FLAG_RATE(name, def) double name = std::stod(def);
 #define QUORUM_FLAG_DURATION(name, def) double name = duration_seconds(#name, def);  // seconds
 #define QUORUM_FLAG_FLAG(name, def) bool name = false;
 #define QUORUM_FLAG(name, kind, def, help) QUORUM_FLAG_##kind(name, def)
@@ -23,6 +24,7 @@ struct Options {
 #undef QUORUM_FLAG_STRING
 #undef QUORUM_FLAG_UINT
 #undef QUORUM_FLAG_FLOAT
+#undef QUORUM_FLAG_RATE
 #undef QUORUM_FLAG_DURATION
 #undef QUORUM_FLAG_FLAG
   std::vector<std::string> positional;

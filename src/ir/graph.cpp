@@ -2,6 +2,7 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "core/error.h"
@@ -79,12 +80,31 @@ std::vector<Node> topo_sort(const std::vector<Node>& nodes, const std::set<std::
 
 }  // namespace
 
+namespace {
+
+// A value no campaign, run or reproducer can hold (its elements in float64 would not fit a
+// worker's default address space), refused before anything is allocated. The product is taken in
+// double so that dimensions whose product overflows int64 are refused too.
+// `prefix` ends with ": ".
+void check_size(const std::string& prefix, const std::string& name, const TensorType& t) {
+  double elements = 1;
+  for (int64_t d : t.shape) elements *= static_cast<double>(d);
+  if (elements <= static_cast<double>(kMaxElements)) return;
+  char count[32];
+  std::snprintf(count, sizeof count, "%.3g", elements);
+  throw UserError(prefix + "value '" + name + "' " + core::to_string(t.shape) + " is too large (" + count +
+                  " elements; Quorum takes at most " + std::to_string(kMaxElements) + " per tensor)");
+}
+
+}  // namespace
+
 void validate(Graph& g, const std::string& where, const ValidateOptions& opt) {
   std::map<std::string, TensorType> types;
   std::set<std::string> node_names;
   auto define = [&](const std::string& name, const TensorType& t, const std::string& by) {
     if (name.empty()) throw UserError(where + ": " + by + " defines a value with an empty name");
     if (types.count(name)) throw UserError(where + ": value '" + name + "' is defined twice (again by " + by + ")");
+    check_size(where + ": ", name, t);
     types[name] = t;
   };
   std::set<std::string> sources;
@@ -155,6 +175,7 @@ void validate(Graph& g, const std::string& where, const ValidateOptions& opt) {
         throw UserError(node_where(where, n) + "output '" + n.outputs[i] + "' is declared " +
                         core::to_string(declared->second) + " but the shape rule gives " +
                         core::to_string(sig.outputs[i]));
+      check_size(node_where(where, n), n.outputs[i], sig.outputs[i]);
       types[n.outputs[i]] = sig.outputs[i];
     }
   }

@@ -46,10 +46,15 @@ struct ValidateOptions {
   bool allow_invalid_attrs = false;  // invalid-parameter campaigns
 };
 
+// The most elements one value may have (2^28: 2 GiB in float64, a worker's default address space
+// holds several). A larger one is refused by validate() before anything is allocated.
+constexpr int64_t kMaxElements = int64_t{1} << 28;
+
 // Checks a graph and completes it: canonical attributes (defaults filled), nodes in topological
 // order, every value typed. Throws UserError "<where>: node 'N' (op): <problem>" (or naming the
 // value or graph part) on the first problem: unknown operator, bad attribute, wrong arity, shape
-// rule violated, declared type differing from the inferred one, undefined or duplicate value, cycle.
+// rule violated, declared type differing from the inferred one, undefined or duplicate value, cycle,
+// a value too large (kMaxElements).
 void validate(Graph& g, const std::string& where, const ValidateOptions& opt = {});
 
 // Number of leading data inputs of a node (the rest are the op's parameters).

@@ -123,6 +123,12 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
     "shape": [2]}], "outputs": ["y"], "nodes": [{"name": "n", "op": "relu", "inputs": ["x"],
     "outputs": [{"name": "y", "dtype": "float32", "shape": [3]}]}]})");
   const std::string malformed = write_temp("malformed.json", "{\"inputs\": [1,");
+  const std::string huge = write_temp("huge.json", R"({"inputs": [{"name": "x", "dtype": "float32",
+    "shape": [100000, 100000, 100000]}], "outputs": ["y"], "nodes": [{"name": "n", "op": "relu", "inputs": ["x"],
+    "outputs": ["y"]}]})");
+  const std::string huge_out = write_temp("huge_out.json", R"({"inputs": [{"name": "x", "dtype": "float32",
+    "shape": [1, 1, 2, 2]}], "outputs": ["y"], "nodes": [{"name": "n", "op": "resize_nearest", "inputs": ["x"],
+    "outputs": ["y"], "attrs": {"sizes": [1000000, 1000000]}}]})");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"run /nonexistent/model.json", "cannot open"},
       {"run " + malformed, "malformed JSON"},
@@ -134,10 +140,15 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"run " + example("lenet5.json") + " --loss relu", "is not a loss"},
       {"run " + example("lenet5.json") + " --loss nope", "unknown operator 'nope'"},
       {"run " + example("lenet5.json") + " --inputs /nonexistent", "missing input file"},
-      {"fuzz --threshold abc --models 1", "--threshold: expected a number, got 'abc'"},
-      {"fuzz --learning_rate 1e999 --models 1", "--learning_rate: expected a number, got '1e999'"},
-      {"fuzz --epsilon= --models 1", "--epsilon: expected a number, got ''"},
-      {"fuzz --mutation_rate 0.1.2 --models 1", "--mutation_rate: expected a number, got '0.1.2'"},
+      {"run " + huge, "value 'x' [100000,100000,100000] is too large (1e+15 elements"},
+      {"run " + huge_out, "node 'n' (resize_nearest): value 'y' [1,1,1000000,1000000] is too large"},
+      {"fuzz --threshold abc --models 1", "--threshold: expected a number >= 0, got 'abc'"},
+      {"fuzz --threshold -1 --models 1", "--threshold: expected a number >= 0, got '-1'"},
+      {"fuzz --learning_rate 1e999 --models 1", "--learning_rate: expected a number >= 0, got '1e999'"},
+      {"fuzz --epsilon= --models 1", "--epsilon: expected a number >= 0, got ''"},
+      {"fuzz --mutation_rate 0.1.2 --models 1", "--mutation_rate: expected a number >= 0, got '0.1.2'"},
+      {"fuzz --mutation_rate 1.5 --models 1", "--mutation_rate: expected a number from 0 to 1, got '1.5'"},
+      {"known --check --backends nosuch", "unknown backend 'nosuch'"},
       {"fuzz --time 5x", "--time: expected a duration like 90s, 10m or 2h, got '5x'"},
       {"fuzz --time -1m", "--time: expected a duration like 90s, 10m or 2h, got '-1m'"},
       {"fuzz --time", "flag '--time' needs a value"},

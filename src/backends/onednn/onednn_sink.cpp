@@ -165,14 +165,21 @@ void ExecSink::eltwise(const lw::Eltwise& e, const Dims&, const std::string& x, 
   put(y, std::move(r));
 }
 
-void ExecSink::binary(lw::Alg alg, const Dims&, const Dims& ad, const std::string& a, const Dims& bd,
+void ExecSink::binary(lw::Alg alg, const Dims& out, const Dims& ad, const std::string& a, const Dims& bd,
                       const std::string& b, const std::string& y) {
   // The operands as the lowering lays them out (a bias [OC] is [1, OC, 1...]); a plain padding of
   // the rank is left to the building block.
   auto as = [](const Buf& v, const Dims& d) {
     return dims_of(pad_rank(v.shape, d.size())) == d ? v : v.reshaped(Shape(d.begin(), d.end()));
   };
-  put(y, onednn::binary(to_dnnl(alg), as(get(a), ad), as(get(b), bd)));
+  Buf first = as(get(a), ad);
+  const Buf second = as(get(b), bd);
+  // The result has the dims the lowering gives it, as the reproducer's binary_op makes it: where
+  // they are larger than the operands' broadcast (the first add of a sum over broadcasting inputs),
+  // the first operand is materialised at full size first.
+  const Shape full(out.begin(), out.end());
+  if (broadcast_shapes(first.shape, second.shape) != full) first = broadcast_to(first, full);
+  put(y, onednn::binary(to_dnnl(alg), first, second));
 }
 
 void ExecSink::sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) {
