@@ -758,8 +758,9 @@ void RecordingSink::zeros(const Dims& d, const std::string& y) {
   inner_.zeros(d, y);
 }
 void RecordingSink::broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) {
-  calls_.push_back("broadcast " + y + fmt(Dims(to.begin(), to.end())) + " = " + x + fmt(Dims(from.begin(), from.end())) +
-                   " rank " + std::to_string(from.size()) + "->" + std::to_string(to.size()));
+  calls_.push_back("broadcast " + y + fmt(Dims(to.begin(), to.end())) + " = " + x +
+                   fmt(Dims(from.begin(), from.end())) + " rank " + std::to_string(from.size()) + "->" +
+                   std::to_string(to.size()));
   inner_.broadcast(from, x, to, y);
 }
 void RecordingSink::eltwise_backward(const Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,

@@ -641,7 +641,8 @@ std::vector<std::string> library_sink_calls(const ir::Graph& g) {
       if (!s.ok) return {"refused: " + s.reason};
       const std::vector<Shape> ins = shapes(n.inputs), outs = shapes(n.outputs);
       Saved local_saved;
-      ExecSink exec(env, n, ins, outs, p == Prop::forward_training, p == Prop::forward_training ? saved[k] : local_saved);
+      const bool training = p == Prop::forward_training;
+      ExecSink exec(env, n, ins, outs, training, training ? saved[k] : local_saved);
       RecordingSink rec(exec);
       try {
         lower_forward(n, ins, outs, p, rec);

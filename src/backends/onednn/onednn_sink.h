@@ -57,7 +57,7 @@ const Cached<typename Fwd::primitive_desc>& conv_fwd_pd(const lw::ConvGeo& g, pr
 
 // What a node's forward keeps for its backward.
 struct Saved {
-  std::map<std::string, Buf> values;  // values the node defined besides its outputs (chain steps, softsign's denominator)
+  std::map<std::string, Buf> values;  // values the node defined besides its outputs (chain steps, softsign's den.)
   memory workspace;                   // pooling / lrn (training)
   Buf mean, var;                      // batch_norm's batch statistics, layer_norm's statistics
 };

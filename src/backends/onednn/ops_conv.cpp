@@ -34,7 +34,8 @@ class ConvKernel : public Kernel {
 }  // namespace
 
 void register_conv(OpTable& t) {
-  for (const char* name : {"conv1d", "conv2d", "conv3d"}) t[name] = OpEntry{maker<ConvKernel<dnnl::convolution_forward>>(), {}, {}};
+  for (const char* name : {"conv1d", "conv2d", "conv3d"})
+    t[name] = OpEntry{maker<ConvKernel<dnnl::convolution_forward>>(), {}, {}};
   t["conv_transpose2d"] = OpEntry{maker<ConvKernel<dnnl::deconvolution_forward>>(), {}, {}};
 }
 

@@ -825,7 +825,8 @@ class Gen : public lw::StepSink {
     if (skip_) return;
     need("eltwise");
     const std::string ex = ref(x);
-    define(y, "eltwise_fwd(" + alg(e.alg) + ", " + flt(e.alpha) + ", " + flt(e.beta) + ", " + dims(d) + ", " + ex + ")");
+    define(y,
+           "eltwise_fwd(" + alg(e.alg) + ", " + flt(e.alpha) + ", " + flt(e.beta) + ", " + dims(d) + ", " + ex + ")");
     if (mode_ == Mode::Replay) {  // the backward takes each step's input
       const std::string step = "step_in" + std::to_string(step_names_.size());
       lines_.push_back("  const Vec& " + step + " = " + ex + ";\n");
