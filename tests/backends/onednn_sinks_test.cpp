@@ -1,9 +1,11 @@
 // oneDNN's sink agreement: the backend (ExecSink, running real primitives) and the reproducer
 // writer (Gen, printing the helper-block calls) are both driven by oneDNN's lowering; for every
 // catalogue operator's sampled cases both must receive the same forward steps (with prop_kind
-// training and inference), with the same algorithms, parameters and geometry — or both refuse for
-// the same reason.
+// training and inference) and the same backward steps (after the training forward), with the same
+// algorithms, parameters and geometry — or both refuse for the same reason.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "backends/onednn/lower.h"
 #include "ir/build.h"
@@ -15,10 +17,10 @@ namespace {
 constexpr int kCases = 6;
 
 TEST(Sinks, ReceiveTheSameCallsForEveryCatalogueOperator) {
-  int ops_lowered = 0;
+  int ops_lowered = 0, ops_backward = 0;
   size_t calls = 0;
   for (const ops::OpSpec* spec : ops::catalogue().all()) {
-    bool lowered = false;
+    bool lowered = false, backward = false;
     for (int k = 0; k < kCases; ++k) {
       core::Rng rng(core::fnv1a(spec->name) + static_cast<uint64_t>(k));
       const ops::Case c = spec->sample(rng);
@@ -35,10 +37,15 @@ TEST(Sinks, ReceiveTheSameCallsForEveryCatalogueOperator) {
       EXPECT_GE(library.size(), 4u) << spec->name;  // node + a step, for each prop kind
       lowered = true;
       calls += library.size();
+      backward = backward || std::any_of(library.begin(), library.end(), [](const std::string& l) {
+                   return l.find("_backward ") != std::string::npos || l.rfind("alias d:", 0) == 0;
+                 });
     }
     ops_lowered += lowered;
+    ops_backward += backward;
   }
   EXPECT_GE(ops_lowered, 40);
+  EXPECT_GE(ops_backward, 30);  // backward steps compared for most differentiable operators
   EXPECT_GE(calls, 500u);
 }
 
@@ -70,6 +77,23 @@ class NullSink : public StepSink {
   void lrn(Prop, const LrnGeo&, const std::string&, const std::string&) override {}
   void resample(Prop, const ResampleGeo&, const std::string&, const std::string&) override {}
   void rnn(Prop, const RnnGeo&, const std::vector<std::string>&, const std::string&) override {}
+  void zeros(const Dims&, const std::string&) override {}
+  void broadcast(const Shape&, const std::string&, const Shape&, const std::string&) override {}
+  void eltwise_backward(const Eltwise&, const Dims&, const std::string&, const std::string&,
+                        const std::string&) override {}
+  void softmax_backward(const SoftmaxGeo&, const std::string&, const std::string&, const std::string&,
+                        const std::string&) override {}
+  void pool_backward(const PoolGeo&, const std::string&, const std::string&, const std::string&) override {}
+  void conv_backward(const ConvGeo&, const std::string&, const std::string&, const std::string&,
+                     const std::vector<std::string>&) override {}
+  void dense_backward(const DenseGeo&, const std::string&, const std::string&, const std::string&,
+                      const std::vector<std::string>&) override {}
+  void batch_norm_backward(const BnGeo&, const std::vector<std::string>&, const std::string&,
+                           const std::vector<std::string>&) override {}
+  void layer_norm_backward(const LnGeo&, const std::vector<std::string>&, const std::string&,
+                           const std::vector<std::string>&) override {}
+  void lrn_backward(const LrnGeo&, const std::string&, const std::string&, const std::string&) override {}
+  void resample_backward(const ResampleGeo&, const std::string&, const std::string&, const std::string&) override {}
 };
 
 TEST(SinksRecord, ADifferentParameterIsADifferentCall) {

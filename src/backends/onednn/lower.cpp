@@ -474,6 +474,156 @@ void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::v
   }
 }
 
+// ---------------------------------------------------------------- the backward steps
+
+bool backward_mapped(const ir::Node& n) {
+  const std::string& op = n.op;
+  return eltwise_chain(op, n.attrs) || op == "softsign" || binary_alg(op) || op == "sum" ||
+         op == "reduce_sum" || op == "reduce_mean" || op == "softmax" || op == "log_softmax" || is_pool(op) ||
+         is_conv(op) || op == "dense" || op == "batch_norm" || op == "layer_norm" || op == "lrn" || is_resize(op);
+}
+
+void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, StepSink& sink) {
+  if (!backward_mapped(n)) throw ConversionError("the oneDNN lowering maps no backward steps for '" + n.op + "'");
+  sink.node(n);
+  const std::string& y = n.outputs.at(0);
+  const std::string gy = grad(y);
+  const Shape& x = in.at(0);
+  const Shape& ys = out.at(0);
+  const std::string& x0 = n.inputs.at(0);
+  const core::Attrs& a = n.attrs;
+  // The gradient `g` (dims of y) summed down to input i's shape (NumPy broadcasting), added to it.
+  auto sum_to = [&](const std::string& g, size_t i) {
+    const Dims keep = dims_of(pad_rank(in.at(i), ys.size()));
+    if (keep == dims_of(ys)) {
+      sink.alias(grad(n.inputs[i]), g);
+    } else {
+      sink.reduce(Alg::reduction_sum, dims_of(ys), g, keep, grad(n.inputs[i]));
+    }
+  };
+  if (const auto chain = eltwise_chain(n.op, a)) {
+    // Each step's backward on the input that step saw, last step first.
+    const Dims d = dims_of(x);
+    for (size_t i = chain->size(); i-- > 0;)
+      sink.eltwise_backward((*chain)[i], d, i == 0 ? x0 : y + "_step" + std::to_string(i - 1),
+                            i + 1 == chain->size() ? gy : "@dx", "@dx");
+    sink.alias(grad(x0), "@dx");
+  } else if (n.op == "softsign") {
+    // d/dx = 1 / (1 + |x|)^2 from the forward's denominator.
+    const Dims d = dims_of(x);
+    sink.eltwise({Alg::eltwise_square, 0, 0}, d, y + "_den", "%den2");
+    sink.binary(Alg::binary_div, d, d, gy, d, "%den2", "@dx");
+    sink.alias(grad(x0), "@dx");
+  } else if (const auto alg = binary_alg(n.op)) {
+    const Dims od = dims_of(ys), ad = dims_of(pad_rank(x, ys.size())), bd = dims_of(pad_rank(in.at(1), ys.size()));
+    const std::string& x1 = n.inputs.at(1);
+    switch (*alg) {
+      case Alg::binary_add:
+        sum_to(gy, 0);
+        sum_to(gy, 1);
+        break;
+      case Alg::binary_sub:
+        sum_to(gy, 0);
+        sink.eltwise({Alg::eltwise_linear, -1, 0}, od, gy, "@db");
+        sum_to("@db", 1);
+        break;
+      case Alg::binary_mul:
+        sink.binary(Alg::binary_mul, od, od, gy, bd, x1, "@da");
+        sink.binary(Alg::binary_mul, od, od, gy, ad, x0, "@db");
+        sum_to("@da", 0);
+        sum_to("@db", 1);
+        break;
+      case Alg::binary_div:
+        // d(a/b)/db = -(a/b)/b, from the forward result y, as -gy * (y / b) (libtorch's order):
+        // (gy / b) * y overflows where gy / b does (gy = -3.8e37, b = 0.1) although the gradient fits.
+        sink.binary(Alg::binary_div, od, od, gy, bd, x1, "@da");
+        sink.binary(Alg::binary_div, od, od, y, bd, x1, "%q");
+        sink.binary(Alg::binary_mul, od, od, gy, od, "%q", "%p");
+        sink.eltwise({Alg::eltwise_linear, -1, 0}, od, "%p", "@db");
+        sum_to("@da", 0);
+        sum_to("@db", 1);
+        break;
+      default:
+        // maximum / minimum: a comparison mask sends ties to the first operand, as the reference does.
+        sink.binary(*alg == Alg::binary_max ? Alg::binary_ge : Alg::binary_le, od, ad, x0, bd, x1, "@mask");
+        sink.binary(Alg::binary_mul, od, od, gy, od, "@mask", "@da");
+        sink.binary(Alg::binary_sub, od, od, gy, od, "@da", "@db");
+        sum_to("@da", 0);
+        sum_to("@db", 1);
+        break;
+    }
+  } else if (n.op == "sum") {
+    for (size_t i = 0; i < n.inputs.size(); ++i) sum_to(gy, i);
+  } else if (n.op == "reduce_sum" || n.op == "reduce_mean") {
+    const Shape keep = reduce_keep(x, a);
+    if (n.op == "reduce_sum") {
+      sink.broadcast(keep, gy, x, grad(x0));
+    } else {
+      sink.broadcast(keep, gy, x, "%b");
+      sink.eltwise({Alg::eltwise_linear, static_cast<float>(core::numel(keep)) / static_cast<float>(core::numel(x)), 0},
+                   dims_of(x), "%b", grad(x0));
+    }
+  } else if (n.op == "softmax" || n.op == "log_softmax") {
+    sink.softmax_backward(softmax_geo(n.op, x, a), x0, y, gy, grad(x0));
+  } else if (is_pool(n.op)) {
+    const PoolGeo g = pool_geo(n.op, x, ys, a);
+    if (g.factor.empty()) {
+      sink.pool_backward(g, x0, gy, grad(x0));
+    } else {
+      // The rescale is y = pool(x) * factor, so the pool sees gy * factor.
+      const std::string f = "factor_" + n.name;
+      sink.constant(f, "factor_" + n.name, g.factor_shape, g.factor, "avg-pool rescale factors of " + n.name);
+      sink.binary(Alg::binary_mul, g.dst, g.dst, gy, dims_of(g.factor_shape), f, "%gy");
+      sink.pool_backward(g, x0, "%gy", grad(x0));
+    }
+  } else if (is_conv(n.op)) {
+    const ConvGeo g = conv_geo(n.op, x, ys, a);
+    const std::string db = n.inputs.size() > 2 ? grad(n.inputs[2]) : std::string();
+    sink.conv_backward(g, x0, n.inputs.at(1), gy, {grad(x0), grad(n.inputs.at(1)), g.prim_bias() ? db : ""});
+    if (g.bias && !g.prim_bias()) {
+      // Truncated: the bias reached the whole output, [1, OC, 1...].
+      Dims bd(ys.size(), 1);
+      bd[1] = g.oc;
+      sink.reduce(Alg::reduction_sum, g.out, gy, bd, db);
+    }
+  } else if (n.op == "dense") {
+    const DenseGeo g = dense_geo(x, a);
+    sink.dense_backward(g, x0, n.inputs.at(1), gy,
+                        {grad(x0), grad(n.inputs.at(1)), g.bias ? grad(n.inputs.at(2)) : std::string()});
+  } else if (n.op == "batch_norm") {
+    const BnGeo g = bn_geo(x, a);
+    sink.batch_norm_backward(g, n.inputs, gy, {"@dx", "@dscale", "@dshift"});
+    const Dims cd{x.at(1)};
+    if (g.batch_stats) {
+      // Normalised with batch statistics: mean/var do not reach the output.
+      sink.zeros(cd, "@dmean");
+      sink.zeros(cd, "@dvar");
+    } else {
+      // oneDNN has no gradient for the mean/var parameters: dmean = -scale*rstd*dshift,
+      // dvar = -0.5*scale*rstd^2*dscale, rstd = (var + eps)^-0.5.
+      const std::string& scale = n.inputs.at(1);
+      sink.eltwise({Alg::eltwise_linear, 1, g.eps}, cd, n.inputs.at(4), "@t");
+      sink.eltwise({Alg::eltwise_pow, 1, -0.5f}, cd, "@t", "%rstd");
+      sink.eltwise({Alg::eltwise_pow, 1, -1}, cd, "@t", "%rstd2");
+      sink.binary(Alg::binary_mul, cd, cd, scale, cd, "%rstd", "%s");
+      sink.binary(Alg::binary_mul, cd, cd, "%s", cd, "@dshift", "%m");
+      sink.eltwise({Alg::eltwise_linear, -1, 0}, cd, "%m", "@dmean");
+      sink.binary(Alg::binary_mul, cd, cd, scale, cd, "%rstd2", "%s2");
+      sink.binary(Alg::binary_mul, cd, cd, "%s2", cd, "@dscale", "%v");
+      sink.eltwise({Alg::eltwise_linear, -0.5f, 0}, cd, "%v", "@dvar");
+    }
+    const char* local[] = {"@dx", "@dscale", "@dshift", "@dmean", "@dvar"};
+    for (size_t i = 0; i < 5 && i < n.inputs.size(); ++i) sink.alias(grad(n.inputs[i]), local[i]);
+  } else if (n.op == "layer_norm") {
+    sink.layer_norm_backward(ln_geo(x, a), {x0, n.inputs.at(1), n.inputs.at(2)}, gy,
+                             {grad(x0), grad(n.inputs[1]), grad(n.inputs[2])});
+  } else if (n.op == "lrn") {
+    sink.lrn_backward(lrn_geo(x, a), x0, gy, grad(x0));
+  } else if (is_resize(n.op)) {
+    sink.resample_backward(resample_geo(n.op, x, ys), x0, gy, grad(x0));
+  }
+}
+
 // ---------------------------------------------------------------- recording
 
 namespace {
@@ -601,6 +751,76 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
                    std::to_string(g.seq) + " " + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
+}
+
+void RecordingSink::zeros(const Dims& d, const std::string& y) {
+  calls_.push_back("zeros " + fmt(d) + " " + y);
+  inner_.zeros(d, y);
+}
+void RecordingSink::broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) {
+  calls_.push_back("broadcast " + y + fmt(Dims(to.begin(), to.end())) + " = " + x +
+                   fmt(Dims(from.begin(), from.end())) + " rank " + std::to_string(from.size()) + "->" +
+                   std::to_string(to.size()));
+  inner_.broadcast(from, x, to, y);
+}
+void RecordingSink::eltwise_backward(const Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,
+                                     const std::string& dx) {
+  calls_.push_back("eltwise_backward " + fmt(e) + " " + fmt(d) + " " + dx + " = f'(" + src + ") * " + dy);
+  inner_.eltwise_backward(e, d, src, dy, dx);
+}
+void RecordingSink::softmax_backward(const SoftmaxGeo& g, const std::string& x, const std::string& y,
+                                     const std::string& dy, const std::string& dx) {
+  calls_.push_back(std::string("softmax_backward ") + name(g.alg) + " " + fmt(g.dims) + " axis " +
+                   std::to_string(g.axis) + " " + dx + " = " + fmt(std::vector<std::string>{x, y, dy}));
+  inner_.softmax_backward(g, x, y, dy, dx);
+}
+void RecordingSink::pool_backward(const PoolGeo& g, const std::string& x, const std::string& dy,
+                                  const std::string& dx) {
+  calls_.push_back(std::string("pool_backward ") + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " k" +
+                   fmt(g.kernel) + " s" + fmt(g.strides) + " pl" + fmt(g.pad_l) + " pr" + fmt(g.pad_r) + " " + dx +
+                   " = " + fmt(std::vector<std::string>{x, dy}));
+  inner_.pool_backward(g, x, dy, dx);
+}
+void RecordingSink::conv_backward(const ConvGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                                  const std::vector<std::string>& grads) {
+  calls_.push_back(std::string("conv_backward") + (g.transposed ? " deconvolution " : " convolution ") + fmt(g.src) +
+                   " -> " + fmt(g.dst) + " of " + fmt(g.out) + " s" + fmt(g.strides) + " d" + fmt(g.dil) + " pl" +
+                   fmt(g.pad_l) + " pr" + fmt(g.pad_r) + " w" + fmt(g.w_dims) + fmt(g.w_strides) + " oc " +
+                   std::to_string(g.oc) + " bias " + std::to_string(g.bias) + " truncated " +
+                   std::to_string(g.truncated) + " " + fmt(grads) + " = " + fmt(std::vector<std::string>{x, w, dy}));
+  inner_.conv_backward(g, x, w, dy, grads);
+}
+void RecordingSink::dense_backward(const DenseGeo& g, const std::string& x, const std::string& w,
+                                   const std::string& dy, const std::vector<std::string>& grads) {
+  calls_.push_back("dense_backward rows " + std::to_string(g.rows) + " in " + std::to_string(g.in) + " units " +
+                   std::to_string(g.units) + " bias " + std::to_string(g.bias) + " " + fmt(grads) + " = " +
+                   fmt(std::vector<std::string>{x, w, dy}));
+  inner_.dense_backward(g, x, w, dy, grads);
+}
+void RecordingSink::batch_norm_backward(const BnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                        const std::vector<std::string>& grads) {
+  calls_.push_back("batch_norm_backward " + fmt(g.src) + " eps " + fmt(g.eps) + " batch_stats " +
+                   std::to_string(g.batch_stats) + " " + fmt(grads) + " = " + fmt(in) + " " + dy);
+  inner_.batch_norm_backward(g, in, dy, grads);
+}
+void RecordingSink::layer_norm_backward(const LnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                        const std::vector<std::string>& grads) {
+  calls_.push_back("layer_norm_backward rows " + std::to_string(g.rows) + " k " + std::to_string(g.k) + " eps " +
+                   fmt(g.eps) + " " + fmt(grads) + " = " + fmt(in) + " " + dy);
+  inner_.layer_norm_backward(g, in, dy, grads);
+}
+void RecordingSink::lrn_backward(const LrnGeo& g, const std::string& x, const std::string& dy,
+                                 const std::string& dx) {
+  calls_.push_back("lrn_backward " + fmt(g.src) + " size " + std::to_string(g.size) + " alpha " + fmt(g.alpha) +
+                   " beta " + fmt(g.beta) + " bias " + fmt(g.bias) + " " + dx + " = " +
+                   fmt(std::vector<std::string>{x, dy}));
+  inner_.lrn_backward(g, x, dy, dx);
+}
+void RecordingSink::resample_backward(const ResampleGeo& g, const std::string& x, const std::string& dy,
+                                      const std::string& dx) {
+  calls_.push_back(std::string("resample_backward ") + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " " +
+                   dx + " = " + fmt(std::vector<std::string>{x, dy}));
+  inner_.resample_backward(g, x, dy, dx);
 }
 
 }  // namespace quorum::backends::onednn_lower

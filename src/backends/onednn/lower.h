@@ -6,10 +6,13 @@
 // the sink only carries a step out:
 //   - the backend's sink (onednn_sink.cpp) creates (cached) primitives and executes them on buffers;
 //   - the reproducer writer's sink (repro.cpp) prints the call of the matching helper block.
-// The forward pass of every operator goes through lower_forward(). Backward kernels (ops_*.cpp and
-// the writer's backward text) take their geometry from the same functions (pool_geo, conv_geo, ...).
+// The forward pass of every operator goes through lower_forward(); the backward of the operators
+// backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
+// forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
+// masks, the pooling workspace, batch_norm's derived dmean/dvar, ...). The RNN, concat, transpose,
+// reshape, matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose their own backward.
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
-// operator's sampled cases.
+// operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -207,7 +210,39 @@ class StepSink {
   virtual void resample(Prop p, const ResampleGeo& g, const std::string& x, const std::string& y) = 0;
   // x, w_ih, w_hh, b_ih, b_hh.
   virtual void rnn(Prop p, const RnnGeo& g, const std::vector<std::string>& in, const std::string& y) = 0;
+
+  // ---- backward steps (after the node's forward_training; the sink keeps what that forward left:
+  // pooling/lrn workspaces, normalisation statistics). grad(v) names the gradient of v: of an
+  // output, the incoming one; of an input, the step's result is added to it.
+  virtual void zeros(const Dims& d, const std::string& y) = 0;
+  // y (shape `to`) = x viewed with shape `from`, broadcast NumPy style.
+  virtual void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) = 0;
+  // eltwise_backward on the source `src` (not use_dst), hinted by the forward_training descriptor.
+  virtual void eltwise_backward(const Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,
+                                const std::string& dx) = 0;
+  // x: the forward's source, y its result.
+  virtual void softmax_backward(const SoftmaxGeo& g, const std::string& x, const std::string& y, const std::string& dy,
+                                const std::string& dx) = 0;
+  virtual void pool_backward(const PoolGeo& g, const std::string& x, const std::string& dy, const std::string& dx) = 0;
+  // grads: dx, dw, db (db empty: the primitive has no bias).
+  virtual void conv_backward(const ConvGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                             const std::vector<std::string>& grads) = 0;
+  virtual void dense_backward(const DenseGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                              const std::vector<std::string>& grads) = 0;
+  // in: x, scale, shift, mean, var (mean/var the forward's batch statistics when g.batch_stats);
+  // grads: dx, dscale, dshift.
+  virtual void batch_norm_backward(const BnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                   const std::vector<std::string>& grads) = 0;
+  // in: x, scale, shift (statistics: the forward's); grads: dx, dscale, dshift.
+  virtual void layer_norm_backward(const LnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                   const std::vector<std::string>& grads) = 0;
+  virtual void lrn_backward(const LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) = 0;
+  virtual void resample_backward(const ResampleGeo& g, const std::string& x, const std::string& dy,
+                                 const std::string& dx) = 0;
 };
+
+// The name of v's gradient in the backward steps.
+inline std::string grad(const std::string& v) { return "d:" + v; }
 
 // A sink that forwards to another and records each step as one line (every parameter printed).
 class RecordingSink : public StepSink {
@@ -240,6 +275,24 @@ class RecordingSink : public StepSink {
   void lrn(Prop p, const LrnGeo& g, const std::string& x, const std::string& y) override;
   void resample(Prop p, const ResampleGeo& g, const std::string& x, const std::string& y) override;
   void rnn(Prop p, const RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+  void zeros(const Dims& d, const std::string& y) override;
+  void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) override;
+  void eltwise_backward(const Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,
+                        const std::string& dx) override;
+  void softmax_backward(const SoftmaxGeo& g, const std::string& x, const std::string& y, const std::string& dy,
+                        const std::string& dx) override;
+  void pool_backward(const PoolGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
+  void conv_backward(const ConvGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                     const std::vector<std::string>& grads) override;
+  void dense_backward(const DenseGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                      const std::vector<std::string>& grads) override;
+  void batch_norm_backward(const BnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                           const std::vector<std::string>& grads) override;
+  void layer_norm_backward(const LnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                           const std::vector<std::string>& grads) override;
+  void lrn_backward(const LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
+  void resample_backward(const ResampleGeo& g, const std::string& x, const std::string& dy,
+                         const std::string& dx) override;
 
  private:
   StepSink& inner_;
@@ -252,8 +305,15 @@ void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::v
                    StepSink& sink);
 bool forward_mapped(const std::string& op);  // lower_forward maps it
 
+// Lowers node n's backward into `sink`: reads grad(output), adds to grad(input) for every input the
+// reference differentiates. Local values are named '@...' (several uses) or '%...' (one use).
+// Throws ConversionError for an operator whose backward it does not map (backward_mapped).
+void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, StepSink& sink);
+bool backward_mapped(const ir::Node& n);
+
 // For the sink-agreement test: the calls each sink receives for the forward of `g` (with
-// prop_kind training and inference), or "refused: <reason>". The library's sink is defined in
+// prop_kind training and inference), then for its backward ("backward refused: <reason>" where
+// lower_backward throws), or "refused: <reason>". The library's sink is defined in
 // onednn_sink.cpp (it runs real primitives on zero buffers), the writer's in repro.cpp.
 std::vector<std::string> library_sink_calls(const ir::Graph& g);
 std::vector<std::string> writer_sink_calls(const ir::Graph& g);

@@ -186,6 +186,18 @@ struct Env {
   void add_grad(const std::string& name, Buf g);
 };
 
+// Adds g to the gradient of node n's input i (and to its contribution when several nodes consume it).
+inline void add_input_grad(Env& env, const ir::Node& n, size_t i, Buf g) {
+  const std::string& v = n.inputs[i];
+  if (env.multi.count(v)) {
+    const std::string key = contribution_key(v, n.name);
+    auto it = env.contributions.find(key);
+    if (it == env.contributions.end()) env.contributions.emplace(key, g);
+    else accumulate(it->second, g);
+  }
+  env.add_grad(v, std::move(g));
+}
+
 class Kernel {
  public:
   Kernel(const ir::Graph& g, const ir::Node& n);
@@ -201,16 +213,7 @@ class Kernel {
   const Shape& out_shape(size_t i) const { return out_shapes_[i]; }
   void set_out(Env& env, size_t i, Buf b) const { env.values[node_.outputs[i]] = std::move(b); }
   const Buf* gout(const Env& env, size_t i) const { return env.grad(node_.outputs[i]); }
-  void add_gin(Env& env, size_t i, Buf g) const {
-    const std::string& v = node_.inputs[i];
-    if (env.multi.count(v)) {
-      const std::string key = contribution_key(v, node_.name);
-      auto it = env.contributions.find(key);
-      if (it == env.contributions.end()) env.contributions.emplace(key, g);
-      else accumulate(it->second, g);
-    }
-    env.add_grad(v, std::move(g));
-  }
+  void add_gin(Env& env, size_t i, Buf g) const { add_input_grad(env, node_, i, std::move(g)); }
   const core::Attrs& attrs() const { return node_.attrs; }
 
   ir::Node node_;

@@ -1,5 +1,6 @@
-// The oneDNN backend's sink (onednn_sink.h): each forward step of the lowering as the backend's
-// cached primitives on the run's buffers, and the per-family forward primitive descriptors.
+// The oneDNN backend's sink (onednn_sink.h): each forward and backward step of the lowering as the
+// backend's cached primitives on the run's buffers, and the per-family forward primitive descriptors
+// (the backward primitives are cached under the same keys and hinted by the forward_training ones).
 #include "backends/onednn/onednn_sink.h"
 
 #include "core/error.h"
@@ -122,8 +123,15 @@ std::string conv_key(const lw::ConvGeo& g) {
 
 // ---- the sink ----
 
-ExecSink::ExecSink(Env& env, const ir::Node& n, const std::vector<Shape>& out_shapes, bool training, Saved& saved)
-    : env_(env), node_(n), out_shapes_(out_shapes), training_(training), saved_(saved) {}
+ExecSink::ExecSink(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
+                   const std::vector<Shape>& out_shapes, bool training, Saved& saved, bool backward)
+    : env_(env),
+      node_(n),
+      in_shapes_(in_shapes),
+      out_shapes_(out_shapes),
+      training_(training),
+      backward_(backward),
+      saved_(saved) {}
 
 // A training forward that has a workspace keeps it for the backward (pooling's argmax, lrn's).
 void ExecSink::keep_workspace(lw::Prop p, const memory::desc& ws, std::unordered_map<int, memory>& args) {
@@ -134,12 +142,27 @@ void ExecSink::keep_workspace(lw::Prop p, const memory::desc& ws, std::unordered
   }
 }
 
+// A temporary, an output's incoming gradient, a value the forward kept, or a graph value.
 const Buf& ExecSink::get(const std::string& v) const {
   const auto it = temps_.find(v);
-  return it != temps_.end() ? it->second : env_.value(v);
+  if (it != temps_.end()) return it->second;
+  for (const auto& o : node_.outputs)
+    if (v == lw::grad(o)) return *env_.grad(o);
+  const auto s = saved_.values.find(v);
+  return s != saved_.values.end() ? s->second : env_.value(v);
 }
 
 void ExecSink::put(const std::string& v, Buf b) {
+  if (backward_) {
+    for (size_t i = 0; i < node_.inputs.size(); ++i)
+      if (v == lw::grad(node_.inputs[i])) {
+        b.shape = in_shapes_[i];
+        add_input_grad(env_, node_, i, std::move(b));
+        return;
+      }
+    temps_[v] = std::move(b);
+    return;
+  }
   for (size_t i = 0; i < node_.outputs.size(); ++i)
     if (node_.outputs[i] == v) {
       b.shape = out_shapes_[i];  // the same elements; rank 0 was carried as [1]
@@ -160,9 +183,7 @@ void ExecSink::constant(const std::string& v, const std::string&, const Shape& s
 }
 
 void ExecSink::eltwise(const lw::Eltwise& e, const Dims&, const std::string& x, const std::string& y) {
-  Buf r = onednn::eltwise(to_dnnl(e.alg), e.alpha, e.beta, get(x));
-  if (training_) saved_.step_inputs.push_back(get(x));
-  put(y, std::move(r));
+  put(y, onednn::eltwise(to_dnnl(e.alg), e.alpha, e.beta, get(x)));
 }
 
 void ExecSink::binary(lw::Alg alg, const Dims& out, const Dims& ad, const std::string& a, const Dims& bd,
@@ -345,37 +366,290 @@ void ExecSink::rnn(lw::Prop, const lw::RnnGeo& g, const std::vector<std::string>
   throw ConversionError("the oneDNN backend's sink does not carry out '" + g.op + "' (ops_rnn.cpp runs it)");
 }
 
+// ---- backward steps ----
+
+void ExecSink::zeros(const Dims& d, const std::string& y) { put(y, Buf(Shape(d.begin(), d.end()))); }
+
+void ExecSink::broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) {
+  put(y, broadcast_to(get(x).reshaped(from), to));
+}
+
+void ExecSink::eltwise_backward(const lw::Eltwise& e, const Dims&, const std::string& src, const std::string& dy,
+                                const std::string& dx) {
+  put(dx, onednn::eltwise_backward(to_dnnl(e.alg), e.alpha, e.beta, get(src), get(dy)));
+}
+
+void ExecSink::softmax_backward(const lw::SoftmaxGeo& g, const std::string&, const std::string& y,
+                                const std::string& dy, const std::string& dx) {
+  const auto& f = softmax_fwd_pd(g, prop_kind::forward_training);
+  const memory::desc md = plain_md(g.dims);
+  const auto& b = cached<dnnl::softmax_v2_backward::primitive_desc>(softmax_key(g), [&] {
+    dnnl::softmax_v2_backward::desc d(to_dnnl(g.alg), md, md, md, g.axis);
+    return dnnl::softmax_v2_backward::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  Buf gx(Shape(g.dims.begin(), g.dims.end()));
+  run(b.prim, {{DNNL_ARG_DST, mem(md, get(y).ptr())},
+               {DNNL_ARG_DIFF_DST, mem(md, get(dy).ptr())},
+               {DNNL_ARG_DIFF_SRC, mem(md, gx.ptr())}});
+  put(dx, std::move(gx));
+}
+
+void ExecSink::pool_backward(const lw::PoolGeo& g, const std::string&, const std::string& dy, const std::string& dx) {
+  const auto& f = pool_fwd_pd(g, prop_kind::forward_training);
+  const memory::desc src = plain_md(g.src), dst = plain_md(g.dst);
+  const auto& b = cached<dnnl::pooling_v2_backward::primitive_desc>(pool_key(g), [&] {
+    const Dims dil(g.kernel.size(), 0);
+    dnnl::pooling_v2_backward::desc d(to_dnnl(g.alg), src, dst, g.strides, g.kernel, dil, g.pad_l, g.pad_r);
+    return dnnl::pooling_v2_backward::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  Buf gx(Shape(g.src.begin(), g.src.end()));
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mem(dst, get(dy).ptr())},
+                                       {DNNL_ARG_DIFF_SRC, mem(src, gx.ptr())}};
+  if (b.pd.workspace_desc().get_size() > 0) args[DNNL_ARG_WORKSPACE] = saved_.workspace;
+  run(b.prim, args);
+  put(dx, std::move(gx));
+}
+
+namespace {
+
+// Primitive types of one convolution flavour.
+struct ConvTypes {
+  using Fwd = dnnl::convolution_forward;
+  using BwdData = dnnl::convolution_backward_data;
+  using BwdWeights = dnnl::convolution_backward_weights;
+  static constexpr algorithm alg = algorithm::convolution_direct;
+};
+struct DeconvTypes {
+  using Fwd = dnnl::deconvolution_forward;
+  using BwdData = dnnl::deconvolution_backward_data;
+  using BwdWeights = dnnl::deconvolution_backward_weights;
+  static constexpr algorithm alg = algorithm::deconvolution_direct;
+};
+
+struct ConvGrads {
+  Buf gx, gw, gb;
+};
+
+// Backward-data then backward-weights (with the bias when the primitive has it), reordered from and
+// to the plain user buffers.
+template <class T>
+ConvGrads conv_grads(const lw::ConvGeo& g, const Buf& x, const Buf& w, const Buf& gy) {
+  const auto& f = conv_fwd_pd<typename T::Fwd>(g, prop_kind::forward_training);
+  const memory::desc weight_md = conv_weight_md(g);
+  const std::string key = conv_key(g);
+  const memory user_gy = mem(conv_user_dst_md(g), gy.ptr());
+  ConvGrads r;
+  {
+    const auto& bd = cached<typename T::BwdData::primitive_desc>(key, [&] {
+      typename T::BwdData::desc d(T::alg, any_md(g.src), any_md(weight_md.dims()), any_md(g.dst), g.strides, g.dil,
+                                  g.pad_l, g.pad_r);
+      return typename T::BwdData::primitive_desc(d, cpu_engine(), f.pd);
+    });
+    r.gx = Buf(Shape(g.src.begin(), g.src.end()));
+    const memory user_gx = mem(plain_md(g.src), r.gx.ptr());
+    const memory diff_src =
+        bd.pd.diff_src_desc() == user_gx.get_desc() ? user_gx : memory(bd.pd.diff_src_desc(), cpu_engine());
+    run(bd.prim, {{DNNL_ARG_DIFF_DST, to_layout(user_gy, bd.pd.diff_dst_desc())},
+                  {DNNL_ARG_WEIGHTS, to_layout(mem(weight_md, w.ptr()), bd.pd.weights_desc())},
+                  {DNNL_ARG_DIFF_SRC, diff_src}});
+    if (diff_src != user_gx) reorder_into(diff_src, user_gx);
+  }
+  const auto& bw = cached<typename T::BwdWeights::primitive_desc>(key, [&] {
+    const Dims wd = weight_md.dims();
+    auto d = g.prim_bias() ? typename T::BwdWeights::desc(T::alg, any_md(g.src), any_md(wd), plain_md({g.oc}),
+                                                          any_md(g.dst), g.strides, g.dil, g.pad_l, g.pad_r)
+                           : typename T::BwdWeights::desc(T::alg, any_md(g.src), any_md(wd), any_md(g.dst), g.strides,
+                                                          g.dil, g.pad_l, g.pad_r);
+    return typename T::BwdWeights::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  const Dims wdims = weight_md.dims();
+  r.gw = Buf(Shape(wdims.begin(), wdims.end()));
+  const memory user_gw = mem(weight_md, r.gw.ptr());
+  const memory diff_w =
+      bw.pd.diff_weights_desc() == user_gw.get_desc() ? user_gw : memory(bw.pd.diff_weights_desc(), cpu_engine());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, to_layout(mem(plain_md(g.src), x.ptr()), bw.pd.src_desc())},
+                                       {DNNL_ARG_DIFF_DST, to_layout(user_gy, bw.pd.diff_dst_desc())},
+                                       {DNNL_ARG_DIFF_WEIGHTS, diff_w}};
+  if (g.prim_bias()) {
+    r.gb = Buf(Shape{g.oc});
+    args[DNNL_ARG_DIFF_BIAS] = mem(plain_md({g.oc}), r.gb.ptr());
+  }
+  run(bw.prim, args);
+  if (diff_w != user_gw) reorder_into(diff_w, user_gw);
+  return r;
+}
+
+}  // namespace
+
+void ExecSink::conv_backward(const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                             const std::vector<std::string>& grads) {
+  ConvGrads r = g.transposed ? conv_grads<DeconvTypes>(g, get(x), get(w), get(dy))
+                             : conv_grads<ConvTypes>(g, get(x), get(w), get(dy));
+  put(grads.at(0), std::move(r.gx));
+  put(grads.at(1), std::move(r.gw));
+  if (!grads.at(2).empty()) put(grads[2], std::move(r.gb));
+}
+
+void ExecSink::dense_backward(const lw::DenseGeo& g, const std::string& x, const std::string& w,
+                              const std::string& dy, const std::vector<std::string>& grads) {
+  const auto& f = dense_fwd_pd(g, prop_kind::forward_training);
+  const memory::desc src = plain_md({g.rows, g.in}), wd = plain_md({g.units, g.in}), bd = plain_md({g.units}),
+                     dst = plain_md({g.rows, g.units});
+  const std::string key = dense_key(g);
+  const Buf& gy = get(dy);
+  const auto& bdata = cached<dnnl::inner_product_backward_data::primitive_desc>(key, [&] {
+    dnnl::inner_product_backward_data::desc d(src, wd, dst);
+    return dnnl::inner_product_backward_data::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  Buf gx(Shape{g.rows, g.in});
+  run(bdata.prim, {{DNNL_ARG_DIFF_DST, mem(dst, gy.ptr())},
+                   {DNNL_ARG_WEIGHTS, mem(wd, get(w).ptr())},
+                   {DNNL_ARG_DIFF_SRC, mem(src, gx.ptr())}});
+  put(grads.at(0), std::move(gx));
+  const auto& bw = cached<dnnl::inner_product_backward_weights::primitive_desc>(key, [&] {
+    auto d = g.bias ? dnnl::inner_product_backward_weights::desc(src, wd, bd, dst)
+                    : dnnl::inner_product_backward_weights::desc(src, wd, dst);
+    return dnnl::inner_product_backward_weights::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  Buf gw(Shape{g.units, g.in});
+  Buf gb;
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src, get(x).ptr())},
+                                       {DNNL_ARG_DIFF_DST, mem(dst, gy.ptr())},
+                                       {DNNL_ARG_DIFF_WEIGHTS, mem(wd, gw.ptr())}};
+  if (g.bias) {
+    gb = Buf(Shape{g.units});
+    args[DNNL_ARG_DIFF_BIAS] = mem(bd, gb.ptr());
+  }
+  run(bw.prim, args);
+  put(grads.at(1), std::move(gw));
+  if (g.bias) put(grads.at(2), std::move(gb));
+}
+
+void ExecSink::batch_norm_backward(const lw::BnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                   const std::vector<std::string>& grads) {
+  const auto& f = bn_fwd_pd(g, prop_kind::forward_training);
+  const memory::desc data = plain_md(g.src), chan = plain_md({g.src[1]});
+  const auto& b = cached<dnnl::batch_normalization_backward::primitive_desc>(bn_key(g), [&] {
+    dnnl::batch_normalization_backward::desc d(prop_kind::backward, data, data, g.eps, bn_flags(g));
+    return dnnl::batch_normalization_backward::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  const Buf& mean = g.batch_stats ? saved_.mean : get(in.at(3));
+  const Buf& var = g.batch_stats ? saved_.var : get(in.at(4));
+  const Shape cs{g.src[1]};
+  Buf gx(Shape(g.src.begin(), g.src.end())), gscale(cs), gshift(cs);
+  run(b.prim, {{DNNL_ARG_SRC, mem(data, get(in.at(0)).ptr())},
+               {DNNL_ARG_MEAN, mem(chan, mean.ptr())},
+               {DNNL_ARG_VARIANCE, mem(chan, var.ptr())},
+               {DNNL_ARG_DIFF_DST, mem(data, get(dy).ptr())},
+               {DNNL_ARG_SCALE, mem(chan, get(in.at(1)).ptr())},
+               {DNNL_ARG_SHIFT, mem(chan, get(in.at(2)).ptr())},  // unused by the math, required by 2.6
+               {DNNL_ARG_DIFF_SRC, mem(data, gx.ptr())},
+               {DNNL_ARG_DIFF_SCALE, mem(chan, gscale.ptr())},
+               {DNNL_ARG_DIFF_SHIFT, mem(chan, gshift.ptr())}});
+  put(grads.at(0), std::move(gx));
+  put(grads.at(1), std::move(gscale));
+  put(grads.at(2), std::move(gshift));
+}
+
+void ExecSink::layer_norm_backward(const lw::LnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                   const std::vector<std::string>& grads) {
+  const auto& f = ln_fwd_pd(g, prop_kind::forward_training);
+  const memory::desc data = plain_md({g.rows, g.k}), stat = plain_md({g.rows}), param = plain_md({g.k});
+  const auto& b = cached<dnnl::layer_normalization_backward::primitive_desc>(ln_key(g), [&] {
+    dnnl::layer_normalization_backward::desc d(prop_kind::backward, data, data, stat, g.eps,
+                                               dnnl::normalization_flags::use_scale |
+                                                   dnnl::normalization_flags::use_shift);
+    return dnnl::layer_normalization_backward::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  Buf gx(Shape{g.rows, g.k}), gscale(Shape{g.k}), gshift(Shape{g.k});
+  run(b.prim, {{DNNL_ARG_SRC, mem(data, get(in.at(0)).ptr())},
+               {DNNL_ARG_MEAN, mem(stat, saved_.mean.ptr())},
+               {DNNL_ARG_VARIANCE, mem(stat, saved_.var.ptr())},
+               {DNNL_ARG_DIFF_DST, mem(data, get(dy).ptr())},
+               {DNNL_ARG_SCALE, mem(param, get(in.at(1)).ptr())},
+               {DNNL_ARG_SHIFT, mem(param, get(in.at(2)).ptr())},  // unused by the math, required by 2.6
+               {DNNL_ARG_DIFF_SRC, mem(data, gx.ptr())},
+               {DNNL_ARG_DIFF_SCALE, mem(param, gscale.ptr())},
+               {DNNL_ARG_DIFF_SHIFT, mem(param, gshift.ptr())}});
+  put(grads.at(0), std::move(gx));
+  put(grads.at(1), std::move(gscale));
+  put(grads.at(2), std::move(gshift));
+}
+
+void ExecSink::lrn_backward(const lw::LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) {
+  const auto& f = lrn_fwd_pd(g, prop_kind::forward_training);
+  const memory::desc data = plain_md(g.src);
+  const auto& b = cached<dnnl::lrn_backward::primitive_desc>(lrn_key(g), [&] {
+    dnnl::lrn_backward::desc d(algorithm::lrn_across_channels, data, data, g.size, g.alpha, g.beta, g.bias);
+    return dnnl::lrn_backward::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  Buf gx(Shape(g.src.begin(), g.src.end()));
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(data, get(x).ptr())},
+                                       {DNNL_ARG_DIFF_DST, mem(data, get(dy).ptr())},
+                                       {DNNL_ARG_DIFF_SRC, mem(data, gx.ptr())}};
+  if (b.pd.workspace_desc().get_size() > 0) args[DNNL_ARG_WORKSPACE] = saved_.workspace;
+  run(b.prim, args);
+  put(dx, std::move(gx));
+}
+
+void ExecSink::resample_backward(const lw::ResampleGeo& g, const std::string&, const std::string& dy,
+                                 const std::string& dx) {
+  const auto& f = resample_fwd_pd(g, prop_kind::forward_training);
+  const memory::desc src = plain_md(g.src), dst = plain_md(g.dst);
+  const auto& b = cached<dnnl::resampling_backward::primitive_desc>(resample_key(g), [&] {
+    dnnl::resampling_backward::desc d(to_dnnl(g.alg), src, dst);
+    return dnnl::resampling_backward::primitive_desc(d, cpu_engine(), f.pd);
+  });
+  Buf gx(Shape(g.src.begin(), g.src.end()));
+  run(b.prim, {{DNNL_ARG_DIFF_DST, mem(dst, get(dy).ptr())}, {DNNL_ARG_DIFF_SRC, mem(src, gx.ptr())}});
+  put(dx, std::move(gx));
+}
+
 void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
                      const std::vector<Shape>& out_shapes, bool training, Saved& saved) {
-  saved.step_inputs.clear();
   saved.values.clear();
-  ExecSink sink(env, n, out_shapes, training, saved);
+  ExecSink sink(env, n, in_shapes, out_shapes, training, saved);
   lw::lower_forward(n, in_shapes, out_shapes, training ? lw::Prop::forward_training : lw::Prop::forward_inference,
                     sink);
+}
+
+void lowered_backward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
+                      const std::vector<Shape>& out_shapes, Saved& saved) {
+  ExecSink sink(env, n, in_shapes, out_shapes, true, saved, true);
+  lw::lower_backward(n, in_shapes, out_shapes, sink);
 }
 
 }  // namespace quorum::backends::onednn
 
 namespace quorum::backends::onednn_lower {
 
-// Runs the forward steps on zero-filled operands (the calls, not the values, are compared).
+// Runs the forward steps on zero-filled operands (the calls, not the values, are compared), then
+// the backward steps of every node after its training forward, on zero incoming gradients.
 std::vector<std::string> library_sink_calls(const ir::Graph& g) {
   using namespace quorum::backends::onednn;
   std::vector<std::string> all;
+  auto shapes = [&](const std::vector<std::string>& vs) {
+    std::vector<Shape> r;
+    for (const auto& v : vs) r.push_back(g.types.at(v).shape);
+    return r;
+  };
+  std::vector<Saved> saved(g.nodes.size());
+  Env train;
   for (const Prop p : {Prop::forward_training, Prop::forward_inference}) {
-    Env env;
+    Env local;
+    Env& env = p == Prop::forward_training ? train : local;
     for (const auto& in : g.inputs) env.values[in.name] = Buf(in.type.shape);
     for (const auto& [name, t] : g.initializers) env.values[name] = buf_from_tensor(t);
     std::vector<std::string> calls;
-    for (const auto& n : g.nodes) {
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      const ir::Node& n = g.nodes[k];
       if (!forward_mapped(n.op)) return {"refused: not lowered: " + n.op};
       const Support s = node_support(g, n);
       if (!s.ok) return {"refused: " + s.reason};
-      std::vector<Shape> ins, outs;
-      for (const auto& v : n.inputs) ins.push_back(g.types.at(v).shape);
-      for (const auto& v : n.outputs) outs.push_back(g.types.at(v).shape);
-      Saved saved;
-      ExecSink exec(env, n, outs, p == Prop::forward_training, saved);
+      const std::vector<Shape> ins = shapes(n.inputs), outs = shapes(n.outputs);
+      Saved local_saved;
+      const bool training = p == Prop::forward_training;
+      ExecSink exec(env, n, ins, outs, training, training ? saved[k] : local_saved);
       RecordingSink rec(exec);
       try {
         lower_forward(n, ins, outs, p, rec);
@@ -385,6 +659,21 @@ std::vector<std::string> library_sink_calls(const ir::Graph& g) {
       calls.insert(calls.end(), rec.calls().begin(), rec.calls().end());
     }
     all.insert(all.end(), calls.begin(), calls.end());
+  }
+  for (const auto& o : g.outputs) train.grads[o] = Buf(g.types.at(o).shape);
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const ir::Node& n = g.nodes[k];
+    if (!backward_mapped(n)) {
+      all.push_back("backward refused: " + n.op);
+      continue;
+    }
+    const std::vector<Shape> ins = shapes(n.inputs), outs = shapes(n.outputs);
+    for (const auto& o : n.outputs)
+      if (!train.grad(o)) train.grads[o] = Buf(g.types.at(o).shape);
+    ExecSink exec(train, n, ins, outs, true, saved[k], true);
+    RecordingSink rec(exec);
+    lower_backward(n, ins, outs, rec);
+    all.insert(all.end(), rec.calls().begin(), rec.calls().end());
   }
   return all;
 }

@@ -1,4 +1,4 @@
-// The oneDNN backend's sink: carries out the forward steps oneDNN's lowering (lower.h) decides, with
+// The oneDNN backend's sink: carries out the forward and backward steps oneDNN's lowering (lower.h) decides, with
 // the backend's cached building blocks (onednn_common.h) on the run's buffers. Also the primitive
 // descriptors of each family, keyed in the primitive cache by the lowering's geometry, which the
 // backward kernels (ops_*.cpp) hint their backward primitives with.
@@ -57,17 +57,18 @@ const Cached<typename Fwd::primitive_desc>& conv_fwd_pd(const lw::ConvGeo& g, pr
 
 // What a node's forward keeps for its backward.
 struct Saved {
-  std::vector<Buf> step_inputs;       // an eltwise chain's step inputs, in order (training)
-  std::map<std::string, Buf> values;  // values the node defined besides its outputs (softsign's denominator)
+  std::map<std::string, Buf> values;  // values the node defined besides its outputs (chain steps, softsign's den.)
   memory workspace;                   // pooling / lrn (training)
   Buf mean, var;                      // batch_norm's batch statistics, layer_norm's statistics
 };
 
-// Runs one node's forward steps on `env`. Node outputs go to env, temporaries and the node's other
-// values stay in the sink (and in `saved`).
+// Runs one node's forward steps on `env` (node outputs go to env, temporaries and the node's other
+// values stay in the sink and in `saved`), or, made with `backward`, its backward steps (reading
+// env's gradients of its outputs and what the forward saved, adding to its inputs' gradients).
 class ExecSink : public lw::StepSink {
  public:
-  ExecSink(Env& env, const ir::Node& n, const std::vector<Shape>& out_shapes, bool training, Saved& saved);
+  ExecSink(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes, const std::vector<Shape>& out_shapes,
+           bool training, Saved& saved, bool backward = false);
   void alias(const std::string& y, const std::string& x) override;
   void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
                 const std::string& comment) override;
@@ -93,6 +94,24 @@ class ExecSink : public lw::StepSink {
   void lrn(lw::Prop p, const lw::LrnGeo& g, const std::string& x, const std::string& y) override;
   void resample(lw::Prop p, const lw::ResampleGeo& g, const std::string& x, const std::string& y) override;
   void rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+  void zeros(const Dims& d, const std::string& y) override;
+  void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) override;
+  void eltwise_backward(const lw::Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,
+                        const std::string& dx) override;
+  void softmax_backward(const lw::SoftmaxGeo& g, const std::string& x, const std::string& y, const std::string& dy,
+                        const std::string& dx) override;
+  void pool_backward(const lw::PoolGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
+  void conv_backward(const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                     const std::vector<std::string>& grads) override;
+  void dense_backward(const lw::DenseGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                      const std::vector<std::string>& grads) override;
+  void batch_norm_backward(const lw::BnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                           const std::vector<std::string>& grads) override;
+  void layer_norm_backward(const lw::LnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                           const std::vector<std::string>& grads) override;
+  void lrn_backward(const lw::LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
+  void resample_backward(const lw::ResampleGeo& g, const std::string& x, const std::string& dy,
+                         const std::string& dx) override;
 
  private:
   const Buf& get(const std::string& v) const;
@@ -102,8 +121,9 @@ class ExecSink : public lw::StepSink {
 
   Env& env_;
   const ir::Node& node_;
+  const std::vector<Shape>& in_shapes_;
   const std::vector<Shape>& out_shapes_;
-  bool training_;
+  bool training_, backward_;
   Saved& saved_;
   std::map<std::string, Buf> temps_;
 };
@@ -111,5 +131,8 @@ class ExecSink : public lw::StepSink {
 // Runs node n's forward through the lowering and the ExecSink.
 void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
                      const std::vector<Shape>& out_shapes, bool training, Saved& saved);
+// Runs node n's backward through the lowering and the ExecSink, after lowered_forward(training).
+void lowered_backward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
+                      const std::vector<Shape>& out_shapes, Saved& saved);
 
 }  // namespace quorum::backends::onednn

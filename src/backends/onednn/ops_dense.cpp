@@ -12,59 +12,17 @@ namespace {
 class DenseKernel : public Kernel {
  public:
   DenseKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    geo_ = lw::dense_geo(in_shape(0), attrs());
-    bias_ = geo_.bias;
-    src_ = plain_md({geo_.rows, geo_.in});
-    w_ = plain_md({geo_.units, geo_.in});
-    b_ = plain_md({geo_.units});
-    dst_ = plain_md({geo_.rows, geo_.units});
-    key_ = dense_key(geo_);
-    fwd(prop_kind::forward_inference);
+    dense_fwd_pd(lw::dense_geo(in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
   void forward(Env& env, bool training) override {
-    Saved saved;
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
-  void backward(Env& env) override {
-    const auto& f = fwd(prop_kind::forward_training);
-    const Buf& gy = *gout(env, 0);
-    const auto& bd = cached<dnnl::inner_product_backward_data::primitive_desc>(key_, [&] {
-      dnnl::inner_product_backward_data::desc d(src_, w_, dst_);
-      return dnnl::inner_product_backward_data::primitive_desc(d, cpu_engine(), f.pd);
-    });
-    Buf gx(in_shape(0));
-    run(bd.prim, {{DNNL_ARG_DIFF_DST, mem(dst_, gy.ptr())},
-                  {DNNL_ARG_WEIGHTS, mem(w_, in(env, 1).ptr())},
-                  {DNNL_ARG_DIFF_SRC, mem(src_, gx.ptr())}});
-    add_gin(env, 0, std::move(gx));
-    const auto& bw = cached<dnnl::inner_product_backward_weights::primitive_desc>(key_, [&] {
-      auto d = bias_ ? dnnl::inner_product_backward_weights::desc(src_, w_, b_, dst_)
-                     : dnnl::inner_product_backward_weights::desc(src_, w_, dst_);
-      return dnnl::inner_product_backward_weights::primitive_desc(d, cpu_engine(), f.pd);
-    });
-    Buf gw(in_shape(1));
-    Buf gb;
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(src_, in(env, 0).ptr())},
-                                         {DNNL_ARG_DIFF_DST, mem(dst_, gy.ptr())},
-                                         {DNNL_ARG_DIFF_WEIGHTS, mem(w_, gw.ptr())}};
-    if (bias_) {
-      gb = Buf(in_shape(2));
-      args[DNNL_ARG_DIFF_BIAS] = mem(b_, gb.ptr());
-    }
-    run(bw.prim, args);
-    add_gin(env, 1, std::move(gw));
-    if (bias_) add_gin(env, 2, std::move(gb));
-  }
+  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
 
  private:
-  const Cached<dnnl::inner_product_forward::primitive_desc>& fwd(prop_kind prop) { return dense_fwd_pd(geo_, prop); }
-
-  lw::DenseGeo geo_;
-  bool bias_ = true;
-  memory::desc src_, w_, b_, dst_;
-  std::string key_;
+  Saved saved_;
 };
 
 // Row-major strides of `dims` with the last two axes swapped: the transposed view of a matrix stack.

@@ -1,7 +1,6 @@
-// Unary elementwise operators as chains of oneDNN eltwise algorithms (the chains are the lowering's,
-// lower.cpp: eltwise_chain; the forward runs through it); backward runs the library's eltwise
-// backward kernels in reverse order on the step inputs the forward kept.
-// softsign = x / linear(1, 1)(abs(x)) with a binary division; its backward uses the kept denominator.
+// Unary elementwise operators as chains of oneDNN eltwise algorithms, and softsign. The chains, their
+// forward and backward steps (the library's eltwise backward kernels in reverse order on the step
+// inputs the forward kept; softsign's from its kept denominator) are the lowering's (lower.cpp).
 #include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
@@ -9,23 +8,15 @@ namespace {
 
 class ChainKernel : public Kernel {
  public:
-  ChainKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n), steps_(*lw::eltwise_chain(n.op, n.attrs)) {}
+  using Kernel::Kernel;
 
   void forward(Env& env, bool training) override {
     lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
-  void backward(Env& env) override {
-    Buf g = *gout(env, 0);
-    for (size_t i = steps_.size(); i-- > 0;) {
-      const lw::Eltwise& s = steps_[i];
-      g = eltwise_backward(to_dnnl(s.alg), s.alpha, s.beta, saved_.step_inputs[i], g);
-    }
-    add_gin(env, 0, std::move(g));
-  }
+  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
 
  private:
-  std::vector<lw::Eltwise> steps_;
   Saved saved_;
 };
 
@@ -38,10 +29,7 @@ class SoftsignKernel : public Kernel {
     lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
-  void backward(Env& env) override {
-    const Buf& denom = saved_.values.at(node_.outputs[0] + "_den");
-    add_gin(env, 0, binary(algorithm::binary_div, *gout(env, 0), eltwise(algorithm::eltwise_square, 0, 0, denom)));
-  }
+  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
 
  private:
   Saved saved_;

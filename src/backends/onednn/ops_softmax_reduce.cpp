@@ -1,7 +1,8 @@
 // softmax / log_softmax (softmax_v2 primitive, accurate and log algorithms, any axis) and the
 // reductions sum / mean / max / min / prod (reduction primitive with the reduced dims kept as 1).
-// Reduction backward is composed: broadcast (binary add onto zeros), scaling (eltwise linear), for
-// max/min the first extreme element in row-major order (as the reference), for prod the product of
+// Softmax's and reduce_sum/mean's backward (broadcast by binary add onto zeros, scaling by eltwise
+// linear) are the lowering's steps; reduce_max/min/prod's are composed here: for max/min the first
+// extreme element in row-major order (as the reference), for prod the product of
 // the other elements, exact at zeros (as the reference).
 #include "backends/onednn/onednn_sink.h"
 #include "ops/kernel_util.h"
@@ -12,40 +13,17 @@ namespace {
 class SoftmaxKernel : public Kernel {
  public:
   SoftmaxKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    geo_ = lw::softmax_geo(n.op, in_shape(0), attrs());
-    alg_ = to_dnnl(geo_.alg);
-    axis_ = geo_.axis;
-    md_ = plain_md(geo_.dims);
-    key_ = softmax_key(geo_);
-    fwd(prop_kind::forward_inference);
+    softmax_fwd_pd(lw::softmax_geo(n.op, in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
   void forward(Env& env, bool training) override {
-    Saved saved;
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
-  void backward(Env& env) override {
-    const auto& f = fwd(prop_kind::forward_training);
-    const auto& b = cached<dnnl::softmax_v2_backward::primitive_desc>(key_, [&] {
-      dnnl::softmax_v2_backward::desc d(alg_, md_, md_, md_, axis_);
-      return dnnl::softmax_v2_backward::primitive_desc(d, cpu_engine(), f.pd);
-    });
-    Buf gx(in_shape(0));
-    run(b.prim, {{DNNL_ARG_DST, mem(md_, env.value(node_.outputs[0]).ptr())},
-                 {DNNL_ARG_DIFF_DST, mem(md_, gout(env, 0)->ptr())},
-                 {DNNL_ARG_DIFF_SRC, mem(md_, gx.ptr())}});
-    add_gin(env, 0, std::move(gx));
-  }
+  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
 
  private:
-  const Cached<dnnl::softmax_v2_forward::primitive_desc>& fwd(prop_kind prop) { return softmax_fwd_pd(geo_, prop); }
-
-  lw::SoftmaxGeo geo_;
-  algorithm alg_;
-  int axis_ = 0;
-  memory::desc md_;
-  std::string key_;
+  Saved saved_;
 };
 
 // Keeps, in each slice of `mask` (1 where an element matches, 0 elsewhere) reduced to `keep`, only
@@ -67,22 +45,16 @@ class ReduceKernel : public Kernel {
       : Kernel(g, n), alg_(to_dnnl(*lw::reduce_alg(n.op))), keep_(lw::reduce_keep(in_shape(0), attrs())) {}
 
   void forward(Env& env, bool training) override {
-    Saved saved;
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
   void backward(Env& env) override {
+    if (lw::backward_mapped(node_)) return lowered_backward(env, node_, in_shapes_, out_shapes_, saved_);
     const Buf& x = in(env, 0);
     const Buf gy = gout(env, 0)->reshaped(keep_);
     const Buf y = env.value(node_.outputs[0]).reshaped(keep_);
     Buf gx;
     switch (alg_) {
-      case algorithm::reduction_sum:
-        gx = broadcast_to(gy, x.shape);
-        break;
-      case algorithm::reduction_mean:
-        gx = linear(broadcast_to(gy, x.shape), static_cast<float>(gy.numel()) / static_cast<float>(x.numel()));
-        break;
       case algorithm::reduction_mul:
         gx = binary(algorithm::binary_mul, prod_of_others(x), gy);
         break;
@@ -129,6 +101,7 @@ class ReduceKernel : public Kernel {
 
   algorithm alg_;
   Shape keep_;
+  Saved saved_;
 };
 
 }  // namespace

@@ -4,7 +4,8 @@
 // literals. Each operator is run through the same primitives, algorithms, memory formats and
 // attributes as Quorum's backend: the forward steps come from oneDNN's lowering (lower.h), which
 // also drives the backend, and Gen is its text sink (it prints the call of the matching helper
-// block); the backward text takes the lowering's geometry (pool_geo, conv_geo, ...):
+// block); so do the backward steps (lower_backward), printed as the helper blocks' backward calls
+// after the forward (training) each needs (the RNN's backward text still takes only its geometry):
 //  - forward findings (FC, crash) run the model's nodes in order from the graph inputs and compare
 //    the blamed node's outputs and the graph outputs;
 //  - backward findings (BC) feed the blamed node its operands and the library's own incoming
@@ -791,7 +792,10 @@ void check_supported(const ir::Graph& g, const ir::Node& n) {
 
 // The writer's sink: prints each forward step of the lowering as a call of the matching helper
 // block (and pulls the block into the program). A '%' temporary is not declared: its expression is
-// written where the next step consumes it.
+// written where the next step consumes it. For a backward finding it prints the blamed node's
+// backward steps: each family's step as its helper's forward (training) and backward calls (an
+// eltwise chain's forward is replayed first, keeping each step's input), and the gradient names
+// bound to the helper's results; bn_bwd's text holds the dmean/dvar steps that follow it.
 class Gen : public lw::StepSink {
  public:
   Gen(const ReproCase& c) : c_(c) {}
@@ -800,9 +804,14 @@ class Gen : public lw::StepSink {
 
   void node(const ir::Node& n) override {
     node_ = &n;
-    lines_.push_back("  // node '" + n.name + "': " + n.op + " " + core::to_string(n.attrs) + "\n");
+    if (mode_ == Mode::Forward)
+      lines_.push_back("  // node '" + n.name + "': " + n.op + " " + core::to_string(n.attrs) + "\n");
   }
   void alias(const std::string& y, const std::string& x) override {
+    if (mode_ == Mode::Backward) {
+      names_.emplace(y, ref(x));  // a gradient: the first binding wins (a value used twice)
+      return;
+    }
     lines_.push_back("  const Vec& " + var(y) + " = " + ref(x) + ";  // a reshape: the same buffer\n");
   }
   void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
@@ -813,16 +822,25 @@ class Gen : public lw::StepSink {
     names_[v] = name;
   }
   void eltwise(const lw::Eltwise& e, const Dims& d, const std::string& x, const std::string& y) override {
+    if (skip_) return;
     need("eltwise");
-    define(y, "eltwise_fwd(" + alg(e.alg) + ", " + flt(e.alpha) + ", " + flt(e.beta) + ", " + dims(d) + ", " + ref(x) +
-                  ")");
+    const std::string ex = ref(x);
+    define(y,
+           "eltwise_fwd(" + alg(e.alg) + ", " + flt(e.alpha) + ", " + flt(e.beta) + ", " + dims(d) + ", " + ex + ")");
+    if (mode_ == Mode::Replay) {  // the backward takes each step's input
+      const std::string step = "step_in" + std::to_string(step_names_.size());
+      lines_.push_back("  const Vec& " + step + " = " + ex + ";\n");
+      step_names_[x] = step;
+    }
   }
   void binary(lw::Alg a, const Dims& out, const Dims& ad, const std::string& x0, const Dims& bd, const std::string& x1,
               const std::string& y) override {
+    if (skip_) return;
     need("binary");
     const std::string ea = ref(x0), eb = ref(x1);
     define(y,
            "binary_op(" + alg(a) + ", " + dims(out) + ", " + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ")");
+    if (mode_ == Mode::Backward && judge_ && (a == lw::Alg::binary_ge || a == lw::Alg::binary_le)) compare_mask(a);
   }
   void sum(const Dims& d, const std::vector<std::string>& xs, const std::string& y) override {
     need("sum");
@@ -903,7 +921,158 @@ class Gen : public lw::StepSink {
     define(y, e + ").y");
   }
 
+  // ---- backward steps
+  void zeros(const Dims& d, const std::string& y) override {
+    if (skip_) return;
+    define(y, "Vec(" + std::to_string(core::numel(d)) + ", 0.0f)");
+  }
+  void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) override {
+    need("binary");  // zeros + x, as the backend's broadcast_to
+    define(y, "binary_op(algorithm::binary_add, " + dims(to) + ", " + dims(to) + ", Vec(" +
+                  std::to_string(core::numel(to)) + ", 0.0f), " + dims(lw::pad_rank(from, to.size())) + ", " + ref(x) +
+                  ")");
+  }
+  void eltwise_backward(const lw::Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,
+                        const std::string& dx) override {
+    need("eltwise_bwd");
+    flush();
+    const std::string v = local(dx);
+    if (!names_.count(dx)) {
+      body_ << "  Vec " << v << " = " << ref(dy) << ";\n";
+      names_[dx] = v;
+    }
+    body_ << "  " << v << " = eltwise_bwd(" << alg(e.alg) << ", " << flt(e.alpha) << ", " << flt(e.beta) << ", "
+          << dims(d) << ", " << step_names_.at(src) << ", " << v << ");\n";
+  }
+  void softmax_backward(const lw::SoftmaxGeo& g, const std::string& x, const std::string&, const std::string& dy,
+                        const std::string& dx) override {
+    need("softmax");
+    need("softmax_bwd");
+    flush();
+    const std::string a = alg(g.alg), d = dims(g.dims), axis = std::to_string(g.axis);
+    body_ << "  const Vec y = softmax_fwd(prop_kind::forward_training, " << a << ", " << d << ", " << axis << ", "
+          << ref(x) << ");\n";
+    body_ << "  const Vec dx = softmax_bwd(" << a << ", " << d << ", " << axis << ", y, " << ref(dy) << ");\n";
+    names_.emplace(dx, "dx");
+  }
+  void pool_backward(const lw::PoolGeo& g, const std::string& x, const std::string& dy,
+                     const std::string& dx) override {
+    need("pool");
+    need("pool_bwd");
+    const std::string geo = pool_decl(g);
+    flush();
+    body_ << "  const PoolOut fwd = pool_fwd(prop_kind::forward_training, " << geo << ", " << ref(x) << ");\n";
+    body_ << "  const Vec dx = pool_bwd(" << geo << ", fwd.workspace, " << ref(dy) << ");\n";
+    names_.emplace(dx, "dx");
+  }
+  void conv_backward(const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                     const std::vector<std::string>& grads) override {
+    need("conv");
+    need("conv_bwd");
+    const std::string geo = conv_decl(g);
+    flush();
+    body_ << "  const ConvGrads gr = conv_bwd(" << geo << ", " << ref(x) << ", " << ref(w) << ", " << ref(dy) << ");\n";
+    bind(grads, {"gr.dx", "gr.dw", "gr.db"});
+  }
+  void dense_backward(const lw::DenseGeo& g, const std::string& x, const std::string& w, const std::string& dy,
+                      const std::vector<std::string>& grads) override {
+    need("dense");
+    need("dense_bwd");
+    const std::string geo = dense_decl(g);
+    flush();
+    body_ << "  const DenseGrads gr = dense_bwd(" << geo << ", " << ref(x) << ", " << ref(w) << ", " << ref(dy)
+          << ");\n";
+    bind(grads, {"gr.dx", "gr.dw", "gr.db"});
+  }
+  void batch_norm_backward(const lw::BnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                           const std::vector<std::string>& grads) override {
+    need("eltwise");
+    need("binary");
+    need("bnorm");
+    need("bnorm_bwd");
+    flush();
+    const std::string args = bn_args(g);
+    body_ << "  const BnOut fwd = bn_fwd(prop_kind::forward_training, " << args;
+    for (size_t i = 0; i < 5; ++i) body_ << ", " << ref(in.at(i));
+    body_ << ");\n  const BnGrads gr = bn_bwd(" << args << ", " << ref(in[0]) << ", " << ref(in[1]) << ", "
+          << ref(in[2]) << ", fwd, " << ref(dy) << ");\n";
+    bind(grads, {"gr.dx", "gr.dscale", "gr.dshift"});
+    // bn_bwd also derives dmean/dvar (zero with batch statistics): the lowering's next steps.
+    names_.emplace("@dmean", "gr.dmean");
+    names_.emplace("@dvar", "gr.dvar");
+    skip_ = true;
+  }
+  void layer_norm_backward(const lw::LnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                           const std::vector<std::string>& grads) override {
+    need("lnorm");
+    need("lnorm_bwd");
+    flush();
+    const std::string args = ln_args(g), x = ref(in.at(0)), scale = ref(in.at(1)), shift = ref(in.at(2));
+    body_ << "  const LnOut fwd = ln_fwd(" << args << ", " << x << ", " << scale << ", " << shift
+          << ");\n  const LnGrads gr = ln_bwd(" << args << ", " << x << ", " << scale << ", " << shift << ", fwd, "
+          << ref(dy) << ");\n";
+    bind(grads, {"gr.dx", "gr.dscale", "gr.dshift"});
+  }
+  void lrn_backward(const lw::LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override {
+    need("lrn");
+    need("lrn_bwd");
+    flush();
+    const std::string args = lrn_args(g), ex = ref(x);
+    body_ << "  const LrnOut fwd = lrn_fwd(prop_kind::forward_training, " << args << ", " << ex << ");\n";
+    body_ << "  const Vec dx = lrn_bwd(" << args << ", " << ex << ", fwd.workspace, " << ref(dy) << ");\n";
+    names_.emplace(dx, "dx");
+  }
+  void resample_backward(const lw::ResampleGeo& g, const std::string& x, const std::string& dy,
+                         const std::string& dx) override {
+    need("resample");
+    need("resample_bwd");
+    flush();
+    const std::string args = resample_args(g);
+    body_ << "  const Vec y = resample_fwd(prop_kind::forward_training, " << args << ", " << ref(x) << ");\n"
+          << "  (void)y;\n  const Vec dx = resample_bwd(" << args << ", " << ref(dy) << ");\n";
+    names_.emplace(dx, "dx");
+  }
+
  private:
+  // Forward: the model's nodes; Replay: an eltwise chain's forward before its backward; Backward:
+  // the blamed node's backward steps.
+  enum class Mode { Forward, Replay, Backward };
+
+  // A backward-local value's C++ name ('@dx' -> dx).
+  static std::string local(const std::string& v) { return v[0] == '@' ? v.substr(1) : "d_" + identifier(v); }
+  void bind(const std::vector<std::string>& grads, const std::vector<std::string>& exprs) {
+    for (size_t i = 0; i < grads.size() && i < exprs.size(); ++i)
+      if (!grads[i].empty()) names_.emplace(grads[i], exprs[i]);
+  }
+  // The comparison mask of maximum/minimum's backward, checked on its own so that a wrong comparison
+  // primitive is named.
+  void compare_mask(lw::Alg a) {
+    const ir::Node& n = *node_;
+    const bool is_max = a == lw::Alg::binary_ge;
+    const core::Tensor a32 = c_.expected.at(n.inputs[0]).to(core::DType::F32).to(core::DType::F64);
+    const core::Tensor b32 = c_.expected.at(n.inputs[1]).to(core::DType::F32).to(core::DType::F64);
+    core::Tensor mask(core::DType::F64, a32.shape());
+    for (int64_t i = 0; i < mask.numel(); ++i)  // IEEE comparisons: false where an operand is NaN
+      mask.f64()[i] = (is_max ? a32.get(i) >= b32.get(i) : a32.get(i) <= b32.get(i)) ? 1.0 : 0.0;
+    compare(std::string(lw::name(a)) + "(" + n.inputs[0] + ", " + n.inputs[1] + ")", "mask", mask,
+            ops::Tolerance{0, 0});
+  }
+  // Runs node n's backward steps into `sink` (this writer, or a recording wrapper of it): the
+  // incoming gradients are the g_ arrays; an eltwise chain's forward is replayed first.
+  void backward_steps(const ir::Node& n, lw::StepSink& sink) {
+    const std::vector<Shape> ins = shapes(n.inputs), outs = shapes(n.outputs);
+    for (const auto& o : n.outputs) names_[lw::grad(o)] = "g_" + identifier(o);
+    if (lw::eltwise_chain(n.op, n.attrs)) {
+      mode_ = Mode::Replay;
+      lw::lower_forward(n, ins, outs, lw::Prop::forward_training, *this);
+      flush();
+    }
+    mode_ = Mode::Backward;
+    lw::lower_backward(n, ins, outs, sink);
+    flush();
+    skip_ = false;
+  }
+
   const Shape& shape(const std::string& v) const { return c_.model.types.at(v).shape; }
   void need(const std::string& b) { used_.insert(b); }
   // `Vec NAME` holding `t` (float32, exact): its data array, and the line declaring it.
@@ -936,13 +1105,20 @@ class Gen : public lw::StepSink {
       return e;
     }
     const auto it = names_.find(v);
-    return it != names_.end() ? it->second : var(v);
+    if (it != names_.end()) return it->second;
+    return !v.empty() && v[0] == '@' ? v.substr(1) : var(v);
   }
   // y = expr: a temporary keeps the expression; a value assigned twice (a chain of adds) is declared
   // without const.
   void define(const std::string& y, const std::string& expr) {
     if (!y.empty() && y[0] == '%') {
       exprs_[y] = expr;
+      return;
+    }
+    if (mode_ == Mode::Backward) {  // a backward-local value (or a gradient), declared in order
+      flush();
+      body_ << "  const Vec " << local(y) << " = " << expr << ";\n";
+      names_.emplace(y, local(y));
       return;
     }
     const auto it = declared_.find(y);
@@ -1036,6 +1212,9 @@ class Gen : public lw::StepSink {
   std::string conv_kind_ = "convolution", rnn_op_;
   int n_compared_ = 0;
   bool judge_ = true;  // false for crash findings: no comparison
+  Mode mode_ = Mode::Forward;
+  bool skip_ = false;                             // the steps a helper's text already holds
+  std::map<std::string, std::string> step_names_;  // replayed chain: step input value -> its name
 };
 
 void Gen::forward_node(const ir::Node& n) {
@@ -1052,120 +1231,10 @@ void Gen::backward_node(const ir::Node& n) {
         << ", forward (training) then backward\n";
   // name of the input -> C++ expression holding the library's gradient
   std::map<std::string, std::string> got;
-  const std::string x = var(n.inputs[0]);
   const std::string gy = "g_" + identifier(n.outputs[0]);
   node_ = &n;
   const Shape& xs = shape(n.inputs[0]);
-  const Shape& ys = shape(n.outputs[0]);
-  // Geometry lines (PoolGeo, ConvGeo, ...) go to lines_; written before the calls that use them.
-  const auto steps = lw::eltwise_chain(n.op, n.attrs);
-  if (steps) {
-    need("eltwise");
-    need("eltwise_bwd");
-    const std::string d = dims(xs);
-    std::string cur = x;
-    for (size_t i = 0; i < steps->size(); ++i) {
-      const lw::Eltwise& s = (*steps)[i];
-      const std::string next =
-          i + 1 == steps->size() ? var(n.outputs[0]) : var(n.outputs[0]) + "_step" + std::to_string(i);
-      body_ << "  const Vec " << next << " = eltwise_fwd(" << alg(s.alg) << ", " << flt(s.alpha) << ", "
-            << flt(s.beta) << ", " << d << ", " << cur << ");\n";
-      body_ << "  const Vec& step_in" << i << " = " << cur << ";\n";
-      cur = next;
-    }
-    body_ << "  Vec dx = " << gy << ";\n";
-    for (size_t i = steps->size(); i-- > 0;)
-      body_ << "  dx = eltwise_bwd(" << alg((*steps)[i].alg) << ", " << flt((*steps)[i].alpha) << ", "
-            << flt((*steps)[i].beta) << ", " << d << ", step_in" << i << ", dx);\n";
-    got[n.inputs[0]] = "dx";
-  } else if (n.op == "softmax" || n.op == "log_softmax") {
-    need("softmax");
-    need("softmax_bwd");
-    const lw::SoftmaxGeo g = lw::softmax_geo(n.op, xs, n.attrs);
-    const std::string a = alg(g.alg);
-    body_ << "  const Vec y = softmax_fwd(prop_kind::forward_training, " << a << ", " << dims(g.dims) << ", " << g.axis
-          << ", " << x << ");\n";
-    body_ << "  const Vec dx = softmax_bwd(" << a << ", " << dims(g.dims) << ", " << g.axis << ", y, " << gy << ");\n";
-    got[n.inputs[0]] = "dx";
-  } else if (lw::is_pool(n.op)) {
-    need("pool");
-    need("pool_bwd");
-    const lw::PoolGeo pg = lw::pool_geo(n.op, xs, ys, n.attrs);
-    std::string fname;
-    if (!pg.factor.empty()) {
-      fname = "factor_" + identifier(n.name);
-      std::vector<double> vals(pg.factor.begin(), pg.factor.end());
-      data_vec(fname, core::Tensor::f64(pg.factor_shape, vals), "avg-pool rescale factors of " + n.name);
-    }
-    const std::string g = pool_decl(pg);
-    flush();
-    body_ << "  const PoolOut fwd = pool_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n";
-    if (fname.empty()) {
-      body_ << "  const Vec dx = pool_bwd(" << g << ", fwd.workspace, " << gy << ");\n";
-    } else {
-      need("binary");
-      const std::string d = dims(ys);
-      body_ << "  const Vec dx = pool_bwd(" << g << ", fwd.workspace, binary_op(algorithm::binary_mul, " << d << ", "
-            << d << ", " << gy << ", " << dims(pg.factor_shape) << ", " << fname << "));\n";
-    }
-    got[n.inputs[0]] = "dx";
-  } else if (lw::is_conv(n.op)) {
-    need("conv");
-    need("conv_bwd");
-    const std::string g = conv_decl(lw::conv_geo(n.op, xs, ys, n.attrs));
-    flush();
-    body_ << "  const ConvGrads gr = conv_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", " << gy << ");\n";
-    got[n.inputs[0]] = "gr.dx";
-    got[n.inputs[1]] = "gr.dw";
-    if (n.inputs.size() > 2) got[n.inputs[2]] = "gr.db";
-  } else if (n.op == "dense") {
-    need("dense");
-    need("dense_bwd");
-    const std::string g = dense_decl(lw::dense_geo(xs, n.attrs));
-    flush();
-    body_ << "  const DenseGrads gr = dense_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", " << gy << ");\n";
-    got[n.inputs[0]] = "gr.dx";
-    got[n.inputs[1]] = "gr.dw";
-    if (n.inputs.size() > 2) got[n.inputs[2]] = "gr.db";
-  } else if (n.op == "batch_norm") {
-    need("eltwise");
-    need("binary");
-    need("bnorm");
-    need("bnorm_bwd");
-    const std::string g = bn_args(lw::bn_geo(xs, n.attrs));
-    body_ << "  const BnOut fwd = bn_fwd(prop_kind::forward_training, " << g;
-    for (size_t i = 0; i < 5; ++i) body_ << ", " << var(n.inputs[i]);
-    body_ << ");\n  const BnGrads gr = bn_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", "
-          << var(n.inputs[2]) << ", fwd, " << gy << ");\n";
-    const char* names[] = {"gr.dx", "gr.dscale", "gr.dshift", "gr.dmean", "gr.dvar"};
-    for (size_t i = 0; i < n.inputs.size() && i < 5; ++i)
-      if (!got.count(n.inputs[i])) got[n.inputs[i]] = names[i];
-  } else if (n.op == "layer_norm") {
-    need("lnorm");
-    need("lnorm_bwd");
-    const std::string g = ln_args(lw::ln_geo(xs, n.attrs));
-    body_ << "  const LnOut fwd = ln_fwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", " << var(n.inputs[2])
-          << ");\n  const LnGrads gr = ln_bwd(" << g << ", " << x << ", " << var(n.inputs[1]) << ", "
-          << var(n.inputs[2]) << ", fwd, " << gy << ");\n";
-    const char* names[] = {"gr.dx", "gr.dscale", "gr.dshift"};
-    for (size_t i = 0; i < n.inputs.size() && i < 3; ++i)
-      if (!got.count(n.inputs[i])) got[n.inputs[i]] = names[i];
-  } else if (n.op == "lrn") {
-    need("lrn");
-    need("lrn_bwd");
-    const std::string g = lrn_args(lw::lrn_geo(xs, n.attrs));
-    body_ << "  const LrnOut fwd = lrn_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n";
-    body_ << "  const Vec dx = lrn_bwd(" << g << ", " << x << ", fwd.workspace, " << gy << ");\n";
-    got[n.inputs[0]] = "dx";
-  } else if (lw::is_resize(n.op)) {
-    need("resample");
-    need("resample_bwd");
-    check_supported(c_.model, n);
-    const std::string g = resample_args(lw::resample_geo(n.op, xs, ys));
-    body_ << "  const Vec y = resample_fwd(prop_kind::forward_training, " << g << ", " << x << ");\n"
-          << "  (void)y;\n  const Vec dx = resample_bwd(" << g << ", " << gy << ");\n";
-    got[n.inputs[0]] = "dx";
-  } else if (lw::is_rnn(n.op)) {
+  if (lw::is_rnn(n.op)) {
     need("rnn_bwd");
     const std::string g = rnn_decl(lw::rnn_geo(n.op, xs, n.attrs));
     flush();
@@ -1174,38 +1243,26 @@ void Gen::backward_node(const ir::Node& n) {
     body_ << ");\n  const RnnGrads gr = rnn_bwd(" << g << ", st, " << gy << ");\n";
     const char* names[] = {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"};
     for (size_t i = 0; i < n.inputs.size() && i < 5; ++i) got[n.inputs[i]] = names[i];
-  } else if ((n.op == "maximum" || n.op == "minimum") && shape(n.inputs[0]) == shape(n.outputs[0]) &&
-             shape(n.inputs[1]) == shape(n.outputs[0]) && c_.expected.count(n.inputs[0]) &&
-             c_.expected.count(n.inputs[1])) {
-    // The gradient as Quorum's oneDNN backend composes it (ops_binary.cpp): a comparison mask from
-    // binary_ge (maximum) or binary_le (minimum), ties to the first operand, then the incoming
-    // gradient split by it. The mask is checked on its own, so a wrong comparison primitive is named.
-    need("binary");
-    const bool is_max = n.op == "maximum";
-    const std::string alg = is_max ? "binary_ge" : "binary_le";
-    const std::string d = dims(shape(n.outputs[0])), b = var(n.inputs[1]);
-    const core::Tensor a32 = c_.expected.at(n.inputs[0]).to(core::DType::F32).to(core::DType::F64);
-    const core::Tensor b32 = c_.expected.at(n.inputs[1]).to(core::DType::F32).to(core::DType::F64);
-    core::Tensor mask(core::DType::F64, a32.shape());
-    for (int64_t i = 0; i < mask.numel(); ++i)  // IEEE comparisons: false where an operand is NaN
-      mask.f64()[i] = (is_max ? a32.get(i) >= b32.get(i) : a32.get(i) <= b32.get(i)) ? 1.0 : 0.0;
-    body_ << "  const Vec mask = binary_op(algorithm::" << alg << ", " << d << ", " << d << ", " << x << ", " << d
-          << ", " << b << ");\n";
-    if (judge_) compare(alg + "(" + n.inputs[0] + ", " + n.inputs[1] + ")", "mask", mask, ops::Tolerance{0, 0});
-    body_ << "  const Vec da = binary_op(algorithm::binary_mul, " << d << ", " << d << ", " << gy << ", " << d
-          << ", mask);\n";
-    body_ << "  const Vec db = binary_op(algorithm::binary_sub, " << d << ", " << d << ", " << gy << ", " << d
-          << ", da);\n";
-    got[n.inputs[0]] = "da";
-    if (n.inputs[1] != n.inputs[0]) got[n.inputs[1]] = "db";
-  } else if (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" ||
-             n.op == "matmul" || n.op == "transpose" || n.op == "concat" || n.op == "sum") {
-    throw ReproUnsupported("the gradient of '" + n.op +
-                           "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
-                           "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "
-                           "convolution, dense and RNN nodes");
   } else {
-    throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
+    // maximum/minimum's mask gradient is written for operands of the output's shape; the other
+    // gradients composed from forward primitives are not.
+    const bool mask = (n.op == "maximum" || n.op == "minimum") && shape(n.inputs[0]) == shape(n.outputs[0]) &&
+                      shape(n.inputs[1]) == shape(n.outputs[0]) && c_.expected.count(n.inputs[0]) &&
+                      c_.expected.count(n.inputs[1]);
+    if (!mask && (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" ||
+                  n.op == "matmul" || n.op == "transpose" || n.op == "concat" || n.op == "sum"))
+      throw ReproUnsupported("the gradient of '" + n.op +
+                             "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
+                             "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "
+                             "convolution, dense and RNN nodes");
+    if (!lw::backward_mapped(n))
+      throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
+    if (lw::is_resize(n.op)) check_supported(c_.model, n);
+    backward_steps(n, *this);
+    for (const auto& i : n.inputs) {
+      const auto it = names_.find(lw::grad(i));
+      if (it != names_.end()) got.emplace(i, it->second);
+    }
   }
   body_ << "\n";
   if (!judge_) {
@@ -1382,6 +1439,27 @@ std::vector<std::string> writer_sink_calls(const ir::Graph& g) {
         lower_forward(n, gen.shapes(n.inputs), gen.shapes(n.outputs), p, rec);
         gen.flush();
       }
+    } catch (const ReproUnsupported& e) {
+      return {std::string("refused by the writer: ") + e.what()};
+    }
+    all.insert(all.end(), rec.calls().begin(), rec.calls().end());
+  }
+  // The backward steps of every node, last node first, as a backward finding's program prints them.
+  ReproCase rc;
+  rc.model = g;
+  rc.train = true;
+  Gen gen(rc);
+  gen.judge_ = false;
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const ir::Node& n = g.nodes[k];
+    if (!backward_mapped(n)) {
+      all.push_back("backward refused: " + n.op);
+      continue;
+    }
+    RecordingSink rec(gen);
+    try {
+      gen.node_ = &n;
+      gen.backward_steps(n, rec);
     } catch (const ReproUnsupported& e) {
       return {std::string("refused by the writer: ") + e.what()};
     }
