@@ -480,7 +480,8 @@ bool backward_mapped(const ir::Node& n) {
   const std::string& op = n.op;
   return eltwise_chain(op, n.attrs) || op == "softsign" || binary_alg(op) || op == "sum" ||
          op == "reduce_sum" || op == "reduce_mean" || op == "softmax" || op == "log_softmax" || is_pool(op) ||
-         is_conv(op) || op == "dense" || op == "batch_norm" || op == "layer_norm" || op == "lrn" || is_resize(op);
+         is_conv(op) || op == "dense" || op == "batch_norm" || op == "layer_norm" || op == "lrn" || is_resize(op) ||
+         is_rnn(op);
 }
 
 void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, StepSink& sink) {
@@ -621,6 +622,12 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
     sink.lrn_backward(lrn_geo(x, a), x0, gy, grad(x0));
   } else if (is_resize(n.op)) {
     sink.resample_backward(resample_geo(n.op, x, ys), x0, gy, grad(x0));
+  } else if (is_rnn(n.op)) {
+    // One backward primitive gives every gradient: x, w_ih, w_hh and both biases (b_ih and b_hh
+    // are the one combined oneDNN bias, so they receive the same per-gate blocks).
+    std::vector<std::string> grads;
+    for (const auto& i : n.inputs) grads.push_back(grad(i));
+    sink.rnn_backward(rnn_geo(n.op, x, a), n.inputs, gy, grads);
   }
 }
 
@@ -749,7 +756,7 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
   calls_.push_back(std::string("rnn ") + name(p) + " " + g.op + " N" + std::to_string(g.n) + " T" +
                    std::to_string(g.t) + " F" + std::to_string(g.f) + " H" + std::to_string(g.h) + " G" +
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
-                   std::to_string(g.seq) + " " + y + " = " + fmt(in));
+                   std::to_string(g.seq) + " gru " + std::to_string(g.gru) + " " + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
 }
 
@@ -821,6 +828,14 @@ void RecordingSink::resample_backward(const ResampleGeo& g, const std::string& x
   calls_.push_back(std::string("resample_backward ") + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " " +
                    dx + " = " + fmt(std::vector<std::string>{x, dy}));
   inner_.resample_backward(g, x, dy, dx);
+}
+void RecordingSink::rnn_backward(const RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                 const std::vector<std::string>& grads) {
+  calls_.push_back("rnn_backward " + g.op + " N" + std::to_string(g.n) + " T" + std::to_string(g.t) + " F" +
+                   std::to_string(g.f) + " H" + std::to_string(g.h) + " G" + std::to_string(g.gates) + " BG" +
+                   std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " + std::to_string(g.seq) + " gru " +
+                   std::to_string(g.gru) + " " + fmt(grads) + " = " + fmt(in) + " " + dy);
+  inner_.rnn_backward(g, in, dy, grads);
 }
 
 }  // namespace quorum::backends::onednn_lower

@@ -9,8 +9,9 @@
 // The forward pass of every operator goes through lower_forward(); the backward of the operators
 // backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
 // forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
-// masks, the pooling workspace, batch_norm's derived dmean/dvar, ...). The RNN, concat, transpose,
-// reshape, matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose their own backward.
+// masks, the pooling workspace, batch_norm's derived dmean/dvar, the RNN primitives' backward, ...).
+// The concat, transpose, reshape, matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose
+// their own backward.
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
 // operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
@@ -239,6 +240,10 @@ class StepSink {
   virtual void lrn_backward(const LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) = 0;
   virtual void resample_backward(const ResampleGeo& g, const std::string& x, const std::string& dy,
                                  const std::string& dx) = 0;
+  // The RNN backward primitive (hinted by the forward_training one, on the forward's time-major
+  // source, result, bias and workspace). in: x, w_ih, w_hh, b_ih, b_hh; grads: theirs, in that order.
+  virtual void rnn_backward(const RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                            const std::vector<std::string>& grads) = 0;
 };
 
 // The name of v's gradient in the backward steps.
@@ -293,6 +298,8 @@ class RecordingSink : public StepSink {
   void lrn_backward(const LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
   void resample_backward(const ResampleGeo& g, const std::string& x, const std::string& dy,
                          const std::string& dx) override;
+  void rnn_backward(const RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                    const std::vector<std::string>& grads) override;
 
  private:
   StepSink& inner_;

@@ -361,11 +361,6 @@ void ExecSink::resample(lw::Prop p, const lw::ResampleGeo& g, const std::string&
   put(y, std::move(r));
 }
 
-void ExecSink::rnn(lw::Prop, const lw::RnnGeo& g, const std::vector<std::string>&, const std::string&) {
-  // The RNN kernel (ops_rnn.cpp) still runs its own forward, from the lowering's geometry.
-  throw ConversionError("the oneDNN backend's sink does not carry out '" + g.op + "' (ops_rnn.cpp runs it)");
-}
-
 // ---- backward steps ----
 
 void ExecSink::zeros(const Dims& d, const std::string& y) { put(y, Buf(Shape(d.begin(), d.end()))); }

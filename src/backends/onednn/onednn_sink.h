@@ -1,7 +1,8 @@
 // The oneDNN backend's sink: carries out the forward and backward steps oneDNN's lowering (lower.h) decides, with
 // the backend's cached building blocks (onednn_common.h) on the run's buffers. Also the primitive
 // descriptors of each family, keyed in the primitive cache by the lowering's geometry, which the
-// backward kernels (ops_*.cpp) hint their backward primitives with.
+// backward steps hint their backward primitives with. The RNN steps (ExecSink::rnn, rnn_backward)
+// are defined in ops_rnn.cpp with the RNN primitives.
 #pragma once
 #include <map>
 #include <string>
@@ -60,6 +61,7 @@ struct Saved {
   std::map<std::string, Buf> values;  // values the node defined besides its outputs (chain steps, softsign's den.)
   memory workspace;                   // pooling / lrn (training)
   Buf mean, var;                      // batch_norm's batch statistics, layer_norm's statistics
+  Buf rnn_src, rnn_dst, rnn_bias;     // an RNN's time-major source and result, its combined bias
 };
 
 // Runs one node's forward steps on `env` (node outputs go to env, temporaries and the node's other
@@ -112,6 +114,9 @@ class ExecSink : public lw::StepSink {
   void lrn_backward(const lw::LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
   void resample_backward(const lw::ResampleGeo& g, const std::string& x, const std::string& dy,
                          const std::string& dx) override;
+  // Both RNN steps are in ops_rnn.cpp, with the RNN primitives' descriptors.
+  void rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                    const std::vector<std::string>& grads) override;
 
  private:
   const Buf& get(const std::string& v) const;

@@ -5,7 +5,7 @@
 // attributes as Quorum's backend: the forward steps come from oneDNN's lowering (lower.h), which
 // also drives the backend, and Gen is its text sink (it prints the call of the matching helper
 // block); so do the backward steps (lower_backward), printed as the helper blocks' backward calls
-// after the forward (training) each needs (the RNN's backward text still takes only its geometry):
+// after the forward (training) each needs (rnn_bwd after rnn_fwd, for the RNN's one backward step):
 //  - forward findings (FC, crash) run the model's nodes in order from the graph inputs and compare
 //    the blamed node's outputs and the graph outputs;
 //  - backward findings (BC) feed the blamed node its operands and the library's own incoming
@@ -1032,6 +1032,16 @@ class Gen : public lw::StepSink {
           << "  (void)y;\n  const Vec dx = resample_bwd(" << args << ", " << ref(dy) << ");\n";
     names_.emplace(dx, "dx");
   }
+  void rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                    const std::vector<std::string>& grads) override {
+    need("rnn_bwd");
+    const std::string geo = rnn_decl(g);
+    flush();
+    body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << geo;
+    for (const auto& i : in) body_ << ", " << ref(i);
+    body_ << ");\n  const RnnGrads gr = rnn_bwd(" << geo << ", st, " << ref(dy) << ");\n";
+    bind(grads, {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"});
+  }
 
  private:
   // Forward: the model's nodes; Replay: an eltwise chain's forward before its backward; Backward:
@@ -1231,38 +1241,25 @@ void Gen::backward_node(const ir::Node& n) {
         << ", forward (training) then backward\n";
   // name of the input -> C++ expression holding the library's gradient
   std::map<std::string, std::string> got;
-  const std::string gy = "g_" + identifier(n.outputs[0]);
   node_ = &n;
-  const Shape& xs = shape(n.inputs[0]);
-  if (lw::is_rnn(n.op)) {
-    need("rnn_bwd");
-    const std::string g = rnn_decl(lw::rnn_geo(n.op, xs, n.attrs));
-    flush();
-    body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << g;
-    for (const auto& i : n.inputs) body_ << ", " << var(i);
-    body_ << ");\n  const RnnGrads gr = rnn_bwd(" << g << ", st, " << gy << ");\n";
-    const char* names[] = {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"};
-    for (size_t i = 0; i < n.inputs.size() && i < 5; ++i) got[n.inputs[i]] = names[i];
-  } else {
-    // maximum/minimum's mask gradient is written for operands of the output's shape; the other
-    // gradients composed from forward primitives are not.
-    const bool mask = (n.op == "maximum" || n.op == "minimum") && shape(n.inputs[0]) == shape(n.outputs[0]) &&
-                      shape(n.inputs[1]) == shape(n.outputs[0]) && c_.expected.count(n.inputs[0]) &&
-                      c_.expected.count(n.inputs[1]);
-    if (!mask && (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" ||
-                  n.op == "matmul" || n.op == "transpose" || n.op == "concat" || n.op == "sum"))
-      throw ReproUnsupported("the gradient of '" + n.op +
-                             "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
-                             "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "
-                             "convolution, dense and RNN nodes");
-    if (!lw::backward_mapped(n))
-      throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
-    if (lw::is_resize(n.op)) check_supported(c_.model, n);
-    backward_steps(n, *this);
-    for (const auto& i : n.inputs) {
-      const auto it = names_.find(lw::grad(i));
-      if (it != names_.end()) got.emplace(i, it->second);
-    }
+  // maximum/minimum's mask gradient is written for operands of the output's shape; the other
+  // gradients composed from forward primitives are not.
+  const bool mask = (n.op == "maximum" || n.op == "minimum") && shape(n.inputs[0]) == shape(n.outputs[0]) &&
+                    shape(n.inputs[1]) == shape(n.outputs[0]) && c_.expected.count(n.inputs[0]) &&
+                    c_.expected.count(n.inputs[1]);
+  if (!mask && (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" ||
+                n.op == "matmul" || n.op == "transpose" || n.op == "concat" || n.op == "sum"))
+    throw ReproUnsupported("the gradient of '" + n.op +
+                           "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
+                           "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "
+                           "convolution, dense and RNN nodes");
+  if (!lw::backward_mapped(n))
+    throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
+  if (lw::is_resize(n.op)) check_supported(c_.model, n);
+  backward_steps(n, *this);
+  for (const auto& i : n.inputs) {
+    const auto it = names_.find(lw::grad(i));
+    if (it != names_.end()) got.emplace(i, it->second);
   }
   body_ << "\n";
   if (!judge_) {
