@@ -366,6 +366,20 @@ Dims transpose_strides(const Shape& x, const core::Attrs& a) {
   return out;
 }
 
+Dims inverse_transpose_strides(const Shape& x, const core::Attrs& a) {
+  const auto& perm = core::attr_ints(a, "perm");
+  const size_t r = x.size();
+  if (r == 0) return {1};
+  Shape y(r);
+  for (size_t i = 0; i < r; ++i) y[i] = x[perm.empty() ? r - 1 - i : static_cast<size_t>(perm[i])];
+  const Dims d = dims_of(y);
+  Dims st(r, 1);
+  for (size_t i = r; i-- > 1;) st[i - 1] = st[i] * d[i];
+  Dims out(r);
+  for (size_t i = 0; i < r; ++i) out[perm.empty() ? r - 1 - i : static_cast<size_t>(perm[i])] = st[i];
+  return out;
+}
+
 Support node_support(const ir::Graph& g, const ir::Node& n) {
   for (const auto& v : n.inputs)
     if (g.types.count(v) && g.types.at(v).dtype == core::DType::I64)
@@ -478,7 +492,8 @@ void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::v
 
 bool backward_mapped(const ir::Node& n) {
   const std::string& op = n.op;
-  return eltwise_chain(op, n.attrs) || op == "softsign" || binary_alg(op) || op == "sum" ||
+  return is_reshape(op) || op == "transpose" || eltwise_chain(op, n.attrs) || op == "softsign" || binary_alg(op) ||
+         op == "sum" ||
          op == "reduce_sum" || op == "reduce_mean" || op == "softmax" || op == "log_softmax" || is_pool(op) ||
          is_conv(op) || op == "dense" || op == "batch_norm" || op == "layer_norm" || op == "lrn" || is_resize(op) ||
          is_rnn(op);
@@ -502,7 +517,13 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
       sink.reduce(Alg::reduction_sum, dims_of(ys), g, keep, grad(n.inputs[i]));
     }
   };
-  if (const auto chain = eltwise_chain(n.op, a)) {
+  if (is_reshape(n.op)) {
+    // The same elements in x's shape.
+    sink.alias(grad(x0), gy);
+  } else if (n.op == "transpose") {
+    // The inverse transpose: gy read in x's axis order (x's axis perm[i] is y's axis i).
+    sink.transpose(dims_of(x), inverse_transpose_strides(x, a), gy, grad(x0));
+  } else if (const auto chain = eltwise_chain(n.op, a)) {
     // Each step's backward on the input that step saw, last step first.
     const Dims d = dims_of(x);
     for (size_t i = chain->size(); i-- > 0;)

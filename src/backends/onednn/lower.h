@@ -10,8 +10,7 @@
 // backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
 // forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
 // masks, the pooling workspace, batch_norm's derived dmean/dvar, the RNN primitives' backward, ...).
-// The concat, transpose, reshape, matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose
-// their own backward.
+// The concat, matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose their own backward.
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
 // operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
@@ -165,6 +164,8 @@ RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a);
 
 // A transpose as a reorder from x's strides permuted (perm empty: reversed axes).
 Dims transpose_strides(const Shape& x, const core::Attrs& a);
+// Its backward: the strides that read y (dense) in x's axis order.
+Dims inverse_transpose_strides(const Shape& x, const core::Attrs& a);
 
 // Whether the node maps as this lowering maps it, or why not (float32 operands; resize rules).
 // Whether oneDNN has the operator at all is the backend's op table.
