@@ -492,11 +492,10 @@ void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::v
 
 bool backward_mapped(const ir::Node& n) {
   const std::string& op = n.op;
-  return is_reshape(op) || op == "transpose" || eltwise_chain(op, n.attrs) || op == "softsign" || binary_alg(op) ||
-         op == "sum" ||
-         op == "reduce_sum" || op == "reduce_mean" || op == "softmax" || op == "log_softmax" || is_pool(op) ||
-         is_conv(op) || op == "dense" || op == "batch_norm" || op == "layer_norm" || op == "lrn" || is_resize(op) ||
-         is_rnn(op);
+  return is_reshape(op) || op == "transpose" || op == "concat" || eltwise_chain(op, n.attrs) || op == "softsign" ||
+         binary_alg(op) || op == "sum" || op == "reduce_sum" || op == "reduce_mean" || op == "softmax" ||
+         op == "log_softmax" || is_pool(op) || is_conv(op) || op == "dense" || op == "batch_norm" ||
+         op == "layer_norm" || op == "lrn" || is_resize(op) || is_rnn(op);
 }
 
 void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, StepSink& sink) {
@@ -523,6 +522,17 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
   } else if (n.op == "transpose") {
     // The inverse transpose: gy read in x's axis order (x's axis perm[i] is y's axis i).
     sink.transpose(dims_of(x), inverse_transpose_strides(x, a), gy, grad(x0));
+  } else if (n.op == "concat") {
+    // Each input's part of gy: a view at its offset along the axis, gy's dense strides.
+    const int axis = norm_axis(core::attr_i(a, "axis"), ys.size());
+    const Dims yd = dims_of(ys);
+    Dims st(yd.size(), 1);
+    for (size_t i = yd.size(); i-- > 1;) st[i - 1] = st[i] * yd[i];
+    int64_t offset = 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      sink.view(dims_of(in.at(i)), st, offset * st[static_cast<size_t>(axis)], gy, grad(n.inputs[i]));
+      offset += in[i][static_cast<size_t>(axis)];
+    }
   } else if (const auto chain = eltwise_chain(n.op, a)) {
     // Each step's backward on the input that step saw, last step first.
     const Dims d = dims_of(x);
@@ -714,6 +724,11 @@ void RecordingSink::concat(const Dims& out, int axis, const std::vector<Dims>& d
 void RecordingSink::transpose(const Dims& yd, const Dims& st, const std::string& x, const std::string& y) {
   calls_.push_back("transpose " + fmt(yd) + " strides " + fmt(st) + " " + y + " = " + x);
   inner_.transpose(yd, st, x, y);
+}
+void RecordingSink::view(const Dims& yd, const Dims& st, int64_t offset, const std::string& x, const std::string& y) {
+  calls_.push_back("view " + fmt(yd) + " strides " + fmt(st) + " offset " + std::to_string(offset) + " " + y + " = " +
+                   x);
+  inner_.view(yd, st, offset, x, y);
 }
 void RecordingSink::reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) {
   calls_.push_back(std::string("reduce ") + name(alg) + " " + fmt(xd) + " -> " + fmt(keep) + " " + y + " = " + x);

@@ -10,7 +10,7 @@
 // backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
 // forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
 // masks, the pooling workspace, batch_norm's derived dmean/dvar, the RNN primitives' backward, ...).
-// The concat, matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose their own backward.
+// The matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose their own backward.
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
 // operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
@@ -194,6 +194,9 @@ class StepSink {
   virtual void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
                       const std::string& y) = 0;
   virtual void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) = 0;
+  // y (dense, dims yd) = a reorder from the view of x at element `offset` with `strides`.
+  virtual void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x,
+                    const std::string& y) = 0;
   virtual void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) = 0;
   virtual void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) = 0;
   virtual void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
@@ -266,6 +269,7 @@ class RecordingSink : public StepSink {
   void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
               const std::string& y) override;
   void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) override;
+  void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x, const std::string& y) override;
   void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
   void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) override;
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,

@@ -242,6 +242,12 @@ void ExecSink::transpose(const Dims& yd, const Dims& permuted_strides, const std
   put(y, std::move(r));
 }
 
+void ExecSink::view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x, const std::string& y) {
+  Buf r(Shape(yd.begin(), yd.end()));
+  copy_view(View{const_cast<float*>(get(x).ptr()) + offset, yd, strides}, view_of(r));
+  put(y, std::move(r));
+}
+
 void ExecSink::reduce(lw::Alg alg, const Dims&, const std::string& x, const Dims& keep, const std::string& y) {
   put(y, reduce_to(to_dnnl(alg), get(x), Shape(keep.begin(), keep.end())));
 }

@@ -186,6 +186,16 @@ inline Vec transpose_op(const Dims& yd, const Dims& permuted_strides, const Vec&
   return y;
 }
 )CPP"},
+    {"view", R"CPP(
+// A reorder from the view of x at element `offset` with `strides` into dense y.
+inline Vec view_op(const Dims& yd, const Dims& strides, int64_t offset, const Vec& x) {
+  const memory::desc smd(yd, memory::data_type::f32, strides);
+  reorder::primitive_desc pd(eng, smd, eng, plain(yd));
+  Vec y(numel(yd));
+  run(reorder(pd), {{DNNL_ARG_FROM, mem(smd, x.data() + offset)}, {DNNL_ARG_TO, mem(plain(yd), y.data())}});
+  return y;
+}
+)CPP"},
     {"softmax", R"CPP(
 inline softmax_v2_forward::primitive_desc softmax_pd(prop_kind prop, algorithm alg, const Dims& d, int axis) {
   return softmax_v2_forward::primitive_desc(softmax_v2_forward::desc(prop, alg, plain(d), plain(d), axis), eng);
@@ -860,6 +870,10 @@ class Gen : public lw::StepSink {
   void transpose(const Dims& yd, const Dims& st, const std::string& x, const std::string& y) override {
     need("transpose");
     define(y, "transpose_op(" + dims(yd) + ", " + dims(st) + ", " + ref(x) + ")");
+  }
+  void view(const Dims& yd, const Dims& st, int64_t offset, const std::string& x, const std::string& y) override {
+    need("view");
+    define(y, "view_op(" + dims(yd) + ", " + dims(st) + ", " + std::to_string(offset) + ", " + ref(x) + ")");
   }
   void reduce(lw::Alg a, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override {
     need("reduce");
