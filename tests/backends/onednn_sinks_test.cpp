@@ -71,6 +71,8 @@ class NullSink : public StepSink {
   void softmax(Prop, const SoftmaxGeo&, const std::string&, const std::string&) override {}
   void matmul(const Dims&, const std::string&, const Dims&, const std::string&, const Dims&,
               const std::string&) override {}
+  void matmul_strided(const Dims&, const Dims&, const std::string&, const Dims&, const Dims&, const std::string&,
+                      const Dims&, const std::string&) override {}
   void pool(Prop, const PoolGeo&, const std::string&, const std::string&) override {}
   void conv(Prop, const ConvGeo&, const std::string&, const std::string&, const std::string&,
             const std::string&) override {}

@@ -492,9 +492,9 @@ void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::v
 
 bool backward_mapped(const ir::Node& n) {
   const std::string& op = n.op;
-  return is_reshape(op) || op == "transpose" || op == "concat" || eltwise_chain(op, n.attrs) || op == "softsign" ||
-         binary_alg(op) || op == "sum" || op == "reduce_sum" || op == "reduce_mean" || op == "softmax" ||
-         op == "log_softmax" || is_pool(op) || is_conv(op) || op == "dense" || op == "batch_norm" ||
+  return is_reshape(op) || op == "transpose" || op == "concat" || op == "matmul" || eltwise_chain(op, n.attrs) ||
+         op == "softsign" || binary_alg(op) || op == "sum" || op == "reduce_sum" || op == "reduce_mean" ||
+         op == "softmax" || op == "log_softmax" || is_pool(op) || is_conv(op) || op == "dense" || op == "batch_norm" ||
          op == "layer_norm" || op == "lrn" || is_resize(op) || is_rnn(op);
 }
 
@@ -522,6 +522,34 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
   } else if (n.op == "transpose") {
     // The inverse transpose: gy read in x's axis order (x's axis perm[i] is y's axis i).
     sink.transpose(dims_of(x), inverse_transpose_strides(x, a), gy, grad(x0));
+  } else if (n.op == "matmul") {
+    // dA = dY @ B^T and dB = A^T @ dY over the output's batch dims (the transposed operand read in
+    // place: last two dims and strides swapped), then summed down to each operand's shape.
+    const Dims yd = dims_of(ys), ad = dims_of(pad_rank(x, ys.size())), bd = dims_of(pad_rank(in.at(1), ys.size()));
+    const size_t r = yd.size();
+    auto dense = [](const Dims& d) {
+      Dims st(d.size(), 1);
+      for (size_t i = d.size(); i-- > 1;) st[i - 1] = st[i] * d[i];
+      return st;
+    };
+    auto transposed = [&](const Dims& d, Dims& td) {
+      Dims st = dense(d);
+      td = d;
+      std::swap(td[r - 1], td[r - 2]);
+      std::swap(st[r - 1], st[r - 2]);
+      return st;
+    };
+    Dims bt, at;
+    const Dims bts = transposed(bd, bt), ats = transposed(ad, at);
+    Dims ga = yd, gb = yd;
+    ga[r - 1] = ad[r - 1];
+    gb[r - 2] = bd[r - 2];
+    sink.matmul_strided(yd, {}, gy, bt, bts, n.inputs.at(1), ga, "@ga");
+    if (ga == ad) sink.alias(grad(x0), "@ga");
+    else sink.reduce(Alg::reduction_sum, ga, "@ga", ad, grad(x0));
+    sink.matmul_strided(at, ats, x0, yd, {}, gy, gb, "@gb");
+    if (gb == bd) sink.alias(grad(n.inputs[1]), "@gb");
+    else sink.reduce(Alg::reduction_sum, gb, "@gb", bd, grad(n.inputs[1]));
   } else if (n.op == "concat") {
     // Each input's part of gy: a view at its offset along the axis, gy's dense strides.
     const int axis = norm_axis(core::attr_i(a, "axis"), ys.size());
@@ -743,6 +771,11 @@ void RecordingSink::matmul(const Dims& ad, const std::string& a, const Dims& bd,
                            const std::string& y) {
   calls_.push_back("matmul " + y + fmt(yd) + " = " + a + fmt(ad) + " @ " + b + fmt(bd));
   inner_.matmul(ad, a, bd, b, yd, y);
+}
+void RecordingSink::matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd,
+                                   const Dims& bs, const std::string& b, const Dims& yd, const std::string& y) {
+  calls_.push_back("matmul_strided " + y + fmt(yd) + " = " + a + fmt(ad) + fmt(as) + " @ " + b + fmt(bd) + fmt(bs));
+  inner_.matmul_strided(ad, as, a, bd, bs, b, yd, y);
 }
 void RecordingSink::pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) {
   std::string s = std::string("pool ") + name(p) + " " + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " k" +

@@ -10,7 +10,7 @@
 // backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
 // forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
 // masks, the pooling workspace, batch_norm's derived dmean/dvar, the RNN primitives' backward, ...).
-// The matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose their own backward.
+// The reduce_max/min/prod kernel (ops_softmax_reduce.cpp) still composes its own backward.
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
 // operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
@@ -201,6 +201,10 @@ class StepSink {
   virtual void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) = 0;
   virtual void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
                       const std::string& y) = 0;
+  // y = a @ b with operands described by dims and strides (empty strides: plain), e.g. a transposed
+  // operand in place (the last two dims and strides swapped).
+  virtual void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                              const std::string& b, const Dims& yd, const std::string& y) = 0;
   virtual void pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) = 0;
   // b empty: no bias argument.
   virtual void conv(Prop p, const ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
@@ -274,6 +278,8 @@ class RecordingSink : public StepSink {
   void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) override;
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
               const std::string& y) override;
+  void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                      const std::string& b, const Dims& yd, const std::string& y) override;
   void pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) override;
   void conv(Prop p, const ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
             const std::string& y) override;

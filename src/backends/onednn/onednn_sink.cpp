@@ -267,6 +267,15 @@ void ExecSink::matmul(const Dims& ad, const std::string& a, const Dims& bd, cons
   put(y, std::move(r));
 }
 
+void ExecSink::matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                              const std::string& b, const Dims& yd, const std::string& y) {
+  Buf r(Shape(yd.begin(), yd.end()));
+  const memory::desc amd = as.empty() ? plain_md(ad) : strided_md(ad, as);
+  const memory::desc bmd = bs.empty() ? plain_md(bd) : strided_md(bd, bs);
+  matmul_raw(amd, get(a).ptr(), bmd, get(b).ptr(), plain_md(yd), r.ptr());
+  put(y, std::move(r));
+}
+
 void ExecSink::pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) {
   const auto& f = pool_fwd_pd(g, to_dnnl(p));
   Buf r(Shape(g.dst.begin(), g.dst.end()));

@@ -86,6 +86,8 @@ class ExecSink : public lw::StepSink {
   void softmax(lw::Prop p, const lw::SoftmaxGeo& g, const std::string& x, const std::string& y) override;
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
               const std::string& y) override;
+  void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                      const std::string& b, const Dims& yd, const std::string& y) override;
   void pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) override;
   void conv(lw::Prop p, const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
             const std::string& y) override;

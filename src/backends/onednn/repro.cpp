@@ -186,6 +186,21 @@ inline Vec transpose_op(const Dims& yd, const Dims& permuted_strides, const Vec&
   return y;
 }
 )CPP"},
+    {"matmul_strided", R"CPP(
+// matmul on operands described by dims and strides (empty strides: plain), e.g. a transposed one.
+inline Vec matmul_strided_op(const Dims& ad, const Dims& as, const Vec& a, const Dims& bd, const Dims& bs,
+                             const Vec& b, const Dims& yd) {
+  const memory::desc amd = as.empty() ? plain(ad) : memory::desc(ad, memory::data_type::f32, as);
+  const memory::desc bmd = bs.empty() ? plain(bd) : memory::desc(bd, memory::data_type::f32, bs);
+  matmul::primitive_desc pd(matmul::desc(amd, bmd, plain(yd)), eng);
+  show("matmul", pd);
+  Vec y(numel(yd));
+  run(matmul(pd), {{DNNL_ARG_SRC, mem(amd, a.data())},
+                   {DNNL_ARG_WEIGHTS, mem(bmd, b.data())},
+                   {DNNL_ARG_DST, mem(plain(yd), y.data())}});
+  return y;
+}
+)CPP"},
     {"view", R"CPP(
 // A reorder from the view of x at element `offset` with `strides` into dense y.
 inline Vec view_op(const Dims& yd, const Dims& strides, int64_t offset, const Vec& x) {
@@ -889,6 +904,13 @@ class Gen : public lw::StepSink {
     need("matmul");
     const std::string ea = ref(a), eb = ref(b);
     define(y, "matmul_fwd(" + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ", " + dims(yd) + ")");
+  }
+  void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                      const std::string& b, const Dims& yd, const std::string& y) override {
+    need("matmul_strided");
+    const std::string ea = ref(a), eb = ref(b);
+    define(y, "matmul_strided_op(" + dims(ad) + ", " + dims(as) + ", " + ea + ", " + dims(bd) + ", " + dims(bs) +
+                  ", " + eb + ", " + dims(yd) + ")");
   }
   void pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) override {
     need("pool");
