@@ -68,6 +68,7 @@ class NullSink : public StepSink {
   void transpose(const Dims&, const Dims&, const std::string&, const std::string&) override {}
   void view(const Dims&, const Dims&, int64_t, const std::string&, const std::string&) override {}
   void reduce(Alg, const Dims&, const std::string&, const Dims&, const std::string&) override {}
+  void prod_of_others(const Dims&, const std::string&, const Dims&, const std::string&) override {}
   void softmax(Prop, const SoftmaxGeo&, const std::string&, const std::string&) override {}
   void matmul(const Dims&, const std::string&, const Dims&, const std::string&, const Dims&,
               const std::string&) override {}

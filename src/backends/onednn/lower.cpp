@@ -493,7 +493,7 @@ void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::v
 bool backward_mapped(const ir::Node& n) {
   const std::string& op = n.op;
   return is_reshape(op) || op == "transpose" || op == "concat" || op == "matmul" || eltwise_chain(op, n.attrs) ||
-         op == "softsign" || binary_alg(op) || op == "sum" || op == "reduce_sum" || op == "reduce_mean" ||
+         op == "softsign" || binary_alg(op) || op == "sum" || reduce_alg(op) ||
          op == "softmax" || op == "log_softmax" || is_pool(op) || is_conv(op) || op == "dense" || op == "batch_norm" ||
          op == "layer_norm" || op == "lrn" || is_resize(op) || is_rnn(op);
 }
@@ -614,6 +614,33 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
     }
   } else if (n.op == "sum") {
     for (size_t i = 0; i < n.inputs.size(); ++i) sum_to(gy, i);
+  } else if (n.op == "reduce_prod") {
+    const Dims xd = dims_of(x), kd = dims_of(reduce_keep(x, a));
+    sink.prod_of_others(xd, x0, kd, "%others");
+    sink.binary(Alg::binary_mul, xd, xd, "%others", kd, gy, grad(x0));
+  } else if (n.op == "reduce_max" || n.op == "reduce_min") {
+    // The elements equal to their slice's extreme; a NaN extreme (the slice holds a NaN) is matched
+    // by the slice's NaNs, which equality misses (NaN != NaN): the first one gets the gradient, as
+    // the catalogue's first NaN does. Of several matches only the first in row-major order: each
+    // match scores numel - flat index (all distinct, > 0), the slice maximum is the first match, and
+    // equality with it leaves exactly that one. A slice without a match (oneDNN's min of {inf, inf}
+    // is FLT_MAX) keeps none: its score maximum 0 equals every non-match's score, multiplied out.
+    const Dims xd = dims_of(x), kd = dims_of(reduce_keep(x, a));
+    sink.binary(Alg::binary_ne, xd, xd, x0, xd, x0, "%nan_x");
+    sink.binary(Alg::binary_ne, kd, kd, y, kd, y, "%nan_y");
+    sink.binary(Alg::binary_eq, xd, xd, x0, kd, y, "%eq");
+    sink.binary(Alg::binary_mul, xd, xd, "%nan_x", kd, "%nan_y", "%both_nan");
+    sink.binary(Alg::binary_max, xd, xd, "%eq", xd, "%both_nan", "@match");
+    const int64_t count = core::numel(x);
+    std::vector<float> rank(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) rank[static_cast<size_t>(i)] = static_cast<float>(count - i);
+    const std::string r = "rank_" + n.name;
+    sink.constant(r, r, x, rank, "numel - flat index, scoring the first extreme of " + n.name);
+    sink.binary(Alg::binary_mul, xd, xd, "@match", xd, r, "@score");
+    sink.reduce(Alg::reduction_max, xd, "@score", kd, "%best");
+    sink.binary(Alg::binary_eq, xd, xd, "@score", kd, "%best", "%first");
+    sink.binary(Alg::binary_mul, xd, xd, "@match", xd, "%first", "%one");
+    sink.binary(Alg::binary_mul, xd, xd, "%one", kd, gy, grad(x0));
   } else if (n.op == "reduce_sum" || n.op == "reduce_mean") {
     const Shape keep = reduce_keep(x, a);
     if (n.op == "reduce_sum") {
@@ -761,6 +788,10 @@ void RecordingSink::view(const Dims& yd, const Dims& st, int64_t offset, const s
 void RecordingSink::reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) {
   calls_.push_back(std::string("reduce ") + name(alg) + " " + fmt(xd) + " -> " + fmt(keep) + " " + y + " = " + x);
   inner_.reduce(alg, xd, x, keep, y);
+}
+void RecordingSink::prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) {
+  calls_.push_back("prod_of_others " + fmt(xd) + " -> " + fmt(keep) + " " + y + " = " + x);
+  inner_.prod_of_others(xd, x, keep, y);
 }
 void RecordingSink::softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) {
   calls_.push_back(std::string("softmax ") + name(p) + " " + name(g.alg) + " " + fmt(g.dims) + " axis " +

@@ -10,7 +10,6 @@
 // backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
 // forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
 // masks, the pooling workspace, batch_norm's derived dmean/dvar, the RNN primitives' backward, ...).
-// The reduce_max/min/prod kernel (ops_softmax_reduce.cpp) still composes its own backward.
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
 // operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
@@ -198,6 +197,9 @@ class StepSink {
   virtual void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x,
                     const std::string& y) = 0;
   virtual void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) = 0;
+  // y[i] = the product of the other elements of x_i's slice (the reduced dims of `keep`): prefix
+  // times suffix products in double, rounded once (Quorum's glue: oneDNN has no reduction backward).
+  virtual void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) = 0;
   virtual void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) = 0;
   virtual void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
                       const std::string& y) = 0;
@@ -275,6 +277,7 @@ class RecordingSink : public StepSink {
   void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) override;
   void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x, const std::string& y) override;
   void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
+  void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
   void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) override;
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
               const std::string& y) override;

@@ -83,6 +83,8 @@ class ExecSink : public lw::StepSink {
   void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) override;
   void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x, const std::string& y) override;
   void reduce(lw::Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
+  // In ops_softmax_reduce.cpp, with the reductions.
+  void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
   void softmax(lw::Prop p, const lw::SoftmaxGeo& g, const std::string& x, const std::string& y) override;
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
               const std::string& y) override;

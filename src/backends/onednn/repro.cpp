@@ -150,6 +150,38 @@ inline Vec reduce(algorithm alg, const Dims& xd, const Vec& x, const Dims& keep)
   return y;
 }
 )CPP"},
+    {"prod_others", R"CPP(
+// d prod / d x_i, the product of the other elements of x_i's slice (the reduced dims of keep):
+// prefix times suffix products in double, rounded once, as Quorum's backend computes it (oneDNN
+// has no reduction backward).
+inline Vec prod_of_others(const Dims& xd, const Vec& x, const Dims& keep) {
+  std::vector<std::vector<size_t>> members((size_t)numel(keep));
+  for (size_t i = 0; i < x.size(); ++i) {
+    size_t rest = i, slot = 0, scale = 1;
+    for (size_t d = xd.size(); d-- > 0;) {
+      const size_t idx = rest % (size_t)xd[d];
+      rest /= (size_t)xd[d];
+      if (keep[d] == xd[d]) slot += idx * scale;
+      scale *= (size_t)keep[d];
+    }
+    members[slot].push_back(i);
+  }
+  std::vector<double> others(x.size(), 1.0);
+  for (const auto& m : members) {
+    double p = 1.0;
+    for (size_t i : m) {
+      others[i] = p;
+      p *= x[i];
+    }
+    p = 1.0;
+    for (auto it = m.rbegin(); it != m.rend(); ++it) {
+      others[*it] *= p;
+      p *= x[*it];
+    }
+  }
+  return Vec(others.begin(), others.end());
+}
+)CPP"},
     {"sum", R"CPP(
 // sum primitive, every scale 1.
 inline Vec sum_op(const Dims& d, const std::vector<const Vec*>& xs) {
@@ -889,6 +921,10 @@ class Gen : public lw::StepSink {
   void view(const Dims& yd, const Dims& st, int64_t offset, const std::string& x, const std::string& y) override {
     need("view");
     define(y, "view_op(" + dims(yd) + ", " + dims(st) + ", " + std::to_string(offset) + ", " + ref(x) + ")");
+  }
+  void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override {
+    need("prod_others");
+    define(y, "prod_of_others(" + dims(xd) + ", " + ref(x) + ", " + dims(keep) + ")");
   }
   void reduce(lw::Alg a, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override {
     need("reduce");
