@@ -10,6 +10,8 @@
 // backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
 // forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
 // masks, the pooling workspace, batch_norm's derived dmean/dvar, the RNN primitives' backward, ...).
+// Not in this lowering yet: slice, pad and the loss operators (their kernels in ops_shape.cpp and
+// ops_loss.cpp run forward and backward themselves; the reproducer writer refuses them).
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
 // operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
