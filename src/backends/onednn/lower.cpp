@@ -366,6 +366,20 @@ Dims transpose_strides(const Shape& x, const core::Attrs& a) {
   return out;
 }
 
+Dims inverse_transpose_strides(const Shape& x, const core::Attrs& a) {
+  const auto& perm = core::attr_ints(a, "perm");
+  const size_t r = x.size();
+  if (r == 0) return {1};
+  Shape y(r);
+  for (size_t i = 0; i < r; ++i) y[i] = x[perm.empty() ? r - 1 - i : static_cast<size_t>(perm[i])];
+  const Dims d = dims_of(y);
+  Dims st(r, 1);
+  for (size_t i = r; i-- > 1;) st[i - 1] = st[i] * d[i];
+  Dims out(r);
+  for (size_t i = 0; i < r; ++i) out[perm.empty() ? r - 1 - i : static_cast<size_t>(perm[i])] = st[i];
+  return out;
+}
+
 Support node_support(const ir::Graph& g, const ir::Node& n) {
   for (const auto& v : n.inputs)
     if (g.types.count(v) && g.types.at(v).dtype == core::DType::I64)
@@ -478,9 +492,10 @@ void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::v
 
 bool backward_mapped(const ir::Node& n) {
   const std::string& op = n.op;
-  return eltwise_chain(op, n.attrs) || op == "softsign" || binary_alg(op) || op == "sum" ||
-         op == "reduce_sum" || op == "reduce_mean" || op == "softmax" || op == "log_softmax" || is_pool(op) ||
-         is_conv(op) || op == "dense" || op == "batch_norm" || op == "layer_norm" || op == "lrn" || is_resize(op);
+  return is_reshape(op) || op == "transpose" || op == "concat" || op == "matmul" || eltwise_chain(op, n.attrs) ||
+         op == "softsign" || binary_alg(op) || op == "sum" || reduce_alg(op) ||
+         op == "softmax" || op == "log_softmax" || is_pool(op) || is_conv(op) || op == "dense" || op == "batch_norm" ||
+         op == "layer_norm" || op == "lrn" || is_resize(op) || is_rnn(op);
 }
 
 void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, StepSink& sink) {
@@ -501,7 +516,52 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
       sink.reduce(Alg::reduction_sum, dims_of(ys), g, keep, grad(n.inputs[i]));
     }
   };
-  if (const auto chain = eltwise_chain(n.op, a)) {
+  if (is_reshape(n.op)) {
+    // The same elements in x's shape.
+    sink.alias(grad(x0), gy);
+  } else if (n.op == "transpose") {
+    // The inverse transpose: gy read in x's axis order (x's axis perm[i] is y's axis i).
+    sink.transpose(dims_of(x), inverse_transpose_strides(x, a), gy, grad(x0));
+  } else if (n.op == "matmul") {
+    // dA = dY @ B^T and dB = A^T @ dY over the output's batch dims (the transposed operand read in
+    // place: last two dims and strides swapped), then summed down to each operand's shape.
+    const Dims yd = dims_of(ys), ad = dims_of(pad_rank(x, ys.size())), bd = dims_of(pad_rank(in.at(1), ys.size()));
+    const size_t r = yd.size();
+    auto dense = [](const Dims& d) {
+      Dims st(d.size(), 1);
+      for (size_t i = d.size(); i-- > 1;) st[i - 1] = st[i] * d[i];
+      return st;
+    };
+    auto transposed = [&](const Dims& d, Dims& td) {
+      Dims st = dense(d);
+      td = d;
+      std::swap(td[r - 1], td[r - 2]);
+      std::swap(st[r - 1], st[r - 2]);
+      return st;
+    };
+    Dims bt, at;
+    const Dims bts = transposed(bd, bt), ats = transposed(ad, at);
+    Dims ga = yd, gb = yd;
+    ga[r - 1] = ad[r - 1];
+    gb[r - 2] = bd[r - 2];
+    sink.matmul_strided(yd, {}, gy, bt, bts, n.inputs.at(1), ga, "@ga");
+    if (ga == ad) sink.alias(grad(x0), "@ga");
+    else sink.reduce(Alg::reduction_sum, ga, "@ga", ad, grad(x0));
+    sink.matmul_strided(at, ats, x0, yd, {}, gy, gb, "@gb");
+    if (gb == bd) sink.alias(grad(n.inputs[1]), "@gb");
+    else sink.reduce(Alg::reduction_sum, gb, "@gb", bd, grad(n.inputs[1]));
+  } else if (n.op == "concat") {
+    // Each input's part of gy: a view at its offset along the axis, gy's dense strides.
+    const int axis = norm_axis(core::attr_i(a, "axis"), ys.size());
+    const Dims yd = dims_of(ys);
+    Dims st(yd.size(), 1);
+    for (size_t i = yd.size(); i-- > 1;) st[i - 1] = st[i] * yd[i];
+    int64_t offset = 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      sink.view(dims_of(in.at(i)), st, offset * st[static_cast<size_t>(axis)], gy, grad(n.inputs[i]));
+      offset += in[i][static_cast<size_t>(axis)];
+    }
+  } else if (const auto chain = eltwise_chain(n.op, a)) {
     // Each step's backward on the input that step saw, last step first.
     const Dims d = dims_of(x);
     for (size_t i = chain->size(); i-- > 0;)
@@ -554,6 +614,33 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
     }
   } else if (n.op == "sum") {
     for (size_t i = 0; i < n.inputs.size(); ++i) sum_to(gy, i);
+  } else if (n.op == "reduce_prod") {
+    const Dims xd = dims_of(x), kd = dims_of(reduce_keep(x, a));
+    sink.prod_of_others(xd, x0, kd, "%others");
+    sink.binary(Alg::binary_mul, xd, xd, "%others", kd, gy, grad(x0));
+  } else if (n.op == "reduce_max" || n.op == "reduce_min") {
+    // The elements equal to their slice's extreme; a NaN extreme (the slice holds a NaN) is matched
+    // by the slice's NaNs, which equality misses (NaN != NaN): the first one gets the gradient, as
+    // the catalogue's first NaN does. Of several matches only the first in row-major order: each
+    // match scores numel - flat index (all distinct, > 0), the slice maximum is the first match, and
+    // equality with it leaves exactly that one. A slice without a match (oneDNN's min of {inf, inf}
+    // is FLT_MAX) keeps none: its score maximum 0 equals every non-match's score, multiplied out.
+    const Dims xd = dims_of(x), kd = dims_of(reduce_keep(x, a));
+    sink.binary(Alg::binary_ne, xd, xd, x0, xd, x0, "%nan_x");
+    sink.binary(Alg::binary_ne, kd, kd, y, kd, y, "%nan_y");
+    sink.binary(Alg::binary_eq, xd, xd, x0, kd, y, "%eq");
+    sink.binary(Alg::binary_mul, xd, xd, "%nan_x", kd, "%nan_y", "%both_nan");
+    sink.binary(Alg::binary_max, xd, xd, "%eq", xd, "%both_nan", "@match");
+    const int64_t count = core::numel(x);
+    std::vector<float> rank(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) rank[static_cast<size_t>(i)] = static_cast<float>(count - i);
+    const std::string r = "rank_" + n.name;
+    sink.constant(r, r, x, rank, "numel - flat index, scoring the first extreme of " + n.name);
+    sink.binary(Alg::binary_mul, xd, xd, "@match", xd, r, "@score");
+    sink.reduce(Alg::reduction_max, xd, "@score", kd, "%best");
+    sink.binary(Alg::binary_eq, xd, xd, "@score", kd, "%best", "%first");
+    sink.binary(Alg::binary_mul, xd, xd, "@match", xd, "%first", "%one");
+    sink.binary(Alg::binary_mul, xd, xd, "%one", kd, gy, grad(x0));
   } else if (n.op == "reduce_sum" || n.op == "reduce_mean") {
     const Shape keep = reduce_keep(x, a);
     if (n.op == "reduce_sum") {
@@ -621,6 +708,12 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
     sink.lrn_backward(lrn_geo(x, a), x0, gy, grad(x0));
   } else if (is_resize(n.op)) {
     sink.resample_backward(resample_geo(n.op, x, ys), x0, gy, grad(x0));
+  } else if (is_rnn(n.op)) {
+    // One backward primitive gives every gradient: x, w_ih, w_hh and both biases (b_ih and b_hh
+    // are the one combined oneDNN bias, so they receive the same per-gate blocks).
+    std::vector<std::string> grads;
+    for (const auto& i : n.inputs) grads.push_back(grad(i));
+    sink.rnn_backward(rnn_geo(n.op, x, a), n.inputs, gy, grads);
   }
 }
 
@@ -687,9 +780,18 @@ void RecordingSink::transpose(const Dims& yd, const Dims& st, const std::string&
   calls_.push_back("transpose " + fmt(yd) + " strides " + fmt(st) + " " + y + " = " + x);
   inner_.transpose(yd, st, x, y);
 }
+void RecordingSink::view(const Dims& yd, const Dims& st, int64_t offset, const std::string& x, const std::string& y) {
+  calls_.push_back("view " + fmt(yd) + " strides " + fmt(st) + " offset " + std::to_string(offset) + " " + y + " = " +
+                   x);
+  inner_.view(yd, st, offset, x, y);
+}
 void RecordingSink::reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) {
   calls_.push_back(std::string("reduce ") + name(alg) + " " + fmt(xd) + " -> " + fmt(keep) + " " + y + " = " + x);
   inner_.reduce(alg, xd, x, keep, y);
+}
+void RecordingSink::prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) {
+  calls_.push_back("prod_of_others " + fmt(xd) + " -> " + fmt(keep) + " " + y + " = " + x);
+  inner_.prod_of_others(xd, x, keep, y);
 }
 void RecordingSink::softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) {
   calls_.push_back(std::string("softmax ") + name(p) + " " + name(g.alg) + " " + fmt(g.dims) + " axis " +
@@ -700,6 +802,11 @@ void RecordingSink::matmul(const Dims& ad, const std::string& a, const Dims& bd,
                            const std::string& y) {
   calls_.push_back("matmul " + y + fmt(yd) + " = " + a + fmt(ad) + " @ " + b + fmt(bd));
   inner_.matmul(ad, a, bd, b, yd, y);
+}
+void RecordingSink::matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd,
+                                   const Dims& bs, const std::string& b, const Dims& yd, const std::string& y) {
+  calls_.push_back("matmul_strided " + y + fmt(yd) + " = " + a + fmt(ad) + fmt(as) + " @ " + b + fmt(bd) + fmt(bs));
+  inner_.matmul_strided(ad, as, a, bd, bs, b, yd, y);
 }
 void RecordingSink::pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) {
   std::string s = std::string("pool ") + name(p) + " " + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " k" +
@@ -749,7 +856,7 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
   calls_.push_back(std::string("rnn ") + name(p) + " " + g.op + " N" + std::to_string(g.n) + " T" +
                    std::to_string(g.t) + " F" + std::to_string(g.f) + " H" + std::to_string(g.h) + " G" +
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
-                   std::to_string(g.seq) + " " + y + " = " + fmt(in));
+                   std::to_string(g.seq) + " gru " + std::to_string(g.gru) + " " + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
 }
 
@@ -821,6 +928,14 @@ void RecordingSink::resample_backward(const ResampleGeo& g, const std::string& x
   calls_.push_back(std::string("resample_backward ") + name(g.alg) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " " +
                    dx + " = " + fmt(std::vector<std::string>{x, dy}));
   inner_.resample_backward(g, x, dy, dx);
+}
+void RecordingSink::rnn_backward(const RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                                 const std::vector<std::string>& grads) {
+  calls_.push_back("rnn_backward " + g.op + " N" + std::to_string(g.n) + " T" + std::to_string(g.t) + " F" +
+                   std::to_string(g.f) + " H" + std::to_string(g.h) + " G" + std::to_string(g.gates) + " BG" +
+                   std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " + std::to_string(g.seq) + " gru " +
+                   std::to_string(g.gru) + " " + fmt(grads) + " = " + fmt(in) + " " + dy);
+  inner_.rnn_backward(g, in, dy, grads);
 }
 
 }  // namespace quorum::backends::onednn_lower

@@ -9,8 +9,9 @@
 // The forward pass of every operator goes through lower_forward(); the backward of the operators
 // backward_mapped() names goes through lower_backward() (which primitives, in which order, on which
 // forward values: eltwise chains in reverse, the binary gradients with maximum/minimum's binary_ge/le
-// masks, the pooling workspace, batch_norm's derived dmean/dvar, ...). The RNN, concat, transpose,
-// reshape, matmul and reduce_max/min/prod kernels (ops_*.cpp) still compose their own backward.
+// masks, the pooling workspace, batch_norm's derived dmean/dvar, the RNN primitives' backward, ...).
+// Not in this lowering yet: slice, pad and the loss operators (their kernels in ops_shape.cpp and
+// ops_loss.cpp run forward and backward themselves; the reproducer writer refuses them).
 // tests/backends/onednn_sinks_test.cpp checks both sinks receive the same calls for every catalogue
 // operator's sampled cases, forward (both prop kinds) and backward.
 #pragma once
@@ -164,6 +165,8 @@ RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a);
 
 // A transpose as a reorder from x's strides permuted (perm empty: reversed axes).
 Dims transpose_strides(const Shape& x, const core::Attrs& a);
+// Its backward: the strides that read y (dense) in x's axis order.
+Dims inverse_transpose_strides(const Shape& x, const core::Attrs& a);
 
 // Whether the node maps as this lowering maps it, or why not (float32 operands; resize rules).
 // Whether oneDNN has the operator at all is the backend's op table.
@@ -192,10 +195,20 @@ class StepSink {
   virtual void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
                       const std::string& y) = 0;
   virtual void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) = 0;
+  // y (dense, dims yd) = a reorder from the view of x at element `offset` with `strides`.
+  virtual void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x,
+                    const std::string& y) = 0;
   virtual void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) = 0;
+  // y[i] = the product of the other elements of x_i's slice (the reduced dims of `keep`): prefix
+  // times suffix products in double, rounded once (Quorum's glue: oneDNN has no reduction backward).
+  virtual void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) = 0;
   virtual void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) = 0;
   virtual void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
                       const std::string& y) = 0;
+  // y = a @ b with operands described by dims and strides (empty strides: plain), e.g. a transposed
+  // operand in place (the last two dims and strides swapped).
+  virtual void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                              const std::string& b, const Dims& yd, const std::string& y) = 0;
   virtual void pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) = 0;
   // b empty: no bias argument.
   virtual void conv(Prop p, const ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
@@ -239,6 +252,10 @@ class StepSink {
   virtual void lrn_backward(const LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) = 0;
   virtual void resample_backward(const ResampleGeo& g, const std::string& x, const std::string& dy,
                                  const std::string& dx) = 0;
+  // The RNN backward primitive (hinted by the forward_training one, on the forward's time-major
+  // source, result, bias and workspace). in: x, w_ih, w_hh, b_ih, b_hh; grads: theirs, in that order.
+  virtual void rnn_backward(const RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                            const std::vector<std::string>& grads) = 0;
 };
 
 // The name of v's gradient in the backward steps.
@@ -260,10 +277,14 @@ class RecordingSink : public StepSink {
   void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
               const std::string& y) override;
   void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) override;
+  void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x, const std::string& y) override;
   void reduce(Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
+  void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
   void softmax(Prop p, const SoftmaxGeo& g, const std::string& x, const std::string& y) override;
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
               const std::string& y) override;
+  void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                      const std::string& b, const Dims& yd, const std::string& y) override;
   void pool(Prop p, const PoolGeo& g, const std::string& x, const std::string& y) override;
   void conv(Prop p, const ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
             const std::string& y) override;
@@ -293,6 +314,8 @@ class RecordingSink : public StepSink {
   void lrn_backward(const LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
   void resample_backward(const ResampleGeo& g, const std::string& x, const std::string& dy,
                          const std::string& dx) override;
+  void rnn_backward(const RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                    const std::vector<std::string>& grads) override;
 
  private:
   StepSink& inner_;

@@ -242,6 +242,12 @@ void ExecSink::transpose(const Dims& yd, const Dims& permuted_strides, const std
   put(y, std::move(r));
 }
 
+void ExecSink::view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x, const std::string& y) {
+  Buf r(Shape(yd.begin(), yd.end()));
+  copy_view(View{const_cast<float*>(get(x).ptr()) + offset, yd, strides}, view_of(r));
+  put(y, std::move(r));
+}
+
 void ExecSink::reduce(lw::Alg alg, const Dims&, const std::string& x, const Dims& keep, const std::string& y) {
   put(y, reduce_to(to_dnnl(alg), get(x), Shape(keep.begin(), keep.end())));
 }
@@ -258,6 +264,15 @@ void ExecSink::matmul(const Dims& ad, const std::string& a, const Dims& bd, cons
                       const std::string& y) {
   Buf r(Shape(yd.begin(), yd.end()));
   matmul_raw(plain_md(ad), get(a).ptr(), plain_md(bd), get(b).ptr(), plain_md(yd), r.ptr());
+  put(y, std::move(r));
+}
+
+void ExecSink::matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                              const std::string& b, const Dims& yd, const std::string& y) {
+  Buf r(Shape(yd.begin(), yd.end()));
+  const memory::desc amd = as.empty() ? plain_md(ad) : strided_md(ad, as);
+  const memory::desc bmd = bs.empty() ? plain_md(bd) : strided_md(bd, bs);
+  matmul_raw(amd, get(a).ptr(), bmd, get(b).ptr(), plain_md(yd), r.ptr());
   put(y, std::move(r));
 }
 
@@ -359,11 +374,6 @@ void ExecSink::resample(lw::Prop p, const lw::ResampleGeo& g, const std::string&
   Buf r(Shape(g.dst.begin(), g.dst.end()));
   run(f.prim, {{DNNL_ARG_SRC, mem(plain_md(g.src), get(x).ptr())}, {DNNL_ARG_DST, mem(plain_md(g.dst), r.ptr())}});
   put(y, std::move(r));
-}
-
-void ExecSink::rnn(lw::Prop, const lw::RnnGeo& g, const std::vector<std::string>&, const std::string&) {
-  // The RNN kernel (ops_rnn.cpp) still runs its own forward, from the lowering's geometry.
-  throw ConversionError("the oneDNN backend's sink does not carry out '" + g.op + "' (ops_rnn.cpp runs it)");
 }
 
 // ---- backward steps ----

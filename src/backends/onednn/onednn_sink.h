@@ -1,7 +1,8 @@
 // The oneDNN backend's sink: carries out the forward and backward steps oneDNN's lowering (lower.h) decides, with
 // the backend's cached building blocks (onednn_common.h) on the run's buffers. Also the primitive
 // descriptors of each family, keyed in the primitive cache by the lowering's geometry, which the
-// backward kernels (ops_*.cpp) hint their backward primitives with.
+// backward steps hint their backward primitives with. The RNN steps (ExecSink::rnn, rnn_backward)
+// are defined in ops_rnn.cpp with the RNN primitives.
 #pragma once
 #include <map>
 #include <string>
@@ -60,6 +61,7 @@ struct Saved {
   std::map<std::string, Buf> values;  // values the node defined besides its outputs (chain steps, softsign's den.)
   memory workspace;                   // pooling / lrn (training)
   Buf mean, var;                      // batch_norm's batch statistics, layer_norm's statistics
+  Buf rnn_src, rnn_dst, rnn_bias;     // an RNN's time-major source and result, its combined bias
 };
 
 // Runs one node's forward steps on `env` (node outputs go to env, temporaries and the node's other
@@ -79,10 +81,15 @@ class ExecSink : public lw::StepSink {
   void concat(const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
               const std::string& y) override;
   void transpose(const Dims& yd, const Dims& permuted_strides, const std::string& x, const std::string& y) override;
+  void view(const Dims& yd, const Dims& strides, int64_t offset, const std::string& x, const std::string& y) override;
   void reduce(lw::Alg alg, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
+  // In ops_softmax_reduce.cpp, with the reductions.
+  void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override;
   void softmax(lw::Prop p, const lw::SoftmaxGeo& g, const std::string& x, const std::string& y) override;
   void matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
               const std::string& y) override;
+  void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                      const std::string& b, const Dims& yd, const std::string& y) override;
   void pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) override;
   void conv(lw::Prop p, const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
             const std::string& y) override;
@@ -112,6 +119,9 @@ class ExecSink : public lw::StepSink {
   void lrn_backward(const lw::LrnGeo& g, const std::string& x, const std::string& dy, const std::string& dx) override;
   void resample_backward(const lw::ResampleGeo& g, const std::string& x, const std::string& dy,
                          const std::string& dx) override;
+  // Both RNN steps are in ops_rnn.cpp, with the RNN primitives' descriptors.
+  void rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                    const std::vector<std::string>& grads) override;
 
  private:
   const Buf& get(const std::string& v) const;

@@ -3,7 +3,7 @@
 // PyTorch Linear weight [units, in] is oneDNN's "oi" layout as is.
 // matmul: operands are padded to one rank with leading 1s (oneDNN broadcasts size-1 batch dims of
 // either operand). Backward is two more matmuls over transposed (strided) views, then a reduction
-// over the batch dims an operand was broadcast along.
+// over the batch dims an operand was broadcast along: the lowering's steps (lower.cpp).
 #include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
@@ -24,16 +24,6 @@ class DenseKernel : public Kernel {
  private:
   Saved saved_;
 };
-
-// Row-major strides of `dims` with the last two axes swapped: the transposed view of a matrix stack.
-memory::desc transposed_md(const Dims& dims) {
-  Dims st = dense_strides(dims);
-  Dims d = dims;
-  const size_t r = dims.size();
-  std::swap(d[r - 1], d[r - 2]);
-  std::swap(st[r - 1], st[r - 2]);
-  return strided_md(d, st);
-}
 
 }  // namespace
 
@@ -67,20 +57,8 @@ class MatmulKernel : public Kernel {
   }
 
   void backward(Env& env) override {
-    const Buf& gy = *gout(env, 0);
-    const size_t r = y_.size();
-    // dA = dY @ B^T over the output's batch dims, then summed down to A's.
-    Dims ga_dims = y_;
-    ga_dims[r - 1] = a_[r - 1];
-    Buf ga_full(Shape(ga_dims.begin(), ga_dims.end()));
-    matmul_raw(plain_md(y_), gy.ptr(), transposed_md(b_), in(env, 1).ptr(), plain_md(ga_dims), ga_full.ptr());
-    add_gin(env, 0, sum_to(ga_full, in_shape(0)));
-    // dB = A^T @ dY.
-    Dims gb_dims = y_;
-    gb_dims[r - 2] = b_[r - 2];
-    Buf gb_full(Shape(gb_dims.begin(), gb_dims.end()));
-    matmul_raw(transposed_md(a_), in(env, 0).ptr(), plain_md(y_), gy.ptr(), plain_md(gb_dims), gb_full.ptr());
-    add_gin(env, 1, sum_to(gb_full, in_shape(1)));
+    Saved saved;
+    lowered_backward(env, node_, in_shapes_, out_shapes_, saved);
   }
 
  private:

@@ -1,6 +1,8 @@
 // simple_rnn, lstm and gru (PyTorch semantics, batch-first, zero initial state, one layer, one
-// direction) on oneDNN's vanilla_rnn (tanh), lstm and lbr_gru primitives, forward and backward.
-// Layout and semantics mapping:
+// direction) on oneDNN's vanilla_rnn (tanh), lstm and lbr_gru primitives, forward and backward: the
+// lowering (lower.cpp) decides the geometry (sizes, gate order `perm`, GRU's fourth bias block) and
+// emits one rnn / rnn_backward step; the backend's sink (ExecSink::rnn / rnn_backward, here) carries
+// it out, as the reproducer's rnn_fwd / rnn_bwd helpers do:
 //  - X [N, T, F] is oneDNN's "ntc"; the primitive computes in "tnc", so strided reorders convert.
 //  - PyTorch weights [G*H, in] are oneDNN's ldgoi; they are reordered into the primitive's layout.
 //  - Gate order: vanilla/LSTM match PyTorch (i, f, g, o). oneDNN's GRU order is (u, r, o) = PyTorch
@@ -10,7 +12,7 @@
 //    bias = [b_iz+b_hz, b_ir+b_hr, b_in, b_hn].
 //  - Backward accumulates into diff weights/bias, so those start zeroed; d b_ih and d b_hh are both
 //    the library's diff_bias (GRU: the n gate's halves come from the third and fourth blocks).
-#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
 namespace {
@@ -24,272 +26,274 @@ Cell cell_of(const std::string& op) { return op == "lstm" ? Cell::Lstm : op == "
 // bug, see known_differences.json). true passes an explicit zero state instead, which avoids it.
 constexpr bool kExplicitZeroState = false;
 
-memory::desc any_md(const Dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); }
-
 // Copies n contiguous floats.
 void copy_block(const float* src, float* dst, int64_t n) {
   copy_view(View{const_cast<float*>(src), {n}, {1}}, View{dst, {n}, {1}});
 }
 
+// The plain descriptors of one geometry (iter empty: oneDNN's documented "zero initial state").
+struct RnnMds {
+  memory::desc src, dst, bias, iter;
+  explicit RnnMds(const lw::RnnGeo& g)
+      : src(plain_md({g.t, g.n, g.f})), dst(plain_md({g.t, g.n, g.h})), bias(plain_md({1, 1, g.bias_gates, g.h})) {
+    if (kExplicitZeroState) iter = plain_md({1, 1, g.n, g.h});
+  }
+};
+
+std::string rnn_key(const lw::RnnGeo& g) {
+  return Key() << static_cast<int>(cell_of(g.op)) << g.t << g.n << g.f << g.h;
+}
+
+// Dense ldigo [1, 1, in, G, H] (oneDNN gate order).
+memory::desc ldigo(const lw::RnnGeo& g, int64_t in_dim) { return plain_md({1, 1, in_dim, g.gates, g.h}); }
+
+// PyTorch [G*H, in] (its gate order) -> dense ldigo in oneDNN's gate order.
+Buf user_weights(const lw::RnnGeo& g, const float* w, int64_t in_dim) {
+  Buf out(Shape{1, 1, in_dim, g.gates, g.h});
+  const Dims dst_strides = dense_strides({1, 1, in_dim, g.gates, g.h});
+  const Dims src_strides{g.gates * g.h * in_dim, g.gates * g.h * in_dim, 1, g.h * in_dim, in_dim};
+  for (int64_t k = 0; k < g.gates; ++k) {
+    const int64_t p = g.perm[static_cast<size_t>(k)];
+    copy_view(View{const_cast<float*>(w) + p * g.h * in_dim, {1, 1, in_dim, 1, g.h}, src_strides},
+              View{out.ptr() + k * g.h, {1, 1, in_dim, 1, g.h}, dst_strides});
+  }
+  return out;
+}
+
+// Library-layout diff weights -> PyTorch [G*H, in].
+Buf pytorch_weights(const lw::RnnGeo& g, const memory& m, int64_t in_dim) {
+  Buf plain(Shape{1, 1, in_dim, g.gates, g.h});
+  reorder_into(m, mem(ldigo(g, in_dim), plain.ptr()));
+  Buf out(Shape{g.gates * g.h, in_dim});
+  const Dims src_strides = dense_strides({1, 1, in_dim, g.gates, g.h});
+  const Dims dst_strides{g.gates * g.h * in_dim, g.gates * g.h * in_dim, 1, g.h * in_dim, in_dim};
+  for (int64_t k = 0; k < g.gates; ++k) {
+    const int64_t p = g.perm[static_cast<size_t>(k)];
+    copy_view(View{plain.ptr() + k * g.h, {1, 1, in_dim, 1, g.h}, src_strides},
+              View{out.ptr() + p * g.h * in_dim, {1, 1, in_dim, 1, g.h}, dst_strides});
+  }
+  return out;
+}
+
+Buf combined_bias(const lw::RnnGeo& g, const Buf& b_ih, const Buf& b_hh) {
+  const Buf sum = binary(algorithm::binary_add, b_ih, b_hh);
+  Buf out(Shape{g.bias_gates * g.h});
+  for (int64_t k = 0; k < g.gates; ++k) {
+    const int64_t p = g.perm[static_cast<size_t>(k)];
+    // GRU's n gate keeps its input half here and its hidden half in block 3.
+    const Buf& src = g.gru && k == 2 ? b_ih : sum;
+    copy_block(src.ptr() + p * g.h, out.ptr() + k * g.h, g.h);
+  }
+  if (g.gru) copy_block(b_hh.ptr() + 2 * g.h, out.ptr() + 3 * g.h, g.h);
+  return out;
+}
+
+// A cached primitive of this cell's type, seen through the common base classes (the three cells
+// have different primitive types).
+struct PrimRef {
+  const dnnl::primitive& prim;
+  struct Pd {
+    const dnnl::primitive_desc& p;
+    memory::desc weights_layer_desc() const { return p.query_md(dnnl::query::weights_md, 0); }
+    memory::desc weights_iter_desc() const { return p.query_md(dnnl::query::weights_md, 1); }
+    memory::desc workspace_desc() const { return p.query_md(dnnl::query::workspace_md, 0); }
+    memory::desc diff_weights_layer_desc() const { return p.query_md(dnnl::query::diff_weights_md, 0); }
+    memory::desc diff_weights_iter_desc() const { return p.query_md(dnnl::query::diff_weights_md, 1); }
+  } pd;
+};
+
+PrimRef rnn_fwd_prim(const lw::RnnGeo& g, prop_kind prop) {
+  const RnnMds md(g);
+  const memory::desc none, &src = md.src, &iter = md.iter, &bias = md.bias, &dst = md.dst;
+  const memory::desc wl = any_md({1, 1, g.f, g.gates, g.h}), wi = any_md({1, 1, g.h, g.gates, g.h});
+  const std::string key = Key() << rnn_key(g) << static_cast<int>(prop);
+  const auto dir = dnnl::rnn_direction::unidirectional_left2right;
+  switch (cell_of(g.op)) {
+    case Cell::Rnn: {
+      const auto& c = cached<dnnl::vanilla_rnn_forward::primitive_desc>(key, [&] {
+        dnnl::vanilla_rnn_forward::desc d(prop, algorithm::eltwise_tanh, dir, src, iter, wl, wi, bias, dst, none);
+        return dnnl::vanilla_rnn_forward::primitive_desc(d, cpu_engine());
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+    case Cell::Lstm: {
+      const auto& c = cached<dnnl::lstm_forward::primitive_desc>(key, [&] {
+        dnnl::lstm_forward::desc d(prop, dir, src, iter, iter, wl, wi, bias, dst, none, none);
+        return dnnl::lstm_forward::primitive_desc(d, cpu_engine());
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+    default: {
+      const auto& c = cached<dnnl::lbr_gru_forward::primitive_desc>(key, [&] {
+        dnnl::lbr_gru_forward::desc d(prop, dir, src, iter, wl, wi, bias, dst, none);
+        return dnnl::lbr_gru_forward::primitive_desc(d, cpu_engine());
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+  }
+}
+
+// A typed primitive descriptor takes ownership of the C handle it is built from: give it a copy.
+dnnl_primitive_desc_t clone(const dnnl::primitive_desc& pd) {
+  dnnl_primitive_desc_t copy = nullptr;
+  dnnl::error::wrap_c_api(dnnl_primitive_desc_clone(&copy, pd.get()), "could not clone a primitive descriptor");
+  return copy;
+}
+
+PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
+  const RnnMds md(g);
+  const memory::desc none, &src = md.src, &iter = md.iter, &bias = md.bias, &dst = md.dst;
+  const memory::desc wl = any_md({1, 1, g.f, g.gates, g.h}), wi = any_md({1, 1, g.h, g.gates, g.h});
+  const auto dir = dnnl::rnn_direction::unidirectional_left2right;
+  const auto& fwd_c = hint.p;
+  const std::string key = rnn_key(g);
+  switch (cell_of(g.op)) {
+    case Cell::Rnn: {
+      const auto& c = cached<dnnl::vanilla_rnn_backward::primitive_desc>(key, [&] {
+        dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, algorithm::eltwise_tanh, dir, src, iter, wl, wi, bias,
+                                           dst, none, src, iter, wl, wi, bias, dst, none);
+        return dnnl::vanilla_rnn_backward::primitive_desc(d, cpu_engine(),
+                                                          dnnl::vanilla_rnn_forward::primitive_desc(clone(fwd_c)));
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+    case Cell::Lstm: {
+      const auto& c = cached<dnnl::lstm_backward::primitive_desc>(key, [&] {
+        dnnl::lstm_backward::desc d(prop_kind::backward, dir, src, iter, iter, wl, wi, bias, dst, none, none, src,
+                                    iter, iter, wl, wi, bias, dst, none, none);
+        return dnnl::lstm_backward::primitive_desc(d, cpu_engine(), dnnl::lstm_forward::primitive_desc(clone(fwd_c)));
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+    default: {
+      const auto& c = cached<dnnl::lbr_gru_backward::primitive_desc>(key, [&] {
+        dnnl::lbr_gru_backward::desc d(prop_kind::backward, dir, src, iter, wl, wi, bias, dst, none, src, iter, wl,
+                                       wi, bias, dst, none);
+        return dnnl::lbr_gru_backward::primitive_desc(d, cpu_engine(),
+                                                      dnnl::lbr_gru_forward::primitive_desc(clone(fwd_c)));
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+  }
+}
+
+// Forward and backward are the lowering's rnn / rnn_backward steps.
 class RnnKernel : public Kernel {
  public:
   RnnKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
-    cell_ = cell_of(n.op);
-    const Shape& x = in_shape(0);
-    n_ = x[0];
-    t_ = x[1];
-    f_ = x[2];
-    h_ = core::attr_i(attrs(), "hidden_size");
-    seq_ = core::attr_i(attrs(), "return_sequences") == 1;
-    gates_ = cell_ == Cell::Rnn ? 1 : cell_ == Cell::Lstm ? 4 : 3;
-    bias_gates_ = cell_ == Cell::Gru ? 4 : gates_;
-    // oneDNN gate k holds PyTorch gate perm_[k].
-    perm_ = cell_ == Cell::Gru ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0, 1, 2, 3};
-    perm_.resize(static_cast<size_t>(gates_));
-    src_ = plain_md({t_, n_, f_});
-    dst_ = plain_md({t_, n_, h_});
-    bias_ = plain_md({1, 1, bias_gates_, h_});
-    if (kExplicitZeroState) iter_ = plain_md({1, 1, n_, h_});
-    key_ = Key() << static_cast<int>(cell_) << t_ << n_ << f_ << h_;
-    fwd(prop_kind::forward_inference);
+    // Builds the descriptor now: a refusal is a conversion error.
+    rnn_fwd_prim(lw::rnn_geo(n.op, in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
   void forward(Env& env, bool training) override {
-    const auto& f = fwd(training ? prop_kind::forward_training : prop_kind::forward_inference);
-    xt_ = Buf(Shape{t_, n_, f_});
-    copy_view(View{const_cast<float*>(in(env, 0).ptr()), {t_, n_, f_}, {f_, t_ * f_, 1}}, view_of(xt_));
-    const Buf wl = user_weights(in(env, 1).ptr(), f_), wi = user_weights(in(env, 2).ptr(), h_);
-    bias_buf_ = combined_bias(in(env, 3), in(env, 4));
-    dst_buf_ = Buf(Shape{t_, n_, h_});
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC_LAYER, mem(src_, xt_.ptr())},
-        {DNNL_ARG_WEIGHTS_LAYER, to_layout(mem(ldigo(f_), wl.ptr()), f.pd.weights_layer_desc())},
-        {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(h_), wi.ptr()), f.pd.weights_iter_desc())},
-        {DNNL_ARG_BIAS, mem(bias_, bias_buf_.ptr())},
-        {DNNL_ARG_DST_LAYER, mem(dst_, dst_buf_.ptr())}};
-    workspace_ = memory();
-    if (training && f.pd.workspace_desc().get_size() > 0) {
-      workspace_ = memory(f.pd.workspace_desc(), cpu_engine());
-      args[DNNL_ARG_WORKSPACE] = workspace_;
-    }
-    const Buf zeros(Shape{n_, h_});
-    if (kExplicitZeroState) {
-      args[DNNL_ARG_SRC_ITER] = mem(iter_, zeros.ptr());
-      if (cell_ == Cell::Lstm) args[DNNL_ARG_SRC_ITER_C] = mem(iter_, zeros.ptr());
-    }
-    run(f.prim, args);
-    Buf y(out_shape(0));
-    if (seq_) {
-      copy_view(view_of(dst_buf_), View{y.ptr(), {t_, n_, h_}, {h_, t_ * h_, 1}});
-    } else {
-      copy_block(dst_buf_.ptr() + (t_ - 1) * n_ * h_, y.ptr(), n_ * h_);
-    }
-    set_out(env, 0, std::move(y));
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
   }
 
-  void backward(Env& env) override {
-    const auto& f = fwd(prop_kind::forward_training);
-    const auto& b = bwd(f.pd);
-    const Buf& gy = *gout(env, 0);
-    Buf diff_dst(Shape{t_, n_, h_});
-    if (seq_) {
-      copy_view(View{const_cast<float*>(gy.ptr()), {t_, n_, h_}, {h_, t_ * h_, 1}}, view_of(diff_dst));
-    } else {
-      copy_block(gy.ptr(), diff_dst.ptr() + (t_ - 1) * n_ * h_, n_ * h_);
-    }
-    const Buf wl = user_weights(in(env, 1).ptr(), f_), wi = user_weights(in(env, 2).ptr(), h_);
-    // Diff weights in the primitive's layout, zeroed: the RNN backward accumulates into them.
-    std::vector<float> dwl(b.pd.diff_weights_layer_desc().get_size() / sizeof(float), 0.0f);
-    std::vector<float> dwi(b.pd.diff_weights_iter_desc().get_size() / sizeof(float), 0.0f);
-    const memory dwl_mem(b.pd.diff_weights_layer_desc(), cpu_engine(), dwl.data());
-    const memory dwi_mem(b.pd.diff_weights_iter_desc(), cpu_engine(), dwi.data());
-    Buf diff_src(Shape{t_, n_, f_}), diff_bias(Shape{bias_gates_, h_});
-    const Buf zeros(Shape{n_, h_});
-    Buf diff_h0(Shape{n_, h_}), diff_c0(Shape{n_, h_});
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC_LAYER, mem(src_, xt_.ptr())},
-        {DNNL_ARG_WEIGHTS_LAYER, to_layout(mem(ldigo(f_), wl.ptr()), b.pd.weights_layer_desc())},
-        {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(h_), wi.ptr()), b.pd.weights_iter_desc())},
-        {DNNL_ARG_BIAS, mem(bias_, bias_buf_.ptr())},
-        {DNNL_ARG_DST_LAYER, mem(dst_, dst_buf_.ptr())},
-        {DNNL_ARG_DIFF_DST_LAYER, mem(dst_, diff_dst.ptr())},
-        {DNNL_ARG_WORKSPACE, workspace_},
-        {DNNL_ARG_DIFF_SRC_LAYER, mem(src_, diff_src.ptr())},
-        {DNNL_ARG_DIFF_WEIGHTS_LAYER, dwl_mem},
-        {DNNL_ARG_DIFF_WEIGHTS_ITER, dwi_mem},
-        {DNNL_ARG_DIFF_BIAS, mem(bias_, diff_bias.ptr())}};
-    if (kExplicitZeroState) {
-      args[DNNL_ARG_SRC_ITER] = mem(iter_, zeros.ptr());
-      args[DNNL_ARG_DIFF_SRC_ITER] = mem(iter_, diff_h0.ptr());
-      if (cell_ == Cell::Lstm) {
-        args[DNNL_ARG_SRC_ITER_C] = mem(iter_, zeros.ptr());
-        args[DNNL_ARG_DIFF_SRC_ITER_C] = mem(iter_, diff_c0.ptr());
-      }
-    }
-    run(b.prim, args);
-    Buf gx(in_shape(0));
-    copy_view(view_of(diff_src), View{gx.ptr(), {t_, n_, f_}, {f_, t_ * f_, 1}});
-    add_gin(env, 0, std::move(gx));
-    add_gin(env, 1, pytorch_weights(dwl_mem, f_));
-    add_gin(env, 2, pytorch_weights(dwi_mem, h_));
-    Buf gb_ih(in_shape(3)), gb_hh(in_shape(4));
-    for (int64_t k = 0; k < gates_; ++k) {
-      const int64_t p = perm_[static_cast<size_t>(k)];
-      copy_block(diff_bias.ptr() + k * h_, gb_ih.ptr() + p * h_, h_);
-      // GRU's n gate: the hidden half has its own block (index 3).
-      const int64_t hk = cell_ == Cell::Gru && k == 2 ? 3 : k;
-      copy_block(diff_bias.ptr() + hk * h_, gb_hh.ptr() + p * h_, h_);
-    }
-    add_gin(env, 3, std::move(gb_ih));
-    add_gin(env, 4, std::move(gb_hh));
-  }
+  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
 
  private:
-  // Dense ldigo [1, 1, in, G, H] (oneDNN gate order).
-  memory::desc ldigo(int64_t in_dim) const { return plain_md({1, 1, in_dim, gates_, h_}); }
-
-  // PyTorch [G*H, in] (its gate order) -> dense ldigo in oneDNN's gate order.
-  Buf user_weights(const float* w, int64_t in_dim) const {
-    Buf out(Shape{1, 1, in_dim, gates_, h_});
-    const Dims dst_strides = dense_strides({1, 1, in_dim, gates_, h_});
-    const Dims src_strides{gates_ * h_ * in_dim, gates_ * h_ * in_dim, 1, h_ * in_dim, in_dim};
-    for (int64_t k = 0; k < gates_; ++k) {
-      const int64_t p = perm_[static_cast<size_t>(k)];
-      copy_view(View{const_cast<float*>(w) + p * h_ * in_dim, {1, 1, in_dim, 1, h_}, src_strides},
-                View{out.ptr() + k * h_, {1, 1, in_dim, 1, h_}, dst_strides});
-    }
-    return out;
-  }
-
-  // Library-layout diff weights -> PyTorch [G*H, in].
-  Buf pytorch_weights(const memory& m, int64_t in_dim) const {
-    Buf plain(Shape{1, 1, in_dim, gates_, h_});
-    reorder_into(m, mem(ldigo(in_dim), plain.ptr()));
-    Buf out(Shape{gates_ * h_, in_dim});
-    const Dims src_strides = dense_strides({1, 1, in_dim, gates_, h_});
-    const Dims dst_strides{gates_ * h_ * in_dim, gates_ * h_ * in_dim, 1, h_ * in_dim, in_dim};
-    for (int64_t k = 0; k < gates_; ++k) {
-      const int64_t p = perm_[static_cast<size_t>(k)];
-      copy_view(View{plain.ptr() + k * h_, {1, 1, in_dim, 1, h_}, src_strides},
-                View{out.ptr() + p * h_ * in_dim, {1, 1, in_dim, 1, h_}, dst_strides});
-    }
-    return out;
-  }
-
-  Buf combined_bias(const Buf& b_ih, const Buf& b_hh) const {
-    const Buf sum = binary(algorithm::binary_add, b_ih, b_hh);
-    Buf out(Shape{bias_gates_ * h_});
-    for (int64_t k = 0; k < gates_; ++k) {
-      const int64_t p = perm_[static_cast<size_t>(k)];
-      // GRU's n gate keeps its input half here and its hidden half in block 3.
-      const Buf& src = cell_ == Cell::Gru && k == 2 ? b_ih : sum;
-      copy_block(src.ptr() + p * h_, out.ptr() + k * h_, h_);
-    }
-    if (cell_ == Cell::Gru) copy_block(b_hh.ptr() + 2 * h_, out.ptr() + 3 * h_, h_);
-    return out;
-  }
-
-  // A cached primitive of this cell's type, seen through the common base classes (the three cells
-  // have different primitive types).
-  struct PrimRef {
-    const dnnl::primitive& prim;
-    struct Pd {
-      const dnnl::primitive_desc& p;
-      memory::desc weights_layer_desc() const { return p.query_md(dnnl::query::weights_md, 0); }
-      memory::desc weights_iter_desc() const { return p.query_md(dnnl::query::weights_md, 1); }
-      memory::desc workspace_desc() const { return p.query_md(dnnl::query::workspace_md, 0); }
-      memory::desc diff_weights_layer_desc() const { return p.query_md(dnnl::query::diff_weights_md, 0); }
-      memory::desc diff_weights_iter_desc() const { return p.query_md(dnnl::query::diff_weights_md, 1); }
-    } pd;
-  };
-
-  PrimRef fwd(prop_kind prop) {
-    const memory::desc none;
-    const memory::desc wl = any_md({1, 1, f_, gates_, h_}), wi = any_md({1, 1, h_, gates_, h_});
-    const std::string key = Key() << key_ << static_cast<int>(prop);
-    const auto dir = dnnl::rnn_direction::unidirectional_left2right;
-    switch (cell_) {
-      case Cell::Rnn: {
-        const auto& c = cached<dnnl::vanilla_rnn_forward::primitive_desc>(key, [&] {
-          dnnl::vanilla_rnn_forward::desc d(prop, algorithm::eltwise_tanh, dir, src_, iter_, wl, wi, bias_, dst_, none);
-          return dnnl::vanilla_rnn_forward::primitive_desc(d, cpu_engine());
-        });
-        return PrimRef{c.prim, {c.pd}};
-      }
-      case Cell::Lstm: {
-        const auto& c = cached<dnnl::lstm_forward::primitive_desc>(key, [&] {
-          dnnl::lstm_forward::desc d(prop, dir, src_, iter_, iter_, wl, wi, bias_, dst_, none, none);
-          return dnnl::lstm_forward::primitive_desc(d, cpu_engine());
-        });
-        return PrimRef{c.prim, {c.pd}};
-      }
-      default: {
-        const auto& c = cached<dnnl::lbr_gru_forward::primitive_desc>(key, [&] {
-          dnnl::lbr_gru_forward::desc d(prop, dir, src_, iter_, wl, wi, bias_, dst_, none);
-          return dnnl::lbr_gru_forward::primitive_desc(d, cpu_engine());
-        });
-        return PrimRef{c.prim, {c.pd}};
-      }
-    }
-  }
-
-  PrimRef bwd(const PrimRef::Pd& hint) {
-    const memory::desc none;
-    const memory::desc wl = any_md({1, 1, f_, gates_, h_}), wi = any_md({1, 1, h_, gates_, h_});
-    const auto dir = dnnl::rnn_direction::unidirectional_left2right;
-    const auto& fwd_c = hint.p;
-    switch (cell_) {
-      case Cell::Rnn: {
-        const auto& c = cached<dnnl::vanilla_rnn_backward::primitive_desc>(key_, [&] {
-          dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, algorithm::eltwise_tanh, dir, src_, iter_, wl, wi,
-                                             bias_, dst_, none, src_, iter_, wl, wi, bias_, dst_, none);
-          return dnnl::vanilla_rnn_backward::primitive_desc(d, cpu_engine(),
-                                                            dnnl::vanilla_rnn_forward::primitive_desc(clone(fwd_c)));
-        });
-        return PrimRef{c.prim, {c.pd}};
-      }
-      case Cell::Lstm: {
-        const auto& c = cached<dnnl::lstm_backward::primitive_desc>(key_, [&] {
-          dnnl::lstm_backward::desc d(prop_kind::backward, dir, src_, iter_, iter_, wl, wi, bias_, dst_, none, none,
-                                      src_, iter_, iter_, wl, wi, bias_, dst_, none, none);
-          return dnnl::lstm_backward::primitive_desc(d, cpu_engine(), dnnl::lstm_forward::primitive_desc(clone(fwd_c)));
-        });
-        return PrimRef{c.prim, {c.pd}};
-      }
-      default: {
-        const auto& c = cached<dnnl::lbr_gru_backward::primitive_desc>(key_, [&] {
-          dnnl::lbr_gru_backward::desc d(prop_kind::backward, dir, src_, iter_, wl, wi, bias_, dst_, none, src_, iter_,
-                                         wl, wi, bias_, dst_, none);
-          return dnnl::lbr_gru_backward::primitive_desc(d, cpu_engine(),
-                                                        dnnl::lbr_gru_forward::primitive_desc(clone(fwd_c)));
-        });
-        return PrimRef{c.prim, {c.pd}};
-      }
-    }
-  }
-
-  // A typed primitive descriptor takes ownership of the C handle it is built from: give it a copy.
-  static dnnl_primitive_desc_t clone(const dnnl::primitive_desc& pd) {
-    dnnl_primitive_desc_t copy = nullptr;
-    dnnl::error::wrap_c_api(dnnl_primitive_desc_clone(&copy, pd.get()), "could not clone a primitive descriptor");
-    return copy;
-  }
-
-  Cell cell_ = Cell::Rnn;
-  int64_t n_ = 0, t_ = 0, f_ = 0, h_ = 0, gates_ = 1, bias_gates_ = 1;
-  bool seq_ = true;
-  std::vector<int64_t> perm_;
-  memory::desc src_, dst_, bias_;
-  memory::desc iter_;  // empty: oneDNN's documented "zero initial state"
-  std::string key_;
-  Buf xt_, dst_buf_, bias_buf_;
-  memory workspace_;
+  Saved saved_;
 };
 
 }  // namespace
 
 void register_rnn(OpTable& t) {
   for (const char* name : {"simple_rnn", "lstm", "gru"}) t[name] = OpEntry{maker<RnnKernel>(), {}, {}};
+}
+
+}  // namespace quorum::backends::onednn
+
+namespace quorum::backends::onednn {
+
+void ExecSink::rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& y) {
+  const PrimRef f = rnn_fwd_prim(g, to_dnnl(p));
+  const RnnMds md(g);
+  saved_.rnn_src = Buf(Shape{g.t, g.n, g.f});
+  copy_view(View{const_cast<float*>(get(in.at(0)).ptr()), {g.t, g.n, g.f}, {g.f, g.t * g.f, 1}},
+            view_of(saved_.rnn_src));
+  const Buf wl = user_weights(g, get(in.at(1)).ptr(), g.f), wi = user_weights(g, get(in.at(2)).ptr(), g.h);
+  saved_.rnn_bias = combined_bias(g, get(in.at(3)), get(in.at(4)));
+  saved_.rnn_dst = Buf(Shape{g.t, g.n, g.h});
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC_LAYER, mem(md.src, saved_.rnn_src.ptr())},
+      {DNNL_ARG_WEIGHTS_LAYER, to_layout(mem(ldigo(g, g.f), wl.ptr()), f.pd.weights_layer_desc())},
+      {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(g, g.h), wi.ptr()), f.pd.weights_iter_desc())},
+      {DNNL_ARG_BIAS, mem(md.bias, saved_.rnn_bias.ptr())},
+      {DNNL_ARG_DST_LAYER, mem(md.dst, saved_.rnn_dst.ptr())}};
+  keep_workspace(p, f.pd.workspace_desc(), args);
+  const Buf zeros(Shape{g.n, g.h});
+  if (kExplicitZeroState) {
+    args[DNNL_ARG_SRC_ITER] = mem(md.iter, zeros.ptr());
+    if (cell_of(g.op) == Cell::Lstm) args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, zeros.ptr());
+  }
+  run(f.prim, args);
+  // y: [N, T, H] (return_sequences) or the last step [N, H].
+  Buf r(g.seq ? Shape{g.n, g.t, g.h} : Shape{g.n, g.h});
+  if (g.seq) {
+    copy_view(view_of(saved_.rnn_dst), View{r.ptr(), {g.t, g.n, g.h}, {g.h, g.t * g.h, 1}});
+  } else {
+    copy_block(saved_.rnn_dst.ptr() + (g.t - 1) * g.n * g.h, r.ptr(), g.n * g.h);
+  }
+  put(y, std::move(r));
+}
+
+void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                            const std::vector<std::string>& grads) {
+  const PrimRef f = rnn_fwd_prim(g, prop_kind::forward_training);
+  const PrimRef b = rnn_bwd_prim(g, f.pd);
+  const RnnMds md(g);
+  const Buf& gy = get(dy);
+  Buf diff_dst(Shape{g.t, g.n, g.h});
+  if (g.seq) {
+    copy_view(View{const_cast<float*>(gy.ptr()), {g.t, g.n, g.h}, {g.h, g.t * g.h, 1}}, view_of(diff_dst));
+  } else {
+    copy_block(gy.ptr(), diff_dst.ptr() + (g.t - 1) * g.n * g.h, g.n * g.h);
+  }
+  const Buf wl = user_weights(g, get(in.at(1)).ptr(), g.f), wi = user_weights(g, get(in.at(2)).ptr(), g.h);
+  // Diff weights in the primitive's layout, zeroed: the RNN backward accumulates into them.
+  std::vector<float> dwl(b.pd.diff_weights_layer_desc().get_size() / sizeof(float), 0.0f);
+  std::vector<float> dwi(b.pd.diff_weights_iter_desc().get_size() / sizeof(float), 0.0f);
+  const memory dwl_mem(b.pd.diff_weights_layer_desc(), cpu_engine(), dwl.data());
+  const memory dwi_mem(b.pd.diff_weights_iter_desc(), cpu_engine(), dwi.data());
+  Buf diff_src(Shape{g.t, g.n, g.f}), diff_bias(Shape{g.bias_gates, g.h});
+  const Buf zeros(Shape{g.n, g.h});
+  Buf diff_h0(Shape{g.n, g.h}), diff_c0(Shape{g.n, g.h});
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC_LAYER, mem(md.src, saved_.rnn_src.ptr())},
+      {DNNL_ARG_WEIGHTS_LAYER, to_layout(mem(ldigo(g, g.f), wl.ptr()), b.pd.weights_layer_desc())},
+      {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(g, g.h), wi.ptr()), b.pd.weights_iter_desc())},
+      {DNNL_ARG_BIAS, mem(md.bias, saved_.rnn_bias.ptr())},
+      {DNNL_ARG_DST_LAYER, mem(md.dst, saved_.rnn_dst.ptr())},
+      {DNNL_ARG_DIFF_DST_LAYER, mem(md.dst, diff_dst.ptr())},
+      {DNNL_ARG_WORKSPACE, saved_.workspace},
+      {DNNL_ARG_DIFF_SRC_LAYER, mem(md.src, diff_src.ptr())},
+      {DNNL_ARG_DIFF_WEIGHTS_LAYER, dwl_mem},
+      {DNNL_ARG_DIFF_WEIGHTS_ITER, dwi_mem},
+      {DNNL_ARG_DIFF_BIAS, mem(md.bias, diff_bias.ptr())}};
+  if (kExplicitZeroState) {
+    args[DNNL_ARG_SRC_ITER] = mem(md.iter, zeros.ptr());
+    args[DNNL_ARG_DIFF_SRC_ITER] = mem(md.iter, diff_h0.ptr());
+    if (cell_of(g.op) == Cell::Lstm) {
+      args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, zeros.ptr());
+      args[DNNL_ARG_DIFF_SRC_ITER_C] = mem(md.iter, diff_c0.ptr());
+    }
+  }
+  run(b.prim, args);
+  Buf gx(Shape{g.n, g.t, g.f});
+  copy_view(view_of(diff_src), View{gx.ptr(), {g.t, g.n, g.f}, {g.f, g.t * g.f, 1}});
+  put(grads.at(0), std::move(gx));
+  put(grads.at(1), pytorch_weights(g, dwl_mem, g.f));
+  put(grads.at(2), pytorch_weights(g, dwi_mem, g.h));
+  Buf gb_ih(Shape{g.gates * g.h}), gb_hh(Shape{g.gates * g.h});
+  for (int64_t k = 0; k < g.gates; ++k) {
+    const int64_t p = g.perm[static_cast<size_t>(k)];
+    copy_block(diff_bias.ptr() + k * g.h, gb_ih.ptr() + p * g.h, g.h);
+    // GRU's n gate: the hidden half has its own block (index 3).
+    const int64_t hk = g.gru && k == 2 ? 3 : k;
+    copy_block(diff_bias.ptr() + hk * g.h, gb_hh.ptr() + p * g.h, g.h);
+  }
+  put(grads.at(3), std::move(gb_ih));
+  put(grads.at(4), std::move(gb_hh));
 }
 
 }  // namespace quorum::backends::onednn

@@ -2,7 +2,9 @@
 // transpose, slice and pad move data with oneDNN reorders between strided views: a transpose is a
 // view with permuted strides, a slice a view with an offset (and, with steps, a staging buffer), a pad a copy
 // into the interior view of the output (reflect and edge then copy border slices axis by axis).
-// Backward reorders the other way; pad's mirrored borders accumulate with a sum post-op.
+// Backward reorders the other way; pad's mirrored borders accumulate with a sum post-op. The
+// forward of reshape and transpose, and their backward (the same buffer; the inverse transpose),
+// are the lowering's steps (lower.cpp).
 #include <algorithm>
 
 #include "backends/onednn/onednn_sink.h"
@@ -17,13 +19,15 @@ class ReshapeKernel : public Kernel {
     Saved saved;
     lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
   }
-  void backward(Env& env) override { add_gin(env, 0, gout(env, 0)->reshaped(in_shape(0))); }
+  void backward(Env& env) override {
+    Saved saved;
+    lowered_backward(env, node_, in_shapes_, out_shapes_, saved);
+  }
 };
 
 class TransposeKernel : public Kernel {
  public:
-  TransposeKernel(const ir::Graph& g, const ir::Node& n)
-      : Kernel(g, n), permuted_strides_(lw::transpose_strides(in_shape(0), attrs())) {}
+  using Kernel::Kernel;
 
   void forward(Env& env, bool training) override {
     Saved saved;
@@ -31,13 +35,9 @@ class TransposeKernel : public Kernel {
   }
 
   void backward(Env& env) override {
-    Buf gx(in_shape(0));
-    copy_view(view_of(*gout(env, 0)), View{gx.ptr(), dims_of(out_shape(0)), permuted_strides_});
-    add_gin(env, 0, std::move(gx));
+    Saved saved;
+    lowered_backward(env, node_, in_shapes_, out_shapes_, saved);
   }
-
- private:
-  Dims permuted_strides_;
 };
 
 // A stepped slice cannot always be one strided view: oneDNN wants each stride to enclose the next

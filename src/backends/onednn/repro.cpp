@@ -5,7 +5,7 @@
 // attributes as Quorum's backend: the forward steps come from oneDNN's lowering (lower.h), which
 // also drives the backend, and Gen is its text sink (it prints the call of the matching helper
 // block); so do the backward steps (lower_backward), printed as the helper blocks' backward calls
-// after the forward (training) each needs (the RNN's backward text still takes only its geometry):
+// after the forward (training) each needs (rnn_bwd after rnn_fwd, for the RNN's one backward step):
 //  - forward findings (FC, crash) run the model's nodes in order from the graph inputs and compare
 //    the blamed node's outputs and the graph outputs;
 //  - backward findings (BC) feed the blamed node its operands and the library's own incoming
@@ -150,6 +150,38 @@ inline Vec reduce(algorithm alg, const Dims& xd, const Vec& x, const Dims& keep)
   return y;
 }
 )CPP"},
+    {"prod_others", R"CPP(
+// d prod / d x_i, the product of the other elements of x_i's slice (the reduced dims of keep):
+// prefix times suffix products in double, rounded once, as Quorum's backend computes it (oneDNN
+// has no reduction backward).
+inline Vec prod_of_others(const Dims& xd, const Vec& x, const Dims& keep) {
+  std::vector<std::vector<size_t>> members((size_t)numel(keep));
+  for (size_t i = 0; i < x.size(); ++i) {
+    size_t rest = i, slot = 0, scale = 1;
+    for (size_t d = xd.size(); d-- > 0;) {
+      const size_t idx = rest % (size_t)xd[d];
+      rest /= (size_t)xd[d];
+      if (keep[d] == xd[d]) slot += idx * scale;
+      scale *= (size_t)keep[d];
+    }
+    members[slot].push_back(i);
+  }
+  std::vector<double> others(x.size(), 1.0);
+  for (const auto& m : members) {
+    double p = 1.0;
+    for (size_t i : m) {
+      others[i] = p;
+      p *= x[i];
+    }
+    p = 1.0;
+    for (auto it = m.rbegin(); it != m.rend(); ++it) {
+      others[*it] *= p;
+      p *= x[*it];
+    }
+  }
+  return Vec(others.begin(), others.end());
+}
+)CPP"},
     {"sum", R"CPP(
 // sum primitive, every scale 1.
 inline Vec sum_op(const Dims& d, const std::vector<const Vec*>& xs) {
@@ -183,6 +215,31 @@ inline Vec transpose_op(const Dims& yd, const Dims& permuted_strides, const Vec&
   reorder::primitive_desc pd(eng, smd, eng, plain(yd));
   Vec y(numel(yd));
   run(reorder(pd), {{DNNL_ARG_FROM, mem(smd, x.data())}, {DNNL_ARG_TO, mem(plain(yd), y.data())}});
+  return y;
+}
+)CPP"},
+    {"matmul_strided", R"CPP(
+// matmul on operands described by dims and strides (empty strides: plain), e.g. a transposed one.
+inline Vec matmul_strided_op(const Dims& ad, const Dims& as, const Vec& a, const Dims& bd, const Dims& bs,
+                             const Vec& b, const Dims& yd) {
+  const memory::desc amd = as.empty() ? plain(ad) : memory::desc(ad, memory::data_type::f32, as);
+  const memory::desc bmd = bs.empty() ? plain(bd) : memory::desc(bd, memory::data_type::f32, bs);
+  matmul::primitive_desc pd(matmul::desc(amd, bmd, plain(yd)), eng);
+  show("matmul", pd);
+  Vec y(numel(yd));
+  run(matmul(pd), {{DNNL_ARG_SRC, mem(amd, a.data())},
+                   {DNNL_ARG_WEIGHTS, mem(bmd, b.data())},
+                   {DNNL_ARG_DST, mem(plain(yd), y.data())}});
+  return y;
+}
+)CPP"},
+    {"view", R"CPP(
+// A reorder from the view of x at element `offset` with `strides` into dense y.
+inline Vec view_op(const Dims& yd, const Dims& strides, int64_t offset, const Vec& x) {
+  const memory::desc smd(yd, memory::data_type::f32, strides);
+  reorder::primitive_desc pd(eng, smd, eng, plain(yd));
+  Vec y(numel(yd));
+  run(reorder(pd), {{DNNL_ARG_FROM, mem(smd, x.data() + offset)}, {DNNL_ARG_TO, mem(plain(yd), y.data())}});
   return y;
 }
 )CPP"},
@@ -861,6 +918,14 @@ class Gen : public lw::StepSink {
     need("transpose");
     define(y, "transpose_op(" + dims(yd) + ", " + dims(st) + ", " + ref(x) + ")");
   }
+  void view(const Dims& yd, const Dims& st, int64_t offset, const std::string& x, const std::string& y) override {
+    need("view");
+    define(y, "view_op(" + dims(yd) + ", " + dims(st) + ", " + std::to_string(offset) + ", " + ref(x) + ")");
+  }
+  void prod_of_others(const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override {
+    need("prod_others");
+    define(y, "prod_of_others(" + dims(xd) + ", " + ref(x) + ", " + dims(keep) + ")");
+  }
   void reduce(lw::Alg a, const Dims& xd, const std::string& x, const Dims& keep, const std::string& y) override {
     need("reduce");
     define(y, "reduce(" + alg(a) + ", " + dims(xd) + ", " + ref(x) + ", " + dims(keep) + ")");
@@ -875,6 +940,13 @@ class Gen : public lw::StepSink {
     need("matmul");
     const std::string ea = ref(a), eb = ref(b);
     define(y, "matmul_fwd(" + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ", " + dims(yd) + ")");
+  }
+  void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
+                      const std::string& b, const Dims& yd, const std::string& y) override {
+    need("matmul_strided");
+    const std::string ea = ref(a), eb = ref(b);
+    define(y, "matmul_strided_op(" + dims(ad) + ", " + dims(as) + ", " + ea + ", " + dims(bd) + ", " + dims(bs) +
+                  ", " + eb + ", " + dims(yd) + ")");
   }
   void pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) override {
     need("pool");
@@ -1031,6 +1103,16 @@ class Gen : public lw::StepSink {
     body_ << "  const Vec y = resample_fwd(prop_kind::forward_training, " << args << ", " << ref(x) << ");\n"
           << "  (void)y;\n  const Vec dx = resample_bwd(" << args << ", " << ref(dy) << ");\n";
     names_.emplace(dx, "dx");
+  }
+  void rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& dy,
+                    const std::vector<std::string>& grads) override {
+    need("rnn_bwd");
+    const std::string geo = rnn_decl(g);
+    flush();
+    body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << geo;
+    for (const auto& i : in) body_ << ", " << ref(i);
+    body_ << ");\n  const RnnGrads gr = rnn_bwd(" << geo << ", st, " << ref(dy) << ");\n";
+    bind(grads, {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"});
   }
 
  private:
@@ -1231,38 +1313,25 @@ void Gen::backward_node(const ir::Node& n) {
         << ", forward (training) then backward\n";
   // name of the input -> C++ expression holding the library's gradient
   std::map<std::string, std::string> got;
-  const std::string gy = "g_" + identifier(n.outputs[0]);
   node_ = &n;
-  const Shape& xs = shape(n.inputs[0]);
-  if (lw::is_rnn(n.op)) {
-    need("rnn_bwd");
-    const std::string g = rnn_decl(lw::rnn_geo(n.op, xs, n.attrs));
-    flush();
-    body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << g;
-    for (const auto& i : n.inputs) body_ << ", " << var(i);
-    body_ << ");\n  const RnnGrads gr = rnn_bwd(" << g << ", st, " << gy << ");\n";
-    const char* names[] = {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"};
-    for (size_t i = 0; i < n.inputs.size() && i < 5; ++i) got[n.inputs[i]] = names[i];
-  } else {
-    // maximum/minimum's mask gradient is written for operands of the output's shape; the other
-    // gradients composed from forward primitives are not.
-    const bool mask = (n.op == "maximum" || n.op == "minimum") && shape(n.inputs[0]) == shape(n.outputs[0]) &&
-                      shape(n.inputs[1]) == shape(n.outputs[0]) && c_.expected.count(n.inputs[0]) &&
-                      c_.expected.count(n.inputs[1]);
-    if (!mask && (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" ||
-                  n.op == "matmul" || n.op == "transpose" || n.op == "concat" || n.op == "sum"))
-      throw ReproUnsupported("the gradient of '" + n.op +
-                             "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
-                             "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "
-                             "convolution, dense and RNN nodes");
-    if (!lw::backward_mapped(n))
-      throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
-    if (lw::is_resize(n.op)) check_supported(c_.model, n);
-    backward_steps(n, *this);
-    for (const auto& i : n.inputs) {
-      const auto it = names_.find(lw::grad(i));
-      if (it != names_.end()) got.emplace(i, it->second);
-    }
+  // maximum/minimum's mask gradient is written for operands of the output's shape; the other
+  // gradients composed from forward primitives are not.
+  const bool mask = (n.op == "maximum" || n.op == "minimum") && shape(n.inputs[0]) == shape(n.outputs[0]) &&
+                    shape(n.inputs[1]) == shape(n.outputs[0]) && c_.expected.count(n.inputs[0]) &&
+                    c_.expected.count(n.inputs[1]);
+  if (!mask && (lw::is_reshape(n.op) || lw::binary_alg(n.op) || lw::reduce_alg(n.op) || n.op == "softsign" ||
+                n.op == "matmul" || n.op == "transpose" || n.op == "concat" || n.op == "sum"))
+    throw ReproUnsupported("the gradient of '" + n.op +
+                           "' is composed by Quorum's backend from several forward primitives (no oneDNN backward "
+                           "primitive of its own); the backward reproducer covers eltwise, softmax, pooling, lrn, "
+                           "convolution, dense and RNN nodes");
+  if (!lw::backward_mapped(n))
+    throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
+  if (lw::is_resize(n.op)) check_supported(c_.model, n);
+  backward_steps(n, *this);
+  for (const auto& i : n.inputs) {
+    const auto it = names_.find(lw::grad(i));
+    if (it != names_.end()) got.emplace(i, it->second);
   }
   body_ << "\n";
   if (!judge_) {
