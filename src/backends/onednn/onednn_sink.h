@@ -145,4 +145,20 @@ void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_s
 void lowered_backward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
                       const std::vector<Shape>& out_shapes, Saved& saved);
 
+// The node kernel of every operator the lowering maps: forward and backward are the lowering's
+// steps on the ExecSink, with what the backward needs kept between them. A family's subclass adds
+// only what its constructor checks (building the primitive descriptor at compile, so that oneDNN's
+// refusal is a conversion error, not a failure of the first run).
+class LoweredKernel : public Kernel {
+ public:
+  using Kernel::Kernel;
+  void forward(Env& env, bool training) override {
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
+  }
+  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
+
+ private:
+  Saved saved_;
+};
+
 }  // namespace quorum::backends::onednn

@@ -9,24 +9,6 @@
 #include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
-namespace {
-
-// Binary operators, sum and concat: forward and backward are the lowering's steps.
-class LoweredKernel : public Kernel {
- public:
-  using Kernel::Kernel;
-
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
-};
-
-}  // namespace
 
 void register_binary(OpTable& t) {
   for (const char* name : {"add", "sub", "mul", "div", "maximum", "minimum"})

@@ -14,21 +14,13 @@ namespace quorum::backends::onednn {
 namespace {
 
 template <class Fwd>
-class ConvKernel : public Kernel {
+class ConvKernel : public LoweredKernel {
  public:
-  ConvKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  ConvKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     // Builds the descriptor now: a refusal is a conversion error.
     conv_fwd_pd<Fwd>(lw::conv_geo(n.op, in_shape(0), out_shape(0), attrs()), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
 }  // namespace

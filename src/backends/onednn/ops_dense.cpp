@@ -9,20 +9,12 @@
 namespace quorum::backends::onednn {
 namespace {
 
-class DenseKernel : public Kernel {
+class DenseKernel : public LoweredKernel {
  public:
-  DenseKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  DenseKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     dense_fwd_pd(lw::dense_geo(in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
 }  // namespace
@@ -38,31 +30,16 @@ void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, c
 
 namespace {
 
-class MatmulKernel : public Kernel {
+class MatmulKernel : public LoweredKernel {
  public:
-  MatmulKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  MatmulKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     const size_t r = std::max(in_shape(0).size(), in_shape(1).size());
-    a_ = dims_of(pad_rank(in_shape(0), r));
-    b_ = dims_of(pad_rank(in_shape(1), r));
-    y_ = dims_of(out_shape(0));
-    cached<dnnl::matmul::primitive_desc>(Key() << plain_md(a_) << plain_md(b_) << plain_md(y_), [&] {
-      dnnl::matmul::desc d(plain_md(a_), plain_md(b_), plain_md(y_));
+    const Dims a = dims_of(pad_rank(in_shape(0), r)), b = dims_of(pad_rank(in_shape(1), r)), y = dims_of(out_shape(0));
+    cached<dnnl::matmul::primitive_desc>(Key() << plain_md(a) << plain_md(b) << plain_md(y), [&] {
+      dnnl::matmul::desc d(plain_md(a), plain_md(b), plain_md(y));
       return dnnl::matmul::primitive_desc(d, cpu_engine());
     });
   }
-
-  void forward(Env& env, bool training) override {
-    Saved saved;
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
-  }
-
-  void backward(Env& env) override {
-    Saved saved;
-    lowered_backward(env, node_, in_shapes_, out_shapes_, saved);
-  }
-
- private:
-  Dims a_, b_, y_;
 };
 
 }  // namespace

@@ -13,52 +13,28 @@
 namespace quorum::backends::onednn {
 namespace {
 
-class BatchNormKernel : public Kernel {
+class BatchNormKernel : public LoweredKernel {
  public:
-  BatchNormKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  BatchNormKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     bn_fwd_pd(lw::bn_geo(in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
-class LayerNormKernel : public Kernel {
+class LayerNormKernel : public LoweredKernel {
  public:
-  LayerNormKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  LayerNormKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     ln_fwd_pd(lw::ln_geo(in_shape(0), attrs()), prop_kind::forward_training);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
-class LrnKernel : public Kernel {
+class LrnKernel : public LoweredKernel {
  public:
-  LrnKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  LrnKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     lrn_fwd_pd(lw::lrn_geo(in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
 }  // namespace

@@ -8,20 +8,12 @@
 namespace quorum::backends::onednn {
 namespace {
 
-class PoolKernel : public Kernel {
+class PoolKernel : public LoweredKernel {
  public:
-  PoolKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  PoolKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     pool_fwd_pd(lw::pool_geo(n.op, in_shape(0), out_shape(0), attrs()), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
 }  // namespace

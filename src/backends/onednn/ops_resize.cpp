@@ -13,20 +13,12 @@
 namespace quorum::backends::onednn {
 namespace {
 
-class ResizeKernel : public Kernel {
+class ResizeKernel : public LoweredKernel {
  public:
-  ResizeKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  ResizeKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     resample_fwd_pd(lw::resample_geo(n.op, in_shape(0), out_shape(0)), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
 }  // namespace

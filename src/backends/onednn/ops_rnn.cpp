@@ -178,21 +178,13 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
 }
 
 // Forward and backward are the lowering's rnn / rnn_backward steps.
-class RnnKernel : public Kernel {
+class RnnKernel : public LoweredKernel {
  public:
-  RnnKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  RnnKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     // Builds the descriptor now: a refusal is a conversion error.
     rnn_fwd_prim(lw::rnn_geo(n.op, in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
 }  // namespace

@@ -12,34 +12,6 @@
 namespace quorum::backends::onednn {
 namespace {
 
-class ReshapeKernel : public Kernel {
- public:
-  using Kernel::Kernel;
-  void forward(Env& env, bool training) override {
-    Saved saved;
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
-  }
-  void backward(Env& env) override {
-    Saved saved;
-    lowered_backward(env, node_, in_shapes_, out_shapes_, saved);
-  }
-};
-
-class TransposeKernel : public Kernel {
- public:
-  using Kernel::Kernel;
-
-  void forward(Env& env, bool training) override {
-    Saved saved;
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved);
-  }
-
-  void backward(Env& env) override {
-    Saved saved;
-    lowered_backward(env, node_, in_shapes_, out_shapes_, saved);
-  }
-};
-
 // A stepped slice cannot always be one strided view: oneDNN wants each stride to enclose the next
 // dim's extent, and stride*step over count elements can overrun the enclosing dim. So a slice
 // with steps copies the box [start, start + count*step) (clipped to the input) into a staging
@@ -200,8 +172,8 @@ class PadKernel : public Kernel {
 
 void register_shape(OpTable& t) {
   for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze"})
-    t[name] = OpEntry{maker<ReshapeKernel>(), {}, {}};
-  t["transpose"] = OpEntry{maker<TransposeKernel>(), {}, {}};
+    t[name] = OpEntry{maker<LoweredKernel>(), {}, {}};
+  t["transpose"] = OpEntry{maker<LoweredKernel>(), {}, {}};
   t["slice"] = OpEntry{maker<SliceKernel>(), {}, {}};
   t["pad"] = OpEntry{maker<PadKernel>(), {}, {}};
 }

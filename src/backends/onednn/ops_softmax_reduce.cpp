@@ -9,36 +9,12 @@
 namespace quorum::backends::onednn {
 namespace {
 
-class SoftmaxKernel : public Kernel {
+class SoftmaxKernel : public LoweredKernel {
  public:
-  SoftmaxKernel(const ir::Graph& g, const ir::Node& n) : Kernel(g, n) {
+  SoftmaxKernel(const ir::Graph& g, const ir::Node& n) : LoweredKernel(g, n) {
     softmax_fwd_pd(lw::softmax_geo(n.op, in_shape(0), attrs()), prop_kind::forward_inference);
   }
 
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
-};
-
-// The reductions: forward and backward are the lowering's steps (prod's product of the other
-// elements is ExecSink::prod_of_others, below).
-class ReduceKernel : public Kernel {
- public:
-  using Kernel::Kernel;
-
-  void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
-  }
-
-  void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
-
- private:
-  Saved saved_;
 };
 
 }  // namespace
@@ -47,7 +23,7 @@ void register_softmax_reduce(OpTable& t) {
   t["softmax"] = OpEntry{maker<SoftmaxKernel>(), {}, {}};
   t["log_softmax"] = OpEntry{maker<SoftmaxKernel>(), {}, {}};
   for (const char* name : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
-    t[name] = OpEntry{maker<ReduceKernel>(), {}, {}};
+    t[name] = OpEntry{maker<LoweredKernel>(), {}, {}};
 }
 
 }  // namespace quorum::backends::onednn
