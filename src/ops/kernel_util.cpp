@@ -134,4 +134,22 @@ DType common_float_dtype(const std::vector<TensorType>& in) {
   return in[0].dtype;
 }
 
+double resize_source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
+  const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
+  if (mode == "asymmetric") return od * ind / outd;
+  if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
+  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
+  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
+  return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;  // half_pixel, pytorch_half_pixel
+}
+
+int64_t resize_round_nearest(const std::string& mode, double x) {
+  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
+  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
+  const double fl = std::floor(x);
+  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
+  return static_cast<int64_t>(std::round(x));
+}
+
+
 }  // namespace quorum::ops

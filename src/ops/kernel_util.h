@@ -69,4 +69,12 @@ int64_t maybe_negative(core::Rng& rng, int64_t axis, int64_t rank);
 // The dtype every input must share; OpError if they differ or are not floating point.
 DType common_float_dtype(const std::vector<TensorType>& in);
 
+// ONNX Resize: the source coordinate of output index `o` along an axis of length `in` resized to
+// `out` under coordinate_transformation_mode `mode` (scale = out / in; the formulas multiply by
+// in / out instead of dividing by the scale and keep exact integer ratios as long as possible, so
+// exact half-way points, which decide nearest rounding, stay exact), and nearest_mode's rounding of
+// it. The catalogue's kernel and the backends that check their own rule against ONNX's use both.
+double resize_source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out);
+int64_t resize_round_nearest(const std::string& mode, double x);
+
 }  // namespace quorum::ops

@@ -12,27 +12,6 @@
 namespace quorum::ops {
 namespace {
 
-// The ONNX source coordinate of output index `o` along an axis of length `in` resized to `out`.
-// scale = out / in; the formulas multiply by in / out instead of dividing by the scale, and keep the
-// arithmetic in exact integer ratios as long as possible so exact half-way points (which decide
-// nearest rounding) stay exact.
-double source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
-  const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
-  if (mode == "asymmetric") return od * ind / outd;
-  if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
-  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
-  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
-  return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;  // half_pixel, pytorch_half_pixel
-}
-
-int64_t round_nearest(const std::string& mode, double x) {
-  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
-  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
-  const double fl = std::floor(x);
-  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
-  return static_cast<int64_t>(std::round(x));
-}
-
 // One output index's source taps along an axis: value = w0 * x[i0] + w1 * x[i1].
 struct Tap {
   int64_t i0 = 0, i1 = 0;
@@ -45,7 +24,7 @@ std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t ou
   const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
   std::vector<Tap> taps(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) {
-    const double x = source_coord(ctm, o, in, out);
+    const double x = resize_source_coord(ctm, o, in, out);
     Tap& t = taps[static_cast<size_t>(o)];
     if (bilinear) {
       // ONNX linear: clamp the coordinate into the input, then interpolate its two neighbours.
@@ -61,7 +40,7 @@ std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t ou
       // modes), a float32 implementation's coordinate (o * float(in / out)) may land on either
       // side, and so may a float64 one whose scale was rounded (libtorch's upsample_nearest).
       const double c = stored_sum(x, std::abs(x) + 0.5, 3, lane);
-      t.i0 = t.i1 = std::clamp<int64_t>(round_nearest(core::attr_s(a, "nearest_mode"), c), 0, in - 1);
+      t.i0 = t.i1 = std::clamp<int64_t>(resize_round_nearest(core::attr_s(a, "nearest_mode"), c), 0, in - 1);
     }
   }
   return taps;

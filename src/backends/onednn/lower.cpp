@@ -282,24 +282,6 @@ ResampleGeo resample_geo(const std::string& op, const Shape& x, const Shape& y) 
 
 namespace {
 
-// ONNX source coordinate of output position o.
-double onnx_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
-  const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
-  if (mode == "asymmetric") return od * ind / outd;
-  if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
-  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
-  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
-  return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;
-}
-
-int64_t onnx_round(const std::string& mode, double x) {
-  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
-  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
-  const double fl = std::floor(x);
-  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
-  return static_cast<int64_t>(std::round(x));
-}
-
 // The first output position (along one axis) where ONNX and oneDNN pick different sources, or -1.
 // oneDNN, with F = out/in: linear x = (o + 0.5) / F - 0.5 clamped (ONNX half_pixel); nearest
 // floor((o + 0.5) / F).
@@ -308,12 +290,13 @@ int64_t first_mismatch(bool linear, const core::Attrs& a, int64_t in, int64_t ou
   for (int64_t o = 0; o < out; ++o) {
     if (linear) {
       const double hi = static_cast<double>(in - 1);
-      const double want = std::clamp(onnx_coord(ctm, o, in, out), 0.0, hi);
-      const double got = std::clamp(onnx_coord("half_pixel", o, in, out), 0.0, hi);
+      const double want = std::clamp(ops::resize_source_coord(ctm, o, in, out), 0.0, hi);
+      const double got = std::clamp(ops::resize_source_coord("half_pixel", o, in, out), 0.0, hi);
       if (std::abs(want - got) > 1e-9) return o;
     } else {
+      const double source = ops::resize_source_coord(ctm, o, in, out);
       const int64_t want =
-          std::clamp<int64_t>(onnx_round(core::attr_s(a, "nearest_mode"), onnx_coord(ctm, o, in, out)), 0, in - 1);
+          std::clamp<int64_t>(ops::resize_round_nearest(core::attr_s(a, "nearest_mode"), source), 0, in - 1);
       const int64_t got = (2 * o + 1) * in / (2 * out);  // floor((o + 0.5) * in / out), exactly
       if (want != got) return o;
     }
