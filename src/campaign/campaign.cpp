@@ -37,6 +37,7 @@ struct Shared {
   std::mutex mu;
   std::map<core::FindingKind, int64_t> by_kind;  // hits per finding kind
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
+  int64_t recycled = 0;  // worker processes replaced by fresh ones (worker::Limits::recycle_*)
   std::string first_invalid;
   Timing timing;
   std::set<std::string> roots;  // root causes of the findings new in this run
@@ -64,6 +65,8 @@ class Run {
       if (store_.model_done(index)) continue;
       model(workers, index);
     }
+    std::lock_guard<std::mutex> lock(sh_.mu);
+    for (size_t i = 0; i < workers.size(); ++i) sh_.recycled += workers.at(i).recycles();
   }
 
   // The progress line, once a second until `done`.
@@ -97,6 +100,7 @@ class Run {
     s.models_total = store_.models_done();
     s.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     s.timing = sh_.timing;
+    s.workers_recycled = sh_.recycled;
     return s;
   }
 

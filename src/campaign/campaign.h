@@ -37,6 +37,7 @@ struct Summary {
   int64_t models_run = 0, models_total = 0, invalid_models = 0, errors = 0;
   std::string first_invalid;  // why the first invalid model was skipped
   int64_t new_findings = 0, hits = 0;
+  int64_t workers_recycled = 0;  // library workers replaced by fresh processes (--worker_models/--worker_rss)
   double seconds = 0;
   Timing timing;
 };

@@ -19,11 +19,11 @@ namespace quorum::cli {
 
 using core::UserError;
 
-namespace {
-
 worker::Limits limits_of(const Options& o) {
-  return worker::Limits{static_cast<double>(o.timeout), o.memory};
+  return worker::Limits{static_cast<double>(o.timeout), o.memory, o.worker_models, o.worker_rss};
 }
+
+namespace {
 
 std::string sci(double v) {
   std::ostringstream os;

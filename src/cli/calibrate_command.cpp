@@ -16,7 +16,7 @@ int cmd_calibrate(const Options& o) {
   const auto backends = campaign::parse_backends(o.backends.empty() ? "torch,onednn,opencv,armnn,xnnpack" : o.backends);
   const int cases = static_cast<int>(o.count);
   if (cases < 1) throw core::UserError("--count: at least 1 case per operator");
-  const auto table = campaign::calibrate(backends, cases, worker::Limits{static_cast<double>(o.timeout), o.memory});
+  const auto table = campaign::calibrate(backends, cases, limits_of(o));
   std::ostringstream os;
   write_calibration(os, table, o.command_line);
   core::write_file_atomic(o.output, os.str());

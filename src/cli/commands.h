@@ -4,6 +4,7 @@
 #include "ir/graph.h"
 #include "campaign/campaign.h"
 #include "ref/interpreter.h"
+#include "worker/supervisor.h"
 
 namespace quorum::cli {
 
@@ -19,6 +20,8 @@ int cmd_calibrate(const Options& o);
 int cmd_reduce(const Options& o);
 int cmd_repro(const Options& o);
 int cmd_report(const Options& o);
+// The worker limits --timeout, --memory, --worker_models and --worker_rss give.
+worker::Limits limits_of(const Options& o);
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
 campaign::ModelFactory model_factory(const Options& o);
 // `quorum run --backends ...`: runs the model on each backend's worker (and, given a target, one

@@ -15,7 +15,7 @@ int cmd_conformance(const Options& o) {
   opt.suite = o.suite;
   opt.filter = o.filter;
   if (!o.backends.empty()) opt.backends = worker::parse_backends(o.backends);
-  opt.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
+  opt.limits = limits_of(o);
   const conformance::ConformanceReport r = run_conformance(opt, [](size_t done, size_t total) {
     if (done % 50 == 0 || done == total)
       std::cerr << "\rconformance: " << done << "/" << total << " tests" << std::flush;

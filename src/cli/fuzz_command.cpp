@@ -26,6 +26,8 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
             << s.models_total << " in this campaign; " << s.invalid_models << " invalid, " << s.errors
             << " internal errors; seed " << s.seed << "\n";
   if (s.invalid_models) std::cout << "first invalid model: " << s.first_invalid << "\n";
+  if (s.workers_recycled)
+    std::cout << "workers: " << s.workers_recycled << " recycled (--worker_models / --worker_rss)\n";
   const campaign::Timing& t = s.timing;
   std::cout << "time: generate " << t.generate << " s, reference " << t.reference << " s";
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
@@ -71,7 +73,7 @@ int cmd_fuzz(const Options& o) {
   opt.setup.thresholds.rule = oracle::rule_from_string(o.oracle);
   opt.setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));
   opt.setup.thresholds.dtype = opt.setup.dtype;
-  opt.setup.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
+  opt.setup.limits = limits_of(o);
   opt.time_s = o.time;
   opt.models = static_cast<int64_t>(o.models);
   if (opt.time_s == 0 && opt.models == 0) throw UserError("fuzz: give a budget, --time (e.g. 10m) or --models N");

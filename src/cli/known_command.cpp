@@ -33,7 +33,7 @@ int cmd_known(const Options& o) {
   campaign::KnownCheckOptions opt;
   opt.backends = only;
   opt.filter = o.filter;
-  opt.limits = worker::Limits{static_cast<double>(o.timeout), o.memory};
+  opt.limits = limits_of(o);
   opt.out = o.out;
   const auto checks = campaign::check_known(ledger, opt);
   int bad = 0, ok = 0, skipped = 0;

@@ -157,6 +157,7 @@ void Worker::start() {
   to_fd_ = to_child[1];
   from_fd_ = from_child[0];
   ++restarts_;
+  compiles_ = 0;
 }
 
 void Worker::stop() {
@@ -294,7 +295,28 @@ Outcome Worker::supports(const ir::Graph& g, bool training, std::vector<NodeSupp
   });
 }
 
+namespace {
+// Resident memory of a process in MiB (0 when it cannot be read).
+uint64_t resident_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) >> 20;
+}
+}  // namespace
+
+void Worker::maybe_recycle() {
+  if (pid_ <= 0) return;
+  const bool by_count = limits_.recycle_models > 0 && compiles_ >= limits_.recycle_models;
+  const bool by_memory = limits_.recycle_rss_mb > 0 && resident_mib(pid_) > limits_.recycle_rss_mb;
+  if (!by_count && !by_memory) return;
+  stop();  // the next call starts a fresh process
+  ++recycles_;
+  --restarts_;  // a recycle is not a restart after a death
+}
+
 Outcome Worker::compile(const ir::Graph& g, const backends::CompileOptions& opt) {
+  maybe_recycle();
   Writer w;
   w.u8(static_cast<uint8_t>(Kind::Compile));
   w.graph(g);
@@ -302,6 +324,7 @@ Outcome Worker::compile(const ir::Graph& g, const backends::CompileOptions& opt)
   w.u32(static_cast<uint32_t>(opt.threads));
   std::string reply;
   Outcome o = call(w.bytes(), reply);
+  ++compiles_;
   if (!o.ok()) return o;
   return decode(reply, [](Reader&) {});
 }

@@ -14,6 +14,11 @@ namespace quorum::worker {
 struct Limits {
   double timeout_s = 60;              // per call
   uint64_t address_space_mb = 16384;  // RLIMIT_AS of the worker; 0 = unlimited
+  // Recycling: a healthy worker is replaced by a fresh process before it compiles its next model once
+  // it has compiled this many models, or once its resident memory exceeds this many MiB (0 = never).
+  // Only between models: a model's compile, forward and training step always run in one process.
+  uint64_t recycle_models = 0;
+  uint64_t recycle_rss_mb = 0;
 };
 
 struct BackendInfo {
@@ -41,6 +46,8 @@ class Worker {
 
   const std::string& backend() const { return backend_; }
   int restarts() const { return restarts_; }
+  // Fresh processes started by recycling (Limits::recycle_*), not by a death.
+  int recycles() const { return recycles_; }
   pid_t pid() const { return pid_; }
 
   Outcome hello(BackendInfo& info);
@@ -57,6 +64,8 @@ class Worker {
   // Sends one request and waits for the reply; on death or timeout returns the classified outcome.
   Outcome call(const std::string& request, std::string& reply);
   Outcome death(int wait_status, bool timed_out);
+  // Before a compile: stops the worker when Limits::recycle_* says it has served long enough.
+  void maybe_recycle();
   std::string stderr_tail() const;
 
   std::string backend_;
@@ -66,6 +75,8 @@ class Worker {
   int to_fd_ = -1, from_fd_ = -1;
   std::string stderr_path_;
   int restarts_ = -1;
+  int recycles_ = 0;
+  uint64_t compiles_ = 0;  // models compiled by the current process
 };
 
 }  // namespace quorum::worker

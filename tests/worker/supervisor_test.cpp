@@ -125,6 +125,42 @@ TEST(Worker, LeakUntilOomIsOutOfMemory) {
   EXPECT_EQ(w.restarts(), 0);
 }
 
+TEST(Worker, RecycledAfterItsModelBudgetBetweenModelsWithTheSameResults) {
+  Limits limits;
+  limits.recycle_models = 2;
+  Worker w("ref", {}, limits);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 5; ++i) {
+    const ir::SingleNode sn = unit("conv2d", static_cast<uint64_t>(i + 1));
+    backends::ValueMap got;
+    const Outcome o = run(w, sn, &got);
+    ASSERT_TRUE(o.ok()) << o.str();
+    EXPECT_TRUE(got.at("out").bit_equal(ref::forward(sn.graph, sn.inputs).at("out")));
+    pids.push_back(w.pid());
+  }
+  // Models 1-2 on the first process, 3-4 on the second, 5 on the third: forward always ran on the
+  // process that compiled its model.
+  EXPECT_EQ(pids[0], pids[1]);
+  EXPECT_NE(pids[1], pids[2]);
+  EXPECT_EQ(pids[2], pids[3]);
+  EXPECT_NE(pids[3], pids[4]);
+  EXPECT_EQ(w.recycles(), 2);
+  EXPECT_EQ(w.restarts(), 0) << "a recycle is not a restart after a death";
+}
+
+TEST(Worker, RecycledWhenItsResidentMemoryPassesTheLimit) {
+  Limits limits;
+  limits.recycle_rss_mb = 200;
+  Worker w("faulty", {"leak-per-model=64"}, limits);  // a library that keeps 64 MiB of every model
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(run(w, unit("relu")).ok());
+  // A process passes 200 MiB after its third or fourth model, so 12 models need at least 2 fresh ones.
+  EXPECT_GE(w.recycles(), 2);
+  EXPECT_LE(w.recycles(), 6);
+  Worker unlimited("faulty", {"leak-per-model=64"});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(run(unlimited, unit("relu")).ok());
+  EXPECT_EQ(unlimited.recycles(), 0);
+}
+
 TEST(Worker, UnknownBackendOrFaultIsAUserError) {
   EXPECT_THROW(Worker("nosuchlib"), core::UserError);
   Worker w("faulty", {"explode"});

@@ -4,6 +4,7 @@
 //   abort-on-attribute=A[:V] abort() at compile when a node has attribute A (equal to V if given)
 //   hang-on-shape=D         never return from forward when any value has a dimension of size D
 //   leak-until-oom          allocate until allocation fails (needs the worker's address-space limit)
+//   leak-per-model=MIB      never free MIB MiB (touched, so resident) allocated at each compile
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
 #include <signal.h>
 #include <sys/resource.h>
@@ -27,6 +28,7 @@ struct Faults {
   std::string abort_attr, abort_value;
   int64_t hang_dim = -1;
   bool leak = false;
+  int64_t leak_per_model_mib = 0;
   std::set<std::string> numeric;
 };
 
@@ -46,6 +48,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.hang_dim = std::stoll(value);
     } else if (name == "leak-until-oom" && value.empty()) {
       f.leak = true;
+    } else if (name == "leak-per-model" && !value.empty()) {
+      f.leak_per_model_mib = std::stoll(value);
     } else if (name == "all-numeric" && value.empty()) {
       for (const auto& nf : faulty::numeric_faults()) f.numeric.insert(nf.name);
     } else if (value.empty() && std::any_of(faulty::numeric_faults().begin(), faulty::numeric_faults().end(),
@@ -53,8 +57,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.numeric.insert(name);
     } else {
       throw core::UserError("faulty: unknown fault '" + a +
-                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, all-numeric "
-                            "or a numeric fault)");
+                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
+                            "all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -125,12 +129,18 @@ class FaultyBackend : public Backend {
         }
       }
     (void)opt;
+    if (f_.leak_per_model_mib > 0) {  // a library that keeps something of every model it compiles
+      char* p = new char[static_cast<size_t>(f_.leak_per_model_mib) << 20];
+      std::memset(p, 1, static_cast<size_t>(f_.leak_per_model_mib) << 20);
+      leaked_.push_back(p);
+    }
     return std::make_unique<FaultySession>(make_ref_session(g, faulty::numeric_overrides(f_.numeric)), g, f_);
   }
 
  private:
   std::unique_ptr<Backend> ref_;
   Faults f_;
+  std::vector<char*> leaked_;
 };
 
 }  // namespace

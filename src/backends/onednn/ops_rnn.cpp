@@ -133,18 +133,13 @@ PrimRef rnn_fwd_prim(const lw::RnnGeo& g, prop_kind prop) {
   }
 }
 
-// A typed primitive descriptor takes ownership of the C handle it is built from: give it a copy.
-dnnl_primitive_desc_t clone(const dnnl::primitive_desc& pd) {
-  dnnl_primitive_desc_t copy = nullptr;
-  dnnl::error::wrap_c_api(dnnl_primitive_desc_clone(&copy, pd.get()), "could not clone a primitive descriptor");
-  return copy;
-}
-
 PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
   const RnnMds md(g);
   const memory::desc none, &src = md.src, &iter = md.iter, &bias = md.bias, &dst = md.dst;
   const memory::desc wl = any_md({1, 1, g.f, g.gates, g.h}), wi = any_md({1, 1, g.h, g.gates, g.h});
   const auto dir = dnnl::rnn_direction::unidirectional_left2right;
+  // The backward descriptor's hint: a typed RNN primitive descriptor built from a C handle clones it
+  // (oneDNN 2.6's rnn_primitive_desc_base calls reset_with_clone), so the temporary owns only its copy.
   const auto& fwd_c = hint.p;
   const std::string key = rnn_key(g);
   switch (cell_of(g.op)) {
@@ -153,7 +148,7 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
         dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, algorithm::eltwise_tanh, dir, src, iter, wl, wi, bias,
                                            dst, none, src, iter, wl, wi, bias, dst, none);
         return dnnl::vanilla_rnn_backward::primitive_desc(d, cpu_engine(),
-                                                          dnnl::vanilla_rnn_forward::primitive_desc(clone(fwd_c)));
+                                                          dnnl::vanilla_rnn_forward::primitive_desc(fwd_c.get()));
       });
       return PrimRef{c.prim, {c.pd}};
     }
@@ -161,7 +156,7 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
       const auto& c = cached<dnnl::lstm_backward::primitive_desc>(key, [&] {
         dnnl::lstm_backward::desc d(prop_kind::backward, dir, src, iter, iter, wl, wi, bias, dst, none, none, src,
                                     iter, iter, wl, wi, bias, dst, none, none);
-        return dnnl::lstm_backward::primitive_desc(d, cpu_engine(), dnnl::lstm_forward::primitive_desc(clone(fwd_c)));
+        return dnnl::lstm_backward::primitive_desc(d, cpu_engine(), dnnl::lstm_forward::primitive_desc(fwd_c.get()));
       });
       return PrimRef{c.prim, {c.pd}};
     }
@@ -170,7 +165,7 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
         dnnl::lbr_gru_backward::desc d(prop_kind::backward, dir, src, iter, wl, wi, bias, dst, none, src, iter, wl,
                                        wi, bias, dst, none);
         return dnnl::lbr_gru_backward::primitive_desc(d, cpu_engine(),
-                                                      dnnl::lbr_gru_forward::primitive_desc(clone(fwd_c)));
+                                                      dnnl::lbr_gru_forward::primitive_desc(fwd_c.get()));
       });
       return PrimRef{c.prim, {c.pd}};
     }
