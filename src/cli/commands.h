@@ -3,6 +3,7 @@
 #include "cli/options.h"
 #include "ir/graph.h"
 #include "campaign/campaign.h"
+#include "gen/generator.h"
 #include "ref/interpreter.h"
 
 namespace quorum::cli {
@@ -19,6 +20,8 @@ int cmd_calibrate(const Options& o);
 int cmd_reduce(const Options& o);
 int cmd_repro(const Options& o);
 int cmd_report(const Options& o);
+// --ops / --skip_ops into the generator options (UserError for an operator not in the catalogue).
+void restrict_ops(const Options& o, gen::GenOptions& opt);
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
 campaign::ModelFactory model_factory(const Options& o);
 // `quorum run --backends ...`: runs the model on each backend's worker (and, given a target, one

@@ -5,7 +5,6 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 #include <fstream>
 #include <sstream>
 
@@ -122,18 +121,17 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
     std::memcpy(dst, data, t.nbytes());
   } else {
     // Column-major on file: the element at row-major index i sits at its column-major offset.
-    std::vector<size_t> at(shape.size(), 0);
+    const size_t rank = shape.size();
     for (size_t i = 0; i < count; ++i) {
-      size_t src = 0, stride = 1;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        src += at[d] * stride;
-        stride *= static_cast<size_t>(shape[d]);
+      size_t rest = i, src = 0;
+      for (size_t d = rank; d-- > 0;) {
+        const size_t dim = static_cast<size_t>(shape[d]), at = rest % dim;
+        rest /= dim;
+        size_t stride = 1;  // column-major: the dimensions before d
+        for (size_t e = 0; e < d; ++e) stride *= static_cast<size_t>(shape[e]);
+        src += at * stride;
       }
       std::memcpy(dst + i * size, data + src * size, size);
-      for (size_t d = shape.size(); d-- > 0;) {  // the next row-major multi-index
-        if (++at[d] < static_cast<size_t>(shape[d])) break;
-        at[d] = 0;
-      }
     }
   }
   const bool little = std::endian::native == std::endian::little;

@@ -20,11 +20,44 @@ struct ProgramEnd {
 ProgramEnd run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                        const std::string& log_path, double time_limit_s);
 
+// A program started once and given one request line at a time (the exec backend's persistent
+// mode): its stdin is a socket Quorum writes requests to, its stdout a pipe it answers on, its
+// stderr the log file; in its own process group, killed with the worker (PR_SET_PDEATHSIG). A
+// program that died or was killed at the time limit is started again by the next ask().
+class PersistentProgram {
+ public:
+  PersistentProgram(std::vector<std::string> argv, std::vector<std::string> env, std::string log_path);
+  ~PersistentProgram();  // closes its stdin, then kills its process group
+  PersistentProgram(const PersistentProgram&) = delete;
+  PersistentProgram& operator=(const PersistentProgram&) = delete;
+
+  struct Answer {
+    bool answered = false;  // one line came back on stdout
+    std::string line;       // that line, without its newline
+    ProgramEnd end;         // otherwise: how the program ended (TimedOut: it was killed at the limit)
+    size_t log_from = 0;    // where this request's part of the log file starts
+  };
+  // Sends `request` and a newline, starting the program first if it is not running, and waits at
+  // most `time_limit_s` seconds for one line on its stdout. Throws std::runtime_error when the
+  // program cannot be started at all.
+  Answer ask(const std::string& request, double time_limit_s);
+  // How many times the program was started.
+  int starts() const { return starts_; }
+
+ private:
+  void start();
+  void stop();  // kills the process group and reaps the program
+  std::vector<std::string> argv_, env_;
+  std::string log_path_;
+  int pid_ = -1, in_fd_ = -1, out_fd_ = -1, starts_ = 0;
+  std::string pending_;  // bytes read past the last answer line
+};
+
 // This process's environment with `overrides` ("KEY=VALUE" each) replacing or adding entries.
 std::vector<std::string> environment_with(const std::vector<std::string>& overrides);
 
-// The last lines (at most `max_bytes`) of a text file, trailing blank space removed; "" if unreadable.
-std::string file_tail(const std::string& path, size_t max_bytes = 1500);
+// The last lines (at most `max_bytes`) of a text file from byte `from` on, trailing blank space removed; "" if unreadable.
+std::string file_tail(const std::string& path, size_t max_bytes = 1500, size_t from = 0);
 
 // Absolute path of `program`: as given when it names a path (contains '/'), else found on $PATH.
 // "" when it is not an executable file.
