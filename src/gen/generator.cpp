@@ -86,7 +86,7 @@ std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Sou
   }
   std::string all;
   for (const auto& n : generator_names()) all += (all.empty() ? "" : ", ") + n;
-  throw core::UserError("unknown generator '" + g + "' (choose " + all + ")");
+  throw core::UserError("unknown generator '" + opt.generator + "' (choose " + all + ")");
 }
 
 // ---- the stream -----------------------------------------------------------------------------

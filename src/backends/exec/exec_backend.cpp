@@ -158,9 +158,11 @@ class ExecSession : public Session {
     const std::string& line = a.line;
     size_t digits = 0;
     while (digits < line.size() && digits < 3 && std::isdigit(static_cast<unsigned char>(line[digits]))) ++digits;
-    if (digits == 0 || (digits < line.size() && line[digits] != ' '))
+    if (digits == 0 || (digits < line.size() && line[digits] != ' ')) {
+      p.stop();  // out of step with its answers: started again for the next model
       throw std::runtime_error("the persistent program's answer is not 'STATUS [MESSAGE]': '" + line.substr(0, 200) +
                                "' (is something printing to its stdout?)");
+    }
     r.end.how = ProgramEnd::How::Exited;
     r.end.code = std::stoi(line.substr(0, digits));
     r.message = digits < line.size() ? line.substr(digits + 1) : "";

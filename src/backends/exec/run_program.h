@@ -43,10 +43,11 @@ class PersistentProgram {
   Answer ask(const std::string& request, double time_limit_s);
   // How many times the program was started.
   int starts() const { return starts_; }
+  // Kills the program's process group and reaps it (the next ask() starts it again).
+  void stop();
 
  private:
   void start();
-  void stop();  // kills the process group and reaps the program
   std::vector<std::string> argv_, env_;
   std::string log_path_;
   int pid_ = -1, in_fd_ = -1, out_fd_ = -1, starts_ = 0;
