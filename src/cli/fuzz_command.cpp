@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "backends/refusal.h"
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
 #include "campaign/store.h"
@@ -29,6 +30,9 @@ void print_refusals(const campaign::Summary& s, campaign::Store& store) {
   for (const auto& r : refusals) {
     std::cout << "  " << r.backend << " does not run " << r.refusal << ": refused " << r.refused << ", not sent "
               << r.not_sent << " (catalogue operators: " << (r.ops.empty() ? "?" : r.ops) << ")\n";
+    // Only a refusal of every form of an operator covers all of its catalogue operators' models.
+    const auto parsed = backends::parse_refusal("unsupported: " + r.refusal);
+    if (!parsed || !parsed->attr.empty()) continue;
     std::stringstream list(r.ops);
     for (std::string op; std::getline(list, op, ',');)
       if (!op.empty() && ("," + ops + ",").find("," + op + ",") == std::string::npos)
@@ -36,7 +40,7 @@ void print_refusals(const campaign::Summary& s, campaign::Store& store) {
   }
   if (!ops.empty())
     std::cout << "  to spend the budget on what the backends run: --skip_ops " << ops
-              << " (a refusal of one attribute value covers only some of an operator's models)\n";
+              << " (refusals of one attribute value left out: they cover only some of an operator's models)\n";
 }
 
 void print_summary(const campaign::Summary& s, const std::string& out) {

@@ -95,11 +95,9 @@ class ScratchDir {
   fs::path path_;
 };
 
-// The persistent program of one worker (the `persistent` option) and the directory of its log.
+// The persistent program of one worker (the `persistent` option).
 struct Persistent {
-  Persistent(const Config& cfg, std::vector<std::string> env)
-      : env(env), program(cfg.argv, std::move(env), log_dir.file("runner.log")) {}
-  ScratchDir log_dir;
+  Persistent(const Config& cfg, std::vector<std::string> env) : env(env), program(cfg.argv, std::move(env)) {}
   std::vector<std::string> env;
   PersistentProgram program;
 };
@@ -149,7 +147,7 @@ class ExecSession : public Session {
     PersistentProgram& p = persistent_->program;
     const PersistentProgram::Answer a = p.ask(dir.path().string(), cfg_.time_limit_s);
     Reply r;
-    r.tail = file_tail(persistent_->log_dir.file("runner.log"), 1500, a.log_from);
+    r.tail = a.tail;
     if (!a.answered) {
       r.answered = false;
       r.end = a.end;

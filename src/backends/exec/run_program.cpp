@@ -148,15 +148,39 @@ ProgramEnd run_program(const std::vector<std::string>& argv, const std::vector<s
   return end;
 }
 
-PersistentProgram::PersistentProgram(std::vector<std::string> argv, std::vector<std::string> env,
-                                     std::string log_path)
-    : argv_(std::move(argv)), env_(std::move(env)), log_path_(std::move(log_path)) {}
+PersistentProgram::PersistentProgram(std::vector<std::string> argv, std::vector<std::string> env)
+    : argv_(std::move(argv)), env_(std::move(env)) {}
 
-PersistentProgram::~PersistentProgram() { stop(); }
+PersistentProgram::~PersistentProgram() {
+  stop();
+  if (log_fd_ >= 0) ::close(log_fd_);
+}
+
+std::string PersistentProgram::log_since(size_t from) const {
+  struct stat st {};
+  if (log_fd_ < 0 || ::fstat(log_fd_, &st) != 0 || static_cast<size_t>(st.st_size) <= from) return "";
+  const size_t size = static_cast<size_t>(st.st_size), want = std::min<size_t>(size - from, 1500);
+  std::string text(want, '\0');
+  const ssize_t n = ::pread(log_fd_, text.data(), want, static_cast<off_t>(size - want));
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  if (size - from > want)
+    if (const auto nl = text.find('\n'); nl != std::string::npos) text = text.substr(nl + 1);  // whole lines
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  return text;
+}
 
 void PersistentProgram::start() {
-  const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log_fd < 0) throw std::runtime_error("exec: cannot create " + log_path_ + ": " + std::strerror(errno));
+  if (log_fd_ < 0) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/quorum-exec-log-XXXXXX";
+    log_fd_ = ::mkostemp(path.data(), O_CLOEXEC | O_APPEND);  // appended to at any size (truncated per request)
+    if (log_fd_ < 0)
+      throw std::runtime_error("exec: cannot create a log file from " + path + ": " + std::strerror(errno));
+    ::unlink(path.c_str());  // gone from the directory now; the descriptors keep it
+  }
+  const int log_fd = ::dup(log_fd_);  // the program's stderr
+  if (log_fd < 0) throw std::runtime_error(std::string("exec: dup: ") + std::strerror(errno));
+  ::fcntl(log_fd, F_SETFD, FD_CLOEXEC);
   int sock[2], pipe_fds[2];
   // stdin is a socket so that writing to a program that died is an error (MSG_NOSIGNAL), not SIGPIPE.
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) != 0) {
@@ -208,8 +232,11 @@ void PersistentProgram::stop() {
 PersistentProgram::Answer PersistentProgram::ask(const std::string& request, double time_limit_s) {
   if (pid_ <= 0) start();
   Answer a;
-  struct stat st {};
-  a.log_from = ::stat(log_path_.c_str(), &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
+  // The log holds this request's output only (the program's writes append after the truncation).
+  const size_t log_from = 0;
+  if (::ftruncate(log_fd_, 0) != 0) {
+    // an unwritable log only loses the program's output tail
+  }
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(time_limit_s));
   // How the program ended, once it has closed its stdout or may have (the write failed).
@@ -230,6 +257,7 @@ PersistentProgram::Answer PersistentProgram::ask(const std::string& request, dou
       a.end.how = ProgramEnd::How::TimedOut;
     }
     stop();
+    a.tail = log_since(log_from);
     return a;
   };
   const std::string line = request + "\n";
@@ -244,12 +272,14 @@ PersistentProgram::Answer PersistentProgram::ask(const std::string& request, dou
       a.answered = true;
       a.line = pending_.substr(0, nl);
       pending_.erase(0, nl + 1);
+      a.tail = log_since(log_from);
       return a;
     }
     const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (left <= 0) {
       stop();
       a.end.how = ProgramEnd::How::TimedOut;
+      a.tail = log_since(log_from);
       return a;
     }
     pollfd p{out_fd_, POLLIN, 0};
@@ -275,9 +305,8 @@ std::vector<std::string> environment_with(const std::vector<std::string>& overri
   return env;
 }
 
-std::string file_tail(const std::string& path, size_t max_bytes, size_t from) {
+std::string file_tail(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(from));
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (all.size() > max_bytes) {
     all = all.substr(all.size() - max_bytes);

@@ -23,10 +23,12 @@ ProgramEnd run_program(const std::vector<std::string>& argv, const std::vector<s
 // A program started once and given one request line at a time (the exec backend's persistent
 // mode): its stdin is a socket Quorum writes requests to, its stdout a pipe it answers on, its
 // stderr the log file; in its own process group, killed with the worker (PR_SET_PDEATHSIG). A
-// program that died or was killed at the time limit is started again by the next ask().
+// program that died or was killed at the time limit is started again by the next ask(). Its stderr
+// goes to a log file removed from its directory at once (under $TMPDIR or /tmp), so nothing is left
+// behind however the worker ends.
 class PersistentProgram {
  public:
-  PersistentProgram(std::vector<std::string> argv, std::vector<std::string> env, std::string log_path);
+  PersistentProgram(std::vector<std::string> argv, std::vector<std::string> env);
   ~PersistentProgram();  // closes its stdin, then kills its process group
   PersistentProgram(const PersistentProgram&) = delete;
   PersistentProgram& operator=(const PersistentProgram&) = delete;
@@ -35,7 +37,7 @@ class PersistentProgram {
     bool answered = false;  // one line came back on stdout
     std::string line;       // that line, without its newline
     ProgramEnd end;         // otherwise: how the program ended (TimedOut: it was killed at the limit)
-    size_t log_from = 0;    // where this request's part of the log file starts
+    std::string tail;       // the end of what the program wrote to stderr during this request
   };
   // Sends `request` and a newline, starting the program first if it is not running, and waits at
   // most `time_limit_s` seconds for one line on its stdout. Throws std::runtime_error when the
@@ -48,8 +50,9 @@ class PersistentProgram {
 
  private:
   void start();
+  std::string log_since(size_t from) const;
   std::vector<std::string> argv_, env_;
-  std::string log_path_;
+  int log_fd_ = -1;  // the (unlinked) log file, the program's stderr
   int pid_ = -1, in_fd_ = -1, out_fd_ = -1, starts_ = 0;
   std::string pending_;  // bytes read past the last answer line
 };
@@ -57,8 +60,8 @@ class PersistentProgram {
 // This process's environment with `overrides` ("KEY=VALUE" each) replacing or adding entries.
 std::vector<std::string> environment_with(const std::vector<std::string>& overrides);
 
-// The last lines (at most `max_bytes`) of a text file from byte `from` on, trailing blank space removed; "" if unreadable.
-std::string file_tail(const std::string& path, size_t max_bytes = 1500, size_t from = 0);
+// The last lines (at most `max_bytes`) of a text file, trailing blank space removed; "" if unreadable.
+std::string file_tail(const std::string& path, size_t max_bytes = 1500);
 
 // Absolute path of `program`: as given when it names a path (contains '/'), else found on $PATH.
 // "" when it is not an executable file.
