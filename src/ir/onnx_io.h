@@ -41,7 +41,8 @@ Graph graph_from_onnx(const std::string& bytes, const std::string& where,
                       const std::map<std::string, Tensor>& constant_inputs, const ValidateOptions& opt = {});
 
 // What a model holds, without converting it: node operator types, names and attributes (in node
-// order) and the names of the graph inputs that are not initializers. Throws UserError naming `where` when it does not parse.
+// order) and the names of the graph inputs that are not initializers. Throws UserError naming
+// `where` when it does not parse.
 struct OnnxSummary {
   std::vector<std::string> op_types;
   std::vector<std::string> inputs;
