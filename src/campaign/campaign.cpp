@@ -41,6 +41,7 @@ struct Shared {
   std::string first_invalid;
   Timing timing;
   std::set<std::string> roots;  // root causes of the findings new in this run
+  int64_t refused = 0, not_sent = 0;  // models a backend refused with a refusal it named / was not sent
 };
 
 // A new finding's bundle: its path, signature and ledger entry, and the line the log shows.
@@ -54,11 +55,23 @@ class Run {
  public:
   Run(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log, Store& store, uint64_t seed,
       std::map<std::string, std::string> versions)
-      : opt_(opt), factory_(factory), log_(log), store_(store), seed_(seed), versions_(std::move(versions)) {}
+      : opt_(opt),
+        setup_(opt.setup),
+        factory_(factory),
+        log_(log),
+        store_(store),
+        seed_(seed),
+        versions_(std::move(versions)) {
+    // The refusals this campaign learned before (a resumed --out), then those it learns now.
+    setup_.refusals = std::make_shared<LearnedRefusals>();
+    for (const StoredRefusal& r : store_.refusals())
+      if (auto parsed = backends::parse_refusal("unsupported: " + r.refusal))
+        setup_.refusals->learn(r.backend, *parsed);
+  }
 
   // One job: models until the budget is spent.
   void job() {
-    WorkerSet workers(opt_.setup.backends, opt_.setup.limits);
+    WorkerSet workers(setup_.backends, setup_.limits);
     while (true) {
       const int64_t index = next_++;
       if (out_of_budget(index)) break;
@@ -84,6 +97,8 @@ class Run {
       for (const auto& k : core::finding_kinds()) log_ << " " << k.name << " " << sh_.by_kind[k.kind];
       log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
       if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
+      if (const size_t learned = setup_.refusals->size())
+        log_ << " | refusals " << learned << " (models refused " << sh_.refused << ", not sent " << sh_.not_sent << ")";
       log_ << std::endl;
     }
   }
@@ -101,6 +116,8 @@ class Run {
     s.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     s.timing = sh_.timing;
     s.workers_recycled = sh_.recycled;
+    s.refused = sh_.refused;
+    s.not_sent = sh_.not_sent;
     return s;
   }
 
@@ -117,7 +134,7 @@ class Run {
     auto t0 = Clock::now();
     ModelCase m;
     try {
-      m = draw_case(factory_, seed_, index, opt_.setup.loss);
+      m = draw_case(factory_, seed_, index, setup_.loss);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(sh_.mu);
       if (++sh_.invalid == 1) sh_.first_invalid = e.what();
@@ -126,9 +143,10 @@ class Run {
     }
     t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
     try {
-      const Evaluation ev = evaluate(m, opt_.setup, workers, &t);
+      const Evaluation ev = evaluate(m, setup_, workers, &t);
       t0 = Clock::now();
       std::vector<FreshFinding> fresh;
+      const std::vector<std::string> learned = learn(m, ev, index);
       const int count = record(m, ev, index, fresh);
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       const std::vector<std::string> new_roots = reduce(fresh, workers, t);
@@ -145,6 +163,9 @@ class Run {
             log_ << "model " << index << ": internal error: " << r.backend << ": " << r.outcome.str() << "\n";
         }
       sh_.timing.add(t);
+      sh_.not_sent += static_cast<int64_t>(ev.not_sent.size());
+      if (!opt_.quiet)
+        for (const auto& l : learned) log_ << l << "\n";
       if (!opt_.quiet)
         for (const auto& f : fresh) log_ << f.line << "\n";
     } catch (const std::exception& e) {
@@ -154,10 +175,37 @@ class Run {
     }
   }
 
+  // The refusals the model's backends named (an Unsupported outcome whose message is a structured
+  // backends::Refusal): learned, so that models holding them are no longer sent to that backend, and
+  // counted in the store with the models kept from a backend by one. Returns the lines to show for
+  // the refusals new to the campaign.
+  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index) {
+    std::vector<std::string> lines;
+    for (const auto& r : ev.runs) {
+      if (r.is_reference || r.outcome.status != worker::Status::Unsupported) continue;
+      const std::optional<backends::Refusal> refusal = backends::parse_refusal(r.outcome.message);
+      if (!refusal) continue;
+      const std::vector<std::string> ops = node_ops(m.graph, refusal->nodes_in(m.graph));
+      store_.record_refusal(r.backend, refusal->key(), index, 1, 0, ops);
+      {
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        ++sh_.refused;
+      }
+      if (!setup_.refusals->learn(r.backend, *refusal)) continue;
+      std::string names;
+      for (const auto& op : ops) names += (names.empty() ? "" : ",") + op;
+      lines.push_back("learned: " + r.backend + " does not run " + refusal->key() +
+                      ": models holding it are no longer sent to it (catalogue operators: " +
+                      (names.empty() ? "?" : names) + ")");
+    }
+    for (const NotSent& n : ev.not_sent) store_.record_refusal(n.backend, n.refusal.key(), index, 0, 1, n.ops);
+    return lines;
+  }
+
   // Records the model's findings in the store; each new one gets a bundle (listed in `fresh`).
   // Returns how many were new.
   int record(const ModelCase& m, const Evaluation& ev, int64_t index, std::vector<FreshFinding>& fresh) {
-    const BundleContext ctx{m, ev, opt_.setup, seed_, index, opt_.command_line, versions_};
+    const BundleContext ctx{m, ev, setup_, seed_, index, opt_.command_line, versions_};
     return store_.record(index, ev.findings, [&](const oracle::Finding& f) {
       const std::string path = write_bundle(opt_.out, f, ctx);
       fresh.push_back({f.signature(), path, f.known,
@@ -196,6 +244,7 @@ class Run {
   }
 
   const CampaignOptions& opt_;
+  Setup setup_;  // opt_.setup with the campaign's learned refusals
   const ModelFactory& factory_;
   std::ostream& log_;
   Store& store_;

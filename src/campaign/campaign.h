@@ -40,6 +40,9 @@ struct Summary {
   int64_t workers_recycled = 0;  // library workers replaced by fresh processes (--worker_models/--worker_rss)
   double seconds = 0;
   Timing timing;
+  // Models a backend refused with a refusal it named (no finding), and models not sent to a backend
+  // because of such a refusal learned before (docs/findings.md, "Learned refusals").
+  int64_t refused = 0, not_sent = 0;
 };
 
 Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log);

@@ -98,6 +98,18 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
       r.failed_at = stage;
       r.unsupported = o.status == worker::Status::Unsupported;
     };
+    if (setup.refusals) {
+      if (auto hit = setup.refusals->match(r.backend, m.graph)) {
+        // The backend declared this before: it abstains without being asked again.
+        fail({worker::Status::Unsupported,
+              "not sent: the backend refused it before (" + hit->refusal.str() + ", node '" + hit->nodes[0] + "')",
+              0, ""},
+             oracle::Stage::Compile);
+        ev.not_sent.push_back({r.backend, hit->refusal, node_ops(m.graph, hit->nodes)});
+        ev.runs.push_back(std::move(r));
+        continue;
+      }
+    }
     // Training where the backend can; inference elsewhere (and always, in both mode).
     std::vector<worker::NodeSupport> sup;
     bool trains = false;

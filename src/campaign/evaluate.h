@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "campaign/refusals.h"
 #include "core/rng.h"
 #include "oracle/known.h"
 #include "oracle/oracle.h"
@@ -32,6 +33,9 @@ struct Setup {
   worker::Limits limits;
   // The known-issue ledgers: findings matching an entry are labelled with its id (none: no labels).
   std::shared_ptr<const oracle::Ledger> known;
+  // Refusals the backends declared so far (none: every model goes to every backend). A model holding
+  // one is not sent to that backend, which abstains on it (docs/findings.md, "Learned refusals").
+  std::shared_ptr<LearnedRefusals> refusals;
 };
 
 struct ModelCase {
@@ -47,9 +51,17 @@ struct Timing {
   void add(const Timing& o);
 };
 
+// A backend the model was not sent to, because of a learned refusal.
+struct NotSent {
+  std::string backend;
+  backends::Refusal refusal;
+  std::vector<std::string> ops;  // the catalogue operators of the nodes it covers
+};
+
 struct Evaluation {
   std::vector<oracle::BackendRun> runs;  // the reference first
   std::vector<oracle::Finding> findings;
+  std::vector<NotSent> not_sent;
 };
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);

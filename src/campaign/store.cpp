@@ -88,6 +88,10 @@ Store::Store(const std::string& dir) {
   if (!has_column("known")) exec("ALTER TABLE findings ADD COLUMN known TEXT");
   if (!has_column("root_cause"))
     exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
+  exec(
+      "CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
+      " first_model INTEGER NOT NULL, refused INTEGER NOT NULL, not_sent INTEGER NOT NULL, ops TEXT NOT NULL,"
+      " PRIMARY KEY (backend, refusal))");
 }
 
 Store::~Store() { sqlite3_close(db_); }
@@ -212,6 +216,36 @@ std::vector<std::pair<std::string, int64_t>> Store::models_per_second() {
   std::vector<std::pair<std::string, int64_t>> out;
   Stmt s(db_, "SELECT done_at, COUNT(*) FROM models GROUP BY done_at ORDER BY done_at");
   while (s.step()) out.emplace_back(s.text(0), s.i64(1));
+  return out;
+}
+
+void Store::record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
+                           int64_t not_sent, const std::vector<std::string>& ops) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string known;
+  {
+    Stmt q(db_, "SELECT ops FROM refusals WHERE backend = ? AND refusal = ?");
+    q.bind(1, backend).bind(2, refusal);
+    if (q.step()) known = q.text(0);
+  }
+  std::string list = known;
+  for (const auto& op : ops)
+    if (("," + list + ",").find("," + op + ",") == std::string::npos) list += (list.empty() ? "" : ",") + op;
+  Stmt up(db_,
+          "INSERT INTO refusals (backend, refusal, first_model, refused, not_sent, ops) VALUES (?, ?, ?, ?, ?, ?)"
+          " ON CONFLICT (backend, refusal) DO UPDATE SET refused = refused + excluded.refused,"
+          " not_sent = not_sent + excluded.not_sent, first_model = MIN(first_model, excluded.first_model),"
+          " ops = excluded.ops");
+  up.bind(1, backend).bind(2, refusal).bind(3, model).bind(4, refused).bind(5, not_sent).bind(6, list).step();
+}
+
+std::vector<StoredRefusal> Store::refusals() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredRefusal> out;
+  Stmt s(db_,
+         "SELECT backend, refusal, first_model, refused, not_sent, ops FROM refusals ORDER BY backend, first_model,"
+         " refusal");
+  while (s.step()) out.push_back({s.text(0), s.text(1), s.i64(2), s.i64(3), s.i64(4), s.text(5)});
   return out;
 }
 

@@ -34,6 +34,15 @@ struct RootCause {
   std::string reduced;  // one reduced bundle of it
 };
 
+// A refusal a backend declared (backends::Refusal, its key) and what the campaign did with it.
+struct StoredRefusal {
+  std::string backend, refusal;  // the backend spec and the refusal's key ("Erf (ONNX opset 13)")
+  int64_t first_model = 0;
+  int64_t refused = 0;   // models the backend refused with it
+  int64_t not_sent = 0;  // models the campaign kept from the backend because of it
+  std::string ops;       // the catalogue operators of the nodes it covered, comma-separated
+};
+
 class Store {
  public:
   // Opens (creating) DIR/findings.db. UserError when DIR cannot hold it.
@@ -60,6 +69,12 @@ class Store {
   // Models finished per second of wall-clock time (ISO time, count), in time order: the campaign's
   // throughput over time for reports.
   std::vector<std::pair<std::string, int64_t>> models_per_second();
+
+  // Learned refusals (docs/findings.md): adds `refused` and `not_sent` models to the refusal's counts
+  // (creating it, first seen in model `model`), and the catalogue operators `ops` to its list.
+  void record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
+                      int64_t not_sent, const std::vector<std::string>& ops);
+  std::vector<StoredRefusal> refusals();
 
  private:
   void exec(const std::string& sql);

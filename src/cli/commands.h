@@ -3,6 +3,7 @@
 #include "cli/options.h"
 #include "ir/graph.h"
 #include "campaign/campaign.h"
+#include "gen/generator.h"
 #include "ref/interpreter.h"
 #include "worker/supervisor.h"
 
@@ -22,6 +23,8 @@ int cmd_repro(const Options& o);
 int cmd_report(const Options& o);
 // The worker limits --timeout, --memory, --worker_models and --worker_rss give.
 worker::Limits limits_of(const Options& o);
+// --ops / --skip_ops into the generator options (UserError for an operator not in the catalogue).
+void restrict_ops(const Options& o, gen::GenOptions& opt);
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
 campaign::ModelFactory model_factory(const Options& o);
 // `quorum run --backends ...`: runs the model on each backend's worker (and, given a target, one

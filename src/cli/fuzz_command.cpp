@@ -2,7 +2,9 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
+#include "backends/refusal.h"
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
 #include "campaign/store.h"
@@ -17,6 +19,29 @@ namespace quorum::cli {
 using core::UserError;
 
 namespace {
+
+// What the campaign learned from the backends' declared refusals (docs/findings.md).
+void print_refusals(const campaign::Summary& s, campaign::Store& store) {
+  const auto refusals = store.refusals();
+  if (refusals.empty()) return;
+  std::cout << refusals.size() << " learned refusals (no findings; models holding one are not sent to that backend): "
+            << s.refused << " models refused, " << s.not_sent << " not sent in this run\n";
+  std::string ops;
+  for (const auto& r : refusals) {
+    std::cout << "  " << r.backend << " does not run " << r.refusal << ": refused " << r.refused << ", not sent "
+              << r.not_sent << " (catalogue operators: " << (r.ops.empty() ? "?" : r.ops) << ")\n";
+    // Only a refusal of every form of an operator covers all of its catalogue operators' models.
+    const auto parsed = backends::parse_refusal("unsupported: " + r.refusal);
+    if (!parsed || !parsed->attr.empty()) continue;
+    std::stringstream list(r.ops);
+    for (std::string op; std::getline(list, op, ',');)
+      if (!op.empty() && ("," + ops + ",").find("," + op + ",") == std::string::npos)
+        ops += (ops.empty() ? "" : ",") + op;
+  }
+  if (!ops.empty())
+    std::cout << "  to spend the budget on what the backends run: --skip_ops " << ops
+              << " (refusals of one attribute value left out: they cover only some of an operator's models)\n";
+}
 
 void print_summary(const campaign::Summary& s, const std::string& out) {
   campaign::Store store(out);
@@ -33,6 +58,7 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
   for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
   std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
+  print_refusals(s, store);
   if (all.empty()) {
     std::cout << "no findings: every backend agreed with the reference on every model\n";
     return;

@@ -85,6 +85,7 @@ int cmd_gen(const Options& o) {
   opt.max_nodes = static_cast<int>(std::min<uint64_t>(o.max_nodes, 1000));
   opt.invalid_params = o.invalid_params;
   opt.mutation_rate = o.mutation_rate;
+  restrict_ops(o, opt);
   if (o.invalid_params && o.generator != "zoo")
     throw UserError("gen: --invalid_params applies to the zoo generator only");
   if (!o.model.empty()) {

@@ -3,8 +3,33 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "ir/json_io.h"
+#include "ops/registry.h"
+
+#include <sstream>
 
 namespace quorum::cli {
+
+namespace {
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+void restrict_ops(const Options& o, gen::GenOptions& opt) {
+  opt.only_ops = comma_list(o.ops);
+  opt.skip_ops = comma_list(o.skip_ops);
+  for (const auto* list : {&opt.only_ops, &opt.skip_ops})
+    for (const auto& op : *list)
+      if (!ops::catalogue().find(op))
+        throw core::UserError(std::string(list == &opt.only_ops ? "--ops" : "--skip_ops") + ": '" + op +
+                              "' is not a catalogue operator (quorum ops lists them)");
+}
 
 campaign::ModelFactory model_factory(const Options& o) {
   gen::GenOptions opt;
@@ -19,6 +44,7 @@ campaign::ModelFactory model_factory(const Options& o) {
     opt.seed_models.push_back(ir::load_graph(o.model));
   }
   opt.mutation_rate = o.mutation_rate;
+  restrict_ops(o, opt);
   return campaign::generator_factory(opt, o.dataset);
 }
 

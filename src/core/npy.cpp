@@ -1,7 +1,10 @@
 // .npy reader and writer.
 #include "core/npy.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -86,13 +89,14 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   if (bytes.size() < off + hlen) throw UserError(what + ": truncated npy header");
   const std::string header = bytes.substr(off, hlen);
   const std::string descr = header_field(header, "descr", what);
-  DType dtype;
-  if (descr == "<f4") dtype = DType::F32;
-  else if (descr == "<f8") dtype = DType::F64;
-  else if (descr == "<i8") dtype = DType::I64;
-  else throw UserError(what + ": unsupported npy dtype '" + descr + "' (expected <f4, <f8 or <i8)");
-  if (header_field(header, "fortran_order", what) != "False")
-    throw UserError(what + ": Fortran-order npy arrays are not supported");
+  // Byte order: '<' little-endian, '>' big-endian (swapped on read), '=' native.
+  const char order = descr.empty() ? '?' : descr[0];
+  const std::string kind = descr.size() > 1 ? descr.substr(1) : "";
+  if ((order != '<' && order != '>' && order != '=') || (kind != "f4" && kind != "f8" && kind != "i8"))
+    throw UserError(what + ": unsupported npy dtype '" + descr + "' (expected f4, f8 or i8, either byte order)");
+  const DType dtype = kind == "f4" ? DType::F32 : kind == "f8" ? DType::F64 : DType::I64;
+  const std::string fortran = header_field(header, "fortran_order", what);
+  if (fortran != "False" && fortran != "True") throw UserError(what + ": malformed npy fortran_order " + fortran);
   std::string shape_text = header_field(header, "shape", what);
   Shape shape;
   std::string num;
@@ -110,7 +114,29 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   if (bytes.size() - off - hlen != t.nbytes())
     throw UserError(what + ": npy data has " + std::to_string(bytes.size() - off - hlen) + " bytes, shape " +
                     to_string(shape) + " needs " + std::to_string(t.nbytes()));
-  std::memcpy(t.raw(), bytes.data() + off + hlen, t.nbytes());
+  const char* data = bytes.data() + off + hlen;
+  const size_t size = dtype_size(dtype), count = t.nbytes() / size;
+  char* dst = static_cast<char*>(t.raw());
+  if (fortran == "False") {
+    std::memcpy(dst, data, t.nbytes());
+  } else {
+    // Column-major on file: the element at row-major index i sits at its column-major offset.
+    const size_t rank = shape.size();
+    for (size_t i = 0; i < count; ++i) {
+      size_t rest = i, src = 0;
+      for (size_t d = rank; d-- > 0;) {
+        const size_t dim = static_cast<size_t>(shape[d]), at = rest % dim;
+        rest /= dim;
+        size_t stride = 1;  // column-major: the dimensions before d
+        for (size_t e = 0; e < d; ++e) stride *= static_cast<size_t>(shape[e]);
+        src += at * stride;
+      }
+      std::memcpy(dst + i * size, data + src * size, size);
+    }
+  }
+  const bool little = std::endian::native == std::endian::little;
+  if ((order == '>' && little) || (order == '<' && !little))
+    for (size_t i = 0; i < count; ++i) std::reverse(dst + i * size, dst + (i + 1) * size);
   return t;
 }
 

@@ -1,4 +1,6 @@
-// NumPy .npy files (format 1.0/2.0, little-endian, C order): float32, float64, int64.
+// NumPy .npy files: float32, float64, int64. Written as format 1.0, little-endian, C order; read in
+// format 1.0, 2.0 or 3.0, either byte order (big-endian swapped) and C or Fortran order (transposed
+// into row-major on read), as NumPy users write them.
 #pragma once
 #include <string>
 

@@ -9,6 +9,7 @@
 #include "data/values.h"
 #include "gen/generators.h"
 #include "ops/materialize.h"
+#include "ops/registry.h"
 
 namespace quorum::gen {
 
@@ -17,7 +18,50 @@ const std::vector<std::string>& generator_names() {
   return names;
 }
 
-std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Source& source) {
+bool op_allowed(const GenOptions& opt, const std::string& op) {
+  if (!opt.only_ops.empty() && std::find(opt.only_ops.begin(), opt.only_ops.end(), op) == opt.only_ops.end())
+    return false;
+  return std::find(opt.skip_ops.begin(), opt.skip_ops.end(), op) == opt.skip_ops.end();
+}
+
+namespace {
+
+// A generator whose models hold only the operators --ops / --skip_ops allow: the inner generator
+// draws its layers from them already; a model that still holds another is drawn again from the
+// same stream (so model i stays a function of the seed and i), and after kTries it is invalid.
+class Restricted : public Generator {
+ public:
+  Restricted(std::unique_ptr<Generator> inner, GenOptions opt) : inner_(std::move(inner)), opt_(std::move(opt)) {}
+  std::string name() const override { return inner_->name(); }
+  std::vector<std::string> operators() const override {
+    std::vector<std::string> v;
+    for (const auto& op : inner_->operators())
+      if (op_allowed(opt_, op)) v.push_back(op);
+    return v;
+  }
+  Model generate(uint64_t index, core::Rng& rng) override {
+    constexpr int kTries = 20;
+    std::string held;
+    for (int t = 0; t < kTries; ++t) {
+      Model m = inner_->generate(index, rng);
+      held.clear();
+      for (const auto& n : m.graph.nodes)
+        if (!op_allowed(opt_, n.op)) {
+          held = n.op;
+          break;
+        }
+      if (held.empty()) return m;
+    }
+    throw core::UserError("model " + std::to_string(index) + ": holds operator '" + held +
+                          "', which --ops/--skip_ops leave out, in " + std::to_string(kTries) + " draws");
+  }
+
+ private:
+  std::unique_ptr<Generator> inner_;
+  GenOptions opt_;
+};
+
+std::unique_ptr<Generator> make_unrestricted(const GenOptions& opt, const data::Source& source) {
   const std::string& g = opt.generator;
   if (g == "muffin") return make_muffin(opt, source);
   if (g == "unit") return make_unit(opt, source);
@@ -25,9 +69,24 @@ std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Sou
   if (g == "rn") return make_rn(opt, source);
   if (g == "mutate") return make_mutate(opt, source);
   if (g == "zoo") return make_zoo(opt, source);
+  return nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Source& source) {
+  for (const auto* list : {&opt.only_ops, &opt.skip_ops})
+    for (const auto& op : *list)
+      if (!ops::catalogue().find(op))
+        throw core::UserError(std::string(list == &opt.only_ops ? "--ops" : "--skip_ops") + ": '" + op +
+                              "' is not a catalogue operator (quorum ops lists them)");
+  if (auto g = make_unrestricted(opt, source)) {
+    if (opt.only_ops.empty() && opt.skip_ops.empty()) return g;
+    return std::make_unique<Restricted>(std::move(g), opt);
+  }
   std::string all;
   for (const auto& n : generator_names()) all += (all.empty() ? "" : ", ") + n;
-  throw core::UserError("unknown generator '" + g + "' (choose " + all + ")");
+  throw core::UserError("unknown generator '" + opt.generator + "' (choose " + all + ")");
 }
 
 // ---- the stream -----------------------------------------------------------------------------

@@ -22,7 +22,15 @@ struct GenOptions {
   double mutation_rate = 0.1;   // mutate: r
   std::vector<ir::Graph> seed_models;  // mutate: models to mutate (none: generated ws/rn models)
   Limits limits;
+  // --ops / --skip_ops: the catalogue operators a model may hold (empty: all) and those it may not.
+  // The generators draw their layers from the allowed ones; a model that still holds another (the
+  // builder's glue: reshape, flatten, the dense + softmax head, the guards' clip, ...; a zoo
+  // architecture) is drawn again, a few times, then skipped as invalid.
+  std::vector<std::string> only_ops, skip_ops;
 };
+
+// Whether `op` may appear in models of `opt` (--ops, --skip_ops).
+bool op_allowed(const GenOptions& opt, const std::string& op);
 
 class Generator {
  public:
@@ -35,7 +43,8 @@ class Generator {
   virtual Model generate(uint64_t index, core::Rng& rng) = 0;
 };
 
-// UserError on an unknown name or bad options (a mutation rate outside [0, 1)).
+// UserError on an unknown name or bad options (a mutation rate outside [0, 1), an operator of --ops
+// or --skip_ops that is not in the catalogue).
 std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Source& source);
 const std::vector<std::string>& generator_names();
 

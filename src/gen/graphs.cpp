@@ -19,7 +19,9 @@ class GraphFuzz : public Generator {
  public:
   GraphFuzz(GraphModel model, const GenOptions& opt, const data::Source& source)
       : model_(model), opt_(opt), source_(source) {
-    for (const Block& b : block_corpus()) blocks_.push_back(&b);
+    for (const Block& b : block_corpus())
+      if (std::all_of(b.ops.begin(), b.ops.end(), [&](const BlockOp& o) { return op_allowed(opt, o.op); }))
+        blocks_.push_back(&b);  // --ops / --skip_ops
     used_.assign(blocks_.size(), 0);
   }
 

@@ -14,6 +14,7 @@ class Muffin : public Generator {
  public:
   Muffin(const GenOptions& opt, const data::Source& source) : opt_(opt), source_(source) {
     for (const ops::OpSpec* s : layer_operators()) {
+      if (!op_allowed(opt, s->name)) continue;  // --ops / --skip_ops
       (s->multi_input() ? mi_ : si_).push_back(s);
       (s->multi_input() ? mi_names_ : si_names_).push_back(s->name);
     }

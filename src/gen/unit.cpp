@@ -39,7 +39,11 @@ bool fits(const ops::OpSpec& spec, const std::vector<TensorType>& in, Attrs& a) 
 
 class Unit : public Generator {
  public:
-  Unit(const GenOptions& opt, const data::Source& source) : opt_(opt), source_(source), ops_(ops::catalogue().all()) {}
+  Unit(const GenOptions& opt, const data::Source& source) : opt_(opt), source_(source) {
+    for (const ops::OpSpec* s : ops::catalogue().all())
+      if (op_allowed(opt, s->name)) ops_.push_back(s);  // --ops / --skip_ops
+    if (ops_.empty()) throw core::UserError("unit: --ops/--skip_ops leave no operator");
+  }
 
   std::string name() const override { return "unit"; }
 

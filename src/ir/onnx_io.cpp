@@ -14,6 +14,7 @@
 #include <numbers>
 #include <deque>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "ops/onnx_map.h"
@@ -678,7 +679,28 @@ OnnxSummary onnx_summary(const std::string& bytes, const std::string& where) {
   if (bytes.empty() || !m.ParseFromString(bytes) || !m.has_graph())
     throw UserError(where + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
   OnnxSummary s;
-  for (const auto& n : m.graph().node()) s.op_types.push_back(n.op_type());
+  for (const auto& n : m.graph().node()) {
+    s.op_types.push_back(n.op_type());
+    s.node_names.push_back(n.name());
+    std::map<std::string, std::string>& attrs = s.attrs.emplace_back();
+    for (const auto& a : n.attribute()) {
+      std::ostringstream v;
+      v.precision(9);
+      switch (a.type()) {
+        case onnx::AttributeProto::INT: v << a.i(); break;
+        case onnx::AttributeProto::FLOAT: v << a.f(); break;
+        case onnx::AttributeProto::STRING: v << a.s(); break;
+        case onnx::AttributeProto::INTS:
+          for (int i = 0; i < a.ints_size(); ++i) v << (i ? "," : "") << a.ints(i);
+          break;
+        case onnx::AttributeProto::FLOATS:
+          for (int i = 0; i < a.floats_size(); ++i) v << (i ? "," : "") << a.floats(i);
+          break;
+        default: continue;
+      }
+      attrs[a.name()] = v.str();
+    }
+  }
   std::set<std::string> init;
   for (const auto& t : m.graph().initializer()) init.insert(t.name());
   for (const auto& vi : m.graph().input())

@@ -40,11 +40,16 @@ Graph graph_from_onnx(const std::string& bytes, const std::string& where, const 
 Graph graph_from_onnx(const std::string& bytes, const std::string& where,
                       const std::map<std::string, Tensor>& constant_inputs, const ValidateOptions& opt = {});
 
-// What a model holds, without converting it: node operator types (in node order) and the names of
-// the graph inputs that are not initializers. Throws UserError naming `where` when it does not parse.
+// What a model holds, without converting it: node operator types, names and attributes (in node
+// order) and the names of the graph inputs that are not initializers. Throws UserError naming
+// `where` when it does not parse.
 struct OnnxSummary {
   std::vector<std::string> op_types;
   std::vector<std::string> inputs;
+  std::vector<std::string> node_names;  // in node order, as op_types
+  // Each node's attributes as text, in node order: an int "2", a float "0.2", a string as it is,
+  // a list "1,2,3"; graphs and tensors are left out.
+  std::vector<std::map<std::string, std::string>> attrs;
 };
 OnnxSummary onnx_summary(const std::string& bytes, const std::string& where);
 

@@ -303,6 +303,16 @@ std::string campaign_report_html(const std::string& campaign_dir) {
     h << "<tr><th>" << escape(b) << "</th><td>" << escape(v) << "</td></tr>";
   h << "</table>\n";
   h << over_time_plots(store.models_per_second(), findings, groups);
+  if (const auto refusals = store.refusals(); !refusals.empty()) {
+    // What the backends declared they do not run: no findings, learned (docs/findings.md).
+    h << "<h2>Learned refusals</h2>\n<p>Operators a backend declared it does not run: no findings; models "
+         "holding one were not sent to that backend after the first.</p>\n<table id=\"refusals\"><tr><th>library"
+         "</th><th>does not run</th><th>models refused</th><th>not sent</th><th>catalogue operators</th></tr>\n";
+    for (const auto& r : refusals)
+      h << "<tr><td>" << escape(r.backend) << "</td><td><code>" << escape(r.refusal) << "</code></td><td>"
+        << r.refused << "</td><td>" << r.not_sent << "</td><td>" << escape(r.ops) << "</td></tr>\n";
+    h << "</table>\n";
+  }
   write_summary(h, groups);
   for (const auto& [g, anchor] : write_findings_table(h, groups)) write_root_cause(h, *g, anchor);
   h << "<hr><p>Written by quorum " << QUORUM_VERSION

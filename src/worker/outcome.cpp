@@ -20,7 +20,9 @@ const char* to_string(Status s) {
 
 std::string Outcome::str() const {
   std::string s = to_string(status);
-  if (!message.empty()) s += ": " + message;
+  // A structured refusal's message already starts with its status ("unsupported: Erf (ONNX opset 13)").
+  if (status == Status::Unsupported && message.rfind(s + ": ", 0) == 0) s.clear();
+  if (!message.empty()) s += (s.empty() ? "" : ": ") + message;
   if (!stderr_tail.empty()) {
     std::string tail = stderr_tail;
     for (auto& c : tail)

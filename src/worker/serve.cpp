@@ -184,6 +184,9 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
       out = reply(e);
     } catch (const backends::QuorumError& e) {
       out = reply(Status::QuorumError, e.what());
+    } catch (const backends::UnsupportedError& e) {
+      // A library that only builds the model when it runs (exec) abstains here.
+      out = reply(Status::Unsupported, e.what());
     } catch (const backends::ConversionError& e) {
       // A library that only builds the model when it runs (exec) refuses it here.
       out = reply(Status::ConversionFailure, e.what());

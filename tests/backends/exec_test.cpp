@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "backends/refusal.h"
 #include "campaign/store.h"
 #include "ir/build.h"
 #include "ops/registry.h"
@@ -329,6 +330,147 @@ TEST(ExecBackend, FuzzCampaignRecordsTheRunnersCrashes) {
   EXPECT_EQ(findings[0].backend, spec);
   EXPECT_EQ(findings[0].message, "crash: SIGSEGV | numpy runner: crashing on purpose");
   EXPECT_GE(findings[0].hits, 1);
+  fs::remove_all(out);
+}
+
+// Exit status 4 with "unsupported: OpType" names an operator the program does not run: an abstention
+// carrying the refusal (the operator at the backend's opset), not a failure, in both modes.
+TEST(ExecBackend, DeclaredUnsupportedOperatorIsAnAbstentionNamingIt) {
+  REQUIRE_PYTHON();
+  TmpDir tmp;
+  for (const bool persistent : {false, true}) {
+    std::vector<std::string> options = {"opset=14"};
+    if (persistent) options.push_back("persistent");
+    Worker w("exec", exec_args(options, {"unsupported=4"}));
+    const Outcome o = run(w, unit("softmax"));
+    EXPECT_EQ(o.status, Status::Unsupported) << o.str();
+    EXPECT_EQ(o.message, "unsupported: Softmax (ONNX opset 14)") << persistent;
+    const std::optional<backends::Refusal> r = backends::parse_refusal(o.message);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->op, "Softmax");
+    EXPECT_EQ(r->onnx_opset, 14);
+    EXPECT_FALSE(r->nodes_in(unit("softmax").graph).empty());
+    EXPECT_TRUE(r->nodes_in(unit("relu").graph).empty());
+    EXPECT_TRUE(run(w, unit("relu")).ok());
+    EXPECT_EQ(w.restarts(), 0);
+  }
+  // refuse= declares an operator the runner has; a refusal naming nothing the model holds is the
+  // program's error, not an abstention.
+  Worker w("exec", exec_args({}, {"unsupported=4", "refuse=Relu"}));
+  EXPECT_EQ(run(w, unit("relu")).message, "unsupported: Relu (ONNX opset 13)");
+  Worker lie("exec", exec_args({}, {"unsupported=4", "claim=LSTM"}));
+  const Outcome o = run(lie, unit("softmax"));
+  EXPECT_EQ(o.status, Status::LibraryError) << o.str();
+  EXPECT_NE(o.message.find("named LSTM, which the model does not hold"), std::string::npos) << o.str();
+  EXPECT_EQ(tmp.entries(), 0u);
+}
+
+// Refusals of one attribute value, as a program words them, match the exported attribute.
+TEST(ExecBackend, RefusalsParseAndMatchAttributeValues) {
+  const auto r = backends::parse_refusal("unsupported: Conv auto_pad=SAME_UPPER (ONNX opset 13)");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->attr, "auto_pad");
+  EXPECT_EQ(r->value, "SAME_UPPER");
+  EXPECT_EQ(r->str(), "unsupported: Conv auto_pad=SAME_UPPER (ONNX opset 13)");
+  EXPECT_FALSE(backends::parse_refusal("node 'x': not supported"));
+  EXPECT_FALSE(backends::parse_refusal("unsupported: Conv auto_pad"));
+  EXPECT_TRUE(backends::same_attr_value("[1, 2]", "1,2"));
+  EXPECT_TRUE(backends::same_attr_value("b'SAME_UPPER'", "SAME_UPPER"));
+  EXPECT_TRUE(backends::same_attr_value("0.2", "0.20000000298023224"));
+  EXPECT_FALSE(backends::same_attr_value("1", "2"));
+  ir::SingleNode same = unit("conv2d");
+  same.graph.nodes[0].attrs["auto_pad"] = std::string("SAME_UPPER");
+  ir::validate(same.graph, "same");
+  EXPECT_EQ(r->nodes_in(same.graph), std::vector<std::string>{same.graph.nodes[0].name});
+  EXPECT_TRUE(r->nodes_in(unit("conv2d").graph).empty()) << "auto_pad NOTSET is not refused";
+  const backends::Refusal catalogue{"conv2d", "", "", 0};
+  EXPECT_EQ(catalogue.nodes_in(same.graph).size(), 1u);
+}
+
+// A campaign records a declared refusal as no finding, learns it, stops sending models holding the
+// operator to that backend, and keeps what it learned when it resumes.
+TEST(ExecBackend, FuzzCampaignLearnsRefusalsAndStopsSendingThem) {
+  REQUIRE_PYTHON();
+  const fs::path out = quorum::testing::scratch("exec_test") / "refusals";
+  fs::remove_all(out);
+  const std::string spec = "exec:" + kPython + "+" + runner() + "+unsupported=4";
+  const std::string base = "fuzz --generator unit --ops relu,sigmoid,softmax --backends " + spec +
+                           " --mode infer --seed 3 --reduce 5 --out " + out.string();
+  const quorum::testing::Result r = quorum::testing::run_quorum(base + " --models 9", "exec_test");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("learned: " + spec + " does not run Softmax (ONNX opset 13)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--skip_ops softmax"), std::string::npos) << r.out;
+  {
+    campaign::Store store(out.string());
+    EXPECT_EQ(store.models_done(), 9);
+    EXPECT_TRUE(store.findings().empty()) << "a refusal is not a finding";
+    const auto refusals = store.refusals();
+    ASSERT_EQ(refusals.size(), 1u);
+    EXPECT_EQ(refusals[0].backend, spec);
+    EXPECT_EQ(refusals[0].refusal, "Softmax (ONNX opset 13)");
+    EXPECT_EQ(refusals[0].refused, 1) << "the first softmax model is refused";
+    EXPECT_EQ(refusals[0].not_sent, 2) << "the other two are not sent";
+    EXPECT_EQ(refusals[0].ops, "softmax");
+  }
+  // Resumed: the refusal is still known, so the next softmax model is not sent either.
+  const quorum::testing::Result again = quorum::testing::run_quorum(base + " --models 12", "exec_test");
+  ASSERT_EQ(again.code, 0) << again.out << again.err;
+  campaign::Store store(out.string());
+  EXPECT_EQ(store.models_done(), 12);
+  EXPECT_TRUE(store.findings().empty());
+  ASSERT_EQ(store.refusals().size(), 1u);
+  EXPECT_EQ(store.refusals()[0].refused, 1);
+  EXPECT_EQ(store.refusals()[0].not_sent, 3);
+  fs::remove_all(out);
+}
+
+// The persistent mode: one program serves many models; a hang is cut at the time limit and a crash
+// ends only that model, the next request starting the program again.
+TEST(ExecBackend, PersistentProgramSurvivesHangsAndCrashes) {
+  REQUIRE_PYTHON();
+  TmpDir tmp;
+  Worker w("exec", exec_args({"timeout=2", "persistent"}, {"fault=hang:Tanh"}));
+  BackendInfo info;
+  ASSERT_TRUE(w.hello(info).ok());
+  EXPECT_NE(info.version.find("persistent"), std::string::npos) << info.version;
+  const ir::SingleNode net = small_network();
+  backends::ValueMap got;
+  ASSERT_TRUE(run(w, unit("relu"), &got).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(run(w, unit("sigmoid")).ok());
+  const Outcome hang = run(w, unit("tanh"));
+  EXPECT_EQ(hang.status, Status::Timeout) << hang.str();
+  EXPECT_TRUE(run(w, unit("relu")).ok()) << "started again after the hang";
+  Worker c("exec", exec_args({"persistent"}, {"fault=crash:Sigmoid"}));
+  EXPECT_TRUE(run(c, unit("relu")).ok());
+  const Outcome crash = run(c, unit("sigmoid"));
+  EXPECT_EQ(crash.status, Status::Crash) << crash.str();
+  EXPECT_EQ(crash.message, "SIGSEGV");
+  EXPECT_NE(crash.stderr_tail.find("numpy runner: crashing on purpose"), std::string::npos) << crash.str();
+  const Outcome next = run(c, unit("relu"));
+  EXPECT_TRUE(next.ok()) << next.str();
+  EXPECT_EQ(w.restarts() + c.restarts(), 0) << "the program died, not the worker";
+}
+
+// A campaign on a persistent runner that crashes on one operator: one crash finding, and the
+// campaign runs every model.
+TEST(ExecBackend, PersistentRunnerCrashIsOneFindingAndTheCampaignGoesOn) {
+  REQUIRE_PYTHON();
+  const fs::path out = quorum::testing::scratch("exec_test") / "persistent";
+  fs::remove_all(out);
+  const std::string spec = "exec:persistent+" + kPython + "+" + runner() + "+fault=crash:Sigmoid";
+  const quorum::testing::Result r = quorum::testing::run_quorum(
+      "fuzz --generator unit --ops relu,sigmoid,tanh --backends " + spec +
+          " --models 9 --mode infer --seed 3 --reduce 0 --out " + out.string(),
+      "exec_test");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  campaign::Store store(out.string());
+  EXPECT_EQ(store.models_done(), 9);
+  const auto findings = store.findings();
+  ASSERT_EQ(findings.size(), 1u) << r.out;
+  EXPECT_EQ(findings[0].kind, core::FindingKind::Crash);
+  EXPECT_EQ(findings[0].backend, spec);
+  EXPECT_EQ(findings[0].hits, 3) << "each sigmoid model";
+  EXPECT_EQ(findings[0].message, "crash: SIGSEGV | numpy runner: crashing on purpose");
   fs::remove_all(out);
 }
 

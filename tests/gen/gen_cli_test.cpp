@@ -89,6 +89,9 @@ TEST(GenCli, BadArgumentsAreOneLineAndExitTwo) {
       {"gen --dataset cifar" + out, "unknown data set 'cifar'"},
       {"gen --generator muffin --invalid_params" + out, "zoo generator only"},
       {"gen --generator muffin --model x.json" + out, "mutate generator"},
+      {"gen --generator muffin --ops relu,nope" + out, "--ops: 'nope' is not a catalogue operator"},
+      {"gen --generator muffin --skip_ops Erf" + out, "--skip_ops: 'Erf' is not a catalogue operator"},
+      {"fuzz --backends ref --generator unit --skip_ops gelu,LSTM --models 1" + out, "--skip_ops: 'LSTM' is not"},
   };
   for (const auto& [args, want] : cases) {
     const Result r = quorum(args);

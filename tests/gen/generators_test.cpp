@@ -239,6 +239,38 @@ TEST(Generators, UnknownNameAndBadRateAreUserErrors) {
   EXPECT_THROW(make_generator(opt, *source), core::UserError);
 }
 
+// --ops / --skip_ops: no model holds an operator left out, whichever generator; the allowed ones
+// are still used; a model whose glue needs a skipped operator is drawn again.
+TEST(Generators, OpsAndSkipOpsRestrictEveryGenerator) {
+  for (const char* g : {"muffin", "unit", "ws", "rn", "mutate"}) {
+    GenOptions opt = options(g, 11);
+    opt.skip_ops = {"gelu", "lstm", "gru", "simple_rnn", "conv2d", "resize_nearest"};
+    const Summary s = run(opt, "random", 40);
+    for (const auto& op : opt.skip_ops) EXPECT_EQ(s.op_nodes.count(op), 0u) << g << " placed " << op;
+    EXPECT_GT(s.op_nodes.size(), 3u) << g;
+  }
+  GenOptions only = options("unit", 2);
+  only.only_ops = {"relu", "softmax"};
+  const Summary u = run(only, "random", 10);
+  EXPECT_EQ(u.op_nodes.size(), 2u);
+  EXPECT_EQ(u.op_nodes.count("relu") + u.op_nodes.count("softmax"), 2u);
+  // The zoo's architectures are fixed: one holding a skipped operator is invalid, saying why.
+  GenOptions zoo = options("zoo", 1);
+  zoo.skip_ops = {"conv2d"};
+  const auto zoo_source = data::open_source("random");
+  Stream stream(zoo, *zoo_source);
+  try {
+    stream.next();
+    ADD_FAILURE() << "LeNet-5 holds conv2d";
+  } catch (const core::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds operator 'conv2d'"), std::string::npos) << e.what();
+  }
+  GenOptions bad = options("muffin", 1);
+  bad.only_ops = {"relu", "LSTM"};
+  const auto source = data::open_source("random");
+  EXPECT_THROW(make_generator(bad, *source), core::UserError);
+}
+
 TEST(Summary, ReasonKeysGroupLikeFailures) {
   EXPECT_EQ(reason_key("validate: m: node 'conv2d_3' (conv2d): kernel 5 over 3 (inputs f32[1,2,3,3])"),
             "validate: m: node (conv#d): kernel # over #");

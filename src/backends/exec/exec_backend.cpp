@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "backends/refusal.h"
 #include "backends/exec/exec_config.h"
 #include "backends/exec/run_program.h"
 #include "core/error.h"
@@ -29,7 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kExitCannotLoad = 3;        // protocol: the program could not load/convert the model
+constexpr int kExitCannotLoad = 3;    // protocol: the program could not load/convert the model
+constexpr int kExitUnsupported = 4;   // protocol: the program does not run an operator it names
 const char* const kNeedProgram = "exec needs a program: --backends exec:PROGRAM+ARG...";
 
 std::string seconds(double s) {
@@ -92,51 +95,141 @@ class ScratchDir {
   fs::path path_;
 };
 
+// The persistent program of one worker (the `persistent` option).
+struct Persistent {
+  Persistent(const Config& cfg, std::vector<std::string> env) : env(env), program(cfg.argv, std::move(env)) {}
+  std::vector<std::string> env;
+  PersistentProgram program;
+};
+
+// What the program said about one model: its status, and the message or output that goes with it.
+struct Reply {
+  ProgramEnd end;        // Exited with the status (0: ok), Signaled or TimedOut
+  bool answered = true;  // persistent mode: false when the program ended without answering
+  std::string message;   // persistent mode: the text after the status on the answer line
+  std::string tail;      // the program's output for this model (the end of its log)
+};
+
 class ExecSession : public Session {
  public:
-  ExecSession(const Config& cfg, ir::Graph g, std::string onnx, int threads)
+  ExecSession(const Config& cfg, ir::Graph g, std::string onnx, std::vector<std::string> env,
+              std::shared_ptr<Persistent> persistent)
       : cfg_(cfg),
         g_(std::move(g)),
         onnx_(std::move(onnx)),
         outputs_(onnx_outputs(g_, real_outputs_)),
-        env_(environment_with(
-            {"QUORUM_THREADS=" + std::to_string(threads), "OMP_NUM_THREADS=" + std::to_string(threads)})) {}
+        env_(std::move(env)),
+        persistent_(std::move(persistent)) {}
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     ScratchDir dir;
     core::write_file_atomic(dir.file("model.onnx"), onnx_);
     for (const GraphInput& in : bind_graph_inputs(g_, inputs))
       core::write_npy(dir.file("input_" + std::to_string(in.index) + ".npy"), in.value.to(in.info.type.dtype));
-    std::vector<std::string> argv = cfg_.argv;
-    argv.push_back(dir.path().string());
-    const std::string log = dir.file("runner.log");
-    const ProgramEnd end = run_program(argv, env_, log, cfg_.time_limit_s);
-    check_end(end, log);
+    check(persistent_ ? ask(dir) : run(dir));
     return read_outputs(dir, keep_intermediates);
   }
 
  private:
-  // Throws the outcome of a program that did not exit with status 0.
-  void check_end(const ProgramEnd& end, const std::string& log) const {
+  // Per model: PROGRAM ARG... DIR, its output in DIR/runner.log.
+  Reply run(const ScratchDir& dir) const {
+    std::vector<std::string> argv = cfg_.argv;
+    argv.push_back(dir.path().string());
+    const std::string log = dir.file("runner.log");
+    Reply r;
+    r.end = run_program(argv, env_, log, cfg_.time_limit_s);
+    r.tail = file_tail(log);
+    return r;
+  }
+
+  // Persistent: one request line (the directory), one answer line "STATUS [MESSAGE]".
+  Reply ask(const ScratchDir& dir) const {
+    PersistentProgram& p = persistent_->program;
+    const PersistentProgram::Answer a = p.ask(dir.path().string(), cfg_.time_limit_s);
+    Reply r;
+    r.tail = a.tail;
+    if (!a.answered) {
+      r.answered = false;
+      r.end = a.end;
+      return r;
+    }
+    const std::string& line = a.line;
+    size_t digits = 0;
+    while (digits < line.size() && digits < 3 && std::isdigit(static_cast<unsigned char>(line[digits]))) ++digits;
+    if (digits == 0 || (digits < line.size() && line[digits] != ' ')) {
+      p.stop();  // out of step with its answers: started again for the next model
+      throw std::runtime_error("the persistent program's answer is not 'STATUS [MESSAGE]': '" + line.substr(0, 200) +
+                               "' (is something printing to its stdout?)");
+    }
+    r.end.how = ProgramEnd::How::Exited;
+    r.end.code = std::stoi(line.substr(0, digits));
+    r.message = digits < line.size() ? line.substr(digits + 1) : "";
+    return r;
+  }
+
+  // The refusal an "unsupported" status names: the persistent answer's message, or the last line
+  // of the program's output that starts with "unsupported: ".
+  Refusal refusal(const Reply& r) const {
+    std::string line = r.message;
+    if (!persistent_) {
+      for (size_t end = r.tail.size(); end > 0;) {
+        const size_t start = r.tail.rfind('\n', end - 1);
+        const size_t from = start == std::string::npos ? 0 : start + 1;
+        const std::string l = r.tail.substr(from, end - from);
+        if (l.rfind("unsupported: ", 0) == 0) {
+          line = l;
+          break;
+        }
+        if (start == std::string::npos) break;
+        end = start;
+      }
+    }
+    // The program names an ONNX operator of the model it was given, at this backend's opset.
+    std::optional<Refusal> parsed = parse_refusal(line);
+    const std::string why = "the program exited with status " + std::to_string(kExitUnsupported) +
+                            " (unsupported) but ";
+    if (!parsed || parsed->onnx_opset != 0)
+      throw ChildProcessError(ChildProcessError::Kind::Exit, kExitUnsupported,
+                              why + "named no operator ('unsupported: OpType' or 'unsupported: OpType attr=value')",
+                              r.tail);
+    parsed->onnx_opset = cfg_.opset;
+    const ir::OnnxSummary s = ir::onnx_summary(onnx_, "the model");
+    if (std::find(s.op_types.begin(), s.op_types.end(), parsed->op) == s.op_types.end())
+      throw ChildProcessError(ChildProcessError::Kind::Exit, kExitUnsupported,
+                              why + "named " + parsed->op + ", which the model does not hold", r.tail);
+    return *parsed;
+  }
+
+  // Throws the outcome of a program that did not succeed.
+  void check(const Reply& r) const {
     using K = ChildProcessError::Kind;
+    const ProgramEnd& end = r.end;
     switch (end.how) {
       case ProgramEnd::How::TimedOut:
         throw ChildProcessError(K::Timeout, 0,
                                 "no answer within " + seconds(cfg_.time_limit_s) +
                                     " s (the exec time limit); program killed",
-                                file_tail(log));
+                                r.tail);
       case ProgramEnd::How::Signaled:
-        throw ChildProcessError(K::Signal, end.code, core::signal_name(end.code), file_tail(log));
+        throw ChildProcessError(K::Signal, end.code, core::signal_name(end.code), r.tail);
       case ProgramEnd::How::Exited:
+        if (!r.answered)
+          throw ChildProcessError(K::Exit, end.code,
+                                  "the persistent program exited with status " + std::to_string(end.code) +
+                                      " before answering",
+                                  r.tail);
         if (end.code == 0) return;
+        if (end.code == kExitUnsupported) throw UnsupportedError(refusal(r).str());
         if (end.code == kExitCannotLoad) {
-          std::string last = file_tail(log);
+          std::string last = persistent_ ? r.message : r.tail;
           if (const auto nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
           throw ConversionError("the program could not load the model (exit status 3)" +
                                 (last.empty() ? "" : ": " + last));
         }
-        throw ChildProcessError(K::Exit, end.code, "the program exited with status " + std::to_string(end.code),
-                                file_tail(log));
+        throw ChildProcessError(K::Exit, end.code,
+                                (persistent_ ? "the program answered status " : "the program exited with status ") +
+                                    std::to_string(end.code) + (r.message.empty() ? "" : ": " + r.message),
+                                r.tail);
     }
   }
 
@@ -174,6 +267,7 @@ class ExecSession : public Session {
   size_t real_outputs_ = 0;
   std::vector<std::string> outputs_;
   std::vector<std::string> env_;  // the worker's, with the thread count for the program's libraries
+  std::shared_ptr<Persistent> persistent_;  // the worker's program, in persistent mode
 };
 
 class ExecBackend : public Backend {
@@ -186,7 +280,7 @@ class ExecBackend : public Backend {
     for (const auto& a : cfg_.argv) command += (command.empty() ? "" : " ") + a;
     const std::string what = !cfg_.label.empty() ? cfg_.label : !command.empty() ? command : "no program";
     return what + " (exec: ONNX opset " + std::to_string(cfg_.opset) + ", time limit " +
-           seconds(cfg_.time_limit_s) + " s)";
+           seconds(cfg_.time_limit_s) + " s" + (cfg_.persistent ? ", persistent" : "") + ")";
   }
   bool trains() const override { return false; }
 
@@ -206,11 +300,19 @@ class ExecBackend : public Backend {
     if (opt.dtype == core::DType::I64) throw ConversionError("exec: models compute in float32 or float64");
     ir::Graph typed = in_dtype(g, opt.dtype);
     std::string bytes = onnx_for_library(typed, cfg_.opset);
-    return std::make_unique<ExecSession>(cfg_, std::move(typed), std::move(bytes), std::max(1, opt.threads));
+    const std::string threads = std::to_string(std::max(1, opt.threads));
+    std::vector<std::string> env = environment_with(
+        {"QUORUM_THREADS=" + threads, "OMP_NUM_THREADS=" + threads,
+         std::string("QUORUM_EXEC_PROTOCOL=") + (cfg_.persistent ? "persistent" : "per-model")});
+    // One program for the worker's models, started again for another thread count.
+    if (cfg_.persistent && (!persistent_ || persistent_->env != env))
+      persistent_ = std::make_shared<Persistent>(cfg_, env);
+    return std::make_unique<ExecSession>(cfg_, std::move(typed), std::move(bytes), std::move(env), persistent_);
   }
 
  private:
   Config cfg_;
+  std::shared_ptr<Persistent> persistent_;
 };
 
 }  // namespace

@@ -31,6 +31,8 @@ Config parse(const std::vector<std::string>& args) {
       c.opset = static_cast<int>(v);
     } else if (key == "name") {
       c.label = value;
+    } else if (a == "persistent") {
+      c.persistent = true;
     } else {
       break;
     }

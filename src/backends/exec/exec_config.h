@@ -14,10 +14,11 @@ struct Config {
   double time_limit_s = kDefaultTimeLimit;
   int opset = ir::kOnnxMinOpset;
   std::string label;
+  bool persistent = false;  // one program per worker, one model directory per request line
   std::vector<std::string> argv;  // the program (resolved) and its arguments; empty = none given
 };
 
-// Options (--backends exec:OPT+OPT+...): leading timeout=SECONDS, opset=N and name=LABEL, then the
+// Options (--backends exec:OPT+OPT+...): leading timeout=SECONDS, opset=N, name=LABEL and persistent, then the
 // program (resolved on $PATH) and its arguments, passed verbatim. UserError on a bad option or a
 // program that is not an executable file.
 Config parse(const std::vector<std::string>& args);

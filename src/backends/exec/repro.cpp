@@ -94,9 +94,19 @@ ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
      << "# the runner writes output_<j>.npy there). Time limit " << cfg.time_limit_s << " s.\n";
   sh << "HERE=$(cd \"$(dirname \"$0\")\" && pwd)\nDIR=$(mktemp -d)\ntrap 'rm -rf \"$DIR\"' EXIT\n";
   sh << "cp \"$HERE/model.onnx\" \"$HERE\"/input_*.npy \"$DIR\"/ 2>/dev/null\n";
-  sh << "timeout " << cfg.time_limit_s << " env QUORUM_THREADS=1 OMP_NUM_THREADS=1";
-  for (const auto& a : cfg.argv) sh << " " << sh_word(a);
-  sh << " \"$DIR\" >\"$DIR/runner.log\" 2>&1 </dev/null\nstatus=$?\n";
+  if (cfg.persistent) {
+    // The persistent protocol: the directory as the one request line, the status as the answer's first word.
+    sh << "printf '%s\\n' \"$DIR\" | timeout " << cfg.time_limit_s
+       << " env QUORUM_THREADS=1 OMP_NUM_THREADS=1 QUORUM_EXEC_PROTOCOL=persistent";
+    for (const auto& a : cfg.argv) sh << " " << sh_word(a);
+    sh << " >\"$DIR/answer\" 2>\"$DIR/runner.log\"\nstatus=$?\nanswer=$(head -n 1 \"$DIR/answer\")\n"
+       << "if [ $status -eq 0 ]; then status=${answer%% *}; [ -n \"$status\" ] || status=1; fi\n"
+       << "[ -z \"$answer\" ] || echo \"answer: $answer\" >>\"$DIR/runner.log\"\n";
+  } else {
+    sh << "timeout " << cfg.time_limit_s << " env QUORUM_THREADS=1 OMP_NUM_THREADS=1 QUORUM_EXEC_PROTOCOL=per-model";
+    for (const auto& a : cfg.argv) sh << " " << sh_word(a);
+    sh << " \"$DIR\" >\"$DIR/runner.log\" 2>&1 </dev/null\nstatus=$?\n";
+  }
   sh << "if [ $status -ne 0 ]; then\n  tail -c 1500 \"$DIR/runner.log\"\n  echo \"the runner exited with status "
         "$status\"\n  exit "
      << (crash ? 1 : 2) << "\nfi\n";

@@ -1,7 +1,9 @@
 """A small runner for Quorum's exec backend tests: evaluates a few ONNX operators with NumPy, and
 misbehaves on request so the tests can check every outcome.
 
-usage: /usr/bin/python3 numpy_runner.py [fault=MODE[:OpType]] [pidfile=PATH] DIR
+usage: /usr/bin/python3 numpy_runner.py [fault=MODE[:OpType]] [pidfile=PATH] [unsupported=4] [refuse=OpType] DIR
+       (persistent mode, QUORUM_EXEC_PROTOCOL=persistent: the same options without DIR; one DIR per
+       line on stdin, one answer line "STATUS [MESSAGE]" per model on stdout)
 
 DIR holds model.onnx and input_<i>.npy; the runner writes output_<j>.npy (docs/exec-backend.md).
 Without a fault it evaluates Relu, Sigmoid, Tanh, Abs, Neg, Exp, Add, Sub, Mul, Div, MatMul, Gemm
@@ -13,6 +15,9 @@ with :OpType, only on models holding that operator:
   garbage  output_0.npy is not a .npy file      shape   output_0.npy has the wrong shape
   dtype    output_0.npy is float64              missing no output file at all
 skew=OpType computes that operator's outputs 1.5 times too large (wrong numbers, exit status 0).
+unsupported=4 declares any operator it does not evaluate unsupported the documented way (exit status
+4, "unsupported: OpType" on stderr) instead of exit status 3; refuse=OpType declares that one too,
+and claim=OpType names that operator in the refusal instead of the one refused.
 """
 import os
 import signal
@@ -87,9 +92,11 @@ def misbehave(fault, d, graph, opts):
     sys.exit(0)
 
 
-def main(argv):
-    opts = dict(a.split("=", 1) for a in argv[1:-1])
-    d = argv[-1]
+class Refused(Exception):
+    """An operator declared unsupported (exit status 4, "unsupported: OpType")."""
+
+
+def run(d, opts):
     graph = onnx.load(os.path.join(d, "model.onnx")).graph
     fault, _, on_op = opts.get("fault", "").partition(":")
     if fault and (not on_op or any(n.op_type == on_op for n in graph.node)):
@@ -98,7 +105,9 @@ def main(argv):
     for i, vi in enumerate(graph.input):
         values[vi.name] = np.load(os.path.join(d, f"input_{i}.npy"))
     for n in graph.node:
-        if n.op_type not in OPS:
+        if n.op_type not in OPS or n.op_type == opts.get("refuse"):
+            if opts.get("unsupported") == "4":
+                raise Refused(opts.get("claim", n.op_type))
             print(f"numpy runner: no operator {n.op_type}", file=sys.stderr)
             sys.exit(3)
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
@@ -108,6 +117,34 @@ def main(argv):
             values[n.output[0]] = values[n.output[0]] * np.asarray(1.5, dtype=inputs[0].dtype)
     for j, vi in enumerate(graph.output):
         np.save(os.path.join(d, f"output_{j}.npy"), values[vi.name])
+
+
+def persistent(opts):
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        d = line.rstrip("\n")
+        try:
+            run(d, opts)
+            answers.write("0\n")
+        except Refused as e:
+            answers.write(f"4 unsupported: {e}\n")
+        except SystemExit as e:
+            answers.write(f"{e.code if isinstance(e.code, int) else 1}\n")
+        except Exception as e:
+            answers.write(f"1 {type(e).__name__}: {e}\n")
+
+
+def main(argv):
+    if os.environ.get("QUORUM_EXEC_PROTOCOL") == "persistent":
+        persistent(dict(a.split("=", 1) for a in argv[1:]))
+        return
+    try:
+        run(argv[-1], dict(a.split("=", 1) for a in argv[1:-1]))
+    except Refused as e:
+        print(f"unsupported: {e}", file=sys.stderr)
+        sys.exit(4)
 
 
 if __name__ == "__main__":
