@@ -56,9 +56,10 @@ Faults parse(const std::vector<std::string>& args) {
                                             [&](const auto& nf) { return nf.name == name; })) {
       f.numeric.insert(name);
     } else {
-      throw core::UserError("faulty: unknown fault '" + a +
-                            "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-                            "all-numeric or a numeric fault)");
+      throw core::UserError(
+          "faulty: unknown fault '" + a +
+          "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
+          "all-numeric or a numeric fault)");
     }
   }
   return f;
