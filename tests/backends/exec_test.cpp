@@ -321,9 +321,9 @@ TEST(ExecBackend, FuzzCampaignRecordsTheRunnersCrashes) {
       "fuzz --generator unit --backends " + spec + " --models 5 --mode infer --seed 3 --out " + out.string(),
       "exec_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  campaign::Store store(out.string());
-  EXPECT_EQ(store.models_done(), 5);
-  const auto findings = store.findings();
+  const auto store = campaign::open_sqlite_store(out.string());
+  EXPECT_EQ(store->models_done(), 5);
+  const auto findings = store->findings();
   ASSERT_EQ(findings.size(), 1u) << "one crash, deduplicated";
   EXPECT_EQ(findings[0].kind, core::FindingKind::Crash);
   EXPECT_EQ(findings[0].backend, spec);
