@@ -73,7 +73,8 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
       const fs::path from = bundle_source(src, f.bundle);
       auto it = merged.find(f.signature);
       if (it == merged.end()) {
-        merged.emplace(f.signature, Merged{std::move(f), from});
+        const std::string sig = f.signature;
+        merged.emplace(sig, Merged{std::move(f), from});
         continue;
       }
       Merged& m = it->second;
