@@ -109,7 +109,7 @@ int cmd_fuzz(const Options& o) {
   if (opt.shards > 1) {
     // Other shards may still be running: the page is written once, when all have finished.
     std::cout << "report: when every shard has finished, quorum report " << opt.out
-              << (opt.store.empty() ? "" : " --store " + opt.store) << "\n";
+              << (opt.store.empty() ? "" : " --store '" + opt.store + "'") << "\n";
     return 0;
   }
   // Every bundle's reproducer (BUNDLE/repro/) and the campaign's page.
