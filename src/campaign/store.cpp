@@ -323,7 +323,8 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
   return fresh;
 }
 
-void SqliteStore::set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced) {
+void SqliteStore::set_root_cause(const std::string& signature, const std::string& root_cause,
+                                 const std::string& reduced) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt up(db_, "UPDATE findings SET root_cause = ?, reduced = ? WHERE signature = ?");
   up.bind(1, root_cause).bind(2, reduced).bind(3, signature).step();
