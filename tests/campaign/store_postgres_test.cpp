@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "campaign/postgres_server.h"
+#include "campaign/slurm_cluster.h"
 #include "campaign/store.h"
 #include "core/error.h"
 #include "run_quorum.h"
@@ -76,20 +77,21 @@ std::string exercise(Store& s) {
 
 TEST(PostgresStore, HoldsWhatTheSqliteStoreHoldsAfterTheSameOperations) {
   START_SERVER(server);
-  const fs::path dir = testing::scratch("pgstore") / "sqlite";
+  const fs::path tmp = testing::scratch("pgstore"), dir = tmp / "sqlite";
   const auto sqlite = open_sqlite_store(dir.string());
   const auto pg = open_store(server.url(), "unused");
   const std::string want = exercise(*sqlite);
   EXPECT_EQ(exercise(*pg), want);
   EXPECT_NE(want.find("relu"), std::string::npos) << want;
   EXPECT_EQ(pg->where().find("postgresql://"), 0u);
-  fs::remove_all(dir);
+  fs::remove_all(tmp);
 }
 
 TEST(PostgresStore, AnUnreachableServerIsOneUserError) {
   const std::string missing = "postgresql:///campaign?host=" + testing::scratch("pgnone").string() + "&user=quorum";
   EXPECT_THROW(open_store(missing, "unused"), core::UserError);
   EXPECT_THROW(open_store("mysql://x", "unused"), core::UserError);
+  fs::remove_all(testing::scratch("pgnone"));
 }
 
 // Two shards find the same new signature at once: the one whose row is in first writes the
@@ -295,6 +297,47 @@ TEST(PostgresCampaign, TheSlurmExampleRunsEachArrayTaskAsAShard) {
   // Without the array's variables the script says what is missing and does nothing.
   const std::string bare = "bash " + script + " >/dev/null 2>&1";
   EXPECT_NE(std::system(bare.c_str()), 0);
+  fs::remove_all(tmp);
+}
+
+// The same script submitted for real: a single-node Slurm this test starts runs it as a job array
+// of four tasks (sbatch --array=0-3 --wait), after `sbatch --test-only` accepted it.
+TEST(PostgresCampaign, TheSlurmExampleRunsAsAJobArrayOnASingleNodeSlurm) {
+  if (const std::string why = testing::SlurmCluster::unavailable(); !why.empty()) GTEST_SKIP() << why;
+  START_SERVER(server);
+  testing::SlurmCluster slurm;
+  ASSERT_TRUE(slurm.ok()) << slurm.error();
+  const std::string url = server.database("slurm");
+  ASSERT_FALSE(url.empty());
+  const fs::path tmp = testing::scratch("pgslurmd");
+  const std::string env = std::string("QUORUM=") + QUORUM_BINARY + " QUORUM_STORE='" + url +
+                          "' QUORUM_OUT=" + (tmp / "c").string() +
+                          " QUORUM_MODELS=40 QUORUM_SEED=5 QUORUM_GENERATOR=unit QUORUM_BACKENDS=faulty:all-numeric"
+                          " QUORUM_ARGS='--reduce 0' ";
+  const std::string script = std::string(QUORUM_SOURCE_DIR) + "/examples/slurm/quorum-shards.sbatch";
+  const std::string log = (tmp / "sbatch.log").string();
+  const std::string at = "cd " + tmp.string() + " && ";
+  ASSERT_EQ(std::system((at + env + "sbatch --test-only --array=0-3 " + script + " >" + log + " 2>&1").c_str()), 0)
+      << core::read_file(log);
+  EXPECT_NE(core::read_file(log).find("to start at"), std::string::npos) << core::read_file(log);
+  // Bounded: a job that never runs fails the test after two minutes.
+  const int rc = std::system(
+      (at + env + "timeout 120 sbatch --wait --array=0-3 --cpus-per-task=1 " + script + " >" + log + " 2>&1").c_str());
+  std::string logs = core::read_file(log);
+  for (const auto& e : fs::directory_iterator(tmp))
+    if (e.path().filename().string().rfind("quorum-shard-", 0) == 0) logs += core::read_file(e.path().string());
+  ASSERT_EQ(rc, 0) << logs;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NE(logs.find("shard " + std::to_string(i) + "/4: model indices"), std::string::npos) << logs;
+  const auto store = open_store(url, "unused");
+  EXPECT_EQ(store->models_done(), 40);
+  // The same models as one SQLite run.
+  const testing::Result r =
+      testing::run_quorum("fuzz --generator unit --backends faulty:all-numeric --models 40 --seed 5 --reduce 0 --out " +
+                              (tmp / "single").string(),
+                          "pgslurmd");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(hits_of(*store), hits_of(*open_sqlite_store((tmp / "single").string())));
   fs::remove_all(tmp);
 }
 
