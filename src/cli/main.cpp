@@ -288,7 +288,7 @@ const std::vector<Command>& commands() {
        {"output"},
        cmd_repro},
       {"report",
-       "report CAMPAIGN [-o report.html] | report BUNDLE --issue [-o FILE.md]",
+       "report CAMPAIGN [--store URL] [-o report.html] | report BUNDLE --issue [-o FILE.md]",
        "the HTML campaign report (CAMPAIGN/report.html), or one finding as issue-ready Markdown",
        {"output", "issue", "store"},
        cmd_report},
