@@ -53,10 +53,11 @@ std::string redact(const std::string& url) {
 // One query's result; throws with the server's message when it failed.
 class Result {
  public:
-  Result(PGresult* r, const std::string& where) : r_(r) {
+  Result(PGresult* r, PGconn* conn, const std::string& where) : r_(r) {
     const ExecStatusType st = PQresultStatus(r_);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      std::string msg = PQresultErrorMessage(r_);
+      std::string msg = r_ ? PQresultErrorMessage(r_) : "";
+      if (msg.empty()) msg = PQerrorMessage(conn);
       while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
       PQclear(r_);
       throw std::runtime_error(where + ": " + msg);
@@ -91,6 +92,16 @@ class PostgresStore final : public Store {
         conn_, [](void*, const char*) {}, nullptr);  // "relation exists, skipping"
     // Shards starting together: CREATE TABLE IF NOT EXISTS is not safe against itself, so the
     // schema is created under a transaction-wide advisory lock.
+    try {
+      create_tables();
+    } catch (const std::runtime_error& e) {
+      PQfinish(conn_);
+      throw core::UserError(std::string("cannot create the findings tables: ") + e.what());
+    }
+  }
+  ~PostgresStore() override { PQfinish(conn_); }
+
+  void create_tables() {
     tx([&] {
       q("SELECT pg_advisory_xact_lock(7020826)");
       q("CREATE TABLE IF NOT EXISTS findings ("
@@ -102,7 +113,6 @@ class PostgresStore final : public Store {
       q("CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     });
   }
-  ~PostgresStore() override { PQfinish(conn_); }
 
   std::string where() const override { return where_; }
 
@@ -255,27 +265,41 @@ class PostgresStore final : public Store {
 
  private:
   Result q(const std::string& sql, const std::vector<std::string>& params = {}) {
+    // A connection lost (a server restart) is opened again before the next transaction or
+    // single statement; inside a transaction the failed statement has already thrown.
+    if (!in_tx_ && (lost_ || PQstatus(conn_) != CONNECTION_OK)) {
+      PQreset(conn_);
+      lost_ = false;
+    }
     std::vector<const char*> values;
     for (const auto& p : params) values.push_back(p.c_str());
-    return Result(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                               values.empty() ? nullptr : values.data(), nullptr, nullptr, 0),
-                  where_);
+    PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                               values.empty() ? nullptr : values.data(), nullptr, nullptr, 0);
+    // An error without an SQLSTATE is the client's own: the connection failed.
+    const ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && (!r || !PQresultErrorField(r, PG_DIAG_SQLSTATE)))
+      lost_ = true;
+    return Result(r, conn_, where_);
   }
 
   // `body` in one transaction: committed when it returns, rolled back when it throws.
   template <class F>
   void tx(F&& body) {
     q("BEGIN");
+    in_tx_ = true;
     try {
       body();
+      q("COMMIT");
     } catch (...) {
       PQclear(PQexec(conn_, "ROLLBACK"));
+      in_tx_ = false;
       throw;
     }
-    q("COMMIT");
+    in_tx_ = false;
   }
 
   PGconn* conn_ = nullptr;
+  bool in_tx_ = false, lost_ = false;
   const std::string where_;
   std::mutex mu_;
 };

@@ -80,6 +80,8 @@ class PostgresServer {
     if (name != "campaign" && !sh(bin_ + "/createdb -h " + dir_ + " -U quorum " + name + " >/dev/null 2>&1")) return "";
     return "postgresql:///" + name + "?host=" + dir_ + "&user=quorum";
   }
+  // Stops the server (immediate: open connections drop) and starts it again.
+  bool restart() { return sh(bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate -w -t 60 restart >/dev/null 2>&1"); }
   const std::string& url() const { return url_; }
   const std::string& dir() const { return dir_; }
 

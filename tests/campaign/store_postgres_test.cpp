@@ -87,6 +87,19 @@ TEST(PostgresStore, HoldsWhatTheSqliteStoreHoldsAfterTheSameOperations) {
   fs::remove_all(tmp);
 }
 
+// A server restart drops the connection: the statement in flight fails, the next one reconnects.
+TEST(PostgresStore, ReconnectsAfterTheServerRestarts) {
+  START_SERVER(server);
+  const auto s = open_store(server.url(), "unused");
+  s->record(0, {finding("relu", "r")}, [](const oracle::Finding&) { return std::string("/b/relu"); });
+  ASSERT_TRUE(server.restart());
+  EXPECT_THROW(s->model_done(0), std::runtime_error);  // the dropped connection shows here
+  EXPECT_TRUE(s->model_done(0));
+  s->record(1, {finding("relu", "r")}, nullptr);
+  EXPECT_TRUE(s->model_done(1));
+  EXPECT_EQ(s->findings().at(0).hits, 2);
+}
+
 TEST(PostgresStore, AnUnreachableServerIsOneUserError) {
   const std::string missing = "postgresql:///campaign?host=" + testing::scratch("pgnone").string() + "&user=quorum";
   EXPECT_THROW(open_store(missing, "unused"), core::UserError);
