@@ -248,8 +248,9 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   const uint64_t seed = open_settings(*store, opt);
   const int64_t already = store->models_done();
   log << "seed: " << seed << "\n";
-  if (opt.shards > 1) log << "shard " << opt.shard << "/" << opt.shards << ": model indices i with i % " << opt.shards
-                          << " == " << opt.shard << "\n";
+  if (opt.shards > 1)
+    log << "shard " << opt.shard << "/" << opt.shards << ": model indices i with i % " << opt.shards
+        << " == " << opt.shard << "\n";
   if (already) log << "resuming: " << already << " models already done in " << store->where() << "\n";
   Run run(opt, factory, log, *store, seed, library_versions(opt, log));
   std::vector<std::thread> threads;
