@@ -37,7 +37,7 @@ class SlurmCluster {
     ::gethostname(host, sizeof host - 1);
     std::string h = host;
     h = h.substr(0, h.find('.'));
-    const int port = 20000 + 2 * static_cast<int>(::getpid() % 10000);
+    const int port = 20000 + 2 * static_cast<int>(::getpid() % 6000);  // below the ephemeral ports
     std::ofstream c(dir_ + "/slurm.conf");
     c << "ClusterName=quorumtest\nSlurmctldHost=" << h << "(127.0.0.1)\nSlurmctldPort=" << port
       << "\nSlurmdPort=" << port + 1 << "\nAuthType=auth/none\nCredType=cred/none\nStateSaveLocation=" << dir_
