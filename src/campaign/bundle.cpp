@@ -5,7 +5,11 @@
 
 #include "localize/rate_map.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <filesystem>
@@ -177,12 +181,36 @@ std::vector<std::string> list_bundles(const std::string& campaign_dir) {
 
 std::string replay_command(const std::string& bundle_dir) { return "quorum replay " + bundle_dir; }
 
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+// A temporary bundle is named .tmp-<id>@<host>@<pid>@<thread>: shards share the bundles folder,
+// so only the directories of processes of this host that are gone are removed.
 void clean_partial_bundles(const std::string& out_dir) {
   const fs::path root = fs::path(out_dir) / "bundles";
   std::error_code ec;
   if (!fs::exists(root, ec)) return;
-  for (const auto& e : fs::directory_iterator(root, ec))
-    if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove_all(e.path(), ec);
+  const std::string host = host_name();
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".tmp-", 0) != 0) continue;
+    const size_t t = name.rfind('@');
+    const size_t p = t == std::string::npos || t == 0 ? std::string::npos : name.rfind('@', t - 1);
+    const size_t h = p == std::string::npos || p == 0 ? std::string::npos : name.rfind('@', p - 1);
+    if (h != std::string::npos) {
+      if (name.substr(h + 1, p - h - 1) != host) continue;  // another machine's
+      const long pid = std::strtol(name.c_str() + p + 1, nullptr, 10);
+      if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;  // still writing
+    }
+    fs::remove_all(e.path(), ec);
+  }
 }
 
 std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, const BundleContext& ctx) {
@@ -199,7 +227,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
   fs::create_directories(root);
   std::ostringstream tid;
   tid << std::this_thread::get_id();
-  const fs::path tmp = root / (".tmp-" + id + "-" + std::to_string(::getpid()) + "-" + tid.str());
+  const fs::path tmp = root / (".tmp-" + id + "@" + host_name() + "@" + std::to_string(::getpid()) + "@" + tid.str());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   ir::save_graph((tmp / "model.json").string(), ctx.model.graph);

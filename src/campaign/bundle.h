@@ -47,7 +47,8 @@ backends::ValueMap read_recorded_values(const std::string& bundle_dir, const std
 // A campaign's bundle folders (CAMPAIGN/bundles/* holding finding.json), sorted; empty when none.
 std::vector<std::string> list_bundles(const std::string& campaign_dir);
 
-// Removes temporary directories left by a campaign that was killed while writing a bundle.
+// Removes temporary directories left by a campaign that was killed while writing a bundle (on a
+// bundles folder shards share, only those of this host's processes that are gone).
 void clean_partial_bundles(const std::string& out_dir);
 
 std::string replay_command(const std::string& bundle_dir);

@@ -73,7 +73,7 @@ class Run {
   void job() {
     WorkerSet workers(setup_.backends, setup_.limits);
     while (true) {
-      const int64_t index = next_++;
+      const int64_t index = opt_.shard + opt_.shards * next_++;
       if (out_of_budget(index)) break;
       if (store_.model_done(index)) continue;
       model(workers, index);
@@ -261,6 +261,9 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
   uint64_t seed = opt.seed;
   if (seed == 0) {
     const auto stored = store.setting("seed");
+    // Shards choosing seeds of their own would each draw other models.
+    if (!stored && opt.shards > 1)
+      throw core::UserError("--shard: give every shard the same --seed (this store holds no campaign yet)");
     seed = stored ? std::stoull(*stored) : core::Rng::resolve_seed(0);
   }
   std::string backends;
@@ -290,13 +293,19 @@ std::map<std::string, std::string> library_versions(const CampaignOptions& opt, 
 }  // namespace
 
 Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log) {
-  Store store(opt.out);
+  if (opt.shards < 1 || opt.shard < 0 || opt.shard >= opt.shards)
+    throw core::UserError("--shard: expected I/N with 0 <= I < N, got " + std::to_string(opt.shard) + "/" +
+                          std::to_string(opt.shards));
+  const std::unique_ptr<Store> store = open_store(opt.store, opt.out);
   clean_partial_bundles(opt.out);
-  const uint64_t seed = open_settings(store, opt);
-  const int64_t already = store.models_done();
+  const uint64_t seed = open_settings(*store, opt);
+  const int64_t already = store->models_done();
   log << "seed: " << seed << "\n";
-  if (already) log << "resuming: " << already << " models already done in " << opt.out << "\n";
-  Run run(opt, factory, log, store, seed, library_versions(opt, log));
+  if (opt.shards > 1)
+    log << "shard " << opt.shard << "/" << opt.shards << ": model indices i with i % " << opt.shards
+        << " == " << opt.shard << "\n";
+  if (already) log << "resuming: " << already << " models already done in " << store->where() << "\n";
+  Run run(opt, factory, log, *store, seed, library_versions(opt, log));
   std::vector<std::thread> threads;
   for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back([&run] { run.job(); });
   std::atomic<bool> done{false};

@@ -23,10 +23,14 @@ struct CampaignOptions {
   std::string generator;  // recorded in the settings; the factory is the generator itself
   Setup setup;
   double time_s = 0;   // stop starting models after this long (0 = no time budget)
-  int64_t models = 0;  // stop when this many models are done in total (0 = no count budget)
+  int64_t models = 0;  // models with index below this, in total over every run and shard (0 = no count budget)
   int jobs = 1;
   uint64_t seed = 0;   // 0: the stored seed when resuming, else a fresh one (printed)
-  std::string out;
+  std::string out;     // the campaign directory: bundles (and findings.db with the SQLite store)
+  std::string store;   // the findings store (open_store): empty for OUT/findings.db, or a postgresql:// URL
+  // Shard `shard` of `shards` evaluates only the model indices i with i % shards == shard, so
+  // shards of one seed on many machines cover its stream without overlap.
+  int64_t shard = 0, shards = 1;
   std::string command_line;
   bool quiet = false;  // no progress lines (tests)
   int reduce_runs = 0;  // reduce every new finding with at most this many model runs (0: do not)

@@ -1,16 +1,72 @@
-// SQLite findings store.
+// The findings store's shared part (root causes, throughput, the choice of engine) and its SQLite
+// engine. PostgreSQL: store_postgres.cpp.
 #include "campaign/store.h"
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 
 #include "core/error.h"
 
 namespace quorum::campaign {
+
+std::string add_ops(const std::string& list, const std::vector<std::string>& ops) {
+  std::string out = list;
+  for (const auto& op : ops)
+    if (("," + out + ",").find("," + op + ",") == std::string::npos) out += (out.empty() ? "" : ",") + op;
+  return out;
+}
+
+std::vector<RootCause> Store::root_causes() {
+  struct Acc {
+    RootCause rc;
+    int64_t first = 0;
+  };
+  std::map<std::string, Acc> by_key;
+  for (const StoredFinding& f : findings()) {
+    const std::string key =
+        !f.known.empty() ? "known:" + f.known : (!f.root_cause.empty() ? f.root_cause : f.signature);
+    auto [it, fresh] = by_key.try_emplace(key);
+    Acc& a = it->second;
+    if (fresh) {
+      a.rc.signature = key;
+      a.first = f.first_model;
+    }
+    ++a.rc.findings;
+    a.rc.hits += f.hits;
+    a.first = std::min(a.first, f.first_model);
+    a.rc.reduced = std::max(a.rc.reduced, f.reduced);
+  }
+  std::vector<Acc> all;
+  for (auto& [k, a] : by_key) all.push_back(std::move(a));
+  std::stable_sort(all.begin(), all.end(), [](const Acc& a, const Acc& b) { return a.first < b.first; });
+  std::vector<RootCause> out;
+  for (auto& a : all) out.push_back(std::move(a.rc));
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> Store::models_per_second() {
+  std::map<std::string, int64_t> per;
+  for (const ModelRecord& m : models()) ++per[m.done_at];
+  return {per.begin(), per.end()};
+}
+
+bool is_postgres_url(const std::string& spec) {
+  return spec.rfind("postgresql://", 0) == 0 || spec.rfind("postgres://", 0) == 0;
+}
+
+std::unique_ptr<Store> open_store(const std::string& spec, const std::string& campaign_dir) {
+  if (spec.empty()) return open_sqlite_store(campaign_dir);
+  if (is_postgres_url(spec)) return open_postgres_store(spec);
+  if (spec.find("://") != std::string::npos)
+    throw core::UserError("--store: expected a directory or a postgresql:// URL, got '" + spec + "'");
+  return open_sqlite_store(spec);
+}
 
 namespace {
 
@@ -57,9 +113,35 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
 };
 
-}  // namespace
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(const std::string& dir);
+  ~SqliteStore() override { sqlite3_close(db_); }
+  std::string where() const override { return path_; }
+  void check_settings(const std::map<std::string, std::string>& settings) override;
+  std::optional<std::string> setting(const std::string& key) override;
+  std::map<std::string, std::string> settings() override;
+  bool model_done(int64_t index) override;
+  int64_t models_done() override;
+  std::vector<ModelRecord> models() override;
+  int record(int64_t index, const std::vector<oracle::Finding>& findings,
+             const std::function<std::string(const oracle::Finding&)>& bundle_for) override;
+  std::vector<StoredFinding> findings() override;
+  void set_root_cause(const std::string& signature, const std::string& root_cause,
+                      const std::string& reduced) override;
+  void insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) override;
+  void record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
+                      int64_t not_sent, const std::vector<std::string>& ops) override;
+  std::vector<StoredRefusal> refusals() override;
 
-Store::Store(const std::string& dir) {
+ private:
+  void exec(const std::string& sql);
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  std::mutex mu_;
+};
+
+SqliteStore::SqliteStore(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw core::UserError(dir + ": cannot create the campaign directory: " + ec.message());
@@ -94,9 +176,7 @@ Store::Store(const std::string& dir) {
       " PRIMARY KEY (backend, refusal))");
 }
 
-Store::~Store() { sqlite3_close(db_); }
-
-void Store::exec(const std::string& sql) {
+void SqliteStore::exec(const std::string& sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
@@ -105,7 +185,7 @@ void Store::exec(const std::string& sql) {
   }
 }
 
-void Store::check_settings(const std::map<std::string, std::string>& settings) {
+void SqliteStore::check_settings(const std::map<std::string, std::string>& settings) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [k, v] : settings) {
     Stmt get(db_, "SELECT value FROM settings WHERE key = ?");
@@ -122,7 +202,7 @@ void Store::check_settings(const std::map<std::string, std::string>& settings) {
   }
 }
 
-std::optional<std::string> Store::setting(const std::string& key) {
+std::optional<std::string> SqliteStore::setting(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt get(db_, "SELECT value FROM settings WHERE key = ?");
   get.bind(1, key);
@@ -130,21 +210,84 @@ std::optional<std::string> Store::setting(const std::string& key) {
   return std::nullopt;
 }
 
-bool Store::model_done(int64_t index) {
+std::map<std::string, std::string> SqliteStore::settings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::string> out;
+  Stmt get(db_, "SELECT key, value FROM settings");
+  while (get.step()) out[get.text(0)] = get.text(1);
+  return out;
+}
+
+std::vector<ModelRecord> SqliteStore::models() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ModelRecord> out;
+  Stmt s(db_, "SELECT idx, findings, done_at FROM models ORDER BY idx");
+  while (s.step()) out.push_back({s.i64(0), s.i64(1), s.text(2)});
+  return out;
+}
+
+void SqliteStore::insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) {
+  std::lock_guard<std::mutex> lock(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    for (const StoredFinding& f : findings) {
+      Stmt has(db_, "SELECT 1 FROM findings WHERE signature = ?");
+      has.bind(1, f.signature);
+      if (has.step()) throw core::UserError(path_ + ": already holds the finding " + f.signature);
+      Stmt ins(db_,
+               "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
+               " rate, hits, first_model, first_seen, last_seen, bundle, known, root_cause, reduced)"
+               " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      ins.bind(1, f.signature)
+          .bind(2, std::string(core::to_string(f.kind)))
+          .bind(3, std::string(core::to_string(f.stage)))
+          .bind(4, f.backend)
+          .bind(5, f.op)
+          .bind(6, f.node)
+          .bind(7, f.params)
+          .bind(8, f.message)
+          .bind(9, f.detail)
+          .bind(10, f.distance)
+          .bind(11, f.rate)
+          .bind(12, f.hits)
+          .bind(13, f.first_model)
+          .bind(14, f.first_seen)
+          .bind(15, f.last_seen)
+          .bind(16, f.bundle)
+          .bind(17, f.known)
+          .bind(18, f.root_cause)
+          .bind(19, f.reduced);
+      ins.step();
+    }
+    for (const ModelRecord& m : models) {
+      Stmt has(db_, "SELECT 1 FROM models WHERE idx = ?");
+      has.bind(1, m.index);
+      if (has.step()) throw core::UserError(path_ + ": already holds model " + std::to_string(m.index));
+      Stmt ins(db_, "INSERT INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
+      ins.bind(1, m.index).bind(2, m.findings).bind(3, m.done_at).step();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+}
+
+bool SqliteStore::model_done(int64_t index) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_, "SELECT 1 FROM models WHERE idx = ?");
   s.bind(1, index);
   return s.step();
 }
 
-int64_t Store::models_done() {
+int64_t SqliteStore::models_done() {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt s(db_, "SELECT COUNT(*) FROM models");
   s.step();
   return s.i64(0);
 }
 
-int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
+int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findings,
                   const std::function<std::string(const oracle::Finding&)>& bundle_for) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string now = now_utc();
@@ -194,32 +337,14 @@ int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
   return fresh;
 }
 
-void Store::set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced) {
+void SqliteStore::set_root_cause(const std::string& signature, const std::string& root_cause,
+                                 const std::string& reduced) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt up(db_, "UPDATE findings SET root_cause = ?, reduced = ? WHERE signature = ?");
   up.bind(1, root_cause).bind(2, reduced).bind(3, signature).step();
 }
 
-std::vector<RootCause> Store::root_causes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<RootCause> out;
-  Stmt s(db_,
-         "SELECT COALESCE('known:' || NULLIF(known, ''), NULLIF(root_cause, ''), signature) AS rc, COUNT(*), SUM(hits),"
-         " MIN(first_model),"
-         " MAX(COALESCE(reduced, '')) FROM findings GROUP BY rc ORDER BY MIN(first_model), rc");
-  while (s.step()) out.push_back({s.text(0), s.i64(1), s.i64(2), s.text(4)});
-  return out;
-}
-
-std::vector<std::pair<std::string, int64_t>> Store::models_per_second() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::pair<std::string, int64_t>> out;
-  Stmt s(db_, "SELECT done_at, COUNT(*) FROM models GROUP BY done_at ORDER BY done_at");
-  while (s.step()) out.emplace_back(s.text(0), s.i64(1));
-  return out;
-}
-
-void Store::record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
+void SqliteStore::record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
                            int64_t not_sent, const std::vector<std::string>& ops) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string known;
@@ -228,9 +353,7 @@ void Store::record_refusal(const std::string& backend, const std::string& refusa
     q.bind(1, backend).bind(2, refusal);
     if (q.step()) known = q.text(0);
   }
-  std::string list = known;
-  for (const auto& op : ops)
-    if (("," + list + ",").find("," + op + ",") == std::string::npos) list += (list.empty() ? "" : ",") + op;
+  const std::string list = add_ops(known, ops);
   Stmt up(db_,
           "INSERT INTO refusals (backend, refusal, first_model, refused, not_sent, ops) VALUES (?, ?, ?, ?, ?, ?)"
           " ON CONFLICT (backend, refusal) DO UPDATE SET refused = refused + excluded.refused,"
@@ -239,7 +362,7 @@ void Store::record_refusal(const std::string& backend, const std::string& refusa
   up.bind(1, backend).bind(2, refusal).bind(3, model).bind(4, refused).bind(5, not_sent).bind(6, list).step();
 }
 
-std::vector<StoredRefusal> Store::refusals() {
+std::vector<StoredRefusal> SqliteStore::refusals() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoredRefusal> out;
   Stmt s(db_,
@@ -249,7 +372,7 @@ std::vector<StoredRefusal> Store::refusals() {
   return out;
 }
 
-std::vector<StoredFinding> Store::findings() {
+std::vector<StoredFinding> SqliteStore::findings() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<StoredFinding> out;
   Stmt s(
@@ -281,5 +404,9 @@ std::vector<StoredFinding> Store::findings() {
   }
   return out;
 }
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& dir) { return std::make_unique<SqliteStore>(dir); }
 
 }  // namespace quorum::campaign

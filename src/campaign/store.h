@@ -1,17 +1,22 @@
-// The findings store: SQLite (WAL) in the campaign directory, one row per unique finding (by
-// signature) with hit counts, first/last seen and its bundle, plus the models already done, so
-// the same --out resumes where it stopped. Schema: docs/findings.md.
+// The findings store: one row per unique finding (by signature) with hit counts, first/last seen
+// and its bundle, the models already done (so a campaign resumes where it stopped) and the
+// campaign's settings. Two engines behind one interface, chosen by open_store(): SQLite (WAL) in
+// the campaign directory, the embedded default, and PostgreSQL through libpq (`--store
+// postgresql://...`), which shards of one campaign on many machines write to at once. Both keep
+// the same schema and semantics: docs/findings.md.
+//
+// Adding a method: declare it pure virtual here, implement it in SqliteStore (store.cpp) and in
+// PostgresStore (store_postgres.cpp); a method computable from the others (root_causes,
+// models_per_second) is written once, here, on top of them.
 #pragma once
-#include <map>
-#include <mutex>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "oracle/oracle.h"
-
-struct sqlite3;
 
 namespace quorum::campaign {
 
@@ -23,9 +28,18 @@ struct StoredFinding {
   double distance = 0, rate = 0;
   int64_t hits = 0, first_model = 0;
   std::string first_seen, last_seen;
-  std::string known;  // the known-issue ledger entry this finding matches, or empty
+  std::string known;                // the known-issue ledger entry this finding matches, or empty
   std::string root_cause, reduced;  // the reduced case's key and directory (empty: not reduced yet)
 };
+
+// One finished model: its index, how many findings it showed, when (ISO time, UTC).
+struct ModelRecord {
+  int64_t index = 0, findings = 0;
+  std::string done_at;
+};
+
+// `list` (comma-separated) with the operators of `ops` it lacks appended: a refusal's operator list.
+std::string add_ops(const std::string& list, const std::vector<std::string>& ops);
 
 // Findings merged by the key of their reduced case (a finding not reduced is its own root cause).
 struct RootCause {
@@ -45,26 +59,38 @@ struct StoredRefusal {
 
 class Store {
  public:
-  // Opens (creating) DIR/findings.db. UserError when DIR cannot hold it.
-  explicit Store(const std::string& dir);
-  ~Store();
+  virtual ~Store() = default;
+  Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Campaign settings: the first run writes them; a resumed run must match (UserError otherwise).
-  void check_settings(const std::map<std::string, std::string>& settings);
-  std::optional<std::string> setting(const std::string& key);
+  // Where the store is, for messages (DIR/findings.db, or the URL without its password).
+  virtual std::string where() const = 0;
 
-  bool model_done(int64_t index);
-  int64_t models_done();
+  // Campaign settings: the first run writes them; a resumed run (or another shard) must match
+  // (UserError otherwise).
+  virtual void check_settings(const std::map<std::string, std::string>& settings) = 0;
+  virtual std::optional<std::string> setting(const std::string& key) = 0;
+  virtual std::map<std::string, std::string> settings() = 0;
+
+  virtual bool model_done(int64_t index) = 0;
+  virtual int64_t models_done() = 0;
+  virtual std::vector<ModelRecord> models() = 0;  // in index order
   // Records a finished model and its findings atomically. For a signature seen for the first
-  // time `bundle_for` is called (it writes the bundle and returns its path) before the commit.
-  // Returns how many of the findings were new.
-  int record(int64_t index, const std::vector<oracle::Finding>& findings,
-             const std::function<std::string(const oracle::Finding&)>& bundle_for);
+  // time `bundle_for` is called (it writes the bundle and returns its path) before the commit;
+  // hits of a known signature are incremented. Returns how many of the findings were new.
+  virtual int record(int64_t index, const std::vector<oracle::Finding>& findings,
+                     const std::function<std::string(const oracle::Finding&)>& bundle_for) = 0;
 
-  std::vector<StoredFinding> findings();
-  void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced);
+  virtual std::vector<StoredFinding> findings() = 0;  // by first model, then signature
+  virtual void set_root_cause(const std::string& signature, const std::string& root_cause,
+                              const std::string& reduced) = 0;
+  // Adds complete rows as they are, in one transaction (quorum merge builds them). UserError when
+  // a signature or a model index is already in the store.
+  virtual void insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) = 0;
+
+  // Findings grouped by root cause: a ledger entry ("known:ID"), else the reduced case's key, else
+  // the signature; ordered by their first model.
   std::vector<RootCause> root_causes();
   // Models finished per second of wall-clock time (ISO time, count), in time order: the campaign's
   // throughput over time for reports.
@@ -72,15 +98,23 @@ class Store {
 
   // Learned refusals (docs/findings.md): adds `refused` and `not_sent` models to the refusal's counts
   // (creating it, first seen in model `model`), and the catalogue operators `ops` to its list.
-  void record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
-                      int64_t not_sent, const std::vector<std::string>& ops);
-  std::vector<StoredRefusal> refusals();
-
- private:
-  void exec(const std::string& sql);
-  sqlite3* db_ = nullptr;
-  std::string path_;
-  std::mutex mu_;
+  virtual void record_refusal(const std::string& backend, const std::string& refusal, int64_t model,
+                              int64_t refused, int64_t not_sent, const std::vector<std::string>& ops) = 0;
+  virtual std::vector<StoredRefusal> refusals() = 0;  // by backend, first model, refusal
 };
+
+// True for a PostgreSQL connection URL (postgresql://... or postgres://...).
+bool is_postgres_url(const std::string& spec);
+
+// The store a campaign names with --store: empty, the SQLite store DIR/findings.db of the campaign
+// directory (created); a postgresql:// or postgres:// URL, that PostgreSQL database (its tables
+// created when missing); any other value, the SQLite store in that directory. UserError when it
+// cannot be opened.
+std::unique_ptr<Store> open_store(const std::string& spec, const std::string& campaign_dir);
+
+// The SQLite store DIR/findings.db (created).
+std::unique_ptr<Store> open_sqlite_store(const std::string& dir);
+// The PostgreSQL store at a libpq connection URL.
+std::unique_ptr<Store> open_postgres_store(const std::string& url);
 
 }  // namespace quorum::campaign

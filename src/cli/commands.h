@@ -14,6 +14,7 @@ int cmd_worker(const Options& o);
 int cmd_gen(const Options& o);
 int cmd_fuzz(const Options& o);
 int cmd_replay(const Options& o);
+int cmd_merge(const Options& o);
 int cmd_export(const Options& o);
 int cmd_conformance(const Options& o);
 int cmd_known(const Options& o);

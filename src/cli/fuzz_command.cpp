@@ -3,10 +3,12 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "backends/refusal.h"
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
+#include "campaign/merge.h"
 #include "campaign/store.h"
 #include "cli/commands.h"
 #include "report/html.h"
@@ -43,8 +45,23 @@ void print_refusals(const campaign::Summary& s, campaign::Store& store) {
               << " (refusals of one attribute value left out: they cover only some of an operator's models)\n";
 }
 
-void print_summary(const campaign::Summary& s, const std::string& out) {
-  campaign::Store store(out);
+// "I/N" of --shard (empty: the whole stream, 0/1).
+std::pair<int64_t, int64_t> parse_shard(const std::string& v) {
+  if (v.empty()) return {0, 1};
+  const size_t slash = v.find('/');
+  auto number = [&](const std::string& t) -> int64_t {
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoll(t);
+  };
+  const int64_t i = slash == std::string::npos ? -1 : number(v.substr(0, slash));
+  const int64_t n = slash == std::string::npos ? -1 : number(v.substr(slash + 1));
+  if (i < 0 || n < 1 || i >= n) throw UserError("--shard: expected I/N with 0 <= I < N (e.g. 0/4), got '" + v + "'");
+  return {i, n};
+}
+
+void print_summary(const campaign::Summary& s, const std::string& out, const std::string& store_spec) {
+  const std::unique_ptr<campaign::Store> opened = campaign::open_store(store_spec, out);
+  campaign::Store& store = *opened;
   const auto all = store.findings();
   std::cout << "\nsummary: " << s.models_run << " models in " << std::fixed << std::setprecision(1) << s.seconds
             << " s (" << (s.seconds > 0 ? static_cast<double>(s.models_run) / s.seconds : 0.0) << "/s), "
@@ -63,7 +80,8 @@ void print_summary(const campaign::Summary& s, const std::string& out) {
     std::cout << "no findings: every backend agreed with the reference on every model\n";
     return;
   }
-  std::cout << all.size() << " unique findings (" << s.new_findings << " new in this run), in " << out << ":\n";
+  std::cout << all.size() << " unique findings (" << s.new_findings << " new in this run), in "
+            << (store_spec.empty() ? out : store.where()) << ":\n";
   for (const auto& f : all)
     std::cout << "  " << std::setw(6) << f.hits << "x  " << core::to_string(f.kind) << " [" << core::to_string(f.stage)
               << "] " << f.backend << " " << f.op << (f.node.empty() ? "" : " at '" + f.node + "'")
@@ -107,15 +125,36 @@ int cmd_fuzz(const Options& o) {
   opt.jobs = static_cast<int>(o.jobs);
   opt.seed = o.seed;
   opt.out = o.out.empty() ? "campaign" : o.out;
+  opt.store = o.store;
+  // A shared store's rows name bundles other machines read: absolute paths.
+  if (campaign::is_postgres_url(opt.store)) opt.out = std::filesystem::absolute(opt.out).lexically_normal().string();
+  std::tie(opt.shard, opt.shards) = parse_shard(o.shard);
   opt.command_line = o.command_line;
   opt.reduce_runs = static_cast<int>(o.reduce);
   const campaign::ModelFactory factory = model_factory(o);
   const campaign::Summary s = campaign::run_campaign(opt, factory, std::cout);
-  print_summary(s, opt.out);
+  print_summary(s, opt.out, opt.store);
+  if (opt.shards > 1) {
+    // Other shards may still be running: the page is written once, when all have finished.
+    std::cout << "report: when every shard has finished, quorum report " << opt.out
+              << (opt.store.empty() ? "" : " --store '" + opt.store + "'") << "\n";
+    return 0;
+  }
   // Every bundle's reproducer (BUNDLE/repro/) and the campaign's page.
   const std::string html = opt.out + "/report.html";
-  report::write_campaign_report(opt.out, html);
+  report::write_campaign_report(opt.out, html, opt.store);
   std::cout << "report: " << std::filesystem::absolute(html).string() << "\n";
+  return 0;
+}
+
+int cmd_merge(const Options& o) {
+  if (o.positional.empty()) throw UserError("merge: expected the shards' campaign stores (merge A B ... -o C)");
+  if (o.output.empty()) throw UserError("merge: -o C names the new campaign directory");
+  const campaign::MergeSummary m = campaign::merge_campaigns(o.positional, o.output);
+  std::cout << "merged " << o.positional.size() << " stores into " << o.output << "/findings.db: " << m.models
+            << " models, " << m.findings << " unique findings (" << m.hits << " hits), " << m.root_causes
+            << " root causes, " << m.bundles << " bundles\n"
+            << "report: quorum report " << o.output << "\n";
   return 0;
 }
 

@@ -279,11 +279,12 @@ void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor
 
 }  // namespace
 
-std::string campaign_report_html(const std::string& campaign_dir) {
+std::string campaign_report_html(const std::string& campaign_dir, const std::string& store_spec) {
   const fs::path dir(campaign_dir);
-  if (!fs::exists(dir / "findings.db"))
+  if (store_spec.empty() && !fs::exists(dir / "findings.db"))
     throw core::UserError(campaign_dir + ": not a campaign directory (no findings.db)");
-  campaign::Store store(campaign_dir);
+  const std::unique_ptr<campaign::Store> opened = campaign::open_store(store_spec, campaign_dir);
+  campaign::Store& store = *opened;
   const auto findings = store.findings();
   const std::map<std::string, Group> groups = root_causes(findings);
 
@@ -321,8 +322,8 @@ std::string campaign_report_html(const std::string& campaign_dir) {
   return h.str();
 }
 
-void write_campaign_report(const std::string& campaign_dir, const std::string& out_path) {
-  core::write_file_atomic(out_path, campaign_report_html(campaign_dir));
+void write_campaign_report(const std::string& campaign_dir, const std::string& out_path, const std::string& store) {
+  core::write_file_atomic(out_path, campaign_report_html(campaign_dir, store));
 }
 
 }  // namespace quorum::report

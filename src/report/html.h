@@ -9,7 +9,9 @@ namespace quorum::report {
 // differences, reduction and localized parameter, localization maps, reproducer and replay command.
 // Reproducers missing from a bundle are written on the way. Everything from a model, message or
 // file is escaped; maps are embedded as data: images; the page holds no script.
-std::string campaign_report_html(const std::string& campaign_dir);
-void write_campaign_report(const std::string& campaign_dir, const std::string& out_path);
+// `store` names the findings store as --store does (empty: CAMPAIGN/findings.db).
+std::string campaign_report_html(const std::string& campaign_dir, const std::string& store = "");
+void write_campaign_report(const std::string& campaign_dir, const std::string& out_path,
+                           const std::string& store = "");
 
 }  // namespace quorum::report

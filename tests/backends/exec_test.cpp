@@ -322,9 +322,9 @@ TEST(ExecBackend, FuzzCampaignRecordsTheRunnersCrashes) {
       "fuzz --generator unit --backends " + spec + " --models 5 --mode infer --seed 3 --out " + out.string(),
       "exec_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  campaign::Store store(out.string());
-  EXPECT_EQ(store.models_done(), 5);
-  const auto findings = store.findings();
+  const auto store = campaign::open_sqlite_store(out.string());
+  EXPECT_EQ(store->models_done(), 5);
+  const auto findings = store->findings();
   ASSERT_EQ(findings.size(), 1u) << "one crash, deduplicated";
   EXPECT_EQ(findings[0].kind, core::FindingKind::Crash);
   EXPECT_EQ(findings[0].backend, spec);
@@ -401,7 +401,8 @@ TEST(ExecBackend, FuzzCampaignLearnsRefusalsAndStopsSendingThem) {
   EXPECT_NE(r.out.find("learned: " + spec + " does not run Softmax (ONNX opset 13)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--skip_ops softmax"), std::string::npos) << r.out;
   {
-    campaign::Store store(out.string());
+    const auto opened = campaign::open_sqlite_store(out.string());
+    campaign::Store& store = *opened;
     EXPECT_EQ(store.models_done(), 9);
     EXPECT_TRUE(store.findings().empty()) << "a refusal is not a finding";
     const auto refusals = store.refusals();
@@ -415,7 +416,8 @@ TEST(ExecBackend, FuzzCampaignLearnsRefusalsAndStopsSendingThem) {
   // Resumed: the refusal is still known, so the next softmax model is not sent either.
   const quorum::testing::Result again = quorum::testing::run_quorum(base + " --models 12", "exec_test");
   ASSERT_EQ(again.code, 0) << again.out << again.err;
-  campaign::Store store(out.string());
+  const auto opened = campaign::open_sqlite_store(out.string());
+  campaign::Store& store = *opened;
   EXPECT_EQ(store.models_done(), 12);
   EXPECT_TRUE(store.findings().empty());
   ASSERT_EQ(store.refusals().size(), 1u);
@@ -463,7 +465,8 @@ TEST(ExecBackend, PersistentRunnerCrashIsOneFindingAndTheCampaignGoesOn) {
           " --models 9 --mode infer --seed 3 --reduce 0 --out " + out.string(),
       "exec_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  campaign::Store store(out.string());
+  const auto opened = campaign::open_sqlite_store(out.string());
+  campaign::Store& store = *opened;
   EXPECT_EQ(store.models_done(), 9);
   const auto findings = store.findings();
   ASSERT_EQ(findings.size(), 1u) << r.out;

@@ -165,8 +165,7 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
   const Summary s = run_campaign(opt, trigger, log);
   EXPECT_EQ(s.models_run, 108);
   EXPECT_EQ(s.errors, 0);
-  Store store(opt.out);
-  const auto all = store.findings();
+  const auto all = open_sqlite_store(opt.out)->findings();
   for (const auto& e : kExpected) {
     int unique = 0;
     int64_t hits = 0;
@@ -220,8 +219,7 @@ TEST(Campaign, ALibrarysNaNIsFoundWhenItIsTheOnlyLibrary) {
   opt.quiet = true;
   std::ostringstream log;
   run_campaign(opt, [](int64_t index, core::Rng& rng) { return trigger(4 + 9 * index, rng); }, log);
-  Store store(opt.out);
-  const auto all = store.findings();
+  const auto all = open_sqlite_store(opt.out)->findings();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].signature, "nan|FC|faulty:softmax-no-max-sub|softmax");
   fs::remove_all(opt.out);
@@ -237,8 +235,7 @@ TEST(Campaign, ReplayReproducesABundle) {
   opt.quiet = true;
   std::ostringstream log;
   run_campaign(opt, trigger, log);
-  Store store(opt.out);
-  const auto all = store.findings();
+  const auto all = open_sqlite_store(opt.out)->findings();
   ASSERT_FALSE(all.empty());
   for (const auto& f : all) {
     const Replayed r = replay(f.bundle);
@@ -268,8 +265,7 @@ TEST(Campaign, ResumesAfterSigkillWithoutLosingFindings) {
     ::usleep(100000);
     if (!fs::exists(out + "/findings.db")) continue;
     try {
-      Store s(out);
-      before = s.findings();
+      before = open_sqlite_store(out)->findings();
     } catch (const std::exception&) {
     }
   }
@@ -280,18 +276,18 @@ TEST(Campaign, ResumesAfterSigkillWithoutLosingFindings) {
   ASSERT_GE(before.size(), 3u) << "no findings recorded within a minute";
   int64_t done_before;
   {
-    Store s(out);
-    before = s.findings();
-    done_before = s.models_done();
+    const auto s = open_sqlite_store(out);
+    before = s->findings();
+    done_before = s->models_done();
   }
   // Resume for a bounded number of further models.
   const std::string resume = std::string(QUORUM_BINARY) +
                              " fuzz --generator unit --backends faulty:all-numeric --models " +
                              std::to_string(done_before + 20) + " --out " + out + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(resume.c_str()), 0);
-  Store s(out);
-  const auto after = s.findings();
-  EXPECT_GE(s.models_done(), done_before + 20);
+  const auto s = open_sqlite_store(out);
+  const auto after = s->findings();
+  EXPECT_GE(s->models_done(), done_before + 20);
   for (const auto& b : before) {
     auto it =
         std::find_if(after.begin(), after.end(), [&](const StoredFinding& a) { return a.signature == b.signature; });

@@ -61,8 +61,7 @@ TEST(ReduceBundle, EveryConditionalPlantedFaultIsReducedToItsLayerWithItsParamet
     opt.quiet = true;
     std::ostringstream log;
     run_campaign(opt, [&](int64_t, core::Rng&) { return ModelCase{chain(p), {}, {}}; }, log);
-    Store store(opt.out);
-    const auto all = store.findings();
+    const auto all = open_sqlite_store(opt.out)->findings();
     ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
     EXPECT_EQ(all[0].op, p.op);
     // The map: the faulty layer is the first highlighted one.
