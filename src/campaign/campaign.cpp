@@ -55,15 +55,28 @@ class Run {
       std::map<std::string, std::string> versions)
       : opt_(opt), factory_(factory), log_(log), store_(store), seed_(seed), versions_(std::move(versions)) {}
 
-  // One job: models until the budget is spent.
+  // One job: models until the budget is spent, or until a file (a bundle, the store) cannot be
+  // written: then every job stops and run_campaign throws that SystemError.
   void job() {
-    WorkerSet workers(opt_.setup.backends, opt_.setup.limits);
-    while (true) {
-      const int64_t index = next_++;
-      if (out_of_budget(index)) break;
-      if (store_.model_done(index)) continue;
-      model(workers, index);
+    try {
+      WorkerSet workers(opt_.setup.backends, opt_.setup.limits);
+      while (!stopped_) {
+        const int64_t index = next_++;
+        if (out_of_budget(index)) break;
+        if (store_.model_done(index)) continue;
+        model(workers, index);
+      }
+    } catch (const core::SystemError&) {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      if (!write_error_) write_error_ = std::current_exception();
+      stopped_ = true;
     }
+  }
+
+  // The first SystemError a job met, if any.
+  std::exception_ptr write_error() {
+    std::lock_guard<std::mutex> lock(sh_.mu);
+    return write_error_;
   }
 
   // The progress line, once a second until `done`.
@@ -143,6 +156,8 @@ class Run {
       sh_.timing.add(t);
       if (!opt_.quiet)
         for (const auto& f : fresh) log_ << f.line << "\n";
+    } catch (const core::SystemError&) {
+      throw;  // the campaign stops (job)
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(sh_.mu);
       // A Quorum bug, not a library's: shown (the first few), counted, and the model is retried on resume.
@@ -183,6 +198,8 @@ class Run {
               "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) + " nodes" +
               (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
               " (" + r.reduced_dir + ")";
+      } catch (const core::SystemError&) {
+        throw;
       } catch (const std::exception& e) {
         roots.push_back(f.signature);
       }
@@ -199,6 +216,8 @@ class Run {
   const std::map<std::string, std::string> versions_;
   const Clock::time_point start_ = Clock::now();
   std::atomic<int64_t> next_{0};
+  std::atomic<bool> stopped_{false};
+  std::exception_ptr write_error_;  // under sh_.mu
   Shared sh_;
 };
 
@@ -251,6 +270,14 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   for (auto& t : threads) t.join();
   done = true;
   progress.join();
+  if (const std::exception_ptr e = run.write_error()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const core::SystemError& w) {
+      throw core::SystemError(std::string(w.what()) + "; the campaign stopped, every finding recorded before is in " +
+                             opt.out + "/findings.db");
+    }
+  }
   return run.summary();
 }
 

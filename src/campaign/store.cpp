@@ -21,11 +21,26 @@ std::string now_utc() {
   return buf;
 }
 
+// SQLite's error `rc` on `db` as Quorum's: a full disk is a SystemError (the campaign stops, what
+// was committed stays), a file that is no findings store a UserError, anything else internal.
+[[noreturn]] void sqlite_failed(sqlite3* db, int rc, const std::string& what = "") {
+  const char* file = sqlite3_db_filename(db, "main");
+  const std::string path = file && *file ? file : "findings.db";
+  const std::string msg = what.empty() ? sqlite3_errmsg(db) : what;
+  switch (rc & 0xff) {
+    case SQLITE_FULL: throw core::SystemError("no space left on device while writing " + path);
+    case SQLITE_IOERR: throw core::SystemError("cannot write " + path + ": " + msg);
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT: throw core::UserError(path + ": not a Quorum findings store: " + msg);
+    default: throw std::runtime_error(path + ": sqlite: " + msg);
+  }
+}
+
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db));
+    const int rc = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
+    if (rc != SQLITE_OK) sqlite_failed(db, rc);
   }
   ~Stmt() { sqlite3_finalize(s_); }
   Stmt& bind(int i, const std::string& v) {
@@ -44,7 +59,7 @@ class Stmt {
     const int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(sqlite3_db_handle(s_)));
+    sqlite_failed(sqlite3_db_handle(s_), rc);
   }
   std::string text(int c) {
     const unsigned char* t = sqlite3_column_text(s_, c);
@@ -94,10 +109,11 @@ Store::~Store() { sqlite3_close(db_); }
 
 void Store::exec(const std::string& sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    throw std::runtime_error(path_ + ": " + msg);
+    sqlite_failed(db_, rc, msg);
   }
 }
 
@@ -184,7 +200,8 @@ int Store::record(int64_t index, const std::vector<oracle::Finding>& findings,
     done.bind(1, index).bind(2, static_cast<int64_t>(findings.size())).bind(3, now).step();
     exec("COMMIT");
   } catch (...) {
-    exec("ROLLBACK");
+    // The findings committed before stay; this model's are undone (it is run again on resume).
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
   return fresh;
