@@ -38,7 +38,7 @@ build: deps $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	$(MAKE) test-asan
-	$(MAKE) fuzz-self FUZZ_SELF_TIME=$(FUZZ_SELF_TEST_TIME)
+	$(MAKE) fuzz-self FUZZ_SELF_TIME=$(FUZZ_SELF_TEST_TIME) FUZZ_SELF_PARALLEL=2
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

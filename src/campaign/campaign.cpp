@@ -55,8 +55,8 @@ class Run {
       std::map<std::string, std::string> versions)
       : opt_(opt), factory_(factory), log_(log), store_(store), seed_(seed), versions_(std::move(versions)) {}
 
-  // One job: models until the budget is spent, or until a file (a bundle, the store) cannot be
-  // written: then every job stops and run_campaign throws that SystemError.
+  // One job: models until the budget is spent, or until the machine refuses (a full disk, no fork):
+  // then every job stops and run_campaign throws that SystemError.
   void job() {
     try {
       WorkerSet workers(opt_.setup.backends, opt_.setup.limits);
@@ -68,15 +68,15 @@ class Run {
       }
     } catch (const core::SystemError&) {
       std::lock_guard<std::mutex> lock(sh_.mu);
-      if (!write_error_) write_error_ = std::current_exception();
+      if (!system_error_) system_error_ = std::current_exception();
       stopped_ = true;
     }
   }
 
   // The first SystemError a job met, if any.
-  std::exception_ptr write_error() {
+  std::exception_ptr system_error() {
     std::lock_guard<std::mutex> lock(sh_.mu);
-    return write_error_;
+    return system_error_;
   }
 
   // The progress line, once a second until `done`.
@@ -217,7 +217,7 @@ class Run {
   const Clock::time_point start_ = Clock::now();
   std::atomic<int64_t> next_{0};
   std::atomic<bool> stopped_{false};
-  std::exception_ptr write_error_;  // under sh_.mu
+  std::exception_ptr system_error_;  // under sh_.mu
   Shared sh_;
 };
 
@@ -270,7 +270,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   for (auto& t : threads) t.join();
   done = true;
   progress.join();
-  if (const std::exception_ptr e = run.write_error()) {
+  if (const std::exception_ptr e = run.system_error()) {
     try {
       std::rethrow_exception(e);
     } catch (const core::SystemError& w) {

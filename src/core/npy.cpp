@@ -123,7 +123,7 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
     throw UserError(what + ": npy data has " + std::to_string(bytes.size() - off - hlen) + " bytes, shape " +
                     to_string(shape) + " needs " + std::to_string(need));
   Tensor t(dtype, shape);
-  std::memcpy(t.raw(), bytes.data() + off + hlen, t.nbytes());
+  if (t.nbytes() > 0) std::memcpy(t.raw(), bytes.data() + off + hlen, t.nbytes());  // an empty array has no buffer
   return t;
 }
 

@@ -229,7 +229,8 @@ std::string graph_to_json(const Graph& g) {
       }
     }
     json attrs = json::object();
-    for (const auto& [k, v] : n.attrs) {
+    for (const auto& [key, v] : n.attrs) {
+      const std::string& k = key;  // (clang before 16 cannot capture a structured binding)
       std::visit(
           [&](const auto& x) {
             using T = std::decay_t<decltype(x)>;

@@ -81,6 +81,7 @@ void Writer::graph(const ir::Graph& g) {
 }
 
 void Reader::take(void* dst, size_t n) {
+  if (n == 0) return;  // (an empty tensor has no buffer to copy to)
   if (static_cast<size_t>(end_ - p_) < n) malformed("truncated");
   std::memcpy(dst, p_, n);
   p_ += n;
