@@ -3,7 +3,9 @@
 
 #include <sqlite3.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -27,9 +29,13 @@ std::string now_utc() {
   const char* file = sqlite3_db_filename(db, "main");
   const std::string path = file && *file ? file : "findings.db";
   const std::string msg = what.empty() ? sqlite3_errmsg(db) : what;
+  const int sys = sqlite3_system_errno(db);  // the failed system call's errno, for I/O errors
   switch (rc & 0xff) {
     case SQLITE_FULL: throw core::SystemError("no space left on device while writing " + path);
-    case SQLITE_IOERR: throw core::SystemError("cannot write " + path + ": " + msg);
+    case SQLITE_IOERR:
+      if (sys == ENOSPC || sys == EDQUOT) throw core::SystemError("no space left on device while writing " + path);
+      throw core::SystemError("cannot write " + path + ": " + msg +
+                              (sys ? std::string(" (") + std::strerror(sys) + ")" : ""));
     case SQLITE_NOTADB:
     case SQLITE_CORRUPT: throw core::UserError(path + ": not a Quorum findings store: " + msg);
     default: throw std::runtime_error(path + ": sqlite: " + msg);
