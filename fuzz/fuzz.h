@@ -12,7 +12,9 @@
 
 namespace quorum::fuzz {
 
-inline std::string text(const uint8_t* data, size_t size) { return std::string(reinterpret_cast<const char*>(data), size); }
+inline std::string text(const uint8_t* data, size_t size) {
+  return std::string(reinterpret_cast<const char*>(data), size);
+}
 
 // Runs `read`; a UserError is the reader refusing the input, as documented.
 template <class Fn>

@@ -26,7 +26,7 @@ TEST(LedgerMalformed, FieldsOfTheWrongTypeAreOneUserError) {
   expect_refused(kHead + kEntry + R"(, "agreement": [{"op": "relu", "case": "three", "stage": "FC"}]}]})");
   expect_refused(kHead + kEntry + R"(, "agreement": [7]}]})");
   expect_refused(kHead + kEntry + R"(, "case": {"mode": 1, )" + kModel + "}}]}");
-  expect_refused(kHead + kEntry + R"(, "also": "not a list"}]})");
+  expect_refused(kHead + kEntry + R"(, "also": [{"signature": 3}]}]})");
   expect_refused(kHead + R"(7]})");
 }
 
