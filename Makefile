@@ -14,7 +14,7 @@ CONFORMANCE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
 # Quorum's own readers of untrusted input under libFuzzer (fuzz/): each harness runs this long;
 # `make test` runs each for FUZZ_SELF_TEST_TIME. FUZZ_SELF_PARALLEL harnesses run at once.
 FUZZ_SELF_TIME ?= 10m
-FUZZ_SELF_TEST_TIME ?= 15s
+FUZZ_SELF_TEST_TIME ?= 10s
 FUZZ_SELF_PARALLEL ?= 1
 FUZZ_SELF_HARNESSES ?= $(patsubst fuzz/%_fuzz.cpp,%,$(wildcard fuzz/*_fuzz.cpp))
 
