@@ -24,11 +24,12 @@ inline std::filesystem::path scratch(const std::string& tag) {
   return d;
 }
 
-// Runs `quorum ARGS` (no shell quoting: arguments must not contain spaces) with stdin closed.
-inline Result run_quorum(const std::string& args, const std::string& tag) {
+// Runs `quorum ARGS` (no shell quoting: arguments must not contain spaces) with stdin closed;
+// `env`, when given, is VAR=VALUE settings for that process (as env(1) takes them).
+inline Result run_quorum(const std::string& args, const std::string& tag, const std::string& env = "") {
   const auto d = scratch(tag);
-  const std::string cmd = std::string(QUORUM_BINARY) + " " + args + " >" + (d / "out").string() + " 2>" +
-                          (d / "err").string() + " </dev/null";
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(QUORUM_BINARY) + " " + args + " >" +
+                          (d / "out").string() + " 2>" + (d / "err").string() + " </dev/null";
   const int status = std::system(cmd.c_str());
   return {WEXITSTATUS(status), core::read_file((d / "out").string()), core::read_file((d / "err").string())};
 }

@@ -44,7 +44,7 @@ std::string short_hash(const std::string& s) {
 }
 
 void save_values(const fs::path& dir, const backends::ValueMap& m) {
-  fs::create_directories(dir);
+  core::make_directories(dir.string());
   for (const auto& [name, t] : m)
     if (t.defined()) core::write_npy((dir / (safe_name(name) + ".npy")).string(), t);
 }
@@ -88,6 +88,8 @@ Setup setup_from_json(const json& j, const std::string& where) {
     return s;
   } catch (const json::exception& e) {
     throw core::UserError(where + ": malformed setup: " + e.what());
+  } catch (const core::UserError& e) {  // a backend list, mode, dtype or rule no build knows
+    throw core::UserError(where + ": malformed setup: " + e.what());
   }
 }
 
@@ -95,22 +97,31 @@ Setup setup_from_json(const json& j, const std::string& where) {
 
 std::string bundle_file_name(const std::string& value) { return safe_name(value); }
 
+json parse_finding(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw core::UserError(where + ": malformed JSON: " + e.what());
+  }
+  if (!j.is_object()) throw core::UserError(where + ": malformed finding: not a JSON object");
+  return j;
+}
+
 json read_finding(const std::string& bundle_dir) {
   const std::string fpath = (fs::path(bundle_dir) / "finding.json").string();
-  try {
-    return json::parse(core::read_file(fpath));
-  } catch (const json::parse_error& e) {
-    throw core::UserError(fpath + ": malformed JSON: " + e.what());
-  }
+  return parse_finding(core::read_file(fpath), fpath);
+}
+
+Setup finding_setup(const json& finding, const std::string& where) {
+  const auto it = finding.find("setup");
+  if (it == finding.end()) throw core::UserError(where + ": malformed finding: no \"setup\"");
+  return setup_from_json(*it, where);
 }
 
 Setup bundle_setup(const std::string& bundle_dir) {
   const std::string fpath = (fs::path(bundle_dir) / "finding.json").string();
-  try {
-    return setup_from_json(read_finding(bundle_dir).at("setup"), fpath);
-  } catch (const json::exception& e) {
-    throw core::UserError(fpath + ": malformed finding: " + e.what());
-  }
+  return finding_setup(read_finding(bundle_dir), fpath);
 }
 
 namespace {
@@ -224,60 +235,68 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
   const fs::path final_dir(dir);
   const fs::path root = final_dir.parent_path();
   const std::string id = final_dir.filename().string();
-  fs::create_directories(root);
+  core::make_directories(root.string());
   std::ostringstream tid;
   tid << std::this_thread::get_id();
   const fs::path tmp = root / (".tmp-" + id + "@" + host_name() + "@" + std::to_string(::getpid()) + "@" + tid.str());
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  ir::save_graph((tmp / "model.json").string(), ctx.model.graph);
-  // The exchange form too, for engines that read ONNX (a model the exporter cannot express gets none).
-  try {
-    core::write_file_atomic((tmp / "model.onnx").string(), ir::graph_to_onnx(ctx.model.graph));
-  } catch (const core::UserError&) {
-  }
-  save_values(tmp / "inputs", ctx.model.inputs);
-  core::write_npy((tmp / "target.npy").string(), ctx.model.target);
-  json backends = json::array();
-  for (const auto& r : ctx.evaluation.runs) {
-    save_values(tmp / "outputs" / safe_name(r.backend), r.values);
-    if (!r.train_values.empty()) save_values(tmp / "train_outputs" / safe_name(r.backend), r.train_values);
-    if (r.trained) save_values(tmp / "grads" / safe_name(r.backend), r.grads);
-    const auto v = ctx.versions.find(r.backend);
-    backends.push_back(
-        {{"backend", r.backend},
-         {"version", v == ctx.versions.end() ? (r.is_reference ? "quorum float64 reference" : "") : v->second},
-         {"outcome", r.outcome.str()},
-         {"trained", r.trained},
-         {"loss", r.trained ? json(r.loss) : json(nullptr)}});
-  }
+  core::make_directories(tmp.string());
   const std::string bundle_path = final_dir.string();
-  json j = {{"quorum_version", QUORUM_VERSION},
-            {"signature", f.signature()},
-            {"kind", oracle::to_string(f.kind)},
-            {"stage", oracle::to_string(f.stage)},
-            {"backend", f.backend},
-            {"against", f.against},
-            {"known", f.known},
-            {"node", f.node},
-            {"lowering", f.lowering},
-            {"op", f.op},
-            {"params", f.params},
-            {"distance", f.distance},
-            {"rate", f.rate},
-            {"message", f.message},
-            {"detail", f.detail},
-            {"backends", backends},
-            {"setup", setup_json(ctx.setup)},
-            {"seed", ctx.seed},
-            {"model_index", ctx.model_index},
-            {"command_line", ctx.command_line},
-            {"replay", replay_command(bundle_path)}};
-  core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");
-  write_map(tmp, f, ctx);
+  // A write that fails (a full disk) leaves no partial bundle behind.
+  try {
+    ir::save_graph((tmp / "model.json").string(), ctx.model.graph);
+    // The exchange form too, for engines that read ONNX (a model the exporter cannot express gets none).
+    try {
+      core::write_file_atomic((tmp / "model.onnx").string(), ir::graph_to_onnx(ctx.model.graph));
+    } catch (const core::UserError&) {
+    }
+    save_values(tmp / "inputs", ctx.model.inputs);
+    core::write_npy((tmp / "target.npy").string(), ctx.model.target);
+    json backends = json::array();
+    for (const auto& r : ctx.evaluation.runs) {
+      save_values(tmp / "outputs" / safe_name(r.backend), r.values);
+      if (!r.train_values.empty()) save_values(tmp / "train_outputs" / safe_name(r.backend), r.train_values);
+      if (r.trained) save_values(tmp / "grads" / safe_name(r.backend), r.grads);
+      const auto v = ctx.versions.find(r.backend);
+      backends.push_back(
+          {{"backend", r.backend},
+           {"version", v == ctx.versions.end() ? (r.is_reference ? "quorum float64 reference" : "") : v->second},
+           {"outcome", r.outcome.str()},
+           {"trained", r.trained},
+           {"loss", r.trained ? json(r.loss) : json(nullptr)}});
+    }
+    json j = {{"quorum_version", QUORUM_VERSION},
+              {"signature", f.signature()},
+              {"kind", oracle::to_string(f.kind)},
+              {"stage", oracle::to_string(f.stage)},
+              {"backend", f.backend},
+              {"against", f.against},
+              {"known", f.known},
+              {"node", f.node},
+              {"lowering", f.lowering},
+              {"op", f.op},
+              {"params", f.params},
+              {"distance", f.distance},
+              {"rate", f.rate},
+              {"message", f.message},
+              {"detail", f.detail},
+              {"backends", backends},
+              {"setup", setup_json(ctx.setup)},
+              {"seed", ctx.seed},
+              {"model_index", ctx.model_index},
+              {"command_line", ctx.command_line},
+              {"replay", replay_command(bundle_path)}};
+    core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");
+    write_map(tmp, f, ctx);
+  } catch (...) {
+    std::error_code rm;
+    fs::remove_all(tmp, rm);
+    throw;
+  }
   std::error_code ec;
   fs::remove_all(final_dir, ec);  // a bundle left by a run killed before its commit
-  fs::rename(tmp, final_dir);
+  fs::rename(tmp, final_dir, ec);
+  if (ec) core::write_failed(bundle_path, ec.value());
   return bundle_path;
 }
 
@@ -291,7 +310,7 @@ Replayed replay(const std::string& bundle_dir) {
     m.inputs.emplace(in.name,
                      core::read_npy((dir / "inputs" / (safe_name(in.name) + ".npy")).string()).to(core::DType::F64));
   m.target = core::read_npy((dir / "target.npy").string());
-  const Setup setup = setup_from_json(j.at("setup"), fpath);
+  const Setup setup = finding_setup(j, fpath);
   WorkerSet workers(setup.backends, setup.limits);
   const Evaluation ev = evaluate(m, setup, workers);
   Replayed r;

@@ -30,8 +30,12 @@ std::string write_bundle(const std::string& out_dir, const oracle::Finding& f, c
 std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, const BundleContext& ctx);
 // A bundle's finding.json; UserError naming the file when it is malformed.
 nlohmann::ordered_json read_finding(const std::string& bundle_dir);
+// The same from the file's text (`where` names it): UserError unless it is a JSON object.
+nlohmann::ordered_json parse_finding(const std::string& text, const std::string& where);
 // The settings a bundle's finding was found with (its finding.json "setup").
 Setup bundle_setup(const std::string& bundle_dir);
+// The same from a parsed finding.json; UserError naming `where` when "setup" is missing or malformed.
+Setup finding_setup(const nlohmann::ordered_json& finding, const std::string& where);
 // The file name (without .npy) a value is saved under in a bundle.
 std::string bundle_file_name(const std::string& value);
 

@@ -69,17 +69,30 @@ class Run {
         setup_.refusals->learn(r.backend, *parsed);
   }
 
-  // One job: models until the budget is spent.
+  // One job: models until the budget is spent, or until the machine refuses (a full disk, no fork):
+  // then every job stops and run_campaign throws that SystemError.
   void job() {
-    WorkerSet workers(setup_.backends, setup_.limits);
-    while (true) {
-      const int64_t index = opt_.shard + opt_.shards * next_++;
-      if (out_of_budget(index)) break;
-      if (store_.model_done(index)) continue;
-      model(workers, index);
+    try {
+      WorkerSet workers(setup_.backends, setup_.limits);
+      while (!stopped_) {
+        const int64_t index = opt_.shard + opt_.shards * next_++;
+        if (out_of_budget(index)) break;
+        if (store_.model_done(index)) continue;
+        model(workers, index);
+      }
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      for (size_t i = 0; i < workers.size(); ++i) sh_.recycled += workers.at(i).recycles();
+    } catch (const core::SystemError&) {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      if (!system_error_) system_error_ = std::current_exception();
+      stopped_ = true;
     }
+  }
+
+  // The first SystemError a job met, if any.
+  std::exception_ptr system_error() {
     std::lock_guard<std::mutex> lock(sh_.mu);
-    for (size_t i = 0; i < workers.size(); ++i) sh_.recycled += workers.at(i).recycles();
+    return system_error_;
   }
 
   // The progress line, once a second until `done`.
@@ -168,6 +181,8 @@ class Run {
         for (const auto& l : learned) log_ << l << "\n";
       if (!opt_.quiet)
         for (const auto& f : fresh) log_ << f.line << "\n";
+    } catch (const core::SystemError&) {
+      throw;  // the campaign stops (job)
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(sh_.mu);
       // A Quorum bug, not a library's: shown (the first few), counted, and the model is retried on resume.
@@ -235,6 +250,8 @@ class Run {
               "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) + " nodes" +
               (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
               " (" + r.reduced_dir + ")";
+      } catch (const core::SystemError&) {
+        throw;
       } catch (const std::exception& e) {
         roots.push_back(f.signature);
       }
@@ -252,6 +269,8 @@ class Run {
   const std::map<std::string, std::string> versions_;
   const Clock::time_point start_ = Clock::now();
   std::atomic<int64_t> next_{0};
+  std::atomic<bool> stopped_{false};
+  std::exception_ptr system_error_;  // under sh_.mu
   Shared sh_;
 };
 
@@ -313,6 +332,14 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   for (auto& t : threads) t.join();
   done = true;
   progress.join();
+  if (const std::exception_ptr e = run.system_error()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const core::SystemError& w) {
+      throw core::SystemError(std::string(w.what()) + "; the campaign stopped, every finding recorded before is in " +
+                             opt.out + "/findings.db");
+    }
+  }
   return run.summary();
 }
 

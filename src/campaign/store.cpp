@@ -5,7 +5,9 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -77,11 +79,30 @@ std::string now_utc() {
   return buf;
 }
 
+// SQLite's error `rc` on `db` as Quorum's: a full disk is a SystemError (the campaign stops, what
+// was committed stays), a file that is no findings store a UserError, anything else internal.
+[[noreturn]] void sqlite_failed(sqlite3* db, int rc, const std::string& what = "") {
+  const char* file = sqlite3_db_filename(db, "main");
+  const std::string path = file && *file ? file : "findings.db";
+  const std::string msg = what.empty() ? sqlite3_errmsg(db) : what;
+  const int sys = sqlite3_system_errno(db);  // the failed system call's errno, for I/O errors
+  switch (rc & 0xff) {
+    case SQLITE_FULL: throw core::SystemError("no space left on device while writing " + path);
+    case SQLITE_IOERR:
+      if (sys == ENOSPC || sys == EDQUOT) throw core::SystemError("no space left on device while writing " + path);
+      throw core::SystemError("cannot write " + path + ": " + msg +
+                              (sys ? std::string(" (") + std::strerror(sys) + ")" : ""));
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT: throw core::UserError(path + ": not a Quorum findings store: " + msg);
+    default: throw std::runtime_error(path + ": sqlite: " + msg);
+  }
+}
+
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db));
+    const int rc = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
+    if (rc != SQLITE_OK) sqlite_failed(db, rc);
   }
   ~Stmt() { sqlite3_finalize(s_); }
   Stmt& bind(int i, const std::string& v) {
@@ -100,7 +121,7 @@ class Stmt {
     const int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(sqlite3_db_handle(s_)));
+    sqlite_failed(sqlite3_db_handle(s_), rc);
   }
   std::string text(int c) {
     const unsigned char* t = sqlite3_column_text(s_, c);
@@ -178,10 +199,11 @@ SqliteStore::SqliteStore(const std::string& dir) {
 
 void SqliteStore::exec(const std::string& sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    throw std::runtime_error(path_ + ": " + msg);
+    sqlite_failed(db_, rc, msg);
   }
 }
 
@@ -331,7 +353,8 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
     done.bind(1, index).bind(2, static_cast<int64_t>(findings.size())).bind(3, now).step();
     exec("COMMIT");
   } catch (...) {
-    exec("ROLLBACK");
+    // The findings committed before stay; this model's are undone (it is run again on resume).
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
   return fresh;

@@ -216,7 +216,8 @@ int cmd_help(const Options&) {
   for (const auto& c : commands()) width = std::max(width, c.usage.size());
   for (const auto& c : commands())
     std::cout << "  " << std::left << std::setw(static_cast<int>(width + 2)) << c.usage << c.summary << "\n";
-  std::cout << "\nexit codes: 0 success, 2 bad input (one line on stderr names the problem)\n";
+  std::cout << "\nexit codes: 0 success, 2 bad input, 1 any other failure (a full disk, an internal error); "
+               "one line on stderr names the problem\n";
   return 0;
 }
 
@@ -339,6 +340,11 @@ int main(int argc, char** argv) {
     std::cout.flush();
     std::cerr << "quorum: " << e.what() << std::endl;
     return 2;
+  } catch (const quorum::core::SystemError& e) {
+    // A full disk (or a file system refusing writes): not the user's input, not a Quorum bug.
+    std::cout.flush();
+    std::cerr << "quorum: " << e.what() << std::endl;
+    return 1;
   } catch (const std::bad_alloc&) {
     // Every escaping exception is one line: Quorum's own failures exit 1 (bad input exits 2 above).
     std::cout.flush();

@@ -17,6 +17,18 @@ class OpError : public std::runtime_error {
   explicit OpError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// The machine refused what Quorum needs to go on: a file could not be written (the disk is full, a
+// quota, a read-only file system), a worker process or its pipe could not be created. What a run
+// finds could no longer be recorded or found, so a campaign stops at once, keeping what it recorded
+// before; main prints the message ("no space left on device while writing PATH") and exits 1. Not a
+// UserError: nothing catches it to carry on.
+class SystemError : public std::runtime_error {
+ public:
+  explicit SystemError(const std::string& msg) : std::runtime_error(msg) {}
+};
+// The SystemError for errno `err` while writing `path`.
+[[noreturn]] void write_failed(const std::string& path, int err);
+
 // Internal invariant: a bug in Quorum itself, never the user's fault.
 [[noreturn]] void internal_error(const std::string& msg);
 

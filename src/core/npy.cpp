@@ -33,6 +33,7 @@ std::string header_field(const std::string& header, const std::string& key, cons
   ++p;
   while (p < header.size() && header[p] == ' ') ++p;
   size_t end = p;
+  if (p == header.size()) throw UserError(what + ": malformed npy header");
   if (header[p] == '(') {
     end = header.find(')', p);
     if (end == std::string::npos) throw UserError(what + ": malformed npy shape");
@@ -103,6 +104,7 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   for (char c : shape_text) {
     if (c >= '0' && c <= '9') {
       num.push_back(c);
+      if (num.size() > 18) throw UserError(what + ": npy shape " + shape_text + " is too large");
     } else if (c == ',' || c == ')') {
       if (!num.empty()) shape.push_back(std::stoll(num));
       num.clear();
@@ -110,15 +112,26 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
       throw UserError(what + ": malformed npy shape " + shape_text);
     }
   }
-  Tensor t(dtype, shape);
-  if (bytes.size() - off - hlen != t.nbytes())
+  // A shape no data could hold is refused before anything is allocated or multiplied out (the
+  // product of the nonzero dimensions, in double: an empty array's numel multiplies them too).
+  double nonzero = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    empty |= d == 0;
+    nonzero *= d == 0 ? 1.0 : static_cast<double>(d);
+  }
+  if (nonzero > (empty ? 0x1p40 : static_cast<double>(bytes.size())))
+    throw UserError(what + ": npy shape " + to_string(shape) + " is larger than the file's data");
+  const size_t need = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  if (bytes.size() - off - hlen != need)
     throw UserError(what + ": npy data has " + std::to_string(bytes.size() - off - hlen) + " bytes, shape " +
-                    to_string(shape) + " needs " + std::to_string(t.nbytes()));
+                    to_string(shape) + " needs " + std::to_string(need));
+  Tensor t(dtype, shape);
   const char* data = bytes.data() + off + hlen;
   const size_t size = dtype_size(dtype), count = t.nbytes() / size;
   char* dst = static_cast<char*>(t.raw());
   if (fortran == "False") {
-    std::memcpy(dst, data, t.nbytes());
+    if (t.nbytes() > 0) std::memcpy(dst, data, t.nbytes());  // an empty array has no buffer
   } else {
     // Column-major on file: the element at row-major index i sits at its column-major offset.
     const size_t rank = shape.size();

@@ -109,10 +109,12 @@ Graph graph_from_json(const std::string& text, const std::string& where, const V
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number beyond double (out_of_range)
     std::string msg = e.what();
     auto p = msg.find("parse error");
-    throw UserError(where + ": malformed JSON: " + (p == std::string::npos ? msg : msg.substr(p)));
+    if (p == std::string::npos) p = msg.find("] ");
+    throw UserError(where + ": malformed JSON: " +
+                    (p == std::string::npos ? msg : msg.substr(msg.compare(p, 2, "] ") == 0 ? p + 2 : p)));
   }
   Reader r{where};
   Graph g;
@@ -229,7 +231,8 @@ std::string graph_to_json(const Graph& g) {
       }
     }
     json attrs = json::object();
-    for (const auto& [k, v] : n.attrs) {
+    for (const auto& [key, v] : n.attrs) {
+      const std::string& k = key;  // (clang before 16 cannot capture a structured binding)
       std::visit(
           [&](const auto& x) {
             using T = std::decay_t<decltype(x)>;

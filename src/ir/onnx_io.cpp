@@ -68,11 +68,13 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
   const std::string what = where + ": tensor '" + p.name() + "'";
   if (p.data_location() == onnx::TensorProto::EXTERNAL) throw UserError(what + " uses external data (not supported)");
   Shape shape;
-  int64_t n = 1;
+  int64_t n = 1, nonzero = 1;
   for (int64_t d : p.dims()) {
     if (d < 0) throw UserError(what + " has a negative dimension");
-    // Checked before anything is allocated: a corrupt or non-tensor protobuf can claim any shape.
-    if (d > 0 && n > (int64_t{1} << 40) / d) throw UserError(what + " claims an implausibly large shape");
+    // Checked before anything is allocated: a corrupt or non-tensor protobuf can claim any shape
+    // (the nonzero dimensions too, beside a zero: numel multiplies them all).
+    if (d > 0 && nonzero > (int64_t{1} << 40) / d) throw UserError(what + " claims an implausibly large shape");
+    if (d > 0) nonzero *= d;
     n *= d;
     shape.push_back(d);
   }
@@ -521,7 +523,10 @@ class Importer final : public ops::OnnxImport {
   const std::string& op_type() const override { return cur_->op_type(); }
   int input_count() const override { return cur_->input_size(); }
   int output_count() const override { return cur_->output_size(); }
-  const std::string& output(int i) const override { return cur_->output(i); }
+  const std::string& output(int i) const override {
+    if (i < 0 || i >= cur_->output_size()) fail("output " + std::to_string(i) + " is missing");
+    return cur_->output(i);
+  }
   std::string fresh_value(const std::string& base) {
     std::string s = base;
     for (int i = 1; taken_values_.count(s); ++i) s = base + "_" + std::to_string(i);
@@ -565,6 +570,7 @@ class Importer final : public ops::OnnxImport {
   }
   std::string emit_final(const std::string& op, const std::vector<std::string>& ins, const Attrs& attrs = {}) override {
     only_first_output();
+    if (cur_->output_size() < 1 || cur_->output(0).empty()) fail("the node has no output");
     return emit(op, ins, attrs, cur_->output(0));
   }
   std::vector<std::string> inputs() const override {
@@ -575,10 +581,13 @@ class Importer final : public ops::OnnxImport {
   }
 
   // ---- GELU fusion: Div(x, sqrt 2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)
+  // The one node of type `type` that reads `v` (with one output, as each step of the form has).
   const onnx::NodeProto* sole_consumer(const std::string& v, const std::string& type) const {
     if (graph_outputs_.count(v)) return nullptr;
     auto it = consumers_.find(v);
-    if (it == consumers_.end() || it->second.size() != 1 || it->second[0]->op_type() != type) return nullptr;
+    if (it == consumers_.end() || it->second.size() != 1 || it->second[0]->op_type() != type ||
+        it->second[0]->output_size() != 1)
+      return nullptr;
     return it->second[0];
   }
   bool is_const(const std::string& v, double want, double tol) const {
@@ -602,7 +611,8 @@ class Importer final : public ops::OnnxImport {
       auto pi = producer.find(e.input(0));
       if (pi == producer.end()) continue;
       const onnx::NodeProto* div = pi->second;
-      if (div->op_type() != "Div" || div->input_size() != 2 || !is_const(div->input(1), std::numbers::sqrt2, 1e-6))
+      if (div->op_type() != "Div" || div->input_size() != 2 || div->output_size() != 1 ||
+          !is_const(div->input(1), std::numbers::sqrt2, 1e-6))
         continue;
       const std::string x = div->input(0);
       if (!sole_consumer(div->output(0), "Erf")) continue;

@@ -34,8 +34,20 @@ double number(const json& v, const std::string& where) {
 core::Tensor tensor(const json& j, const std::string& where) {
   if (!j.is_object() || !j.contains("shape") || !j.contains("data"))
     throw UserError(where + ": a tensor is {\"shape\": [...], \"data\": [...]}");
+  if (!j.at("shape").is_array() || j.at("shape").size() > 16)
+    throw UserError(where + ": a tensor's \"shape\" is a list of at most 16 dimensions");
   core::Shape shape;
-  for (const auto& d : j.at("shape")) shape.push_back(d.get<int64_t>());
+  double elements = 1;
+  for (const auto& d : j.at("shape")) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      throw UserError(where + ": a tensor's dimensions are non-negative integers, got " + d.dump());
+    shape.push_back(d.get<int64_t>());
+    elements *= static_cast<double>(shape.back());
+  }
+  // The data list holds every element: a shape larger than it is refused before allocating.
+  if (!j.at("data").is_array() || elements != static_cast<double>(j.at("data").size()))
+    throw UserError(where + ": " + std::to_string(j.at("data").size()) + " data values for shape " +
+                    core::to_string(shape));
   core::Tensor t(core::DType::F64, shape);
   const json& data = j.at("data");
   if (!data.is_array() || static_cast<int64_t>(data.size()) != t.numel())
@@ -145,12 +157,29 @@ Ledger load_ledger(const std::string& path) {
   if (!in) throw UserError(path + ": cannot read the ledger");
   std::stringstream ss;
   ss << in.rdbuf();
+  return parse_ledger(ss.str(), path);
+}
+
+namespace {
+Ledger parse_ledger_json(const json& j, const std::string& path);
+}  // namespace
+
+Ledger parse_ledger(const std::string& text, const std::string& path) {
   json j;
   try {
-    j = json::parse(ss.str());
+    j = json::parse(text);
   } catch (const json::exception& e) {
     throw UserError(path + ": not JSON: " + e.what());
   }
+  try {
+    return parse_ledger_json(j, path);
+  } catch (const json::exception& e) {  // a field of the wrong type the checks below do not name
+    throw UserError(path + ": malformed ledger: " + e.what());
+  }
+}
+
+namespace {
+Ledger parse_ledger_json(const json& j, const std::string& path) {
   if (!j.is_object() || j.value("format", "") != "quorum.known" || !j.contains("entries") ||
       !j.at("entries").is_array())
     throw UserError(path + ": expected {\"format\": \"quorum.known\", \"backend\": ..., \"entries\": [...]}");
@@ -214,6 +243,7 @@ Ledger load_ledger(const std::string& path) {
   }
   return l;
 }
+}  // namespace
 
 Ledger load_ledgers(const std::string& backends_dir) {
   namespace fs = std::filesystem;

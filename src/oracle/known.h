@@ -74,6 +74,8 @@ std::string base_signature(const std::string& signature);
 
 // One ledger file; UserError naming the file and entry on anything malformed.
 Ledger load_ledger(const std::string& path);
+// The same from the file's text (`path` names it in errors).
+Ledger parse_ledger(const std::string& text, const std::string& path);
 // Every backends/<name>/known_differences.json under `backends_dir` (missing files are empty).
 Ledger load_ledgers(const std::string& backends_dir);
 // Where this build's ledgers are (the source tree's src/backends).

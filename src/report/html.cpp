@@ -223,6 +223,8 @@ void write_reproducer(std::ostream& h, const std::string& bundle_dir, std::strin
   if (!fs::exists(rdir) || fs::exists(rdir / "README.txt")) {
     try {
       write_repro(bundle_dir);
+    } catch (const core::SystemError&) {  // a full disk stops the report
+      throw;
     } catch (const std::exception& e) {
       note = e.what();
     }
@@ -251,12 +253,12 @@ void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor
   const fs::path bundle(f.bundle);
   const fs::path reduced = bundle / "reduced";
   const bool has_reduced = fs::exists(reduced / "model.json");
-  const json red = reduction_of(f.bundle);
-  if (red.is_object()) {
-    h << "<p>Reduced from " << red.value("nodes_before", 0) << " to " << red.value("nodes_after", 0) << " node(s).";
-    for (const auto& c : red.value("causes", json::array()))
-      h << " Cause: <code>" << escape(c.value("attribute", "") + " = " + c.value("value", "")) << "</code> (fixed by "
-        << escape(c.value("fixed_by", "")) << ").";
+  const Reduction red = reduction_of(f.bundle);
+  if (red.present) {
+    h << "<p>Reduced from " << red.nodes_before << " to " << red.nodes_after << " node(s).";
+    for (const auto& c : red.causes)
+      h << " Cause: <code>" << escape(c.attribute + " = " + c.value) << "</code> (fixed by " << escape(c.fixed_by)
+        << ").";
     h << "</p>\n";
   }
   const std::string map_img =

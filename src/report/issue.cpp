@@ -77,13 +77,49 @@ std::string fmt(double v) {
 
 }  // namespace
 
-nlohmann::json reduction_of(const std::string& bundle) {
+namespace {
+int64_t int_field(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+std::string string_field(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+}  // namespace
+
+Reduction parse_reduction(const std::string& text) {
+  Reduction r;
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return r;
+  r.present = true;
+  r.nodes_before = int_field(j, "nodes_before");
+  r.nodes_after = int_field(j, "nodes_after");
+  r.predicate_runs = int_field(j, "predicate_runs");
+  const auto one = j.find("one_node");
+  r.one_node = one != j.end() && one->is_boolean() && one->get<bool>();
+  const auto causes = j.find("causes");
+  if (causes != j.end() && causes->is_array())
+    for (const auto& c : *causes)
+      if (c.is_object())
+        r.causes.push_back({string_field(c, "attribute"), string_field(c, "value"), string_field(c, "fixed_by")});
+  const auto ri = j.find("random_inputs");
+  if (ri != j.end() && ri->is_object()) {
+    r.inputs_tried = int_field(*ri, "tried");
+    r.inputs_shown = int_field(*ri, "shown");
+    r.inputs_verdict = string_field(*ri, "verdict");
+  }
+  return r;
+}
+
+Reduction reduction_of(const std::string& bundle) {
   const fs::path p = fs::path(bundle) / "reduced" / "reduction.json";
-  if (!fs::exists(p)) return json();
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return {};
   try {
-    return json::parse(core::read_file(p.string()));
-  } catch (const std::exception&) {
-    return json();
+    return parse_reduction(core::read_file(p.string()));
+  } catch (const core::UserError&) {  // unreadable
+    return {};
   }
 }
 
@@ -131,24 +167,21 @@ Classification classify(const backends::ReproCase& c) {
       }
   }
   k.cls = "unclassified";
-  const json r = reduction_of(c.bundle);
+  const Reduction r = reduction_of(c.bundle);
   std::string causes;
   std::vector<std::string> cause_attrs;
-  if (r.is_object())
-    for (const auto& cause : r.value("causes", json::array())) {
-      causes += (causes.empty() ? "" : "; ") + cause.value("attribute", "") + " = " + cause.value("value", "") +
-                " (the discrepancy disappears with " + cause.value("fixed_by", "") + ")";
-      cause_attrs.push_back(cause.value("attribute", ""));
-    }
+  for (const auto& cause : r.causes) {
+    causes += (causes.empty() ? "" : "; ") + cause.attribute + " = " + cause.value +
+              " (the discrepancy disappears with " + cause.fixed_by + ")";
+    cause_attrs.push_back(cause.attribute);
+  }
   std::string localized;
   if (!causes.empty()) localized = " Localized parameter: " + causes + ".";
-  else if (r.is_object() && r.value("one_node", false))
+  else if (r.one_node)
     localized = " No single parameter change removes it: the operator fails for these inputs whatever its parameters.";
-  if (r.is_object() && r.contains("random_inputs") && r["random_inputs"].value("tried", 0) > 0) {
-    const json& ri = r["random_inputs"];
-    localized += " On fresh random inputs it shows " + std::to_string(ri.value("shown", 0)) + " of " +
-                 std::to_string(ri.value("tried", 0)) + " times: a problem for " + ri.value("verdict", "") + ".";
-  }
+  if (r.inputs_tried > 0)
+    localized += " On fresh random inputs it shows " + std::to_string(r.inputs_shown) + " of " +
+                 std::to_string(r.inputs_tried) + " times: a problem for " + r.inputs_verdict + ".";
   // Quorum's suggestion, from the blamed node's recorded operands and results.
   if (const ir::Node* n = c.blamed()) {
     const ops::OpSpec& spec = ops::op(n->op);
@@ -279,10 +312,10 @@ std::string issue_markdown(const std::string& bundle_dir) {
   md << "Quorum " << c.quorum_version << " (differential testing of deep-learning libraries against a float64 "
      << "reference) found it with seed " << c.seed << ", model " << c.model_index << " (finding `" << c.signature
      << "`).";
-  const json r = reduction_of(bundle_dir);
-  if (r.is_object())
-    md << " Reduced from " << r.value("nodes_before", 0) << " to " << r.value("nodes_after", 0) << " node(s) in "
-       << r.value("predicate_runs", 0) << " runs.";
+  const Reduction r = reduction_of(bundle_dir);
+  if (r.present)
+    md << " Reduced from " << r.nodes_before << " to " << r.nodes_after << " node(s) in " << r.predicate_runs
+       << " runs.";
   md << " Replay: `" << c.replay << "`\n";
   return md.str();
 }

@@ -3,8 +3,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "backends/repro.h"
 
 namespace quorum::report {
@@ -30,9 +28,22 @@ struct Classification {
 };
 Classification classify(const backends::ReproCase& c);
 
-// BUNDLE/reduced/reduction.json (the reducer's steps, causes and input search), or null when the
-// bundle has no readable one.
-nlohmann::json reduction_of(const std::string& bundle_dir);
+// BUNDLE/reduced/reduction.json (the reducer's steps, causes and input search) as the report reads
+// it. A bundle shared by others may hold anything there: a missing or unparsable file gives
+// `present` false, a field of the wrong type is left at its default; reading never throws.
+struct Reduction {
+  struct Cause {
+    std::string attribute, value, fixed_by;
+  };
+  bool present = false;
+  int64_t nodes_before = 0, nodes_after = 0, predicate_runs = 0;
+  bool one_node = false;
+  std::vector<Cause> causes;
+  int64_t inputs_tried = 0, inputs_shown = 0;  // the random-input search on a one-node case
+  std::string inputs_verdict;
+};
+Reduction parse_reduction(const std::string& text);
+Reduction reduction_of(const std::string& bundle_dir);
 
 // A one-line title ("oneDNN 2.6.3: exp turns NaN into a number (forward, float32)").
 std::string issue_title(const backends::ReproCase& c);

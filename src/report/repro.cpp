@@ -57,8 +57,7 @@ Repro write_repro(const std::string& bundle_dir, const std::string& out_dir) {
   r.dir = out_dir.empty() ? (fs::path(bundle_dir) / "repro").string() : out_dir;
   std::error_code ec;
   if (out_dir.empty()) fs::remove_all(r.dir, ec);  // the bundle's own folder holds one reproducer, the latest
-  fs::create_directories(r.dir, ec);
-  if (ec) throw core::UserError("cannot create " + r.dir + ": " + ec.message());
+  core::make_directories(r.dir);
   const ReproCase c = load_repro_case(bundle_dir);
   const backends::ReproWriter w = find_writer(c.backend);
   if (!w) {

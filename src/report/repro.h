@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "backends/repro.h"
 
 namespace quorum::report {
@@ -12,6 +14,12 @@ namespace quorum::report {
 // one, else the blamed node alone fed the library's recorded operands, else the whole model.
 // Expected values are Quorum's float64 reference run here on the same operands.
 backends::ReproCase load_repro_case(const std::string& bundle_dir);
+// The finding's part of a case (backend, library version, signature, kind, stage, op, node, detail,
+// known, lowering, seed, ...): from a bundle's finding.json (`top`) and the finding.json of the case
+// shown (`shown`: its reduced case's, or `top` again). UserError naming `where` when a field is
+// missing or of the wrong type.
+void read_finding_fields(const nlohmann::ordered_json& top, const nlohmann::ordered_json& shown,
+                         const std::string& where, backends::ReproCase& c);
 
 // The backends that have a reproducer writer.
 std::vector<std::string> repro_backends();

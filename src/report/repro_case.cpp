@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "campaign/bundle.h"
+#include "core/error.h"
 #include "core/npy.h"
 #include "ir/edit.h"
 #include "ir/json_io.h"
@@ -62,6 +63,31 @@ ValueMap node_vjp(const ir::Node& n, const ValueMap& values, const ValueMap& inc
 
 }  // namespace
 
+void read_finding_fields(const nlohmann::ordered_json& top_j, const nlohmann::ordered_json& j, const std::string& where,
+                         ReproCase& c) {
+  try {
+    c.backend = j.at("backend").get<std::string>();
+    c.library_version = library_version(j, c.backend);
+    if (c.library_version.empty()) c.library_version = library_version(top_j, c.backend);
+    c.signature = top_j.at("signature").get<std::string>();
+    c.kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
+    c.stage = core::stage_from_string(j.at("stage").get<std::string>());
+    c.op = j.value("op", "");
+    c.node = j.value("node", "");
+    c.detail = j.value("detail", "");
+    if (c.detail.empty()) c.detail = j.value("message", "");
+    c.known = top_j.value("known", "");
+    c.lowering = j.value("lowering", std::vector<std::string>{});
+    c.quorum_version = top_j.value("quorum_version", "");
+    c.seed = top_j.value("seed", uint64_t{0});
+    c.model_index = top_j.value("model_index", int64_t{0});
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw core::UserError(where + ": malformed finding: " + e.what());
+  } catch (const core::UserError& e) {  // a kind or stage no build knows
+    throw core::UserError(where + ": malformed finding: " + e.what());
+  }
+}
+
 backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   const fs::path top(bundle_dir);
   const auto top_j = campaign::read_finding(bundle_dir);
@@ -71,23 +97,9 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   const auto j = reduced ? campaign::read_finding(dir.string()) : top_j;
 
   ReproCase c;
-  c.backend = j.at("backend").get<std::string>();
-  c.library_version = library_version(j, c.backend);
-  if (c.library_version.empty()) c.library_version = library_version(top_j, c.backend);
-  c.signature = top_j.at("signature").get<std::string>();
-  c.kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
-  c.stage = core::stage_from_string(j.at("stage").get<std::string>());
-  c.op = j.value("op", "");
-  c.node = j.value("node", "");
-  c.detail = j.value("detail", "");
-  if (c.detail.empty()) c.detail = j.value("message", "");
-  c.known = top_j.value("known", "");
-  c.lowering = j.value("lowering", std::vector<std::string>{});
+  read_finding_fields(top_j, j, (dir / "finding.json").string(), c);
   c.bundle = bundle_dir;
   c.replay = campaign::replay_command(dir.string());
-  c.quorum_version = top_j.value("quorum_version", "");
-  c.seed = top_j.value("seed", uint64_t{0});
-  c.model_index = top_j.value("model_index", int64_t{0});
   c.dtype = setup.dtype;
   c.train = core::training_stage(c.stage);
   c.loss = setup.loss;

@@ -6,7 +6,7 @@
 namespace quorum::worker {
 
 namespace {
-[[noreturn]] void malformed(const std::string& what) { throw std::runtime_error("malformed message: " + what); }
+[[noreturn]] void malformed(const std::string& what) { throw MalformedMessage(what); }
 }  // namespace
 
 void Writer::type(const core::TensorType& t) {
@@ -81,9 +81,15 @@ void Writer::graph(const ir::Graph& g) {
 }
 
 void Reader::take(void* dst, size_t n) {
+  if (n == 0) return;  // (an empty tensor has no buffer to copy to)
   if (static_cast<size_t>(end_ - p_) < n) malformed("truncated");
   std::memcpy(dst, p_, n);
   p_ += n;
+}
+
+uint64_t Reader::count(uint64_t n, size_t item_bytes, const char* what) {
+  if (n > static_cast<uint64_t>(end_ - p_) / item_bytes) malformed(std::string(what) + " count runs past the end");
+  return n;
 }
 
 uint8_t Reader::u8() {
@@ -137,8 +143,15 @@ core::TensorType Reader::type() {
 core::Tensor Reader::tensor() {
   if (u8() == 0) return core::Tensor();
   const core::TensorType t = type();
-  const uint64_t bytes = static_cast<uint64_t>(core::numel(t.shape)) * core::dtype_size(t.dtype);
-  if (static_cast<uint64_t>(end_ - p_) < bytes) malformed("tensor data runs past the end");
+  // The nonzero dimensions' product, dimension by dimension, must fit in the bytes left (so no
+  // product overflows 64 bits, even for an empty tensor: numel multiplies every dimension).
+  uint64_t bytes = core::dtype_size(t.dtype);
+  const uint64_t left = static_cast<uint64_t>(end_ - p_);
+  for (int64_t d : t.shape) {
+    if (d == 0) continue;
+    if (bytes > left / static_cast<uint64_t>(d)) malformed("tensor data runs past the end");
+    bytes *= static_cast<uint64_t>(d);
+  }
   core::Tensor out(t);
   take(out.raw(), out.nbytes());
   return out;
@@ -154,13 +167,13 @@ core::Attrs Reader::attrs() {
       case 1: a[k] = f64(); break;
       case 2: a[k] = str(); break;
       case 3: {
-        std::vector<int64_t> v(u64());
+        std::vector<int64_t> v(count(u64(), 8, "attribute list"));
         for (auto& e : v) e = i64();
         a[k] = std::move(v);
         break;
       }
       case 4: {
-        std::vector<double> v(u64());
+        std::vector<double> v(count(u64(), 8, "attribute list"));
         for (auto& e : v) e = f64();
         a[k] = std::move(v);
         break;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,13 @@ class Writer {
   std::string buf_;
 };
 
-// Throws std::runtime_error("malformed message: ...") on truncated or inconsistent input.
+// What a Reader throws on truncated or inconsistent input ("malformed message: ..."). A count or
+// size is checked against the bytes left before anything is allocated for it.
+class MalformedMessage : public std::runtime_error {
+ public:
+  explicit MalformedMessage(const std::string& what) : std::runtime_error("malformed message: " + what) {}
+};
+
 class Reader {
  public:
   Reader(const char* p, size_t n) : p_(p), end_(p + n) {}
@@ -55,6 +62,8 @@ class Reader {
 
  private:
   void take(void* dst, size_t n);
+  // A count of items each at least `item_bytes` long; refused when they cannot fit in what is left.
+  uint64_t count(uint64_t n, size_t item_bytes, const char* what);
   const char* p_;
   const char* end_;
 };

@@ -122,8 +122,14 @@ Worker::~Worker() {
 void Worker::start() {
   const std::string path = worker_path(backend_);
   int to_child[2], from_child[2];
-  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(to_child, O_CLOEXEC) != 0)
+    throw core::SystemError("cannot start the " + backend_ + " worker: pipe: " + std::strerror(errno));
+  if (::pipe2(from_child, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(to_child[0]);
+    ::close(to_child[1]);
+    throw core::SystemError("cannot start the " + backend_ + " worker: pipe: " + std::strerror(err));
+  }
   const int err_fd = ::open(stderr_path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   std::vector<std::string> argv_s{path};
   argv_s.insert(argv_s.end(), args_.begin(), args_.end());
@@ -132,7 +138,12 @@ void Worker::start() {
   argv.push_back(nullptr);
   const rlim_t as_limit = limits_.address_space_mb ? limits_.address_space_mb << 20 : RLIM_INFINITY;
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1], err_fd})
+      if (fd >= 0) ::close(fd);
+    throw core::SystemError("cannot start the " + backend_ + " worker: fork: " + std::strerror(err));
+  }
   if (pid == 0) {
     // Child: only async-signal-safe calls until exec.
     ::dup2(to_child[0], 0);
@@ -215,6 +226,10 @@ Outcome Worker::call(const std::string& request, std::string& reply) {
   if (io == Io::Ok) io = write_all(to_fd_, request.data(), request.size(), deadline);
   uint32_t rlen = 0;
   if (io == Io::Ok) io = read_all(from_fd_, reinterpret_cast<char*>(&rlen), 4, deadline);
+  if (io == Io::Ok && rlen > kMaxFrame) {  // not a reply this protocol sends: allocate nothing for it
+    stop();
+    return Outcome{Status::ProtocolError, "reply frame of " + std::to_string(rlen) + " bytes", 0, ""};
+  }
   if (io == Io::Ok) {
     reply.resize(rlen);
     io = read_all(from_fd_, reply.data(), rlen, deadline);

@@ -216,13 +216,13 @@ void register_elementwise(OpTable& t) {
                                                                   {"sub", Arithmetic::Subtract},
                                                                   {"mul", Arithmetic::Multiply},
                                                                   {"div", Arithmetic::Divide}})
-    add(name.c_str(), [op](NodeLowering& c) {
+    add(name.c_str(), [op = op](NodeLowering& c) {  // (clang < 16: no capture of a structured binding)
       const ValueId x = c.input(0), y = c.input(1);
       c.sink.arithmetic(op, -kInf, kInf, x, y, c.output());
     });
   for (const auto& [name, op] :
        std::map<std::string, Binary>{{"maximum", Binary::Maximum}, {"minimum", Binary::Minimum}})
-    add(name.c_str(), [op](NodeLowering& c) {
+    add(name.c_str(), [op = op](NodeLowering& c) {  // (clang < 16: no capture of a structured binding)
       const ValueId x = c.input(0), y = c.input(1);
       c.sink.binary(op, x, y, c.output());
     });
