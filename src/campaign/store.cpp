@@ -17,6 +17,13 @@
 
 namespace quorum::campaign {
 
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
 std::string add_ops(const std::string& list, const std::vector<std::string>& ops) {
   std::string out = list;
   for (const auto& op : ops)
@@ -72,12 +79,6 @@ std::unique_ptr<Store> open_store(const std::string& spec, const std::string& ca
 
 namespace {
 
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 // SQLite's error `rc` on `db` as Quorum's: a full disk is a SystemError (the campaign stops, what
 // was committed stays), a file that is no findings store a UserError, anything else internal.

@@ -38,6 +38,8 @@ struct ModelRecord {
   std::string done_at;
 };
 
+// The current time as the stores stamp rows with it (ISO 8601, UTC, seconds).
+std::string now_utc();
 // `list` (comma-separated) with the operators of `ops` it lacks appended: a refusal's operator list.
 std::string add_ops(const std::string& list, const std::vector<std::string>& ops);
 

@@ -33,41 +33,18 @@ bool is_executable_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// The child's side of the fork: only async-signal-safe calls until execv.
-[[noreturn]] void become_program(char* const* argv, char* const* envp, pid_t parent, int null_fd, int log_fd) {
+// The child's side of the fork: stdin, stdout and stderr from the given descriptors (a program run
+// per model: /dev/null and the log twice; the persistent program: the request socket, the answer
+// pipe and the log). Only async-signal-safe calls until execv.
+[[noreturn]] void become_program(char* const* argv, char* const* envp, pid_t parent, int in_fd, int out_fd,
+                                 int err_fd) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the worker died before the line above
-  ::dup2(null_fd, 0);
-  ::dup2(log_fd, 1);
-  ::dup2(log_fd, 2);
-  // The worker's protocol pipes must not leak into the program (nor outlive the worker in it).
-  if (::close_range(3, ~0U, 0) != 0)
-    for (int fd = 3; fd < 4096; ++fd) ::close(fd);
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(argv[0], argv, envp);
-  const char* why = ::strerror(errno);
-  const char* what = "quorum exec backend: cannot execute ";
-  [[maybe_unused]] ssize_t w = ::write(2, what, std::strlen(what));
-  w = ::write(2, argv[0], std::strlen(argv[0]));
-  w = ::write(2, ": ", 2);
-  w = ::write(2, why, std::strlen(why));
-  w = ::write(2, "\n", 1);
-  ::_exit(127);
-}
-
-// The persistent program's side of the fork: stdin the request socket, stdout the answer pipe,
-// stderr the log. Only async-signal-safe calls until execv.
-[[noreturn]] void become_server(char* const* argv, char* const* envp, pid_t parent, int in_fd, int out_fd,
-                                int log_fd) {
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);
   ::dup2(in_fd, 0);
   ::dup2(out_fd, 1);
-  ::dup2(log_fd, 2);
+  ::dup2(err_fd, 2);
+  // The worker's protocol pipes must not leak into the program (nor outlive the worker in it).
   if (::close_range(3, ~0U, 0) != 0)
     for (int fd = 3; fd < 4096; ++fd) ::close(fd);
   sigset_t none;
@@ -115,7 +92,7 @@ ProgramEnd run_program(const std::vector<std::string>& argv, const std::vector<s
     if (null_fd >= 0) ::close(null_fd);
     throw std::runtime_error(std::string("exec: fork: ") + std::strerror(err));
   }
-  if (pid == 0) become_program(cargs.data(), cenv.data(), parent, null_fd, log_fd);
+  if (pid == 0) become_program(cargs.data(), cenv.data(), parent, null_fd, log_fd, log_fd);
   ::setpgid(pid, pid);  // also done by the child; whichever runs first (EACCES after its exec)
   ::close(log_fd);
   if (null_fd >= 0) ::close(null_fd);
@@ -206,7 +183,7 @@ void PersistentProgram::start() {
     for (int fd : {log_fd, sock[0], sock[1], pipe_fds[0], pipe_fds[1]}) ::close(fd);
     throw std::runtime_error(std::string("exec: fork: ") + std::strerror(err));
   }
-  if (pid == 0) become_server(cargs.data(), cenv.data(), parent, sock[1], pipe_fds[1], log_fd);
+  if (pid == 0) become_program(cargs.data(), cenv.data(), parent, sock[1], pipe_fds[1], log_fd);
   ::setpgid(pid, pid);
   ::close(log_fd);
   ::close(sock[1]);
