@@ -168,34 +168,43 @@ SqliteStore::SqliteStore(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw core::UserError(dir + ": cannot create the campaign directory: " + ec.message());
   path_ = dir + "/findings.db";
-  if (sqlite3_open(path_.c_str(), &db_) != SQLITE_OK)
-    throw core::UserError(path_ + ": cannot open the findings store: " + sqlite3_errmsg(db_));
-  sqlite3_busy_timeout(db_, 10000);
-  exec("PRAGMA journal_mode=WAL");
-  exec("PRAGMA synchronous=NORMAL");
-  exec(
-      "CREATE TABLE IF NOT EXISTS findings ("
-      " signature TEXT PRIMARY KEY, kind TEXT NOT NULL, stage TEXT NOT NULL, backend TEXT NOT NULL,"
-      " op TEXT, node TEXT, params TEXT, message TEXT, detail TEXT, distance REAL, rate REAL,"
-      " hits INTEGER NOT NULL, first_model INTEGER NOT NULL, first_seen TEXT NOT NULL, last_seen TEXT NOT NULL,"
-      " bundle TEXT NOT NULL);"
-      "CREATE TABLE IF NOT EXISTS models (idx INTEGER PRIMARY KEY, findings INTEGER NOT NULL, done_at TEXT NOT NULL);"
-      "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
-  // The known-issue label (a ledger entry id) came later: stores written before get the column.
-  // Columns added after the first stores were written: older stores get them here.
-  auto has_column = [&](const std::string& name) {
-    Stmt cols(db_, "PRAGMA table_info(findings)");
-    while (cols.step())
-      if (cols.text(1) == name) return true;
-    return false;
-  };
-  if (!has_column("known")) exec("ALTER TABLE findings ADD COLUMN known TEXT");
-  if (!has_column("root_cause"))
-    exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
-  exec(
-      "CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
-      " first_model INTEGER NOT NULL, refused INTEGER NOT NULL, not_sent INTEGER NOT NULL, ops TEXT NOT NULL,"
-      " PRIMARY KEY (backend, refusal))");
+  const int opened = sqlite3_open(path_.c_str(), &db_);
+  // A constructor that throws runs no destructor: the handle (allocated even when the open fails)
+  // is closed here.
+  try {
+    if (opened != SQLITE_OK)
+      throw core::UserError(path_ + ": cannot open the findings store: " + sqlite3_errmsg(db_));
+    sqlite3_busy_timeout(db_, 10000);
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec(
+        "CREATE TABLE IF NOT EXISTS findings ("
+        " signature TEXT PRIMARY KEY, kind TEXT NOT NULL, stage TEXT NOT NULL, backend TEXT NOT NULL,"
+        " op TEXT, node TEXT, params TEXT, message TEXT, detail TEXT, distance REAL, rate REAL,"
+        " hits INTEGER NOT NULL, first_model INTEGER NOT NULL, first_seen TEXT NOT NULL, last_seen TEXT NOT NULL,"
+        " bundle TEXT NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS models (idx INTEGER PRIMARY KEY, findings INTEGER NOT NULL, done_at TEXT NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
+    // The known-issue label (a ledger entry id) came later: stores written before get the column.
+    // Columns added after the first stores were written: older stores get them here.
+    auto has_column = [&](const std::string& name) {
+      Stmt cols(db_, "PRAGMA table_info(findings)");
+      while (cols.step())
+        if (cols.text(1) == name) return true;
+      return false;
+    };
+    if (!has_column("known")) exec("ALTER TABLE findings ADD COLUMN known TEXT");
+    if (!has_column("root_cause"))
+      exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
+    exec(
+        "CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
+        " first_model INTEGER NOT NULL, refused INTEGER NOT NULL, not_sent INTEGER NOT NULL, ops TEXT NOT NULL,"
+        " PRIMARY KEY (backend, refusal))");
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
 }
 
 void SqliteStore::exec(const std::string& sql) {

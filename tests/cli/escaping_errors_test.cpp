@@ -36,6 +36,11 @@ TEST(EscapingErrors, AFindingsStoreThatIsNotADatabaseIsOneLine) {
 }
 
 TEST(EscapingErrors, AForkOrPipeFailureIsOneLine) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The uninstrumented shim preloaded into a sanitizer build trips UBSan's vptr check inside
+  // std::ifstream (a report on stderr, not a Quorum error); the normal build runs this test.
+  GTEST_SKIP() << "the failing-fork shim and UBSan's vptr check do not mix";
+#endif
   const char* asan = std::getenv("ASAN_OPTIONS");
   const std::string env = std::string("LD_PRELOAD=") + QUORUM_FAIL_SHIM + " QUORUM_SHIM_FORK_FAIL=1 ASAN_OPTIONS=" +
                           (asan ? asan : "") + (asan && *asan ? ":" : "") + "verify_asan_link_order=0";
