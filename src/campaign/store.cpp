@@ -158,6 +158,8 @@ class SqliteStore final : public Store {
 
  private:
   void exec(const std::string& sql);
+  // One complete findings row (record() for a new signature, insert() for merged rows). Caller holds mu_.
+  void insert_row(const StoredFinding& f);
   sqlite3* db_ = nullptr;
   std::string path_;
   std::mutex mu_;
@@ -205,6 +207,33 @@ SqliteStore::SqliteStore(const std::string& dir) {
     db_ = nullptr;
     throw;
   }
+}
+
+void SqliteStore::insert_row(const StoredFinding& f) {
+  Stmt ins(db_,
+           "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
+           " rate, hits, first_model, first_seen, last_seen, bundle, known, root_cause, reduced)"
+           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  ins.bind(1, f.signature)
+      .bind(2, std::string(core::to_string(f.kind)))
+      .bind(3, std::string(core::to_string(f.stage)))
+      .bind(4, f.backend)
+      .bind(5, f.op)
+      .bind(6, f.node)
+      .bind(7, f.params)
+      .bind(8, f.message)
+      .bind(9, f.detail)
+      .bind(10, f.distance)
+      .bind(11, f.rate)
+      .bind(12, f.hits)
+      .bind(13, f.first_model)
+      .bind(14, f.first_seen)
+      .bind(15, f.last_seen)
+      .bind(16, f.bundle)
+      .bind(17, f.known)
+      .bind(18, f.root_cause)
+      .bind(19, f.reduced);
+  ins.step();
 }
 
 void SqliteStore::exec(const std::string& sql) {
@@ -266,30 +295,7 @@ void SqliteStore::insert(const std::vector<StoredFinding>& findings, const std::
       Stmt has(db_, "SELECT 1 FROM findings WHERE signature = ?");
       has.bind(1, f.signature);
       if (has.step()) throw core::UserError(path_ + ": already holds the finding " + f.signature);
-      Stmt ins(db_,
-               "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
-               " rate, hits, first_model, first_seen, last_seen, bundle, known, root_cause, reduced)"
-               " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-      ins.bind(1, f.signature)
-          .bind(2, std::string(core::to_string(f.kind)))
-          .bind(3, std::string(core::to_string(f.stage)))
-          .bind(4, f.backend)
-          .bind(5, f.op)
-          .bind(6, f.node)
-          .bind(7, f.params)
-          .bind(8, f.message)
-          .bind(9, f.detail)
-          .bind(10, f.distance)
-          .bind(11, f.rate)
-          .bind(12, f.hits)
-          .bind(13, f.first_model)
-          .bind(14, f.first_seen)
-          .bind(15, f.last_seen)
-          .bind(16, f.bundle)
-          .bind(17, f.known)
-          .bind(18, f.root_cause)
-          .bind(19, f.reduced);
-      ins.step();
+      insert_row(f);
     }
     for (const ModelRecord& m : models) {
       Stmt has(db_, "SELECT 1 FROM models WHERE idx = ?");
@@ -336,27 +342,24 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
         continue;
       }
       const std::string bundle = bundle_for(f);  // written and renamed into place before the commit
-      Stmt ins(
-          db_,
-          "INSERT INTO findings (signature, kind, stage, backend, op, node, params, message, detail, distance,"
-          " rate, hits, first_model, first_seen, last_seen, bundle, known) VALUES (?,?,?,?,?,?,?,?,?,?,?,1,?,?,?,?,?)");
-      ins.bind(1, sig)
-          .bind(2, std::string(oracle::to_string(f.kind)))
-          .bind(3, std::string(oracle::to_string(f.stage)))
-          .bind(4, f.backend)
-          .bind(5, f.op)
-          .bind(6, f.node)
-          .bind(7, f.params)
-          .bind(8, f.message)
-          .bind(9, f.detail)
-          .bind(10, f.distance)
-          .bind(11, f.rate)
-          .bind(12, index)
-          .bind(13, now)
-          .bind(14, now)
-          .bind(15, bundle)
-          .bind(16, f.known);
-      ins.step();
+      StoredFinding row;
+      row.signature = sig;
+      row.kind = f.kind;
+      row.stage = f.stage;
+      row.backend = f.backend;
+      row.op = f.op;
+      row.node = f.node;
+      row.params = f.params;
+      row.message = f.message;
+      row.detail = f.detail;
+      row.distance = f.distance;
+      row.rate = f.rate;
+      row.hits = 1;
+      row.first_model = index;
+      row.first_seen = row.last_seen = now;
+      row.bundle = bundle;
+      row.known = f.known;
+      insert_row(row);
       ++fresh;
     }
     Stmt done(db_, "INSERT OR REPLACE INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
