@@ -167,7 +167,7 @@ void Worker::start() {
   pid_ = pid;
   to_fd_ = to_child[1];
   from_fd_ = from_child[0];
-  ++restarts_;
+  ++starts_;
   compiles_ = 0;
 }
 
@@ -327,7 +327,6 @@ void Worker::maybe_recycle() {
   if (!by_count && !by_memory) return;
   stop();  // the next call starts a fresh process
   ++recycles_;
-  --restarts_;  // a recycle is not a restart after a death
 }
 
 Outcome Worker::compile(const ir::Graph& g, const backends::CompileOptions& opt) {

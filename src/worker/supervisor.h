@@ -45,7 +45,8 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   const std::string& backend() const { return backend_; }
-  int restarts() const { return restarts_; }
+  // Processes started after the first one because a worker died (a recycle is not a death).
+  int restarts() const { return starts_ - 1 - recycles_; }
   // Fresh processes started by recycling (Limits::recycle_*), not by a death.
   int recycles() const { return recycles_; }
   pid_t pid() const { return pid_; }
@@ -74,7 +75,7 @@ class Worker {
   pid_t pid_ = -1;
   int to_fd_ = -1, from_fd_ = -1;
   std::string stderr_path_;
-  int restarts_ = -1;
+  int starts_ = 0;
   int recycles_ = 0;
   uint64_t compiles_ = 0;  // models compiled by the current process
 };
