@@ -41,6 +41,7 @@ struct ReproCase {
   std::string quorum_version;
   uint64_t seed = 0;
   int64_t model_index = 0;
+  std::string origin;  // how the model came about when not from a campaign's generator (finding.json)
 
   // The case: `model` (weights are initializers) fed `inputs` (graph inputs, as the library ran
   // them, in `dtype`). For a training finding also the loss on graph output 0 against `target`.

@@ -286,6 +286,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
               {"model_index", ctx.model_index},
               {"command_line", ctx.command_line},
               {"replay", replay_command(bundle_path)}};
+    if (!ctx.origin.empty()) j["origin"] = ctx.origin;
     core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");
     write_map(tmp, f, ctx);
   } catch (...) {

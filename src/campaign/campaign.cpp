@@ -220,7 +220,7 @@ class Run {
   // Records the model's findings in the store; each new one gets a bundle (listed in `fresh`).
   // Returns how many were new.
   int record(const ModelCase& m, const Evaluation& ev, int64_t index, std::vector<FreshFinding>& fresh) {
-    const BundleContext ctx{m, ev, setup_, seed_, index, opt_.command_line, versions_};
+    const BundleContext ctx{m, ev, setup_, seed_, index, opt_.command_line, versions_, {}};
     return store_.record(index, ev.findings, [&](const oracle::Finding& f) {
       const std::string path = write_bundle(opt_.out, f, ctx);
       fresh.push_back({f.signature(), path, f.known,
