@@ -1,6 +1,10 @@
 // Known-bug transfer: a ledger case moved to other libraries and to its operator's siblings turns a
 // planted sibling fault into a new finding that records the entry it came from.
 #include "campaign/transfer.h"
+// (the campaign option)
+#include "campaign/bundle.h"
+#include "campaign/campaign.h"
+#include "campaign/store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,6 +12,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "ir/json_io.h"
@@ -95,6 +102,37 @@ TEST(Transfer, APlantedSiblingFaultBecomesANewFindingThatNamesItsEntry) {
   EXPECT_TRUE(own[0].fresh.empty());
   ASSERT_FALSE(own[0].evaluation.findings.empty());
   EXPECT_EQ(own[0].evaluation.findings[0].known, "faulty-leaky-alpha");
+}
+
+// The campaign option: the variants come first, as models -1, -2, ..., into the campaign's store,
+// their bundles naming the entry; a resumed campaign does not run them again.
+TEST(Transfer, ACampaignWithTransferRecordsTheVariantsAsModelsOfItsOwn) {
+  CampaignOptions opt;
+  opt.generator = "none";
+  opt.setup.backends = parse_backends("faulty:elu-alpha-ignored");
+  opt.setup.mode = Mode::Infer;
+  opt.setup.known = std::make_shared<const oracle::Ledger>(leaky_relu_ledger());
+  opt.models = 1;
+  opt.seed = 3;
+  opt.transfer = true;
+  opt.quiet = true;
+  const fs::path out = fs::temp_directory_path() / ("quorum_transfer_campaign_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  opt.out = out.string();
+  const ModelFactory none = [](int64_t, core::Rng&) -> ModelCase { throw std::runtime_error("no model"); };
+  std::ostringstream log;
+  const Summary s = run_campaign(opt, none, log);
+  EXPECT_GT(s.transfer_variants, 1);
+  EXPECT_EQ(s.transfer_new, 1);
+  const auto findings = open_sqlite_store(opt.out)->findings();
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].signature, "inconsistency|FC|faulty:elu-alpha-ignored|elu|{}");
+  EXPECT_LT(findings[0].first_model, 0);
+  EXPECT_EQ(read_finding(findings[0].bundle).value("origin", ""),
+            "transfer from ledger entry faulty-leaky-alpha (elu in place of leaky_relu)");
+  const Summary again = run_campaign(opt, none, log);
+  EXPECT_EQ(again.transfer_variants, 0);  // every variant done
+  fs::remove_all(out);
 }
 
 }  // namespace
