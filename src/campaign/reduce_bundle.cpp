@@ -62,11 +62,19 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   std::unique_ptr<WorkerSet> own;
   if (!shared) own = std::make_unique<WorkerSet>(setup.backends, setup.limits);
   WorkerSet& workers = shared ? *shared : *own;
+  // A case cut below the loss trains with its own loss (mse_loss, whose target gives it the
+  // recorded incoming gradient), whatever loss the campaign used.
+  auto setup_for = [&](const localize::Case& c) {
+    Setup s = setup;
+    if (!c.loss.empty()) s.loss = c.loss;
+    return s;
+  };
   auto run = [&](const localize::Case& c) {
+    const Setup s = setup_for(c);
     ModelCase m{c.graph, c.inputs, c.target};
     core::Rng rng(1);
-    complete_case(m, setup.loss, rng);
-    return evaluate(m, setup, workers);
+    complete_case(m, s.loss, rng);
+    return evaluate(m, s, workers);
   };
   const localize::Predicate holds = [&](const localize::Case& c) {
     for (const auto& f : run(c).findings)
@@ -80,30 +88,46 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     return false;
   };
   if (log) *log << "reduce " << bundle_dir << " (" << out.signature << ", " << out.nodes_before << " nodes)\n";
+  const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
+  // A crash whose message names no node: the nodes alone, in order, on the reference's values; the
+  // first the blamed backend fails on or computes wrong (any finding against it) is the culprit.
+  if (kind == core::FindingKind::Crash && j.at("node").get<std::string>().empty()) {
+    const backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
+    const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
+      for (const auto& f : run(c).findings) {
+        if (f.backend != blamed) continue;
+        if (core::info(f.kind).signature == core::SignatureBy::Message) return f.message;
+        return std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "]";
+      }
+      return "";
+    };
+    out.culprit = localize::find_culprit(original, reference, wrong, max_runs / 2, log);
+  }
   out.reduction = localize::reduce(original, j.at("node").get<std::string>(), backward, values, grads, holds,
-                                   localize::ReduceOptions{max_runs, log});
+                                   localize::ReduceOptions{max_runs - out.culprit.runs, log});
   out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
       out.fix =
           localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
     // No parameter removes it: on fresh random inputs too (a bug for every input, or some)?
-    const int left = max_runs - out.reduction.runs - out.fix.runs;
+    const int left = max_runs - out.culprit.runs - out.reduction.runs - out.fix.runs;
     if (out.reduction.one_node && out.fix.causes.empty() && left > 0)
       out.inputs = localize::search_inputs(out.reduction.reduced, holds, std::min(left, kInputSearchTries), log);
-    // Then the smallest shapes, with what budget is left (the parameter evidence comes first).
-    if (!backward)
-      localize::shrink_inputs(out.reduction, holds,
-                              localize::ReduceOptions{max_runs - out.fix.runs - out.inputs.tried, log});
+    // Then the smallest shapes, with what budget is left (the parameter evidence comes first); a
+    // backward case keeps the matching part of its incoming gradient (localize::shrink_inputs).
+    localize::shrink_inputs(out.reduction, holds,
+                            localize::ReduceOptions{max_runs - out.culprit.runs - out.fix.runs - out.inputs.tried, log});
     // The reduced case as a bundle of its own, beside the original.
+    const Setup rsetup = setup_for(out.reduction.reduced);
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
     core::Rng rng(1);
-    complete_case(m, setup.loss, rng);
-    const Evaluation ev = evaluate(m, setup, workers);
+    complete_case(m, rsetup.loss, rng);
+    const Evaluation ev = evaluate(m, rsetup, workers);
     for (const auto& f : ev.findings) {
       if (!same_finding(f, j)) continue;
       std::map<std::string, std::string> versions;
-      BundleContext ctx{m, ev, setup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
+      BundleContext ctx{m, ev, rsetup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
                         "quorum reduce " + bundle_dir, versions};
       out.reduced_dir = write_bundle_at((dir / "reduced").string(), f, ctx);
       json causes = json::array();
@@ -115,24 +139,32 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
                   {"input_elements_after", out.reduction.elements},
                   {"input_nonzero_after", out.reduction.nonzero},
                   {"one_node", out.reduction.one_node},
-                  {"predicate_runs", out.reduction.runs + out.fix.runs + out.inputs.tried},
+                  {"predicate_runs", out.culprit.runs + out.reduction.runs + out.fix.runs + out.inputs.tried},
                   {"steps", out.reduction.steps},
                   {"causes", causes},
                   {"localize_fix_tried", out.fix.tried},
                   {"random_inputs",
                    {{"tried", out.inputs.tried}, {"shown", out.inputs.shown}, {"verdict", out.inputs.verdict()}}}};
+      if (!out.culprit.node.empty())
+        red["culprit"] = {{"node", out.culprit.node},
+                          {"op", out.culprit.op},
+                          {"alone", out.culprit.evidence},
+                          {"runs", out.culprit.runs}};
       core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
       break;
     }
   }
   // The root cause's key.
-  const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
   std::string op = j.at("op").get<std::string>();
   if (out.reduction.reproduced && op.empty() && out.reduction.reduced.graph.nodes.size() == 1)
     op = out.reduction.reduced.graph.nodes[0].op;
+  if (op.empty() && !out.culprit.node.empty()) op = out.culprit.op;
   out.root_cause = std::string(core::to_string(kind)) + "|" + core::to_string(stage) + "|" +
                    j.at("backend").get<std::string>() + "|" + op + "|";
-  if (core::info(kind).signature == core::SignatureBy::Message) {
+  if (!out.culprit.node.empty()) {
+    // Keyed by its culprit: whatever later node each model failed in, one cause.
+    out.root_cause += "alone: " + out.culprit.evidence;
+  } else if (core::info(kind).signature == core::SignatureBy::Message) {
     out.root_cause += j.at("message").get<std::string>();
   } else if (!out.reduction.reproduced) {
     out.root_cause = out.signature;  // not reproduced: its own root cause
