@@ -116,8 +116,9 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       out.inputs = localize::search_inputs(out.reduction.reduced, holds, std::min(left, kInputSearchTries), log);
     // Then the smallest shapes, with what budget is left (the parameter evidence comes first); a
     // backward case keeps the matching part of its incoming gradient (localize::shrink_inputs).
-    localize::shrink_inputs(out.reduction, holds,
-                            localize::ReduceOptions{max_runs - out.culprit.runs - out.fix.runs - out.inputs.tried, log});
+    localize::shrink_inputs(
+        out.reduction, holds,
+        localize::ReduceOptions{max_runs - out.culprit.runs - out.fix.runs - out.inputs.tried, log});
     // The reduced case as a bundle of its own, beside the original.
     const Setup rsetup = setup_for(out.reduction.reduced);
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
