@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/npy.h"
+#include "ir/edit.h"
 #include "ir/json_io.h"
 
 namespace quorum::campaign {
@@ -90,8 +91,11 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   if (log) *log << "reduce " << bundle_dir << " (" << out.signature << ", " << out.nodes_before << " nodes)\n";
   const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
   // A crash whose message names no node: the nodes alone, in order, on the reference's values; the
-  // first the blamed backend fails on or computes wrong (any finding against it) is the culprit.
-  if (kind == core::FindingKind::Crash && j.at("node").get<std::string>().empty()) {
+  // first the blamed backend fails on or computes wrong (any finding against it) is the culprit. A
+  // crash that names a node (the value an engine returned with a wrong shape) whose node runs right
+  // alone began upstream: the same search over what that node depends on.
+  const std::string named = j.at("node").get<std::string>();
+  if (kind == core::FindingKind::Crash) {
     const backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
     const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
       for (const auto& f : run(c).findings) {
@@ -101,7 +105,24 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       }
       return "";
     };
-    out.culprit = localize::find_culprit(original, reference, wrong, max_runs / 2, log);
+    if (named.empty()) {
+      out.culprit = localize::find_culprit(original, reference, wrong, max_runs / 2, log);
+    } else if (const ir::Node* n = original.graph.find_node(named)) {
+      try {
+        localize::Case alone = original, up = original;
+        alone.graph = ir::one_node(original.graph, named);
+        const localize::Culprit self = localize::find_culprit(alone, reference, wrong, 1, log);
+        up.graph.outputs.clear();
+        for (size_t i = 0; i < ir::data_input_count(*n); ++i)
+          if (original.graph.producer(n->inputs[i])) up.graph.outputs.push_back(n->inputs[i]);
+        if (self.runs == 1 && self.node.empty() && !up.graph.outputs.empty()) {
+          up.graph = ir::remove_unused(up.graph);
+          out.culprit = localize::find_culprit(up, reference, wrong, max_runs / 2 - 1, log);
+        }
+        out.culprit.runs += self.runs;
+      } catch (const core::UserError&) {
+      }
+    }
   }
   out.reduction = localize::reduce(original, j.at("node").get<std::string>(), backward, values, grads, holds,
                                    localize::ReduceOptions{max_runs - out.culprit.runs, log});
@@ -159,12 +180,13 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   std::string op = j.at("op").get<std::string>();
   if (out.reduction.reproduced && op.empty() && out.reduction.reduced.graph.nodes.size() == 1)
     op = out.reduction.reduced.graph.nodes[0].op;
-  if (op.empty() && !out.culprit.node.empty()) op = out.culprit.op;
+  if (!out.culprit.node.empty()) op = out.culprit.op;
   out.root_cause = std::string(core::to_string(kind)) + "|" + core::to_string(stage) + "|" +
                    j.at("backend").get<std::string>() + "|" + op + "|";
   if (!out.culprit.node.empty()) {
-    // Keyed by its culprit: whatever later node each model failed in, one cause.
-    out.root_cause += "alone: " + out.culprit.evidence;
+    // Keyed by its culprit and what it shows alone: whatever later node each model failed in, one
+    // cause (and the same as a crash that names the culprit itself with that message).
+    out.root_cause += out.culprit.evidence;
   } else if (core::info(kind).signature == core::SignatureBy::Message) {
     out.root_cause += j.at("message").get<std::string>();
   } else if (!out.reduction.reproduced) {

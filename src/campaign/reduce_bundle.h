@@ -18,9 +18,9 @@ struct BundleReduction {
   localize::Reduced reduction;
   localize::FixReport fix;  // on one-node reductions
   localize::InputSearch inputs;  // one-node reductions without a parameter cause
-  localize::Culprit culprit;     // a crash whose message names no node: the node where it begins
+  localize::Culprit culprit;     // a crash naming no node, or a node right alone: the node where it begins
   // The root cause's key, from the reduced case: kind, stage, backend, the operator (a crash
-  // reduced to one node gets that node's; one whose message names no node, its culprit's), and the
+  // reduced to one node gets that node's; one with a culprit, the culprit's), and the
   // attributes localize-fix named (or, for a crash, the normalised message; with a culprit, what
   // the culprit alone shows). Findings with equal keys are one root cause.
   std::string root_cause;

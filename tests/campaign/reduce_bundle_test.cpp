@@ -146,7 +146,7 @@ TEST(ReduceBundle, APlantedBackwardFaultReducesToItsNodeAndHalvesItsShapes) {
   fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
 }
 
-TEST(ReduceBundle, ACrashNamingNoNodeIsKeyedToTheNodeWrongAlone) {
+TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
   // An engine whose Transpose returns its input unchanged: the MatMul after it fails with NumPy's
   // own ValueError, which names no node. Run alone on the reference's values, the transpose is the
   // first node whose output is wrong (its shape): the root cause names transpose.
@@ -164,14 +164,29 @@ TEST(ReduceBundle, ACrashNamingNoNodeIsKeyedToTheNodeWrongAlone) {
   EXPECT_EQ(all[0].node, "");
   EXPECT_NE(all[0].signature.find("ValueError"), std::string::npos) << all[0].signature;
   // Re-keyed by the campaign's own reduction: the transpose, and what it shows alone.
-  EXPECT_NE(all[0].root_cause.find("|transpose|alone: "), std::string::npos) << all[0].root_cause;
-  EXPECT_NE(all[0].root_cause.find("shape"), std::string::npos) << all[0].root_cause;
+  EXPECT_NE(all[0].root_cause.find("|transpose|library error: output_Nnpy (value 't'): shape [N,N]"),
+            std::string::npos)
+      << all[0].root_cause;
   const BundleReduction r = reduce_bundle(all[0].bundle, 40, nullptr);
   EXPECT_EQ(r.culprit.node, "t");
   EXPECT_EQ(r.culprit.op, "transpose");
   EXPECT_EQ(r.culprit.runs, 2);  // n is right alone, t is not
   EXPECT_EQ(r.root_cause, all[0].root_cause);
   fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
+
+  // The same engine where a relu follows the transpose: the wrong shape shows at the relu's output,
+  // and the message names the relu. The relu runs right alone, so the failure began upstream: the
+  // same culprit, the same root cause.
+  const std::string g2 = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}], "outputs": ["r"],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [1, 0]}},
+              {"name": "r", "op": "relu", "inputs": ["t"], "outputs": ["r"]}]})";
+  const auto named = campaign_of("named_crash", g2, "exec:/usr/bin/python3+" + runner + "+noop=Transpose",
+                                 Mode::Infer, 1);
+  ASSERT_EQ(named.size(), 1u) << (named.empty() ? "no finding" : named[0].signature);
+  EXPECT_EQ(named[0].node, "r");
+  EXPECT_EQ(named[0].root_cause, r.root_cause);
+  fs::remove_all(fs::path(named[0].bundle).parent_path().parent_path());
 }
 
 }  // namespace
