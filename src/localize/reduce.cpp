@@ -238,7 +238,7 @@ Case ddmin_nodes(Case cur, std::vector<std::string> keep, const RemoveFn& remove
       std::vector<std::string> drop;
       for (size_t k = 0; k < n; ++k)
         if (k != i) drop.insert(drop.end(), chunks[k].begin(), chunks[k].end());
-      if (attempt(drop, "only " + set_name(chunks[i]) + " of " + std::to_string(keep.size()) + " upstream")) {
+      if (attempt(drop, "only " + set_name(chunks[i]) + " of " + std::to_string(keep.size()) + " removable")) {
         n = 2;
         reduced = true;
       }
