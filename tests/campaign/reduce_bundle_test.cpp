@@ -157,7 +157,7 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
               {"name": "m", "op": "matmul", "inputs": ["t", "w"], "outputs": ["m"]},
               {"name": "r", "op": "relu", "inputs": ["m"], "outputs": ["r"]}]})";
   const std::string runner = std::string(QUORUM_SOURCE_DIR) + "/tests/backends/exec_runners/numpy_runner.py";
-  const auto all = campaign_of("unnamed_crash", g, "exec:/usr/bin/python3+" + runner + "+noop=Transpose",
+  const auto all = campaign_of("unnamed_crash", g, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
                                Mode::Infer, 1);
   ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
   EXPECT_EQ(all[0].kind, core::FindingKind::Crash);
@@ -181,7 +181,7 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
     "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
               {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [1, 0]}},
               {"name": "r", "op": "relu", "inputs": ["t"], "outputs": ["r"]}]})";
-  const auto named = campaign_of("named_crash", g2, "exec:/usr/bin/python3+" + runner + "+noop=Transpose",
+  const auto named = campaign_of("named_crash", g2, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
                                  Mode::Infer, 1);
   ASSERT_EQ(named.size(), 1u) << (named.empty() ? "no finding" : named[0].signature);
   EXPECT_EQ(named[0].node, "r");
