@@ -90,12 +90,17 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   };
   if (log) *log << "reduce " << bundle_dir << " (" << out.signature << ", " << out.nodes_before << " nodes)\n";
   const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
-  // A crash whose message names no node: the nodes alone, in order, on the reference's values; the
+  const std::string named = j.at("node").get<std::string>();
+  const bool crash = kind == core::FindingKind::Crash;
+  // A crash keeps a third of the budget for its culprit (below).
+  out.reduction = localize::reduce(original, named, backward, values, grads, holds,
+                                   localize::ReduceOptions{crash ? max_runs - max_runs / 3 : max_runs, log});
+  // A crash whose message names no node: the nodes of its reduced case (where it still shows, without
+  // the nodes it does not need) alone, in order, each fed the reference's values of its inputs; the
   // first the blamed backend fails on or computes wrong (any finding against it) is the culprit. A
   // crash that names a node (the value an engine returned with a wrong shape) whose node runs right
   // alone began upstream: the same search over what that node depends on.
-  const std::string named = j.at("node").get<std::string>();
-  if (kind == core::FindingKind::Crash) {
+  if (crash && out.reduction.reproduced) {
     const backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
     const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
       for (const auto& f : run(c).findings) {
@@ -105,32 +110,34 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       }
       return "";
     };
+    localize::Case base = out.reduction.reduced;
+    base.inputs = original.inputs;  // the model's own inputs; every other value the reference's
+    const int budget = max_runs - out.reduction.runs;
     if (named.empty()) {
-      out.culprit = localize::find_culprit(original, reference, wrong, max_runs / 2, log);
-    } else if (const ir::Node* n = original.graph.find_node(named)) {
+      out.culprit = localize::find_culprit(base, reference, wrong, budget, log);
+    } else if (const ir::Node* n = base.graph.find_node(named); n && budget > 0) {
       try {
-        localize::Case alone = original, up = original;
-        alone.graph = ir::one_node(original.graph, named);
+        localize::Case alone = base, up = base;
+        alone.graph = ir::one_node(base.graph, named);
         const localize::Culprit self = localize::find_culprit(alone, reference, wrong, 1, log);
         up.graph.outputs.clear();
         for (size_t i = 0; i < ir::data_input_count(*n); ++i)
-          if (original.graph.producer(n->inputs[i])) up.graph.outputs.push_back(n->inputs[i]);
+          if (base.graph.producer(n->inputs[i])) up.graph.outputs.push_back(n->inputs[i]);
         if (self.runs == 1 && self.node.empty() && !up.graph.outputs.empty()) {
           up.graph = ir::remove_unused(up.graph);
-          out.culprit = localize::find_culprit(up, reference, wrong, max_runs / 2 - 1, log);
+          out.culprit = localize::find_culprit(up, reference, wrong, budget - 1, log);
         }
         out.culprit.runs += self.runs;
       } catch (const core::UserError&) {
       }
     }
   }
-  out.reduction = localize::reduce(original, j.at("node").get<std::string>(), backward, values, grads, holds,
-                                   localize::ReduceOptions{max_runs - out.culprit.runs, log});
   out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
       out.fix =
-          localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
+          localize::localize_fix(out.reduction.reduced, holds,
+                                 std::max(0, max_runs - out.culprit.runs - out.reduction.runs), log, ran);
     // No parameter removes it: on fresh random inputs too (a bug for every input, or some)?
     const int left = max_runs - out.culprit.runs - out.reduction.runs - out.fix.runs;
     if (out.reduction.one_node && out.fix.causes.empty() && left > 0)

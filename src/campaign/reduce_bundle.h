@@ -1,7 +1,9 @@
 // Reducing a finding's bundle: the localize/ reducer and localize-fix, with the predicate "the
 // same backends, run as the campaign ran them, still show the finding" (kind, stage, blamed
 // backend, operator; for crashes the normalised message). The reduced case is written beside the
-// original as BUNDLE/reduced/ (a full bundle: quorum replay works on it).
+// original as BUNDLE/reduced/ (a full bundle: quorum replay works on it). A crash that names no node
+// (or names one that runs right alone) is then localized to its culprit (localize::find_culprit on
+// the reduced case, each node judged by the same backends on the reference's values).
 #pragma once
 #include <iosfwd>
 #include <string>

@@ -63,17 +63,18 @@ using RemoveFn = std::function<bool(const Case& from, const std::vector<std::str
 Case ddmin_nodes(Case cur, std::vector<std::string> removable, const RemoveFn& remove, const Predicate& holds,
                  const ReduceOptions& opt, Reduced& r);
 
-// A crash (or conversion failure, library error) whose message names no node: the model's nodes run
-// alone, in order, each fed the float64 reference's values of its inputs (`reference`); the first
-// that `wrong` reports (it fails alone, or its own output is wrong: its shape or its values) is the
-// culprit, where the failure begins. `wrong` returns what is wrong ("" when the node runs right).
+// A crash (or conversion failure, library error) whose message names no node: the nodes of `c` run
+// alone, in order, each fed c's inputs where it has them, else the float64 reference's values
+// (`reference`); the first that `wrong` reports (it fails alone, or its own output is wrong: its
+// shape or its values) is the culprit, where the failure begins. `wrong` returns what is wrong
+// ("" when the node runs right). At most max_runs nodes are run.
 using NodeVerdict = std::function<std::string(const Case& one_node)>;
 struct Culprit {
   std::string node, op, evidence;  // empty node: none found
   int runs = 0;
 };
-Culprit find_culprit(const Case& original, const backends::ValueMap& reference, const NodeVerdict& wrong,
-                     int max_runs, std::ostream* log = nullptr);
+Culprit find_culprit(const Case& c, const backends::ValueMap& reference, const NodeVerdict& wrong, int max_runs,
+                     std::ostream* log = nullptr);
 
 // `recorded`: the blamed backend's value of every node output (and `recorded_grads` its gradients,
 // for backward findings), used to feed what a removed part of the model computed.
