@@ -291,7 +291,8 @@ class Run {
           f.line +=
               "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) + " nodes" +
               (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
-              " (" + r.reduced_dir + ")";
+              (r.culprit.node.empty() ? "" : ", culprit '" + r.culprit.node + "' (" + r.culprit.op + ")") + " (" +
+              r.reduced_dir + ")";
       } catch (const core::SystemError&) {
         throw;
       } catch (const std::exception& e) {

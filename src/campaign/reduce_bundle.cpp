@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/npy.h"
+#include "ir/edit.h"
 #include "ir/json_io.h"
 
 namespace quorum::campaign {
@@ -62,11 +63,19 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   std::unique_ptr<WorkerSet> own;
   if (!shared) own = std::make_unique<WorkerSet>(setup.backends, setup.limits);
   WorkerSet& workers = shared ? *shared : *own;
+  // A case cut below the loss trains with its own loss (mse_loss, whose target gives it the
+  // recorded incoming gradient), whatever loss the campaign used.
+  auto setup_for = [&](const localize::Case& c) {
+    Setup s = setup;
+    if (!c.loss.empty()) s.loss = c.loss;
+    return s;
+  };
   auto run = [&](const localize::Case& c) {
+    const Setup s = setup_for(c);
     ModelCase m{c.graph, c.inputs, c.target};
     core::Rng rng(1);
-    complete_case(m, setup.loss, rng);
-    return evaluate(m, setup, workers);
+    complete_case(m, s.loss, rng);
+    return evaluate(m, s, workers);
   };
   const localize::Predicate holds = [&](const localize::Case& c) {
     for (const auto& f : run(c).findings)
@@ -80,30 +89,74 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     return false;
   };
   if (log) *log << "reduce " << bundle_dir << " (" << out.signature << ", " << out.nodes_before << " nodes)\n";
-  out.reduction = localize::reduce(original, j.at("node").get<std::string>(), backward, values, grads, holds,
-                                   localize::ReduceOptions{max_runs, log});
+  const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
+  const std::string named = j.at("node").get<std::string>();
+  const bool crash = kind == core::FindingKind::Crash;
+  // A crash keeps a third of the budget for its culprit (below).
+  out.reduction = localize::reduce(original, named, backward, values, grads, holds,
+                                   localize::ReduceOptions{crash ? max_runs - max_runs / 3 : max_runs, log});
+  // A crash whose message names no node: the nodes of its reduced case (where it still shows, without
+  // the nodes it does not need) alone, in order, each fed the reference's values of its inputs; the
+  // first the blamed backend fails on or computes wrong (any finding against it) is the culprit. A
+  // crash that names a node (the value an engine returned with a wrong shape) whose node runs right
+  // alone began upstream: the same search over what that node depends on.
+  if (crash && out.reduction.reproduced) {
+    const backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
+    const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
+      for (const auto& f : run(c).findings) {
+        if (f.backend != blamed) continue;
+        if (core::info(f.kind).signature == core::SignatureBy::Message) return f.message;
+        return std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "]";
+      }
+      return "";
+    };
+    localize::Case base = out.reduction.reduced;
+    base.inputs = original.inputs;  // the model's own inputs; every other value the reference's
+    const int budget = max_runs - out.reduction.runs;
+    if (named.empty()) {
+      out.culprit = localize::find_culprit(base, reference, wrong, budget, log);
+    } else if (const ir::Node* n = base.graph.find_node(named); n && budget > 0) {
+      try {
+        localize::Case alone = base, up = base;
+        alone.graph = ir::one_node(base.graph, named);
+        const localize::Culprit self = localize::find_culprit(alone, reference, wrong, 1, log);
+        up.graph.outputs.clear();
+        for (size_t i = 0; i < ir::data_input_count(*n); ++i)
+          if (base.graph.producer(n->inputs[i])) up.graph.outputs.push_back(n->inputs[i]);
+        if (self.runs == 1 && self.node.empty() && !up.graph.outputs.empty()) {
+          up.graph = ir::remove_unused(up.graph);
+          out.culprit = localize::find_culprit(up, reference, wrong, budget - 1, log);
+        }
+        out.culprit.runs += self.runs;
+      } catch (const core::UserError&) {
+      }
+    }
+  }
   out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
       out.fix =
-          localize::localize_fix(out.reduction.reduced, holds, std::max(0, max_runs - out.reduction.runs), log, ran);
+          localize::localize_fix(out.reduction.reduced, holds,
+                                 std::max(0, max_runs - out.culprit.runs - out.reduction.runs), log, ran);
     // No parameter removes it: on fresh random inputs too (a bug for every input, or some)?
-    const int left = max_runs - out.reduction.runs - out.fix.runs;
+    const int left = max_runs - out.culprit.runs - out.reduction.runs - out.fix.runs;
     if (out.reduction.one_node && out.fix.causes.empty() && left > 0)
       out.inputs = localize::search_inputs(out.reduction.reduced, holds, std::min(left, kInputSearchTries), log);
-    // Then the smallest shapes, with what budget is left (the parameter evidence comes first).
-    if (!backward)
-      localize::shrink_inputs(out.reduction, holds,
-                              localize::ReduceOptions{max_runs - out.fix.runs - out.inputs.tried, log});
+    // Then the smallest shapes, with what budget is left (the parameter evidence comes first); a
+    // backward case keeps the matching part of its incoming gradient (localize::shrink_inputs).
+    localize::shrink_inputs(
+        out.reduction, holds,
+        localize::ReduceOptions{max_runs - out.culprit.runs - out.fix.runs - out.inputs.tried, log});
     // The reduced case as a bundle of its own, beside the original.
+    const Setup rsetup = setup_for(out.reduction.reduced);
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
     core::Rng rng(1);
-    complete_case(m, setup.loss, rng);
-    const Evaluation ev = evaluate(m, setup, workers);
+    complete_case(m, rsetup.loss, rng);
+    const Evaluation ev = evaluate(m, rsetup, workers);
     for (const auto& f : ev.findings) {
       if (!same_finding(f, j)) continue;
       std::map<std::string, std::string> versions;
-      BundleContext ctx{m, ev, setup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
+      BundleContext ctx{m, ev, rsetup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
                         "quorum reduce " + bundle_dir, versions, {}};
       ctx.origin = j.value("origin", "");
       out.reduced_dir = write_bundle_at((dir / "reduced").string(), f, ctx);
@@ -116,24 +169,33 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
                   {"input_elements_after", out.reduction.elements},
                   {"input_nonzero_after", out.reduction.nonzero},
                   {"one_node", out.reduction.one_node},
-                  {"predicate_runs", out.reduction.runs + out.fix.runs + out.inputs.tried},
+                  {"predicate_runs", out.culprit.runs + out.reduction.runs + out.fix.runs + out.inputs.tried},
                   {"steps", out.reduction.steps},
                   {"causes", causes},
                   {"localize_fix_tried", out.fix.tried},
                   {"random_inputs",
                    {{"tried", out.inputs.tried}, {"shown", out.inputs.shown}, {"verdict", out.inputs.verdict()}}}};
+      if (!out.culprit.node.empty())
+        red["culprit"] = {{"node", out.culprit.node},
+                          {"op", out.culprit.op},
+                          {"alone", out.culprit.evidence},
+                          {"runs", out.culprit.runs}};
       core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
       break;
     }
   }
   // The root cause's key.
-  const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
   std::string op = j.at("op").get<std::string>();
   if (out.reduction.reproduced && op.empty() && out.reduction.reduced.graph.nodes.size() == 1)
     op = out.reduction.reduced.graph.nodes[0].op;
+  if (!out.culprit.node.empty()) op = out.culprit.op;
   out.root_cause = std::string(core::to_string(kind)) + "|" + core::to_string(stage) + "|" +
                    j.at("backend").get<std::string>() + "|" + op + "|";
-  if (core::info(kind).signature == core::SignatureBy::Message) {
+  if (!out.culprit.node.empty()) {
+    // Keyed by its culprit and what it shows alone: whatever later node each model failed in, one
+    // cause (and the same as a crash that names the culprit itself with that message).
+    out.root_cause += out.culprit.evidence;
+  } else if (core::info(kind).signature == core::SignatureBy::Message) {
     out.root_cause += j.at("message").get<std::string>();
   } else if (!out.reduction.reproduced) {
     out.root_cause = out.signature;  // not reproduced: its own root cause

@@ -1,7 +1,9 @@
 // Reducing a finding's bundle: the localize/ reducer and localize-fix, with the predicate "the
 // same backends, run as the campaign ran them, still show the finding" (kind, stage, blamed
 // backend, operator; for crashes the normalised message). The reduced case is written beside the
-// original as BUNDLE/reduced/ (a full bundle: quorum replay works on it).
+// original as BUNDLE/reduced/ (a full bundle: quorum replay works on it). A crash that names no node
+// (or names one that runs right alone) is then localized to its culprit (localize::find_culprit on
+// the reduced case, each node judged by the same backends on the reference's values).
 #pragma once
 #include <iosfwd>
 #include <string>
@@ -18,9 +20,11 @@ struct BundleReduction {
   localize::Reduced reduction;
   localize::FixReport fix;  // on one-node reductions
   localize::InputSearch inputs;  // one-node reductions without a parameter cause
+  localize::Culprit culprit;     // a crash naming no node, or a node right alone: the node where it begins
   // The root cause's key, from the reduced case: kind, stage, backend, the operator (a crash
-  // reduced to one node gets that node's), and the attributes localize-fix named (or, for a
-  // crash, the normalised message). Findings with equal keys are one root cause.
+  // reduced to one node gets that node's; one with a culprit, the culprit's), and the
+  // attributes localize-fix named (or, for a crash, the normalised message; with a culprit, what
+  // the culprit alone shows). Findings with equal keys are one root cause.
   std::string root_cause;
   double seconds = 0;
 };

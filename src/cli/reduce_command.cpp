@@ -17,8 +17,11 @@ void report(const campaign::BundleReduction& r) {
     return;
   }
   std::cout << "reduced " << r.signature << ": " << r.nodes_before << " -> " << r.nodes_after << " node"
-            << (r.nodes_after == 1 ? "" : "s") << " in " << r.reduction.runs + r.fix.runs << " runs, " << r.seconds
-            << " s\n";
+            << (r.nodes_after == 1 ? "" : "s") << " in "
+            << r.culprit.runs + r.reduction.runs + r.fix.runs + r.inputs.tried << " runs, " << r.seconds << " s\n";
+  if (!r.culprit.node.empty())
+    std::cout << "  culprit: '" << r.culprit.node << "' (" << r.culprit.op << ") alone: " << r.culprit.evidence
+              << "\n";
   for (const auto& c : r.fix.causes)
     std::cout << "  cause: " << c.attribute << " = " << c.value << " (the finding disappears with " << c.fixed_by
               << ")\n";

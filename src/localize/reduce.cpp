@@ -53,19 +53,6 @@ bool feed(Case& c, const Case& original, const backends::ValueMap& recorded) {
   return true;
 }
 
-// A target whose mean-squared-error gradient at the output is the recorded incoming gradient:
-// d/dy mean((y - t)^2) = 2 (y - t) / n, so t = y - g n / 2.
-core::Tensor target_for(const std::string& out, const backends::ValueMap& recorded, const backends::ValueMap& grads,
-                        const core::Tensor& fallback) {
-  auto y = recorded.find(out);
-  auto gy = grads.find(out);
-  if (y == recorded.end() || gy == grads.end() || y->second.shape() != gy->second.shape()) return fallback;
-  core::Tensor t(core::DType::F64, y->second.shape());
-  const double n = static_cast<double>(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = y->second.get(i) - gy->second.get(i) * n / 2;
-  return t;
-}
-
 // `t` (float64) restricted to [start, start + len) along `axis`.
 core::Tensor slice_axis(const core::Tensor& t, size_t axis, int64_t start, int64_t len) {
   core::Shape shape = t.shape();
@@ -87,10 +74,23 @@ int64_t elements(const Case& c) {
   return n;
 }
 
-// 5. Shapes halved while the finding remains (forward findings and crashes: a backward case's
-//    target and incoming gradient are tied to its shapes). Every graph input's axes, largest first;
-//    the first half, else the second, of the recorded values; a halving the operator's shape rule
-//    refuses is skipped. Repeats until nothing halves or the budget is spent.
+// `g` cut to `shape` (same rank, no axis larger): each axis that shrank keeps its first part, or its
+// last where the input was cut at its end (`tail`). Undefined when the shapes do not fit.
+core::Tensor cut_grad(const core::Tensor& g, const core::Shape& shape, bool tail) {
+  if (g.shape().size() != shape.size()) return core::Tensor();
+  core::Tensor cur = g.to(core::DType::F64);
+  for (size_t a = 0; a < shape.size(); ++a) {
+    const int64_t d = cur.shape()[a];
+    if (shape[a] > d) return core::Tensor();
+    if (shape[a] < d) cur = slice_axis(cur, a, tail ? d - shape[a] : 0, shape[a]);
+  }
+  return cur;
+}
+
+// 5. Shapes halved while the finding remains. Every graph input's axes, largest first; the first
+//    half, else the second, of the recorded values; a halving the operator's shape rule refuses is
+//    skipped. A backward case keeps the matching part of its incoming gradient and a recomputed
+//    target. Repeats until nothing halves or the budget is spent.
 Case shrink(Case cur, Runner& run, const ReduceOptions& opt) {
   for (bool progress = true; progress && run.r.runs < opt.max_runs;) {
     progress = false;
@@ -114,7 +114,12 @@ Case shrink(Case cur, Runner& run, const ReduceOptions& opt) {
             break;  // the shape rule refuses this size: the other half is refused alike
           }
           c.inputs[name] = slice_axis(cur.inputs.at(name), a, start, half);
-          c.target = core::Tensor();
+          if (c.grad.defined()) {
+            c.grad = cut_grad(cur.grad, c.graph.types.at(c.graph.outputs[0]).shape, start != 0);
+            if (!c.grad.defined() || !retarget(c)) continue;
+          } else {
+            c.target = core::Tensor();
+          }
           if (run.try_case(c, "'" + name + "' axis " + std::to_string(a) + " halved (" + (start ? "second" : "first") +
                                   " half) -> " + core::to_string(c.graph.inputs[gi].type.shape))) {
             cur = std::move(c);
@@ -128,7 +133,128 @@ Case shrink(Case cur, Runner& run, const ReduceOptions& opt) {
   return cur;
 }
 
+// A short name for a set of nodes in a step's line.
+std::string set_name(const std::vector<std::string>& nodes) {
+  std::string s;
+  for (size_t i = 0; i < nodes.size() && i < 4; ++i) s += (i ? ", '" : "'") + nodes[i] + "'";
+  if (nodes.size() > 4) s += " and " + std::to_string(nodes.size() - 4) + " more";
+  return nodes.size() == 1 ? s : "{" + s + "}";
+}
+
+// `cur` without the nodes `drop`: values they computed for the nodes that stay become graph inputs
+// fed the recorded values; graph outputs they computed are dropped, and when none is left the
+// values they took from the nodes that stay become the outputs (a crash case shrinking from its
+// end). A new output 0 loses the case's target (and incoming gradient). False: no valid model.
+bool remove_nodes(const Case& cur, const std::vector<std::string>& drop_list, const Case& original,
+                  const backends::ValueMap& recorded, Case& out) {
+  const std::set<std::string> drop(drop_list.begin(), drop_list.end());
+  const ir::Graph& g = cur.graph;
+  auto dropped = [&](const std::string& v) {
+    const ir::Node* p = g.producer(v);
+    return p && drop.count(p->name) > 0;
+  };
+  auto add = [](std::vector<std::string>& list, const std::string& v) {
+    if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+  };
+  std::vector<std::string> outs, cuts;
+  for (const auto& o : g.outputs)
+    if (!dropped(o)) add(outs, o);
+  if (outs.empty())
+    for (const auto& n : g.nodes)
+      if (drop.count(n.name))
+        for (size_t i = 0; i < ir::data_input_count(n); ++i)
+          if (g.producer(n.inputs[i]) && !dropped(n.inputs[i])) add(outs, n.inputs[i]);
+  if (outs.empty()) return false;
+  for (const auto& n : g.nodes)
+    if (!drop.count(n.name))
+      for (const auto& v : n.inputs)
+        if (dropped(v)) add(cuts, v);
+  try {
+    Case c = cur;
+    c.graph.outputs = outs;  // (the types still hold: cut_at and remove_unused re-validate)
+    if (cuts.empty()) c.graph = ir::remove_unused(c.graph);
+    for (const auto& v : cuts)
+      if (c.graph.producer(v)) c.graph = ir::cut_at(c.graph, v);
+    for (const auto& n : drop)
+      if (c.graph.find_node(n)) return false;
+    if (c.graph.outputs[0] != g.outputs[0]) {
+      c.target = core::Tensor();
+      c.grad = core::Tensor();
+      c.loss.clear();
+    }
+    if (!feed(c, original, recorded)) return false;
+    out = std::move(c);
+    return true;
+  } catch (const core::UserError&) {
+    return false;
+  }
+}
+
 }  // namespace
+
+bool retarget(Case& c, const core::Tensor& given) {
+  if (!c.grad.defined() || c.graph.outputs.empty()) return false;
+  core::Tensor y = given;
+  if (!y.defined()) {
+    try {
+      ir::Graph g = c.graph;
+      if (g.types.empty()) ir::validate(g, "reduced model");
+      y = ref::forward(g, c.inputs).at(g.outputs[0]);
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  if (y.shape() != c.grad.shape()) return false;
+  core::Tensor t(core::DType::F64, y.shape());
+  const double n = static_cast<double>(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = y.get(i) - c.grad.get(i) * n / 2;
+  c.target = std::move(t);
+  c.loss = "mse_loss";
+  return true;
+}
+
+Case ddmin_nodes(Case cur, std::vector<std::string> keep, const RemoveFn& remove, const Predicate& holds,
+                 const ReduceOptions& opt, Reduced& r) {
+  Runner run{holds, opt, r};
+  size_t n = 2;
+  // Tries the case without `drop`; on success it becomes the current case and `keep` what is left of it.
+  auto attempt = [&](const std::vector<std::string>& drop, const std::string& what) {
+    Case c;
+    if (drop.empty() || !remove(cur, drop, c) || !run.try_case(c, what)) return false;
+    cur = std::move(c);
+    std::vector<std::string> left;
+    for (const auto& k : keep)
+      if (cur.graph.find_node(k)) left.push_back(k);
+    keep = std::move(left);
+    return true;
+  };
+  while (!keep.empty() && r.runs < opt.max_runs) {
+    n = std::min(n, keep.size());
+    std::vector<std::vector<std::string>> chunks(n);
+    for (size_t i = 0; i < keep.size(); ++i) chunks[i * n / keep.size()].push_back(keep[i]);
+    bool reduced = false;
+    // One chunk kept, the rest removed (with two chunks, the same as removing the other one).
+    for (size_t i = 0; n > 2 && i < n && !reduced && r.runs < opt.max_runs; ++i) {
+      std::vector<std::string> drop;
+      for (size_t k = 0; k < n; ++k)
+        if (k != i) drop.insert(drop.end(), chunks[k].begin(), chunks[k].end());
+      if (attempt(drop, "only " + set_name(chunks[i]) + " of " + std::to_string(keep.size()) + " removable")) {
+        n = 2;
+        reduced = true;
+      }
+    }
+    // One chunk removed.
+    for (size_t i = 0; i < n && !reduced && r.runs < opt.max_runs; ++i)
+      if (attempt(chunks[i], "without " + set_name(chunks[i]))) {
+        n = std::max<size_t>(n - 1, 2);
+        reduced = true;
+      }
+    if (reduced) continue;
+    if (n >= keep.size()) break;  // single nodes tried: none can go
+    n = std::min(2 * n, keep.size());
+  }
+  return cur;
+}
 
 Reduced reduce(const Case& original, const std::string& blamed_node, bool backward, const backends::ValueMap& recorded,
                const backends::ValueMap& recorded_grads, const Predicate& holds, const ReduceOptions& opt) {
@@ -138,52 +264,37 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
   Runner run{holds, opt, r};
   if (!run.try_case(original, "original model")) return r;
   r.reproduced = true;
+  const RemoveFn remove = [&](const Case& from, const std::vector<std::string>& drop, Case& out) {
+    return remove_nodes(from, drop, original, recorded, out);
+  };
   const ir::Node* blamed = original.graph.find_node(blamed_node);
   if (!blamed) {
-    // A crash (or loss) finding names no node: remove nodes one at a time, last first, each cut
-    // where its outputs are used (they become inputs fed the recorded values) or dropped with
-    // what only it fed; keep every removal after which the finding remains.
-    Case cur = original;
-    for (size_t pass = 0; pass < 2; ++pass) {
-      std::vector<std::string> order;
-      for (auto it = cur.graph.nodes.rbegin(); it != cur.graph.nodes.rend(); ++it) order.push_back(it->name);
-      for (const auto& name : order) {
-        if (r.runs >= opt.max_runs || cur.graph.nodes.size() <= 1) break;
-        const ir::Node* n = cur.graph.find_node(name);
-        if (!n) continue;
-        try {
-          Case c = cur;
-          // Graph outputs it produces move to its inputs' producers' outputs, or are dropped.
-          std::vector<std::string> outs;
-          for (const auto& o : c.graph.outputs)
-            if (std::find(n->outputs.begin(), n->outputs.end(), o) == n->outputs.end()) outs.push_back(o);
-          if (outs.empty())
-            for (size_t i = 0; i < ir::data_input_count(*n); ++i)
-              if (c.graph.producer(n->inputs[i])) outs.push_back(n->inputs[i]);
-          if (outs.empty()) continue;
-          c.graph.outputs = outs;
-          c.graph.types.clear();
-          c.graph = ir::remove_unused(c.graph);
-          for (const auto& o : n->outputs)
-            if (c.graph.producer(o)) c.graph = ir::cut_at(c.graph, o);
-          if (c.graph.find_node(name)) continue;
-          c.target = core::Tensor();
-          if (feed(c, original, recorded) && run.try_case(c, "without '" + name + "'")) cur = std::move(c);
-        } catch (const core::UserError&) {
-        }
-      }
-    }
-    r.reduced = std::move(cur);
+    // A crash (or loss) finding names no node: delta debugging over all the nodes, each set cut
+    // where its outputs are used (they become inputs fed the recorded values), the outputs moving
+    // up to what it took from the rest when it held them all.
+    std::vector<std::string> all;
+    for (const auto& n : original.graph.nodes) all.push_back(n.name);
+    r.reduced = ddmin_nodes(original, all, remove, holds, opt, r);
     r.one_node = r.reduced.graph.nodes.size() == 1;
     return r;
   }
+  // For a backward finding, the case below the loss: trained with mse_loss against a target that
+  // gives `out` the blamed backend's recorded incoming gradient, on its recorded value.
+  auto below_loss = [&](Case& c, const std::string& out) {
+    c.target = core::Tensor();
+    if (!backward) return;
+    auto y = recorded.find(out);
+    auto g = recorded_grads.find(out);
+    if (y == recorded.end() || g == recorded_grads.end()) return;
+    c.grad = g->second.to(core::DType::F64);
+    if (!retarget(c, y->second)) c.grad = core::Tensor();
+  };
 
   // 1. The blamed node alone, fed the recorded values of its inputs.
   try {
     Case one;
     one.graph = ir::one_node(original.graph, blamed_node);
-    one.target = backward ? target_for(one.graph.outputs[0], recorded, recorded_grads, core::Tensor())
-                          : core::Tensor();
+    below_loss(one, one.graph.outputs[0]);
     if (feed(one, original, recorded) && run.try_case(one, "the blamed node '" + blamed_node + "' alone")) {
       r.reduced = std::move(one);
       r.one_node = true;
@@ -192,42 +303,26 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
   } catch (const core::UserError&) {
   }
 
-  // 2. Only what the blamed node depends on (and, for LC/BC, what leads from it to the loss).
-  //    For a backward finding the loss moves to the blamed node's output, with a target that
-  //    gives it the recorded incoming gradient.
+  // 2. Only what the blamed node depends on. For a backward finding the loss moves to the blamed
+  //    node's output, with a target that gives it the recorded incoming gradient.
   Case cur = original;
   try {
     Case c = original;
     c.graph.outputs = blamed->outputs;
     c.graph.types.clear();
     c.graph = ir::remove_unused(c.graph);
-    c.target = backward ? target_for(blamed->outputs[0], recorded, recorded_grads, core::Tensor()) : core::Tensor();
+    below_loss(c, blamed->outputs[0]);
     if (feed(c, original, recorded) && run.try_case(c, "ancestors of '" + blamed_node + "'")) cur = std::move(c);
   } catch (const core::UserError&) {
   }
 
-  // 3. Remove upstream nodes one at a time (last first): their outputs become inputs fed the
+  // 3. Sets of upstream nodes removed by delta debugging: their outputs become inputs fed the
   //    recorded values.
   const std::set<std::string> up = ir::ancestors(cur.graph, blamed_node);
   std::vector<std::string> order;
-  for (auto it = cur.graph.nodes.rbegin(); it != cur.graph.nodes.rend(); ++it)
-    if (it->name != blamed_node && up.count(it->name)) order.push_back(it->name);
-  for (const auto& name : order) {
-    if (r.runs >= opt.max_runs) break;
-    const ir::Node* n = cur.graph.find_node(name);
-    if (!n) continue;  // already gone with an earlier removal
-    try {
-      Case c = cur;
-      for (const auto& o : n->outputs)
-        if (c.graph.producer(o) &&
-            std::find(c.graph.outputs.begin(), c.graph.outputs.end(), o) == c.graph.outputs.end())
-          c.graph = ir::cut_at(c.graph, o);
-      if (c.graph.find_node(name)) continue;
-      if (feed(c, original, recorded) && run.try_case(c, "without '" + name + "' (its outputs recorded)"))
-        cur = std::move(c);
-    } catch (const core::UserError&) {
-    }
-  }
+  for (const auto& n : cur.graph.nodes)
+    if (n.name != blamed_node && up.count(n.name)) order.push_back(n.name);
+  cur = ddmin_nodes(std::move(cur), order, remove, holds, opt, r);
 
   // 4. Attributes toward their defaults.
   for (size_t k = 0; k < cur.graph.nodes.size() && r.runs < opt.max_runs; ++k) {
@@ -242,6 +337,7 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
         c.graph.nodes[k].attrs[a.name] = a.default_value;
         c.graph.types.clear();
         ir::validate(c.graph, "reduced model");
+        if (c.grad.defined() && !retarget(c)) continue;  // (its output's shape changed)
         if (run.try_case(c, "'" + n.name + "' " + a.name + " -> default " + core::to_string(a.default_value)))
           cur = std::move(c);
       } catch (const core::UserError&) {
@@ -249,6 +345,7 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
     }
   }
   r.reduced = std::move(cur);
+  r.one_node = r.reduced.graph.nodes.size() == 1;
   return r;
 }
 
@@ -274,6 +371,7 @@ void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt)
         core::Tensor y = x.to(core::DType::F64);
         for (int64_t i = start; i < std::min(n, start + chunk); ++i) y.f64()[i] = 0;
         c.inputs[name] = y;
+        if (c.grad.defined() && !retarget(c)) continue;
         if (run.try_case(c, "'" + name + "' elements [" + std::to_string(start) + ", " +
                                 std::to_string(std::min(n, start + chunk)) + ") -> 0"))
           cur = std::move(c);
@@ -321,6 +419,8 @@ FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_run
       try {
         c.graph.nodes[0].attrs = ops::canonical_attrs(spec, c.graph.nodes[0].attrs);
         ir::validate(c.graph, "localize-fix");
+        // A backward case keeps its incoming gradient where the output keeps its shape.
+        if (c.grad.defined() && !retarget(c)) c.target = core::Tensor();
       } catch (const core::UserError&) {
         rep.tried.push_back(what + ": invalid here");
         continue;
@@ -384,6 +484,38 @@ InputSearch search_inputs(const Case& one_node, const Predicate& holds, int trie
     if (log) *log << "  input search [" << s.tried << "] random inputs: " << (ok ? "reproduces" : "gone") << "\n";
   }
   return s;
+}
+
+Culprit find_culprit(const Case& original, const backends::ValueMap& reference, const NodeVerdict& wrong,
+                     int max_runs, std::ostream* log) {
+  Culprit c;
+  for (const auto& n : original.graph.nodes) {
+    if (c.runs >= max_runs) break;
+    Case one;
+    try {
+      one.graph = ir::one_node(original.graph, n.name);
+    } catch (const core::UserError&) {
+      continue;
+    }
+    if (!feed(one, original, reference)) continue;
+    ++c.runs;
+    std::string what;
+    try {
+      what = wrong(one);
+    } catch (const std::exception& e) {
+      if (log) *log << "  culprit [" << c.runs << "] '" << n.name << "' alone: not judged (" << e.what() << ")\n";
+      continue;
+    }
+    if (log) *log << "  culprit [" << c.runs << "] '" << n.name << "' (" << n.op << ") alone: "
+                  << (what.empty() ? "right" : what) << "\n";
+    if (!what.empty()) {
+      c.node = n.name;
+      c.op = n.op;
+      c.evidence = what;
+      break;
+    }
+  }
+  return c;
 }
 
 }  // namespace quorum::localize

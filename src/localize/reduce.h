@@ -1,10 +1,11 @@
 // The reducer: the smallest model that still shows a finding, by checked graph edits only
 // (ir/edit.h), each kept only when the finding's predicate still holds. Deterministic and bounded
 // by a number of predicate runs. Steps: the blamed node alone, fed the blamed backend's recorded
-// values of its inputs (for a backward finding, with a target whose loss gradient is the recorded
-// incoming gradient); else the ancestors of the blamed node (with its path to the loss for LC/BC),
-// then removals of single nodes and of halves (each removed node's outputs become graph inputs fed
-// the recorded values); then attributes toward their defaults.
+// values of its inputs (for a backward finding, trained with mse_loss against a target whose loss
+// gradient is the recorded incoming gradient); else the ancestors of the blamed node (the loss moved
+// to its output the same way), then delta debugging (ddmin) over sets of upstream nodes (each
+// removed node's outputs become graph inputs fed the recorded values); then attributes toward their
+// defaults. A crash that names no node: ddmin over all the nodes, and find_culprit.
 #pragma once
 #include <functional>
 #include <iosfwd>
@@ -20,7 +21,18 @@ struct Case {
   ir::Graph graph;
   backends::ValueMap inputs;  // float64
   core::Tensor target;
+  // A backward case cut below its loss: the incoming gradient its output 0 must receive, and the loss
+  // whose target gives it (mse_loss: d/dy mean((y - t)^2) = 2 (y - t) / N, so t = y - g N / 2).
+  // `target` is recomputed from `grad` whenever the case's inputs or shapes change. Empty: the
+  // case trains with the campaign's loss and its own target.
+  core::Tensor grad;
+  std::string loss;
 };
+
+// The target that gives output 0 of `c` the incoming gradient `c.grad` under mse_loss, computed on
+// `y` (the output's value: recorded, else the float64 reference's on c.inputs when empty).
+// Sets c.target and c.loss; false (c unchanged) when the shapes do not match or the reference fails.
+bool retarget(Case& c, const core::Tensor& y = core::Tensor());
 
 // Whether a candidate still shows the finding.
 using Predicate = std::function<bool(const Case&)>;
@@ -43,6 +55,27 @@ struct Reduced {
   std::vector<std::string> steps;
 };
 
+// Delta debugging (Zeller's ddmin) over sets of `removable` nodes of `c`: the chunks of the set
+// (halves, then quarters, ...) tried as what is kept (the rest removed) and as what is removed, a
+// success restarting on what is left, until no single node can go. `remove(c, set)` builds the
+// candidate without the set (false: not a valid model) and `r` counts the predicate runs.
+using RemoveFn = std::function<bool(const Case& from, const std::vector<std::string>& drop, Case& out)>;
+Case ddmin_nodes(Case cur, std::vector<std::string> removable, const RemoveFn& remove, const Predicate& holds,
+                 const ReduceOptions& opt, Reduced& r);
+
+// A crash (or conversion failure, library error) whose message names no node: the nodes of `c` run
+// alone, in order, each fed c's inputs where it has them, else the float64 reference's values
+// (`reference`); the first that `wrong` reports (it fails alone, or its own output is wrong: its
+// shape or its values) is the culprit, where the failure begins. `wrong` returns what is wrong
+// ("" when the node runs right). At most max_runs nodes are run.
+using NodeVerdict = std::function<std::string(const Case& one_node)>;
+struct Culprit {
+  std::string node, op, evidence;  // empty node: none found
+  int runs = 0;
+};
+Culprit find_culprit(const Case& c, const backends::ValueMap& reference, const NodeVerdict& wrong, int max_runs,
+                     std::ostream* log = nullptr);
+
 // `recorded`: the blamed backend's value of every node output (and `recorded_grads` its gradients,
 // for backward findings), used to feed what a removed part of the model computed.
 Reduced reduce(const Case& original, const std::string& blamed_node, bool backward, const backends::ValueMap& recorded,
@@ -51,8 +84,10 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
 // Shapes halved while the finding remains: every graph input's axes, largest first, keeping the
 // first half of the values, else the second; a size the shape rules refuse is skipped; repeated
 // until nothing halves. Then the values: chunks of elements set to 0 while it remains (delta
-// debugging), leaving non-zero only what triggers it. Only for forward and crash findings (a backward case's target and
-// incoming gradient are tied to its shapes). Spends r.runs up to opt.max_runs; appends its steps.
+// debugging), leaving non-zero only what triggers it. A backward case (Case::grad) keeps the part
+// of its incoming gradient that matches the output's kept part (output axes that shrank are cut at
+// the same end as the input), and its target is recomputed so the output still receives it. Spends
+// r.runs up to opt.max_runs; appends its steps.
 void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt);
 
 // Localize-fix (Audee, METHODS.md §4) on a one-node case: every attribute of the node replaced by

@@ -87,3 +87,109 @@ TEST(ReduceBundle, EveryConditionalPlantedFaultIsReducedToItsLayerWithItsParamet
 
 }  // namespace
 }  // namespace quorum::campaign
+
+namespace quorum::campaign {
+namespace {
+
+// A campaign of `models` copies of `graph_json` on `backends`, each new finding reduced with 40 runs.
+std::vector<StoredFinding> campaign_of(const std::string& name, const std::string& graph_json,
+                                       const std::string& backends, Mode mode, int64_t models) {
+  CampaignOptions opt;
+  opt.generator = name;
+  opt.setup.backends = parse_backends(backends);
+  opt.setup.mode = mode;
+  opt.models = models;
+  opt.seed = 5;
+  opt.reduce_runs = 40;
+  opt.out = (fs::temp_directory_path() / ("quorum_reduce_" + name + "_" + std::to_string(::getpid()))).string();
+  fs::remove_all(opt.out);
+  opt.quiet = true;
+  std::ostringstream log;
+  run_campaign(opt, [&](int64_t, core::Rng&) { return ModelCase{ir::graph_from_json(graph_json, name), {}, {}}; },
+               log);
+  return open_sqlite_store(opt.out)->findings();
+}
+
+TEST(ReduceBundle, APlantedBackwardFaultReducesToItsNodeAndHalvesItsShapes) {
+  // transpose's gradient reshaped instead of transposed back, its operand n used by the concat
+  // after it too (as a generated model had it): the backward finding is born at the transpose (the
+  // backends return what each consumer of n sent back; judged on n's total gradient, it was blamed
+  // on the concat, which sends more there, and reduced to 3 nodes), with its path to the loss below.
+  const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 54]}], "outputs": ["o"],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "tr", "op": "transpose", "inputs": ["n"], "outputs": ["tr"], "attrs": {"perm": [1, 0]}},
+              {"name": "sl", "op": "slice", "inputs": ["tr"], "outputs": ["sl"],
+               "attrs": {"starts": [21], "ends": [23]}},
+              {"name": "cat", "op": "concat", "inputs": ["n", "sl"], "outputs": ["cat"], "attrs": {"axis": 1}},
+              {"name": "s", "op": "sigmoid", "inputs": ["cat"], "outputs": ["s"]},
+              {"name": "o", "op": "tanh", "inputs": ["s"], "outputs": ["o"]}]})";
+  const auto all = campaign_of("bc_transpose", g, "faulty:transpose-grad-as-reshape", Mode::Train, 1);
+  ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
+  EXPECT_EQ(all[0].stage, core::Stage::Backward);
+  EXPECT_EQ(all[0].op, "transpose");
+  const BundleReduction r = reduce_bundle(all[0].bundle, 60, nullptr);
+  ASSERT_TRUE(r.reduction.reproduced);
+  EXPECT_EQ(r.nodes_before, 6);
+  EXPECT_EQ(r.nodes_after, 1);
+  EXPECT_TRUE(r.reduction.one_node);
+  EXPECT_EQ(r.reduction.reduced.graph.nodes[0].op, "transpose");
+  // Halved while the gradient still differs: [2, 54] to [2, 3] (halving either axis again leaves a
+  // vector, whose transpose is a reshape); its values do not matter, only the incoming gradient.
+  EXPECT_EQ(r.reduction.elements_before, 108);
+  EXPECT_EQ(r.reduction.reduced.graph.inputs[0].type.shape, (core::Shape{2, 3}));
+  EXPECT_EQ(r.reduction.nonzero, 0);
+  std::string steps;
+  for (const auto& s : r.reduction.steps) steps += s + "\n";
+  EXPECT_EQ(r.reduction.elements, 6) << steps;
+  ASSERT_FALSE(r.reduced_dir.empty());
+  EXPECT_TRUE(replay(r.reduced_dir).reproduced);  // trained with mse_loss against the recorded gradient
+  fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
+}
+
+TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
+  // An engine whose Transpose returns its input unchanged: the MatMul after it fails with NumPy's
+  // own ValueError, which names no node. Run alone on the reference's values, the transpose is the
+  // first node whose output is wrong (its shape): the root cause names transpose.
+  const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}], "outputs": ["r"],
+    "initializers": [{"name": "w", "dtype": "float32", "shape": [2, 4], "data": [1, 2, 3, 4, 5, 6, 7, 8]}],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [1, 0]}},
+              {"name": "m", "op": "matmul", "inputs": ["t", "w"], "outputs": ["m"]},
+              {"name": "r", "op": "relu", "inputs": ["m"], "outputs": ["r"]}]})";
+  const std::string runner = std::string(QUORUM_SOURCE_DIR) + "/tests/backends/exec_runners/numpy_runner.py";
+  const auto all = campaign_of("unnamed_crash", g, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
+                               Mode::Infer, 1);
+  ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
+  EXPECT_EQ(all[0].kind, core::FindingKind::Crash);
+  EXPECT_EQ(all[0].node, "");
+  EXPECT_NE(all[0].signature.find("ValueError"), std::string::npos) << all[0].signature;
+  // Re-keyed by the campaign's own reduction: the transpose, and what it shows alone.
+  EXPECT_NE(all[0].root_cause.find("|transpose|library error: output_Nnpy (value 't'): shape [N,N]"),
+            std::string::npos)
+      << all[0].root_cause;
+  const BundleReduction r = reduce_bundle(all[0].bundle, 40, nullptr);
+  EXPECT_EQ(r.culprit.node, "t");
+  EXPECT_EQ(r.culprit.op, "transpose");
+  // Searched in the reduced case, which keeps what the failure needs: the transpose and the matmul.
+  EXPECT_EQ(r.nodes_after, 2);
+  EXPECT_EQ(r.culprit.runs, 1);
+  EXPECT_EQ(r.root_cause, all[0].root_cause);
+  fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
+
+  // The same engine where a relu follows the transpose: the wrong shape shows at the relu's output,
+  // and the message names the relu. The relu runs right alone, so the failure began upstream: the
+  // same culprit, the same root cause.
+  const std::string g2 = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}], "outputs": ["r"],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [1, 0]}},
+              {"name": "r", "op": "relu", "inputs": ["t"], "outputs": ["r"]}]})";
+  const auto named = campaign_of("named_crash", g2, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
+                                 Mode::Infer, 1);
+  ASSERT_EQ(named.size(), 1u) << (named.empty() ? "no finding" : named[0].signature);
+  EXPECT_EQ(named[0].node, "r");
+  EXPECT_EQ(named[0].root_cause, r.root_cause);
+  fs::remove_all(fs::path(named[0].bundle).parent_path().parent_path());
+}
+
+}  // namespace
+}  // namespace quorum::campaign

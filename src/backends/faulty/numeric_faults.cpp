@@ -138,6 +138,16 @@ void maxpool_grad_all_ties(ref::Overrides& ov) {
   }
 }
 
+// transpose's gradient is the incoming gradient's elements in their own order, reshaped to the input's
+// shape, instead of transposed back (a reshape where the inverse permutation belongs).
+void transpose_grad_as_reshape(ref::Overrides& ov) {
+  ov.vjp["transpose"] = [](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
+    Tensor gx(core::DType::F64, in[0]->shape());
+    for (int64_t i = 0; i < gx.numel(); ++i) gx.f64()[i] = g[0].get(i);
+    return std::vector<Tensor>{gx};
+  };
+}
+
 // concat loses its last input: that part of the output is zero (and gets no gradient).
 void concat_drops_last(ref::Overrides& ov) {
   const ops::OpSpec& spec = ops::op("concat");
@@ -212,6 +222,7 @@ const std::vector<NumericFault>& numeric_faults() {
       {"softmax-no-max-sub", "softmax without max subtraction overflows to NaN", "FC"},
       {"maxpool-grad-all-ties", "max pooling's gradient goes to every tied element", "BC"},
       {"concat-drops-last", "concat loses its last input", "FC"},
+      {"transpose-grad-as-reshape", "transpose's gradient is reshaped, not transposed back", "BC"},
       {"loss-grad-x2", "the loss gradient is twice what it should be", "LC"},
       {"relu-nan-to-zero", "relu turns a NaN input into 0 (the NaN is swallowed)", "FC"},
       {"elu-alpha-ignored", "elu computes with alpha = 1 whatever alpha is (fires when alpha != 1)", "FC"},
@@ -234,6 +245,7 @@ ref::Overrides numeric_overrides(const std::set<std::string>& names) {
     else if (n == "softmax-no-max-sub") softmax_no_max_sub(ov);
     else if (n == "maxpool-grad-all-ties") maxpool_grad_all_ties(ov);
     else if (n == "concat-drops-last") concat_drops_last(ov);
+    else if (n == "transpose-grad-as-reshape") transpose_grad_as_reshape(ov);
     else if (n == "loss-grad-x2") ov.loss_grad_scale = 2.0;
     else if (n == "relu-nan-to-zero") relu_nan_to_zero(ov);
     else if (n == "elu-alpha-ignored") with_attrs(ov, {"elu"}, elu_alpha_ignored);

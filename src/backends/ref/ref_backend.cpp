@@ -31,6 +31,14 @@ class RefSession : public Session {
     // first node of a model (a reduced one-node case) is judged through them.
     for (const auto& in : g_.inputs)
       if (r.grads.count(in.name)) out.grads.emplace(in.name, r.grads.at(in.name));
+    // What each consumer of a value several nodes use sent back (as libtorch and oneDNN return it):
+    // without it a wrong gradient from one consumer is judged on the total and blamed on whichever
+    // consumer sends the most there, not always the one at fault.
+    for (const auto& v : multi_consumer_values(g_))
+      for (const auto& n : g_.nodes)
+        if (std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end())
+          if (auto it = r.grads.find(contribution_key(v, n.name)); it != r.grads.end())
+            out.grads.emplace(it->first, it->second);
     for (auto& [name, w] : g_.initializers) {
       core::Tensor g = r.grads.count(name) ? r.grads.at(name) : core::Tensor(core::DType::F64, w.shape());
       out.grads.emplace(name, g);

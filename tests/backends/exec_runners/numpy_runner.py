@@ -15,6 +15,8 @@ with :OpType, only on models holding that operator:
   garbage  output_0.npy is not a .npy file      shape   output_0.npy has the wrong shape
   dtype    output_0.npy is float64              missing no output file at all
 skew=OpType computes that operator's outputs 1.5 times too large (wrong numbers, exit status 0).
+noop=OpType returns that operator's first input unchanged (a wrong shape for a Transpose): a later
+node then fails with NumPy's own error (exit status 1), which names no node of the model.
 unsupported=4 declares any operator it does not evaluate unsupported the documented way (exit status
 4, "unsupported: OpType" on stderr) instead of exit status 3; refuse=OpType declares that one too,
 and claim=OpType names that operator in the refusal instead of the one refused.
@@ -112,7 +114,10 @@ def run(d, opts):
             sys.exit(3)
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
         inputs = [values[i] for i in n.input]
-        values[n.output[0]] = np.asarray(OPS[n.op_type](inputs, attrs), dtype=inputs[0].dtype)
+        if opts.get("noop") == n.op_type:
+            values[n.output[0]] = inputs[0]
+        else:
+            values[n.output[0]] = np.asarray(OPS[n.op_type](inputs, attrs), dtype=inputs[0].dtype)
         if opts.get("skew") == n.op_type:
             values[n.output[0]] = values[n.output[0]] * np.asarray(1.5, dtype=inputs[0].dtype)
     for j, vi in enumerate(graph.output):
