@@ -58,7 +58,8 @@ int cmd_transfer(const Options& o) {
       }
     if (store->model_done(i)) return;
     const campaign::BundleContext ctx{v.model, v.evaluation, v.setup, opt.seed, i, o.command_line, {}, v.origin()};
-    store->record(i, v.evaluation.findings, [&](const oracle::Finding& f) { return campaign::write_bundle(out, f, ctx); });
+    store->record(i, v.evaluation.findings,
+                  [&](const oracle::Finding& f) { return campaign::write_bundle(out, f, ctx); });
   });
   std::cout << "transfer: " << run << " variants run (" << skipped << " not valid for the sibling's shape rule), "
             << with_new << " showed findings no ledger entry explains: " << fresh.size() << " new signatures\n"
