@@ -110,17 +110,17 @@ int main(int argc, char** argv) {
     mopt.aim = -0.01;
     mopt.stop_at_first = false;
     const ir::Graph& graph = m.graph;
-    const search::GristResult d = search::grist(graph, start, mopt, [&graph](const search::Candidate& c,
-                                                                             const ref::VulnerableSite* s) {
-      // The site's own operand in its invalid region (a NaN elsewhere is another site's).
-      ref::ValueMap v;
-      try {
-        v = ref::forward(graph, c.inputs);
-      } catch (const std::exception&) {
-        return search::Verdict{};
-      }
-      return search::Verdict{search::suspect_loss(*s, v.at(s->value)).invalid, ""};
-    });
+    const search::GristResult d =
+        search::grist(graph, start, mopt, [&graph](const search::Candidate& c, const ref::VulnerableSite* s) {
+          // The site's own operand in its invalid region (a NaN elsewhere is another site's).
+          ref::ValueMap v;
+          try {
+            v = ref::forward(graph, c.inputs);
+          } catch (const std::exception&) {
+            return search::Verdict{};
+          }
+          return search::Verdict{search::suspect_loss(*s, v.at(s->value)).invalid, ""};
+        });
     for (const auto& site : a.sites) {
       bool dyn = false;
       for (const auto& t : d.targets)
@@ -141,17 +141,18 @@ int main(int argc, char** argv) {
   std::printf("library NaN/Inf where the reference is finite:\n");
   std::printf("  GRIST:  %d models (%.1f %%), median evaluations to the first trigger %.1f\n", grist_hits,
               pct(grist_hits), median(grist_evals));
-  std::printf("  random: %d models (%.1f %%), median evaluations to the first trigger %.1f; at the first draw "
-              "(a campaign's one evaluation): %d (%.1f %%)\n",
-              random_hits, pct(random_hits), median(random_evals), random_first, pct(random_first));
+  std::printf(
+      "  random: %d models (%.1f %%), median evaluations to the first trigger %.1f; at the first draw "
+      "(a campaign's one evaluation): %d (%.1f %%)\n",
+      random_hits, pct(random_hits), median(random_evals), random_first, pct(random_first));
   std::printf("  both: %d\n", both);
   std::printf("GRIST time per iteration: median %.4f s, mean %.4f s (%lld iterations)\n", median(per_iteration),
               grist_iterations ? grist_seconds / static_cast<double>(grist_iterations) : 0.0,
               static_cast<long long>(grist_iterations));
-  std::printf("static ranges vs GRIST model mode (per vulnerable operand): flagged and triggered %lld, flagged only "
-              "%lld, triggered only %lld, neither %lld\n",
-              static_cast<long long>(tp), static_cast<long long>(fp), static_cast<long long>(fn),
-              static_cast<long long>(tn));
+  std::printf(
+      "static ranges vs GRIST model mode (per vulnerable operand): flagged and triggered %lld, flagged only "
+      "%lld, triggered only %lld, neither %lld\n",
+      static_cast<long long>(tp), static_cast<long long>(fp), static_cast<long long>(fn), static_cast<long long>(tn));
   std::printf("  precision %.3f, recall %.3f\n", tp + fp ? static_cast<double>(tp) / static_cast<double>(tp + fp) : 0.0,
               tp + fn ? static_cast<double>(tp) / static_cast<double>(tp + fn) : 0.0);
   return 0;

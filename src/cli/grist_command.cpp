@@ -160,15 +160,18 @@ int cmd_grist(const Options& o) {
     setup.thresholds.dtype = setup.dtype;
     setup.limits = limits_of(o);
     setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));
-    const core::Tensor target = l.target ? *l.target : data::loss_target(setup.loss, g.types.at(g.outputs[0]).shape, rng);
+    const core::Tensor target =
+        l.target ? *l.target : data::loss_target(setup.loss, g.types.at(g.outputs[0]).shape, rng);
     campaign::WorkerSet workers(setup.backends, setup.limits);
     const search::Evaluate eval = campaign::library_evaluate(g, target, setup, workers, hit);
-    r = o.baseline ? search::random_inputs(g, start, opt.budget, seed, range, eval) : search::grist(g, start, opt, eval);
+    r = o.baseline ? search::random_inputs(g, start, opt.budget, seed, range, eval)
+                   : search::grist(g, start, opt, eval);
   } else {
     const search::Evaluate eval = [&g](const search::Candidate& c, const ref::VulnerableSite* site) {
       return search::model_verdict(g, c, site);
     };
-    r = o.baseline ? search::random_inputs(g, start, opt.budget, seed, range, eval) : search::grist(g, start, opt, eval);
+    r = o.baseline ? search::random_inputs(g, start, opt.budget, seed, range, eval)
+                   : search::grist(g, start, opt, eval);
   }
 
   print_static(analysis, o.baseline ? nullptr : &r);

@@ -58,8 +58,14 @@ const std::map<std::string, IntervalFn2>& binary_ranges() {
       {"sub", sub},
       {"mul", mul},
       {"div", div},
-      {"maximum", [](const Interval& a, const Interval& b) { return Interval{std::max(a.lo, b.lo), std::max(a.hi, b.hi)}; }},
-      {"minimum", [](const Interval& a, const Interval& b) { return Interval{std::min(a.lo, b.lo), std::min(a.hi, b.hi)}; }},
+      {"maximum",
+       [](const Interval& a, const Interval& b) {
+         return Interval{std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+       }},
+      {"minimum",
+       [](const Interval& a, const Interval& b) {
+         return Interval{std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+       }},
   };
   return m;
 }

@@ -20,16 +20,16 @@ using RangeMap = std::map<std::string, Interval>;
 // One operand of one vulnerable operation (a node whose operator has valid_ranges).
 struct VulnerableSite {
   std::string node, op;
-  int input = 0;                          // the operand's position among the node's inputs
-  std::string value;                      // the operand's value name
-  std::vector<ops::ValidRange> valid;     // the operand's valid intervals (their union is valid)
-  Interval range;                         // its static range
-  bool flagged = false;                   // the range meets the invalid region
+  int input = 0;                       // the operand's position among the node's inputs
+  std::string value;                   // the operand's value name
+  std::vector<ops::ValidRange> valid;  // the operand's valid intervals (their union is valid)
+  Interval range;                      // its static range
+  bool flagged = false;                // the range meets the invalid region
 };
 
 struct RangeAnalysis {
-  RangeMap ranges;                        // every value of the graph
-  std::vector<VulnerableSite> sites;      // every vulnerable operand, in graph order
+  RangeMap ranges;                    // every value of the graph
+  std::vector<VulnerableSite> sites;  // every vulnerable operand, in graph order
 };
 
 // The analysis. `inputs` gives each graph input's interval (a missing one is unbounded); weights

@@ -30,17 +30,21 @@ double sign(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }
 // A sample of the search: a candidate and its bookkeeping.
 struct Sample {
   Candidate c;
-  double score = 0;               // importance
-  double loss = ops::kInf;        // the suspect loss at its last step
+  double score = 0;         // importance
+  double loss = ops::kInf;  // the suspect loss at its last step
   double first_loss = std::nan("");
   int linear_left = 0;
-  bool dead = false;              // the reference failed on it, or its operand is NaN: replace it
+  bool dead = false;  // the reference failed on it, or its operand is NaN: replace it
 };
 
 class Search {
  public:
   Search(const ir::Graph& g, const Candidate& start, const GristOptions& opt, const Evaluate& eval)
-      : g_(g), start_(start), opt_(opt), eval_(eval), rng_(opt.seed == 0 ? 1 : opt.seed),
+      : g_(g),
+        start_(start),
+        opt_(opt),
+        eval_(eval),
+        rng_(opt.seed == 0 ? 1 : opt.seed),
         t0_(std::chrono::steady_clock::now()) {
     // The sign step of each weight tensor: delta times the width of its initial values (at least 1).
     for (const auto& [name, w] : start_.weights) {
@@ -55,11 +59,14 @@ class Search {
   }
 
   GristResult run() {
-    const std::vector<ref::VulnerableSite> sites = ref::vulnerable_sites(g_);
+    std::vector<ref::VulnerableSite> sites = ref::vulnerable_sites(g_);
+    // An operand that is a weight moves only when the weights are searched.
+    if (!opt_.weights)
+      std::erase_if(sites, [&](const ref::VulnerableSite& s) { return g_.initializers.count(s.value) > 0; });
     for (size_t i = 0; i < sites.size(); ++i) {
       if (out_.evaluations >= opt_.budget || timed_out()) break;
-      const int64_t share = std::max<int64_t>(opt_.samples, (opt_.budget - out_.evaluations) /
-                                                                static_cast<int64_t>(sites.size() - i));
+      const int64_t share =
+          std::max<int64_t>(opt_.samples, (opt_.budget - out_.evaluations) / static_cast<int64_t>(sites.size() - i));
       TargetOutcome t = target(sites[i], std::min(share, opt_.budget - out_.evaluations));
       out_.targets.push_back(std::move(t));
       if (out_.targets.back().triggered && out_.trigger < 0) {
@@ -81,8 +88,7 @@ class Search {
       s.c.inputs = start_.inputs;
     } else {
       for (const auto& in : g_.inputs)
-        s.c.inputs[in.name] =
-            data::random_with_edges(in.type.shape, rng_, opt_.data_range.lo, opt_.data_range.hi, 0.0);
+        s.c.inputs[in.name] = data::random_with_edges(in.type.shape, rng_, opt_.data_range.lo, opt_.data_range.hi, 0.0);
     }
     s.linear_left = opt_.weights ? opt_.linear_rounds : 0;
     return s;
@@ -345,7 +351,8 @@ Verdict model_verdict(const ir::Graph& g, const Candidate& c, const ref::Vulnera
   }
   const std::string bad = first_nonfinite_node(g, values);
   if (!bad.empty()) return Verdict{true, "the float64 reference produces NaN/Inf, first at node '" + bad + "'"};
-  const std::vector<ref::VulnerableSite> all = site ? std::vector<ref::VulnerableSite>{*site} : ref::vulnerable_sites(g);
+  const std::vector<ref::VulnerableSite> all =
+      site ? std::vector<ref::VulnerableSite>{*site} : ref::vulnerable_sites(g);
   for (const auto& s : all) {
     const SuspectLoss sl = suspect_loss(s, values.at(s.value));
     if (!sl.invalid) continue;

@@ -40,14 +40,14 @@ using Evaluate = std::function<Verdict(const Candidate& c, const ref::Vulnerable
 
 struct GristOptions {
   uint64_t seed = 1;
-  int64_t budget = 200;       // evaluations (calls of Evaluate), over all targets
-  double time_limit = 0;      // seconds; 0: none
-  double delta = 0.1;         // an input's sign step, as a fraction of the data range
-  double switch_rate = 0.25;  // the share of samples replaced by fresh ones each iteration
-  int samples = 4;            // samples kept per target
-  bool weights = true;        // search the weights too
-  int linear_rounds = 10;     // linear steps on the weights of a sample before sign steps
-  int flat_iterations = 15;   // a target is left after this many iterations without a lower loss
+  int64_t budget = 200;             // evaluations (calls of Evaluate), over all targets
+  double time_limit = 0;            // seconds; 0: none
+  double delta = 0.1;               // an input's sign step, as a fraction of the data range
+  double switch_rate = 0.25;        // the share of samples replaced by fresh ones each iteration
+  int samples = 4;                  // samples kept per target
+  bool weights = true;              // search the weights too
+  int linear_rounds = 10;           // linear steps on the weights of a sample before sign steps
+  int flat_iterations = 15;         // a target is left after this many iterations without a lower loss
   ops::Interval data_range{-1, 1};  // every input element stays in it
   // Where the weights' linear steps aim, as a fraction of the target's first loss: inside the valid
   // region (> 0: a library's behaviour next to the boundary, the reference still finite) or past the

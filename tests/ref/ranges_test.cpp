@@ -32,7 +32,7 @@ TEST(Ranges, IntervalArithmeticByHand) {
   expect_interval(ops::div({1, 2}, {-1, 1}), -kInf, kInf);  // the divisor holds 0
   expect_interval(ops::sum_of({-1, 2}, 3), -3, 6);
   expect_interval(ops::add({-kInf, 0}, {1, kInf}), -kInf, kInf);  // -inf + inf widens
-  expect_interval(ops::mul({0, 0}, {-kInf, kInf}), 0, 0);           // 0 * inf is 0
+  expect_interval(ops::mul({0, 0}, {-kInf, kInf}), 0, 0);         // 0 * inf is 0
   expect_interval(ops::hull({0, 1}, {3, 4}), 0, 4);
 }
 
@@ -66,7 +66,8 @@ TEST(Ranges, UnaryRulesByHand) {
 
 ir::Graph graph(const std::string& nodes, const std::string& inits = "[]") {
   return ir::graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
-    "initializers": )" + inits + R"(, "nodes": )" + nodes + "}",
+    "initializers": )" + inits + R"(, "nodes": )" +
+                                 nodes + "}",
                              "test");
 }
 

@@ -24,11 +24,14 @@ Candidate start_of(const ir::Graph& g, uint64_t seed, const ops::Interval& range
   core::Rng rng(seed);
   Candidate c;
   c.weights = graph_weights(g);
-  for (const auto& in : g.inputs) c.inputs[in.name] = data::random_with_edges(in.type.shape, rng, range.lo, range.hi, 0);
+  for (const auto& in : g.inputs)
+    c.inputs[in.name] = data::random_with_edges(in.type.shape, rng, range.lo, range.hi, 0);
   return c;
 }
 
-Verdict on_model(const ir::Graph& g, const Candidate& c, const ref::VulnerableSite* s) { return model_verdict(g, c, s); }
+Verdict on_model(const ir::Graph& g, const Candidate& c, const ref::VulnerableSite* s) {
+  return model_verdict(g, c, s);
+}
 
 // A classifier head without epsilon: log(softmax(x W^T)). Its logits can only drift apart as far as
 // float32's softmax underflows to 0 with the weights searched (inputs stay in [-1, 1]).
@@ -131,8 +134,8 @@ TEST(Grist, LibraryTargetFindsAPlantedFaultRandomInputsMiss) {
   const Candidate start = start_of(g, 4, opt.data_range);
 
   std::optional<campaign::SearchHit> random_hit;
-  const GristResult random =
-      random_inputs(g, start, budget, 4, opt.data_range, campaign::library_evaluate(g, target, setup, workers, random_hit));
+  const GristResult random = random_inputs(g, start, budget, 4, opt.data_range,
+                                           campaign::library_evaluate(g, target, setup, workers, random_hit));
   EXPECT_FALSE(random.triggered());
   EXPECT_EQ(random.evaluations, budget);
 
