@@ -160,42 +160,44 @@ class Search {
     }
   }
 
-  // One step of a sample toward the target's invalid boundary: the suspect loss and its gradients on
-  // the reference, sign steps on the inputs, a linear or a sign step on the weights.
-  void step(Sample& s, const ref::VulnerableSite& site) {
-    const ir::Graph gw = with_weights(g_, s.c.weights);
-    ref::ValueMap values;
-    SuspectLoss sl;
-    ref::ValueMap grads;
+  // The suspect loss of a candidate on the reference and its gradients (d L / d value for every
+  // input and weight); false when the reference fails, the operand is already invalid (its
+  // evaluation says what that means) or no boundary is finite.
+  bool probe(const Candidate& c, const ref::VulnerableSite& site, SuspectLoss& sl, ref::ValueMap& grads) {
     try {
-      values = ref::forward(gw, s.c.inputs);
+      const ir::Graph gw = with_weights(g_, c.weights);
+      const ref::ValueMap values = ref::forward(gw, c.inputs);
       const Tensor& operand = values.at(site.value);
       sl = suspect_loss(site, operand);
-      if (sl.invalid || !std::isfinite(sl.loss) || sl.index < 0) {
-        // Already invalid (its evaluation says what that means; then it is replaced), or no finite
-        // boundary to go to.
-        s.loss = sl.invalid ? 0.0 : ops::kInf;
-        s.dead = true;
-        return;
-      }
+      if (sl.invalid || !std::isfinite(sl.loss) || sl.index < 0) return false;
       Tensor seed(core::DType::F64, operand.shape());
       seed.f64()[sl.index] = -sl.toward;  // L = toward * (boundary - v): dL/dv = -toward
       grads = ref::backward(gw, values, {{site.value, seed}});
+      return true;
     } catch (const core::UserError&) {
-      s.dead = true;
-      return;
+      return false;
     } catch (const core::OpError&) {
-      s.dead = true;
+      return false;
+    }
+  }
+
+  // One step of a sample toward the target's invalid boundary: sign steps on the inputs, then (on
+  // the gradients at the moved inputs) a linear or a sign step on the weights.
+  void step(Sample& s, const ref::VulnerableSite& site) {
+    SuspectLoss sl;
+    ref::ValueMap grads;
+    if (!probe(s.c, site, sl, grads)) {
+      s.loss = sl.invalid ? 0.0 : ops::kInf;
+      s.dead = true;  // replaced after its evaluation
       return;
     }
     const double improvement = std::isfinite(s.loss) ? (s.loss - sl.loss) / std::max(std::abs(s.loss), 1e-12) : 0;
     s.loss = sl.loss;
     if (std::isnan(s.first_loss)) s.first_loss = sl.loss;
 
-    // Inputs: x <- clip(x - step * sign(dL/dx)); the first-order change of L it gives.
+    // Inputs: x <- clip(x - step * sign(dL/dx)).
     const double step = opt_.delta * (opt_.data_range.hi - opt_.data_range.lo);
     int64_t moved = 0, clipped = 0, total = 0;
-    double input_change = 0;
     for (auto& [name, x] : s.c.inputs) {
       auto git = grads.find(name);
       if (git == grads.end()) continue;
@@ -208,13 +210,14 @@ class Search {
         const double got = std::clamp(want, opt_.data_range.lo, opt_.data_range.hi);
         if (got != want) ++clipped;
         if (got != x.f64()[i]) ++moved;
-        input_change += gi * (got - x.f64()[i]);
         x.f64()[i] = got;
       }
     }
-    // Weights: a linear step to the aimed loss L* = aim * first loss (along the gradient, after the
-    // inputs' own change), for the first rounds; then sign steps.
-    if (opt_.weights) {
+    // Weights: a linear step to the aimed loss L* = aim * first loss along the gradient at the moved
+    // inputs, for the first rounds; then sign steps.
+    if (opt_.weights && !s.c.weights.empty()) {
+      SuspectLoss now = sl;
+      bool linear = s.linear_left > 0 && (moved == 0 || probe(s.c, site, now, grads));
       double norm2 = 0;
       for (const auto& [name, w] : s.c.weights) {
         auto git = grads.find(name);
@@ -222,9 +225,9 @@ class Search {
         for (int64_t i = 0; i < w.numel(); ++i)
           if (std::isfinite(git->second.get(i))) norm2 += git->second.get(i) * git->second.get(i);
       }
-      const bool linear = s.linear_left > 0 && norm2 > 0 && std::isfinite(norm2);
-      const double factor = linear ? (sl.loss + input_change - opt_.aim * s.first_loss) / norm2 : 0;
-      if (linear) --s.linear_left;
+      linear = linear && norm2 > 0 && std::isfinite(norm2);
+      const double factor = linear ? (now.loss - opt_.aim * s.first_loss) / norm2 : 0;
+      if (s.linear_left > 0) --s.linear_left;
       for (auto& [name, w] : s.c.weights) {
         auto git = grads.find(name);
         if (git == grads.end()) continue;
