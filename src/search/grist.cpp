@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iomanip>
 #include <numeric>
+#include <sstream>
 
 #include "core/error.h"
 #include "data/values.h"
@@ -26,6 +28,12 @@ bool all_finite(const Tensor& t) {
 }
 
 double sign(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }
+
+std::string number(double v) {
+  std::ostringstream os;
+  os << std::setprecision(6) << v;
+  return os.str();
+}
 
 // A sample of the search: a candidate and its bookkeeping.
 struct Sample {
@@ -124,7 +132,8 @@ class Search {
         if (!s.dead) {
           if (!have_first) t.first_loss = s.loss;
           have_first = true;
-          if (s.loss < t.best_loss - 1e-9 * std::max(1.0, std::abs(t.best_loss))) {
+          if (std::isinf(t.best_loss) ? s.loss < t.best_loss
+                                      : s.loss < t.best_loss - 1e-9 * std::max(1.0, std::abs(t.best_loss))) {
             t.best_loss = s.loss;
             last_better = it;
           }
@@ -360,7 +369,7 @@ Verdict model_verdict(const ir::Graph& g, const Candidate& c, const ref::Vulnera
     const SuspectLoss sl = suspect_loss(s, values.at(s.value));
     if (!sl.invalid) continue;
     return Verdict{true, "operand " + std::to_string(s.input) + " of node '" + s.node + "' (" + s.op + ") reaches " +
-                             std::to_string(values.at(s.value).get(sl.index)) + ", outside its valid range (" +
+                             number(values.at(s.value).get(sl.index)) + ", outside its valid range (" +
                              s.valid.front().why + ")"};
   }
   return Verdict{};
