@@ -6,8 +6,10 @@
 // time per search iteration; the static analysis's precision and recall against the dynamic search
 // in model mode (inputs in the data range, weights as initialised: the domain the analysis assumes).
 //
-//   grist_bench [--models N] [--budget B] [--seed S] [--backends LIST] [--generator G]
-// Defaults: 100 models, budget 40, seed 1, faulty:exp-overflow-early, muffin. Not run by `make test`.
+//   grist_bench [--models N] [--budget B] [--seed S] [--backends LIST] [--generator G] [--require OP]
+// Defaults: 100 models, budget 40, seed 1, faulty:exp-overflow-early, muffin, any vulnerable
+// operation (--require exp: only models holding an exp, the planted fault's operator). Not run by
+// `make test`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   const int64_t budget = std::stoll(arg(argc, argv, "budget", "40"));
   const uint64_t seed = std::stoull(arg(argc, argv, "seed", "1"));
   const std::string backends = arg(argc, argv, "backends", "faulty:exp-overflow-early");
+  const std::string require = arg(argc, argv, "require", "");  // only models holding this operator
   gen::GenOptions gopt;
   gopt.generator = arg(argc, argv, "generator", "muffin");
   gopt.seed = seed;
@@ -72,6 +75,9 @@ int main(int argc, char** argv) {
     }
     const std::vector<ref::VulnerableSite> sites = ref::vulnerable_sites(m.graph);
     if (sites.empty()) continue;
+    if (!require.empty() &&
+        std::none_of(m.graph.nodes.begin(), m.graph.nodes.end(), [&](const ir::Node& n) { return n.op == require; }))
+      continue;
     ++taken;
     bool has_exp = false;
     for (const auto& s : sites) has_exp = has_exp || s.op == "exp";
@@ -130,14 +136,21 @@ int main(int argc, char** argv) {
       fn += !site.flagged && dyn;
       tn += !site.flagged && !dyn;
     }
+    for (const auto& t : g.targets)
+      std::fprintf(stderr, "  target %s (%s): loss %g -> %g, %lld evaluations, %d iterations%s\n", t.site.node.c_str(),
+                   t.site.op.c_str(), t.first_loss, t.best_loss, static_cast<long long>(t.evaluations), t.iterations,
+                   t.triggered ? ", triggered" : "");
     std::fprintf(stderr, "model %lld: %zu vulnerable, grist %s (%lld evals), random %s (%lld)\n",
                  static_cast<long long>(index), sites.size(), g.triggered() ? "HIT" : "-",
                  static_cast<long long>(g.first_trigger), r.triggered() ? "HIT" : "-",
                  static_cast<long long>(r.first_trigger));
   }
   const auto pct = [&](int k) { return taken ? 100.0 * k / taken : 0.0; };
-  std::printf("models: %d with vulnerable operations (%d with exp), seed %llu, budget %lld, backends %s\n", taken,
-              with_exp, static_cast<unsigned long long>(seed), static_cast<long long>(budget), backends.c_str());
+  std::printf(
+      "models: %d with vulnerable operations (%d with exp; required: %s), seed %llu, budget %lld, "
+      "backends %s, generator %s\n",
+      taken, with_exp, require.empty() ? "none" : require.c_str(), static_cast<unsigned long long>(seed),
+      static_cast<long long>(budget), backends.c_str(), gopt.generator.c_str());
   std::printf("library NaN/Inf where the reference is finite:\n");
   std::printf("  GRIST:  %d models (%.1f %%), median evaluations to the first trigger %.1f\n", grist_hits,
               pct(grist_hits), median(grist_evals));

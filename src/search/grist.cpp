@@ -42,7 +42,8 @@ struct Sample {
   double loss = ops::kInf;  // the suspect loss at its last step
   double first_loss = std::nan("");
   int linear_left = 0;
-  bool dead = false;  // the reference failed on it, or its operand is NaN: replace it
+  bool dead = false;   // the reference failed on it, or its operand is NaN: replace it
+  bool moved = false;  // its last step changed an input or a weight
 };
 
 class Search {
@@ -141,6 +142,8 @@ class Search {
         if (evaluate(s, t)) return t;
       }
       if (it - last_better >= opt_.flat_iterations) break;
+      // No sample moved: the operand has no gradient (a clip before it, a constant): unreachable.
+      if (std::none_of(samples.begin(), samples.end(), [](const Sample& x) { return x.moved; })) break;
       replace(samples);
     }
     return t;
@@ -195,6 +198,7 @@ class Search {
   void step(Sample& s, const ref::VulnerableSite& site) {
     SuspectLoss sl;
     ref::ValueMap grads;
+    s.moved = false;
     if (!probe(s.c, site, sl, grads)) {
       s.loss = sl.invalid ? 0.0 : ops::kInf;
       s.dead = true;  // replaced after its evaluation
@@ -249,6 +253,7 @@ class Search {
         }
       }
     }
+    s.moved = moved > 0;
     // Importance: how much its last step lowered the loss, and how much of it moves, less what the
     // data range clipped.
     const double moved_share = total > 0 ? static_cast<double>(moved) / static_cast<double>(total) : 0;

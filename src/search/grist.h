@@ -47,7 +47,7 @@ struct GristOptions {
   int samples = 4;                  // samples kept per target
   bool weights = true;              // search the weights too
   int linear_rounds = 10;           // linear steps on the weights of a sample before sign steps
-  int flat_iterations = 15;         // a target is left after this many iterations without a lower loss
+  int flat_iterations = 5;          // a target is left after this many iterations without a lower loss
   ops::Interval data_range{-1, 1};  // every input element stays in it
   // Where the weights' linear steps aim, as a fraction of the target's first loss: inside the valid
   // region (> 0: a library's behaviour next to the boundary, the reference still finite) or past the
