@@ -79,8 +79,9 @@ Loaded load(const std::string& path) {
 }
 
 // The static analysis's flags, and the dynamic search's verdict on each.
-void print_static(const ref::RangeAnalysis& a, const search::GristResult* r) {
-  std::cout << "static value ranges (inputs in the data range, weights as initialised):\n";
+void print_static(const ref::RangeAnalysis& a, const search::GristResult* r, bool weights_anywhere) {
+  std::cout << "static value ranges (inputs in the data range, weights "
+            << (weights_anywhere ? "anywhere" : "as initialised") << "):\n";
   if (a.sites.empty()) std::cout << "  no vulnerable operation\n";
   for (const auto& s : a.sites) {
     std::cout << "  " << s.node << " (" << s.op << ") operand " << s.input << " in " << interval_text(s.range) << ": "
@@ -142,9 +143,9 @@ int cmd_grist(const Options& o) {
     for (const auto& in : g.inputs) m[in.name] = range;
     return m;
   }();
-  const ref::RangeAnalysis analysis = ref::analyze_ranges(g, in_ranges);
+  const ref::RangeAnalysis analysis = ref::analyze_ranges(g, in_ranges, opt.weights);
   if (analysis.sites.empty()) {
-    print_static(analysis, nullptr);
+    print_static(analysis, nullptr, opt.weights);
     std::cout << "nothing to search: the model holds no vulnerable operation\n";
     return 0;
   }
@@ -174,7 +175,7 @@ int cmd_grist(const Options& o) {
                    : search::grist(g, start, opt, eval);
   }
 
-  print_static(analysis, o.baseline ? nullptr : &r);
+  print_static(analysis, o.baseline ? nullptr : &r, opt.weights);
   std::cout << "search: " << r.evaluations << " evaluations, " << r.iterations << " iterations, " << num(r.seconds)
             << " s (" << num(r.iterations ? r.seconds / r.iterations : 0) << " s per iteration)\n";
   if (!o.baseline)

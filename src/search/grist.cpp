@@ -374,8 +374,9 @@ Verdict model_verdict(const ir::Graph& g, const Candidate& c, const ref::Vulnera
     const SuspectLoss sl = suspect_loss(s, values.at(s.value));
     if (!sl.invalid) continue;
     return Verdict{true, "operand " + std::to_string(s.input) + " of node '" + s.node + "' (" + s.op + ") reaches " +
-                             number(values.at(s.value).get(sl.index)) + ", outside its valid range (" +
-                             s.valid.front().why + ")"};
+                             number(values.at(s.value).get(sl.index)) +
+                             " (float32: " + number(static_cast<float>(values.at(s.value).get(sl.index))) +
+                             "), outside its valid range (" + s.valid.front().why + ")"};
   }
   return Verdict{};
 }
