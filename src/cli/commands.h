@@ -23,6 +23,9 @@ int cmd_calibrate(const Options& o);
 int cmd_reduce(const Options& o);
 int cmd_repro(const Options& o);
 int cmd_report(const Options& o);
+// `quorum search --method M`: dispatches to the method's command (grist: cmd_grist, grist_command.cpp).
+int cmd_search(const Options& o);
+int cmd_grist(const Options& o);
 // The worker limits --timeout, --memory, --worker_models and --worker_rss give.
 worker::Limits limits_of(const Options& o);
 // --ops / --skip_ops into the generator options (UserError for an operator not in the catalogue).

@@ -23,6 +23,13 @@ Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo, double h
   return t;
 }
 
+ops::Interval input_range(double lo, double hi, double edge_rate) {
+  ops::Interval r{lo, hi};
+  if (edge_rate > 0)
+    for (double e : edge_values()) r = ops::hull(r, ops::Interval{e, e});
+  return r;
+}
+
 Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng) {
   return gen ? ops::fill_input({core::DType::F64, shape}, *gen, rng) : random_with_edges(shape, rng);
 }

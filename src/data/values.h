@@ -27,6 +27,10 @@ constexpr double kEdgeRate = 0.05;
 Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo = -1.0, double hi = 1.0,
                          double edge_rate = kEdgeRate);
 
+// The interval every element of a random_with_edges draw lies in: [lo, hi], widened by the edge
+// values when edge_rate > 0 (the static range analysis's input range for the campaign's data).
+ops::Interval input_range(double lo = -1.0, double hi = 1.0, double edge_rate = kEdgeRate);
+
 // One graph input's value: drawn as the operator case's InputGen asks (a unit model's operand
 // ranges, one-hot, probabilities) when `gen` is given, else random_with_edges.
 Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng);

@@ -50,6 +50,26 @@ std::pair<Shape, Shape> sample_broadcast_pair(core::Rng& rng) {
   return {a, b};
 }
 
+// Static value ranges (OpSpec::range) of the two-input operators, on the operands' intervals.
+using IntervalFn2 = Interval (*)(const Interval& a, const Interval& b);
+const std::map<std::string, IntervalFn2>& binary_ranges() {
+  static const std::map<std::string, IntervalFn2> m = {
+      {"add", add},
+      {"sub", sub},
+      {"mul", mul},
+      {"div", div},
+      {"maximum",
+       [](const Interval& a, const Interval& b) {
+         return Interval{std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+       }},
+      {"minimum",
+       [](const Interval& a, const Interval& b) {
+         return Interval{std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+       }},
+  };
+  return m;
+}
+
 OpSpec make_binary(const BinaryDef& d) {
   OpSpec s;
   s.name = d.name;
@@ -59,6 +79,10 @@ OpSpec make_binary(const BinaryDef& d) {
   s.tags = {"merge"};
   s.valid_ranges = d.ranges;
   if (!d.ranges.empty()) s.tags.push_back("vulnerable");
+  const IntervalFn2 rule = binary_ranges().at(d.name);
+  s.range = [rule](const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs&) {
+    return std::vector<Interval>{rule(in[0], in[1])};
+  };
   const std::string name = d.name;
   s.infer = [name](const std::vector<TensorType>& in, const Attrs&) {
     require(in.size() == 2, name + " takes exactly 2 inputs, got " + std::to_string(in.size()));
@@ -163,6 +187,11 @@ OpSpec make_sum() {
   s.name = "sum";
   s.family = "binary";
   s.doc = "elementwise sum of 2..n inputs with NumPy broadcasting (ONNX Sum)";
+  s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs&) {
+    Interval r{0, 0};
+    for (const auto& i : in) r = add(r, i);
+    return std::vector<Interval>{r};
+  };
   s.min_inputs = 2;
   s.max_inputs = kUnbounded;
   s.tags = {"merge"};
@@ -258,6 +287,7 @@ OpSpec make_concat() {
   s.name = "concat";
   s.family = "binary";
   s.doc = "concatenation of 2..n inputs along `axis`; every other dimension must match (ONNX Concat)";
+  s.range = hull_of_inputs;
   s.min_inputs = 2;
   s.max_inputs = kUnbounded;
   s.tags = {"merge"};

@@ -276,6 +276,15 @@ int64_t conv_reduction_length(const std::vector<TensorType>& in, const Attrs& a)
   return std::max<int64_t>(1, len);
 }
 
+// Each element a sum of (at most) the reduction length's products x * w, padding cells giving 0,
+// plus the bias.
+std::vector<Interval> conv_range(const std::vector<Interval>& in, const std::vector<TensorType>& t, const Attrs& a) {
+  const auto k = static_cast<double>(conv_reduction_length(t, a));
+  Interval r = sum_of(mul(hull(in[0], Interval{0, 0}), in[1]), k);
+  if (in.size() > 2) r = add(r, in[2]);
+  return {r};
+}
+
 OpSpec make_conv(int rank) {
   const std::string name = "conv" + std::to_string(rank) + "d";
   OpSpec s;
@@ -301,6 +310,7 @@ OpSpec make_conv(int rank) {
   };
   s.tol_f32 = {1e-5, 1e-4};
   s.reduction_length = conv_reduction_length;
+  s.range = conv_range;
   s.tags = {"conv"};
   // Smaller extents for higher ranks keep the finite-difference check fast.
   const int64_t sp_lo = rank == 3 ? 2 : 3, sp_hi = rank == 1 ? 7 : rank == 2 ? 6 : 4;
@@ -358,6 +368,7 @@ OpSpec make_conv_transpose2d() {
   };
   s.tol_f32 = {1e-5, 1e-4};
   s.reduction_length = conv_reduction_length;
+  s.range = conv_range;
   s.tags = {"conv"};
   s.sample = [](core::Rng& rng) {
     const Channels ch = sample_channels(rng, 4);

@@ -100,6 +100,13 @@ OpSpec make_dense() {
     return in[0].shape.empty() ? int64_t{1} : std::max<int64_t>(1, in[0].shape.back());
   };
   s.tags = {"dense"};
+  // Each element a sum of in_features products x * w, plus the bias.
+  s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>& t, const Attrs&) {
+    const double k = t[0].shape.empty() ? 1.0 : static_cast<double>(t[0].shape.back());
+    Interval r = sum_of(mul(in[0], in[1]), k);
+    if (in.size() > 2) r = add(r, in[2]);
+    return std::vector<Interval>{r};
+  };
   s.sample = [](core::Rng& rng) {
     Shape x = random_shape(rng, static_cast<int>(rng.randint(1, 3)), 1, 3);  // leading dims
     x.push_back(rng.randint(1, 6));
@@ -206,6 +213,10 @@ OpSpec make_matmul() {
     return in[0].shape.empty() ? int64_t{1} : std::max<int64_t>(1, in[0].shape.back());
   };
   s.tags = {"matmul"};
+  s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>& t, const Attrs&) {
+    const double k = t[0].shape.empty() ? 1.0 : static_cast<double>(t[0].shape.back());
+    return std::vector<Interval>{sum_of(mul(in[0], in[1]), k)};
+  };
   s.sample = [](core::Rng& rng) {
     const Shape full = random_shape(rng, static_cast<int>(rng.randint(0, 2)), 2, 3);  // output batch dims
     const int64_t m = rng.randint(1, 4), k = rng.randint(1, 4), n = rng.randint(1, 4);

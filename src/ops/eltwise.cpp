@@ -53,6 +53,62 @@ bool at_point(double x, double k) { return x == k || static_cast<float>(x) == st
 
 double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
 
+// ---- static value ranges (OpSpec::range): how each unary maps an interval, over its own f.
+using Scalar = std::function<double(double)>;
+using UnaryRange = std::function<Interval(const Interval& x, const Attrs& a, const Scalar& f)>;
+
+UnaryRange up() {
+  return [](const Interval& x, const Attrs&, const Scalar& f) { return increasing(x, f); };
+}
+UnaryRange down() {
+  return [](const Interval& x, const Attrs&, const Scalar& f) { return decreasing(x, f); };
+}
+UnaryRange valley_at(double at, double min_value) {
+  return [at, min_value](const Interval& x, const Attrs&, const Scalar& f) { return valley(x, f, at, min_value); };
+}
+
+// gelu decreases up to about -0.752 (both forms), where it is about -0.170, and increases after.
+Interval gelu_range(const Interval& x, const Attrs&, const Scalar& f) {
+  Interval r = valley(x, f, -0.75, -0.171);
+  if (x.lo <= -0.7 && x.hi >= -0.8) r.lo = -0.171;
+  return r;
+}
+
+// 1/x: decreasing on each side of 0, unbounded across it.
+Interval reciprocal_range(const Interval& x, const Attrs&, const Scalar& f) {
+  if (x.contains(0)) return Interval{};
+  return decreasing(x, f);
+}
+
+// x^e: a NaN for x < 0 with a fractional e is no element, so only x >= 0 counts there.
+Interval pow_range(const Interval& x, const Attrs& a, const Scalar& f) {
+  const double e = core::attr_f(a, "exponent");
+  if (e == 0) return Interval{1, 1};
+  const bool integer = std::floor(e) == e;
+  Interval d = x;
+  if (!integer) {
+    if (x.hi < 0) return Interval{};
+    d.lo = std::max(d.lo, 0.0);
+  }
+  const bool even = integer && std::fmod(std::abs(e), 2.0) == 0;
+  if (e > 0) return even ? valley(d, f, 0.0, 0.0) : increasing(d, f);
+  if (d.contains(0)) return Interval{};
+  if (d.lo > 0) return decreasing(d, f);
+  return even ? increasing(d, f) : decreasing(d, f);  // x < 0: x^-2 increases, x^-1 decreases
+}
+
+const std::map<std::string, UnaryRange>& unary_ranges() {
+  static const std::map<std::string, UnaryRange> m = {
+      {"relu", up()},       {"relu6", up()},        {"leaky_relu", up()}, {"elu", up()},
+      {"selu", up()},       {"gelu", gelu_range},   {"sigmoid", up()},    {"tanh", up()},
+      {"softplus", up()},   {"softsign", up()},     {"hard_sigmoid", up()}, {"hardswish", valley_at(-1.5, -0.375)},
+      {"exp", up()},        {"log", up()},          {"sqrt", up()},       {"rsqrt", down()},
+      {"reciprocal", reciprocal_range}, {"abs", valley_at(0, 0)}, {"neg", down()}, {"square", valley_at(0, 0)},
+      {"pow", pow_range},   {"clip", up()},
+  };
+  return m;
+}
+
 OpSpec make_unary(Unary u) {
   OpSpec s;
   s.name = u.fn.name;
@@ -62,6 +118,13 @@ OpSpec make_unary(Unary u) {
   s.tags = u.tags;
   s.valid_ranges = u.ranges;
   if (!u.ranges.empty()) s.tags.push_back("vulnerable");
+  if (auto it = unary_ranges().find(s.name); it != unary_ranges().end()) {
+    const UnaryRange rule = it->second;
+    const Fn fx = u.fn.f;
+    s.range = [rule, fx](const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs& a) {
+      return std::vector<Interval>{rule(in[0], a, [&](double v) { return fx(v, a); })};
+    };
+  }
   auto check = u.check;
   s.infer = [check](const std::vector<TensorType>& in, const Attrs& a) {
     if (check) check(a);

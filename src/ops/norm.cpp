@@ -184,6 +184,13 @@ std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::
   return {gx, gscale, gbias, gmean, gvar};
 }
 
+// A value normalised by its own statistics over n elements (biased variance, epsilon >= 0) lies in
+// [-sqrt(n-1), sqrt(n-1)]; then scale and bias.
+Interval normalised_range(int64_t n, const Interval& scale, const Interval& bias) {
+  const double r = std::sqrt(static_cast<double>(std::max<int64_t>(n, 1) - 1));
+  return add(mul(Interval{-r, r}, scale), bias);
+}
+
 OpSpec batch_norm_spec() {
   OpSpec s;
   s.name = "batch_norm";
@@ -201,6 +208,15 @@ OpSpec batch_norm_spec() {
   };
   s.valid_ranges = {ValidRange{4, 0, kInf, true, false, "var + epsilon <= 0 puts a non-positive value under sqrt"}};
   s.tags = {"norm", "vulnerable", "squares"};
+  // Inputs x, scale, bias, mean, var. Stored statistics: the interval arithmetic of the formula
+  // (unbounded once var + epsilon may reach 0); batch statistics: normalised_range.
+  s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>& t, const Attrs& a) {
+    if (core::attr_i(a, "training") == 1)
+      return std::vector<Interval>{normalised_range(t[0].shape[0] * spatial_size(t[0].shape), in[1], in[2])};
+    const double eps = core::attr_f(a, "epsilon");
+    const Interval sd = increasing(add(in[4], Interval{eps, eps}), [](double v) { return std::sqrt(v); });
+    return std::vector<Interval>{add(mul(in[1], div(sub(in[0], in[3]), sd)), in[2])};
+  };
   s.sample = [](core::Rng& rng) {
     Case c;
     const int rank = static_cast<int>(rng.randint(2, 5));
@@ -305,6 +321,9 @@ OpSpec layer_norm_spec() {
     return ln_split(in[0].shape, ln_axis(in[0].shape, a)).second;
   };
   s.tags = {"norm", "squares"};
+  s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>& t, const Attrs& a) {
+    return std::vector<Interval>{normalised_range(ln_split(t[0].shape, ln_axis(t[0].shape, a)).second, in[1], in[2])};
+  };
   s.sample = [](core::Rng& rng) {
     Case c;
     const int rank = static_cast<int>(rng.randint(2, 4));

@@ -234,4 +234,75 @@ Attrs canonical_attrs(const OpSpec& spec, const Attrs& given, bool allow_invalid
   return out;
 }
 
+// ---- interval arithmetic for the range rules
+
+namespace {
+
+// A NaN bound (inf - inf, a function undefined there) widened to the side's infinity.
+Interval widen_nan(double lo, double hi) {
+  return Interval{std::isnan(lo) ? -kInf : lo, std::isnan(hi) ? kInf : hi};
+}
+
+// a * b with 0 * inf = 0: the limit of products of finite elements, one of them exactly 0.
+double times(double a, double b) { return a == 0 || b == 0 ? 0.0 : a * b; }
+
+double at_finite(const std::function<double(double)>& f, double x) {
+  return f(std::clamp(x, -1e300, 1e300));
+}
+
+}  // namespace
+
+Interval hull(const Interval& a, const Interval& b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
+
+Interval add(const Interval& a, const Interval& b) {
+  // -inf + inf: one side unbounded below and the other above; the sum is unbounded on both.
+  const double lo = a.lo == -kInf || b.lo == -kInf ? -kInf : a.lo + b.lo;
+  const double hi = a.hi == kInf || b.hi == kInf ? kInf : a.hi + b.hi;
+  return widen_nan(lo, hi);
+}
+
+Interval sub(const Interval& a, const Interval& b) { return add(a, Interval{-b.hi, -b.lo}); }
+
+Interval mul(const Interval& a, const Interval& b) {
+  const double p[4] = {times(a.lo, b.lo), times(a.lo, b.hi), times(a.hi, b.lo), times(a.hi, b.hi)};
+  return widen_nan(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+}
+
+Interval div(const Interval& a, const Interval& b) {
+  if (b.lo <= 0 && b.hi >= 0) return Interval{};
+  return mul(a, Interval{1.0 / b.hi, 1.0 / b.lo});
+}
+
+Interval sum_of(const Interval& a, double terms) {
+  if (terms <= 0) return Interval{0, 0};
+  return widen_nan(times(a.lo, terms), times(a.hi, terms));
+}
+
+Interval increasing(const Interval& x, const std::function<double(double)>& f) {
+  return widen_nan(at_finite(f, x.lo), at_finite(f, x.hi));
+}
+
+Interval decreasing(const Interval& x, const std::function<double(double)>& f) {
+  return widen_nan(at_finite(f, x.hi), at_finite(f, x.lo));
+}
+
+Interval valley(const Interval& x, const std::function<double(double)>& f, double at, double min_value) {
+  const double a = at_finite(f, x.lo), b = at_finite(f, x.hi);
+  double lo = std::min(a, b);
+  if (x.contains(at)) lo = min_value;
+  return widen_nan(lo, std::isnan(a) || std::isnan(b) ? kInf : std::max(a, b));
+}
+
+std::vector<Interval> hull_of_inputs(const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs&) {
+  Interval h{kInf, -kInf};
+  for (const auto& i : in) h = hull(h, i);
+  if (in.empty()) h = Interval{};
+  return {h};
+}
+
+std::vector<Interval> hull_of_inputs_and_zero(const std::vector<Interval>& in, const std::vector<TensorType>& types,
+                                              const Attrs& attrs) {
+  return {hull(hull_of_inputs(in, types, attrs)[0], Interval{0, 0})};
+}
+
 }  // namespace quorum::ops

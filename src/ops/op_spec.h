@@ -69,6 +69,41 @@ struct ValidRange {
   std::string why;
 };
 
+// An interval holding every element of a value, for the static value-range analysis (DEBAR, GRIST's
+// baseline; src/ref/ranges.h). Ends are closed; an unbounded end is -kInf or kInf. NaN is not an
+// element: an operator that may produce NaN (a log of a negative) gives an unbounded interval there.
+struct Interval {
+  double lo = -kInf, hi = kInf;
+  bool bounded() const { return lo > -kInf && hi < kInf; }
+  bool contains(double v) const { return lo <= v && v <= hi; }
+};
+// An operator's range rule: an interval for each output, given an interval for each input (data
+// inputs, then parameters) and the input types. Must be sound: every value the forward kernel can
+// produce from inputs in the given intervals lies in the result. Null: every output unbounded.
+using RangeFn = std::function<std::vector<Interval>(const std::vector<Interval>& in,
+                                                    const std::vector<TensorType>& types, const Attrs& attrs)>;
+// Interval arithmetic for the range rules (sound, with inf - inf and 0 * inf resolved to the
+// widest and to 0, as limits of finite values): the smallest interval holding both; a + b; a - b;
+// a * b; a / b (unbounded when b holds 0); a sum of `terms` elements each in `a`; f over `x` for
+// an f that increases (decreases) on the whole interval, the ends evaluated at +-1e300 for infinite
+// ones and a NaN end widened to infinity; f over x for an f that decreases up to `at` and increases
+// after it, with `min_value` at most its minimum.
+Interval hull(const Interval& a, const Interval& b);
+Interval add(const Interval& a, const Interval& b);
+Interval sub(const Interval& a, const Interval& b);
+Interval mul(const Interval& a, const Interval& b);
+Interval div(const Interval& a, const Interval& b);
+Interval sum_of(const Interval& a, double terms);
+Interval increasing(const Interval& x, const std::function<double(double)>& f);
+Interval decreasing(const Interval& x, const std::function<double(double)>& f);
+Interval valley(const Interval& x, const std::function<double(double)>& f, double at, double min_value);
+// Range rules shared by families: every output within the hull of all inputs (reshaping, pooling
+// by maximum, selection); the same with 0 in it (zero padding, averages over padded windows).
+std::vector<Interval> hull_of_inputs(const std::vector<Interval>& in, const std::vector<TensorType>& types,
+                                     const Attrs& attrs);
+std::vector<Interval> hull_of_inputs_and_zero(const std::vector<Interval>& in, const std::vector<TensorType>& types,
+                                              const Attrs& attrs);
+
 struct Tolerance {
   double atol = 0, rtol = 0;
 };
@@ -185,6 +220,8 @@ struct OpSpec {
   // its square root. Null means 1.
   std::function<int64_t(const std::vector<TensorType>&, const Attrs&)> reduction_length;
   std::vector<ValidRange> valid_ranges;
+  // The static value-range rule (Interval, above); null: outputs unbounded.
+  RangeFn range;
   // Operators that route an output's gradient to the input that attains an extreme (max pooling,
   // maximum, reduce_max, ...): for each element of data input `input`, kNotExtreme, kSoleExtreme
   // or kTiedExtreme (the most any of its groups gives). Among tied elements the choice is a

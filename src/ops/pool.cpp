@@ -257,6 +257,9 @@ OpSpec make_window_pool(int d, bool is_max) {
       return ext;
     };
   }
+  // A maximum is an input element (padding never wins); an average lies within the inputs' hull, or
+  // between 0 and it when padded cells count.
+  s.range = is_max ? RangeFn(hull_of_inputs) : RangeFn(hull_of_inputs_and_zero);
   if (!is_max) {
     s.reduction_length = [](const std::vector<TensorType>&, const Attrs& a) {
       int64_t area = 1;
@@ -308,6 +311,7 @@ OpSpec make_global_pool(bool is_max) {
           " over every spatial axis of [N, C, spatial...] (rank 3..5); output [N, C, 1, ...] (ONNX " +
           (is_max ? "GlobalMaxPool" : "GlobalAveragePool") + ")";
   s.tags = {"pool"};
+  s.range = hull_of_inputs;  // a maximum or a mean of the input's elements
   const std::string name = s.name;
   s.infer = [name](const std::vector<TensorType>& in, const Attrs&) {
     const DType dt = common_float_dtype(in);

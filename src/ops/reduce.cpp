@@ -211,6 +211,19 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
       return 1;  // invalid attributes: the shape rule reports them
     }
   };
+  // Sums grow with the slot's length; means and extremes stay within the input's range; products
+  // keep no bound (null: unbounded).
+  if (kind != Kind::Prod)
+    s.range = [kind](const std::vector<Interval>& in, const std::vector<TensorType>& t, const Attrs& a) {
+      if (kind != Kind::Sum) return std::vector<Interval>{in[0]};
+      int64_t n = 1;
+      try {
+        n = slots_of(t[0].shape, a).per_slot;
+      } catch (const core::OpError&) {
+        return std::vector<Interval>{Interval{}};
+      }
+      return std::vector<Interval>{sum_of(in[0], static_cast<double>(n))};
+    };
   const bool is_prod = kind == Kind::Prod;
   s.sample = [is_prod](core::Rng& rng) {
     // Products of many factors under/overflow, so prod gets smaller tensors and values near 1 in size.

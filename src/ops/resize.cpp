@@ -82,6 +82,7 @@ OpSpec make_resize(bool bilinear) {
                                 {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, {"round", ""},
                                 "how the source coordinate is rounded to an index (ONNX)"));
   s.tags = {"resize"};
+  s.range = hull_of_inputs;  // nearest copies elements, bilinear takes convex combinations
   const std::string name = s.name;
   s.infer = [name](const std::vector<TensorType>& in, const Attrs& a) {
     const DType dt = common_float_dtype(in);

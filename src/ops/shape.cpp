@@ -290,6 +290,13 @@ OpSpec make_reshaping(ReshapingDef def) {
   s.doc = def.doc;
   s.attrs = def.attrs;
   s.tags = {"reshaping"};
+  // Every output element is an input element (or, for constant padding, the fill value).
+  s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs& a) {
+    Interval r = in[0];
+    if (a.count("value") && core::attr_s(a, "mode") == "constant")
+      r = hull(r, Interval{core::attr_f(a, "value"), core::attr_f(a, "value")});
+    return std::vector<Interval>{r};
+  };
   const ShapeFn shape = def.shape;
   const MapFn gather = def.gather;
   s.infer = [shape](const std::vector<TensorType>& in, const Attrs& a) {

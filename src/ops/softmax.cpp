@@ -87,6 +87,18 @@ OpSpec make_softmax(const std::string& name, bool log) {
   s.doc = log ? "log(softmax(x)) along `axis`, computed as x - max - log(sum(exp(x - max)))"
               : "exp(x - max) / sum(exp(x - max)) along `axis`";
   s.tags = {"activation"};
+  // With the inputs in [lo, hi] and n elements along the axis, a probability lies between
+  // 1 / (1 + (n-1) e^(hi-lo)) and 1 / (1 + (n-1) e^(lo-hi)) (one element at an end, the rest at the
+  // other); log_softmax is its log, computed as -(w + log(n-1 + e^-w)), w = hi - lo, for the least.
+  s.range = [log](const std::vector<Interval>& in, const std::vector<TensorType>& t, const Attrs& a) {
+    const Shape& sh = t[0].shape;
+    const int axis = norm_axis(core::attr_i(a, "axis"), static_cast<int>(sh.size()));
+    const double m = static_cast<double>(sh.empty() ? 1 : sh[static_cast<size_t>(axis)]) - 1;
+    if (!in[0].bounded()) return std::vector<Interval>{log ? Interval{-kInf, 0} : Interval{0, 1}};
+    const double w = in[0].hi - in[0].lo;
+    if (log) return std::vector<Interval>{{-(w + std::log(m + std::exp(-w))), -std::log1p(m * std::exp(-w))}};
+    return std::vector<Interval>{{1.0 / (1.0 + m * std::exp(w)), 1.0 / (1.0 + m * std::exp(-w))}};
+  };
   s.attrs = {int_attr("axis", -1, -kInf, kInf, {AttrValue(int64_t{64}), AttrValue(int64_t{-65})},
                       "the axis normalised over (only that one axis, as in ONNX opset 13); must lie in "
                       "[-rank, rank-1]")};

@@ -63,6 +63,42 @@ ValueMap forward(const ir::Graph& g, const ValueMap& inputs, const Overrides* ov
   return values;
 }
 
+ValueMap backward(const ir::Graph& g, const ValueMap& values, const ValueMap& seeds, const Overrides* ov) {
+  ValueMap grads;
+  for (const auto& [name, t] : seeds) accumulate(grads, name, t.to(core::DType::F64));
+  std::map<std::string, int> uses;
+  for (const auto& n : g.nodes)
+    for (const auto& v : n.inputs) ++uses[v];
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const ir::Node& n = *it;
+    const ops::OpSpec& spec = ops::op(n.op);
+    std::vector<Tensor> outs, gouts;
+    bool any = false;
+    for (const auto& o : n.outputs) {
+      outs.push_back(values.at(o));
+      auto git = grads.find(o);
+      if (git != grads.end()) {
+        gouts.push_back(git->second);
+        any = true;
+      } else {
+        gouts.emplace_back(core::DType::F64, values.at(o).shape());
+      }
+    }
+    if (!any) continue;  // the scalar does not depend on this node
+    const ops::VjpFn& vjp = pick(ov ? &ov->vjp : nullptr, n.op, spec.vjp);
+    if (!vjp) throw UserError("node '" + n.name + "' (" + n.op + ") is not differentiable");
+    std::vector<Tensor> gin = vjp(gather(n, values), n.attrs, outs, gouts);
+    QUORUM_CHECK(gin.size() == n.inputs.size(), "operator '" + n.op + "' VJP returned the wrong number of gradients");
+    for (size_t i = 0; i < gin.size(); ++i)
+      if (gin[i].defined()) {
+        accumulate(grads, n.inputs[i], gin[i]);
+        // Each consumer's share too, for values several nodes consume (ir::contribution_key).
+        if (uses.at(n.inputs[i]) > 1) accumulate(grads, ir::contribution_key(n.inputs[i], n.name), gin[i]);
+      }
+  }
+  return grads;
+}
+
 TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& target, const LossSpec& loss,
                   const Overrides* ov) {
   const ops::OpSpec& lspec = ops::op(loss.op);
@@ -85,37 +121,7 @@ TrainResult train(const ir::Graph& g, const ValueMap& inputs, const Tensor& targ
   r.loss_grad = lspec.vjp(lin, la, lout, seed)[0];
   if (ov && ov->loss_grad_scale != 1.0)
     for (int64_t i = 0; i < r.loss_grad.numel(); ++i) r.loss_grad.f64()[i] *= ov->loss_grad_scale;
-  accumulate(r.grads, g.outputs[0], r.loss_grad);
-  std::map<std::string, int> uses;
-  for (const auto& n : g.nodes)
-    for (const auto& v : n.inputs) ++uses[v];
-  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
-    const ir::Node& n = *it;
-    const ops::OpSpec& spec = ops::op(n.op);
-    std::vector<Tensor> outs, gouts;
-    bool any = false;
-    for (const auto& o : n.outputs) {
-      outs.push_back(r.values.at(o));
-      auto git = r.grads.find(o);
-      if (git != r.grads.end()) {
-        gouts.push_back(git->second);
-        any = true;
-      } else {
-        gouts.emplace_back(core::DType::F64, r.values.at(o).shape());
-      }
-    }
-    if (!any) continue;  // the loss does not depend on this node
-    const ops::VjpFn& vjp = pick(ov ? &ov->vjp : nullptr, n.op, spec.vjp);
-    if (!vjp) throw UserError("node '" + n.name + "' (" + n.op + ") is not differentiable");
-    std::vector<Tensor> gin = vjp(gather(n, r.values), n.attrs, outs, gouts);
-    QUORUM_CHECK(gin.size() == n.inputs.size(), "operator '" + n.op + "' VJP returned the wrong number of gradients");
-    for (size_t i = 0; i < gin.size(); ++i)
-      if (gin[i].defined()) {
-        accumulate(r.grads, n.inputs[i], gin[i]);
-        // Each consumer's share too, for values several nodes consume (ir::contribution_key).
-        if (uses.at(n.inputs[i]) > 1) accumulate(r.grads, ir::contribution_key(n.inputs[i], n.name), gin[i]);
-      }
-  }
+  r.grads = backward(g, r.values, {{g.outputs[0], r.loss_grad}}, ov);
   return r;
 }
 

@@ -25,6 +25,14 @@ struct Overrides {
 // are converted. Throws UserError when an input is missing or has the wrong shape.
 ValueMap forward(const ir::Graph& g, const ValueMap& inputs, const Overrides* ov = nullptr);
 
+// Back-propagation from given gradients: `seeds` holds d s / d v for some values v of the graph (graph
+// output 0 for a training loss, or any intermediate value: GRIST's suspect loss at a vulnerable
+// operation's operand), `values` every value as forward() gives them. Returns d s / d value for every
+// value s depends on (node outputs, weights, graph inputs), through the operators' VJPs (or the
+// overrides'), and each consumer's share of values several nodes consume (ir::contribution_key).
+// Throws UserError when a node on the way is not differentiable.
+ValueMap backward(const ir::Graph& g, const ValueMap& values, const ValueMap& seeds, const Overrides* ov = nullptr);
+
 struct LossSpec {
   std::string op = "mse_loss";  // a catalogue operator with is_loss
   core::Attrs attrs;

@@ -25,6 +25,25 @@ TEST(Interpreter, ForwardByHand) {
   EXPECT_THROW(forward(g, {{"x", Tensor::f64({3}, {1, 2, 3})}}), core::UserError);
 }
 
+TEST(Interpreter, BackwardFromAnIntermediateValueByHand) {
+  // y = square(exp(x)): seeded at e = exp(x) with s, d/dx = s * exp(x); square's node is not on the way.
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float64", "shape": [2]}], "outputs": ["y"],
+    "nodes": [{"name": "e", "op": "exp", "inputs": ["x"], "outputs": ["e"]},
+              {"name": "y", "op": "square", "inputs": ["e"], "outputs": ["y"]}]})",
+                                          "tiny");
+  const ValueMap v = forward(g, {{"x", Tensor::f64({2}, {0.5, -1})}});
+  const ValueMap gr = backward(g, v, {{"e", Tensor::f64({2}, {0, -1})}});
+  EXPECT_DOUBLE_EQ(gr.at("x").f64()[0], 0.0);
+  EXPECT_DOUBLE_EQ(gr.at("x").f64()[1], -std::exp(-1.0));
+  EXPECT_EQ(gr.count("y"), 0u);
+  // From the graph output with the loss gradient, it is train's backward.
+  const TrainResult r =
+      train(g, {{"x", Tensor::f64({2}, {0.5, -1})}}, Tensor::f64({2}, {0, 5}), LossSpec{"mse_loss", {}});
+  const ValueMap again = backward(g, r.values, {{"y", r.loss_grad}});
+  EXPECT_EQ(again.at("x").values(), r.grads.at("x").values());
+}
+
 TEST(Interpreter, MseLossAndGradientByHand) {
   const ir::Graph g = ir::graph_from_json(R"({
     "inputs": [{"name": "x", "dtype": "float64", "shape": [2]}], "outputs": ["y"],
