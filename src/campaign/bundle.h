@@ -18,6 +18,9 @@ struct BundleContext {
   int64_t model_index = 0;
   std::string command_line;
   std::map<std::string, std::string> versions;  // backend spec -> library version
+  // How the case was found: empty for the campaign's random draw, else the search method (ga, diverge)
+  // whose failure-inducing inputs and weights the bundle holds.
+  std::string method;
 };
 
 // Writes OUT/bundles/<id>/ for `f` and returns its path. Contents: model.json, inputs/*.npy,
