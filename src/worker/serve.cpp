@@ -76,18 +76,18 @@ Failed failed(const std::exception_ptr& e, bool compiling) {
   try {
     std::rethrow_exception(e);
   } catch (const std::bad_alloc&) {
-    return {Status::OutOfMemory, "std::bad_alloc"};
+    return {Status::OutOfMemory, "std::bad_alloc", 0, ""};
   } catch (const backends::ChildProcessError& c) {
     return {c.kind == K::Signal ? Status::Crash : c.kind == K::Timeout ? Status::Timeout : Status::LibraryError,
             c.what(), c.kind == K::Signal ? static_cast<uint32_t>(c.code) : 0u, c.output_tail};
   } catch (const backends::QuorumError& x) {
-    return {Status::QuorumError, x.what()};
+    return {Status::QuorumError, x.what(), 0, ""};
   } catch (const backends::UnsupportedError& x) {
-    return {Status::Unsupported, x.what()};
+    return {Status::Unsupported, x.what(), 0, ""};
   } catch (const backends::ConversionError& x) {
-    return {Status::ConversionFailure, x.what()};
+    return {Status::ConversionFailure, x.what(), 0, ""};
   } catch (const std::exception& x) {
-    return {compiling ? Status::ConversionFailure : Status::LibraryError, x.what()};
+    return {compiling ? Status::ConversionFailure : Status::LibraryError, x.what(), 0, ""};
   }
 }
 

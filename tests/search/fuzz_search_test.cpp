@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
 #include "campaign/store.h"
