@@ -20,7 +20,8 @@ enum class Kind : uint8_t {
   // the graph's own — the model is compiled once — else the model is compiled again with them), its
   // inputs (values) and, with the train flag, its target -> count, then per case: status; for Ok a
   // forward flag [values], a trained flag [loss, loss grad, values, grads, weights after]; otherwise
-  // the stage it failed at (0 compile, 1 forward, 2 backward), message, signal (u32), output tail.
+  // the stage it failed at (0 compile, 1 forward, 2 backward), message, signal (u32), output tail,
+  // and a forward flag [values] (the forward pass that ran before a failed training step).
   Batch = 7,
 };
 

@@ -112,6 +112,7 @@ void serve_batch(backends::Backend& backend, Reader& r, Writer& ok, std::unique_
     if (train) t.target = r.tensor();
     uint8_t stage = 0;
     Writer item;
+    backends::ValueMap values;  // the forward pass's, kept when the training step fails after it
     try {
       if (!compiled || !weights.empty()) {
         session.reset();
@@ -123,7 +124,10 @@ void serve_batch(backends::Backend& backend, Reader& r, Writer& ok, std::unique_
       item.u8(static_cast<uint8_t>(Status::Ok));
       stage = 1;
       item.u8(forward ? 1 : 0);
-      if (forward) item.values(session->forward(t.inputs, true));
+      if (forward) {
+        values = session->forward(t.inputs, true);
+        item.values(values);
+      }
       stage = 2;
       item.u8(train ? 1 : 0);
       if (train) {
@@ -143,6 +147,8 @@ void serve_batch(backends::Backend& backend, Reader& r, Writer& ok, std::unique_
       item.str(f.message);
       item.u32(f.signal);
       item.str(f.tail);
+      item.u8(forward && stage == 2 ? 1 : 0);
+      if (forward && stage == 2) item.values(values);
     }
     ok.raw(item.bytes().data(), item.bytes().size());
   }

@@ -437,6 +437,8 @@ Outcome Worker::batch(const ir::Graph& g, const BatchRequest& req, std::vector<B
         b.outcome.message = r.str();
         b.outcome.signal = static_cast<int>(r.u32());
         b.outcome.stderr_tail = r.str();
+        b.ran_forward = r.u8() != 0;  // a training step that failed after its forward pass
+        if (b.ran_forward) b.values = r.values();
       }
       out.push_back(std::move(b));
     }
