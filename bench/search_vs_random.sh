@@ -2,17 +2,19 @@
 # The genetic search against random search of the same evaluation budget, on a fixed set of seeded
 # generated models (not run by make test or make bench: it takes minutes). For each model both arms
 # start from the same case with the same --seed and --budget; the script prints, per arm:
-#   A. backends ref (the float32 reference worker against the float64 reference): the best
-#      inconsistency distance (mean |difference| at the logits) each arm reached, and the time per
-#      search iteration (generation);
+#   A. backends PAIR (default: the numpy float32 ONNX runner of examples/exec, persistent, against
+#      the float64 reference; in a build with the libraries e.g. torch,onednn): the best inconsistency
+#      distance (mean |difference| at the logits) each arm reached, and the time per search
+#      iteration (generation);
 #   B. backends faulty:band=OP@LO..HI: the share of models where the arm triggers the band fault.
-# Usage: bench/search_vs_random.sh [BUILD_DIR] [MODELS] [BUDGET] [BAND]
-#   defaults: build 100 100 tanh@3..3.05
+# Usage: bench/search_vs_random.sh [BUILD_DIR] [MODELS] [BUDGET] [BAND] [PAIR]
+#   defaults: build 100 100 tanh@3..3.05 exec:persistent+/usr/bin/python3+examples/exec/numpy_onnx.py
 set -eu
 build=${1:-build}
 models=${2:-100}
 budget=${3:-100}
 band=${4:-tanh@3..3.05}
+pair=${5:-exec:persistent+/usr/bin/python3+examples/exec/numpy_onnx.py}
 q="$build/quorum"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -24,7 +26,7 @@ for arm in ga random; do
 done
 for m in "$work"/models/model_*.json; do
   for arm in ga random; do
-    "$q" search --method "$arm" --model "$m" --backends ref --budget "$budget" --seed 7 --mode infer \
+    "$q" search --method "$arm" --model "$m" --backends "$pair" --budget "$budget" --seed 7 --mode infer \
       --out "$work/out" 2>/dev/null | grep '^result:' >>"$work/$arm.a" || echo "result: failed" >>"$work/$arm.a"
     "$q" search --method "$arm" --model "$m" --backends "faulty:band=$band" --budget "$budget" --seed 7 \
       --mode infer --fitness nan --out "$work/out" 2>/dev/null | grep -E "^(found|result):" | tr '\n' ' ' \

@@ -63,6 +63,12 @@ oracle::Finding finding_of(const campaign::Searched& s) {
   return f;
 }
 
+std::string general(double v) {
+  std::ostringstream os;
+  os << std::setprecision(6) << v;
+  return os.str();
+}
+
 }  // namespace
 
 int cmd_search(const Options& o) {
@@ -93,7 +99,7 @@ int cmd_search(const Options& o) {
     std::cout << "generation " << i + 1 << ": best fitness " << r.best_by_generation[i] << "\n";
   const double per_gen = r.generations > 0 ? r.seconds / static_cast<double>(r.generations) : 0.0;
   std::cout << (r.found ? "found: " + r.failure.oracle + " - " + r.failure.detail
-                        : "no failure within the budget; best fitness " + std::to_string(r.best))
+                        : "no failure within the budget; best fitness " + general(r.best))
             << "\n"
             << r.evaluations << " evaluations in " << r.generations << " generations, " << std::fixed
             << std::setprecision(3) << r.seconds << " s (" << per_gen << " s per generation)\n";
@@ -114,7 +120,7 @@ int cmd_search(const Options& o) {
   }
   std::cout << "result: method=" << campaign::to_string(so.method) << " found=" << (r.found ? 1 : 0)
             << " oracle=" << (r.found ? r.failure.oracle : "none") << " evaluations=" << r.evaluations
-            << " generations=" << r.generations << " best=" << std::setprecision(6) << r.best
+            << " generations=" << r.generations << " best=" << general(r.best)
             << " seconds=" << r.seconds << "\n";
   return 0;
 }
