@@ -16,8 +16,9 @@ budget=${3:-100}
 band=${4:-tanh@3..3.05}
 pair=${5:-exec:persistent+/usr/bin/python3+examples/exec/numpy_onnx.py}
 q="$build/quorum"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+work=${OUT:-$(mktemp -d)}  # the raw result lines stay there
+mkdir -p "$work"
+rm -rf "$work/models" "$work/out"
 "$q" gen --generator muffin --count "$models" --seed 1 --max_nodes 8 --out "$work/models" >/dev/null
 op=${band%@*}
 for arm in ga random; do
@@ -37,18 +38,21 @@ done
 for arm in ga random; do
   echo "== $arm (budget $budget evaluations, $models models, seed 1, search seed 7)"
   # A: best distance per model, and seconds per generation.
-  awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-         if (v["best"] != "") { n++; best[n] = v["best"]; sum += v["best"]; secs += v["seconds"]; gens += v["generations"] } }
+  med=$(sed -n 's/.* best=\([^ ]*\).*/\1/p' "$work/$arm.a" | sort -g |
+        awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }')
+  awk -v med="$med" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+         if (v["best"] != "") { n++; sum += v["best"]; secs += v["seconds"]; gens += v["generations"];
+                                if (v["best"] + 0 > 0) pos++ } }
        END { if (!n) { print "A: no results"; exit }
-             asort(best); med = best[int((n + 1) / 2)];
-             printf "A: %d models; best distance: mean %.6g, median %.6g; %.4f s per generation\n", n, sum / n, med,
-                    gens ? secs / gens : 0 }' "$work/$arm.a"
+             printf "A: %d models; best distance: mean %.6g, median %s, > 0 on %d; %.4f s per generation\n",
+                    n, sum / n, med, pos, gens ? secs / gens : 0 }' "$work/$arm.a"
   total=$(grep -c . "$work/$arm.b" || true)
   hit=$(grep -c "found: verdict.*faulty:band=[^ ]* $op " "$work/$arm.b" || true)
   evals=$(grep "found: verdict.*faulty:band=[^ ]* $op " "$work/$arm.b" | sed 's/.*evaluations=\([0-9]*\).*/\1/' |
           sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }')
   echo "B: band fault $band triggered in $hit of $total models (median evaluations to it: $evals)"
 done
+echo "raw results: $work"
 # Per-model pairs, for the closing note.
 paste -d'|' "$work/ga.a" "$work/random.a" | awk -F'|' '
   { split($1, a, " best="); split(a[2], x, " "); split($2, b, " best="); split(b[2], y, " ");

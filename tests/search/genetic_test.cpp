@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "campaign/search_case.h"
 #include "ir/graph.h"
@@ -137,6 +138,63 @@ TEST(Genetic, IsDeterministicForASeed) {
   EXPECT_EQ(a.result.evaluations, b.result.evaluations);
   EXPECT_EQ(a.result.best_by_generation, b.result.best_by_generation);
   EXPECT_TRUE(a.model.inputs.at("x").bit_equal(b.model.inputs.at("x")));
+}
+
+}  // namespace
+}  // namespace quorum::search
+
+namespace quorum::search {
+namespace {
+
+oracle::BackendRun run_of(const std::string& backend, std::vector<double> v, bool reference = false) {
+  oracle::BackendRun r;
+  r.backend = backend;
+  r.is_reference = reference;
+  core::Tensor t(core::DType::F64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.f64()[i] = v[i];
+  r.values.emplace("y", t);
+  return r;
+}
+
+TEST(Divergence, RewardsOneLibraryAwayFromTheOthersNotTheModelsOwnOverflow) {
+  ir::Graph g;
+  g.outputs = {"y"};
+  const double inf = std::numeric_limits<double>::infinity();
+  // One library's NaN where the reference is finite: the largest reward.
+  Trial t{{run_of("ref", {1, 2}, true), run_of("a", {1, std::nan("")})}, {}};
+  EXPECT_EQ(divergence(g, t), 1e3);
+  // The model's own overflow (the reference is infinite there too) scores nothing.
+  t = {{run_of("ref", {1, inf}, true), run_of("a", {1, inf}), run_of("b", {1, inf})}, {}};
+  EXPECT_EQ(divergence(g, t), 0.0);
+  // Two libraries: the lead of the farther over the nearer, relative to the reference's magnitude.
+  t = {{run_of("ref", {1, 3}, true), run_of("a", {1, 3.4}), run_of("b", {1, 3.1})}, {}};
+  EXPECT_NEAR(divergence(g, t), (0.4 - 0.1) / 4, 1e-12);
+  // Both libraries equally far: no library-specific behaviour.
+  t = {{run_of("ref", {1, 3}, true), run_of("a", {1, 3.4}), run_of("b", {1, 3.4})}, {}};
+  EXPECT_NEAR(divergence(g, t), 0.0, 1e-12);
+  // Backward too: a gradient only one library gets wrong.
+  t = {{run_of("ref", {1, 3}, true), run_of("a", {1, 3}), run_of("b", {1, 3})}, {}};
+  for (auto& r : t.runs) {
+    r.trained = true;
+    r.grads.emplace("w", r.values.at("y"));
+  }
+  t.runs[2].grads.at("w").f64()[0] = inf;
+  EXPECT_EQ(divergence(g, t), 1e3);
+}
+
+TEST(Fitness, InconsistencyAndSpreadAtTheLogits) {
+  ir::Graph g;
+  g.outputs = {"y"};
+  Trial t{{run_of("ref", {0, 4}, true), run_of("a", {1, 2})}, {}};
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Inconsistency), 1.5);  // one library: against the reference
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Nan), 1.0);
+  t.runs.push_back(run_of("b", {1, 5}));
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Inconsistency), 1.5);  // two: between them
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Nan), 4.0);
+  // A changed top-1 label with a clear margin is a failure; the verdicts come first.
+  t.runs[2] = run_of("b", {3, 2});
+  ASSERT_TRUE(failure_of(g, t).has_value());
+  EXPECT_EQ(failure_of(g, t)->oracle, "label");
 }
 
 }  // namespace
