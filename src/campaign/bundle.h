@@ -18,6 +18,9 @@ struct BundleContext {
   int64_t model_index = 0;
   std::string command_line;
   std::map<std::string, std::string> versions;  // backend spec -> library version
+  // How the model came about when not from a campaign's generator ("transfer from ledger entry ..."):
+  // finding.json "origin", shown in the issue text and the report. Empty: the campaign's model.
+  std::string origin;
   // How the case was found: empty for the campaign's random draw, else the search method (ga, diverge)
   // whose failure-inducing inputs and weights the bundle holds.
   std::string method;

@@ -17,6 +17,7 @@
 #include "campaign/bundle.h"
 #include "campaign/store.h"
 #include "core/error.h"
+#include "campaign/transfer.h"
 #include "gen/generator.h"
 
 namespace quorum::campaign {
@@ -43,6 +44,7 @@ struct Shared {
   std::set<std::string> roots;  // root causes of the findings new in this run
   int64_t searched = 0, search_found = 0;  // clean models searched (--search) / where it found a failure
   int64_t refused = 0, not_sent = 0;  // models a backend refused with a refusal it named / was not sent
+  int64_t transfer_variants = 0, transfer_new = 0;  // ledger variants run, and their findings no entry explains
 };
 
 // A new finding's bundle: its path, signature and ledger entry, and the line the log shows.
@@ -134,6 +136,8 @@ class Run {
     s.searched = sh_.searched;
     s.search_found = sh_.search_found;
     s.not_sent = sh_.not_sent;
+    s.transfer_variants = sh_.transfer_variants;
+    s.transfer_new = sh_.transfer_new;
     return s;
   }
 
@@ -177,7 +181,7 @@ class Run {
       }
       t0 = Clock::now();
       std::vector<FreshFinding> fresh;
-      const int count = record(m, ev, index, fresh, method);
+      const int count = record(m, ev, index, fresh, nullptr, "", method);
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       const std::vector<std::string> new_roots = reduce(fresh, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
@@ -209,6 +213,42 @@ class Run {
     }
   }
 
+ public:
+  // Known-bug transfer (CampaignOptions::transfer) before the generated models: every variant of
+  // every ledger case (transfer.h) is a model of its own, variant k model index -1 - k, recorded and
+  // reduced like a generated one, its bundles naming the entry it came from. Skipped on a resume for
+  // the variants already done.
+  void transfer() {
+    if (!setup_.known) return;
+    TransferOptions t;
+    t.backends = setup_.backends;
+    t.limits = setup_.limits;
+    t.seed = seed_;
+    WorkerSet workers(setup_.backends, setup_.limits);  // the reducer's
+    int64_t k = 0;
+    transfer_known(*setup_.known, t, [&](const TransferVariant& v) {
+      const int64_t index = -1 - k++;
+      if (!v.skipped.empty() || store_.model_done(index)) return;
+      Timing tm;
+      std::vector<FreshFinding> fresh;
+      const int count = record(v.model, v.evaluation, index, fresh, &v.setup, v.origin());
+      const std::vector<std::string> new_roots = reduce(fresh, workers, tm);
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      for (const auto& r : new_roots) sh_.roots.insert(r);
+      ++sh_.transfer_variants;
+      sh_.transfer_new += static_cast<int64_t>(v.fresh.size());
+      sh_.new_findings += count;
+      sh_.hits += static_cast<int64_t>(v.evaluation.findings.size());
+      for (const auto& f : v.evaluation.findings) ++sh_.by_kind[f.kind];
+      sh_.timing.add(tm);
+      if (!opt_.quiet)
+        for (const auto& f : fresh)
+          if (f.known.empty()) log_ << f.line << "\n";
+    });
+  }
+
+ private:
+
   // The refusals the model's backends named (an Unsupported outcome whose message is a structured
   // backends::Refusal): learned, so that models holding them are no longer sent to that backend, and
   // counted in the store with the models kept from a backend by one. Returns the lines to show for
@@ -238,9 +278,12 @@ class Run {
 
   // Records the model's findings in the store; each new one gets a bundle (listed in `fresh`).
   // Returns how many were new.
+  // `setup` and `origin`: the model's own when it is not the campaign's generated model (a transfer variant).
+  // `method`: the search that found the case (empty: the model's own random draw).
   int record(const ModelCase& m, const Evaluation& ev, int64_t index, std::vector<FreshFinding>& fresh,
-             const std::string& method) {
-    const BundleContext ctx{m, ev, setup_, seed_, index, opt_.command_line, versions_, method};
+             const Setup* setup = nullptr, const std::string& origin = "", const std::string& method = "") {
+    const BundleContext ctx{m,         ev,        setup ? *setup : setup_, seed_, index, opt_.command_line,
+                            versions_, origin,    method};
     return store_.record(index, ev.findings, [&](const oracle::Finding& f) {
       const std::string path = write_bundle(opt_.out, f, ctx);
       fresh.push_back({f.signature(), path, f.known,
@@ -249,7 +292,7 @@ class Run {
                            (f.node.empty() ? "" : "at '" + f.node + "' ") +
                            (f.known.empty() ? "" : "(known: " + f.known + ") ") +
                            (method.empty() ? "" : "(search " + method + ") ") + "- " + f.detail +
-                           "\n  replay: " + replay_command(path)});
+                           (origin.empty() ? "" : "\n  from: " + origin) + "\n  replay: " + replay_command(path)});
       return path;
     });
   }
@@ -346,6 +389,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
         << " == " << opt.shard << "\n";
   if (already) log << "resuming: " << already << " models already done in " << store->where() << "\n";
   Run run(opt, factory, log, *store, seed, library_versions(opt, log));
+  if (opt.transfer && opt.shard == 0) run.transfer();  // once per campaign: by its first shard
   std::vector<std::thread> threads;
   for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back([&run] { run.job(); });
   std::atomic<bool> done{false};

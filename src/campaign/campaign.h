@@ -35,6 +35,9 @@ struct CampaignOptions {
   std::string command_line;
   bool quiet = false;  // no progress lines (tests)
   int reduce_runs = 0;  // reduce every new finding with at most this many model runs (0: do not)
+  // Before the generated models, known-bug transfer (transfer.h) on the campaign's backends: every
+  // ledger case of setup.known on every backend and with its operator's siblings, as models -1, -2, ...
+  bool transfer = false;
   // A search (ga, diverge) from every model that ran clean, with its budget of evaluations (none: off).
   // Its findings go into the store with the method in their bundles.
   SearchOptions search;
@@ -52,6 +55,8 @@ struct Summary {
   // Models a backend refused with a refusal it named (no finding), and models not sent to a backend
   // because of such a refusal learned before (docs/findings.md, "Learned refusals").
   int64_t refused = 0, not_sent = 0;
+  // Known-bug transfer (CampaignOptions::transfer): ledger variants run, and their findings no entry explains.
+  int64_t transfer_variants = 0, transfer_new = 0;
 };
 
 Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log);

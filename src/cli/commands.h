@@ -19,6 +19,7 @@ int cmd_merge(const Options& o);
 int cmd_export(const Options& o);
 int cmd_conformance(const Options& o);
 int cmd_known(const Options& o);
+int cmd_transfer(const Options& o);
 int cmd_calibrate(const Options& o);
 int cmd_reduce(const Options& o);
 int cmd_repro(const Options& o);

@@ -68,6 +68,9 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
             << s.models_total << " in this campaign; " << s.invalid_models << " invalid, " << s.errors
             << " internal errors; seed " << s.seed << "\n";
   if (s.invalid_models) std::cout << "first invalid model: " << s.first_invalid << "\n";
+  if (s.transfer_variants)
+    std::cout << "transfer: " << s.transfer_variants << " ledger variants run (models -1 to -" << s.transfer_variants
+              << "), " << s.transfer_new << " findings no ledger entry explains\n";
   if (s.searched)
     std::cout << "search: " << s.searched << " clean models searched, a failure found in " << s.search_found << "\n";
   if (s.workers_recycled)
@@ -166,6 +169,7 @@ int cmd_fuzz(const Options& o) {
   std::tie(opt.shard, opt.shards) = parse_shard(o.shard);
   opt.command_line = o.command_line;
   opt.reduce_runs = static_cast<int>(o.reduce);
+  opt.transfer = o.transfer;
   const campaign::ModelFactory factory = model_factory(o);
   const campaign::Summary s = campaign::run_campaign(opt, factory, std::cout);
   print_summary(s, opt.out, opt.store);

@@ -114,7 +114,7 @@ int cmd_search(const Options& o) {
       if (workers.at(i).hello(info).ok()) versions[setup.backends[i].str()] = info.version;
     }
     const campaign::BundleContext ctx{s.model, s.evaluation, setup, seed, 0, o.command_line, versions,
-                                      campaign::to_string(so.method)};
+                                      "",      campaign::to_string(so.method)};
     const std::string bundle = campaign::write_bundle(out, finding_of(s), ctx);
     std::cout << "bundle: " << bundle << "\nreplay: " << campaign::replay_command(bundle) << "\n";
   }

@@ -313,6 +313,7 @@ std::string issue_markdown(const std::string& bundle_dir) {
      << "reference) found it with seed " << c.seed << ", model " << c.model_index
      << (c.method == "random" ? "" : ", by its " + c.method + " search over the model's inputs and weights")
      << " (finding `" << c.signature << "`).";
+  if (!c.origin.empty()) md << " The model came from " << c.origin << ".";
   const Reduction r = reduction_of(bundle_dir);
   if (r.present)
     md << " Reduced from " << r.nodes_before << " to " << r.nodes_after << " node(s) in " << r.predicate_runs
