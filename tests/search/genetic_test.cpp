@@ -94,10 +94,6 @@ campaign::ModelCase band_model() {
   return m;
 }
 
-struct Arm {
-  campaign::Searched s;
-};
-
 campaign::Searched run(campaign::SearchMethod method, uint64_t seed, Fitness f = Fitness::Nan) {
   const campaign::ModelCase m = band_model();
   campaign::Setup setup;
