@@ -42,6 +42,7 @@ struct ReproCase {
   uint64_t seed = 0;
   int64_t model_index = 0;
   std::string origin;  // how the model came about when not from a campaign's generator (finding.json)
+  std::string method;  // how the case was found: random (the campaign's draw), ga, diverge (a search)
 
   // The case: `model` (weights are initializers) fed `inputs` (graph inputs, as the library ran
   // them, in `dtype`). For a training finding also the loss on graph output 0 against `target`.

@@ -285,6 +285,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
               {"seed", ctx.seed},
               {"model_index", ctx.model_index},
               {"command_line", ctx.command_line},
+              {"method", ctx.method.empty() ? "random" : ctx.method},
               {"replay", replay_command(bundle_path)}};
     if (!ctx.origin.empty()) j["origin"] = ctx.origin;
     core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");

@@ -21,6 +21,9 @@ struct BundleContext {
   // How the model came about when not from a campaign's generator ("transfer from ledger entry ..."):
   // finding.json "origin", shown in the issue text and the report. Empty: the campaign's model.
   std::string origin;
+  // How the case was found: empty for the campaign's random draw, else the search method (ga, diverge)
+  // whose failure-inducing inputs and weights the bundle holds.
+  std::string method;
 };
 
 // Writes OUT/bundles/<id>/ for `f` and returns its path. Contents: model.json, inputs/*.npy,

@@ -42,6 +42,7 @@ struct Shared {
   std::string first_invalid;
   Timing timing;
   std::set<std::string> roots;  // root causes of the findings new in this run
+  int64_t searched = 0, search_found = 0;  // clean models searched (--search) / where it found a failure
   int64_t refused = 0, not_sent = 0;  // models a backend refused with a refusal it named / was not sent
   int64_t transfer_variants = 0, transfer_new = 0;  // ledger variants run, and their findings no entry explains
 };
@@ -132,6 +133,8 @@ class Run {
     s.timing = sh_.timing;
     s.workers_recycled = sh_.recycled;
     s.refused = sh_.refused;
+    s.searched = sh_.searched;
+    s.search_found = sh_.search_found;
     s.not_sent = sh_.not_sent;
     s.transfer_variants = sh_.transfer_variants;
     s.transfer_new = sh_.transfer_new;
@@ -160,17 +163,33 @@ class Run {
     }
     t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
     try {
-      const Evaluation ev = evaluate(m, setup_, workers, &t);
+      Evaluation ev = evaluate(m, setup_, workers, &t);
+      const std::vector<std::string> learned = learn(m, ev, index);
+      // A model that ran clean: the search (--search) from its inputs and weights, on these workers.
+      std::string method;
+      bool searched = false, search_found = false;
+      if (ev.findings.empty() && opt_.search.method != SearchMethod::None) {
+        core::Rng rng = gen::case_rng(seed_, static_cast<uint64_t>(index)).derive("search");
+        Searched found = search_case(m, opt_.search, setup_, workers, rng, &t);
+        searched = true;
+        if (!found.evaluation.findings.empty()) {
+          search_found = true;
+          method = to_string(opt_.search.method);
+          m = std::move(found.model);
+          ev = std::move(found.evaluation);
+        }
+      }
       t0 = Clock::now();
       std::vector<FreshFinding> fresh;
-      const std::vector<std::string> learned = learn(m, ev, index);
-      const int count = record(m, ev, index, fresh);
+      const int count = record(m, ev, index, fresh, nullptr, "", method);
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       const std::vector<std::string> new_roots = reduce(fresh, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
       for (const auto& r : new_roots) sh_.roots.insert(r);
       ++sh_.models_run;
       sh_.new_findings += count;
+      sh_.searched += searched ? 1 : 0;
+      sh_.search_found += search_found ? 1 : 0;
       sh_.hits += static_cast<int64_t>(ev.findings.size());
       for (const auto& f : ev.findings) ++sh_.by_kind[f.kind];
       for (const auto& r : ev.runs)
@@ -260,16 +279,19 @@ class Run {
   // Records the model's findings in the store; each new one gets a bundle (listed in `fresh`).
   // Returns how many were new.
   // `setup` and `origin`: the model's own when it is not the campaign's generated model (a transfer variant).
+  // `method`: the search that found the case (empty: the model's own random draw).
   int record(const ModelCase& m, const Evaluation& ev, int64_t index, std::vector<FreshFinding>& fresh,
-             const Setup* setup = nullptr, const std::string& origin = "") {
-    const BundleContext ctx{m, ev, setup ? *setup : setup_, seed_, index, opt_.command_line, versions_, origin};
+             const Setup* setup = nullptr, const std::string& origin = "", const std::string& method = "") {
+    const BundleContext ctx{m,         ev,        setup ? *setup : setup_, seed_, index, opt_.command_line,
+                            versions_, origin,    method};
     return store_.record(index, ev.findings, [&](const oracle::Finding& f) {
       const std::string path = write_bundle(opt_.out, f, ctx);
       fresh.push_back({f.signature(), path, f.known,
                        "new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) + "] " +
                            f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
                            (f.node.empty() ? "" : "at '" + f.node + "' ") +
-                           (f.known.empty() ? "" : "(known: " + f.known + ") ") + "- " + f.detail +
+                           (f.known.empty() ? "" : "(known: " + f.known + ") ") +
+                           (method.empty() ? "" : "(search " + method + ") ") + "- " + f.detail +
                            (origin.empty() ? "" : "\n  from: " + origin) + "\n  replay: " + replay_command(path)});
       return path;
     });

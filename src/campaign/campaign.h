@@ -7,6 +7,7 @@
 #include <string>
 
 #include "campaign/evaluate.h"
+#include "campaign/search_case.h"
 
 namespace quorum::campaign {
 
@@ -37,6 +38,9 @@ struct CampaignOptions {
   // Before the generated models, known-bug transfer (transfer.h) on the campaign's backends: every
   // ledger case of setup.known on every backend and with its operator's siblings, as models -1, -2, ...
   bool transfer = false;
+  // A search (ga, diverge) from every model that ran clean, with its budget of evaluations (none: off).
+  // Its findings go into the store with the method in their bundles.
+  SearchOptions search;
 };
 
 struct Summary {
@@ -44,6 +48,7 @@ struct Summary {
   int64_t models_run = 0, models_total = 0, invalid_models = 0, errors = 0;
   std::string first_invalid;  // why the first invalid model was skipped
   int64_t new_findings = 0, hits = 0;
+  int64_t searched = 0, search_found = 0;  // clean models searched (--search), and those it found a failure in
   int64_t workers_recycled = 0;  // library workers replaced by fresh processes (--worker_models/--worker_rss)
   double seconds = 0;
   Timing timing;

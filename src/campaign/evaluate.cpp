@@ -2,6 +2,7 @@
 #include "campaign/evaluate.h"
 
 #include <chrono>
+#include <cstring>
 #include <sstream>
 
 #include "core/error.h"
@@ -24,6 +25,59 @@ backends::ValueMap rounded(const backends::ValueMap& m, core::DType dtype) {
   backends::ValueMap out;
   for (const auto& [k, t] : m) out.emplace(k, t.to(dtype));
   return out;
+}
+
+
+// The float64 reference on the same rounded inputs and weights, in-process.
+oracle::BackendRun reference_run(const ModelCase& m, const Setup& setup, const backends::ValueMap& inputs,
+                                 const core::Tensor& target) {
+  const bool want_train = setup.mode != Mode::Infer;
+  oracle::BackendRun r;
+  r.backend = "ref";
+  r.is_reference = true;
+  ir::Graph g = m.graph;
+  for (auto& [name, w] : g.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+  if (want_train) {
+    ref::TrainResult tr = ref::train(g, inputs, target, ref::LossSpec{setup.loss, {}});
+    r.trained = true;
+    r.loss = tr.loss;
+    r.loss_grad = tr.loss_grad;
+    r.grads = std::move(tr.grads);
+    for (const auto& n : g.nodes)
+      for (const auto& o : n.outputs) r.values.emplace(o, tr.values.at(o));
+  } else {
+    const auto all = ref::forward(g, inputs);
+    for (const auto& n : g.nodes)
+      for (const auto& o : n.outputs) r.values.emplace(o, all.at(o));
+  }
+  return r;
+}
+
+// The oracles on the runs, the blamed backends' lowering, the ledgers' labels.
+void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
+                const core::Tensor& target, Evaluation& ev) {
+  oracle::Thresholds th = setup.thresholds;
+  th.loss_op = setup.loss;
+  th.dtype = setup.dtype;
+  ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
+  // The library operations behind each finding's node, asked once per backend with findings.
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> lowering;
+  for (auto& f : ev.findings) {
+    if (f.node.empty()) continue;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (setup.backends[i].str() != f.backend) continue;
+      auto it = lowering.find(f.backend);
+      if (it == lowering.end()) {
+        std::map<std::string, std::vector<std::string>> ops;
+        if (!workers.at(i).lowering(ops).ok()) ops.clear();
+        it = lowering.emplace(f.backend, std::move(ops)).first;
+      }
+      if (auto n = it->second.find(f.node); n != it->second.end()) f.lowering = n->second;
+    }
+  }
+  if (setup.known)
+    for (auto& f : ev.findings)
+      if (const oracle::KnownEntry* e = setup.known->match(f)) f.known = e->id;
 }
 
 }  // namespace
@@ -54,139 +108,193 @@ void Timing::add(const Timing& o) {
   for (const auto& [k, v] : o.run) run[k] += v;
 }
 
+namespace {
+
+void fail(oracle::BackendRun& r, const worker::Outcome& o, oracle::Stage stage) {
+  r.outcome = o;
+  r.failed_at = stage;
+  r.unsupported = o.status == worker::Status::Unsupported;
+}
+
+// A training step's results in a backend's run.
+void take_training(oracle::BackendRun& r, backends::TrainResult&& tr) {
+  r.trained = true;
+  r.loss = tr.loss;
+  r.loss_grad = std::move(tr.loss_grad);
+  r.grads = std::move(tr.grads);
+  // Both passes kept: the forward is judged on the inference pass, the loss and gradients
+  // on the training pass's own forward values.
+  if (r.values.empty()) r.values = std::move(tr.values);
+  else r.train_values = std::move(tr.values);
+}
+
+// Whether backend `i` runs the model: not when a learned refusal or its supports() says no (`r` then
+// holds why). `trains`: whether it trains the model too.
+bool admit(const ir::Graph& g, const Setup& setup, size_t i, worker::Worker& w, oracle::BackendRun& r,
+           bool& trains, Evaluation& ev) {
+  r.backend = setup.backends[i].str();
+  trains = false;
+  if (setup.refusals) {
+    if (auto hit = setup.refusals->match(r.backend, g)) {
+      // The backend declared this before: it abstains without being asked again.
+      fail(r,
+           {worker::Status::Unsupported,
+            "not sent: the backend refused it before (" + hit->refusal.str() + ", node '" + hit->nodes[0] + "')", 0,
+            ""},
+           oracle::Stage::Compile);
+      ev.not_sent.push_back({r.backend, hit->refusal, node_ops(g, hit->nodes)});
+      return false;
+    }
+  }
+  // Training where the backend can; inference elsewhere (and always, in both mode).
+  std::vector<worker::NodeSupport> sup;
+  worker::Outcome o = w.supports(g, false, sup);
+  if (o.ok()) {
+    for (const auto& s : sup)
+      if (!s.ok && o.ok()) o = {worker::Status::Unsupported, "node '" + s.node + "': " + s.reason, 0, ""};
+  }
+  if (o.ok() && setup.mode != Mode::Infer) {
+    std::vector<worker::NodeSupport> tsup;
+    trains = w.supports(g, true, tsup).ok();
+    for (const auto& s : tsup) trains &= s.ok;
+  }
+  if (!o.ok()) {
+    fail(r, o, oracle::Stage::Compile);
+    return false;
+  }
+  return true;
+}
+
+// Compile, forward and (where it trains) one training step of one model on one backend.
+void run_one(const ModelCase& m, const Setup& setup, const std::string& name, worker::Worker& w, bool trains,
+             const backends::ValueMap& inputs, const core::Tensor& target, oracle::BackendRun& r, Timing& t) {
+  auto t0 = std::chrono::steady_clock::now();
+  worker::Outcome o = w.compile(m.graph, backends::CompileOptions{setup.dtype, setup.threads});
+  t.compile[name] += since(t0);
+  if (!o.ok()) {
+    fail(r, o, oracle::Stage::Compile);
+    return;
+  }
+  t0 = std::chrono::steady_clock::now();
+  if (setup.mode != Mode::Train || !trains) {
+    o = w.forward(inputs, true, r.values);
+    if (!o.ok()) fail(r, o, oracle::Stage::Forward);
+  }
+  if (o.ok() && trains) {
+    backends::TrainRequest req{inputs, target, setup.loss, {}, setup.learning_rate};
+    backends::TrainResult tr;
+    o = w.train(req, tr);
+    if (o.ok()) take_training(r, std::move(tr));
+    else fail(r, o, oracle::Stage::Backward);
+  }
+  t.run[name] += since(t0);
+}
+
+bool same_values(const std::map<std::string, core::Tensor>& a, const std::map<std::string, core::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (auto i = a.begin(), k = b.begin(); i != a.end(); ++i, ++k)
+    if (i->first != k->first || i->second.type() != k->second.type() || i->second.nbytes() != k->second.nbytes() ||
+        std::memcmp(i->second.raw(), k->second.raw(), i->second.nbytes()) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing) {
   Timing local;
   Timing& t = timing ? *timing : local;
   Evaluation ev;
-  const bool want_train = setup.mode != Mode::Infer;
-  const bool want_forward = setup.mode != Mode::Train;
   const backends::ValueMap inputs = rounded(m.inputs, setup.dtype);
   const core::Tensor target = m.target.to(setup.dtype);
 
-  // The reference: float64 on the same rounded inputs and weights, in-process.
   auto t0 = std::chrono::steady_clock::now();
-  {
-    oracle::BackendRun r;
-    r.backend = "ref";
-    r.is_reference = true;
-    ir::Graph g = m.graph;
-    for (auto& [name, w] : g.initializers) w = w.to(setup.dtype).to(core::DType::F64);
-    if (want_train) {
-      ref::TrainResult tr = ref::train(g, inputs, target, ref::LossSpec{setup.loss, {}});
-      r.trained = true;
-      r.loss = tr.loss;
-      r.loss_grad = tr.loss_grad;
-      r.grads = std::move(tr.grads);
-      for (const auto& n : g.nodes)
-        for (const auto& o : n.outputs) r.values.emplace(o, tr.values.at(o));
-    } else {
-      const auto all = ref::forward(g, inputs);
-      for (const auto& n : g.nodes)
-        for (const auto& o : n.outputs) r.values.emplace(o, all.at(o));
-    }
-    ev.runs.push_back(std::move(r));
-  }
+  ev.runs.push_back(reference_run(m, setup, inputs, target));
   t.reference += since(t0);
 
   for (size_t i = 0; i < workers.size(); ++i) {
-    worker::Worker& w = workers.at(i);
-    const std::string& name = setup.backends[i].name;
     oracle::BackendRun r;
-    r.backend = setup.backends[i].str();
-    auto fail = [&](const worker::Outcome& o, oracle::Stage stage) {
-      r.outcome = o;
-      r.failed_at = stage;
-      r.unsupported = o.status == worker::Status::Unsupported;
-    };
-    if (setup.refusals) {
-      if (auto hit = setup.refusals->match(r.backend, m.graph)) {
-        // The backend declared this before: it abstains without being asked again.
-        fail({worker::Status::Unsupported,
-              "not sent: the backend refused it before (" + hit->refusal.str() + ", node '" + hit->nodes[0] + "')",
-              0, ""},
-             oracle::Stage::Compile);
-        ev.not_sent.push_back({r.backend, hit->refusal, node_ops(m.graph, hit->nodes)});
-        ev.runs.push_back(std::move(r));
-        continue;
-      }
-    }
-    // Training where the backend can; inference elsewhere (and always, in both mode).
-    std::vector<worker::NodeSupport> sup;
     bool trains = false;
-    worker::Outcome o = w.supports(m.graph, false, sup);
-    if (o.ok()) {
-      for (const auto& s : sup)
-        if (!s.ok && o.ok()) o = {worker::Status::Unsupported, "node '" + s.node + "': " + s.reason, 0, ""};
-    }
-    if (o.ok() && want_train) {
-      std::vector<worker::NodeSupport> tsup;
-      trains = w.supports(m.graph, true, tsup).ok();
-      for (const auto& s : tsup) trains &= s.ok;
-    }
-    if (!o.ok()) {
-      fail(o, oracle::Stage::Compile);
-      ev.runs.push_back(std::move(r));
-      continue;
-    }
-    t0 = std::chrono::steady_clock::now();
-    o = w.compile(m.graph, backends::CompileOptions{setup.dtype, setup.threads});
-    t.compile[name] += since(t0);
-    if (!o.ok()) {
-      fail(o, oracle::Stage::Compile);
-      ev.runs.push_back(std::move(r));
-      continue;
-    }
-    t0 = std::chrono::steady_clock::now();
-    if (want_forward || !trains) {
-      o = w.forward(inputs, true, r.values);
-      if (!o.ok()) fail(o, oracle::Stage::Forward);
-    }
-    if (o.ok() && trains) {
-      backends::TrainRequest req{inputs, target, setup.loss, {}, setup.learning_rate};
-      backends::TrainResult tr;
-      o = w.train(req, tr);
-      if (o.ok()) {
-        r.trained = true;
-        r.loss = tr.loss;
-        r.loss_grad = std::move(tr.loss_grad);
-        r.grads = std::move(tr.grads);
-        // Both passes kept: the forward is judged on the inference pass, the loss and gradients
-        // on the training pass's own forward values.
-        if (r.values.empty()) r.values = std::move(tr.values);
-        else r.train_values = std::move(tr.values);
-      } else {
-        fail(o, oracle::Stage::Backward);
-      }
-    }
-    t.run[name] += since(t0);
+    if (admit(m.graph, setup, i, workers.at(i), r, trains, ev))
+      run_one(m, setup, setup.backends[i].name, workers.at(i), trains, inputs, target, r, t);
     ev.runs.push_back(std::move(r));
   }
 
   t0 = std::chrono::steady_clock::now();
-  oracle::Thresholds th = setup.thresholds;
-  th.loss_op = setup.loss;
-  th.dtype = setup.dtype;
-  ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
-  // The library operations behind each finding's node, asked once per backend with findings.
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> lowering;
-  for (auto& f : ev.findings) {
-    if (f.node.empty()) continue;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (setup.backends[i].str() != f.backend) continue;
-      auto it = lowering.find(f.backend);
-      if (it == lowering.end()) {
-        std::map<std::string, std::vector<std::string>> ops;
-        if (!workers.at(i).lowering(ops).ok()) ops.clear();
-        it = lowering.emplace(f.backend, std::move(ops)).first;
-      }
-      if (auto n = it->second.find(f.node); n != it->second.end()) f.lowering = n->second;
-    }
-  }
-  if (setup.known)
-    for (auto& f : ev.findings)
-      if (const oracle::KnownEntry* e = setup.known->match(f)) f.known = e->id;
+  judge_runs(m, setup, workers, inputs, target, ev);
   t.compare += since(t0);
   return ev;
+}
+
+std::vector<Evaluation> evaluate_batch(const std::vector<ModelCase>& ms, const Setup& setup, WorkerSet& workers,
+                                       Timing* timing) {
+  Timing local;
+  Timing& t = timing ? *timing : local;
+  std::vector<Evaluation> evs(ms.size());
+  if (ms.empty()) return evs;
+  std::vector<backends::ValueMap> inputs;
+  std::vector<core::Tensor> targets;
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < ms.size(); ++k) {
+    inputs.push_back(rounded(ms[k].inputs, setup.dtype));
+    targets.push_back(ms[k].target.to(setup.dtype));
+    evs[k].runs.push_back(reference_run(ms[k], setup, inputs[k], targets[k]));
+  }
+  t.reference += since(t0);
+  const ir::Graph& g = ms[0].graph;
+  // Weights travel per case only when some case has its own.
+  bool own_weights = false;
+  for (const auto& m : ms) own_weights |= !same_values(m.graph.initializers, g.initializers);
+
+  for (size_t i = 0; i < workers.size(); ++i) {
+    worker::Worker& w = workers.at(i);
+    const std::string& name = setup.backends[i].name;
+    oracle::BackendRun first;
+    bool trains = false;
+    if (!admit(g, setup, i, w, first, trains, evs[0])) {
+      for (size_t k = 0; k < ms.size(); ++k) {
+        if (k > 0 && !evs[0].not_sent.empty() && evs[0].not_sent.back().backend == first.backend)
+          evs[k].not_sent.push_back(evs[0].not_sent.back());
+        evs[k].runs.push_back(first);
+      }
+      continue;
+    }
+    worker::BatchRequest req;
+    req.options = backends::CompileOptions{setup.dtype, setup.threads};
+    req.forward = setup.mode != Mode::Train || !trains;
+    req.train = trains;
+    req.loss = setup.loss;
+    req.learning_rate = setup.learning_rate;
+    for (size_t k = 0; k < ms.size(); ++k)
+      req.cases.push_back({own_weights ? ms[k].graph.initializers : backends::ValueMap{}, inputs[k], targets[k]});
+    std::vector<worker::BatchResult> res;
+    t0 = std::chrono::steady_clock::now();
+    const worker::Outcome o = w.batch(g, req, res);
+    t.run[name] += since(t0);
+    for (size_t k = 0; k < ms.size(); ++k) {
+      oracle::BackendRun r;
+      r.backend = first.backend;
+      if (!o.ok()) {
+        // The worker died or hung in the batch: which case did it is told by running each alone.
+        run_one(ms[k], setup, name, w, trains, inputs[k], targets[k], r, t);
+      } else if (!res[k].outcome.ok()) {
+        fail(r, res[k].outcome,
+             res[k].failed_at == 0   ? oracle::Stage::Compile
+             : res[k].failed_at == 1 ? oracle::Stage::Forward
+                                     : oracle::Stage::Backward);
+        if (res[k].ran_forward) r.values = std::move(res[k].values);
+      } else {
+        r.values = std::move(res[k].values);
+        if (res[k].trained) take_training(r, std::move(res[k].train));
+      }
+      evs[k].runs.push_back(std::move(r));
+    }
+  }
+
+  t0 = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < ms.size(); ++k) judge_runs(ms[k], setup, workers, inputs[k], targets[k], evs[k]);
+  t.compare += since(t0);
+  return evs;
 }
 
 void complete_case(ModelCase& m, const std::string& loss, core::Rng& rng) {

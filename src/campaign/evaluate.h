@@ -66,6 +66,13 @@ struct Evaluation {
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);
 
+// Many cases of one model (the same nodes, inputs and outputs; their own input values, targets and
+// weights), as evaluate() judges each, with one worker call per backend (worker::Worker::batch: a
+// search's generation in one round trip). When a worker dies or hangs in the batch, every case is
+// run again alone on it, so the crash is told to the case that caused it.
+std::vector<Evaluation> evaluate_batch(const std::vector<ModelCase>& ms, const Setup& setup, WorkerSet& workers,
+                                       Timing* timing = nullptr);
+
 // Fills what a model case lacks with data/values.h: inputs for every graph input not given
 // (data::complete_inputs, the one edge-value policy), and a target for the loss
 // (data::loss_target), unless one of the output's shape is given.

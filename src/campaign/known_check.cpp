@@ -63,7 +63,7 @@ std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownChe
       if (workers.at(0).hello(info).ok()) versions[s.backends[0].str()] = info.version;
       oracle::Finding labelled = f;
       labelled.known = e.id;
-      const BundleContext ctx{m, ev, s, 0, 0, "quorum known --check (entry " + e.id + ")", versions, {}};
+      const BundleContext ctx{m, ev, s, 0, 0, "quorum known --check (entry " + e.id + ")", versions, {}, {}};
       c.bundle = write_bundle(opt.out, labelled, ctx);
     }
     c.status = hit               ? KnownCheck::Status::Reproduces

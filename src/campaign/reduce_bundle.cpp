@@ -157,7 +157,7 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       if (!same_finding(f, j)) continue;
       std::map<std::string, std::string> versions;
       BundleContext ctx{m, ev, rsetup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
-                        "quorum reduce " + bundle_dir, versions, {}};
+                        "quorum reduce " + bundle_dir, versions, {}, j.value("method", std::string())};
       ctx.origin = j.value("origin", "");
       out.reduced_dir = write_bundle_at((dir / "reduced").string(), f, ctx);
       json causes = json::array();

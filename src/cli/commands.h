@@ -3,6 +3,7 @@
 #include "cli/options.h"
 #include "ir/graph.h"
 #include "campaign/campaign.h"
+#include "campaign/search_case.h"
 #include "gen/generator.h"
 #include "ref/interpreter.h"
 #include "worker/supervisor.h"
@@ -23,8 +24,12 @@ int cmd_calibrate(const Options& o);
 int cmd_reduce(const Options& o);
 int cmd_repro(const Options& o);
 int cmd_report(const Options& o);
-// `quorum search --method M`: dispatches to the method's command (grist: cmd_grist, grist_command.cpp).
+// The campaign settings of --backends, --mode, --dtype, --loss, --oracle, ... (fuzz, search).
+campaign::Setup setup_of(const Options& o);
+// A search method and the genetic search's flags (--population, --elite, ...) with `budget` evaluations.
+campaign::SearchOptions search_options_of(const Options& o, const std::string& method, uint64_t budget);
 int cmd_search(const Options& o);
+// `quorum search --method grist` (grist_command.cpp): GRIST's gradient-guided NaN/Inf search.
 int cmd_grist(const Options& o);
 // The worker limits --timeout, --memory, --worker_models and --worker_rss give.
 worker::Limits limits_of(const Options& o);

@@ -71,6 +71,8 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
   if (s.transfer_variants)
     std::cout << "transfer: " << s.transfer_variants << " ledger variants run (models -1 to -" << s.transfer_variants
               << "), " << s.transfer_new << " findings no ledger entry explains\n";
+  if (s.searched)
+    std::cout << "search: " << s.searched << " clean models searched, a failure found in " << s.search_found << "\n";
   if (s.workers_recycled)
     std::cout << "workers: " << s.workers_recycled << " recycled (--worker_models / --worker_rss)\n";
   const campaign::Timing& t = s.timing;
@@ -101,26 +103,59 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
 
 }  // namespace
 
+campaign::Setup setup_of(const Options& o) {
+  campaign::Setup setup;
+  setup.backends = campaign::parse_backends(o.backends.empty() ? "torch,onednn" : o.backends);
+  setup.mode = campaign::mode_from_string(o.mode);
+  setup.dtype = core::dtype_from_string(o.dtype);
+  if (setup.dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
+  setup.threads = static_cast<int>(o.threads);
+  setup.loss = o.loss.empty() ? "mse_loss" : o.loss;
+  if (!ops::op(setup.loss).is_loss) throw UserError("--loss: operator '" + setup.loss + "' is not a loss");
+  setup.learning_rate = o.learning_rate;
+  setup.thresholds.T = o.threshold;
+  setup.thresholds.eps = o.epsilon;
+  if (o.metric != "chebyshev" && o.metric != "relative")
+    throw UserError("--metric: expected chebyshev or relative, got '" + o.metric + "'");
+  setup.thresholds.relative_metric = o.metric == "relative";
+  setup.thresholds.rule = oracle::rule_from_string(o.oracle);
+  setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));
+  setup.thresholds.dtype = setup.dtype;
+  setup.limits = limits_of(o);
+  return setup;
+}
+
+campaign::SearchOptions search_options_of(const Options& o, const std::string& method, uint64_t budget) {
+  campaign::SearchOptions s;
+  s.method = campaign::search_method_from_string(method);
+  search::GaParams& p = s.ga;
+  p.population = static_cast<int64_t>(o.population);
+  p.elite = static_cast<int64_t>(o.elite);
+  if (p.population < 2) throw UserError("--population: at least 2");
+  if (p.elite < 1 || p.elite >= p.population) throw UserError("--elite: from 1 to --population - 1");
+  p.crossover = o.crossover;
+  p.mutation = o.ga_mutation;
+  p.max_ite = static_cast<int64_t>(o.max_ite);
+  if (p.max_ite < 1) throw UserError("--max_ite: at least 1");
+  p.cauchy_scale = o.cauchy_scale;
+  p.budget = static_cast<int64_t>(budget);
+  p.level = search::level_from_string(o.level);
+  p.fitness = search::fitness_from_string(o.fitness);
+  if (p.fitness == search::Fitness::Diverge && s.method != campaign::SearchMethod::Diverge)
+    throw UserError("--fitness diverge: use --method diverge");
+  return s;
+}
+
 int cmd_fuzz(const Options& o) {
   campaign::CampaignOptions opt;
   opt.generator = o.generator;
-  opt.setup.backends = campaign::parse_backends(o.backends.empty() ? "torch,onednn" : o.backends);
-  opt.setup.mode = campaign::mode_from_string(o.mode);
-  opt.setup.dtype = core::dtype_from_string(o.dtype);
-  if (opt.setup.dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
-  opt.setup.threads = static_cast<int>(o.threads);
-  opt.setup.loss = o.loss.empty() ? "mse_loss" : o.loss;
-  if (!ops::op(opt.setup.loss).is_loss) throw UserError("--loss: operator '" + opt.setup.loss + "' is not a loss");
-  opt.setup.learning_rate = o.learning_rate;
-  opt.setup.thresholds.T = o.threshold;
-  opt.setup.thresholds.eps = o.epsilon;
-  if (o.metric != "chebyshev" && o.metric != "relative")
-    throw UserError("--metric: expected chebyshev or relative, got '" + o.metric + "'");
-  opt.setup.thresholds.relative_metric = o.metric == "relative";
-  opt.setup.thresholds.rule = oracle::rule_from_string(o.oracle);
-  opt.setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));
-  opt.setup.thresholds.dtype = opt.setup.dtype;
-  opt.setup.limits = limits_of(o);
+  opt.setup = setup_of(o);
+  if (!o.search.empty()) {
+    opt.search = search_options_of(o, o.search, o.search_budget);
+    if (opt.search.method == campaign::SearchMethod::Random)
+      throw UserError("--search: expected ga or diverge (a campaign's own draw is the random baseline)");
+    if (o.search_budget == 0) throw UserError("--search_budget: at least 1");
+  }
   opt.time_s = o.time;
   opt.models = static_cast<int64_t>(o.models);
   if (opt.time_s == 0 && opt.models == 0) throw UserError("fuzz: give a budget, --time (e.g. 10m) or --models N");

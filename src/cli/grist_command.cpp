@@ -110,7 +110,6 @@ int cmd_grist(const Options& o) {
   const bool library = target_mode == "library";
   if (library && o.backends.empty())
     throw UserError("search --target library: --backends is required (the libraries to expose)");
-  if (o.budget == 0) throw UserError("--budget: at least 1 evaluation");
   if (o.delta <= 0) throw UserError("--delta: the sign step must be above 0");
 
   Loaded l = load(o.model);
@@ -128,7 +127,7 @@ int cmd_grist(const Options& o) {
 
   search::GristOptions opt;
   opt.seed = seed;
-  opt.budget = static_cast<int64_t>(o.budget);
+  opt.budget = static_cast<int64_t>(o.budget ? o.budget : 200);  // 0: the method's default
   opt.time_limit = o.time;
   opt.delta = o.delta;
   opt.switch_rate = o.switch_rate;
@@ -138,7 +137,7 @@ int cmd_grist(const Options& o) {
   opt.stop_at_first = library;
 
   std::cout << "seed: " << seed << "\nmodel: " << o.model << " (" << g.nodes.size() << " nodes)\n"
-            << "target: " << target_mode << ", data range " << interval_text(range) << ", budget " << o.budget
+            << "target: " << target_mode << ", data range " << interval_text(range) << ", budget " << opt.budget
             << (o.baseline ? " (random inputs: the baseline)" : "") << "\n";
   const ref::RangeMap in_ranges = [&] {
     ref::RangeMap m;
@@ -193,7 +192,8 @@ int cmd_grist(const Options& o) {
   std::cout << "first trigger after " << r.first_trigger << " evaluations\n";
   if (!o.baseline) std::cout << "vulnerable operation: " << t.site.node << " (" << t.site.op << ")\n";
   if (library) {
-    const campaign::BundleContext ctx{hit->model, hit->evaluation, setup, seed, 0, o.command_line, {}};
+    const campaign::BundleContext ctx{
+        hit->model, hit->evaluation, setup, seed, 0, o.command_line, {}, {}, o.baseline ? "random" : "grist"};
     const std::string bundle = campaign::write_bundle(out, hit->finding, ctx);
     std::cout << "finding: " << hit->finding.signature() << "\n  " << hit->finding.detail << "\nbundle: " << bundle
               << "\nreplay: " << campaign::replay_command(bundle) << "\n";
@@ -210,10 +210,5 @@ int cmd_grist(const Options& o) {
 }
 
 // `quorum search`: the methods are dispatched here (grist in this file).
-int cmd_search(const Options& o) {
-  if (o.method == "grist") return cmd_grist(o);
-  throw UserError("search: --method " + (o.method.empty() ? std::string("(none)") : "'" + o.method + "'") +
-                  " is not available; methods: grist");
-}
 
 }  // namespace quorum::cli

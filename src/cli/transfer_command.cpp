@@ -57,7 +57,7 @@ int cmd_transfer(const Options& o) {
         std::cout << "  NEW  " << f.signature() << "  <- " << v.origin() << "\n";
       }
     if (store->model_done(i)) return;
-    const campaign::BundleContext ctx{v.model, v.evaluation, v.setup, opt.seed, i, o.command_line, {}, v.origin()};
+    const campaign::BundleContext ctx{v.model, v.evaluation, v.setup, opt.seed, i, o.command_line, {}, v.origin(), {}};
     store->record(i, v.evaluation.findings,
                   [&](const oracle::Finding& f) { return campaign::write_bundle(out, f, ctx); });
   });

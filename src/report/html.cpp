@@ -66,6 +66,7 @@ std::string svg_image(const fs::path& p, const std::string& alt) {
 
 struct Group {
   std::string key, backend, cls, title;
+  std::string method;  // how its first finding was found (random, ga, diverge)
   bool suggested = false;  // class guessed by Quorum (not from the ledger)
   std::vector<Difference> diffs;
   std::string note;  // why the case could not be loaded
@@ -120,6 +121,7 @@ std::map<std::string, Group> root_causes(const std::vector<campaign::StoredFindi
     try {
       const backends::ReproCase c = load_repro_case(f.bundle);
       g.title = issue_title(c);
+      g.method = c.method;
       g.diffs = largest_differences(c, 5);
       const Classification k = classify(c);
       if (k.cls != "unclassified") {
@@ -250,6 +252,8 @@ void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor
     << "\">[" << cls << (g.suggested ? ", suggested" : "") << "]</span></h3>\n";
   h << "<p><b>" << escape(g.title) << "</b><br>" << escape(f.detail.empty() ? f.message : f.detail) << "</p>\n";
   write_differences(h, g.diffs);
+  if (!g.method.empty() && g.method != "random")
+    h << "<p>Found by the " << escape(g.method) << " search (from a model that ran clean on its random inputs).</p>\n";
   const fs::path bundle(f.bundle);
   const fs::path reduced = bundle / "reduced";
   const bool has_reduced = fs::exists(reduced / "model.json");

@@ -310,8 +310,9 @@ std::string issue_markdown(const std::string& bundle_dir) {
   }
   md << "\n## How it was found\n\n";
   md << "Quorum " << c.quorum_version << " (differential testing of deep-learning libraries against a float64 "
-     << "reference) found it with seed " << c.seed << ", model " << c.model_index << " (finding `" << c.signature
-     << "`).";
+     << "reference) found it with seed " << c.seed << ", model " << c.model_index
+     << (c.method == "random" ? "" : ", by its " + c.method + " search over the model's inputs and weights")
+     << " (finding `" << c.signature << "`).";
   if (!c.origin.empty()) md << " The model came from " << c.origin << ".";
   const Reduction r = reduction_of(bundle_dir);
   if (r.present)

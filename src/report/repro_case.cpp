@@ -81,6 +81,7 @@ void read_finding_fields(const nlohmann::ordered_json& top_j, const nlohmann::or
     c.quorum_version = top_j.value("quorum_version", "");
     c.seed = top_j.value("seed", uint64_t{0});
     c.model_index = top_j.value("model_index", int64_t{0});
+    c.method = top_j.value("method", "random");
     c.origin = top_j.value("origin", "");
   } catch (const nlohmann::ordered_json::exception& e) {
     throw core::UserError(where + ": malformed finding: " + e.what());

@@ -15,6 +15,14 @@ enum class Kind : uint8_t {
   Forward = 4,   // values, keep_intermediates -> values
   Train = 5,     // values, target, loss, loss attrs, learning rate -> TrainResult
   Lowering = 6,  // (nothing) -> per node the session ran: name, its library operations
+  // Many cases of one model in one round trip (a search's generation): graph, dtype, threads, forward
+  // flag, train flag, loss, loss attrs, learning rate, count, then per case its weights (values; empty:
+  // the graph's own — the model is compiled once — else the model is compiled again with them), its
+  // inputs (values) and, with the train flag, its target -> count, then per case: status; for Ok a
+  // forward flag [values], a trained flag [loss, loss grad, values, grads, weights after]; otherwise
+  // the stage it failed at (0 compile, 1 forward, 2 backward), message, signal (u32), output tail,
+  // and a forward flag [values] (the forward pass that ran before a failed training step).
+  Batch = 7,
 };
 
 constexpr uint32_t kMaxFrame = 1u << 31;

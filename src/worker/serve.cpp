@@ -62,6 +62,98 @@ std::string reply(const backends::ChildProcessError& e) {
   return w.bytes();
 }
 
+// What a failed call of a library (or of Quorum's code in the worker) becomes, as in serve()'s own
+// replies: `compiling` maps an unclassified exception to a conversion failure, else a library error.
+// std::bad_alloc is an out-of-memory outcome.
+struct Failed {
+  Status status;
+  std::string message;
+  uint32_t signal = 0;
+  std::string tail;
+};
+Failed failed(const std::exception_ptr& e, bool compiling) {
+  using K = backends::ChildProcessError::Kind;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::bad_alloc&) {
+    return {Status::OutOfMemory, "std::bad_alloc", 0, ""};
+  } catch (const backends::ChildProcessError& c) {
+    return {c.kind == K::Signal ? Status::Crash : c.kind == K::Timeout ? Status::Timeout : Status::LibraryError,
+            c.what(), c.kind == K::Signal ? static_cast<uint32_t>(c.code) : 0u, c.output_tail};
+  } catch (const backends::QuorumError& x) {
+    return {Status::QuorumError, x.what(), 0, ""};
+  } catch (const backends::UnsupportedError& x) {
+    return {Status::Unsupported, x.what(), 0, ""};
+  } catch (const backends::ConversionError& x) {
+    return {Status::ConversionFailure, x.what(), 0, ""};
+  } catch (const std::exception& x) {
+    return {compiling ? Status::ConversionFailure : Status::LibraryError, x.what(), 0, ""};
+  }
+}
+
+// Kind::Batch: every case compiled (once, or again with its own weights) and run; one reply.
+void serve_batch(backends::Backend& backend, Reader& r, Writer& ok, std::unique_ptr<backends::Session>& session) {
+  const ir::Graph g = r.graph();
+  backends::CompileOptions opt;
+  opt.dtype = static_cast<core::DType>(r.u8());
+  opt.threads = static_cast<int>(r.u32());
+  const bool forward = r.u8() != 0;
+  const bool train = r.u8() != 0;
+  backends::TrainRequest t;
+  t.loss = r.str();
+  t.loss_attrs = r.attrs();
+  t.learning_rate = r.f64();
+  const uint32_t count = r.u32();
+  ok.u32(count);
+  bool compiled = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const backends::ValueMap weights = r.values();
+    t.inputs = r.values();
+    if (train) t.target = r.tensor();
+    uint8_t stage = 0;
+    Writer item;
+    backends::ValueMap values;  // the forward pass's, kept when the training step fails after it
+    try {
+      if (!compiled || !weights.empty()) {
+        session.reset();
+        ir::Graph gi = g;
+        for (const auto& [name, w] : weights) gi.initializers[name] = w;
+        session = backend.compile(gi, opt);
+        compiled = weights.empty();
+      }
+      item.u8(static_cast<uint8_t>(Status::Ok));
+      stage = 1;
+      item.u8(forward ? 1 : 0);
+      if (forward) {
+        values = session->forward(t.inputs, true);
+        item.values(values);
+      }
+      stage = 2;
+      item.u8(train ? 1 : 0);
+      if (train) {
+        const backends::TrainResult res = session->train_step(t);
+        item.f64(res.loss);
+        item.tensor(res.loss_grad);
+        item.values(res.values);
+        item.values(res.grads);
+        item.values(res.weights_after);
+      }
+    } catch (...) {
+      const Failed f = failed(std::current_exception(), stage == 0);
+      if (stage == 0) session.reset(), compiled = false;
+      item = Writer();
+      item.u8(static_cast<uint8_t>(f.status));
+      item.u8(stage);
+      item.str(f.message);
+      item.u32(f.signal);
+      item.str(f.tail);
+      item.u8(forward && stage == 2 ? 1 : 0);
+      if (forward && stage == 2) item.values(values);
+    }
+    ok.raw(item.bytes().data(), item.bytes().size());
+  }
+}
+
 }  // namespace
 
 bool read_frame(int fd, std::string& payload) {
@@ -176,6 +268,10 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           out = ok.bytes();
           break;
         }
+        case Kind::Batch:
+          serve_batch(backend, r, ok, session);
+          out = ok.bytes();
+          break;
         default: out = reply(Status::ProtocolError, "unknown request kind"); break;
       }
     } catch (const std::bad_alloc&) {

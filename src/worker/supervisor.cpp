@@ -217,10 +217,10 @@ Outcome Worker::death(int wait_status, bool timed_out) {
   return o;
 }
 
-Outcome Worker::call(const std::string& request, std::string& reply) {
+Outcome Worker::call(const std::string& request, std::string& reply, double timeout_scale) {
   if (pid_ <= 0) start();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(limits_.timeout_s));
+                                           std::chrono::duration<double>(limits_.timeout_s * timeout_scale));
   const uint32_t len = static_cast<uint32_t>(request.size());
   Io io = write_all(to_fd_, reinterpret_cast<const char*>(&len), 4, deadline);
   if (io == Io::Ok) io = write_all(to_fd_, request.data(), request.size(), deadline);
@@ -386,6 +386,62 @@ Outcome Worker::train(const backends::TrainRequest& req, backends::TrainResult& 
     out.values = r.values();
     out.grads = r.values();
     out.weights_after = r.values();
+  });
+}
+
+Outcome Worker::batch(const ir::Graph& g, const BatchRequest& req, std::vector<BatchResult>& out) {
+  maybe_recycle();
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Batch));
+  w.graph(g);
+  w.u8(static_cast<uint8_t>(req.options.dtype));
+  w.u32(static_cast<uint32_t>(req.options.threads));
+  w.u8(req.forward ? 1 : 0);
+  w.u8(req.train ? 1 : 0);
+  w.str(req.loss);
+  w.attrs(req.loss_attrs);
+  w.f64(req.learning_rate);
+  w.u32(static_cast<uint32_t>(req.cases.size()));
+  for (const auto& c : req.cases) {
+    w.values(c.weights);
+    w.values(c.inputs);
+    if (req.train) w.tensor(c.target);
+  }
+  std::string reply;
+  // Compile and run per case, within the time limit each: the call's limit scales with the count.
+  Outcome o = call(w.bytes(), reply, static_cast<double>(std::max<size_t>(1, req.cases.size())));
+  ++compiles_;
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) {
+    out.clear();
+    const uint32_t n = r.u32();
+    if (n != req.cases.size()) throw MalformedMessage("batch reply: wrong number of cases");
+    for (uint32_t i = 0; i < n; ++i) {
+      BatchResult b;
+      const uint8_t s = r.u8();
+      if (s > static_cast<uint8_t>(Status::QuorumError)) throw MalformedMessage("batch reply: bad status byte");
+      b.outcome.status = static_cast<Status>(s);
+      if (b.outcome.ok()) {
+        b.ran_forward = r.u8() != 0;
+        if (b.ran_forward) b.values = r.values();
+        b.trained = r.u8() != 0;
+        if (b.trained) {
+          b.train.loss = r.f64();
+          b.train.loss_grad = r.tensor();
+          b.train.values = r.values();
+          b.train.grads = r.values();
+          b.train.weights_after = r.values();
+        }
+      } else {
+        b.failed_at = r.u8();
+        b.outcome.message = r.str();
+        b.outcome.signal = static_cast<int>(r.u32());
+        b.outcome.stderr_tail = r.str();
+        b.ran_forward = r.u8() != 0;  // a training step that failed after its forward pass
+        if (b.ran_forward) b.values = r.values();
+      }
+      out.push_back(std::move(b));
+    }
   });
 }
 

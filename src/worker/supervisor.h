@@ -37,6 +37,30 @@ const std::vector<std::string>& available_backends();
 // Path of the worker executable for `backend`; UserError for an unknown backend name.
 std::string worker_path(const std::string& backend);
 
+// One case of a batch (Kind::Batch): its weights (empty: the graph's own), inputs and, when the
+// batch trains, its target.
+struct BatchCase {
+  backends::ValueMap weights;
+  backends::ValueMap inputs;
+  core::Tensor target;
+};
+struct BatchRequest {
+  backends::CompileOptions options;
+  bool forward = true, train = false;
+  std::string loss;
+  core::Attrs loss_attrs;
+  double learning_rate = 0.01;
+  std::vector<BatchCase> cases;
+};
+// One case's result: ok, or the outcome and the stage (0 compile, 1 forward, 2 backward) it failed at.
+struct BatchResult {
+  Outcome outcome;
+  int failed_at = 0;
+  bool ran_forward = false, trained = false;
+  backends::ValueMap values;  // the forward pass's, every node output
+  backends::TrainResult train;
+};
+
 class Worker {
  public:
   Worker(std::string backend, std::vector<std::string> args = {}, Limits limits = {});
@@ -56,6 +80,10 @@ class Worker {
   Outcome compile(const ir::Graph& g, const backends::CompileOptions& opt);
   Outcome forward(const backends::ValueMap& inputs, bool keep_intermediates, backends::ValueMap& out);
   Outcome train(const backends::TrainRequest& req, backends::TrainResult& out);
+  // Every case of `req` on the model `g` in one call (the time limit is per case). A non-ok outcome
+  // is the whole call's (the worker died or hung: which case did it is unknown); else `out` holds
+  // one result per case, each with its own outcome.
+  Outcome batch(const ir::Graph& g, const BatchRequest& req, std::vector<BatchResult>& out);
   // The library operations each node of the compiled model ran (backends::Session::lowering).
   Outcome lowering(std::map<std::string, std::vector<std::string>>& out);
 
@@ -63,7 +91,7 @@ class Worker {
   void start();
   void stop();
   // Sends one request and waits for the reply; on death or timeout returns the classified outcome.
-  Outcome call(const std::string& request, std::string& reply);
+  Outcome call(const std::string& request, std::string& reply, double timeout_scale = 1);
   Outcome death(int wait_status, bool timed_out);
   // Before a compile: stops the worker when Limits::recycle_* says it has served long enough.
   void maybe_recycle();

@@ -5,6 +5,9 @@
 //   hang-on-shape=D         never return from forward when any value has a dimension of size D
 //   leak-until-oom          allocate until allocation fails (needs the worker's address-space limit)
 //   leak-per-model=MIB      never free MIB MiB (touched, so resident) allocated at each compile
+//   band=OP@LO..HI          OP's output elements whose operand (its first input, element for element;
+//                           when the shapes differ, any element of it) lies in [LO, HI] are off by +1:
+//                           a fault that fires only in a narrow interval, for the searches (docs/search.md)
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,6 +22,7 @@
 #include "backends/faulty/numeric_faults.h"
 #include "backends/ref/ref_backend.h"
 #include "core/error.h"
+#include "ops/registry.h"
 
 namespace quorum::backends {
 namespace {
@@ -30,7 +34,51 @@ struct Faults {
   bool leak = false;
   int64_t leak_per_model_mib = 0;
   std::set<std::string> numeric;
+  struct Band {
+    std::string op;
+    double lo = 0, hi = 0;
+  };
+  std::vector<Band> bands;
 };
+
+// "OP@LO..HI" of band=.
+Faults::Band parse_band(const std::string& v) {
+  const auto at = v.find('@'), dots = v.find("..");
+  Faults::Band b;
+  try {
+    if (at == std::string::npos || dots == std::string::npos || dots < at) throw std::invalid_argument(v);
+    b.op = v.substr(0, at);
+    b.lo = std::stod(v.substr(at + 1, dots - at - 1));
+    b.hi = std::stod(v.substr(dots + 2));
+  } catch (const std::exception&) {
+    throw core::UserError("faulty: band=OP@LO..HI expected (e.g. band=tanh@2.5..2.6), got 'band=" + v + "'");
+  }
+  if (b.op.empty() || !(b.lo <= b.hi)) throw core::UserError("faulty: band=" + v + ": an operator and LO <= HI");
+  return b;
+}
+
+// The band faults as forward overrides, on top of `ov` (a numeric fault of the same operator stays).
+void add_bands(ref::Overrides& ov, const std::vector<Faults::Band>& bands) {
+  for (const auto& b : bands) {
+    const ops::OpSpec* spec = ops::catalogue().find(b.op);
+    if (!spec) continue;  // an operator no model holds
+    ops::ForwardFn inner = ov.forward.count(b.op) ? ov.forward[b.op] : spec->forward;
+    ov.forward[b.op] = [inner, b](const ops::Inputs& in, const core::Attrs& a) {
+      std::vector<core::Tensor> out = inner(in, a);
+      if (in.empty() || out.empty()) return out;
+      const core::Tensor& x = *in[0];
+      core::Tensor& y = out[0];
+      auto inside = [&](double v) { return v >= b.lo && v <= b.hi; };
+      if (x.numel() == y.numel()) {
+        for (int64_t i = 0; i < y.numel(); ++i)
+          if (inside(x.f64()[i])) y.f64()[i] += 1.0;
+      } else if (std::any_of(x.f64(), x.f64() + x.numel(), inside)) {
+        for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] += 1.0;
+      }
+      return out;
+    };
+  }
+}
 
 Faults parse(const std::vector<std::string>& args) {
   Faults f;
@@ -50,6 +98,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.leak = true;
     } else if (name == "leak-per-model" && !value.empty()) {
       f.leak_per_model_mib = std::stoll(value);
+    } else if (name == "band" && !value.empty()) {
+      f.bands.push_back(parse_band(value));
     } else if (name == "all-numeric" && value.empty()) {
       for (const auto& nf : faulty::numeric_faults()) f.numeric.insert(nf.name);
     } else if (value.empty() && std::any_of(faulty::numeric_faults().begin(), faulty::numeric_faults().end(),
@@ -59,7 +109,7 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "all-numeric or a numeric fault)");
+          "band=OP@LO..HI, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -135,7 +185,9 @@ class FaultyBackend : public Backend {
       std::memset(p, 1, static_cast<size_t>(f_.leak_per_model_mib) << 20);
       leaked_.push_back(p);
     }
-    return std::make_unique<FaultySession>(make_ref_session(g, faulty::numeric_overrides(f_.numeric)), g, f_);
+    ref::Overrides ov = faulty::numeric_overrides(f_.numeric);
+    add_bands(ov, f_.bands);
+    return std::make_unique<FaultySession>(make_ref_session(g, std::move(ov)), g, f_);
   }
 
  private:

@@ -1,0 +1,437 @@
+// Audee's genetic search and divergence seeking (METHODS.md §4; docs/search.md).
+#include "search/genetic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+#include "data/values.h"
+
+namespace quorum::search {
+
+using core::Tensor;
+using core::UserError;
+
+Level level_from_string(const std::string& s) {
+  if (s == "input") return Level::Input;
+  if (s == "weights") return Level::Weights;
+  if (s == "both") return Level::Both;
+  throw UserError("--level: expected input, weights or both, got '" + s + "'");
+}
+
+const char* to_string(Level l) {
+  switch (l) {
+    case Level::Input: return "input";
+    case Level::Weights: return "weights";
+    case Level::Both: return "both";
+  }
+  return "?";
+}
+
+Fitness fitness_from_string(const std::string& s) {
+  if (s == "inconsistency") return Fitness::Inconsistency;
+  if (s == "nan") return Fitness::Nan;
+  if (s == "diverge") return Fitness::Diverge;
+  throw UserError("--fitness: expected inconsistency, nan or diverge, got '" + s + "'");
+}
+
+const char* to_string(Fitness f) {
+  switch (f) {
+    case Fitness::Inconsistency: return "inconsistency";
+    case Fitness::Nan: return "nan";
+    case Fitness::Diverge: return "diverge";
+  }
+  return "?";
+}
+
+namespace {
+
+bool is_float(core::DType d) { return d == core::DType::F32 || d == core::DType::F64; }
+
+// The noise scale of a segment: `scale` times the median |value| of its finite values (robust to the
+// edge values random inputs carry), at least 1e-3.
+double segment_scale(const Tensor& t, double scale) {
+  const Tensor d = t.to(core::DType::F64);
+  std::vector<double> mags;
+  mags.reserve(static_cast<size_t>(d.numel()));
+  for (int64_t i = 0; i < d.numel(); ++i)
+    if (std::isfinite(d.f64()[i])) mags.push_back(std::fabs(d.f64()[i]));
+  if (mags.empty()) return scale;
+  std::nth_element(mags.begin(), mags.begin() + static_cast<long>(mags.size() / 2), mags.end());
+  return scale * std::max(mags[mags.size() / 2], 1e-3);
+}
+
+const Tensor& segment_value(const Candidate& c, const Segment& s) {
+  if (s.weight) return c.weights.at(s.name);
+  return c.inputs.at(s.name);
+}
+
+}  // namespace
+
+Layout layout_of(const ir::Graph& g, const Candidate& seed, Level level, double cauchy_scale) {
+  Layout l;
+  auto add = [&](bool weight, const std::string& name, const Tensor& t) {
+    Segment s;
+    s.weight = weight;
+    s.name = name;
+    s.shape = t.shape();
+    s.offset = l.genes;
+    s.size = static_cast<size_t>(t.numel());
+    s.scale = segment_scale(t, cauchy_scale);
+    l.genes += s.size;
+    l.segments.push_back(std::move(s));
+  };
+  if (level != Level::Weights)
+    for (const auto& in : g.inputs) {
+      auto it = seed.inputs.find(in.name);
+      if (it != seed.inputs.end() && is_float(in.type.dtype)) add(false, in.name, it->second);
+    }
+  if (level != Level::Input)
+    for (const auto& [name, t] : g.initializers) {
+      if (!is_float(t.dtype())) continue;
+      auto it = seed.weights.find(name);
+      add(true, name, it != seed.weights.end() ? it->second : t);
+    }
+  return l;
+}
+
+std::vector<double> genes_of(const Candidate& c, const Layout& l) {
+  std::vector<double> genes(l.genes);
+  for (const auto& s : l.segments) {
+    const Tensor d = segment_value(c, s).to(core::DType::F64);
+    std::copy(d.f64(), d.f64() + s.size, genes.begin() + static_cast<long>(s.offset));
+  }
+  return genes;
+}
+
+Candidate with_genes(const Candidate& base, const Layout& l, const std::vector<double>& genes) {
+  Candidate c = base;
+  for (const auto& s : l.segments) {
+    Tensor t(core::DType::F64, s.shape);
+    std::copy(genes.begin() + static_cast<long>(s.offset), genes.begin() + static_cast<long>(s.offset + s.size),
+              t.f64());
+    (s.weight ? c.weights[s.name] : c.inputs[s.name]) = std::move(t);
+  }
+  return c;
+}
+
+std::vector<double> crossover(const std::vector<double>& a, const std::vector<double>& b, double r1, core::Rng& rng) {
+  std::vector<double> child(a.size());
+  for (size_t i = 0; i < a.size(); ++i) child[i] = rng.uniform() < r1 ? a[i] : b[i];
+  return child;
+}
+
+void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& rng) {
+  for (const auto& s : l.segments)
+    for (size_t i = s.offset; i < s.offset + s.size; ++i)
+      if (rng.uniform() < r2) genes[i] += rng.cauchy(0.0, s.scale);
+}
+
+namespace {
+
+const Tensor* logits(const ir::Graph& g, const oracle::BackendRun& r) {
+  if (!r.outcome.ok() || r.unsupported || g.outputs.empty()) return nullptr;
+  auto it = r.values.find(g.outputs[0]);
+  return it == r.values.end() ? nullptr : &it->second;
+}
+
+// The libraries that ran the forward pass to the logits (not the reference).
+std::vector<const oracle::BackendRun*> libraries(const ir::Graph& g, const Trial& t) {
+  std::vector<const oracle::BackendRun*> out;
+  for (const auto& r : t.runs)
+    if (!r.is_reference && logits(g, r)) out.push_back(&r);
+  return out;
+}
+
+const oracle::BackendRun* reference(const Trial& t) {
+  for (const auto& r : t.runs)
+    if (r.is_reference) return &r;
+  return nullptr;
+}
+
+double mean_abs_diff(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(core::DType::F64), y = b.to(core::DType::F64);
+  if (x.numel() != y.numel() || x.numel() == 0) return 0;
+  double s = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double d = std::fabs(x.f64()[i] - y.f64()[i]);
+    s += std::isfinite(d) ? d : (std::isnan(x.f64()[i]) && std::isnan(y.f64()[i]) ? 0.0 : 1e30);
+  }
+  return s / static_cast<double>(x.numel());
+}
+
+bool all_finite(const Tensor& t) {
+  const Tensor d = t.to(core::DType::F64);
+  for (int64_t i = 0; i < d.numel(); ++i)
+    if (!std::isfinite(d.f64()[i])) return false;
+  return true;
+}
+
+// Top-1 label per row over the last axis.
+std::vector<int64_t> labels(const Tensor& t) {
+  const Tensor d = t.to(core::DType::F64);
+  const int64_t c = d.shape().empty() ? 1 : d.shape().back();
+  std::vector<int64_t> out;
+  if (c <= 1) return out;
+  for (int64_t r = 0; r * c < d.numel(); ++r) {
+    const double* p = d.f64() + r * c;
+    out.push_back(std::max_element(p, p + c) - p);
+  }
+  return out;
+}
+
+// A clear margin: the reference's logits of the two labels differ by more than 1e-3 of the row's scale.
+bool clear_margin(const Tensor* ref, int64_t row, int64_t a, int64_t b) {
+  if (!ref) return true;
+  const Tensor d = ref->to(core::DType::F64);
+  const int64_t c = d.shape().back();
+  const double* p = d.f64() + row * c;
+  double scale = 1;
+  for (int64_t i = 0; i < c; ++i)
+    if (std::isfinite(p[i])) scale = std::max(scale, std::fabs(p[i]));
+  return std::fabs(p[a] - p[b]) > 1e-3 * scale;
+}
+
+}  // namespace
+
+std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
+  for (const auto& r : t.runs) {
+    const auto s = r.outcome.status;
+    if (s == worker::Status::Crash || s == worker::Status::Timeout || s == worker::Status::OutOfMemory)
+      return Failure{"crash", r.backend + ": " + r.outcome.str()};
+  }
+  if (!t.findings.empty()) {
+    const oracle::Finding& f = t.findings[0];
+    return Failure{"verdict", std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "] " +
+                                  f.backend + " " + f.op + (f.node.empty() ? "" : " at '" + f.node + "'")};
+  }
+  const oracle::BackendRun* ref = reference(t);
+  for (const auto& r : t.runs) {
+    if (r.is_reference || !r.outcome.ok()) continue;
+    for (const auto& [name, v] : r.values) {
+      if (all_finite(v)) continue;
+      if (!ref) return Failure{"nan", r.backend + ": NaN/Inf at '" + name + "'"};
+      auto it = ref->values.find(name);
+      if (it != ref->values.end() && all_finite(it->second))
+        return Failure{"nan", r.backend + ": NaN/Inf at '" + name + "' where the reference is finite"};
+    }
+  }
+  const auto libs = libraries(g, t);
+  const Tensor* ref_out = ref ? logits(g, *ref) : nullptr;
+  std::vector<std::pair<const oracle::BackendRun*, const Tensor*>> sides;
+  for (const auto* l : libs) sides.push_back({l, logits(g, *l)});
+  if (sides.size() == 1 && ref_out) sides.push_back({ref, ref_out});
+  for (size_t i = 0; i < sides.size(); ++i)
+    for (size_t k = i + 1; k < sides.size(); ++k) {
+      const auto a = labels(*sides[i].second), b = labels(*sides[k].second);
+      if (a.size() != b.size()) continue;
+      for (size_t row = 0; row < a.size(); ++row)
+        if (a[row] != b[row] && clear_margin(ref_out, static_cast<int64_t>(row), a[row], b[row]))
+          return Failure{"label", sides[i].first->backend + " says " + std::to_string(a[row]) + ", " +
+                                      sides[k].first->backend + " says " + std::to_string(b[row]) + " (row " +
+                                      std::to_string(row) + ")"};
+    }
+  return std::nullopt;
+}
+
+namespace {
+
+// Chebyshev distance of `v` to the reference `r` over (1 + max |r|); 1e3 for NaN/Inf the reference lacks.
+double relative_distance(const Tensor& v, const Tensor& r) {
+  const Tensor x = v.to(core::DType::F64), y = r.to(core::DType::F64);
+  if (x.numel() != y.numel()) return 0;
+  double d = 0, m = 0;
+  for (int64_t i = 0; i < y.numel(); ++i)
+    if (std::isfinite(y.f64()[i])) m = std::max(m, std::fabs(y.f64()[i]));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double a = x.f64()[i], b = y.f64()[i];
+    if (!std::isfinite(b)) continue;  // the model's own overflow: not the library's
+    if (!std::isfinite(a)) return 1e3;
+    d = std::max(d, std::fabs(a - b));
+  }
+  return d / (1 + m);
+}
+
+// Over every value of `pick(run)`: the largest lead of one library's distance over the others'.
+template <class Pick>
+double lead(const std::vector<const oracle::BackendRun*>& libs, const oracle::BackendRun& ref, Pick pick) {
+  double best = 0;
+  for (const auto& [name, r] : pick(ref)) {
+    std::vector<double> d;
+    for (const auto* l : libs) {
+      auto it = pick(*l).find(name);
+      d.push_back(it == pick(*l).end() ? 0.0 : relative_distance(it->second, r));
+    }
+    for (size_t j = 0; j < d.size(); ++j) {
+      double others = 0;
+      for (size_t k = 0; k < d.size(); ++k)
+        if (k != j) others = std::max(others, d[k]);
+      best = std::max(best, d[j] - others);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+double divergence(const ir::Graph& g, const Trial& t) {
+  (void)g;
+  const oracle::BackendRun* ref = reference(t);
+  if (!ref) return 0;
+  std::vector<const oracle::BackendRun*> libs;
+  for (const auto& r : t.runs)
+    if (!r.is_reference && r.outcome.ok() && !r.unsupported) libs.push_back(&r);
+  double best = lead(libs, *ref, [](const oracle::BackendRun& r) -> const backends::ValueMap& { return r.values; });
+  if (ref->trained) {
+    std::vector<const oracle::BackendRun*> trained;
+    for (const auto* l : libs)
+      if (l->trained) trained.push_back(l);
+    best = std::max(best, lead(trained, *ref, [](const oracle::BackendRun& r) -> const backends::ValueMap& {
+                      return r.grads;
+                    }));
+  }
+  return best;
+}
+
+double fitness_of(const ir::Graph& g, const Trial& t, Fitness f) {
+  if (f == Fitness::Diverge) return divergence(g, t);
+  const auto libs = libraries(g, t);
+  if (f == Fitness::Nan) {
+    double best = 0;
+    for (const auto* l : libs) {
+      const Tensor d = logits(g, *l)->to(core::DType::F64);
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (int64_t i = 0; i < d.numel(); ++i) {
+        if (std::isnan(d.f64()[i])) continue;
+        lo = std::min(lo, d.f64()[i]);
+        hi = std::max(hi, d.f64()[i]);
+      }
+      if (hi >= lo) best = std::max(best, std::isfinite(hi - lo) ? hi - lo : 1e300);
+    }
+    return best;
+  }
+  std::vector<const Tensor*> sides;
+  for (const auto* l : libs) sides.push_back(logits(g, *l));
+  if (sides.size() == 1)
+    if (const oracle::BackendRun* ref = reference(t))
+      if (const Tensor* r = logits(g, *ref)) sides.push_back(r);
+  double best = 0;
+  for (size_t i = 0; i < sides.size(); ++i)
+    for (size_t k = i + 1; k < sides.size(); ++k) best = std::max(best, mean_abs_diff(*sides[i], *sides[k]));
+  return best;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Scored {
+  std::vector<double> genes;
+  double fitness = 0;
+};
+
+// Evaluates one batch; returns true (filling `res`) when an oracle fired.
+bool run_batch(const ir::Graph& g, const Candidate& base, const Layout& l, std::vector<Scored>& batch,
+               const GaParams& p, Evaluator& ev, Result& res, std::vector<Candidate>* explicit_candidates = nullptr) {
+  std::vector<Candidate> cands;
+  if (explicit_candidates) cands = *explicit_candidates;
+  else
+    for (const auto& s : batch) cands.push_back(with_genes(base, l, s.genes));
+  std::vector<Trial> trials = ev.evaluate(cands);
+  for (size_t i = 0; i < trials.size() && i < batch.size(); ++i) {
+    ++res.evaluations;
+    batch[i].fitness = fitness_of(g, trials[i], p.fitness);
+    if (!std::isfinite(batch[i].fitness)) batch[i].fitness = 1e300;
+    if (auto f = failure_of(g, trials[i])) {
+      res.found = true;
+      res.failure = *f;
+      res.candidate = std::move(cands[i]);
+      res.trial = std::move(trials[i]);
+      res.best = std::max(res.best, batch[i].fitness);
+      return true;
+    }
+    if (batch[i].fitness > res.best || res.trial.runs.empty()) {
+      res.best = std::max(res.best, batch[i].fitness);
+      res.candidate = cands[i];
+      res.trial = std::move(trials[i]);
+    }
+  }
+  return false;
+}
+
+int64_t remaining(const GaParams& p, const Result& r) {
+  return p.budget > 0 ? p.budget - r.evaluations : std::numeric_limits<int64_t>::max();
+}
+
+}  // namespace
+
+Result genetic_search(const ir::Graph& g, const Candidate& seed, const GaParams& p, Evaluator& ev, core::Rng& rng) {
+  if (p.population < 2) throw UserError("--population: at least 2");
+  if (p.elite < 1 || p.elite >= p.population) throw UserError("--elite: from 1 to --population - 1");
+  const auto t0 = Clock::now();
+  Result res;
+  const Layout l = layout_of(g, seed, p.level, p.cauchy_scale);
+  const std::vector<double> centre = genes_of(seed, l);
+  // The initial population: the seed's genes, each with Cauchy noise.
+  std::vector<Scored> pop(static_cast<size_t>(std::min<int64_t>(p.population, remaining(p, res))));
+  for (auto& s : pop) {
+    s.genes = centre;
+    mutate(s.genes, l, 1.0, rng);
+  }
+  bool stop = pop.empty() || run_batch(g, seed, l, pop, p, ev, res);
+  res.generations = pop.empty() ? 0 : 1;
+  auto best_of = [](const std::vector<Scored>& v) {
+    double b = 0;
+    for (const auto& s : v) b = std::max(b, s.fitness);
+    return b;
+  };
+  if (!pop.empty()) res.best_by_generation.push_back(best_of(pop));
+  while (!stop && res.generations < p.max_ite && remaining(p, res) > 0) {
+    // The m fittest survive (ties keep the earlier), and breed the rest.
+    std::stable_sort(pop.begin(), pop.end(), [](const Scored& a, const Scored& b) { return a.fitness > b.fitness; });
+    pop.resize(static_cast<size_t>(std::min<int64_t>(p.elite, static_cast<int64_t>(pop.size()))));
+    const size_t parents = pop.size();
+    std::vector<Scored> children(static_cast<size_t>(std::min<int64_t>(p.population - p.elite, remaining(p, res))));
+    for (auto& c : children) {
+      const Scored& a = pop[rng.index(parents)];
+      const Scored& b = pop[rng.index(parents)];
+      c.genes = crossover(a.genes, b.genes, p.crossover, rng);
+      mutate(c.genes, l, p.mutation, rng);
+    }
+    stop = run_batch(g, seed, l, children, p, ev, res);
+    ++res.generations;
+    for (auto& c : children) pop.push_back(std::move(c));
+    res.best_by_generation.push_back(best_of(pop));
+  }
+  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return res;
+}
+
+Result random_search(const ir::Graph& g, const Candidate& seed, const GaParams& p, Evaluator& ev, core::Rng& rng) {
+  const auto t0 = Clock::now();
+  Result res;
+  const Layout l = layout_of(g, seed, Level::Input, p.cauchy_scale);
+  const int64_t budget = p.budget > 0 ? p.budget : p.population + (p.max_ite - 1) * (p.population - p.elite);
+  while (res.evaluations < budget) {
+    const int64_t n = std::min<int64_t>(p.population, budget - res.evaluations);
+    std::vector<Candidate> cands;
+    for (int64_t i = 0; i < n; ++i) {
+      Candidate c = seed;
+      for (const auto& s : l.segments) c.inputs.erase(s.name);
+      data::complete_inputs(g, c.inputs, rng);
+      cands.push_back(std::move(c));
+    }
+    std::vector<Scored> batch(cands.size());
+    const bool stop = run_batch(g, seed, l, batch, p, ev, res, &cands);
+    ++res.generations;
+    res.best_by_generation.push_back(res.best);
+    if (stop) break;
+  }
+  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace quorum::search

@@ -1,0 +1,120 @@
+// Audee's genetic search (METHODS.md §4) and divergence seeking: chromosomes over a model's inputs,
+// weights, or both; a population seeded with Cauchy noise, the m fittest kept, children by gene-wise
+// crossover and Cauchy mutation; stop at maxIte generations, at the evaluation budget, or at the first
+// failure. The search runs nothing itself: an Evaluator (built by the campaign on its workers and its
+// evaluate()) runs a whole generation in one call and returns every backend's run and the verdicts.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/rng.h"
+#include "ir/graph.h"
+#include "oracle/oracle.h"
+
+namespace quorum::search {
+
+// Which values a chromosome holds.
+enum class Level { Input, Weights, Both };
+Level level_from_string(const std::string& s);  // input|weights|both; UserError otherwise
+const char* to_string(Level l);
+
+// What the search maximises. Inconsistency: mean absolute difference at the logits (graph output 0)
+// between two backends (the largest over pairs of libraries; with one library, it against the
+// reference). Nan: the spread max - min at the logits. Diverge: one library away from the others and
+// from the reference where they agree, over every node's value and gradient (divergence()).
+enum class Fitness { Inconsistency, Nan, Diverge };
+Fitness fitness_from_string(const std::string& s);  // inconsistency|nan|diverge; UserError otherwise
+const char* to_string(Fitness f);
+
+struct GaParams {
+  int64_t population = 20;    // n
+  int64_t elite = 10;         // m: the fittest kept each generation
+  double crossover = 0.5;     // r1: a child's gene comes from parent 1 with this probability
+  double mutation = 0.1;      // r2: each gene of a child gets Cauchy noise with this probability
+  int64_t max_ite = 50;       // maxIte: generations
+  double cauchy_scale = 1.0;  // noise scale, times a segment's median |value| (at least 1e-3)
+  int64_t budget = 0;         // evaluations in all (0: no limit beyond max_ite)
+  Level level = Level::Input;
+  Fitness fitness = Fitness::Inconsistency;
+};
+
+// One candidate: values for the graph's float inputs and, for weight-level chromosomes, the weights
+// that replace the graph's initializers (empty: the graph's own).
+struct Candidate {
+  backends::ValueMap inputs;
+  std::map<std::string, core::Tensor> weights;
+};
+
+// One candidate's evaluation: every backend's run (the reference first) and the campaign's verdicts.
+struct Trial {
+  std::vector<oracle::BackendRun> runs;
+  std::vector<oracle::Finding> findings;
+};
+
+// Runs a generation: one Trial per candidate, in order.
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  virtual std::vector<Trial> evaluate(const std::vector<Candidate>& batch) = 0;
+};
+
+// Where a chromosome's genes come from: graph inputs and/or initializers, in a fixed order.
+struct Segment {
+  bool weight = false;
+  std::string name;
+  core::Shape shape;
+  size_t offset = 0, size = 0;
+  double scale = 1;  // the Cauchy noise scale for these genes
+};
+struct Layout {
+  std::vector<Segment> segments;
+  size_t genes = 0;
+};
+// The genes of `level` in `g` with the values of `seed` (float inputs only; every float initializer).
+Layout layout_of(const ir::Graph& g, const Candidate& seed, Level level, double cauchy_scale);
+std::vector<double> genes_of(const Candidate& c, const Layout& l);
+// `base` with the genes written into its inputs and weights.
+Candidate with_genes(const Candidate& base, const Layout& l, const std::vector<double>& genes);
+
+// Gene-wise crossover: gene i from `a` when U < r1, else from `b`.
+std::vector<double> crossover(const std::vector<double>& a, const std::vector<double>& b, double r1, core::Rng& rng);
+// Each gene, with probability r2, plus Cauchy(0, its segment's scale) noise.
+void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& rng);
+
+// A test oracle that fired on a trial.
+struct Failure {
+  std::string oracle;  // crash, nan, verdict, label
+  std::string detail;
+};
+// The first oracle that fires: crash (a library's worker died or hung), verdict (the campaign's
+// findings), nan (a library's NaN/Inf in any layer where the float64 reference is finite), label
+// (libraries' top-1 labels at graph output 0 differ where the reference's margin is clear).
+std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t);
+double fitness_of(const ir::Graph& g, const Trial& t, Fitness f);
+// Divergence: over every node output (and, for trained runs, every gradient) the largest
+// d_j - max_{k != j} d_k, d = Chebyshev distance to the reference over (1 + max |reference|); a
+// library's NaN/Inf where the reference is finite counts 1e3 (less when another library has it too).
+double divergence(const ir::Graph& g, const Trial& t);
+
+struct Result {
+  bool found = false;
+  Failure failure;
+  Candidate candidate;  // the failing candidate, or the fittest
+  Trial trial;
+  double best = 0;                // the best fitness seen
+  std::vector<double> best_by_generation;
+  int64_t evaluations = 0, generations = 0;
+  double seconds = 0;
+};
+
+// Audee's Algorithm 1 from `seed` (its genes are the population's centre).
+Result genetic_search(const ir::Graph& g, const Candidate& seed, const GaParams& p, Evaluator& ev, core::Rng& rng);
+// The baseline of the same budget: fresh inputs drawn as a campaign draws them (data/values.h), in
+// batches of `batch`, scored with the same fitness and oracles.
+Result random_search(const ir::Graph& g, const Candidate& seed, const GaParams& p, Evaluator& ev, core::Rng& rng);
+
+}  // namespace quorum::search

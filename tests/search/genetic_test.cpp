@@ -1,0 +1,197 @@
+// Audee's genetic search: crossover and mutation, determinism for a seed, and the planted band
+// fault (faulty:band=OP@LO..HI) found by the search where random inputs of the same budget miss it.
+#include "search/genetic.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "campaign/search_case.h"
+#include "ir/graph.h"
+#include "ops/materialize.h"
+#include "ops/registry.h"
+
+namespace quorum::search {
+namespace {
+
+Layout one_segment(size_t n, double scale) {
+  Layout l;
+  Segment s;
+  s.name = "x";
+  s.shape = {static_cast<int64_t>(n)};
+  s.size = n;
+  s.scale = scale;
+  l.segments.push_back(s);
+  l.genes = n;
+  return l;
+}
+
+TEST(Genetic, CrossoverTakesEachGeneFromOneParent) {
+  const std::vector<double> a(1000, 1.0), b(1000, 2.0);
+  core::Rng rng(5);
+  EXPECT_EQ(crossover(a, b, 1.0, rng), a);
+  EXPECT_EQ(crossover(a, b, 0.0, rng), b);
+  const auto c = crossover(a, b, 0.3, rng);
+  int from_a = 0;
+  for (double g : c) {
+    ASSERT_TRUE(g == 1.0 || g == 2.0);
+    from_a += g == 1.0;
+  }
+  EXPECT_NEAR(from_a / 1000.0, 0.3, 0.05);  // r1 is the share of genes from the first parent
+  core::Rng r1(9), r2(9);
+  EXPECT_EQ(crossover(a, b, 0.5, r1), crossover(a, b, 0.5, r2));
+}
+
+TEST(Genetic, MutationAddsCauchyNoiseAtItsRateAndScale) {
+  const Layout l = one_segment(4000, 2.0);
+  core::Rng rng(11);
+  std::vector<double> g(4000, 0.0);
+  mutate(g, l, 0.0, rng);
+  EXPECT_EQ(g, std::vector<double>(4000, 0.0));
+  mutate(g, l, 0.25, rng);
+  std::vector<double> changed;
+  for (double v : g)
+    if (v != 0.0) changed.push_back(std::fabs(v));
+  EXPECT_NEAR(changed.size() / 4000.0, 0.25, 0.03);
+  // The median |Cauchy(0, s)| is s.
+  std::nth_element(changed.begin(), changed.begin() + static_cast<long>(changed.size() / 2), changed.end());
+  EXPECT_NEAR(changed[changed.size() / 2], 2.0, 0.3);
+}
+
+TEST(Genetic, GenesRoundTripThroughTheLayout) {
+  ir::Graph g;
+  g.inputs.push_back({"x", {core::DType::F32, {2, 3}}});
+  g.initializers.emplace("w", core::Tensor(core::DType::F32, {4}));
+  Candidate c;
+  c.inputs.emplace("x", core::Tensor(core::DType::F64, {2, 3}));
+  for (int i = 0; i < 6; ++i) c.inputs.at("x").f64()[i] = i;
+  c.weights.emplace("w", core::Tensor(core::DType::F64, {4}));
+  EXPECT_EQ(layout_of(g, c, Level::Input, 1).genes, 6u);
+  EXPECT_EQ(layout_of(g, c, Level::Weights, 1).genes, 4u);
+  const Layout l = layout_of(g, c, Level::Both, 1);
+  ASSERT_EQ(l.genes, 10u);
+  std::vector<double> genes = genes_of(c, l);
+  EXPECT_EQ(genes[5], 5.0);
+  genes[7] = 42;
+  const Candidate d = with_genes(c, l, genes);
+  EXPECT_EQ(d.weights.at("w").f64()[1], 42.0);
+  EXPECT_EQ(d.inputs.at("x").f64()[5], 5.0);
+  EXPECT_EQ(genes_of(d, l), genes);
+}
+
+// x[1, 32] -> relu: the model whose relu the band fault perturbs for operands in [5, 5.5]. The
+// campaign's random inputs (uniform in [-1, 1), edge values 0, ±1, denormals, ±1e4, ±1e6) never
+// fall there.
+campaign::ModelCase band_model() {
+  campaign::ModelCase m;
+  m.graph.inputs.push_back({"x", {core::DType::F32, {1, 32}}});
+  m.graph.nodes.push_back({"relu", "relu", {"x"}, {"relu"}, {}});
+  m.graph.outputs = {"relu"};
+  ir::validate(m.graph, "band");
+  core::Rng rng(1);
+  campaign::complete_case(m, "mse_loss", rng);
+  return m;
+}
+
+campaign::Searched run(campaign::SearchMethod method, uint64_t seed, Fitness f = Fitness::Nan) {
+  const campaign::ModelCase m = band_model();
+  campaign::Setup setup;
+  setup.backends = campaign::parse_backends("faulty:band=relu@5..5.5");
+  setup.mode = campaign::Mode::Infer;
+  campaign::WorkerSet workers(setup.backends, setup.limits);
+  campaign::SearchOptions o;
+  o.method = method;
+  o.ga.budget = 200;
+  o.ga.fitness = f;
+  core::Rng rng(seed);
+  return campaign::search_case(m, o, setup, workers, rng);
+}
+
+TEST(Genetic, FindsTheBandFaultRandomInputsOfTheSameBudgetMiss) {
+  const campaign::Searched ga = run(campaign::SearchMethod::Ga, 1);
+  ASSERT_TRUE(ga.result.found) << "best " << ga.result.best;
+  EXPECT_EQ(ga.result.failure.oracle, "verdict");
+  ASSERT_FALSE(ga.evaluation.findings.empty());
+  EXPECT_EQ(ga.evaluation.findings[0].op, "relu");
+  EXPECT_EQ(ga.evaluation.findings[0].backend, "faulty:band=relu@5..5.5");
+  EXPECT_LE(ga.result.evaluations, 200);
+  // The failing input holds an operand in the band.
+  bool inside = false;
+  const core::Tensor x = ga.model.inputs.at("x").to(core::DType::F32).to(core::DType::F64);
+  for (int64_t i = 0; i < x.numel(); ++i) inside |= x.f64()[i] >= 5 && x.f64()[i] <= 5.5;
+  EXPECT_TRUE(inside);
+
+  const campaign::Searched random = run(campaign::SearchMethod::Random, 1);
+  EXPECT_FALSE(random.result.found) << random.result.failure.detail;
+  EXPECT_EQ(random.result.evaluations, 200);
+}
+
+TEST(Genetic, IsDeterministicForASeed) {
+  const campaign::Searched a = run(campaign::SearchMethod::Ga, 3, Fitness::Inconsistency);
+  const campaign::Searched b = run(campaign::SearchMethod::Ga, 3, Fitness::Inconsistency);
+  EXPECT_EQ(a.result.found, b.result.found);
+  EXPECT_EQ(a.result.evaluations, b.result.evaluations);
+  EXPECT_EQ(a.result.best_by_generation, b.result.best_by_generation);
+  EXPECT_TRUE(a.model.inputs.at("x").bit_equal(b.model.inputs.at("x")));
+}
+
+}  // namespace
+}  // namespace quorum::search
+
+namespace quorum::search {
+namespace {
+
+oracle::BackendRun run_of(const std::string& backend, std::vector<double> v, bool reference = false) {
+  oracle::BackendRun r;
+  r.backend = backend;
+  r.is_reference = reference;
+  core::Tensor t(core::DType::F64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.f64()[i] = v[i];
+  r.values.emplace("y", t);
+  return r;
+}
+
+TEST(Divergence, RewardsOneLibraryAwayFromTheOthersNotTheModelsOwnOverflow) {
+  ir::Graph g;
+  g.outputs = {"y"};
+  const double inf = std::numeric_limits<double>::infinity();
+  // One library's NaN where the reference is finite: the largest reward.
+  Trial t{{run_of("ref", {1, 2}, true), run_of("a", {1, std::nan("")})}, {}};
+  EXPECT_EQ(divergence(g, t), 1e3);
+  // The model's own overflow (the reference is infinite there too) scores nothing.
+  t = {{run_of("ref", {1, inf}, true), run_of("a", {1, inf}), run_of("b", {1, inf})}, {}};
+  EXPECT_EQ(divergence(g, t), 0.0);
+  // Two libraries: the lead of the farther over the nearer, relative to the reference's magnitude.
+  t = {{run_of("ref", {1, 3}, true), run_of("a", {1, 3.4}), run_of("b", {1, 3.1})}, {}};
+  EXPECT_NEAR(divergence(g, t), (0.4 - 0.1) / 4, 1e-12);
+  // Both libraries equally far: no library-specific behaviour.
+  t = {{run_of("ref", {1, 3}, true), run_of("a", {1, 3.4}), run_of("b", {1, 3.4})}, {}};
+  EXPECT_NEAR(divergence(g, t), 0.0, 1e-12);
+  // Backward too: a gradient only one library gets wrong.
+  t = {{run_of("ref", {1, 3}, true), run_of("a", {1, 3}), run_of("b", {1, 3})}, {}};
+  for (auto& r : t.runs) {
+    r.trained = true;
+    r.grads.emplace("w", r.values.at("y"));
+  }
+  t.runs[2].grads.at("w").f64()[0] = inf;
+  EXPECT_EQ(divergence(g, t), 1e3);
+}
+
+TEST(Fitness, InconsistencyAndSpreadAtTheLogits) {
+  ir::Graph g;
+  g.outputs = {"y"};
+  Trial t{{run_of("ref", {0, 4}, true), run_of("a", {1, 2})}, {}};
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Inconsistency), 1.5);  // one library: against the reference
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Nan), 1.0);
+  t.runs.push_back(run_of("b", {1, 5}));
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Inconsistency), 1.5);  // two: between them
+  EXPECT_DOUBLE_EQ(fitness_of(g, t, Fitness::Nan), 4.0);
+  // A changed top-1 label with a clear margin is a failure; the verdicts come first.
+  t.runs[2] = run_of("b", {3, 2});
+  ASSERT_TRUE(failure_of(g, t).has_value());
+  EXPECT_EQ(failure_of(g, t)->oracle, "label");
+}
+
+}  // namespace
+}  // namespace quorum::search
