@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "ir/graph.h"
 #include "oracle/oracle.h"
+#include "search/candidate.h"
 
 namespace quorum::search {
 
@@ -42,12 +43,6 @@ struct GaParams {
   Fitness fitness = Fitness::Inconsistency;
 };
 
-// One candidate: values for the graph's float inputs and, for weight-level chromosomes, the weights
-// that replace the graph's initializers (empty: the graph's own).
-struct Candidate {
-  backends::ValueMap inputs;
-  std::map<std::string, core::Tensor> weights;
-};
 
 // One candidate's evaluation: every backend's run (the reference first) and the campaign's verdicts.
 struct Trial {

@@ -18,14 +18,10 @@
 #include "ir/graph.h"
 #include "ref/interpreter.h"
 #include "ref/ranges.h"
+#include "search/candidate.h"
 
 namespace quorum::search {
 
-// One point of the search: a value for every graph input and every weight, float64.
-struct Candidate {
-  ref::ValueMap inputs;
-  ref::ValueMap weights;
-};
 
 // The graph's own initializers as a candidate's weights, and the graph with a candidate's weights.
 ref::ValueMap graph_weights(const ir::Graph& g);
