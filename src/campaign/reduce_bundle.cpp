@@ -9,9 +9,11 @@
 #include <ostream>
 
 #include "campaign/bundle.h"
+#include "campaign/search_case.h"
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/npy.h"
+#include "data/values.h"
 #include "ir/edit.h"
 #include "ir/json_io.h"
 
@@ -20,6 +22,7 @@ namespace quorum::campaign {
 namespace {
 
 constexpr int kInputSearchTries = 4;  // random input draws for a finding no parameter explains
+constexpr int kGeneticBudget = 40;    // evaluations of the genetic search where no random draw shows it
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;  // as bundles write finding.json
@@ -32,6 +35,39 @@ bool same_finding(const oracle::Finding& f, const json& want) {
   if (core::info(f.kind).signature == core::SignatureBy::Message)
     return f.message == want.at("message").get<std::string>();
   return true;
+}
+
+// Audee's genetic search (src/search/) on the reduced one-node case, from fresh random inputs (as
+// search_inputs draws them, with the node's own stream), at most `budget` evaluations: whether it
+// finds inputs on which the finding `want` shows. The fitness is the finding kind's (NaN spread for
+// NaN findings, else the inconsistency at the output).
+void genetic_input_search(BundleReduction& out, const Setup& setup, WorkerSet& workers, core::FindingKind kind,
+                          const json& want, int budget, std::ostream* log) {
+  const localize::Case& one = out.reduction.reduced;
+  ModelCase m{one.graph, {}, one.target};
+  core::Rng rng(core::fnv1a("genetic_input_search:" + one.graph.nodes.at(0).name));
+  data::complete_inputs(m.graph, m.inputs, rng, 0.0);
+  complete_case(m, setup.loss, rng);
+  SearchOptions o;
+  o.method = SearchMethod::Ga;
+  o.ga.population = 10;
+  o.ga.elite = 5;
+  o.ga.budget = budget;
+  o.ga.level = search::Level::Input;
+  o.ga.fitness = kind == core::FindingKind::NaN ? search::Fitness::Nan : search::Fitness::Inconsistency;
+  try {
+    const Searched s = search_case(m, o, setup, workers, rng);
+    out.inputs.searched = static_cast<int>(s.result.evaluations);
+    for (const auto& f : s.evaluation.findings)
+      if (s.result.found && same_finding(f, want)) out.inputs.search_shown = true;
+  } catch (const core::SystemError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (log) *log << "  genetic input search: " << e.what() << "\n";
+  }
+  if (log)
+    *log << "  genetic input search: " << out.inputs.searched << " evaluations, "
+         << (out.inputs.search_shown ? "found inputs that show it" : "nothing else shows it") << "\n";
 }
 
 }  // namespace
@@ -142,11 +178,19 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     const int left = max_runs - out.culprit.runs - out.reduction.runs - out.fix.runs;
     if (out.reduction.one_node && out.fix.causes.empty() && left > 0)
       out.inputs = localize::search_inputs(out.reduction.reduced, holds, std::min(left, kInputSearchTries), log);
+    // Shown on none of the random draws: Audee's genetic search on the one-node model, from fresh
+    // random inputs, tells a bug for some inputs (it finds others that show it) from one of the
+    // recorded inputs only.
+    const int ga_left = left - out.inputs.tried;
+    if (out.inputs.tried > 0 && out.inputs.shown == 0 && ga_left > 0)
+      genetic_input_search(out, setup_for(out.reduction.reduced), workers, kind, j, std::min(ga_left, kGeneticBudget),
+                           log);
     // Then the smallest shapes, with what budget is left (the parameter evidence comes first); a
     // backward case keeps the matching part of its incoming gradient (localize::shrink_inputs).
     localize::shrink_inputs(
         out.reduction, holds,
-        localize::ReduceOptions{max_runs - out.culprit.runs - out.fix.runs - out.inputs.tried, log});
+        localize::ReduceOptions{max_runs - out.culprit.runs - out.fix.runs - out.inputs.tried - out.inputs.searched,
+                                log});
     // The reduced case as a bundle of its own, beside the original.
     const Setup rsetup = setup_for(out.reduction.reduced);
     ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
@@ -169,12 +213,16 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
                   {"input_elements_after", out.reduction.elements},
                   {"input_nonzero_after", out.reduction.nonzero},
                   {"one_node", out.reduction.one_node},
-                  {"predicate_runs", out.culprit.runs + out.reduction.runs + out.fix.runs + out.inputs.tried},
+                  {"predicate_runs",
+                   out.culprit.runs + out.reduction.runs + out.fix.runs + out.inputs.tried + out.inputs.searched},
                   {"steps", out.reduction.steps},
                   {"causes", causes},
                   {"localize_fix_tried", out.fix.tried},
                   {"random_inputs",
-                   {{"tried", out.inputs.tried}, {"shown", out.inputs.shown}, {"verdict", out.inputs.verdict()}}}};
+                   {{"tried", out.inputs.tried},
+                    {"shown", out.inputs.shown},
+                    {"genetic_search", {{"evaluations", out.inputs.searched}, {"found", out.inputs.search_shown}}},
+                    {"verdict", out.inputs.verdict()}}}};
       if (!out.culprit.node.empty())
         red["culprit"] = {{"node", out.culprit.node},
                           {"op", out.culprit.op},

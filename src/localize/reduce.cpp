@@ -460,7 +460,8 @@ FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_run
 std::string InputSearch::verdict() const {
   if (tried == 0) return "";
   if (shown == tried) return "every input";
-  return shown > 0 ? "some inputs" : "the recorded inputs only";
+  if (shown > 0) return "some inputs";
+  return search_shown ? "some inputs (found by the genetic search)" : "the recorded inputs only";
 }
 
 InputSearch search_inputs(const Case& one_node, const Predicate& holds, int tries, std::ostream* log) {

@@ -107,9 +107,16 @@ FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_run
 // Where no single parameter change removes a one-node finding: the node fed fresh random inputs
 // (uniform in [-1, 1], seeded by the node's name) `tries` times, to tell a bug for every input
 // (shown on all) from one for some inputs (shown on the recorded values only, or a few).
+// Where the random draws do not all show it, the caller may search further (the campaign runs Audee's
+// genetic search on the one-node model, src/search/): `searched` evaluations, `search_shown` whether
+// it found fresh inputs that show the finding.
 struct InputSearch {
   int tried = 0, shown = 0;
-  std::string verdict() const;  // "every input" | "some inputs" | "the recorded inputs only" | "" (not run)
+  int searched = 0;
+  bool search_shown = false;
+  // "every input" | "some inputs" | "some inputs (found by the genetic search)" | "the recorded inputs
+  // only" | "" (not run)
+  std::string verdict() const;
 };
 InputSearch search_inputs(const Case& one_node, const Predicate& holds, int tries, std::ostream* log = nullptr);
 

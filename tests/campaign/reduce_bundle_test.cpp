@@ -146,6 +146,33 @@ TEST(ReduceBundle, APlantedBackwardFaultReducesToItsNodeAndHalvesItsShapes) {
   fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
 }
 
+// A relu wrong only for operands in [3, 6] (the planted band fault): shown by the model's recorded
+// values (x * 4 with x near 1), never by the reducer's random draws in [-1, 1]; the genetic search on
+// the one-node model finds fresh inputs that show it: a bug for some inputs, not the recorded ones only.
+TEST(ReduceBundle, TheGeneticSearchTellsABugForSomeInputsFromOneOfTheRecordedInputs) {
+  std::string fours;
+  for (int i = 0; i < 64; ++i) fours += (i ? ", " : "") + std::string("4");
+  const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 64]}], "outputs": ["r"],
+    "initializers": [{"name": "c", "dtype": "float32", "shape": [1, 64], "data": [)" +
+                        fours + R"(]}],
+    "nodes": [{"name": "m", "op": "mul", "inputs": ["x", "c"], "outputs": ["m"]},
+              {"name": "r", "op": "relu", "inputs": ["m"], "outputs": ["r"]}]})";
+  const auto all = campaign_of("band", g, "faulty:band=relu@3..6", Mode::Infer, 1);
+  ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
+  EXPECT_EQ(all[0].op, "relu");
+  const BundleReduction r = reduce_bundle(all[0].bundle, 60, nullptr);
+  ASSERT_TRUE(r.reduction.one_node);
+  EXPECT_EQ(r.inputs.tried, 4);
+  EXPECT_EQ(r.inputs.shown, 0);  // uniform draws in [-1, 1] never reach the band
+  EXPECT_GT(r.inputs.searched, 0);
+  EXPECT_TRUE(r.inputs.search_shown);
+  EXPECT_EQ(r.inputs.verdict(), "some inputs (found by the genetic search)");
+  std::ifstream red(fs::path(r.reduced_dir) / "reduction.json");
+  const auto j = nlohmann::json::parse(red);
+  EXPECT_TRUE(j.at("random_inputs").at("genetic_search").at("found").get<bool>());
+  fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
+}
+
 TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
   // An engine whose Transpose returns its input unchanged: the MatMul after it fails with NumPy's
   // own ValueError, which names no node. Run alone on the reference's values, the transpose is the
