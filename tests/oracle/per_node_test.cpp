@@ -246,6 +246,29 @@ TEST(PerNode, AnIntermediateThatOverflowsFloat32IsNotAFinding) {
   EXPECT_EQ(found[0].kind, Kind::NaN);
 }
 
+// The mirror at the top of float32's range: oneDNN's rsqrt backward of x = 0.499 under an incoming
+// gradient of 2.25e38 gives -inf where the exact product is -3.19e38 (its evaluation order overflows
+// first: a campaign's genetic search, seed 20261127); an infinity for a result within a factor of 2
+// of FLT_MAX is float32's range. Of the other sign, or below FLT_MAX / 2, it is a finding.
+TEST(PerNode, AnInfinityForAResultAtTheTopOfFloat32sRangeIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "mul", "inputs": ["x", "x"], "outputs": ["y"]}]})",
+                                          "top");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1.5e19f, 1e19f})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["y"].f64()[0] = INFINITY;  // exact 2.25e38
+  EXPECT_TRUE(c.judge_runs({c.run("ref"), a}).empty());
+  a.values["y"].f64()[0] = -INFINITY;  // the other sign
+  EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+  a.values["y"].f64()[0] = 2.25e38;
+  a.values["y"].f64()[1] = INFINITY;  // exact 1e38: below FLT_MAX / 2
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
 // libtorch normalises as x * rstd - mean * rstd: batch_norm in training of the column
 // {1.0001e8, 1.0001e8} (variance 0, rstd 31.6) gives 38.9 instead of 0, a difference of two
 // products of 3.16e9 whose float32 unit is 256. The catalogue marks the normalised value a stored
