@@ -1,6 +1,7 @@
 // The search methods on the campaign's workers.
 #include "campaign/search_case.h"
 
+#include "campaign/grist_library.h"
 #include "core/error.h"
 
 namespace quorum::campaign {
@@ -9,8 +10,9 @@ SearchMethod search_method_from_string(const std::string& s) {
   if (s.empty() || s == "none") return SearchMethod::None;
   if (s == "ga") return SearchMethod::Ga;
   if (s == "diverge") return SearchMethod::Diverge;
+  if (s == "grist") return SearchMethod::Grist;
   if (s == "random") return SearchMethod::Random;
-  throw core::UserError("--method/--search: expected ga, diverge or random, got '" + s + "'");
+  throw core::UserError("--method/--search: expected ga, diverge, grist or random, got '" + s + "'");
 }
 
 const char* to_string(SearchMethod m) {
@@ -18,6 +20,7 @@ const char* to_string(SearchMethod m) {
     case SearchMethod::None: return "none";
     case SearchMethod::Ga: return "ga";
     case SearchMethod::Diverge: return "diverge";
+    case SearchMethod::Grist: return "grist";
     case SearchMethod::Random: return "random";
   }
   return "?";
@@ -59,10 +62,34 @@ Searched search_case(const ModelCase& m, const SearchOptions& o, const Setup& se
   if (o.method == SearchMethod::Diverge) p.fitness = search::Fitness::Diverge;
   const search::Candidate seed = candidate_of(m);
   Searched s;
+  if (o.method == SearchMethod::Grist) {
+    // GRIST's library target from the case's inputs and weights: the first NaN/Inf a library produces
+    // where the float64 kernel on its operands is finite (grist_library.h), with GRIST's defaults.
+    search::GristOptions g;
+    g.seed = rng.next_u64();
+    g.budget = p.budget > 0 ? p.budget : 200;
+    std::optional<SearchHit> hit;
+    const search::Evaluate eval = library_evaluate(m.graph, m.target, setup, workers, hit);
+    search::Candidate start{{}, search::graph_weights(m.graph)};  // GRIST holds every value in float64
+    for (const auto& [name, t] : m.inputs) start.inputs.emplace(name, t.to(core::DType::F64));
+    const search::GristResult r = search::grist(m.graph, start, g, eval);
+    s.result.evaluations = r.evaluations;
+    s.result.seconds = r.seconds;
+    s.result.generations = r.iterations;
+    s.model = m;
+    if (hit) {
+      s.result.found = true;
+      s.result.failure = {"nan", hit->finding.detail};
+      s.model = std::move(hit->model);
+      s.evaluation = std::move(hit->evaluation);
+    }
+    return s;
+  }
   switch (o.method) {
     case SearchMethod::Ga:
     case SearchMethod::Diverge: s.result = search::genetic_search(m.graph, seed, p, ev, rng); break;
     case SearchMethod::Random: s.result = search::random_search(m.graph, seed, p, ev, rng); break;
+    case SearchMethod::Grist:  // above
     case SearchMethod::None: throw core::UserError("search: no method given");
   }
   s.model = case_of(m, s.result.candidate);

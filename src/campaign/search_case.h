@@ -10,14 +10,15 @@
 namespace quorum::campaign {
 
 // ga (Audee's genetic search, the --fitness asked), diverge (the genetic search on the divergence
-// fitness), random (the baseline: fresh random inputs, the same budget and oracles).
-enum class SearchMethod { None, Ga, Diverge, Random };
+// fitness), grist (GRIST's gradient-guided NaN/Inf search, its library target: grist_library.h),
+// random (the baseline: fresh random inputs, the same budget and oracles).
+enum class SearchMethod { None, Ga, Diverge, Grist, Random };
 SearchMethod search_method_from_string(const std::string& s);  // UserError for an unknown method
 const char* to_string(SearchMethod m);
 
 struct SearchOptions {
   SearchMethod method = SearchMethod::None;
-  search::GaParams ga;
+  search::GaParams ga;  // grist takes its budget (ga.budget; 0: 200) and GRIST's defaults otherwise
 };
 
 search::Candidate candidate_of(const ModelCase& m);

@@ -153,7 +153,7 @@ int cmd_fuzz(const Options& o) {
   if (!o.search.empty()) {
     opt.search = search_options_of(o, o.search, o.search_budget);
     if (opt.search.method == campaign::SearchMethod::Random)
-      throw UserError("--search: expected ga or diverge (a campaign's own draw is the random baseline)");
+      throw UserError("--search: expected ga, diverge or grist (a campaign's own draw is the random baseline)");
     if (o.search_budget == 0) throw UserError("--search_budget: at least 1");
   }
   opt.time_s = o.time;
