@@ -71,6 +71,15 @@ struct Failed {
   uint32_t signal = 0;
   std::string tail;
 };
+// A training step's result as the protocol carries it (a Train reply, a Batch case).
+void write_train_result(Writer& w, const backends::TrainResult& res) {
+  w.f64(res.loss);
+  w.tensor(res.loss_grad);
+  w.values(res.values);
+  w.values(res.grads);
+  w.values(res.weights_after);
+}
+
 Failed failed(const std::exception_ptr& e, bool compiling) {
   using K = backends::ChildProcessError::Kind;
   try {
@@ -131,12 +140,7 @@ void serve_batch(backends::Backend& backend, Reader& r, Writer& ok, std::unique_
       stage = 2;
       item.u8(train ? 1 : 0);
       if (train) {
-        const backends::TrainResult res = session->train_step(t);
-        item.f64(res.loss);
-        item.tensor(res.loss_grad);
-        item.values(res.values);
-        item.values(res.grads);
-        item.values(res.weights_after);
+        write_train_result(item, session->train_step(t));
       }
     } catch (...) {
       const Failed f = failed(std::current_exception(), stage == 0);
@@ -248,12 +252,7 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           t.loss = r.str();
           t.loss_attrs = r.attrs();
           t.learning_rate = r.f64();
-          const backends::TrainResult res = session->train_step(t);
-          ok.f64(res.loss);
-          ok.tensor(res.loss_grad);
-          ok.values(res.values);
-          ok.values(res.grads);
-          ok.values(res.weights_after);
+          write_train_result(ok, session->train_step(t));
           out = ok.bytes();
           break;
         }
