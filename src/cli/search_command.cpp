@@ -73,11 +73,11 @@ std::string general(double v) {
 
 int cmd_search(const Options& o) {
   if (o.method == "grist") return cmd_grist(o);  // gradient-guided, on the reference's VJPs: grist_command.cpp
+  const campaign::SearchOptions so = search_options_of(o, o.method, o.budget);  // an unknown method first
+  if (so.method == campaign::SearchMethod::None) throw UserError("search: --method ga, diverge, grist or random");
   if (o.model.empty()) throw UserError("search: --model MODEL.json|MODEL.onnx|BUNDLE_DIR is required");
   if (o.backends.empty()) throw UserError("search: --backends is required (e.g. --backends torch,onednn)");
   const campaign::Setup setup = setup_of(o);
-  const campaign::SearchOptions so = search_options_of(o, o.method, o.budget);
-  if (so.method == campaign::SearchMethod::None) throw UserError("search: --method ga, diverge, grist or random");
   const uint64_t seed = core::Rng::resolve_seed(o.seed);
   core::Rng rng(seed);
   core::Rng data_rng = rng.derive("case");
