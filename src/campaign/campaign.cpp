@@ -16,8 +16,8 @@
 
 #include "campaign/bundle.h"
 #include "campaign/store.h"
-#include "core/error.h"
 #include "campaign/transfer.h"
+#include "core/error.h"
 #include "gen/generator.h"
 
 namespace quorum::campaign {
@@ -185,20 +185,16 @@ class Run {
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       const std::vector<std::string> new_roots = reduce(fresh, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
-      for (const auto& r : new_roots) sh_.roots.insert(r);
+      tally(ev, count, new_roots, t);
       ++sh_.models_run;
-      sh_.new_findings += count;
       sh_.searched += searched ? 1 : 0;
       sh_.search_found += search_found ? 1 : 0;
-      sh_.hits += static_cast<int64_t>(ev.findings.size());
-      for (const auto& f : ev.findings) ++sh_.by_kind[f.kind];
       for (const auto& r : ev.runs)
         if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError) {
           // Quorum's own failure inside a worker: counted and shown like any internal error.
           if (++sh_.errors <= 5 && !opt_.quiet)
             log_ << "model " << index << ": internal error: " << r.backend << ": " << r.outcome.str() << "\n";
         }
-      sh_.timing.add(t);
       sh_.not_sent += static_cast<int64_t>(ev.not_sent.size());
       if (!opt_.quiet)
         for (const auto& l : learned) log_ << l << "\n";
@@ -224,9 +220,9 @@ class Run {
     t.backends = setup_.backends;
     t.limits = setup_.limits;
     t.seed = seed_;
-    WorkerSet workers(setup_.backends, setup_.limits);  // the reducer's
+    WorkerSet workers(setup_.backends, setup_.limits);  // the variants' and the reducer's
     int64_t k = 0;
-    transfer_known(*setup_.known, t, [&](const TransferVariant& v) {
+    transfer_known(*setup_.known, t, workers, [&](const TransferVariant& v) {
       const int64_t index = -1 - k++;
       if (!v.skipped.empty() || store_.model_done(index)) return;
       Timing tm;
@@ -234,13 +230,9 @@ class Run {
       const int count = record(v.model, v.evaluation, index, fresh, &v.setup, v.origin());
       const std::vector<std::string> new_roots = reduce(fresh, workers, tm);
       std::lock_guard<std::mutex> lock(sh_.mu);
-      for (const auto& r : new_roots) sh_.roots.insert(r);
+      tally(v.evaluation, count, new_roots, tm);
       ++sh_.transfer_variants;
       sh_.transfer_new += static_cast<int64_t>(v.fresh.size());
-      sh_.new_findings += count;
-      sh_.hits += static_cast<int64_t>(v.evaluation.findings.size());
-      for (const auto& f : v.evaluation.findings) ++sh_.by_kind[f.kind];
-      sh_.timing.add(tm);
       if (!opt_.quiet)
         for (const auto& f : fresh)
           if (f.known.empty()) log_ << f.line << "\n";
@@ -248,6 +240,15 @@ class Run {
   }
 
  private:
+  // One evaluated model's share of the counts (under sh_.mu): its new findings and their root causes,
+  // its hits by kind, its time.
+  void tally(const Evaluation& ev, int new_findings, const std::vector<std::string>& new_roots, const Timing& t) {
+    for (const auto& r : new_roots) sh_.roots.insert(r);
+    sh_.new_findings += new_findings;
+    sh_.hits += static_cast<int64_t>(ev.findings.size());
+    for (const auto& f : ev.findings) ++sh_.by_kind[f.kind];
+    sh_.timing.add(t);
+  }
 
   // The refusals the model's backends named (an Unsupported outcome whose message is a structured
   // backends::Refusal): learned, so that models holding them are no longer sent to that backend, and

@@ -58,8 +58,8 @@ void genetic_input_search(BundleReduction& out, const Setup& setup, WorkerSet& w
   try {
     const Searched s = search_case(m, o, setup, workers, rng);
     out.inputs.searched = static_cast<int>(s.result.evaluations);
-    for (const auto& f : s.evaluation.findings)
-      if (s.result.found && same_finding(f, want)) out.inputs.search_shown = true;
+    if (s.result.found)
+      for (const auto& f : s.evaluation.findings) out.inputs.search_shown |= same_finding(f, want);
   } catch (const core::SystemError&) {
     throw;
   } catch (const std::exception& e) {

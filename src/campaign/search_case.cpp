@@ -27,9 +27,8 @@ const char* to_string(SearchMethod m) {
 }
 
 search::Candidate candidate_of(const ModelCase& m) {
-  search::Candidate c;
-  c.inputs = m.inputs;
-  for (const auto& [name, w] : m.graph.initializers) c.weights.emplace(name, w);
+  search::Candidate c{{}, search::graph_weights(m.graph)};  // every value in float64, as the searches hold them
+  for (const auto& [name, t] : m.inputs) c.inputs.emplace(name, t.to(core::DType::F64));
   return c;
 }
 
@@ -70,9 +69,7 @@ Searched search_case(const ModelCase& m, const SearchOptions& o, const Setup& se
     g.budget = p.budget > 0 ? p.budget : 200;
     std::optional<SearchHit> hit;
     const search::Evaluate eval = library_evaluate(m.graph, m.target, setup, workers, hit);
-    search::Candidate start{{}, search::graph_weights(m.graph)};  // GRIST holds every value in float64
-    for (const auto& [name, t] : m.inputs) start.inputs.emplace(name, t.to(core::DType::F64));
-    const search::GristResult r = search::grist(m.graph, start, g, eval);
+    const search::GristResult r = search::grist(m.graph, seed, g, eval);
     s.result.evaluations = r.evaluations;
     s.result.seconds = r.seconds;
     s.result.generations = r.iterations;

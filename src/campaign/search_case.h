@@ -21,6 +21,7 @@ struct SearchOptions {
   search::GaParams ga;  // grist takes its budget (ga.budget; 0: 200) and GRIST's defaults otherwise
 };
 
+// The case's inputs and weights (its graph's initializers), in float64.
 search::Candidate candidate_of(const ModelCase& m);
 // `base` with the candidate's inputs and weights.
 ModelCase case_of(const ModelCase& base, const search::Candidate& c);

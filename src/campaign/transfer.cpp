@@ -9,22 +9,6 @@
 #include "ops/registry.h"
 
 namespace quorum::campaign {
-namespace {
-
-// The operator field of a signature "kind|stage|backend|op|...", or "" (a crash in no node).
-std::string signature_op(const std::string& signature) {
-  size_t at = 0;
-  for (int field = 0; field < 3; ++field) {
-    at = signature.find('|', at);
-    if (at == std::string::npos) return "";
-    ++at;
-  }
-  const size_t end = signature.find('|', at);
-  return signature.substr(at, end == std::string::npos ? std::string::npos : end - at);
-}
-
-}  // namespace
-
 std::string TransferVariant::origin() const {
   const std::string id = entry ? entry->id : "?";
   if (op == from_op) return "transfer from ledger entry " + id + " (its case as it is, on every library)";
@@ -98,14 +82,14 @@ ir::Graph replace_op(const ir::Graph& original, const std::string& node, const s
 }
 
 std::vector<TransferVariant> transfer_known(const oracle::Ledger& ledger, const TransferOptions& opt,
+                                            WorkerSet& workers,
                                             const std::function<void(const TransferVariant&)>& each) {
   auto known = std::make_shared<const oracle::Ledger>(ledger);
-  WorkerSet workers(opt.backends, opt.limits);
   std::vector<TransferVariant> out;
   for (const auto& e : known->entries) {
     if (!e.has_case) continue;
     if (!opt.filter.empty() && e.id.find(opt.filter) == std::string::npos) continue;
-    const std::string from_op = signature_op(e.signature);
+    const std::string from_op = oracle::signature_op(e.signature);
     // The entry's node: the first that runs its operator (none for a crash no node was blamed for).
     const ir::Node* blamed = nullptr;
     for (const auto& n : e.model.nodes)

@@ -42,9 +42,11 @@ std::vector<std::string> sibling_ops(const std::string& op, size_t data_inputs);
 // do not fit. UserError when the shape rule refuses the result.
 ir::Graph replace_op(const ir::Graph& g, const std::string& node, const std::string& op, core::Rng& rng);
 
-// Runs every variant of every entry with a case (entries whose id contains `filter`); calls
-// `each` after each variant (progress, recording). The workers are started once.
+// Runs every variant of every entry with a case (entries whose id contains `filter`) on `workers`
+// (one per backend of opt.backends, in that order); calls `each` after each variant (progress,
+// recording).
 std::vector<TransferVariant> transfer_known(const oracle::Ledger& ledger, const TransferOptions& opt,
+                                            WorkerSet& workers,
                                             const std::function<void(const TransferVariant&)>& each = nullptr);
 
 }  // namespace quorum::campaign

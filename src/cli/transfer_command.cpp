@@ -43,7 +43,8 @@ int cmd_transfer(const Options& o) {
             << " (weights a sibling needs), findings into " << store->where() << "\n";
   int64_t index = 0, run = 0, skipped = 0, with_new = 0;
   std::set<std::string> fresh;
-  campaign::transfer_known(ledger, opt, [&](const campaign::TransferVariant& v) {
+  campaign::WorkerSet workers(opt.backends, opt.limits);
+  campaign::transfer_known(ledger, opt, workers, [&](const campaign::TransferVariant& v) {
     const int64_t i = index++;
     if (!v.skipped.empty()) {
       ++skipped;

@@ -79,6 +79,17 @@ std::string base_signature(const std::string& signature) {
   return signature.substr(0, b + 1) + backend.substr(0, colon) + signature.substr(c);
 }
 
+std::string signature_op(const std::string& signature) {
+  size_t at = 0;
+  for (int field = 0; field < 3; ++field) {  // past kind, stage, backend
+    at = signature.find('|', at);
+    if (at == std::string::npos) return "";
+    ++at;
+  }
+  const size_t end = signature.find('|', at);
+  return signature.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 namespace {
 
 // '*' matches any run of characters (none included); everything else itself.

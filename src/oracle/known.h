@@ -71,6 +71,8 @@ struct Ledger {
 
 // "kind|stage|backend:opts|op|params" -> the same with the backend's base name.
 std::string base_signature(const std::string& signature);
+// The operator field of a signature ("" for a crash blamed on no node, or a malformed signature).
+std::string signature_op(const std::string& signature);
 
 // One ledger file; UserError naming the file and entry on anything malformed.
 Ledger load_ledger(const std::string& path);

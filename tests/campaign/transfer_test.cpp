@@ -82,7 +82,8 @@ TEST(Transfer, APlantedSiblingFaultBecomesANewFindingThatNamesItsEntry) {
   const oracle::Ledger l = leaky_relu_ledger();
   TransferOptions opt;
   opt.backends = parse_backends("faulty:elu-alpha-ignored");  // elu ignores its alpha; leaky_relu is right
-  const auto variants = transfer_known(l, opt);
+  WorkerSet workers(opt.backends, opt.limits);
+  const auto variants = transfer_known(l, opt, workers);
   std::vector<std::string> fresh;
   const TransferVariant* from = nullptr;
   for (const auto& v : variants)
@@ -97,7 +98,8 @@ TEST(Transfer, APlantedSiblingFaultBecomesANewFindingThatNamesItsEntry) {
   // The entry's case as it is on its own library is the entry (known), never new.
   opt.backends = parse_backends("faulty:leaky-relu-big-alpha-halved");
   opt.siblings = false;
-  const auto own = transfer_known(l, opt);
+  WorkerSet own_workers(opt.backends, opt.limits);
+  const auto own = transfer_known(l, opt, own_workers);
   ASSERT_EQ(own.size(), 1u);
   EXPECT_TRUE(own[0].fresh.empty());
   ASSERT_FALSE(own[0].evaluation.findings.empty());
