@@ -306,7 +306,7 @@ class Run {
       if (opt_.reduce_runs <= 0) break;
       const auto t0 = Clock::now();
       try {
-        const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers);
+        const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers, hang_timeout());
         store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir);
         // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
         roots.push_back(f.known.empty() ? r.root_cause : "known:" + f.known);
@@ -324,6 +324,23 @@ class Run {
       t.reduce += std::chrono::duration<double>(Clock::now() - t0).count();
     }
     return roots;
+  }
+
+  // The time limit of each run while reducing a hang: kHangFactor times the slowest library's mean
+  // compile-and-run time per model so far (at least kMinHangLimit seconds, at most the worker
+  // timeout); 0 (the bundle's own limit) before kHangMeanOver models have run.
+  static constexpr double kHangFactor = 50, kMinHangLimit = 2;
+  static constexpr int64_t kHangMeanOver = 20;
+  double hang_timeout() {
+    std::lock_guard<std::mutex> lock(sh_.mu);
+    if (sh_.models_run < kHangMeanOver) return 0;
+    double slowest = 0;
+    for (const auto& [b, run] : sh_.timing.run) {
+      const auto c = sh_.timing.compile.find(b);
+      slowest = std::max(slowest, run + (c == sh_.timing.compile.end() ? 0 : c->second));
+    }
+    const double limit = std::max(kMinHangLimit, kHangFactor * slowest / static_cast<double>(sh_.models_run));
+    return std::min(limit, setup_.limits.timeout_s);
   }
 
   const CampaignOptions& opt_;

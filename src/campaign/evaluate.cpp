@@ -98,6 +98,13 @@ const char* to_string(Mode m) {
   return "?";
 }
 
+double Timing::libraries() const {
+  double t = 0;
+  for (const auto& [b, v] : compile) t += v;
+  for (const auto& [b, v] : run) t += v;
+  return t;
+}
+
 void Timing::add(const Timing& o) {
   generate += o.generate;
   compare += o.compare;

@@ -49,6 +49,10 @@ struct Timing {
   double generate = 0, compare = 0, store = 0, reference = 0, reduce = 0;
   std::map<std::string, double> compile, run;  // per backend
   void add(const Timing& o);
+  // The libraries' own time (every backend's compile and run) and the campaign's overhead on the
+  // models' hot path: generate, reference, compare and store (reduction is counted apart).
+  double libraries() const;
+  double overhead() const { return generate + reference + compare + store; }
 };
 
 // A backend the model was not sent to, because of a learned refusal.

@@ -72,7 +72,8 @@ void genetic_input_search(BundleReduction& out, const Setup& setup, WorkerSet& w
 
 }  // namespace
 
-BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log, WorkerSet* shared) {
+BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log, WorkerSet* shared,
+                              double hang_timeout_s) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(bundle_dir);
   const json j = read_finding(bundle_dir);
@@ -99,6 +100,22 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   std::unique_ptr<WorkerSet> own;
   if (!shared) own = std::make_unique<WorkerSet>(setup.backends, setup.limits);
   WorkerSet& workers = shared ? *shared : *own;
+  // A hang reduces with each run's limit at `hang_timeout_s`; the workers get their own back after.
+  const bool hang = core::finding_kind_from_string(j.at("kind").get<std::string>()) == core::FindingKind::Crash &&
+                    j.at("message").get<std::string>().rfind(worker::to_string(worker::Status::Timeout), 0) == 0;
+  struct Limit {
+    WorkerSet& ws;
+    std::vector<double> before;
+    ~Limit() {
+      for (size_t i = 0; i < before.size(); ++i) ws.at(i).set_timeout(before[i]);
+    }
+  } limit{workers, {}};
+  if (hang && hang_timeout_s > 0)
+    for (size_t i = 0; i < workers.size(); ++i) {
+      limit.before.push_back(workers.at(i).timeout());
+      workers.at(i).set_timeout(std::min(hang_timeout_s, workers.at(i).timeout()));
+    }
+  if (hang && hang_timeout_s > 0 && log) *log << "  a hang: each run's time limit " << hang_timeout_s << " s\n";
   // A case cut below the loss trains with its own loss (mse_loss, whose target gives it the
   // recorded incoming gradient), whatever loss the campaign used.
   auto setup_for = [&](const localize::Case& c) {

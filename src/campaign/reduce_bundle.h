@@ -30,7 +30,10 @@ struct BundleReduction {
 };
 
 // `workers`: the backends' workers to reuse (a campaign's job passes its own); null starts them.
+// `hang_timeout_s` (> 0): the time limit of each run while reducing a hang (a timeout finding),
+// instead of the bundle's: a campaign passes a multiple of the library's normal time per model, so
+// that each of the reduction's runs that hangs again does not wait the full worker timeout.
 BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log,
-                              WorkerSet* workers = nullptr);
+                              WorkerSet* workers = nullptr, double hang_timeout_s = 0);
 
 }  // namespace quorum::campaign

@@ -80,6 +80,12 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
   for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
   std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
+  const double jobs_time = t.libraries() + t.overhead() + t.reduce;
+  if (t.libraries() > 0)
+    std::cout << "time shares: libraries " << t.libraries() << " s, overhead " << t.overhead() << " s ("
+              << std::setprecision(2) << t.overhead() / t.libraries() << "x the libraries'), reduction "
+              << std::setprecision(1) << (jobs_time > 0 ? 100 * t.reduce / jobs_time : 0.0)
+              << " % of the jobs' time\n";
   print_refusals(s, store);
   if (all.empty()) {
     std::cout << "no findings: every backend agreed with the reference on every model\n";

@@ -43,8 +43,6 @@ DType dtype_from_string(const std::string& s) {
   throw UserError("unknown dtype '" + s + "' (expected float32, float64 or int64)");
 }
 
-size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 8; }
-
 std::string to_string(const TensorType& t) { return to_string(t.dtype) + to_string(t.shape); }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), defined_(true) {
@@ -90,28 +88,21 @@ const int64_t* Tensor::i64() const {
   return reinterpret_cast<const int64_t*>(data_.data());
 }
 
-double Tensor::get(int64_t i) const {
-  switch (dtype_) {
-    case DType::F32: return f32()[i];
-    case DType::F64: return f64()[i];
-    case DType::I64: return static_cast<double>(i64()[i]);
-  }
-  return 0;
-}
-
-void Tensor::set(int64_t i, double v) {
-  switch (dtype_) {
-    case DType::F32: f32()[i] = static_cast<float>(v); break;
-    case DType::F64: f64()[i] = v; break;
-    case DType::I64: i64()[i] = static_cast<int64_t>(v); break;
-  }
-}
-
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_ || !defined_) return *this;
   Tensor out(dtype, shape_);
   const int64_t n = numel();
-  for (int64_t i = 0; i < n; ++i) out.set(i, get(i));
+  if (dtype_ == DType::F32 && dtype == DType::F64) {
+    const float* a = f32();
+    double* b = out.f64();
+    for (int64_t i = 0; i < n; ++i) b[i] = a[i];
+  } else if (dtype_ == DType::F64 && dtype == DType::F32) {
+    const double* a = f64();
+    float* b = out.f32();
+    for (int64_t i = 0; i < n; ++i) b[i] = static_cast<float>(a[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out.set(i, get(i));
+  }
   return out;
 }
 

@@ -18,7 +18,7 @@ std::string to_string(const Shape& shape);
 std::string to_string(DType dtype);
 // Accepts "float32"/"f32", "float64"/"f64", "int64"/"i64"; throws UserError otherwise.
 DType dtype_from_string(const std::string& s);
-size_t dtype_size(DType dtype);
+inline size_t dtype_size(DType dtype) { return dtype == DType::F32 ? 4 : 8; }
 
 struct TensorType {
   DType dtype = DType::F64;
@@ -39,7 +39,7 @@ class Tensor {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   TensorType type() const { return {dtype_, shape_}; }
-  int64_t numel() const { return defined_ ? core::numel(shape_) : 0; }
+  int64_t numel() const { return static_cast<int64_t>(data_.size() / dtype_size(dtype_)); }
   int64_t dim(int i) const;  // negative i counts from the end
   int rank() const { return static_cast<int>(shape_.size()); }
   bool defined() const { return defined_; }
@@ -56,8 +56,23 @@ class Tensor {
   const int64_t* i64() const;
 
   // Element i converted to double, whatever the dtype.
-  double get(int64_t i) const;
-  void set(int64_t i, double v);
+  double get(int64_t i) const {
+    const std::byte* p = data_.data();
+    switch (dtype_) {
+      case DType::F32: return reinterpret_cast<const float*>(p)[i];
+      case DType::F64: return reinterpret_cast<const double*>(p)[i];
+      case DType::I64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    }
+    return 0;
+  }
+  void set(int64_t i, double v) {
+    std::byte* p = data_.data();
+    switch (dtype_) {
+      case DType::F32: reinterpret_cast<float*>(p)[i] = static_cast<float>(v); break;
+      case DType::F64: reinterpret_cast<double*>(p)[i] = v; break;
+      case DType::I64: reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    }
+  }
 
   Tensor to(DType dtype) const;        // converting copy
   Tensor reshaped(Shape shape) const;  // same data, new shape (numel must match)

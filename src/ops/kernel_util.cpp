@@ -46,9 +46,13 @@ std::vector<int64_t> broadcast_map(const Shape& in, const Shape& out) {
   QUORUM_CHECK(in.size() <= r, "broadcast_map: input rank exceeds output rank");
   Shape padded(r - in.size(), 1);
   padded.insert(padded.end(), in.begin(), in.end());
-  const auto in_strides = core::strides_of(padded);
   const int64_t n = core::numel(out);
   std::vector<int64_t> map(static_cast<size_t>(n));
+  if (padded == out) {  // no broadcast: the identity
+    for (int64_t i = 0; i < n; ++i) map[static_cast<size_t>(i)] = i;
+    return map;
+  }
+  const auto in_strides = core::strides_of(padded);
   std::vector<int64_t> idx(r, 0);
   for (int64_t flat = 0; flat < n; ++flat) {
     int64_t off = 0;

@@ -18,8 +18,11 @@ std::string Diff::describe() const {
 
 double tolerance_scale(const core::Tensor& ref) {
   double scale = 1.0;
-  for (int64_t i = 0; i < ref.numel(); ++i)
-    if (std::isfinite(ref.get(i))) scale = std::max(scale, std::abs(ref.get(i)));
+  const int64_t n = ref.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = ref.get(i);
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  }
   return scale;
 }
 

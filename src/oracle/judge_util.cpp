@@ -8,7 +8,14 @@
 namespace quorum::oracle::detail {
 
 bool has_nonfinite(const core::Tensor& t) {
-  for (int64_t i = 0; i < t.numel(); ++i)
+  const int64_t n = t.numel();
+  if (t.dtype() == core::DType::F32) {
+    const float* p = t.f32();
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) return true;
+    return false;
+  }
+  for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(t.get(i))) return true;
   return false;
 }
@@ -44,9 +51,9 @@ std::optional<core::Tensor> own_value(const ir::Graph& g, const backends::ValueM
                                       const backends::ValueMap* inputs, core::DType dtype) {
   if (auto it = values.find(name); it != values.end()) return it->second.to(core::DType::F64);
   if (auto w = g.initializers.find(name); w != g.initializers.end())
-    return rounded_to(w->second.to(core::DType::F64), dtype);
+    return rounded_to(w->second, dtype);
   if (inputs)
-    if (auto in = inputs->find(name); in != inputs->end()) return rounded_to(in->second.to(core::DType::F64), dtype);
+    if (auto in = inputs->find(name); in != inputs->end()) return rounded_to(in->second, dtype);
   return std::nullopt;
 }
 
@@ -62,8 +69,12 @@ std::vector<core::Tensor> own_inputs(const ir::Graph& g, const ir::Node& n, cons
 }
 
 core::Tensor rounded_to(const core::Tensor& t, core::DType dtype) {
-  if (dtype != core::DType::F32) return t.to(core::DType::F64);
-  return t.to(core::DType::F32).to(core::DType::F64);
+  if (dtype != core::DType::F32 || t.dtype() == core::DType::F32) return t.to(core::DType::F64);
+  core::Tensor out(core::DType::F64, t.shape());
+  double* o = out.f64();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(t.get(i));
+  return out;
 }
 
 }  // namespace quorum::oracle::detail

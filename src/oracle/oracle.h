@@ -58,6 +58,11 @@ struct Thresholds {
   bool relative_metric = false;  // the graph-fuzzing rule instead: >= 99.9% of elements within 0.1%
   double rel_share = 0.999, rel_err = 0.001;
   std::string loss_op = "mse_loss";  // the loss the trained runs used (named in LC findings)
+  // The per-node rule's common case: a library value within the plain tolerance of the reference's
+  // value at the same place (every operand and both values finite) passes without re-running the
+  // kernels on the library's operands. Off: every value is judged by the kernels (the verdicts are
+  // the same: tests/oracle/fast_path_test.cpp).
+  bool fast_path = true;
 };
 
 struct Finding;

@@ -117,6 +117,26 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
 
 bool never_explained(int64_t, double) { return false; }
 
+// verdict()'s plain check where every element is finite, in one pass and without copies: `got`
+// within `tol` of `exact` rounded to `dtype`, element by element, both finite everywhere.
+bool plainly_within(const Tensor& got, const Tensor& exact, const ops::Tolerance& tol, DType dtype) {
+  const int64_t n = exact.numel();
+  if (got.numel() != n) return false;
+  const auto rounded = [&](int64_t i) {
+    const double w = exact.get(i);
+    return dtype == DType::F32 ? static_cast<double>(static_cast<float>(w)) : w;
+  };
+  double scale = 1.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double w = rounded(i), a = got.get(i);
+    if (!std::isfinite(w) || !std::isfinite(a) || !std::isfinite(exact.get(i))) return false;
+    scale = std::max(scale, std::abs(w));
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (!element_within(got.get(i), rounded(i), scale, tol)) return false;
+  return true;
+}
+
 bool all_finite(const std::vector<Tensor>& ts) {
   for (const auto& t : ts)
     if (has_nonfinite(t)) return false;
@@ -199,6 +219,7 @@ struct PerNode {
   const Thresholds& th;
   const backends::ValueMap* inputs;
   const core::Tensor* target;
+  const BackendRun* ref = nullptr;  // the reference's run, for the fast path (Thresholds::fast_path)
   std::vector<Finding> out;
   // (stage, node, value) -> runs that were judged there; failing ones with their verdicts.
   std::map<std::tuple<Stage, std::string, std::string>, std::vector<size_t>> judged;
@@ -208,6 +229,35 @@ struct PerNode {
     const std::string node = n ? n->name : "loss";
     judged[{s, node, value}].push_back(run);
     if (v.produced || v.swallowed || v.wrong) failed.push_back({s, node, value, run, v});
+  }
+
+  // The fast path (Thresholds::fast_path): every one of `names` the library returned lies within the
+  // plain tolerance `tol` of the reference's value at the same place, both finite (none returned:
+  // true). Checked for a node's outputs and for everything it computed them from (its operands, and
+  // for a gradient the consumers' incoming gradients), such a value cannot be a finding of its own:
+  // the kernels on the library's operands are only needed where the library's values leave the
+  // reference's. (Outputs alone would not do: a wrong gradient can meet the reference's where the
+  // library's own incoming gradient differs from the reference's, a dropped one where the reference's
+  // is zero.)
+  bool close_to_reference(const std::vector<std::string>& names, const backends::ValueMap& got,
+                          const backends::ValueMap& want, const ops::Tolerance& tol, bool* any = nullptr) const {
+    for (const auto& name : names) {
+      const auto g1 = got.find(name);
+      if (g1 == got.end()) continue;
+      const auto w1 = want.find(name);
+      if (w1 == want.end() || w1->second.shape() != g1->second.shape()) return false;
+      if (!plainly_within(g1->second, w1->second, tol, th.dtype)) return false;
+      if (any) *any = true;
+    }
+    return true;
+  }
+
+  // A node's outputs and operands (the forward's fast path).
+  bool agrees_with_reference(const ir::Node& n, const BackendRun& r, const ops::Tolerance& tol) const {
+    if (!th.fast_path || !ref) return false;
+    bool any = false;
+    return close_to_reference(n.outputs, r.values, ref->values, tol, &any) && any &&
+           close_to_reference(n.inputs, r.values, ref->values, tol);
   }
 
   // Forward: every node on the library's own inputs.
@@ -228,6 +278,11 @@ struct PerNode {
       const ops::Tolerance tol = node_tolerance(g, n, th.dtype, false);
       const bool finite = all_finite(held);
       if (squares_overflow(n.op, held, n)) continue;  // its float32 sums of squares overflow: float32 range
+      if (finite && agrees_with_reference(n, r, tol)) {
+        for (const auto& o : n.outputs)
+          if (r.values.count(o)) note(Stage::Forward, &n, o, ri, Verdict{});
+        continue;
+      }
       std::vector<Tensor> sens;  // every output's, computed on the first output beyond the plain tolerance
       for (size_t k = 0; k < n.outputs.size() && k < want.size(); ++k) {
         auto got = r.values.find(n.outputs[k]);
@@ -441,11 +496,22 @@ struct PerNode {
   void backward(size_t ri) {
     const BackendRun& r = runs[ri];
     if (!r.trained) return;
+    // Each consumer's VJP, computed when a gradient it contributes to is judged by the kernels.
     std::map<std::string, Vjp> vjps;
-    for (const auto& n : g.nodes) vjps.emplace(n.name, vjp_of(n, r));
     std::map<std::string, std::vector<std::pair<const ir::Node*, size_t>>> consumers;
     for (const auto& n : g.nodes)
       for (size_t k = 0; k < n.inputs.size(); ++k) consumers[n.inputs[k]].push_back({&n, k});
+    const auto judge = [&](const std::string& value, const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+                           const std::string& key, bool with_loss) {
+      const Tensor& got = r.grads.at(key);
+      if (gradient_agrees_with_reference(value, cons, key, r)) {
+        note(Stage::Backward, first_differentiable(cons), value, ri, Verdict{});
+        return;
+      }
+      for (const auto& [c, k] : cons)
+        if (!vjps.count(c->name)) vjps.emplace(c->name, vjp_of(*c, r));
+      check_gradient(ri, value, cons, vjps, got, with_loss);
+    };
     for (const auto& [value, cons] : consumers) {
       // Where the library separates what each consumer sent back, each consumer is judged on its
       // own; otherwise the total against the sum of the consumers' VJPs.
@@ -454,12 +520,48 @@ struct PerNode {
       bool separated = by_node.size() > 1;
       for (const auto& [c, es] : by_node) separated &= r.grads.count(backends::contribution_key(value, c->name)) > 0;
       if (separated) {
-        for (const auto& [c, es] : by_node)
-          check_gradient(ri, value, es, vjps, r.grads.at(backends::contribution_key(value, c->name)), false);
-      } else if (auto got = r.grads.find(value); got != r.grads.end()) {
-        check_gradient(ri, value, cons, vjps, got->second, value == g.outputs[0]);
+        for (const auto& [c, es] : by_node) judge(value, es, backends::contribution_key(value, c->name), false);
+      } else if (r.grads.count(value)) {
+        judge(value, cons, value, value == g.outputs[0]);
       }
     }
+  }
+
+  // The consumer a passing gradient of `cons` is noted under: the first whose input is differentiable.
+  static const ir::Node* first_differentiable(const std::vector<std::pair<const ir::Node*, size_t>>& cons) {
+    for (const auto& [c, k] : cons) {
+      const auto& nd = ops::op(c->op).nondiff_inputs;
+      if (!std::count(nd.begin(), nd.end(), static_cast<int>(k))) return c;
+    }
+    return cons[0].first;
+  }
+
+  // The fast path for a gradient (`key`: the value's total, or one consumer's contribution): it, and
+  // every consumer's operands, outputs and incoming gradients, within the consumers' plain gradient
+  // tolerance of the reference's, all finite (close_to_reference). A value whose only consumer
+  // routes gradients among tied inputs (max pooling) is judged by the kernels, which also check that
+  // the routing keeps the total; so is the model output (the loss gradient joins there).
+  bool gradient_agrees_with_reference(const std::string& value,
+                                      const std::vector<std::pair<const ir::Node*, size_t>>& cons,
+                                      const std::string& key, const BackendRun& r) const {
+    if (!th.fast_path || !ref || !ref->trained || value == g.outputs[0]) return false;
+    if (cons.size() == 1 && ops::op(cons[0].first->op).extremes) return false;
+    ops::Tolerance tol{0, 0};
+    for (const auto& [c, k] : cons) {
+      if (!ops::op(c->op).differentiable()) return false;
+      const ops::Tolerance t = node_tolerance(g, *c, th.dtype, true);
+      tol.atol = std::max(tol.atol, t.atol);
+      tol.rtol = std::max(tol.rtol, t.rtol);
+    }
+    if (tol.atol == 0 && tol.rtol == 0) return false;
+    bool any = false;
+    if (!close_to_reference({key}, r.grads, ref->grads, tol, &any) || !any) return false;
+    for (const auto& [c, k] : cons)
+      if (!close_to_reference(c->inputs, r.training_values(), ref->training_values(), tol) ||
+          !close_to_reference(c->outputs, r.training_values(), ref->training_values(), tol) ||
+          !close_to_reference(c->outputs, r.grads, ref->grads, tol))
+        return false;
+    return true;
   }
 
   // One gradient a library returned (the total of `value`, or one consumer's contribution) against
@@ -506,7 +608,8 @@ struct PerNode {
     if (tol.atol == 0 && tol.rtol == 0) return;
     Judging j{got, want, tol, finite};
     j.judge_swallowed = false;  // backward masking of a NaN gradient (relu, where) is a library choice
-    j.explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol); };
+    Ties ties;
+    j.explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol, ties); };
     j.spread = [&] {
       const std::vector<Tensor> sens = gradient_spread(cons, vjps, want);
       return sens.empty() ? Tensor() : sens[0];
@@ -573,16 +676,22 @@ struct PerNode {
   // A deviation at element i that a consumer's convention allows: the element is tied for an
   // extreme (the gradient may go to any of the tied inputs), or sits at a kink whose derivative
   // libraries choose differently and the gradient lies between the two one-sided derivatives.
+  // `ties`: each consumer's tied-extreme marks, computed at the first element asked about.
+  using Ties = std::map<std::pair<const ir::Node*, size_t>, std::vector<int8_t>>;
   bool convention(const std::vector<std::pair<const ir::Node*, size_t>>& cons,
                   const std::map<std::string, Vjp>& vjps, const Tensor& want, int64_t i, double got,
-                  const ops::Tolerance& tol) const {
+                  const ops::Tolerance& tol, Ties& ties) const {
     for (const auto& [c, k] : cons) {
       const ops::OpSpec& spec = ops::op(c->op);
       const Vjp& v = vjps.at(c->name);
       if (spec.extremes && k < ir::data_input_count(*c)) {
-        ops::Inputs in;
-        for (size_t d = 0; d < ir::data_input_count(*c); ++d) in.push_back(&v.held[d]);
-        const std::vector<int8_t> ext = spec.extremes(in, c->attrs, k);
+        auto it = ties.find({c, k});
+        if (it == ties.end()) {
+          ops::Inputs in;
+          for (size_t d = 0; d < ir::data_input_count(*c); ++d) in.push_back(&v.held[d]);
+          it = ties.emplace(std::make_pair(c, k), spec.extremes(in, c->attrs, k)).first;
+        }
+        const std::vector<int8_t>& ext = it->second;
         if (i < static_cast<int64_t>(ext.size()) && ext[static_cast<size_t>(i)] == ops::OpSpec::kTiedExtreme)
           return true;
       }
@@ -725,7 +834,9 @@ struct PerNode {
 
 std::vector<Finding> per_node(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
                               const backends::ValueMap* inputs, const core::Tensor* target) {
-  PerNode p{g, runs, th, inputs, target, {}, {}, {}};
+  PerNode p{g, runs, th, inputs, target, nullptr, {}, {}, {}};
+  for (const auto& r : runs)
+    if (r.is_reference && r.outcome.ok()) p.ref = &r;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (runs[i].is_reference || runs[i].unsupported) continue;
     p.forward(i);

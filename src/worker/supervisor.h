@@ -74,6 +74,9 @@ class Worker {
   // Fresh processes started by recycling (Limits::recycle_*), not by a death.
   int recycles() const { return recycles_; }
   pid_t pid() const { return pid_; }
+  // The per-call time limit (Limits::timeout_s); the reduction of a hang lowers it for its runs.
+  double timeout() const { return limits_.timeout_s; }
+  void set_timeout(double seconds) { limits_.timeout_s = seconds; }
 
   Outcome hello(BackendInfo& info);
   Outcome supports(const ir::Graph& g, bool training, std::vector<NodeSupport>& out);

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/onednn/lower.h"
@@ -30,6 +31,18 @@ core::Tensor tensor_from_buf(const Buf& b) {
 }
 
 dnnl::engine& cpu_engine() {
+  // oneDNN's own primitive cache sits beneath the backend's (PrimitiveCache, which already hands a
+  // model's repeated descriptors the same primitive). 2.6's default capacity of 1024 costs a scan of
+  // every entry on each insertion once it is full (its LRU eviction looks for the oldest entry), and
+  // a campaign's stream of fresh shapes fills it at once: that scan was ~45 % of the worker's run
+  // time. 64 entries keep what a model reuses. A primitive from either cache is the one created for
+  // the same descriptor, so what runs does not change. ONEDNN_PRIMITIVE_CACHE_CAPACITY still wins.
+  static const bool capped = [] {
+    if (!std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") && !std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
+      dnnl::set_primitive_cache_capacity(64);
+    return true;
+  }();
+  (void)capped;
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
