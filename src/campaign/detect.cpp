@@ -159,9 +159,11 @@ std::optional<oracle::Finding> detection_finding(const ModelCase& m, const Evalu
   f.message = std::string(detect::to_string(metric)) + " distance vs " + other_name;
   std::ostringstream s;
   s << detect::to_string(metric) << " distance " << d << " > " << threshold << " between " << blamed_name << " and "
-    << other_name << " (label " << label << "; top-1 " << blamed_name << " " << detect::top1(blamed == ra ? ya->data() : yb->data(), classes)
-    << ", " << other_name << " " << detect::top1(blamed == ra ? yb->data() : ya->data(), classes) << ", reference "
-    << detect::top1(yr->data(), classes) << ")" << (map.first.empty() ? "" : "; prime suspect '" + map.first + "'");
+    << other_name << " (label " << label << "; top-1 " << blamed_name << " "
+    << detect::top1(blamed == ra ? ya->data() : yb->data(), classes) << ", " << other_name << " "
+    << detect::top1(blamed == ra ? yb->data() : ya->data(), classes)
+    << (other_name == kReferenceName ? "" : ", reference " + std::to_string(detect::top1(yr->data(), classes))) << ")"
+    << (map.first.empty() ? "" : "; prime suspect '" + map.first + "'");
   f.detail = s.str();
   if (map_out) *map_out = map;
   return f;
@@ -277,7 +279,8 @@ Detection detect_model(const ir::Graph& g, const data::Validation& v, const Dete
     c.input = r.worst;
     c.label = v.labels[r.worst];
     c.distance = r.distance[r.worst];
-    for (size_t i = 0; i < outs.size(); ++i) c.top1[d.backends[i]] = detect::top1(outs[i].row(r.worst), outs[i].classes);
+    for (size_t i = 0; i < outs.size(); ++i)
+      c.top1[d.backends[i]] = detect::top1(outs[i].row(r.worst), outs[i].classes);
     one_case(c.input);
     c.verdicts = evals.back().findings;
     c.finding = detection_finding(cases.back(), evals.back(), c.a, c.b, c.metric, opt.thresholds, &c.map);
@@ -352,7 +355,9 @@ void print_detection(const Detection& d, std::ostream& os) {
   for (const auto& p : d.pairs)
     os << "  " << p.a << " vs " << p.b << ": class " << p.by_class.triggering
        << (p.by_class.inconsistent ? " INCONSISTENT" : "") << ", MAD " << p.by_mad.triggering
-       << (p.by_mad.inconsistent ? " INCONSISTENT" : "") << ", label changes " << p.label_changes << "\n";
+       << (p.by_mad.inconsistent ? " INCONSISTENT" : "") << ", label changes " << p.label_changes
+       << " (largest D_class " << (p.by_class.worst < 0 ? 0.0 : p.by_class.distance[p.by_class.worst]) << ", D_MAD "
+       << (p.by_mad.worst < 0 ? 0.0 : p.by_mad.distance[p.by_mad.worst]) << ")\n";
   os << "inconsistent pairs: " << d.inconsistent_pairs() << " of " << d.pairs.size()
      << "; unique inconsistencies: " << d.unique.size() << "; label changes: " << d.label_changes() << "\n";
   for (size_t k = 0; k < d.cases.size(); ++k) {
@@ -360,7 +365,8 @@ void print_detection(const Detection& d, std::ostream& os) {
     const detect::Unique& u = d.unique[k];
     os << "unique " << k + 1 << ": " << c.pattern.key() << " (" << u.pairs.size() << " pair"
        << (u.pairs.size() == 1 ? "" : "s") << ", first " << c.a << " vs " << c.b << ")\n";
-    os << "  most inconsistent input #" << c.input << " (label " << c.label << "), distance " << c.distance << "; top-1:";
+    os << "  most inconsistent input #" << c.input << " (label " << c.label << "), distance " << c.distance
+       << "; top-1:";
     for (const auto& [b, t] : c.top1) os << " " << b << " " << t;
     os << "\n";
     if (c.finding) os << "  " << c.finding->detail << "\n";
@@ -444,7 +450,8 @@ int64_t run_trained_campaign(const TrainedCampaign& tc, const DetectOptions& opt
       log << "model " << i << " (" << g.name << "): inconsistent pairs " << d.inconsistent_pairs() << " of "
           << d.pairs.size() << ", unique " << d.unique.size() << ", label changes " << d.label_changes();
       for (const auto& c : d.cases)
-        if (!c.bundle.empty()) log << "\n  new detection: " << c.finding->detail << "\n  replay: " << replay_command(c.bundle);
+        if (!c.bundle.empty())
+          log << "\n  new detection: " << c.finding->detail << "\n  replay: " << replay_command(c.bundle);
       log << "\n";
     }
   }
