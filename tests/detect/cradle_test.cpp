@@ -20,7 +20,7 @@ TEST(Cradle, ClassScoreIsTwoToTheKMinusRankWithinTheTopK) {
   // Scores of 6 classes; the true class 2 ranks 1st, 3rd, 5th, 6th.
   const double first[] = {0.1, 0.2, 0.4, 0.05, 0.15, 0.1};
   const double third[] = {0.3, 0.25, 0.2, 0.1, 0.1, 0.05};
-  const double fifth[] = {0.3, 0.25, 0.05, 0.2, 0.1, 0.1};
+  const double fifth[] = {0.3, 0.25, 0.08, 0.2, 0.1, 0.07};
   const double sixth[] = {0.3, 0.25, 0.01, 0.2, 0.14, 0.1};
   EXPECT_EQ(rank_of(first, 6, 2), 1);
   EXPECT_EQ(class_score(first, 6, 2, 5), 16);  // 2^(5-1)
