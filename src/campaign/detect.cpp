@@ -255,12 +255,13 @@ Detection detect_model(const ir::Graph& g, const data::Validation& v, const Dete
   // first input (its crash goes through the crash rule). Every case is judged by evaluate().
   Setup one = opt.setup;
   one.mode = Mode::Infer;
-  const ir::Graph g1 = rebatched(g, 1);
+  std::optional<ir::Graph> g1;  // the model with a batch of 1, made when a case needs it
   std::vector<ModelCase> cases;
   std::vector<Evaluation> evals;
   auto one_case = [&](int64_t input) {
+    if (!g1) g1 = rebatched(g, 1);
     ModelCase m;
-    m.graph = g1;
+    m.graph = *g1;
     m.inputs[in] = slice_rows(v.images, input, 1);
     const int64_t classes = outs[0].classes;
     m.target = core::Tensor(core::DType::F64, {1, classes});
