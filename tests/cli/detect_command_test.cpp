@@ -39,7 +39,7 @@ TEST(DetectCommand, BadInputIsOneLineAndExitCodeTwo) {
 }
 
 TEST(DetectCommand, PrintsThePairsAndWritesTheFindingsBundleAndReport) {
-  const fs::path out = quorum::testing::scratch("detect_cli") / "out";
+  const fs::path out = quorum::testing::scratch("detect_cli") / "detect_out";
   fs::remove_all(out);
   const Result r =
       quorum("detect " + kModel + " --backends faulty:floor=softmax@5e-7 --images 1000 --seed 3 --out " + out.string());
