@@ -328,8 +328,11 @@ Detection detect_model(const ir::Graph& g, const data::Validation& v, const Dete
         store->set_root_cause(sig, r.root_cause, r.reduced_dir);
         if (!r.reduced_dir.empty())
           for (size_t k = 0; k < items.size(); ++k)
-            if (items[k].f.signature() == sig && items[k].at < d.cases.size())
-              d.cases[items[k].at].reduced.push_back(sig + " -> " + r.reduced_dir);
+            if (items[k].f.signature() == sig && items[k].at < d.cases.size()) {
+              auto& reduced = d.cases[items[k].at].reduced;
+              const std::string line = sig + " -> " + r.reduced_dir;
+              if (std::find(reduced.begin(), reduced.end(), line) == reduced.end()) reduced.push_back(line);
+            }
       } catch (const core::SystemError&) {
         throw;
       } catch (const std::exception& e) {
@@ -352,6 +355,11 @@ void print_detection(const Detection& d, std::ostream& os) {
   }
   os.unsetf(std::ios::floatfield);
   for (const auto& [name, why] : d.failed) os << "  " << name << ": no outputs: " << why << "\n";
+  // A library that gave no outputs, judged on the first image (the crash rule).
+  for (const auto& f : d.findings)
+    if (d.failed.count(f.backend))
+      os << "  finding: " << core::to_string(f.kind) << " [" << core::to_string(f.stage) << "] " << f.backend << " "
+         << f.op << ": " << f.detail << "\n";
   os << "pairs (class: inputs with D_class > T_C; MAD: D_MAD > T_M; label changes):\n";
   for (const auto& p : d.pairs)
     os << "  " << p.a << " vs " << p.b << ": class " << p.by_class.triggering

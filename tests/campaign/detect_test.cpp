@@ -90,6 +90,32 @@ TEST(Detect, APlantedSoftmaxFloorIsCaughtOnTheTrainedLeNet5ButNotPerNode) {
   fs::remove_all(out);
 }
 
+// A fault the per-node rule sees (relu's outputs whose input lies in [2, 2.05] off by +1): the
+// unique inconsistency's input comes with the per-node verdict and its reduced case, one relu.
+TEST(Detect, APerNodeVerdictOnTheInputIsReducedLikeACampaignsFinding) {
+  const ir::Graph g = trained_lenet5();
+  const data::Validation v = data::fashion_mnist_validation(data::fashion_mnist_dir(), 200, g.inputs[0].type.shape);
+  const fs::path out = scratch("band");
+  DetectOptions opt = options("faulty:band=relu@2.0..2.05", out);
+  opt.reduce_runs = 30;
+  WorkerSet workers(opt.setup.backends, opt.setup.limits);
+  const auto store = open_sqlite_store(out.string());
+  const Detection d = detect_model(g, v, opt, workers, store.get(), 0, nullptr);
+  ASSERT_FALSE(d.cases.empty());
+  const DetectedCase& c = d.cases[0];
+  ASSERT_FALSE(c.verdicts.empty());
+  EXPECT_EQ(c.verdicts[0].op, "relu");
+  ASSERT_FALSE(c.reduced.empty());
+  for (const auto& f : store->findings())
+    if (f.kind == core::FindingKind::Inconsistency) {
+      ASSERT_FALSE(f.reduced.empty()) << f.signature;
+      const ir::Graph r = ir::load_graph((fs::path(f.reduced) / "model.json").string());
+      ASSERT_EQ(r.nodes.size(), 1u);
+      EXPECT_EQ(r.nodes[0].op, "relu");
+    }
+  fs::remove_all(out);
+}
+
 TEST(Detect, WithoutTheFaultThePairIsConsistent) {
   const ir::Graph g = trained_lenet5();
   const data::Validation v = data::fashion_mnist_validation(data::fashion_mnist_dir(), 1000, g.inputs[0].type.shape);
