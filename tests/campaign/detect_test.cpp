@@ -118,7 +118,7 @@ TEST(Detect, APerNodeVerdictOnTheInputIsReducedLikeACampaignsFinding) {
 
 TEST(Detect, WithoutTheFaultThePairIsConsistent) {
   const ir::Graph g = trained_lenet5();
-  const data::Validation v = data::fashion_mnist_validation(data::fashion_mnist_dir(), 1000, g.inputs[0].type.shape);
+  const data::Validation v = data::fashion_mnist_validation(data::fashion_mnist_dir(), 300, g.inputs[0].type.shape);
   const fs::path out = scratch("clean");
   const DetectOptions opt = options("ref,faulty", out);
   WorkerSet workers(opt.setup.backends, opt.setup.limits);

@@ -42,7 +42,7 @@ TEST(DetectCommand, PrintsThePairsAndWritesTheFindingsBundleAndReport) {
   const fs::path out = quorum::testing::scratch("detect_cli") / "detect_out";
   fs::remove_all(out);
   const Result r =
-      quorum("detect " + kModel + " --backends faulty:floor=softmax@5e-7 --images 1000 --seed 3 --out " + out.string());
+      quorum("detect " + kModel + " --backends faulty:floor=softmax@5e-7 --images 500 --seed 3 --out " + out.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("reference vs faulty:floor=softmax@5e-7: class 0, MAD "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("inconsistent pairs: 1 of 1; unique inconsistencies: 1; label changes: 0"), std::string::npos)
