@@ -1,5 +1,6 @@
 // Bundle writing and replay.
 #include "campaign/bundle.h"
+#include "campaign/detect.h"
 
 #include "core/rng.h"
 
@@ -288,6 +289,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
               {"method", ctx.method.empty() ? "random" : ctx.method},
               {"replay", replay_command(bundle_path)}};
     if (!ctx.origin.empty()) j["origin"] = ctx.origin;
+    if (!ctx.detection.empty()) j["detection"] = json::parse(ctx.detection);
     core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");
     write_map(tmp, f, ctx);
   } catch (...) {
@@ -318,7 +320,10 @@ Replayed replay(const std::string& bundle_dir) {
   Replayed r;
   r.expected = j.at("signature").get<std::string>();
   r.found = ev.findings;
-  for (const auto& f : ev.findings) r.reproduced |= f.signature() == r.expected;
+  // A detection finding (quorum detect) is judged again by its pair's distance on the bundle's input.
+  if (const auto d = j.find("detection"); d != j.end())
+    if (auto f = replay_detection(m, ev, d->dump())) r.found.insert(r.found.begin(), *f);
+  for (const auto& f : r.found) r.reproduced |= f.signature() == r.expected;
   return r;
 }
 

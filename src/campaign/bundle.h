@@ -24,6 +24,9 @@ struct BundleContext {
   // How the case was found: empty for the campaign's random draw, else the search method (ga, diverge)
   // whose failure-inducing inputs and weights the bundle holds.
   std::string method;
+  // quorum detect's settings, pair, metric and pattern (a JSON object's text) for a detection finding:
+  // finding.json "detection", which replay judges the rerun with. Empty for every other finding.
+  std::string detection = {};
 };
 
 // Writes OUT/bundles/<id>/ for `f` and returns its path. Contents: model.json, inputs/*.npy,

@@ -24,6 +24,10 @@ int cmd_calibrate(const Options& o);
 int cmd_reduce(const Options& o);
 int cmd_repro(const Options& o);
 int cmd_report(const Options& o);
+// quorum detect (detect_command.cpp): CRADLE's detection on one trained model.
+int cmd_detect(const Options& o);
+// fuzz --trained DIR: the trained models and their weight mutants through detection.
+int fuzz_trained(const Options& o);
 // The campaign settings of --backends, --mode, --dtype, --loss, --oracle, ... (fuzz, search).
 campaign::Setup setup_of(const Options& o);
 // A search method and the genetic search's flags (--population, --elite, ...) with `budget` evaluations.

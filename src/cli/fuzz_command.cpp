@@ -153,6 +153,7 @@ campaign::SearchOptions search_options_of(const Options& o, const std::string& m
 }
 
 int cmd_fuzz(const Options& o) {
+  if (!o.trained.empty()) return fuzz_trained(o);
   campaign::CampaignOptions opt;
   opt.generator = o.generator;
   opt.setup = setup_of(o);

@@ -10,6 +10,7 @@ const std::vector<FindingKindInfo>& finding_kinds() {
       {FindingKind::NaN, "nan", SignatureBy::Operator, true, "produces NaN/Inf where the float64 result is finite"},
       {FindingKind::NaNSwallowed, "nan-swallowed", SignatureBy::Operator, true, "turns a NaN into a number"},
       {FindingKind::Inconsistency, "inconsistency", SignatureBy::Params, true, "returns wrong values"},
+      {FindingKind::Detection, "detection", SignatureBy::Message, false, "changes a trained model's predictions"},
   };
   return kinds;
 }

@@ -12,7 +12,10 @@ namespace quorum::core {
 // Inconsistency: numbers beyond the tolerance. NaN: a library produced NaN/Inf where the float64
 // kernel on its inputs is finite. Crash: a library failed (signal, timeout, error) where another ran.
 // NaNSwallowed: the kernel propagates a NaN (NaN in, NaN out) and the library returned a number.
-enum class FindingKind : uint8_t { Inconsistency, NaN, Crash, NaNSwallowed };
+// Detection: CRADLE's detection on a trained model over a validation set (src/detect/, quorum detect):
+// a pair of backends whose predictions differ beyond the class or MAD distance's threshold; its
+// message names the metric and the other backend, its bundle holds the most inconsistent input.
+enum class FindingKind : uint8_t { Inconsistency, NaN, Crash, NaNSwallowed, Detection };
 
 // Where a finding shows: building the model (compile), its forward outputs (FC), the loss (LC), the
 // gradients (BC).
@@ -24,7 +27,7 @@ enum class SignatureBy : uint8_t { Params, Message, Operator };
 
 struct FindingKindInfo {
   FindingKind kind;
-  const char* name;        // the text form: "inconsistency", "nan", "crash", "nan-swallowed"
+  const char* name;        // the text form: "inconsistency", "nan", "crash", "nan-swallowed", "detection"
   SignatureBy signature;   // the key's last field
   bool numeric;            // judged on numbers (a kernel re-run applies); false for failures
   const char* what;        // an issue title's predicate after the operator ("" for a crash: its message)

@@ -243,7 +243,10 @@ Idx read_idx_gz(const std::string& path) {
   return idx;
 }
 
-std::unique_ptr<Source> open_fashion_mnist(const std::string& dir) {
+namespace {
+
+// The test split's files in `dir`, checked.
+std::pair<Idx, Idx> read_test_split(const std::string& dir) {
   const std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
   for (const auto& p : {images, labels})
     if (!std::filesystem::exists(p))
@@ -257,7 +260,39 @@ std::unique_ptr<Source> open_fashion_mnist(const std::string& dir) {
     throw UserError(labels + ": expected " + std::to_string(im.dims[0]) + " labels");
   for (uint8_t l : lb.data)
     if (l > 9) throw UserError(labels + ": label " + std::to_string(l) + " outside 0..9");
+  return {std::move(im), std::move(lb)};
+}
+
+}  // namespace
+
+std::unique_ptr<Source> open_fashion_mnist(const std::string& dir) {
+  auto [im, lb] = read_test_split(dir);
   return std::make_unique<FashionMnist>(std::move(im), std::move(lb));
+}
+
+Validation fashion_mnist_validation(const std::string& dir, int64_t n, const Shape& input) {
+  auto [im, lb] = read_test_split(dir);
+  const int64_t count = im.dims[0], h = im.dims[1], w = im.dims[2];
+  if (n < 1 || n > count)
+    throw UserError("fashion-mnist: " + std::to_string(n) + " validation images asked, the test split holds " +
+                    std::to_string(count));
+  // [B, 1, S, S] or [B, S, S] (rows as time steps), S >= 28: zero-padded to the centre as batch() does.
+  const bool image = input.size() == 4 && input[1] == 1;
+  const int64_t side = input.empty() ? 0 : input.back();
+  if (!(image || input.size() == 3) || side < 28 || input[input.size() - 2] != side || (!image && side != 28))
+    throw UserError("fashion-mnist: a model input of shape " + core::to_string(input) +
+                    " does not take 28x28 images (expected [N, 1, S, S] with S >= 28, or [N, 28, 28])");
+  Validation v;
+  v.images = image ? Tensor(core::DType::F64, {n, 1, side, side}) : Tensor(core::DType::F64, {n, side, side});
+  const int64_t off = (side - w) / 2;
+  for (int64_t r = 0; r < n; ++r) {
+    v.labels.push_back(lb.data[static_cast<size_t>(r)]);
+    const uint8_t* img = im.data.data() + r * h * w;
+    double* x = v.images.f64() + r * side * side;
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j) x[(i + off) * side + (j + off)] = img[i * w + j] / 255.0;
+  }
+  return v;
 }
 
 std::unique_ptr<Source> open_source(const std::string& name) {

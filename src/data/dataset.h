@@ -70,6 +70,16 @@ Idx read_idx_gz(const std::string& path);
 // naming the directory and the package when the files are absent.
 std::unique_ptr<Source> open_fashion_mnist(const std::string& dir);
 
+// A validation set: the first n images of the test split in order (pixels / 255) and their labels
+// 0..9, shaped for a model input `input` ([N, 1, S, S] with S >= 28, zero-padded to the centre, or
+// [N, 28, 28]; N is replaced by n). UserError when the files are absent, n is out of range or the
+// shape takes no 28x28 image.
+struct Validation {
+  Tensor images;  // float64
+  std::vector<int64_t> labels;
+};
+Validation fashion_mnist_validation(const std::string& dir, int64_t n, const Shape& input);
+
 // Random tensors with edge values (the random source's inputs): data/values.h.
 
 }  // namespace quorum::data

@@ -14,6 +14,11 @@ std::unique_ptr<Generator> make_rn(const GenOptions& opt, const data::Source& so
 std::unique_ptr<Generator> make_mutate(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_zoo(const GenOptions& opt, const data::Source& source);
 
+// Network-level mutation of a trained model's weights (mutate.cpp): every weight tensor, with
+// probability 1/2 (at least one), moved by Gaussian noise of `rate` times its own standard deviation
+// (of 1e-3 for a constant tensor). The structure is kept, so the mutant runs on the same data.
+void mutate_weights(ir::Graph& g, core::Rng& rng, double rate);
+
 // Muffin's fitness-proportionate selection: a candidate chosen c times so far scores 1/(c+1) and is
 // drawn with probability score / sum of scores. `counts[i]` belongs to candidate i; `skip` excludes
 // candidates already tried. Returns the index, or -1 when every candidate is skipped.

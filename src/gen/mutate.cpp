@@ -417,4 +417,28 @@ std::unique_ptr<Generator> make_mutate(const GenOptions& opt, const data::Source
   return std::make_unique<Mutate>(opt, source);
 }
 
+void mutate_weights(ir::Graph& g, core::Rng& rng, double rate) {
+  std::vector<std::string> names;
+  for (const auto& [name, w] : g.initializers)
+    if (w.dtype() != core::DType::I64 && w.numel() > 0) names.push_back(name);
+  if (names.empty()) return;
+  std::vector<bool> pick(names.size());
+  bool any = false;
+  for (size_t i = 0; i < names.size(); ++i) any |= (pick[i] = rng.bernoulli(0.5));
+  if (!any) pick[rng.index(names.size())] = true;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!pick[i]) continue;
+    core::Tensor& w = g.initializers.at(names[i]);
+    const core::DType dtype = w.dtype();
+    core::Tensor d = w.to(core::DType::F64);
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < d.numel(); ++k) mean += d.f64()[k];
+    mean /= static_cast<double>(d.numel());
+    for (int64_t k = 0; k < d.numel(); ++k) var += (d.f64()[k] - mean) * (d.f64()[k] - mean);
+    const double sd = var > 0 ? std::sqrt(var / static_cast<double>(d.numel())) : 1e-3;
+    for (int64_t k = 0; k < d.numel(); ++k) d.f64()[k] += rng.normal(0.0, rate * sd);
+    w = d.to(dtype);
+  }
+}
+
 }  // namespace quorum::gen

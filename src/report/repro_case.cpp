@@ -116,8 +116,9 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   bool cut = false;
   // An unreduced finding at one node of a large model: that node alone, fed what the library fed
   // it. A small model stays whole (a ledger case is minimal already, and graph rewrites such as
-  // fusing a pad into a convolution need the neighbours).
-  if (!reduced && g.nodes.size() > kWholeModelNodes && !c.node.empty()) {
+  // fusing a pad into a convolution need the neighbours). A detection finding (quorum detect) is a
+  // difference of the whole model's prediction: its model stays whole.
+  if (!reduced && g.nodes.size() > kWholeModelNodes && !c.node.empty() && c.kind != core::FindingKind::Detection) {
     bool have = true;
     ValueMap fed;
     for (const auto& n : g.nodes) {

@@ -18,7 +18,7 @@ TEST(FindingKind, EveryKindReadsBackFromItsOneTextForm) {
     EXPECT_TRUE(names.insert(k.name).second) << "two kinds named " << k.name;
     EXPECT_TRUE(k.kind == FindingKind::Crash || std::string(k.what).size() > 0) << k.name << " has no issue predicate";
   }
-  EXPECT_EQ(names.size(), 4u);
+  EXPECT_EQ(names.size(), 5u);
   for (const Stage s : {Stage::Compile, Stage::Forward, Stage::Loss, Stage::Backward})
     EXPECT_EQ(stage_from_string(to_string(s)), s);
 }

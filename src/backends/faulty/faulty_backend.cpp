@@ -8,6 +8,10 @@
 //   band=OP@LO..HI          OP's output elements whose operand (its first input, element for element;
 //                           when the shapes differ, any element of it) lies in [LO, HI] are off by +1:
 //                           a fault that fires only in a narrow interval, for the searches (docs/search.md)
+//   floor=OP@V              OP's output elements below V are raised to V (an epsilon clamp meant for a later
+//                           log left in the forward pass): with V under OP's float32 tolerance it moves the
+//                           smallest outputs slightly, below what the per-node rule sees, while a trained
+//                           classifier's near-one-hot outputs change their MAD to the ground truth (quorum detect)
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
 #include <signal.h>
 #include <sys/resource.h>
@@ -39,7 +43,43 @@ struct Faults {
     double lo = 0, hi = 0;
   };
   std::vector<Band> bands;
+  struct Floor {
+    std::string op;
+    double value = 0;
+  };
+  std::vector<Floor> floors;
 };
+
+// "OP@V" of floor=.
+Faults::Floor parse_floor(const std::string& v) {
+  const auto at = v.find('@');
+  Faults::Floor f;
+  try {
+    if (at == std::string::npos || at == 0) throw std::invalid_argument(v);
+    f.op = v.substr(0, at);
+    size_t used = 0;
+    f.value = std::stod(v.substr(at + 1), &used);
+    if (used != v.size() - at - 1) throw std::invalid_argument(v);
+  } catch (const std::exception&) {
+    throw core::UserError("faulty: floor=OP@V expected (e.g. floor=softmax@2e-7), got 'floor=" + v + "'");
+  }
+  return f;
+}
+
+// The floor faults as forward overrides, on top of `ov`.
+void add_floors(ref::Overrides& ov, const std::vector<Faults::Floor>& floors) {
+  for (const auto& fl : floors) {
+    const ops::OpSpec* spec = ops::catalogue().find(fl.op);
+    if (!spec) continue;
+    ops::ForwardFn inner = ov.forward.count(fl.op) ? ov.forward[fl.op] : spec->forward;
+    ov.forward[fl.op] = [inner, fl](const ops::Inputs& in, const core::Attrs& a) {
+      std::vector<core::Tensor> out = inner(in, a);
+      if (!out.empty())
+        for (int64_t i = 0; i < out[0].numel(); ++i) out[0].f64()[i] = std::max(out[0].f64()[i], fl.value);
+      return out;
+    };
+  }
+}
 
 // "OP@LO..HI" of band=.
 Faults::Band parse_band(const std::string& v) {
@@ -100,6 +140,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.leak_per_model_mib = std::stoll(value);
     } else if (name == "band" && !value.empty()) {
       f.bands.push_back(parse_band(value));
+    } else if (name == "floor" && !value.empty()) {
+      f.floors.push_back(parse_floor(value));
     } else if (name == "all-numeric" && value.empty()) {
       for (const auto& nf : faulty::numeric_faults()) f.numeric.insert(nf.name);
     } else if (value.empty() && std::any_of(faulty::numeric_faults().begin(), faulty::numeric_faults().end(),
@@ -109,7 +151,7 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "band=OP@LO..HI, all-numeric or a numeric fault)");
+          "band=OP@LO..HI, floor=OP@V, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -187,6 +229,7 @@ class FaultyBackend : public Backend {
     }
     ref::Overrides ov = faulty::numeric_overrides(f_.numeric);
     add_bands(ov, f_.bands);
+    add_floors(ov, f_.floors);
     return std::make_unique<FaultySession>(make_ref_session(g, std::move(ov)), g, f_);
   }
 
