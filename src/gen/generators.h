@@ -12,6 +12,7 @@ std::unique_ptr<Generator> make_unit(const GenOptions& opt, const data::Source& 
 std::unique_ptr<Generator> make_ws(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_rn(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_mutate(const GenOptions& opt, const data::Source& source);
+std::unique_ptr<Generator> make_mcts(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_zoo(const GenOptions& opt, const data::Source& source);
 
 // Muffin's fitness-proportionate selection: a candidate chosen c times so far scores 1/(c+1) and is
