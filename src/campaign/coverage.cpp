@@ -9,7 +9,8 @@
 
 namespace quorum::campaign {
 
-std::vector<std::string> mapped_operators(worker::Worker& w, std::vector<std::pair<std::string, std::string>>* refused) {
+std::vector<std::string> mapped_operators(worker::Worker& w,
+                                          std::vector<std::pair<std::string, std::string>>* refused) {
   std::vector<std::string> mapped;
   for (const ops::OpSpec* spec : ops::catalogue().all()) {
     std::string reason;

@@ -66,11 +66,13 @@ void print_coverage(const search::Coverage& cov) {
   const auto curve = search::coverage_curve(cov.facts(), cov.options(), 10);
   if (curve.size() > 1) {
     std::cout << "OLC over models:";
-    for (const auto& [models, p] : curve) std::cout << " " << models << ":" << std::setprecision(1) << 100 * p.olc << "%";
+    for (const auto& [models, p] : curve)
+      std::cout << " " << models << ":" << std::setprecision(1) << 100 * p.olc << "%";
     std::cout << "\n";
   }
   for (const auto& f : cov.functionality()) {
-    std::cout << "functionality " << f.backend << ": " << f.invoked << "/" << f.mapped << " operators and losses it maps"
+    std::cout << "functionality " << f.backend << ": " << f.invoked << "/" << f.mapped
+              << " operators and losses it maps"
               << " invoked (" << std::setprecision(1) << 100 * f.share() << "%)";
     if (!f.uncovered.empty()) {
       std::cout << "; never:";

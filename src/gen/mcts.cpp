@@ -156,11 +156,11 @@ class Mcts : public Generator {
     }
   }
 
-  // A model of the path's blocks on a Residual Network graph (as rn draws it, k of 4 or 6: dense graphs
-  // cover more successor pairs; on max(--max_nodes, path length) nodes): node v takes path block v (in path order)
-  // when it accepts v's in-degree, else the block accepting it that adds the most successor pairs
-  // not yet covered (pred's last operator -> the block's first), then the least covered, of a few
-  // drawn. Nodes without a predecessor read the model input; values nothing reads are the outputs.
+  // A model of the path's blocks on a Residual Network graph as rn draws it (k of 2, 4 or 6) on
+  // max(--max_nodes, path length) nodes: node v takes path block v (in path order) when it accepts
+  // v's in-degree, else the block accepting it that adds the most successor pairs coverage lacks
+  // (pred's last operator -> the block's first), then the least covered. Nodes without a
+  // predecessor read the model input; values nothing reads are the outputs.
   Model simulate(uint64_t index, core::Rng& rng) {
     data::DataSpec d = source_.spec(rng, data::Want::Any);
     d.task = data::Task::None;  // inference: every sink is an output
@@ -208,22 +208,21 @@ class Mcts : public Generator {
     return b.finish("mcts_" + std::to_string(index), d);
   }
 
-  // Candidate blocks for a node reading `in`: kCandidates drawn among those accepting its in-degree,
-  // best first (the most successor pairs new to coverage, then the lowest coverage).
+  // The blocks accepting the in-degree of a node reading `in`, best first (the most successor pairs
+  // new to coverage, then the lowest coverage; ties in a drawn order).
   std::vector<const Block*> fillers(const std::vector<Vid>& in, const std::map<Vid, std::string>& last_op,
                                     core::Rng& rng) const {
-    constexpr size_t kCandidates = 1000;
     std::vector<const Block*> ok;
     for (const Block* blk : blocks_)
       if (blk->accepts(static_cast<int>(in.size()))) ok.push_back(blk);
     rng.shuffle(ok);
-    if (ok.size() > kCandidates) ok.resize(kCandidates);
     std::vector<std::pair<double, const Block*>> scored;
     for (const Block* blk : ok) {
       double score = -block_coverage(*blk);
       if (opt_.feedback)
         for (Vid u : in)
-          if (auto it = last_op.find(u); it != last_op.end() && !opt_.feedback->has_successor(it->second, blk->ops[0].op))
+          if (auto it = last_op.find(u);
+              it != last_op.end() && !opt_.feedback->has_successor(it->second, blk->ops[0].op))
             score += 1;
       scored.emplace_back(score, blk);
     }

@@ -95,7 +95,9 @@ TEST(Coverage, ShapeAndParameterVectorsStopAtNMaxspcAndAFactKeepsItsEarliestMode
   EXPECT_EQ(c.gain(single_relu({5, 3})), 0u);
   c.add({{"relu", "op", "", 2}});
   for (const Fact& f : c.facts())
-    if (f.kind == "op") EXPECT_EQ(f.model, 2);
+    if (f.kind == "op") {
+      EXPECT_EQ(f.model, 2);
+    }
 }
 
 TEST(Coverage, WeightsChooseTheParts) {

@@ -11,13 +11,13 @@
 namespace quorum::search {
 namespace {
 
-struct Run {
+struct Generated {
   std::vector<std::string> models;
   Parts parts;
   int raised = 0;
 };
 
-Run generate(const std::string& generator, uint64_t seed, int count) {
+Generated generate(const std::string& generator, uint64_t seed, int count) {
   const auto source = data::open_source("random");
   Coverage cov;
   gen::GenOptions opt;
@@ -25,7 +25,7 @@ Run generate(const std::string& generator, uint64_t seed, int count) {
   opt.seed = seed;
   opt.feedback = &cov;
   gen::Stream stream(opt, *source);
-  Run r;
+  Generated r;
   for (int i = 0; i < count; ++i) {
     gen::Generated g = stream.next();
     r.raised += cov.add(model_facts(g.graph, i)).empty() ? 0 : 1;
@@ -38,18 +38,18 @@ Run generate(const std::string& generator, uint64_t seed, int count) {
 }
 
 TEST(Mcts, TheSameSeedGivesTheSameModels) {
-  const Run a = generate("mcts", 42, 40), b = generate("mcts", 42, 40), c = generate("mcts", 43, 40);
+  const Generated a = generate("mcts", 42, 40), b = generate("mcts", 42, 40), c = generate("mcts", 43, 40);
   ASSERT_EQ(a.models.size(), b.models.size());
   for (size_t i = 0; i < a.models.size(); ++i) EXPECT_EQ(a.models[i], b.models[i]) << "model " << i;
   EXPECT_NE(a.models, c.models);
 }
 
 TEST(Mcts, KeepsModelsThatRaiseCoverageAndCoversMoreThanRandomGraphs) {
-  constexpr int kModels = 150;
-  const Run m = generate("mcts", 7, kModels);
+  constexpr int kModels = 400;
+  const Generated m = generate("mcts", 7, kModels);
   EXPECT_GE(m.raised, kModels * 9 / 10);  // a model that raises nothing is returned only after 16 simulations
   for (const char* g : {"ws", "rn"}) {
-    const Run r = generate(g, 7, kModels);
+    const Generated r = generate(g, 7, kModels);
     EXPECT_GT(m.parts.olc, r.parts.olc) << g << ": " << parts_line(r.parts) << " vs mcts " << parts_line(m.parts);
   }
 }
