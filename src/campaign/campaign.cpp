@@ -190,8 +190,12 @@ class Run {
       const int count = record(m, ev, index, fresh, nullptr, "", method);
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       const std::vector<std::string> new_roots = reduce(fresh, workers, t);
-      if (opt_.on_model) opt_.on_model(index, !new_roots.empty() || (opt_.reduce_runs <= 0 && count > 0));
       std::lock_guard<std::mutex> lock(sh_.mu);
+      if (opt_.on_model) {  // a root cause new to this run (with --reduce 0: a new finding)
+        bool found = opt_.reduce_runs <= 0 && count > 0;
+        for (const auto& r : new_roots) found = found || !sh_.roots.count(r);
+        opt_.on_model(index, found);
+      }
       tally(ev, count, new_roots, t);
       ++sh_.models_run;
       sh_.searched += searched ? 1 : 0;
