@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "campaign/bundle.h"
+#include "campaign/coverage.h"
 #include "campaign/store.h"
 #include "campaign/transfer.h"
 #include "core/error.h"
@@ -57,14 +58,15 @@ struct FreshFinding {
 class Run {
  public:
   Run(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log, Store& store, uint64_t seed,
-      std::map<std::string, std::string> versions)
+      std::map<std::string, std::string> versions, std::shared_ptr<search::Coverage> coverage)
       : opt_(opt),
         setup_(opt.setup),
         factory_(factory),
         log_(log),
         store_(store),
         seed_(seed),
-        versions_(std::move(versions)) {
+        versions_(std::move(versions)),
+        cov_(std::move(coverage)) {
     // The refusals this campaign learned before (a resumed --out), then those it learns now.
     setup_.refusals = std::make_shared<LearnedRefusals>();
     for (const StoredRefusal& r : store_.refusals())
@@ -113,6 +115,7 @@ class Run {
       for (const auto& k : core::finding_kinds()) log_ << " " << k.name << " " << sh_.by_kind[k.kind];
       log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
       if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
+      log_ << " | OLC " << std::setprecision(1) << 100.0 * cov_->parts().olc << "%";
       if (const size_t learned = setup_.refusals->size())
         log_ << " | refusals " << learned << " (models refused " << sh_.refused << ", not sent " << sh_.not_sent << ")";
       log_ << std::endl;
@@ -138,6 +141,7 @@ class Run {
     s.not_sent = sh_.not_sent;
     s.transfer_variants = sh_.transfer_variants;
     s.transfer_new = sh_.transfer_new;
+    s.coverage = cov_->parts();
     return s;
   }
 
@@ -180,11 +184,18 @@ class Run {
         }
       }
       t0 = Clock::now();
+      // Coverage first: a model interrupted before its record below is redone, its facts kept.
+      store_.record_coverage(cov_->add(run_facts(m, ev, setup_.loss, index)));
       std::vector<FreshFinding> fresh;
       const int count = record(m, ev, index, fresh, nullptr, "", method);
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       const std::vector<std::string> new_roots = reduce(fresh, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
+      if (opt_.on_model) {  // a root cause new to this run (with --reduce 0: a new finding)
+        bool found = opt_.reduce_runs <= 0 && count > 0;
+        for (const auto& r : new_roots) found = found || !sh_.roots.count(r);
+        opt_.on_model(index, found);
+      }
       tally(ev, count, new_roots, t);
       ++sh_.models_run;
       sh_.searched += searched ? 1 : 0;
@@ -350,6 +361,7 @@ class Run {
   Store& store_;
   const uint64_t seed_;
   const std::map<std::string, std::string> versions_;
+  const std::shared_ptr<search::Coverage> cov_;
   const Clock::time_point start_ = Clock::now();
   std::atomic<int64_t> next_{0};
   std::atomic<bool> stopped_{false};
@@ -379,8 +391,10 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
   return seed;
 }
 
-// Library versions, for the bundles (and to fail early on a broken backend).
-std::map<std::string, std::string> library_versions(const CampaignOptions& opt, std::ostream& log) {
+// Library versions, for the bundles (and to fail early on a broken backend); on the same workers, the
+// operators each backend maps when the store does not hold them yet (coverage).
+std::map<std::string, std::string> library_versions(const CampaignOptions& opt, std::ostream& log, Store& store,
+                                                    search::Coverage& cov) {
   std::map<std::string, std::string> versions;
   WorkerSet probe(opt.setup.backends, opt.setup.limits);
   for (size_t i = 0; i < probe.size(); ++i) {
@@ -389,6 +403,7 @@ std::map<std::string, std::string> library_versions(const CampaignOptions& opt, 
     versions[opt.setup.backends[i].str()] = o.ok() ? info.version : "unavailable: " + o.str();
     log << "backend " << opt.setup.backends[i].str() << ": " << versions[opt.setup.backends[i].str()] << "\n";
   }
+  open_coverage(store, cov, opt.setup.backends, probe);
   return versions;
 }
 
@@ -407,7 +422,10 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
     log << "shard " << opt.shard << "/" << opt.shards << ": model indices i with i % " << opt.shards
         << " == " << opt.shard << "\n";
   if (already) log << "resuming: " << already << " models already done in " << store->where() << "\n";
-  Run run(opt, factory, log, *store, seed, library_versions(opt, log));
+  const std::shared_ptr<search::Coverage> cov = opt.coverage ? opt.coverage : std::make_shared<search::Coverage>();
+  std::map<std::string, std::string> versions = library_versions(opt, log, *store, *cov);
+  if (already) log << "coverage: " << search::parts_line(cov->parts()) << "\n";
+  Run run(opt, factory, log, *store, seed, std::move(versions), cov);
   if (opt.transfer && opt.shard == 0) run.transfer();  // once per campaign: by its first shard
   std::vector<std::thread> threads;
   for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back([&run] { run.job(); });

@@ -44,6 +44,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
   std::map<int64_t, std::pair<ModelRecord, std::string>> models;  // index -> record, its source
   std::map<std::string, Merged> merged;
   std::vector<StoredRefusal> refusals;  // every shard's learned refusals, summed into the merged store
+  std::vector<search::Fact> coverage;   // every shard's coverage facts, their union (earliest model each)
   for (const std::string& src : sources) {
     if (!is_postgres_url(src) && !fs::exists(fs::path(src) / "findings.db"))
       throw core::UserError(src + ": not a campaign directory (no findings.db)");
@@ -72,6 +73,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
                               std::to_string(m.index) + " (each shard's store once, shards without overlap)");
     }
     for (StoredRefusal& r : store->refusals()) refusals.push_back(std::move(r));
+    for (search::Fact& f : store->coverage()) coverage.push_back(std::move(f));
     for (StoredFinding& f : store->findings()) {
       const fs::path from = bundle_source(src, f.bundle);
       auto it = merged.find(f.signature);
@@ -117,6 +119,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
   const std::unique_ptr<Store> dest = open_sqlite_store(out);
   dest->check_settings(settings);
   dest->insert(rows, model_rows);
+  dest->record_coverage(coverage);
   for (const StoredRefusal& r : refusals) {
     std::vector<std::string> ops;
     std::stringstream list(r.ops);

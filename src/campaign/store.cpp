@@ -118,6 +118,10 @@ class Stmt {
     sqlite3_bind_double(s_, i, v);
     return *this;
   }
+  void reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
   bool step() {
     const int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
@@ -155,6 +159,8 @@ class SqliteStore final : public Store {
   void record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
                       int64_t not_sent, const std::vector<std::string>& ops) override;
   std::vector<StoredRefusal> refusals() override;
+  void record_coverage(const std::vector<search::Fact>& facts) override;
+  std::vector<search::Fact> coverage() override;
 
  private:
   void exec(const std::string& sql);
@@ -202,6 +208,9 @@ SqliteStore::SqliteStore(const std::string& dir) {
         "CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
         " first_model INTEGER NOT NULL, refused INTEGER NOT NULL, not_sent INTEGER NOT NULL, ops TEXT NOT NULL,"
         " PRIMARY KEY (backend, refusal))");
+    exec(
+        "CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
+        " first_model INTEGER NOT NULL, PRIMARY KEY (subject, kind, value))");
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -405,6 +414,33 @@ std::vector<StoredRefusal> SqliteStore::refusals() {
          "SELECT backend, refusal, first_model, refused, not_sent, ops FROM refusals ORDER BY backend, first_model,"
          " refusal");
   while (s.step()) out.push_back({s.text(0), s.text(1), s.i64(2), s.i64(3), s.i64(4), s.text(5)});
+  return out;
+}
+
+void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
+  if (facts.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    Stmt up(db_,
+            "INSERT INTO coverage (subject, kind, value, first_model) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = MIN(first_model, excluded.first_model)");
+    for (const auto& f : facts) {
+      up.bind(1, f.subject).bind(2, f.kind).bind(3, f.value).bind(4, f.model).step();
+      up.reset();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+}
+
+std::vector<search::Fact> SqliteStore::coverage() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<search::Fact> out;
+  Stmt s(db_, "SELECT subject, kind, value, first_model FROM coverage ORDER BY first_model, subject, kind, value");
+  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3)});
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "oracle/oracle.h"
+#include "search/coverage.h"
 
 namespace quorum::campaign {
 
@@ -103,6 +104,12 @@ class Store {
   virtual void record_refusal(const std::string& backend, const std::string& refusal, int64_t model,
                               int64_t refused, int64_t not_sent, const std::vector<std::string>& ops) = 0;
   virtual std::vector<StoredRefusal> refusals() = 0;  // by backend, first model, refusal
+
+  // Coverage facts (search/coverage.h): added in one transaction; a fact already stored keeps the
+  // earlier of its two first models. A campaign records a model's new facts before the model itself,
+  // so a model interrupted between the two is redone and its facts stay.
+  virtual void record_coverage(const std::vector<search::Fact>& facts) = 0;
+  virtual std::vector<search::Fact> coverage() = 0;  // by first model, then subject, kind, value
 };
 
 // True for a PostgreSQL connection URL (postgresql://... or postgres://...).

@@ -107,6 +107,8 @@ class PostgresStore final : public Store {
       q("CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
         " first_model BIGINT NOT NULL, refused BIGINT NOT NULL, not_sent BIGINT NOT NULL, ops TEXT NOT NULL,"
         " PRIMARY KEY (backend, refusal))");
+      q("CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
+        " first_model BIGINT NOT NULL, PRIMARY KEY (subject, kind, value))");
     });
   }
 
@@ -285,6 +287,28 @@ class PostgresStore final : public Store {
     std::vector<StoredRefusal> out;
     for (int i = 0; i < r.rows(); ++i)
       out.push_back({r.text(i, 0), r.text(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4), r.text(i, 5)});
+    return out;
+  }
+
+  void record_coverage(const std::vector<search::Fact>& facts) override {
+    if (facts.empty()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    tx([&] {
+      for (const auto& f : facts)
+        q("INSERT INTO coverage (subject, kind, value, first_model) VALUES ($1, $2, $3, $4)"
+          " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = LEAST(coverage.first_model,"
+          " excluded.first_model)",
+          {f.subject, f.kind, f.value, std::to_string(f.model)});
+    });
+  }
+
+  std::vector<search::Fact> coverage() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Result r = q(
+        "SELECT subject, kind, value, first_model FROM coverage"
+        " ORDER BY first_model, subject COLLATE \"C\", kind COLLATE \"C\", value COLLATE \"C\"");
+    std::vector<search::Fact> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back({r.text(i, 0), r.text(i, 1), r.text(i, 2), r.i64(i, 3)});
     return out;
   }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "campaign/coverage.h"
 #include "campaign/evaluate.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -46,26 +47,8 @@ int cmd_backends(const Options& o) {
       continue;
     }
     // An operator counts as supported when the backend accepts any of a few cases drawn from its domain.
-    int supported = 0;
     std::vector<std::pair<std::string, std::string>> refused;
-    for (const ops::OpSpec* spec : all) {
-      std::string reason;
-      bool ok = false;
-      for (uint64_t k = 0; k < 4 && !ok; ++k) {
-        core::Rng rng(k + 1);
-        const ir::SingleNode sn = ir::single_node_graph(*spec, spec->sample(rng), rng);
-        std::vector<worker::NodeSupport> s;
-        const worker::Outcome out = w.supports(sn.graph, false, s);
-        if (!out.ok()) {
-          reason = out.str();
-          break;
-        }
-        ok = s.at(0).ok;
-        if (!ok && reason.empty()) reason = s.at(0).reason;
-      }
-      if (ok) ++supported;
-      else refused.emplace_back(spec->name, reason);
-    }
+    const size_t supported = campaign::mapped_operators(w, &refused).size();
     std::cout << std::setw(10) << info.name << std::setw(8) << (info.trains ? "yes" : "no") << std::setw(12)
               << (std::to_string(supported) + "/" + std::to_string(all.size())) << info.version << "\n";
     if (o.verbose)

@@ -40,7 +40,14 @@ worker::Limits limits_of(const Options& o);
 // --ops / --skip_ops into the generator options (UserError for an operator not in the catalogue).
 void restrict_ops(const Options& o, gen::GenOptions& opt);
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
-campaign::ModelFactory model_factory(const Options& o);
+// `campaign`: the campaign it is for (a learning generator, mcts, reads its coverage: generators.h).
+campaign::ModelFactory model_factory(const Options& o, campaign::CampaignOptions* campaign = nullptr);
+// --olc_weights and --n_maxspc.
+search::CoverageOptions coverage_options(const Options& o);
+// --mcts_visits and --mcts_depth into the generator options.
+void mcts_options(const Options& o, gen::GenOptions& opt);
+// `quorum coverage CAMPAIGN` (coverage_command.cpp).
+int cmd_coverage(const Options& o);
 // `quorum run --backends ...`: runs the model on each backend's worker (and, given a target, one
 // training step) and prints, per node, each backend's difference from the float64 reference, the
 // outcomes, and what the oracles find.

@@ -59,7 +59,31 @@ std::pair<int64_t, int64_t> parse_shard(const std::string& v) {
   return {i, n};
 }
 
-void print_summary(const campaign::Summary& s, const std::string& out, const std::string& store_spec) {
+// The campaign's coverage: OLC and its parts, OLC over the models (ten points), each backend's
+// functionality coverage with the operators and losses it maps that no model invoked on it.
+void print_coverage(const search::Coverage& cov) {
+  std::cout << "coverage: " << search::parts_line(cov.parts()) << "\n";
+  const auto curve = search::coverage_curve(cov.facts(), cov.options(), 10);
+  if (curve.size() > 1) {
+    std::cout << "OLC over models:";
+    for (const auto& [models, p] : curve)
+      std::cout << " " << models << ":" << std::setprecision(1) << 100 * p.olc << "%";
+    std::cout << "\n";
+  }
+  for (const auto& f : cov.functionality()) {
+    std::cout << "functionality " << f.backend << ": " << f.invoked << "/" << f.mapped
+              << " operators and losses it maps"
+              << " invoked (" << std::setprecision(1) << 100 * f.share() << "%)";
+    if (!f.uncovered.empty()) {
+      std::cout << "; never:";
+      for (const auto& u : f.uncovered) std::cout << " " << u;
+    }
+    std::cout << "\n";
+  }
+}
+
+void print_summary(const campaign::Summary& s, const std::string& out, const std::string& store_spec,
+                   const search::Coverage& cov) {
   const std::unique_ptr<campaign::Store> opened = campaign::open_store(store_spec, out);
   campaign::Store& store = *opened;
   const auto all = store.findings();
@@ -87,6 +111,7 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
               << std::setprecision(1) << (jobs_time > 0 ? 100 * t.reduce / jobs_time : 0.0)
               << " % of the jobs' time\n";
   print_refusals(s, store);
+  print_coverage(cov);
   if (all.empty()) {
     std::cout << "no findings: every backend agreed with the reference on every model\n";
     return;
@@ -177,9 +202,10 @@ int cmd_fuzz(const Options& o) {
   opt.command_line = o.command_line;
   opt.reduce_runs = static_cast<int>(o.reduce);
   opt.transfer = o.transfer;
-  const campaign::ModelFactory factory = model_factory(o);
+  opt.coverage = std::make_shared<search::Coverage>(coverage_options(o));
+  const campaign::ModelFactory factory = model_factory(o, &opt);
   const campaign::Summary s = campaign::run_campaign(opt, factory, std::cout);
-  print_summary(s, opt.out, opt.store);
+  print_summary(s, opt.out, opt.store, *opt.coverage);
   if (opt.shards > 1) {
     // Other shards may still be running: the page is written once, when all have finished.
     std::cout << "report: when every shard has finished, quorum report " << opt.out
@@ -188,7 +214,7 @@ int cmd_fuzz(const Options& o) {
   }
   // Every bundle's reproducer (BUNDLE/repro/) and the campaign's page.
   const std::string html = opt.out + "/report.html";
-  report::write_campaign_report(opt.out, html, opt.store);
+  report::write_campaign_report(opt.out, html, opt.store, coverage_options(o));
   std::cout << "report: " << std::filesystem::absolute(html).string() << "\n";
   return 0;
 }

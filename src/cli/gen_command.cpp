@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "campaign/campaign.h"
+#include "campaign/generators.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -49,6 +50,9 @@ int gen_index(const Options& o) {
   if (used != o.index.size() || o.index.empty() || o.index[0] == '-')
     throw UserError("--index: expected a model index (0, 1, ...), got '" + o.index + "'");
   if (o.seed == 0) throw UserError("gen: --index needs the campaign's --seed");
+  if (campaign::generator_learns(o.generator))
+    throw UserError("gen: --index: a " + o.generator + " model depends on the models before it and their outcomes; "
+                    "generate the stream with --count instead");
   const std::string loss = o.loss.empty() ? "mse_loss" : o.loss;
   if (!ops::op(loss).is_loss) throw UserError("--loss: operator '" + loss + "' is not a loss");
   const campaign::ModelFactory factory = model_factory(o);  // checks the generator options
@@ -94,6 +98,10 @@ int cmd_gen(const Options& o) {
   }
   const auto source = data::open_source(o.dataset);
   opt.seed = core::Rng::resolve_seed(o.seed);
+  mcts_options(o, opt);
+  // Coverage of the models written (and the mcts generator's guide): a property of the models alone.
+  search::Coverage coverage(coverage_options(o));
+  opt.feedback = &coverage;
   gen::Stream stream(opt, *source);  // an unknown generator or a bad rate fails here, before any file
 
   std::error_code ec;
@@ -107,9 +115,11 @@ int cmd_gen(const Options& o) {
     gen::Generated g = stream.next();
     const gen::Verdict v = gen::check_model(g.graph, g.inputs);
     summary.add(g, v);
+    coverage.add(search::model_facts(g.graph, static_cast<int64_t>(i)));
     write_model(model_stem(o.out, i), g.graph, g.inputs, g.target);
   }
   std::cout << summary.text(stream.generator().operators());
+  std::cout << "coverage: " << search::parts_line(coverage.parts()) << "\n";
   std::cout << "written: " << o.out << "/model_NNNNN.json (+ .data/ with the inputs and target)\n";
   return 0;
 }

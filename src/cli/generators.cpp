@@ -31,7 +31,22 @@ void restrict_ops(const Options& o, gen::GenOptions& opt) {
                               "' is not a catalogue operator (quorum ops lists them)");
 }
 
-campaign::ModelFactory model_factory(const Options& o) {
+search::CoverageOptions coverage_options(const Options& o) {
+  search::CoverageOptions c;
+  search::parse_weights(o.olc_weights, c);
+  if (o.n_maxspc == 0 || o.n_maxspc > 1000000) throw core::UserError("--n_maxspc: from 1 to 1000000");
+  c.n_maxspc = static_cast<int64_t>(o.n_maxspc);
+  return c;
+}
+
+void mcts_options(const Options& o, gen::GenOptions& opt) {
+  if (o.mcts_visits == 0 || o.mcts_visits > 1000) throw core::UserError("--mcts_visits: from 1 to 1000");
+  if (o.mcts_depth == 0 || o.mcts_depth > 1000) throw core::UserError("--mcts_depth: from 1 to 1000");
+  opt.mcts_visits = static_cast<int>(o.mcts_visits);
+  opt.mcts_depth = static_cast<int>(o.mcts_depth);
+}
+
+campaign::ModelFactory model_factory(const Options& o, campaign::CampaignOptions* campaign) {
   gen::GenOptions opt;
   opt.generator = o.generator;
   if (o.max_nodes == 0) throw core::UserError("--max_nodes must be at least 1");
@@ -45,7 +60,8 @@ campaign::ModelFactory model_factory(const Options& o) {
   }
   opt.mutation_rate = o.mutation_rate;
   restrict_ops(o, opt);
-  return campaign::generator_factory(opt, o.dataset);
+  mcts_options(o, opt);
+  return campaign::generator_factory(opt, o.dataset, campaign);
 }
 
 }  // namespace quorum::cli

@@ -29,7 +29,7 @@ int cmd_report(const Options& o) {
   }
   if (o.issue) throw core::UserError("report --issue: " + p.string() + " is not a bundle (no finding.json)");
   const std::string out = o.output.empty() ? (p / "report.html").string() : o.output;
-  report::write_campaign_report(p.string(), out, o.store);
+  report::write_campaign_report(p.string(), out, o.store, coverage_options(o));
   std::cout << "report: " << fs::absolute(out).string() << "\n";
   return 0;
 }

@@ -14,7 +14,7 @@
 namespace quorum::gen {
 
 const std::vector<std::string>& generator_names() {
-  static const std::vector<std::string> names = {"muffin", "unit", "ws", "rn", "mutate", "zoo"};
+  static const std::vector<std::string> names = {"muffin", "unit", "ws", "rn", "mutate", "mcts", "zoo"};
   return names;
 }
 
@@ -55,6 +55,7 @@ class Restricted : public Generator {
     throw core::UserError("model " + std::to_string(index) + ": holds operator '" + held +
                           "', which --ops/--skip_ops leave out, in " + std::to_string(kTries) + " draws");
   }
+  void outcome(uint64_t index, bool success) override { inner_->outcome(index, success); }
 
  private:
   std::unique_ptr<Generator> inner_;
@@ -68,6 +69,7 @@ std::unique_ptr<Generator> make_unrestricted(const GenOptions& opt, const data::
   if (g == "ws") return make_ws(opt, source);
   if (g == "rn") return make_rn(opt, source);
   if (g == "mutate") return make_mutate(opt, source);
+  if (g == "mcts") return make_mcts(opt, source);
   if (g == "zoo") return make_zoo(opt, source);
   return nullptr;
 }

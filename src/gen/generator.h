@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "gen/builder.h"
+#include "gen/feedback.h"
 #include "ref/interpreter.h"
 
 namespace quorum::gen {
@@ -27,6 +28,11 @@ struct GenOptions {
   // builder's glue: reshape, flatten, the dense + softmax head, the guards' clip, ...; a zoo
   // architecture) is drawn again, a few times, then skipped as invalid.
   std::vector<std::string> only_ops, skip_ops;
+  // mcts: the coverage it is guided by (not owned; none: every block counts as uncovered), the
+  // models simulated per selected path (tc2) and the depth limit (tc1).
+  Feedback* feedback = nullptr;
+  int mcts_visits = 1;
+  int mcts_depth = 10;
 };
 
 // Whether `op` may appear in models of `opt` (--ops, --skip_ops).
@@ -41,6 +47,10 @@ class Generator {
   // The architecture of model `index`, drawn from `rng` (and the generator's own state, such as
   // Muffin's selection counts, which models generated in order share).
   virtual Model generate(uint64_t index, core::Rng& rng) = 0;
+  // What running model `index` gave: `success` when it found a new root cause (a generator that
+  // learns, mcts, rewards the choices that made it). Called after generate(index), in model order
+  // when one job runs the models.
+  virtual void outcome(uint64_t /*index*/, bool /*success*/) {}
 };
 
 // UserError on an unknown name or bad options (a mutation rate outside [0, 1), an operator of --ops

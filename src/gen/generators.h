@@ -12,6 +12,7 @@ std::unique_ptr<Generator> make_unit(const GenOptions& opt, const data::Source& 
 std::unique_ptr<Generator> make_ws(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_rn(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_mutate(const GenOptions& opt, const data::Source& source);
+std::unique_ptr<Generator> make_mcts(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_zoo(const GenOptions& opt, const data::Source& source);
 
 // Network-level mutation of a trained model's weights (mutate.cpp): every weight tensor, with

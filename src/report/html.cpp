@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <iomanip>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -283,9 +284,45 @@ void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor
   }
 }
 
+// The campaign's coverage (search/coverage.h): OLC and its five parts over the models as a plot, and
+// per backend its functionality coverage with the operators and losses it maps that no model invoked.
+std::string coverage_section(const std::vector<search::Fact>& facts, const search::CoverageOptions& opt) {
+  if (facts.empty()) return "";
+  search::Coverage cov(opt);
+  cov.add(facts);
+  std::ostringstream h;
+  h << "<h2>Coverage</h2>\n<p>Operator-level coverage of the campaign's models: "
+    << escape(search::parts_line(cov.parts())) << " (n_maxspc " << opt.n_maxspc << "; <code>quorum coverage</code> "
+    << "prints it per operator).</p>\n";
+  const auto curve = search::coverage_curve(facts, opt, 60);
+  if (!curve.empty()) {
+    std::vector<Series> series = {{"OLC", "#000000", {}}, {"OTC", "#3366cc", {}}, {"IDC", "#cc3333", {}},
+                                  {"ODC", "#228833", {}}, {"SEC", "#aa7700", {}}, {"SPC", "#884499", {}}};
+    for (const auto& [models, p] : curve) {
+      const double x = static_cast<double>(models), v[] = {p.olc, p.otc, p.idc, p.odc, p.sec, p.spc};
+      for (size_t i = 0; i < series.size(); ++i) series[i].points.emplace_back(x, 100 * v[i]);
+    }
+    h << "<div class=\"plots\">\n" << svg_line_plot("Coverage over models", "models", "%", series) << "</div>\n";
+  }
+  const auto fn = cov.functionality();
+  if (!fn.empty()) {
+    h << "<table id=\"functionality\"><tr><th>library</th><th>functionality coverage</th><th>operators and losses "
+         "it maps that no model invoked on it</th></tr>\n";
+    for (const auto& f : fn) {
+      std::string never;
+      for (const auto& u : f.uncovered) never += (never.empty() ? "" : ", ") + u;
+      h << "<tr><td>" << escape(f.backend) << "</td><td>" << f.invoked << "/" << f.mapped << " ("
+        << std::fixed << std::setprecision(1) << 100 * f.share() << "%)</td><td>" << escape(never) << "</td></tr>\n";
+    }
+    h << "</table>\n";
+  }
+  return h.str();
+}
+
 }  // namespace
 
-std::string campaign_report_html(const std::string& campaign_dir, const std::string& store_spec) {
+std::string campaign_report_html(const std::string& campaign_dir, const std::string& store_spec,
+                                 const search::CoverageOptions& coverage) {
   const fs::path dir(campaign_dir);
   if (store_spec.empty() && !fs::exists(dir / "findings.db"))
     throw core::UserError(campaign_dir + ": not a campaign directory (no findings.db)");
@@ -310,6 +347,7 @@ std::string campaign_report_html(const std::string& campaign_dir, const std::str
     h << "<tr><th>" << escape(b) << "</th><td>" << escape(v) << "</td></tr>";
   h << "</table>\n";
   h << over_time_plots(store.models_per_second(), findings, groups);
+  h << coverage_section(store.coverage(), coverage);
   if (const auto refusals = store.refusals(); !refusals.empty()) {
     // What the backends declared they do not run: no findings, learned (docs/findings.md).
     h << "<h2>Learned refusals</h2>\n<p>Operators a backend declared it does not run: no findings; models "
@@ -328,8 +366,9 @@ std::string campaign_report_html(const std::string& campaign_dir, const std::str
   return h.str();
 }
 
-void write_campaign_report(const std::string& campaign_dir, const std::string& out_path, const std::string& store) {
-  core::write_file_atomic(out_path, campaign_report_html(campaign_dir, store));
+void write_campaign_report(const std::string& campaign_dir, const std::string& out_path, const std::string& store,
+                           const search::CoverageOptions& coverage) {
+  core::write_file_atomic(out_path, campaign_report_html(campaign_dir, store, coverage));
 }
 
 }  // namespace quorum::report

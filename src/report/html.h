@@ -2,6 +2,8 @@
 #pragma once
 #include <string>
 
+#include "search/coverage.h"
+
 namespace quorum::report {
 
 // The page for a campaign directory: setup and library versions, models/s and findings/root causes
@@ -9,9 +11,11 @@ namespace quorum::report {
 // differences, reduction and localized parameter, localization maps, reproducer and replay command.
 // Reproducers missing from a bundle are written on the way. Everything from a model, message or
 // file is escaped; maps are embedded as data: images; the page holds no script.
-// `store` names the findings store as --store does (empty: CAMPAIGN/findings.db).
-std::string campaign_report_html(const std::string& campaign_dir, const std::string& store = "");
+// `store` names the findings store as --store does (empty: CAMPAIGN/findings.db). The coverage
+// section (OLC and its parts over the models, functionality per library) uses `coverage`'s weights.
+std::string campaign_report_html(const std::string& campaign_dir, const std::string& store = "",
+                                 const search::CoverageOptions& coverage = {});
 void write_campaign_report(const std::string& campaign_dir, const std::string& out_path,
-                           const std::string& store = "");
+                           const std::string& store = "", const search::CoverageOptions& coverage = {});
 
 }  // namespace quorum::report

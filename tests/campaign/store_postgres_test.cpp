@@ -75,6 +75,11 @@ std::string exercise(Store& s) {
   for (const auto& r : s.refusals())
     out += r.backend + " " + r.refusal + " " + std::to_string(r.first_model) + " " + std::to_string(r.refused) + " " +
            std::to_string(r.not_sent) + " " + r.ops + "\n";
+  s.record_coverage({{"relu", "op", "", 4}, {"relu", "spc", "ab", 4}, {"exec:a", "maps", "relu", -1}});
+  s.record_coverage({{"relu", "op", "", 2}, {"add", "succ", "relu", 6}});
+  s.record_coverage({});
+  for (const auto& f : s.coverage())
+    out += f.subject + " " + f.kind + " " + f.value + " " + std::to_string(f.model) + "\n";
   EXPECT_THROW(s.check_settings({{"seed", "8"}}), core::UserError);
   EXPECT_THROW(s.insert({s.findings()[0]}, {}), core::UserError);
   EXPECT_THROW(s.insert({}, {{2, 0, "t"}}), core::UserError);

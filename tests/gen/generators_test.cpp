@@ -51,7 +51,7 @@ class Validity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Validity, ModelsAreValid) { expect_valid(run(options(GetParam(), 20240601), "random", kModels), kModels); }
 
-INSTANTIATE_TEST_SUITE_P(Generators, Validity, ::testing::Values("muffin", "unit", "ws", "rn", "mutate", "zoo"),
+INSTANTIATE_TEST_SUITE_P(Generators, Validity, ::testing::Values("muffin", "unit", "ws", "rn", "mutate", "mcts", "zoo"),
                          [](const auto& info) { return info.param; });
 
 TEST(Validity, MutantsOfImportedModelsAreValid) {

@@ -1,0 +1,63 @@
+// A campaign's coverage.
+#include "campaign/coverage.h"
+
+#include <set>
+
+#include "campaign/store.h"
+#include "ir/build.h"
+#include "ops/registry.h"
+
+namespace quorum::campaign {
+
+std::vector<std::string> mapped_operators(worker::Worker& w,
+                                          std::vector<std::pair<std::string, std::string>>* refused) {
+  std::vector<std::string> mapped;
+  for (const ops::OpSpec* spec : ops::catalogue().all()) {
+    std::string reason;
+    bool ok = false;
+    for (uint64_t k = 0; k < 4 && !ok; ++k) {
+      core::Rng rng(k + 1);
+      const ir::SingleNode sn = ir::single_node_graph(*spec, spec->sample(rng), rng);
+      std::vector<worker::NodeSupport> s;
+      const worker::Outcome out = w.supports(sn.graph, false, s);
+      if (!out.ok()) {
+        reason = out.str();
+        break;
+      }
+      ok = s.at(0).ok;
+      if (!ok && reason.empty()) reason = s.at(0).reason;
+    }
+    if (ok) mapped.push_back(spec->name);
+    else if (refused) refused->emplace_back(spec->name, reason);
+  }
+  return mapped;
+}
+
+std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, const std::string& loss,
+                                    int64_t index) {
+  std::vector<search::Fact> facts = search::model_facts(m.graph, index);
+  std::set<std::string> ops;
+  for (const auto& n : m.graph.nodes) ops.insert(n.op);
+  for (const auto& r : ev.runs) {
+    if (r.is_reference || r.unsupported || r.outcome.status == worker::Status::Unsupported) continue;
+    for (const auto& op : ops) facts.push_back({r.backend, "ran", op, index});
+    if (r.trained && !loss.empty()) facts.push_back({r.backend, "ran", loss, index});
+  }
+  return facts;
+}
+
+void open_coverage(Store& store, search::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
+                   WorkerSet& workers) {
+  cov.add(store.coverage());
+  std::set<std::string> probed;
+  for (const auto& f : cov.functionality()) probed.insert(f.backend);
+  for (size_t i = 0; i < backends.size() && i < workers.size(); ++i) {
+    const std::string name = backends[i].str();
+    if (probed.count(name)) continue;
+    std::vector<search::Fact> facts;
+    for (const auto& op : mapped_operators(workers.at(i))) facts.push_back({name, "maps", op, -1});
+    store.record_coverage(cov.add(facts));
+  }
+}
+
+}  // namespace quorum::campaign

@@ -1,0 +1,39 @@
+// quorum coverage CAMPAIGN [--store URL] [--ops LIST|all]: the campaign's coverage from its store.
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "campaign/store.h"
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace quorum::cli {
+
+int cmd_coverage(const Options& o) {
+  if (o.positional.size() != 1) throw core::UserError("coverage: expected one CAMPAIGN directory");
+  const std::string dir = o.positional[0];
+  const search::CoverageOptions copt = coverage_options(o);
+  if (o.store.empty() && !std::filesystem::exists(dir + "/findings.db"))
+    throw core::UserError("coverage: " + dir + " holds no campaign (no findings.db)");
+  const std::unique_ptr<campaign::Store> store = campaign::open_store(o.store, dir);
+  std::vector<std::string> ops;
+  std::stringstream in(o.ops);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) ops.push_back(item);
+  for (const auto& op : ops)
+    if (op != "all" && std::find(search::operator_types().begin(), search::operator_types().end(), op) ==
+                           search::operator_types().end())
+      throw core::UserError("--ops: '" + op + "' is not an operator type of the coverage (quorum ops lists them)");
+  search::Coverage cov(copt);
+  cov.add(store->coverage());
+  std::cout << "campaign: " << store->where() << ", " << store->models_done() << " models\n";
+  std::cout << search::coverage_text(cov, ops);
+  const auto curve = search::coverage_curve(cov.facts(), copt, 10);
+  if (curve.size() > 1) {
+    std::cout << "over models:\n";
+    for (const auto& [models, p] : curve) std::cout << "  " << models << ": " << search::parts_line(p) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace quorum::cli
