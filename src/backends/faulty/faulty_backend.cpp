@@ -8,6 +8,8 @@
 //   band=OP@LO..HI          OP's output elements whose operand (its first input, element for element;
 //                           when the shapes differ, any element of it) lies in [LO, HI] are off by +1:
 //                           a fault that fires only in a narrow interval, for the searches (docs/search.md)
+//   momentum-twice          multi-step training: SGD's velocity decays twice per step
+//                           (v = m * (m * v) + g): the first step is right, the second is not (docs/trained.md)
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
 #include <signal.h>
 #include <sys/resource.h>
@@ -33,6 +35,7 @@ struct Faults {
   int64_t hang_dim = -1;
   bool leak = false;
   int64_t leak_per_model_mib = 0;
+  bool momentum_twice = false;
   std::set<std::string> numeric;
   struct Band {
     std::string op;
@@ -98,6 +101,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.leak = true;
     } else if (name == "leak-per-model" && !value.empty()) {
       f.leak_per_model_mib = std::stoll(value);
+    } else if (name == "momentum-twice" && value.empty()) {
+      f.momentum_twice = true;
     } else if (name == "band" && !value.empty()) {
       f.bands.push_back(parse_band(value));
     } else if (name == "all-numeric" && value.empty()) {
@@ -109,7 +114,7 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "band=OP@LO..HI, all-numeric or a numeric fault)");
+          "band=OP@LO..HI, momentum-twice, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -141,6 +146,16 @@ class FaultySession : public Session {
     before_run();
     return inner_->train_step(req);
   }
+  // Multi-step training: the shared optimizer on the reference's gradients (Session's default), with
+  // momentum-twice decaying the velocity once more before each step.
+  StepResult optimizer_step(const TrainRequest& req, const OptimizerSpec& spec) override {
+    if (f_.momentum_twice && optimizer_ && optimizer_->spec() == spec && spec.name == "sgd")
+      for (auto& [name, slot] : optimizer_->slots())
+        for (int64_t i = 0; i < slot.first.numel(); ++i) slot.first.set(i, spec.momentum * slot.first.get(i));
+    return Session::optimizer_step(req, spec);
+  }
+  ValueMap weights() const override { return inner_->weights(); }
+  void set_weights(const ValueMap& w) override { inner_->set_weights(w); }
 
  private:
   void before_run() {
