@@ -320,7 +320,7 @@ const std::vector<Command>& commands() {
        "train-diff MODEL|BUNDLE --backends LIST [--steps K] [--optimizer sgd|adam]",
        "the same training steps on every library and the float64 reference: loss, weight drift, the diverging step",
        {"backends", "steps", "optimizer", "learning_rate", "momentum", "beta1", "beta2", "adam_eps", "batch", "seed",
-        "drift_factor", "out", "threads", "timeout", "memory"},
+        "f32_factor", "out", "threads", "timeout", "memory"},
        cmd_train_diff},
       {"calibrate",
        "calibrate --output FILE [--backends LIST] [--count N]",

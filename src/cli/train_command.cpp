@@ -154,7 +154,7 @@ Replay load_replay(const std::string& dir) {
     r.o.optimizer.beta2 = op.at("beta2").get<double>();
     r.o.optimizer.eps = op.at("eps").get<double>();
     r.o.steps = c.at("steps").get<int64_t>();
-    r.o.factor = c.at("drift_factor").get<double>();
+    r.o.factor = c.at("f32_factor").get<double>();
     r.o.backends = worker::parse_backends(c.at("backend").get<std::string>());
     r.step = c.at("flag").at("step").get<int64_t>();
     r.weight = c.at("flag").at("weight").get<std::string>();
@@ -180,8 +180,8 @@ void print_summary(const train::DiffResult& r) {
     }
     std::cout << std::setw(12) << c.loss.back() << std::setw(14) << c.drift_max.back();
     if (c.step > 0)
-      std::cout << "step " << c.step << ", weight " << c.weight << " (node " << c.node << "): drift " << c.drift_at
-                << " > " << c.bound_at << ", update error " << c.update_error_at;
+      std::cout << "step " << c.step << ", weight " << c.weight << " (node " << c.node << "): step error "
+                << c.step_error_at << " > " << c.bound_at << ", update error " << c.update_error_at;
     else
       std::cout << "no";
     std::cout << "\n";
@@ -219,11 +219,11 @@ int cmd_train_diff(const Options& o) {
   d.backends = worker::parse_backends(o.backends);
   d.optimizer = optimizer_of(o);
   d.steps = static_cast<int64_t>(o.steps);
-  d.factor = o.drift_factor;
+  d.factor = o.f32_factor;
   d.threads = static_cast<int>(o.threads);
   d.limits = limits;
   if (d.steps < 1) throw UserError("--steps must be at least 1");
-  if (!(d.factor >= 1)) throw UserError("--drift_factor must be at least 1");
+  if (!(d.factor >= 1)) throw UserError("--f32_factor must be at least 1");
   if (o.batch < 1 || o.batch > 4096) throw UserError("--batch must lie in 1..4096");
   const uint64_t seed = core::Rng::resolve_seed(o.seed);
   const bool file = arg.size() > 5 && (arg.ends_with(".json") || arg.ends_with(".onnx"));

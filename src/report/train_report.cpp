@@ -1,6 +1,7 @@
 // The train-diff page (train_report.h).
 #include "report/train_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -34,8 +35,9 @@ std::string train_diff_html(const train::DiffResult& r, const train::DiffOptions
   if (o.optimizer.name == "sgd") h << ", momentum " << o.optimizer.momentum;
   else h << ", betas " << o.optimizer.beta1 << "/" << o.optimizer.beta2 << ", eps " << o.optimizer.eps;
   h << "). Drift: ||w<sub>library</sub> &minus; w<sub>reference</sub>|| / ||w<sub>reference</sub>|| per weight. A "
-       "library is flagged at the first step where a weight's drift exceeds "
-    << o.factor << " &times; max(the float32 twin's drift, 2<sup>-24</sup>).</p>\n";
+       "library is flagged at the first step whose own error (its step against the reference's step from the "
+       "library's own weights and optimizer state, relative to the step) exceeds "
+    << o.factor << " &times; max(the float32 twin's step error, 10<sup>-5</sup>).</p>\n";
   h << "<table><tr><th>library</th><th>final loss</th><th>final max drift</th><th>flagged</th></tr>\n";
   for (const auto& c : r.libs) {
     h << "<tr><td>" << escape(c.spec) << "<br><small>" << escape(c.library) << "</small></td><td>"
@@ -43,8 +45,9 @@ std::string train_diff_html(const train::DiffResult& r, const train::DiffOptions
       << (c.drift_max.empty() ? std::string("-") : std::to_string(c.drift_max.back())) << "</td><td>";
     if (!c.failure.empty()) h << "failed: " << escape(c.failure);
     else if (c.step > 0)
-      h << "step " << c.step << ", weight " << escape(c.weight) << " (node " << escape(c.node) << "): drift "
-        << c.drift_at << " &gt; bound " << c.bound_at << "; update error " << c.update_error_at;
+      h << "step " << c.step << ", weight " << escape(c.weight) << " (node " << escape(c.node) << "): step error "
+        << c.step_error_at << " &gt; bound " << c.bound_at << "; drift " << c.drift_at << "; update error "
+        << c.update_error_at;
     else h << "no";
     h << "</td></tr>\n";
   }
@@ -61,7 +64,16 @@ std::string train_diff_html(const train::DiffResult& r, const train::DiffOptions
   for (const auto& [name, v] : r.twin_drift)
     for (size_t k = 0; k < v.size() && k < twin_max.size(); ++k) twin_max[k] = std::max(twin_max[k], v[k]);
   drift.push_back(series("float32 twin of the reference", color, twin_max, true));
+  std::vector<Series> steps;
+  color = 1;
+  for (const auto& c : r.libs) {
+    std::vector<double> worst(c.loss.size(), 0);
+    for (const auto& [name, v] : c.step_error)
+      for (size_t k = 0; k < v.size() && k < worst.size(); ++k) worst[k] = std::max(worst[k], v[k]);
+    steps.push_back(series(c.spec, color++, worst, true));
+  }
   h << "<div>" << svg_line_plot("Loss per step", "step", "loss", loss)
+    << svg_line_plot("Largest step error per step", "step", "log10 step error", steps)
     << svg_line_plot("Largest weight drift per step", "step", "log10 drift", drift) << "</div>\n";
   for (const auto& c : r.libs) {
     if (c.drift.empty()) continue;

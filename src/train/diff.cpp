@@ -38,7 +38,12 @@ double rel(const core::Tensor& a, const core::Tensor& ref) {
   return n > 0 ? d / n : d;
 }
 
-constexpr double kF32Unit = 5.9604644775390625e-08;  // 2^-24, one float32 rounding
+// The least step error float32 explains: a float32 gradient summed over n terms is off by about
+// sqrt(n) 2^-24 relative; 1e-5 is that for n up to ~3e4 (the flag's bound is --f32_factor times this).
+constexpr double kStepFloor = 1e-5;
+
+// a / b, or a where b is 0 (no update: the error is absolute).
+double ratio(double a, double b) { return b > 0 ? a / b : a; }
 
 struct Lib {
   worker::BackendSpec spec;
@@ -93,6 +98,8 @@ DiffResult train_diff(const Trainable& t, const BatchOf& batch_of, const DiffOpt
 
   std::unique_ptr<backends::Session> ref = backends::make_ref_session(t.trained);
   std::unique_ptr<backends::Session> twin = backends::make_ref_session(t.trained);
+  std::unique_ptr<backends::Session> probe = backends::make_ref_session(t.trained);  // at a library's weights
+  ValueMap twin_prev = initial;
   const std::string in_name = t.trained.inputs.at(0).name;
   for (int64_t k = 0; k < o.steps; ++k) {
     const data::Batch b = batch_of(k);
@@ -104,11 +111,17 @@ DiffResult train_diff(const Trainable& t, const BatchOf& batch_of, const DiffOpt
     const ValueMap ref_w = ref->weights();
     r.ref_loss.push_back(rs.loss);
     const backends::StepResult ts = twin->optimizer_step(req, o.optimizer);
-    ValueMap twin_w = twin->weights();
+    const ValueMap twin_exact = twin->weights();
+    ValueMap twin_w = twin_exact;
     for (auto& [name, w] : twin_w) w = w.to(core::DType::F32).to(core::DType::F64);
     twin->set_weights(twin_w);
     r.twin_loss.push_back(ts.loss);
-    for (const auto& [name, w] : ref_w) r.twin_drift[name].push_back(rel(twin_w.at(name), w));
+    for (const auto& [name, w] : ref_w) {
+      r.twin_drift[name].push_back(rel(twin_w.at(name), w));
+      r.twin_step_error[name].push_back(ratio(diff_norm(twin_w.at(name), twin_exact.at(name)),
+                                              diff_norm(twin_exact.at(name), twin_prev.at(name))));
+    }
+    twin_prev = twin_w;
 
     for (size_t i = 0; i < libs.size(); ++i) {
       Lib& l = libs[i];
@@ -128,23 +141,34 @@ DiffResult train_diff(const Trainable& t, const BatchOf& batch_of, const DiffOpt
       }
       const worker::StepOutput& s = out.at(0);
       c.loss.push_back(s.loss);
+      // The reference's step from the library's own weights and optimizer state: its float64
+      // gradients there, the reference arithmetic on the shadow state (which follows the library's
+      // gradients, so it is the library's state up to rounding).
+      probe->set_weights(l.prev);
+      const backends::TrainResult own = probe->train_step(req);
+      backends::Optimizer phi = *l.shadow;
       double dmax = 0;
       std::string worst;
       double worst_ratio = 0;
       for (const auto& [name, w] : ref_w) {
         const core::Tensor& lw = s.weights.at(name);
+        const core::Tensor before = l.prev.at(name).to(core::DType::F64);
         const double d = rel(lw, w);
         c.drift[name].push_back(d);
         c.grad[name].push_back(rel(s.grads.at(name), rs.grads.at(name)));
-        // The shadow: the reference's arithmetic (float64) from the library's weights and gradients.
-        core::Tensor pred = l.prev.at(name).to(core::DType::F64);
+        c.grad_own[name].push_back(rel(s.grads.at(name), own.grads.at(name)));
+        core::Tensor ref_step = before;
+        phi.step(name, ref_step, own.grads.at(name));
+        const double e = ratio(diff_norm(lw, ref_step), diff_norm(ref_step, before));
+        c.step_error[name].push_back(e);
+        // The shadow: the reference's arithmetic (float64) on the library's own gradients.
+        core::Tensor pred = before;
         l.shadow->step(name, pred, s.grads.at(name));
-        const double upd = diff_norm(pred, l.prev.at(name));
-        c.update_error[name].push_back(upd > 0 ? diff_norm(lw, pred) / upd : diff_norm(lw, pred));
+        c.update_error[name].push_back(ratio(diff_norm(lw, pred), diff_norm(pred, before)));
         dmax = std::max(dmax, d);
-        const double bound = o.factor * std::max(r.twin_drift[name].back(), kF32Unit);
-        if (c.step == 0 && d > bound && d / bound > worst_ratio) {
-          worst_ratio = d / bound;
+        const double bound = o.factor * std::max(r.twin_step_error[name].back(), kStepFloor);
+        if (c.step == 0 && e > bound && e / bound > worst_ratio) {
+          worst_ratio = e / bound;
           worst = name;
         }
       }
@@ -154,7 +178,9 @@ DiffResult train_diff(const Trainable& t, const BatchOf& batch_of, const DiffOpt
         c.weight = worst;
         c.node = r.node_of.count(worst) ? r.node_of.at(worst) : "";
         c.drift_at = c.drift[worst].back();
-        c.bound_at = o.factor * std::max(r.twin_drift[worst].back(), kF32Unit);
+        c.step_error_at = c.step_error[worst].back();
+        c.bound_at = o.factor * std::max(r.twin_step_error[worst].back(), kStepFloor);
+        c.grad_own_at = c.grad_own[worst].back();
         c.update_error_at = c.update_error[worst].back();
         c.before = l.prev;
         c.after = s.weights;
@@ -198,18 +224,25 @@ void write_diff(const std::string& dir, const Trainable& t, const BatchOf& batch
   j["optimizer"] = spec_json(o.optimizer);
   j["loss"] = t.loss;
   j["steps"] = o.steps;
-  j["drift_factor"] = o.factor;
+  j["f32_factor"] = o.factor;
   j["reference"] = {{"loss", r.ref_loss}};
-  j["twin"] = {{"loss", r.twin_loss}, {"drift", r.twin_drift}};
+  j["twin"] = {{"loss", r.twin_loss}, {"drift", r.twin_drift}, {"step_error", r.twin_step_error}};
   j["node_of"] = r.node_of;
   for (const auto& c : r.libs) {
     nlohmann::json l = {{"spec", c.spec},   {"library", c.library}, {"failure", c.failure},
                         {"loss", c.loss},   {"drift", c.drift},     {"grad", c.grad},
                         {"update_error", c.update_error},           {"drift_max", c.drift_max},
+                        {"step_error", c.step_error},               {"grad_own", c.grad_own},
                         {"flag_step", c.step}};
     if (c.step > 0)
-      l["flag"] = {{"step", c.step},         {"weight", c.weight},     {"node", c.node},
-                   {"drift", c.drift_at},    {"bound", c.bound_at},    {"update_error", c.update_error_at},
+      l["flag"] = {{"step", c.step},
+                   {"weight", c.weight},
+                   {"node", c.node},
+                   {"step_error", c.step_error_at},
+                   {"bound", c.bound_at},
+                   {"drift", c.drift_at},
+                   {"gradient_distance_at_own_weights", c.grad_own_at},
+                   {"update_error", c.update_error_at},
                    {"bundle", safe(c.spec)}};
     j["libraries"].push_back(l);
   }
@@ -255,9 +288,10 @@ void write_diff(const std::string& dir, const Trainable& t, const BatchOf& batch
                          {"loss", t.loss},
                          {"optimizer", spec_json(o.optimizer)},
                          {"steps", c.step},
-                         {"drift_factor", o.factor},
-                         {"flag", {{"step", c.step}, {"weight", c.weight}, {"node", c.node}, {"drift", c.drift_at},
-                                   {"bound", c.bound_at}, {"update_error", c.update_error_at}}},
+                         {"f32_factor", o.factor},
+                         {"flag", {{"step", c.step}, {"weight", c.weight}, {"node", c.node},
+                                   {"step_error", c.step_error_at}, {"bound", c.bound_at}, {"drift", c.drift_at},
+                                   {"update_error", c.update_error_at}}},
                          {"reduced",
                           {{"step", c.step},
                            {"gradient_distance_at_own_weights", worst_grad},

@@ -1,14 +1,14 @@
 // Multi-step training divergence (`quorum train-diff`): one model, its initial weights and the same
 // batches on every training library and on the float64 reference, step after step. After each step:
 // the loss, every weight's distance to the reference's weights (drift) and its gradient's distance
-// to the reference's gradient. Drift that float32 rounding explains is measured by the reference's
-// float32 twin: the same float64 kernels and optimizer, its weights rounded to float32 after every
-// step. A library is flagged at the first step where a weight's drift exceeds
-//   factor x max(twin's drift of that weight, 2^-24)
-// (factor: --drift_factor, default 100, for float32 accumulation order in the library's kernels).
-// Beside it, each step's update error: the library's own update against the reference optimizer's
-// float64 arithmetic applied to the library's own gradients (a shadow state), which tells an optimizer
-// fault (large update error) from compounding gradient differences (small). docs/trained.md.
+// to the reference's gradient. Drift compounds (a float32 run of the reference's own kernels, its
+// float32 twin, drifts as far within 200 steps: ReLU and max-pool decisions flip), so the flag judges
+// each step on its own: the step error of a weight is the library's step against the reference's
+// step from the library's own weights and optimizer state (float64 gradients there, the reference
+// arithmetic), relative to the step's size. A library is flagged at the first step where
+//   step error > factor x max(the twin's step error (its float32 rounding), 1e-5)
+// (factor: --f32_factor, default 100). The update error (the reference arithmetic on the library's
+// own gradients) then tells an optimizer fault (large) from a gradient fault (small). docs/trained.md.
 #pragma once
 #include <functional>
 #include <map>
@@ -38,12 +38,14 @@ struct LibraryCurves {
   std::string library;  // its name and version
   std::string failure;  // the worker's failure, when it could not train the model (curves then stop)
   std::vector<double> loss;
-  std::map<std::string, std::vector<double>> drift, grad, update_error;  // by weight
+  // By weight: drift; gradient distance to the reference's gradient of the same step; the same at the
+  // library's own weights (grad_own); the step error; the update error.
+  std::map<std::string, std::vector<double>> drift, grad, grad_own, step_error, update_error;
   std::vector<double> drift_max;  // the largest drift over the weights
-  // The flag: the first step whose drift float32 rounding does not explain (step 0: none).
+  // The flag: the first step whose own error float32 rounding does not explain (step 0: none).
   int64_t step = 0;
   std::string weight, node;
-  double drift_at = 0, bound_at = 0, update_error_at = 0;
+  double step_error_at = 0, bound_at = 0, drift_at = 0, grad_own_at = 0, update_error_at = 0;
   // The flagged step's reduced case: the library's weights before and after it, its gradients.
   backends::ValueMap before, after, grads;
 };
@@ -51,7 +53,8 @@ struct LibraryCurves {
 struct DiffResult {
   std::string model;  // the model's name
   std::vector<double> ref_loss, twin_loss;
-  std::map<std::string, std::vector<double>> twin_drift;  // by weight
+  std::map<std::string, std::vector<double>> twin_drift;       // by weight
+  std::map<std::string, std::vector<double>> twin_step_error;  // the float32 rounding of each twin step
   std::map<std::string, std::string> node_of;             // weight -> the node that takes it
   std::vector<LibraryCurves> libs;
 };

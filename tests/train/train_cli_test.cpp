@@ -24,7 +24,7 @@ TEST(TrainCli, BadInputExitsTwoWithOneLine) {
       {"train lenet5 --backend nosuch", "unknown backend 'nosuch'"},
       {"train-diff lenet5", "--backends LIST is required"},
       {"train-diff lenet5 --backends faulty --steps 0", "--steps must be at least 1"},
-      {"train-diff lenet5 --backends faulty --drift_factor 0.5", "--drift_factor must be at least 1"},
+      {"train-diff lenet5 --backends faulty --f32_factor 0.5", "--f32_factor must be at least 1"},
       {"train-diff lenet5 --backends faulty --optimizer lbfgs", "--optimizer lbfgs: choose sgd or adam"},
       {"train-diff nosuch.json --backends faulty", "nosuch.json"},
       {"train-diff " + empty.string(), "case.json"},

@@ -50,7 +50,8 @@ TEST(TrainDiff, MomentumTwiceIsFlaggedAtStepTwo) {
   ASSERT_TRUE(good.failure.empty()) << good.failure;
   EXPECT_EQ(bad.step, 2);
   EXPECT_EQ(bad.drift_max.at(0), 0.0);  // step 1 is right: the velocity starts as the gradient
-  EXPECT_GT(bad.drift_at, bad.bound_at);
+  EXPECT_GT(bad.step_error_at, bad.bound_at);
+  EXPECT_EQ(bad.grad_own_at, 0.0);  // its gradients are the reference's
   EXPECT_GT(bad.update_error_at, 1e-3);  // the update, not the gradient, is wrong
   EXPECT_FALSE(bad.node.empty());
   EXPECT_EQ(good.step, 0);  // the reference's kernels and arithmetic: no drift at all
