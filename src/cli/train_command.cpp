@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "campaign/evaluate.h"
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/npy.h"
@@ -167,6 +168,25 @@ Replay load_replay(const std::string& dir) {
   return r;
 }
 
+// DiffOptions::confirm through the campaign's evaluation: the per-node oracle on one step as a model.
+train::Confirm per_node_confirm(const std::string& loss, const worker::Limits& limits, int threads) {
+  return [loss, limits, threads](const std::string& spec, const ir::Graph& g, const data::Batch& b) {
+    campaign::Setup setup;
+    setup.backends = campaign::parse_backends(spec);
+    setup.mode = campaign::Mode::Both;
+    setup.loss = loss;
+    setup.limits = limits;
+    setup.threads = threads;
+    campaign::WorkerSet workers(setup.backends, setup.limits);
+    const campaign::ModelCase m{g, {{g.inputs.at(0).name, b.input}}, b.target};
+    std::vector<std::string> out;
+    for (const oracle::Finding& f : campaign::evaluate(m, setup, workers).findings)
+      out.push_back(std::string(core::to_string(f.kind)) + " " + core::to_string(f.stage) + " at node '" + f.node +
+                    "' (" + f.op + ") on " + f.backend + (f.detail.empty() ? "" : ": " + f.detail));
+    return out;
+  };
+}
+
 void print_summary(const train::DiffResult& r) {
   std::cout << "  " << std::left << std::setw(28) << "library" << std::setw(12) << "final loss" << std::setw(14)
             << "max drift" << "flagged\n";
@@ -185,6 +205,12 @@ void print_summary(const train::DiffResult& r) {
     else
       std::cout << "no";
     std::cout << "\n";
+    for (const auto& f : c.findings) std::cout << "    per-node oracle: " << f << "\n";
+    if (!c.explained.empty()) {
+      std::cout << "    beyond the bound but explained by the per-node oracle (no node at fault) at step(s)";
+      for (int64_t k : c.explained) std::cout << " " << k;
+      std::cout << "\n";
+    }
   }
   std::cout << std::right;
 }
@@ -200,6 +226,7 @@ int cmd_train_diff(const Options& o) {
     const Replay r = [&] {
       Replay x = load_replay(arg);
       x.o.limits = limits;
+      x.o.confirm = per_node_confirm(x.t.loss, limits, 1);
       return x;
     }();
     std::cout << "replay " << arg << ": " << r.o.steps << " steps of " << r.o.backends[0].str() << " against the "
@@ -230,6 +257,7 @@ int cmd_train_diff(const Options& o) {
   const train::Trainable t = file ? train::file_trainable(arg)
                                   : train::zoo_trainable(arg, "fashion-mnist", static_cast<int64_t>(o.batch), seed);
   const train::TrainData data(t, "fashion-mnist", seed);
+  d.confirm = per_node_confirm(t.loss, limits, d.threads);
   const std::string out = o.out.empty() ? "train-diff" : o.out;
   std::cout << "train-diff " << t.name << ": " << d.steps << " steps of " << describe(d.optimizer) << ", batch "
             << t.data.input[0] << ", seed " << seed << ", on " << o.backends << " and the float64 reference\n"

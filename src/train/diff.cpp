@@ -42,6 +42,9 @@ double rel(const core::Tensor& a, const core::Tensor& ref) {
 // sqrt(n) 2^-24 relative; 1e-5 is that for n up to ~3e4 (the flag's bound is --f32_factor times this).
 constexpr double kStepFloor = 1e-5;
 
+// An update error above this: the library's update does not follow its own gradients (the optimizer).
+constexpr double kOptimizerFault = 1e-3;
+
 // a / b, or a where b is 0 (no update: the error is absolute).
 double ratio(double a, double b) { return b > 0 ? a / b : a; }
 
@@ -173,6 +176,13 @@ DiffResult train_diff(const Trainable& t, const BatchOf& batch_of, const DiffOpt
         }
       }
       c.drift_max.push_back(dmax);
+      if (c.step == 0 && !worst.empty() && c.update_error[worst].back() <= kOptimizerFault && o.confirm) {
+        c.findings = o.confirm(c.spec, with_weights(t.trained, l.prev), b);
+        if (c.findings.empty()) {
+          c.explained.push_back(k + 1);
+          worst.clear();
+        }
+      }
       if (c.step == 0 && !worst.empty()) {
         c.step = k + 1;
         c.weight = worst;
@@ -233,6 +243,7 @@ void write_diff(const std::string& dir, const Trainable& t, const BatchOf& batch
                         {"loss", c.loss},   {"drift", c.drift},     {"grad", c.grad},
                         {"update_error", c.update_error},           {"drift_max", c.drift_max},
                         {"step_error", c.step_error},               {"grad_own", c.grad_own},
+                        {"explained", c.explained},
                         {"flag_step", c.step}};
     if (c.step > 0)
       l["flag"] = {{"step", c.step},
@@ -264,10 +275,12 @@ void write_diff(const std::string& dir, const Trainable& t, const BatchOf& batch
     write_values(b + "/reduced/weights_after", c.after);
     write_values(b + "/reduced/grads", c.grads);
     const data::Batch batch = batch_of(c.step - 1);
-    core::write_npy(b + "/reduced/input.npy", batch.input);
+    // The step as a model of its own: the graph at the library's weights before it, its batch and
+    // target, for `quorum run` to judge node by node (docs/trained.md).
+    const ir::Graph at = with_weights(t.trained, c.before);
+    ir::save_graph(b + "/reduced/model.json", at);
+    core::write_npy(b + "/reduced/" + t.trained.inputs.at(0).name + ".npy", batch.input);
     core::write_npy(b + "/reduced/target.npy", batch.target);
-    ir::Graph at = t.trained;
-    backends::replace_weights(at, c.before);
     std::unique_ptr<backends::Session> ref = backends::make_ref_session(at);
     backends::TrainRequest req;
     req.inputs = {{t.trained.inputs.at(0).name, batch.input}};
@@ -281,25 +294,35 @@ void write_diff(const std::string& dir, const Trainable& t, const BatchOf& batch
       worst_grad = std::max(worst_grad, rel(g, tr.grads.at(name)));
     }
     write_values(b + "/reduced/reference_grads", ref_grads);
-    nlohmann::json cj = {{"format", "quorum.train-diff-case"},
-                         {"backend", c.spec},
-                         {"library", c.library},
-                         {"model", "model.json"},
-                         {"loss", t.loss},
-                         {"optimizer", spec_json(o.optimizer)},
-                         {"steps", c.step},
-                         {"f32_factor", o.factor},
-                         {"flag", {{"step", c.step}, {"weight", c.weight}, {"node", c.node},
-                                   {"step_error", c.step_error_at}, {"bound", c.bound_at}, {"drift", c.drift_at},
-                                   {"update_error", c.update_error_at}}},
-                         {"reduced",
-                          {{"step", c.step},
-                           {"gradient_distance_at_own_weights", worst_grad},
-                           {"update_error", c.update_error_at},
-                           {"verdict", c.update_error_at > 1e-3 ? "the optimizer's update differs from the reference "
-                                                                   "arithmetic on the library's own gradients"
-                                                                 : "the update follows the library's gradients: the "
-                                                                   "drift comes from the gradients"}}}};
+    nlohmann::json cj = {
+        {"format", "quorum.train-diff-case"},
+        {"backend", c.spec},
+        {"library", c.library},
+        {"model", "model.json"},
+        {"loss", t.loss},
+        {"optimizer", spec_json(o.optimizer)},
+        {"steps", c.step},
+        {"f32_factor", o.factor},
+        {"flag",
+         {{"step", c.step},
+          {"weight", c.weight},
+          {"node", c.node},
+          {"step_error", c.step_error_at},
+          {"bound", c.bound_at},
+          {"drift", c.drift_at},
+          {"update_error", c.update_error_at}}},
+        {"reduced",
+         {{"step", c.step},
+          {"run", "quorum run reduced/model.json --inputs reduced --target reduced/target.npy --loss " + t.loss +
+                      " --backends " + c.spec},
+          {"gradient_distance_at_own_weights", worst_grad},
+          {"update_error", c.update_error_at},
+          {"findings", c.findings},
+          {"verdict", c.update_error_at > kOptimizerFault
+                          ? "the optimizer's update differs from the reference arithmetic on the library's own "
+                            "gradients"
+                          : "the update follows the library's gradients: the step's gradients differ (findings: the "
+                            "per-node oracle's)"}}}};
     core::write_file_atomic(b + "/case.json", cj.dump(1) + "\n");
   }
 }

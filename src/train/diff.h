@@ -8,7 +8,9 @@
 // arithmetic), relative to the step's size. A library is flagged at the first step where
 //   step error > factor x max(the twin's step error (its float32 rounding), 1e-5)
 // (factor: --f32_factor, default 100). The update error (the reference arithmetic on the library's
-// own gradients) then tells an optimizer fault (large) from a gradient fault (small). docs/trained.md.
+// own gradients) then tells an optimizer fault (large) from a gradient fault (small); a gradient-side
+// step is kept only when the per-node oracle, on that step as a model, finds a node at fault
+// (DiffOptions::confirm): a ReLU or max-pool decision at a float32 near-tie is no finding. docs/trained.md.
 #pragma once
 #include <functional>
 #include <map>
@@ -23,6 +25,12 @@ namespace quorum::train {
 // The batch of step k (0-based): the same for every library and the reference.
 using BatchOf = std::function<data::Batch(int64_t k)>;
 
+// The per-node oracle on one step taken as a model (the graph at the library's weights before it,
+// the step's batch and target) on backend `spec`: what it finds, one line each, or nothing when every
+// node is within what float32 explains (a ReLU or max-pool decision at a near-tie, for one).
+using Confirm = std::function<std::vector<std::string>(const std::string& spec, const ir::Graph& step_model,
+                                                       const data::Batch& batch)>;
+
 struct DiffOptions {
   std::vector<worker::BackendSpec> backends;
   backends::OptimizerSpec optimizer;
@@ -30,6 +38,9 @@ struct DiffOptions {
   double factor = 100;
   int threads = 1;
   worker::Limits limits;
+  // A step beyond the bound whose update follows the library's own gradients (update error at most
+  // 1e-3: the gradients moved it) is kept only when this finds something (null: always kept).
+  Confirm confirm;
 };
 
 // One library's curves, index k = after step k + 1.
@@ -46,6 +57,9 @@ struct LibraryCurves {
   int64_t step = 0;
   std::string weight, node;
   double step_error_at = 0, bound_at = 0, drift_at = 0, grad_own_at = 0, update_error_at = 0;
+  std::vector<std::string> findings;  // what the per-node oracle found on the flagged step
+  // Steps beyond the bound that the per-node oracle explained (DiffOptions::confirm found nothing).
+  std::vector<int64_t> explained;
   // The flagged step's reduced case: the library's weights before and after it, its gradients.
   backends::ValueMap before, after, grads;
 };
