@@ -268,8 +268,8 @@ TrainOutcome train_model(const Trainable& t, const TrainOptions& o,
       if (const worker::Outcome so = w.steps(req, res); !so.ok()) worker_failed(w, "train", so);
       for (const auto& r : res) {
         if (!std::isfinite(r.loss))
-          throw std::runtime_error("training diverged: the loss is " + std::to_string(r.loss) + " at epoch " +
-                                   std::to_string(e + 1) + " (try a smaller --lr)");
+          throw UserError("training diverged: the loss is " + std::to_string(r.loss) + " at epoch " +
+                          std::to_string(e + 1) + " (try a smaller --learning_rate)");
         loss_sum += r.loss;
       }
       const int64_t done = std::min(steps, s + kChunk);

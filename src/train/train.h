@@ -85,9 +85,9 @@ struct TrainOutcome {
   std::string library;  // the worker's name and version
 };
 
-// Trains `t` through the worker of o.backend: UserError when the backend does not train the model,
-// std::runtime_error when its worker fails. `progress` is called every few steps, `epoch_done` after
-// each epoch's test evaluation.
+// Trains `t` through the worker of o.backend: UserError when the backend does not train the model or
+// the loss turns NaN/Inf (the learning rate is the user's), std::runtime_error when its worker fails.
+// `progress` is called every few steps, `epoch_done` after each epoch's test evaluation.
 TrainOutcome train_model(const Trainable& t, const TrainOptions& o,
                          const std::function<void(const Progress&)>& progress,
                          const std::function<void(const EpochResult&)>& epoch_done);
