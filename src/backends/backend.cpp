@@ -13,6 +13,37 @@ TrainResult Session::train_step(const TrainRequest&) {
   throw std::logic_error("this backend does not train");
 }
 
+StepResult Session::optimizer_step(const TrainRequest& req, const OptimizerSpec& spec) {
+  if (!optimizer_ || !(optimizer_->spec() == spec)) optimizer_ = std::make_unique<Optimizer>(spec);
+  TrainResult r = train_step(req);
+  ValueMap w = weights();
+  StepResult out;
+  out.loss = r.loss;
+  for (auto& [name, t] : w) {
+    auto g = r.grads.find(name);
+    if (g == r.grads.end()) throw std::logic_error("the training step gave no gradient for weight '" + name + "'");
+    optimizer_->step(name, t, g->second);
+    out.grads.emplace(name, std::move(g->second));
+  }
+  set_weights(w);
+  return out;
+}
+
+ValueMap Session::weights() const { throw std::logic_error("this backend does not keep weights"); }
+
+void Session::set_weights(const ValueMap&) { throw std::logic_error("this backend does not take new weights"); }
+
+void replace_weights(ir::Graph& g, const ValueMap& w) {
+  for (const auto& [name, t] : w) {
+    auto it = g.initializers.find(name);
+    if (it == g.initializers.end()) throw core::UserError("the model has no weight '" + name + "'");
+    if (it->second.shape() != t.shape())
+      throw core::UserError("weight '" + name + "' has shape " + core::to_string(it->second.shape()) + ", given " +
+                            core::to_string(t.shape()));
+    it->second = t;
+  }
+}
+
 void LoweringLog::note(const std::string& node, const std::string& op) {
   std::vector<std::string>& ops = ops_[node];
   if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);

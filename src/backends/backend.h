@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/optimizer.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 
@@ -86,6 +87,13 @@ struct TrainResult {
   ValueMap weights_after; // every weight after w -= learning_rate * grad
 };
 
+// One step of multi-step training (Session::optimizer_step): the loss of the step's batch before
+// the update and every weight's gradient (in the session's dtype).
+struct StepResult {
+  double loss = 0;
+  ValueMap grads;  // by weight name
+};
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -94,12 +102,26 @@ class Session {
   virtual ValueMap forward(const ValueMap& inputs, bool keep_intermediates) = 0;
   // Only for backends whose trains() is true.
   virtual TrainResult train_step(const TrainRequest& req);
+  // Multi-step training: one step (forward, loss, backward, optimizer update) that changes the
+  // session's weights and keeps the optimizer's state for the next step (req.learning_rate is
+  // unused: `spec` says the step). A library with an optimizer of its own overrides this (libtorch's
+  // torch::optim); this default is train_step's weight gradients and Quorum's shared arithmetic
+  // (optimizer.h) in the session's weights' dtype, then set_weights. A new spec starts a new state.
+  virtual StepResult optimizer_step(const TrainRequest& req, const OptimizerSpec& spec);
+  // The session's weights now (the model's, or as training left them), in the session's dtype.
+  virtual ValueMap weights() const;
+  // Replaces every weight named (each must exist, with its shape); the next run uses them.
+  virtual void set_weights(const ValueMap& w);
   // The library's own operations each node ran so far (compile, forward and training), in the
   // order first run, by node name: primitives with their algorithm (oneDNN "binary_ge",
   // "pooling_max_backward"), subgraph definitions (XNNPACK "xnn_define_add2"), layers (ArmNN
   // "Pad"). Findings carry their node's list, so a known-issue ledger entry can name the library
   // operation at fault and cover every operator built on it. Empty where the backend does not say.
   virtual std::map<std::string, std::vector<std::string>> lowering() const { return {}; }
+
+ protected:
+  // The default optimizer_step's state (the shared arithmetic); null before the first step.
+  std::unique_ptr<Optimizer> optimizer_;
 };
 
 class Backend {
@@ -146,6 +168,10 @@ struct GraphInput {
 // "graph input 'x' has shape [2,3], the model wants [2,4]"). Values the graph does not take are
 // ignored. The session converts each value to its library's tensor.
 std::vector<GraphInput> bind_graph_inputs(const ir::Graph& g, const ValueMap& inputs);
+
+// Session::set_weights on a session that keeps the graph: each named weight replaces the graph's
+// initializer (UserError for a name the graph has no weight of, or another shape).
+void replace_weights(ir::Graph& g, const ValueMap& w);
 
 // Every node of the graph supported (for training too, if `training`), or the first reason why not.
 Support supports_graph(const Backend& b, const ir::Graph& g, bool training = false);

@@ -28,6 +28,9 @@ int cmd_report(const Options& o);
 int cmd_detect(const Options& o);
 // fuzz --trained DIR: the trained models and their weight mutants through detection.
 int fuzz_trained(const Options& o);
+// `quorum train` and `quorum train-diff` (train_command.cpp): training on real data, multi-step divergence.
+int cmd_train(const Options& o);
+int cmd_train_diff(const Options& o);
 // The campaign settings of --backends, --mode, --dtype, --loss, --oracle, ... (fuzz, search).
 campaign::Setup setup_of(const Options& o);
 // A search method and the genetic search's flags (--population, --elite, ...) with `budget` evaluations.

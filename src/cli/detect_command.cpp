@@ -17,7 +17,6 @@ campaign::DetectOptions detect_options_of(const Options& o) {
   if (o.dataset != "random" && o.dataset != "fashion-mnist")
     throw UserError("--dataset " + o.dataset + ": detection runs on fashion-mnist (the trained models' data)");
   if (o.images < 1) throw UserError("--images: at least 1");
-  if (o.batch < 1) throw UserError("--batch: at least 1");
   if (o.top_k < 1 || o.top_k > 30) throw UserError("--top_k: from 1 to 30");
   campaign::DetectOptions opt;
   opt.setup = setup_of(o);
@@ -26,7 +25,7 @@ campaign::DetectOptions detect_options_of(const Options& o) {
   opt.thresholds.class_t = o.class_threshold;
   opt.thresholds.mad_t = o.mad_threshold;
   opt.thresholds.p = o.trigger_share;
-  opt.batch = static_cast<int64_t>(o.batch);
+  opt.batch = o.batch ? static_cast<int64_t>(o.batch) : 100;
   opt.reduce_runs = static_cast<int>(o.reduce);
   opt.seed = o.seed;
   opt.command_line = o.command_line;

@@ -243,11 +243,37 @@ Idx read_idx_gz(const std::string& path) {
   return idx;
 }
 
-namespace {
+std::unique_ptr<Source> open_fashion_mnist(const std::string& dir) {
+  LabeledImages set = read_fashion_mnist(dir, "t10k");
+  return std::make_unique<FashionMnist>(std::move(set.images), std::move(set.labels));
+}
 
-// The test split's files in `dir`, checked.
-std::pair<Idx, Idx> read_test_split(const std::string& dir) {
-  const std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
+Batch image_batch(const LabeledImages& set, const std::vector<int64_t>& index, const Shape& input) {
+  const int64_t n = static_cast<int64_t>(index.size());
+  if (input.empty() || input[0] != n) throw UserError("image_batch: the batch shape does not hold the images");
+  Batch b;
+  b.input = Tensor(core::DType::F64, input);
+  b.target = Tensor(core::DType::F64, {n, 10});
+  const int64_t h = set.images.dims[1], w = set.images.dims[2];
+  const int64_t side = input.back(), rows = input[input.size() - 2];
+  if (side < w || rows < h || core::numel(input) != n * rows * side)
+    throw UserError("image_batch: an input " + core::to_string(input) + " cannot hold 28x28 images");
+  const int64_t off_r = (rows - h) / 2, off_c = (side - w) / 2;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t k = index[static_cast<size_t>(r)];
+    const uint8_t* img = set.images.data.data() + k * h * w;
+    double* x = b.input.f64() + r * rows * side;
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j) x[(i + off_r) * side + (j + off_c)] = img[i * w + j] / 255.0;
+    b.target.f64()[r * 10 + set.labels.data[static_cast<size_t>(k)]] = 1.0;
+  }
+  return b;
+}
+
+LabeledImages read_fashion_mnist(const std::string& dir, const std::string& split) {
+  if (split != "train" && split != "t10k") throw UserError("fashion-mnist: unknown split '" + split + "'");
+  const std::string images = dir + "/" + split + "-images-idx3-ubyte.gz",
+                    labels = dir + "/" + split + "-labels-idx1-ubyte.gz";
   for (const auto& p : {images, labels})
     if (!std::filesystem::exists(p))
       throw UserError("fashion-mnist: " + p +
@@ -260,18 +286,12 @@ std::pair<Idx, Idx> read_test_split(const std::string& dir) {
     throw UserError(labels + ": expected " + std::to_string(im.dims[0]) + " labels");
   for (uint8_t l : lb.data)
     if (l > 9) throw UserError(labels + ": label " + std::to_string(l) + " outside 0..9");
-  return {std::move(im), std::move(lb)};
-}
-
-}  // namespace
-
-std::unique_ptr<Source> open_fashion_mnist(const std::string& dir) {
-  auto [im, lb] = read_test_split(dir);
-  return std::make_unique<FashionMnist>(std::move(im), std::move(lb));
+  return LabeledImages{std::move(im), std::move(lb)};
 }
 
 Validation fashion_mnist_validation(const std::string& dir, int64_t n, const Shape& input) {
-  auto [im, lb] = read_test_split(dir);
+  const LabeledImages set = read_fashion_mnist(dir, "t10k");
+  const Idx &im = set.images, &lb = set.labels;
   const int64_t count = im.dims[0], h = im.dims[1], w = im.dims[2];
   if (n < 1 || n > count)
     throw UserError("fashion-mnist: " + std::to_string(n) + " validation images asked, the test split holds " +

@@ -79,6 +79,18 @@ struct Validation {
   std::vector<int64_t> labels;
 };
 Validation fashion_mnist_validation(const std::string& dir, int64_t n, const Shape& input);
+// One split of Fashion-MNIST as stored: "train" (60 000 images) or "t10k" (the 10 000 test images),
+// each 28x28 bytes, and its labels 0..9. UserError as open_fashion_mnist.
+struct LabeledImages {
+  Idx images;  // [n, 28, 28]
+  Idx labels;  // [n]
+  int64_t count() const { return images.dims.empty() ? 0 : images.dims[0]; }
+};
+LabeledImages read_fashion_mnist(const std::string& dir, const std::string& split);
+// Images `index` of the split as a float64 batch shaped `input` ([N, 1, S, S] with S >= 28, zero-padded
+// around the centre as spec() pads to 32; or [N, 28, 28], rows as time steps), values in [0, 1], and
+// their one-hot targets [N, 10].
+Batch image_batch(const LabeledImages& set, const std::vector<int64_t>& index, const Shape& input);
 
 // Random tensors with edge values (the random source's inputs): data/values.h.
 

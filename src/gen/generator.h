@@ -57,6 +57,9 @@ class Generator {
 // or --skip_ops that is not in the catalogue).
 std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Source& source);
 const std::vector<std::string>& generator_names();
+// The zoo's architectures in model-index order (zoo model i is architecture i % 7, as published for
+// i < 7): lenet5, resnet20, vgg16, mobilenet_v2, simple_rnn, lstm, gru.
+const std::vector<std::string>& zoo_architectures();
 
 // One finished model: weights drawn, and a batch for its inputs.
 struct Generated {

@@ -209,6 +209,15 @@ class Zoo : public Generator {
 
 }  // namespace
 
+const std::vector<std::string>& zoo_architectures() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const Arch& a : kArchs) v.push_back(a.name);
+    return v;
+  }();
+  return names;
+}
+
 std::unique_ptr<Generator> make_zoo(const GenOptions& opt, const data::Source& source) {
   return std::make_unique<Zoo>(opt, source);
 }

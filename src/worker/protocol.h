@@ -23,6 +23,14 @@ enum class Kind : uint8_t {
   // the stage it failed at (0 compile, 1 forward, 2 backward), message, signal (u32), output tail,
   // and a forward flag [values] (the forward pass that ran before a failed training step).
   Batch = 7,
+  // Multi-step training on the compiled session (Session::optimizer_step), which keeps the weights
+  // and the optimizer's state from call to call: optimizer (name, lr, momentum, beta1, beta2, eps),
+  // loss, loss attrs, detail flag, count, then per step its inputs (values) and target -> count, then
+  // per step: loss, and with the detail flag the weights' gradients (values) and the weights after
+  // the step (values).
+  Steps = 8,
+  // The session's weights: a set flag [values replacing weights] -> the weights now (values).
+  Weights = 9,
 };
 
 constexpr uint32_t kMaxFrame = 1u << 31;

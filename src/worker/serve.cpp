@@ -256,6 +256,47 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           out = ok.bytes();
           break;
         }
+        case Kind::Steps: {
+          if (!session) {
+            out = reply(Status::ProtocolError, "steps before compile");
+            break;
+          }
+          backends::OptimizerSpec spec;
+          spec.name = r.str();
+          spec.lr = r.f64();
+          spec.momentum = r.f64();
+          spec.beta1 = r.f64();
+          spec.beta2 = r.f64();
+          spec.eps = r.f64();
+          backends::TrainRequest t;
+          t.loss = r.str();
+          t.loss_attrs = r.attrs();
+          const bool detail = r.u8() != 0;
+          const uint32_t count = r.u32();
+          ok.u32(count);
+          for (uint32_t i = 0; i < count; ++i) {
+            t.inputs = r.values();
+            t.target = r.tensor();
+            const backends::StepResult s = session->optimizer_step(t, spec);
+            ok.f64(s.loss);
+            if (detail) {
+              ok.values(s.grads);
+              ok.values(session->weights());
+            }
+          }
+          out = ok.bytes();
+          break;
+        }
+        case Kind::Weights: {
+          if (!session) {
+            out = reply(Status::ProtocolError, "weights before compile");
+            break;
+          }
+          if (r.u8() != 0) session->set_weights(r.values());
+          ok.values(session->weights());
+          out = ok.bytes();
+          break;
+        }
         case Kind::Lowering: {
           const auto lowering = session ? session->lowering() : std::map<std::string, std::vector<std::string>>{};
           ok.u32(static_cast<uint32_t>(lowering.size()));

@@ -389,6 +389,53 @@ Outcome Worker::train(const backends::TrainRequest& req, backends::TrainResult& 
   });
 }
 
+Outcome Worker::steps(const StepsRequest& req, std::vector<StepOutput>& out) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Steps));
+  w.str(req.optimizer.name);
+  w.f64(req.optimizer.lr);
+  w.f64(req.optimizer.momentum);
+  w.f64(req.optimizer.beta1);
+  w.f64(req.optimizer.beta2);
+  w.f64(req.optimizer.eps);
+  w.str(req.loss);
+  w.attrs(req.loss_attrs);
+  w.u8(req.detail ? 1 : 0);
+  w.u32(static_cast<uint32_t>(req.steps.size()));
+  for (const auto& [inputs, target] : req.steps) {
+    w.values(inputs);
+    w.tensor(target);
+  }
+  std::string reply;
+  Outcome o = call(w.bytes(), reply, static_cast<double>(std::max<size_t>(1, req.steps.size())));
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) {
+    out.clear();
+    const uint32_t n = r.u32();
+    if (n != req.steps.size()) throw MalformedMessage("steps reply: wrong number of steps");
+    for (uint32_t i = 0; i < n; ++i) {
+      StepOutput s;
+      s.loss = r.f64();
+      if (req.detail) {
+        s.grads = r.values();
+        s.weights = r.values();
+      }
+      out.push_back(std::move(s));
+    }
+  });
+}
+
+Outcome Worker::weights(const backends::ValueMap* set, backends::ValueMap& out) {
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Weights));
+  w.u8(set ? 1 : 0);
+  if (set) w.values(*set);
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) { out = r.values(); });
+}
+
 Outcome Worker::batch(const ir::Graph& g, const BatchRequest& req, std::vector<BatchResult>& out) {
   maybe_recycle();
   Writer w;

@@ -61,6 +61,19 @@ struct BatchResult {
   backends::TrainResult train;
 };
 
+// Multi-step training (Kind::Steps) on the compiled model: each step's batch and target.
+struct StepsRequest {
+  backends::OptimizerSpec optimizer;
+  std::string loss;
+  core::Attrs loss_attrs;
+  bool detail = false;  // return every step's weight gradients and weights after it
+  std::vector<std::pair<backends::ValueMap, core::Tensor>> steps;  // inputs, target
+};
+struct StepOutput {
+  double loss = 0;
+  backends::ValueMap grads, weights;  // with StepsRequest::detail
+};
+
 class Worker {
  public:
   Worker(std::string backend, std::vector<std::string> args = {}, Limits limits = {});
@@ -87,6 +100,11 @@ class Worker {
   // is the whole call's (the worker died or hung: which case did it is unknown); else `out` holds
   // one result per case, each with its own outcome.
   Outcome batch(const ir::Graph& g, const BatchRequest& req, std::vector<BatchResult>& out);
+  // Every step of `req` on the compiled model, the session keeping weights and optimizer state (the
+  // time limit is per step).
+  Outcome steps(const StepsRequest& req, std::vector<StepOutput>& out);
+  // The compiled model's weights now, after replacing those in `set` (null: none).
+  Outcome weights(const backends::ValueMap* set, backends::ValueMap& out);
   // The library operations each node of the compiled model ran (backends::Session::lowering).
   Outcome lowering(std::map<std::string, std::vector<std::string>>& out);
 

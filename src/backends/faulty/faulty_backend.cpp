@@ -12,6 +12,8 @@
 //                           log left in the forward pass): with V under OP's float32 tolerance it moves the
 //                           smallest outputs slightly, below what the per-node rule sees, while a trained
 //                           classifier's near-one-hot outputs change their MAD to the ground truth (quorum detect)
+//   momentum-twice          multi-step training: SGD's velocity decays twice per step
+//                           (v = m * (m * v) + g): the first step is right, the second is not (docs/trained.md)
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
 #include <signal.h>
 #include <sys/resource.h>
@@ -37,6 +39,7 @@ struct Faults {
   int64_t hang_dim = -1;
   bool leak = false;
   int64_t leak_per_model_mib = 0;
+  bool momentum_twice = false;
   std::set<std::string> numeric;
   struct Band {
     std::string op;
@@ -138,6 +141,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.leak = true;
     } else if (name == "leak-per-model" && !value.empty()) {
       f.leak_per_model_mib = std::stoll(value);
+    } else if (name == "momentum-twice" && value.empty()) {
+      f.momentum_twice = true;
     } else if (name == "band" && !value.empty()) {
       f.bands.push_back(parse_band(value));
     } else if (name == "floor" && !value.empty()) {
@@ -151,7 +156,7 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "band=OP@LO..HI, floor=OP@V, all-numeric or a numeric fault)");
+          "band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -183,6 +188,16 @@ class FaultySession : public Session {
     before_run();
     return inner_->train_step(req);
   }
+  // Multi-step training: the shared optimizer on the reference's gradients (Session's default), with
+  // momentum-twice decaying the velocity once more before each step.
+  StepResult optimizer_step(const TrainRequest& req, const OptimizerSpec& spec) override {
+    if (f_.momentum_twice && optimizer_ && optimizer_->spec() == spec && spec.name == "sgd")
+      for (auto& [name, slot] : optimizer_->slots())
+        for (int64_t i = 0; i < slot.first.numel(); ++i) slot.first.set(i, spec.momentum * slot.first.get(i));
+    return Session::optimizer_step(req, spec);
+  }
+  ValueMap weights() const override { return inner_->weights(); }
+  void set_weights(const ValueMap& w) override { inner_->set_weights(w); }
 
  private:
   void before_run() {

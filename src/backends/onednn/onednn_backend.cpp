@@ -102,6 +102,24 @@ class OnednnSession : public Session {
     return r;
   }
 
+  // oneDNN has no optimizer: multi-step training is the default Session::optimizer_step, Quorum's
+  // shared float32 arithmetic on oneDNN's gradients, through these two.
+  ValueMap weights() const override {
+    ValueMap out;
+    for (const auto& [name, w] : weights_) out.emplace(name, tensor_from_buf(w));
+    return out;
+  }
+
+  void set_weights(const ValueMap& w) override {
+    for (const auto& [name, t] : w) {
+      auto it = weights_.find(name);
+      if (it == weights_.end()) throw core::UserError("the model has no weight '" + name + "'");
+      Buf b = buf_from_tensor(t);
+      if (b.shape != it->second.shape) throw core::UserError("weight '" + name + "' given with another shape");
+      it->second = std::move(b);
+    }
+  }
+
  private:
   bool is_graph_output(const std::string& v) const {
     return std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end();

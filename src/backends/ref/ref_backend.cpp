@@ -49,6 +49,15 @@ class RefSession : public Session {
     return out;
   }
 
+  // The reference's weights in float64: its optimizer steps (the shared arithmetic) are float64 too.
+  ValueMap weights() const override {
+    ValueMap out;
+    for (const auto& [name, w] : g_.initializers) out.emplace(name, w.to(core::DType::F64));
+    return out;
+  }
+
+  void set_weights(const ValueMap& w) override { replace_weights(g_, w); }
+
  private:
   ValueMap select(ValueMap& all, bool keep_intermediates) const {
     ValueMap out;

@@ -3,7 +3,9 @@
 // with the reproducer writer) and run in the backend's sink (torch_sink.cpp); supports() is the
 // lowering's support check. Training uses libtorch's autograd: weights and inputs become leaf
 // tensors, every node output retains its gradient, and one backward pass of the catalogue loss
-// gives the loss gradient, every node output's gradient and every weight's gradient.
+// gives the loss gradient, every node output's gradient and every weight's gradient. Multi-step
+// training (optimizer_step) is libtorch's own: the session's weights become the parameters of a
+// torch::optim::SGD or torch::optim::Adam that keeps its state from step to step.
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/add.h>
@@ -12,10 +14,13 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/zeros_like.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
 #include <torch/version.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "backends/torch/torch_ops.h"
 #include "core/error.h"
@@ -128,7 +133,58 @@ class TorchSession : public Session {
     return r;
   }
 
+  StepResult optimizer_step(const TrainRequest& req, const OptimizerSpec& spec) override {
+    if (!req.loss_attrs.empty()) throw core::UserError("torch backend: loss '" + req.loss + "' takes no attributes");
+    if (!optim_ || !(optim_spec_ == spec)) start_optimizer(spec);
+    at::AutoGradMode grad_mode(true);
+    optim_->zero_grad();
+    Env env = weights_;  // the parameters themselves: their gradients accumulate on them
+    bind_inputs(req.inputs, env, false);
+    run_graph(env, false);
+    const at::Tensor loss = catalogue_loss(req.loss, env.at(g_.outputs.at(0)), to_aten(req.target, st_));
+    if (loss.requires_grad()) loss.backward();
+    StepResult r;
+    r.loss = loss.detach().to(at::kDouble).item<double>();
+    for (const auto& [name, w] : weights_) r.grads.emplace(name, grad_of(w));
+    optim_->step();
+    return r;
+  }
+
+  ValueMap weights() const override {
+    ValueMap out;
+    for (const auto& [name, w] : weights_) out.emplace(name, to_core(w, dtype_));
+    return out;
+  }
+
+  void set_weights(const ValueMap& w) override {
+    at::NoGradGuard no_grad;
+    for (const auto& [name, t] : w) {
+      auto it = weights_.find(name);
+      if (it == weights_.end()) throw core::UserError("the model has no weight '" + name + "'");
+      if (it->second.sizes() != at::IntArrayRef(t.shape()))
+        throw core::UserError("weight '" + name + "' given with another shape");
+      it->second.copy_(to_aten(t, st_));  // in place: an optimizer's parameters stay the same tensors
+    }
+  }
+
  private:
+  // libtorch's optimizer over the session's weights, as parameters (leaves that keep their grad).
+  void start_optimizer(const OptimizerSpec& spec) {
+    spec.check();
+    std::vector<at::Tensor> params;
+    for (auto& [name, w] : weights_) {
+      w = w.detach().clone().requires_grad_(true);
+      params.push_back(w);
+    }
+    if (spec.name == "sgd")
+      optim_ =
+          std::make_unique<::torch::optim::SGD>(params, ::torch::optim::SGDOptions(spec.lr).momentum(spec.momentum));
+    else
+      optim_ = std::make_unique<::torch::optim::Adam>(
+          params, ::torch::optim::AdamOptions(spec.lr).betas({spec.beta1, spec.beta2}).eps(spec.eps));
+    optim_spec_ = spec;
+  }
+
   void bind_inputs(const ValueMap& inputs, Env& env, bool training) const {
     for (const GraphInput& in : bind_graph_inputs(g_, inputs)) {
       at::Tensor x = to_aten(in.value, st_);
@@ -193,6 +249,8 @@ class TorchSession : public Session {
   core::DType dtype_;
   at::ScalarType st_;
   Env weights_;
+  std::unique_ptr<::torch::optim::Optimizer> optim_;  // multi-step training's, once started
+  OptimizerSpec optim_spec_;
   std::vector<std::string>* log_ = nullptr;  // every sink call, for the sink-agreement test
 
  public:
