@@ -112,8 +112,16 @@ ir::Graph rebatched(const ir::Graph& g, int64_t n) {
   if (g.inputs.empty() || g.inputs[0].type.shape.empty())
     throw UserError("model '" + g.name + "': its first input has no batch dimension");
   ir::Graph b = g;
-  if (b.inputs[0].type.shape[0] == n) return b;
+  const int64_t was = b.inputs[0].type.shape[0];
+  if (was == n) return b;
   b.inputs[0].type.shape[0] = n;
+  // A target shape that holds the old batch in its first dimension (a zoo model's reshape before its
+  // classifier, [batch, features]) holds the new one.
+  for (auto& node : b.nodes)
+    for (auto& [name, v] : node.attrs)
+      if (auto* dims = std::get_if<std::vector<int64_t>>(&v); dims && name == "shape" && !dims->empty() &&
+                                                                  (*dims)[0] == was)
+        (*dims)[0] = n;
   b.types.clear();
   try {
     ir::validate(b, g.name);

@@ -478,4 +478,15 @@ Model Builder::finish(const std::string& name, const data::DataSpec& d) {
   return m;
 }
 
+void output_sinks(Builder& b, std::vector<int> sinks, const std::vector<Vid>& val, Vid x) {
+  std::reverse(sinks.begin(), sinks.end());
+  std::vector<Vid> outs;
+  for (int s : sinks) {
+    const Vid v = val[static_cast<size_t>(s)];
+    if (std::find(outs.begin(), outs.end(), v) == outs.end() && v != x) outs.push_back(v);
+  }
+  if (outs.empty()) outs.push_back(b.add("relu", {x}));
+  for (Vid v : outs) b.output(v);
+}
+
 }  // namespace quorum::gen

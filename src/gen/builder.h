@@ -124,4 +124,9 @@ class Builder {
   size_t counter_ = 0;  // node-name counter
 };
 
+// The graph outputs of a generated DAG: the values of its `sinks` (vertex v's value is val[v]), the
+// last sink first (output 0 is the one a loss is put on), each value once and never the input `x`;
+// a relu of `x` when none is left.
+void output_sinks(Builder& b, std::vector<int> sinks, const std::vector<Vid>& val, Vid x);
+
 }  // namespace quorum::gen

@@ -50,16 +50,7 @@ class GraphFuzz : public Generator {
       if (in.empty()) in.push_back(x);
       val[static_cast<size_t>(v)] = node(b, in, rng);
     }
-    // The last sink first: output 0 is the one a loss would be put on.
-    std::vector<int> sinks = dag.sinks();
-    std::reverse(sinks.begin(), sinks.end());
-    std::vector<Vid> outs;
-    for (int s : sinks) {
-      const Vid v = val[static_cast<size_t>(s)];
-      if (std::find(outs.begin(), outs.end(), v) == outs.end() && v != x) outs.push_back(v);
-    }
-    if (outs.empty()) outs.push_back(b.add("relu", {x}));
-    for (Vid v : outs) b.output(v);
+    output_sinks(b, dag.sinks(), val, x);
     return b.finish(name() + "_" + std::to_string(index), d);
   }
 

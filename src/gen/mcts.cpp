@@ -196,15 +196,7 @@ class Mcts : public Generator {
         if (auto o = b.layer(ops::op(in.size() > 1 ? "sum" : "relu"), in)) out = *o;
       val[static_cast<size_t>(v)] = out;
     }
-    std::vector<int> sinks = dag.sinks();
-    std::reverse(sinks.begin(), sinks.end());
-    std::vector<Vid> outs;
-    for (int s : sinks) {
-      const Vid v = val[static_cast<size_t>(s)];
-      if (std::find(outs.begin(), outs.end(), v) == outs.end() && v != x) outs.push_back(v);
-    }
-    if (outs.empty()) outs.push_back(b.add("relu", {x}));
-    for (Vid v : outs) b.output(v);
+    output_sinks(b, dag.sinks(), val, x);
     return b.finish("mcts_" + std::to_string(index), d);
   }
 
