@@ -137,6 +137,12 @@ bool plainly_within(const Tensor& got, const Tensor& exact, const ops::Tolerance
   return true;
 }
 
+// Whether input k of node c carries a gradient (not one of its operator's nondiff_inputs: a loss's target).
+bool differentiable_input(const ir::Node& c, size_t k) {
+  const std::vector<int>& nd = ops::op(c.op).nondiff_inputs;
+  return std::find(nd.begin(), nd.end(), static_cast<int>(k)) == nd.end();
+}
+
 bool all_finite(const std::vector<Tensor>& ts) {
   for (const auto& t : ts)
     if (has_nonfinite(t)) return false;
@@ -529,11 +535,22 @@ struct PerNode {
 
   // The consumer a passing gradient of `cons` is noted under: the first whose input is differentiable.
   static const ir::Node* first_differentiable(const std::vector<std::pair<const ir::Node*, size_t>>& cons) {
-    for (const auto& [c, k] : cons) {
-      const auto& nd = ops::op(c->op).nondiff_inputs;
-      if (!std::count(nd.begin(), nd.end(), static_cast<int>(k))) return c;
-    }
+    for (const auto& [c, k] : cons)
+      if (differentiable_input(*c, k)) return c;
     return cons[0].first;
+  }
+
+  // The tolerance of a gradient `cons` send back: the widest of their backward tolerances, over the
+  // consumers whose input is differentiable.
+  ops::Tolerance gradient_tolerance(const std::vector<std::pair<const ir::Node*, size_t>>& cons) const {
+    ops::Tolerance tol{0, 0};
+    for (const auto& [c, k] : cons) {
+      if (!differentiable_input(*c, k)) continue;
+      const ops::Tolerance t = node_tolerance(g, *c, th.dtype, true);
+      tol.atol = std::max(tol.atol, t.atol);
+      tol.rtol = std::max(tol.rtol, t.rtol);
+    }
+    return tol;
   }
 
   // The fast path for a gradient (`key`: the value's total, or one consumer's contribution): it, and
@@ -546,13 +563,9 @@ struct PerNode {
                                       const std::string& key, const BackendRun& r) const {
     if (!th.fast_path || !ref || !ref->trained || value == g.outputs[0]) return false;
     if (cons.size() == 1 && ops::op(cons[0].first->op).extremes) return false;
-    ops::Tolerance tol{0, 0};
-    for (const auto& [c, k] : cons) {
+    for (const auto& [c, k] : cons)
       if (!ops::op(c->op).differentiable()) return false;
-      const ops::Tolerance t = node_tolerance(g, *c, th.dtype, true);
-      tol.atol = std::max(tol.atol, t.atol);
-      tol.rtol = std::max(tol.rtol, t.rtol);
-    }
+    const ops::Tolerance tol = gradient_tolerance(cons);
     if (tol.atol == 0 && tol.rtol == 0) return false;
     bool any = false;
     if (!close_to_reference({key}, r.grads, ref->grads, tol, &any) || !any) return false;
@@ -571,7 +584,7 @@ struct PerNode {
     const BackendRun& r = runs[ri];
     Tensor want;
     bool known = true, finite = true;
-    ops::Tolerance tol{0, 0};
+    const ops::Tolerance tol = gradient_tolerance(cons);
     std::vector<std::pair<const ir::Node*, const Tensor*>> contrib;
     for (const auto& [c, k] : cons) {
       const Vjp& v = vjps.at(c->name);
@@ -579,12 +592,7 @@ struct PerNode {
         known = false;
         break;
       }
-      if (ops::op(c->op).nondiff_inputs.size() &&
-          std::count(ops::op(c->op).nondiff_inputs.begin(), ops::op(c->op).nondiff_inputs.end(), static_cast<int>(k)))
-        continue;
-      const ops::Tolerance t = node_tolerance(g, *c, th.dtype, true);
-      tol.atol = std::max(tol.atol, t.atol);
-      tol.rtol = std::max(tol.rtol, t.rtol);
+      if (!differentiable_input(*c, k)) continue;
       finite &= v.finite;
       if (!v.gin[k].defined()) continue;
       if (v.gin[k].shape() != got.shape()) {
