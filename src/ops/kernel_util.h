@@ -18,9 +18,6 @@ inline bool beats_extreme(double v, double best, bool max) {
   return v != v || (max ? v > best : v < best);
 }
 
-
-using core::require;
-
 inline TensorType f64t(Shape s) { return TensorType{DType::F64, std::move(s)}; }
 
 // ONNX auto_pad SAME_UPPER / SAME_LOWER along one axis: output ceil(in / stride), total padding

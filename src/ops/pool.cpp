@@ -3,8 +3,8 @@
 // output length); the kernels enumerate each output's window once, as a list of input cells, and
 // the forward and backward passes both walk that list.
 #include <algorithm>
-#include <tuple>
 #include <cmath>
+#include <tuple>
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
@@ -15,12 +15,12 @@ namespace {
 
 // One spatial axis of a window pool.
 struct Axis {
-  int64_t in = 1;      // input length
-  int64_t k = 1;       // kernel length
-  int64_t s = 1;       // stride
-  int64_t pb = 0;      // padding before
-  int64_t pe = 0;      // padding after
-  int64_t out = 1;     // output length
+  int64_t in = 1;   // input length
+  int64_t k = 1;    // kernel length
+  int64_t s = 1;    // stride
+  int64_t pb = 0;   // padding before
+  int64_t pe = 0;   // padding after
+  int64_t out = 1;  // output length
 };
 
 std::string ints_text(const std::vector<int64_t>& v) { return core::to_string(AttrValue(v)); }
@@ -30,20 +30,20 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b
 // The geometry of a window pool over `x`, with every requirement checked. Shared by the shape rule
 // and the kernels, so they can never disagree.
 std::vector<Axis> window_geometry(const std::string& op, const Shape& x, const Attrs& a, int d) {
-  require(static_cast<int>(x.size()) == d + 2,
-          op + " expects input of rank " + std::to_string(d + 2) + (d == 1 ? " [N, C, L]" : " [N, C, H, W]") +
-              ", got rank " + std::to_string(x.size()));
+  QUORUM_REQUIRE(static_cast<int>(x.size()) == d + 2, op + " expects input of rank " + std::to_string(d + 2) +
+                                                          (d == 1 ? " [N, C, L]" : " [N, C, H, W]") + ", got rank " +
+                                                          std::to_string(x.size()));
   const auto& kernel = core::attr_ints(a, "kernel_shape");
   const auto& strides = core::attr_ints(a, "strides");
   const auto& pads = core::attr_ints(a, "pads");
   const std::string& auto_pad = core::attr_s(a, "auto_pad");
   const bool ceil_mode = core::attr_i(a, "ceil_mode") == 1;
-  require(static_cast<int>(kernel.size()) == d, "kernel_shape " + ints_text(kernel) + " must have " +
-                                                    std::to_string(d) + " entries (one per spatial axis)");
-  require(static_cast<int>(strides.size()) == d,
-          "strides " + ints_text(strides) + " must have " + std::to_string(d) + " entries (one per spatial axis)");
-  require(static_cast<int>(pads.size()) == 2 * d, "pads " + ints_text(pads) + " must have " + std::to_string(2 * d) +
-                                                      " entries [begin..., end...]");
+  QUORUM_REQUIRE(static_cast<int>(kernel.size()) == d, "kernel_shape " + ints_text(kernel) + " must have " +
+                                                           std::to_string(d) + " entries (one per spatial axis)");
+  QUORUM_REQUIRE(static_cast<int>(strides.size()) == d, "strides " + ints_text(strides) + " must have " +
+                                                            std::to_string(d) + " entries (one per spatial axis)");
+  QUORUM_REQUIRE(static_cast<int>(pads.size()) == 2 * d,
+                 "pads " + ints_text(pads) + " must have " + std::to_string(2 * d) + " entries [begin..., end...]");
   const bool explicit_pads = auto_pad == "NOTSET";
   std::vector<Axis> g(static_cast<size_t>(d));
   for (int i = 0; i < d; ++i) {
@@ -55,32 +55,33 @@ std::vector<Axis> window_geometry(const std::string& op, const Shape& x, const A
     ax.pb = pads[ui];
     ax.pe = pads[ui + static_cast<size_t>(d)];
     const std::string axis = "spatial axis " + std::to_string(i);
-    require(ax.in >= 1, op + " requires non-empty spatial dims, " + axis + " has length " + std::to_string(ax.in));
-    require(ax.k >= 1, "kernel_shape entries must be >= 1, got " + ints_text(kernel));
-    require(ax.s >= 1, "strides entries must be >= 1, got " + ints_text(strides));
-    require(ax.pb >= 0 && ax.pe >= 0, "pads entries must be >= 0, got " + ints_text(pads));
-    require(explicit_pads || (ax.pb == 0 && ax.pe == 0),
-            "pads must be zero when auto_pad is " + auto_pad + ", got " + ints_text(pads));
+    QUORUM_REQUIRE(ax.in >= 1,
+                   op + " requires non-empty spatial dims, " + axis + " has length " + std::to_string(ax.in));
+    QUORUM_REQUIRE(ax.k >= 1, "kernel_shape entries must be >= 1, got " + ints_text(kernel));
+    QUORUM_REQUIRE(ax.s >= 1, "strides entries must be >= 1, got " + ints_text(strides));
+    QUORUM_REQUIRE(ax.pb >= 0 && ax.pe >= 0, "pads entries must be >= 0, got " + ints_text(pads));
+    QUORUM_REQUIRE(explicit_pads || (ax.pb == 0 && ax.pe == 0),
+                   "pads must be zero when auto_pad is " + auto_pad + ", got " + ints_text(pads));
     if (auto_pad == "NOTSET") {
       // ONNX / PyTorch: a pad as large as the kernel would allow windows made only of padding.
-      require(ax.pb < ax.k && ax.pe < ax.k, "pads must be smaller than the kernel: " + axis + " has pads (" +
-                                                std::to_string(ax.pb) + ", " + std::to_string(ax.pe) +
-                                                ") for kernel " + std::to_string(ax.k));
+      QUORUM_REQUIRE(ax.pb < ax.k && ax.pe < ax.k, "pads must be smaller than the kernel: " + axis + " has pads (" +
+                                                       std::to_string(ax.pb) + ", " + std::to_string(ax.pe) +
+                                                       ") for kernel " + std::to_string(ax.k));
       const int64_t span = ax.in + ax.pb + ax.pe - ax.k;
-      require(span >= 0, "kernel larger than the padded input: " + axis + " has kernel " + std::to_string(ax.k) +
-                             " over padded length " + std::to_string(ax.in + ax.pb + ax.pe));
+      QUORUM_REQUIRE(span >= 0, "kernel larger than the padded input: " + axis + " has kernel " + std::to_string(ax.k) +
+                                    " over padded length " + std::to_string(ax.in + ax.pb + ax.pe));
       ax.out = (ceil_mode ? ceil_div(span, ax.s) : span / ax.s) + 1;
       // A ceil-mode window that would start in the right padding is dropped (PyTorch, ONNX).
       if (ceil_mode && (ax.out - 1) * ax.s >= ax.in + ax.pb) --ax.out;
     } else if (auto_pad == "VALID") {
-      require(ax.in >= ax.k, "kernel larger than the input with auto_pad VALID: " + axis + " has kernel " +
-                                 std::to_string(ax.k) + " over length " + std::to_string(ax.in));
+      QUORUM_REQUIRE(ax.in >= ax.k, "kernel larger than the input with auto_pad VALID: " + axis + " has kernel " +
+                                        std::to_string(ax.k) + " over length " + std::to_string(ax.in));
       ax.out = (ax.in - ax.k) / ax.s + 1;
     } else {
       ax.out = ceil_div(ax.in, ax.s);
       std::tie(ax.pb, ax.pe) = same_pads(auto_pad, ax.in, ax.k, ax.s);
     }
-    require(ax.out >= 1, op + " output would be empty along " + axis);
+    QUORUM_REQUIRE(ax.out >= 1, op + " output would be empty along " + axis);
   }
   return g;
 }
@@ -154,14 +155,12 @@ OpSpec make_window_pool(int d, bool is_max) {
   s.name = name;
   s.family = "pool";
   s.doc = std::string(is_max ? "Max" : "Average") + " pooling over " + (d == 1 ? "[N, C, L]" : "[N, C, H, W]") +
-          " (ONNX " + (is_max ? "MaxPool" : "AveragePool") +
-          "): pads are [x1_begin, x2_begin, ..., x1_end, x2_end]" +
+          " (ONNX " + (is_max ? "MaxPool" : "AveragePool") + "): pads are [x1_begin, x2_begin, ..., x1_end, x2_end]" +
           (is_max ? "; padded cells never win (-inf)" : "; count_include_pad chooses the divisor");
   const std::vector<int64_t> bad_len(static_cast<size_t>(d + 1), 2);
   s.attrs = {
       ints_attr("kernel_shape", filled(d, 2), 1, kInf,
-                {AttrValue(zeros(d)), AttrValue(filled(d, -1)), AttrValue(bad_len)},
-                "window length per spatial axis"),
+                {AttrValue(zeros(d)), AttrValue(filled(d, -1)), AttrValue(bad_len)}, "window length per spatial axis"),
       ints_attr("strides", filled(d, 1), 1, kInf, {AttrValue(zeros(d)), AttrValue(filled(d, -2))},
                 "step per spatial axis"),
       ints_attr("pads", zeros(2 * d), 0, kInf, {AttrValue(filled(2 * d, -1)), AttrValue(zeros(d))},
@@ -316,10 +315,10 @@ OpSpec make_global_pool(bool is_max) {
   s.infer = [name](const std::vector<TensorType>& in, const Attrs&) {
     const DType dt = common_float_dtype(in);
     const Shape& x = in[0].shape;
-    require(x.size() >= 3 && x.size() <= 5,
-            name + " expects input of rank 3..5 [N, C, spatial...], got rank " + std::to_string(x.size()));
+    QUORUM_REQUIRE(x.size() >= 3 && x.size() <= 5,
+                   name + " expects input of rank 3..5 [N, C, spatial...], got rank " + std::to_string(x.size()));
     for (size_t i = 2; i < x.size(); ++i)
-      require(x[i] >= 1, name + " requires non-empty spatial dims, got " + core::to_string(x));
+      QUORUM_REQUIRE(x[i] >= 1, name + " requires non-empty spatial dims, got " + core::to_string(x));
     return Signature{{TensorType{dt, global_shape(x)}}, {}};
   };
   s.forward = [is_max](const Inputs& in, const Attrs&) {
@@ -431,13 +430,17 @@ void export_window_pool(OnnxExport& e) {
   int64_t ceil_mode = e.ai("ceil_mode");
   // Under SAME or VALID the catalogue's window count ignores ceil_mode, while ONNX's shape inference
   // applies it to the padded span; ceil_mode=0 there gives the catalogue's count exactly.
-  if (e.as("auto_pad") != "NOTSET") ceil_mode = 0;
-  else if (ceil_mode == 1) ceil_mode = ceil_to_onnx(e, avg, pads);
+  if (e.as("auto_pad") != "NOTSET")
+    ceil_mode = 0;
+  else if (ceil_mode == 1)
+    ceil_mode = ceil_to_onnx(e, avg, pads);
   OnnxNode& p = e.final_node(avg ? "AveragePool" : "MaxPool", {e.in(0)});
   p.set_ints("kernel_shape", e.aints("kernel_shape"));
   p.set_ints("strides", e.aints("strides"));
-  if (e.as("auto_pad") == "NOTSET") p.set_ints("pads", pads);
-  else p.set_s("auto_pad", e.as("auto_pad"));
+  if (e.as("auto_pad") == "NOTSET")
+    p.set_ints("pads", pads);
+  else
+    p.set_s("auto_pad", e.as("auto_pad"));
   p.set_i("ceil_mode", ceil_mode);
   if (avg) p.set_i("count_include_pad", e.ai("count_include_pad"));
 }
