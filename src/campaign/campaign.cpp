@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -72,6 +73,65 @@ class Run {
     for (const StoredRefusal& r : store_.refusals())
       if (auto parsed = backends::parse_refusal("unsupported: " + r.refusal))
         setup_.refusals->learn(r.backend, *parsed);
+    for (const StoredFinding& f : store_.findings()) {
+      stored_.insert(f.signature);
+      // A finding an earlier run recorded but did not reduce (it stopped first): reduced now.
+      if (opt_.reduce_runs > 0 && f.root_cause.empty() && !f.bundle.empty())
+        rq_.push_back({f.signature, f.bundle, f.known, "reduced (left by an earlier run): " + f.signature});
+    }
+  }
+
+  // The background reducer (docs/ARCHITECTURE.md, "Where the time goes"): the new findings the jobs
+  // hand over, reduced one after another on workers of its own, so that a long reduction never
+  // stalls the models after it; until close_reducer() and the queue is empty. A generator that
+  // learns from each model's new root causes (CampaignOptions::on_model) needs them before its next
+  // model, so there each job reduces its own findings at once and this thread only takes what an
+  // earlier run left unreduced.
+  void reducer() {
+    try {
+      std::unique_ptr<WorkerSet> workers;
+      for (;;) {
+        FreshFinding f;
+        {
+          std::unique_lock<std::mutex> lock(rq_mu_);
+          rq_cv_.wait(lock, [&] { return !rq_.empty() || rq_closed_; });
+          if (rq_.empty() || stopped_) break;
+          f = std::move(rq_.front());
+          rq_.pop_front();
+        }
+        if (!workers) workers = std::make_unique<WorkerSet>(setup_.backends, setup_.limits);
+        Timing t;
+        std::vector<FreshFinding> one{std::move(f)};
+        const std::vector<std::string> roots = reduce(one, *workers, t);
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        for (const auto& r : roots) sh_.roots.insert(r);
+        sh_.timing.add(t);
+        if (!opt_.quiet) log_ << one[0].line << "\n";
+      }
+      if (workers) {
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        for (size_t i = 0; i < workers->size(); ++i) sh_.recycled += workers->at(i).recycles();
+      }
+    } catch (const core::SystemError&) {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      if (!system_error_) system_error_ = std::current_exception();
+      stopped_ = true;
+    }
+  }
+
+  // No more findings will be handed over: the reducer finishes the queue and returns.
+  void close_reducer() {
+    {
+      std::lock_guard<std::mutex> lock(rq_mu_);
+      rq_closed_ = true;
+    }
+    rq_cv_.notify_all();
+  }
+
+  // Writes the batched hits (after the jobs end, before the summary).
+  void flush_hits() {
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    flush_hits_locked();
   }
 
   // One job: models until the budget is spent, or until the machine refuses (a full disk, no fork):
@@ -187,9 +247,11 @@ class Run {
       // Coverage first: a model interrupted before its record below is redone, its facts kept.
       store_.record_coverage(cov_->add(run_facts(m, ev, setup_.loss, index)));
       std::vector<FreshFinding> fresh;
-      const int count = record(m, ev, index, fresh, nullptr, "", method);
+      const int count = batch_hits(ev, index) ? 0 : record(m, ev, index, fresh, nullptr, "", method);
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
-      const std::vector<std::string> new_roots = reduce(fresh, workers, t);
+      std::vector<std::string> new_roots;
+      if (reduce_in_background()) hand_over(fresh);
+      else new_roots = reduce(fresh, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
       if (opt_.on_model) {  // a root cause new to this run (with --reduce 0: a new finding)
         bool found = opt_.reduce_runs <= 0 && count > 0;
@@ -251,6 +313,43 @@ class Run {
   }
 
  private:
+  // Whether the background reducer reduces the jobs' new findings (else each job its own, at once).
+  bool reduce_in_background() const { return opt_.reduce_runs > 0 && !opt_.on_model; }
+
+  // New findings to the background reducer, which logs each line once it is reduced.
+  void hand_over(std::vector<FreshFinding>& fresh) {
+    if (fresh.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(rq_mu_);
+      for (FreshFinding& f : fresh) rq_.push_back(std::move(f));
+    }
+    fresh.clear();
+    rq_cv_.notify_one();
+  }
+
+  // The common case batched: a model whose findings the store holds already (or that showed none)
+  // is kept in memory and written with the others in one transaction (Store::record_known) every
+  // kHitBatch models or kHitBatchAge, and when the jobs end. Models still in memory when a run is
+  // killed are run again on resume, like a model interrupted before its record. False: the model
+  // shows a signature this run has not seen stored; record() writes it at once.
+  static constexpr size_t kHitBatch = 64;
+  static constexpr std::chrono::milliseconds kHitBatchAge{1000};
+  bool batch_hits(const Evaluation& ev, int64_t index) {
+    KnownModel k{index, {}};
+    for (const auto& f : ev.findings) k.signatures.push_back(f.signature());
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    for (const auto& sig : k.signatures)
+      if (!stored_.count(sig)) return false;
+    pending_.push_back(std::move(k));
+    if (pending_.size() == 1) pending_since_ = Clock::now();
+    if (pending_.size() >= kHitBatch || Clock::now() - pending_since_ >= kHitBatchAge) flush_hits_locked();
+    return true;
+  }
+  void flush_hits_locked() {
+    store_.record_known(pending_);
+    pending_.clear();
+  }
+
   // One evaluated model's share of the counts (under sh_.mu): its new findings and their root causes,
   // its hits by kind, its time.
   void tally(const Evaluation& ev, int new_findings, const std::vector<std::string>& new_roots, const Timing& t) {
@@ -294,9 +393,10 @@ class Run {
   // `method`: the search that found the case (empty: the model's own random draw).
   int record(const ModelCase& m, const Evaluation& ev, int64_t index, std::vector<FreshFinding>& fresh,
              const Setup* setup = nullptr, const std::string& origin = "", const std::string& method = "") {
-    const BundleContext ctx{m,         ev,        setup ? *setup : setup_, seed_, index, opt_.command_line,
-                            versions_, origin,    method};
-    return store_.record(index, ev.findings, [&](const oracle::Finding& f) {
+    BundleContext ctx{m,         ev,        setup ? *setup : setup_, seed_, index, opt_.command_line,
+                      versions_, origin,    method};
+    ctx.defer_layout = reduce_in_background();
+    const int count = store_.record(index, ev.findings, [&](const oracle::Finding& f) {
       const std::string path = write_bundle(opt_.out, f, ctx);
       fresh.push_back({f.signature(), path, f.known,
                        "new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) + "] " +
@@ -307,16 +407,20 @@ class Run {
                            (origin.empty() ? "" : "\n  from: " + origin) + "\n  replay: " + replay_command(path)});
       return path;
     });
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    for (const auto& f : ev.findings) stored_.insert(f.signature());
+    return count;
   }
 
-  // Each new finding reduced at once (bounded by opt.reduce_runs model runs), on this job's
-  // workers: its root cause is the key of its reduced case. Returns the root causes.
+  // Each new finding reduced (bounded by opt.reduce_runs model runs) on `workers` (the background
+  // reducer's, or a job's): its root cause is the key of its reduced case. Returns the root causes.
   std::vector<std::string> reduce(std::vector<FreshFinding>& fresh, WorkerSet& workers, Timing& t) {
     std::vector<std::string> roots;
     for (FreshFinding& f : fresh) {
       if (opt_.reduce_runs <= 0) break;
       const auto t0 = Clock::now();
       try {
+        lay_out_map(f.bundle);  // a map record() left for Graphviz (BundleContext::defer_layout)
         const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers, hang_timeout());
         store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir);
         // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
@@ -367,6 +471,14 @@ class Run {
   std::atomic<bool> stopped_{false};
   std::exception_ptr system_error_;  // under sh_.mu
   Shared sh_;
+  std::mutex rq_mu_;  // the reducer's queue
+  std::condition_variable rq_cv_;
+  std::deque<FreshFinding> rq_;
+  bool rq_closed_ = false;
+  std::mutex hb_mu_;              // the batched hits
+  std::set<std::string> stored_;  // signatures the store holds
+  std::vector<KnownModel> pending_;
+  Clock::time_point pending_since_;
 };
 
 // The seed (given, or the one this --out already used, or a fresh one), checked with the other
@@ -427,13 +539,17 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   if (already) log << "coverage: " << search::parts_line(cov->parts()) << "\n";
   Run run(opt, factory, log, *store, seed, std::move(versions), cov);
   if (opt.transfer && opt.shard == 0) run.transfer();  // once per campaign: by its first shard
+  std::thread reducer([&run] { run.reducer(); });
   std::vector<std::thread> threads;
   for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back([&run] { run.job(); });
   std::atomic<bool> done{false};
   std::thread progress([&] { run.progress(done, already); });
   for (auto& t : threads) t.join();
+  run.close_reducer();
+  reducer.join();
   done = true;
   progress.join();
+  if (!run.system_error()) run.flush_hits();
   if (const std::exception_ptr e = run.system_error()) {
     try {
       std::rethrow_exception(e);

@@ -152,6 +152,7 @@ class SqliteStore final : public Store {
   std::vector<ModelRecord> models() override;
   int record(int64_t index, const std::vector<oracle::Finding>& findings,
              const std::function<std::string(const oracle::Finding&)>& bundle_for) override;
+  void record_known(const std::vector<KnownModel>& models) override;
   std::vector<StoredFinding> findings() override;
   void set_root_cause(const std::string& signature, const std::string& root_cause,
                       const std::string& reduced) override;
@@ -380,6 +381,32 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
     throw;
   }
   return fresh;
+}
+
+void SqliteStore::record_known(const std::vector<KnownModel>& models) {
+  if (models.empty()) return;
+  std::map<std::string, int64_t> hits;
+  for (const KnownModel& m : models)
+    for (const std::string& sig : m.signatures) ++hits[sig];
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string now = now_utc();
+  exec("BEGIN IMMEDIATE");
+  try {
+    Stmt up(db_, "UPDATE findings SET hits = hits + ?, last_seen = ? WHERE signature = ?");
+    for (const auto& [sig, n] : hits) {
+      up.bind(1, n).bind(2, now).bind(3, sig).step();
+      up.reset();
+    }
+    Stmt done(db_, "INSERT OR REPLACE INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
+    for (const KnownModel& m : models) {
+      done.bind(1, m.index).bind(2, static_cast<int64_t>(m.signatures.size())).bind(3, now).step();
+      done.reset();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // the models are run again on resume
+    throw;
+  }
 }
 
 void SqliteStore::set_root_cause(const std::string& signature, const std::string& root_cause,

@@ -39,6 +39,12 @@ struct ModelRecord {
   std::string done_at;
 };
 
+// A finished model whose findings the store holds already: their signatures, one per hit.
+struct KnownModel {
+  int64_t index = 0;
+  std::vector<std::string> signatures;
+};
+
 // The current time as the stores stamp rows with it (ISO 8601, UTC, seconds).
 std::string now_utc();
 // `list` (comma-separated) with the operators of `ops` it lacks appended: a refusal's operator list.
@@ -84,6 +90,11 @@ class Store {
   // hits of a known signature are incremented. Returns how many of the findings were new.
   virtual int record(int64_t index, const std::vector<oracle::Finding>& findings,
                      const std::function<std::string(const oracle::Finding&)>& bundle_for) = 0;
+
+  // Records finished models whose findings the store holds already, in one transaction: each
+  // signature's hits incremented (a signature not in the store is skipped), each model done. A
+  // campaign batches its common case here (models that showed nothing new).
+  virtual void record_known(const std::vector<KnownModel>& models) = 0;
 
   virtual std::vector<StoredFinding> findings() = 0;  // by first model, then signature
   virtual void set_root_cause(const std::string& signature, const std::string& root_cause,

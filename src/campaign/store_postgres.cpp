@@ -198,6 +198,23 @@ class PostgresStore final : public Store {
     return fresh;
   }
 
+  void record_known(const std::vector<KnownModel>& models) override {
+    if (models.empty()) return;
+    std::map<std::string, int64_t> hits;  // in signature order: row locks taken as record() takes them
+    for (const KnownModel& m : models)
+      for (const std::string& sig : m.signatures) ++hits[sig];
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string now = now_utc();
+    tx([&] {
+      for (const auto& [sig, n] : hits)
+        q("UPDATE findings SET hits = hits + $1, last_seen = $2 WHERE signature = $3", {std::to_string(n), now, sig});
+      for (const KnownModel& m : models)
+        q("INSERT INTO models (idx, findings, done_at) VALUES ($1, $2, $3)"
+          " ON CONFLICT (idx) DO UPDATE SET findings = EXCLUDED.findings, done_at = EXCLUDED.done_at",
+          {std::to_string(m.index), std::to_string(m.signatures.size()), now});
+    });
+  }
+
   std::vector<StoredFinding> findings() override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<StoredFinding> out;

@@ -104,12 +104,12 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
   for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
   std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
-  const double jobs_time = t.libraries() + t.overhead() + t.reduce;
+  const double all_time = t.libraries() + t.overhead() + t.reduce;
   if (t.libraries() > 0)
     std::cout << "time shares: libraries " << t.libraries() << " s, overhead " << t.overhead() << " s ("
               << std::setprecision(2) << t.overhead() / t.libraries() << "x the libraries'), reduction "
-              << std::setprecision(1) << (jobs_time > 0 ? 100 * t.reduce / jobs_time : 0.0)
-              << " % of the jobs' time\n";
+              << std::setprecision(1) << (all_time > 0 ? 100 * t.reduce / all_time : 0.0)
+              << " % of the campaign's time (on its own thread)\n";
   print_refusals(s, store);
   print_coverage(cov);
   if (all.empty()) {

@@ -38,12 +38,9 @@ class SystemError : public std::runtime_error {
                                                 std::to_string(__LINE__) + ": " + (msg)); \
   } while (0)
 
-// Throws OpError(reason) unless cond holds. Used by shape rules ("requires"). A macro so that the
-// reason (often built from shapes) is only formatted when it is thrown: generators call shape rules
-// on every candidate node.
-#define QUORUM_REQUIRE(cond, reason)                               \
-  do {                                                             \
-    if (!(cond)) throw ::quorum::core::OpError(reason);            \
-  } while (0)
+// Throws OpError(reason) unless cond holds. Used by shape rules ("requires").
+inline void require(bool cond, const std::string& reason) {
+  if (!cond) throw OpError(reason);
+}
 
 }  // namespace quorum::core

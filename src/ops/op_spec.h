@@ -5,8 +5,8 @@
 // sampler that draws valid test cases from the domain.
 #pragma once
 #include <functional>
-#include <limits>
 #include <optional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -126,7 +126,8 @@ using Inputs = std::vector<const Tensor*>;  // data inputs then parameters, all 
 using ForwardFn = std::function<std::vector<Tensor>(const Inputs& in, const Attrs& attrs)>;
 // Given inputs, outputs and the gradient of a scalar with respect to each output, returns the
 // gradient with respect to each input (an undefined Tensor for inputs listed as nondiff).
-using VjpFn = std::function<std::vector<Tensor>(const Inputs& in, const Attrs& attrs, const std::vector<Tensor>& out,
+using VjpFn = std::function<std::vector<Tensor>(const Inputs& in, const Attrs& attrs,
+                                                const std::vector<Tensor>& out,
                                                 const std::vector<Tensor>& grad_out)>;
 using InferFn = std::function<Signature(const std::vector<TensorType>& data_in, const Attrs& attrs)>;
 
@@ -170,8 +171,8 @@ class InputShaper {
 // to float32: a partial sum may overflow, depending on the order. Per thread; scopes do not nest.
 class StoredPrecision {
  public:
-  StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng, int direction = 0,
-                  bool by_lane = false);
+  StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng,
+                  int direction = 0, bool by_lane = false);
   ~StoredPrecision();
   StoredPrecision(const StoredPrecision&) = delete;
   StoredPrecision& operator=(const StoredPrecision&) = delete;
@@ -209,9 +210,9 @@ struct OpSpec {
   std::string doc;
   int min_inputs = 1, max_inputs = 1;  // data inputs; max kUnbounded = any number
   std::vector<AttrSpec> attrs;
-  InferFn infer;  // throws core::OpError(reason) through QUORUM_REQUIRE
+  InferFn infer;  // throws core::OpError(reason) through core::require
   ForwardFn forward;
-  VjpFn vjp;                        // null: not differentiable
+  VjpFn vjp;  // null: not differentiable
   std::vector<int> nondiff_inputs;  // e.g. a loss's target
   Tolerance tol_f32{1e-5, 1e-4};
   Tolerance tol_f64{1e-12, 1e-10};
@@ -276,15 +277,16 @@ struct OpSpec {
 Tolerance backward_tolerance(Tolerance forward);
 
 // Attribute-spec builders, so family files read as tables.
-AttrSpec int_attr(std::string name, int64_t def, double lo, double hi, std::vector<AttrValue> invalid, std::string doc);
+AttrSpec int_attr(std::string name, int64_t def, double lo, double hi, std::vector<AttrValue> invalid,
+                  std::string doc);
 AttrSpec float_attr(std::string name, double def, double lo, double hi, std::vector<AttrValue> invalid,
                     std::string doc);
-AttrSpec ints_attr(std::string name, std::vector<int64_t> def, double lo, double hi, std::vector<AttrValue> invalid,
-                   std::string doc);
+AttrSpec ints_attr(std::string name, std::vector<int64_t> def, double lo, double hi,
+                   std::vector<AttrValue> invalid, std::string doc);
 AttrSpec enum_attr(std::string name, std::string def, std::vector<std::string> choices,
                    std::vector<std::string> invalid, std::string doc);
-AttrSpec int_enum_attr(std::string name, int64_t def, std::vector<int64_t> choices, std::vector<int64_t> invalid,
-                       std::string doc);
+AttrSpec int_enum_attr(std::string name, int64_t def, std::vector<int64_t> choices,
+                       std::vector<int64_t> invalid, std::string doc);
 
 // Fills defaults for omitted attributes, converts int→float where a float is expected, and checks
 // every value against its domain. Throws OpError naming the attribute on an unknown name, a wrong

@@ -225,6 +225,48 @@ TEST(Campaign, ALibrarysNaNIsFoundWhenItIsTheOnlyLibrary) {
   fs::remove_all(opt.out);
 }
 
+// A finding an earlier run left unreduced (here one with --reduce 0) is reduced by the background
+// reducer when the campaign resumes, to the root cause an uninterrupted run gives it; the hits the
+// two runs batched add up to the uninterrupted run's.
+TEST(Campaign, AResumedCampaignReducesWhatAnEarlierRunLeftAndCountsTheSameHits) {
+  CampaignOptions opt;
+  opt.generator = "planted-fault triggers";
+  opt.setup.backends = parse_backends("faulty:all-numeric");
+  opt.setup.mode = Mode::Both;
+  opt.seed = 5;
+  opt.quiet = true;
+  opt.jobs = 2;
+  opt.out = scratch("resume_reduce");
+  opt.models = 20;
+  opt.reduce_runs = 0;
+  std::ostringstream log;
+  run_campaign(opt, trigger, log);
+  const auto first = open_sqlite_store(opt.out)->findings();
+  ASSERT_FALSE(first.empty());
+  for (const auto& f : first) EXPECT_TRUE(f.reduced.empty()) << f.signature;
+  opt.models = 40;
+  opt.reduce_runs = 30;
+  run_campaign(opt, trigger, log);
+  CampaignOptions whole = opt;
+  whole.out = scratch("resume_reduce_whole");
+  run_campaign(whole, trigger, log);
+  const auto resumed = open_sqlite_store(opt.out)->findings();
+  const auto uninterrupted = open_sqlite_store(whole.out)->findings();
+  EXPECT_EQ(open_sqlite_store(opt.out)->models_done(), 40);
+  ASSERT_EQ(resumed.size(), uninterrupted.size());
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    EXPECT_EQ(resumed[i].signature, uninterrupted[i].signature);
+    EXPECT_EQ(resumed[i].hits, uninterrupted[i].hits) << resumed[i].signature;
+    EXPECT_EQ(resumed[i].root_cause, uninterrupted[i].root_cause) << resumed[i].signature;
+    EXPECT_EQ(resumed[i].reduced.empty(), uninterrupted[i].reduced.empty()) << resumed[i].signature;
+  }
+  size_t reduced = 0;
+  for (const auto& f : resumed) reduced += f.reduced.empty() ? 0 : 1;
+  EXPECT_GT(reduced, 0u);
+  fs::remove_all(opt.out);
+  fs::remove_all(whole.out);
+}
+
 TEST(Campaign, ReplayReproducesABundle) {
   CampaignOptions opt;
   opt.generator = "planted-fault triggers";

@@ -55,6 +55,16 @@ std::string exercise(Store& s) {
   out += std::to_string(s.record(1, {finding("exp", "e2", core::FindingKind::Inconsistency)}, bundle));
   out += std::to_string(s.record(2, {}, nullptr));
   out += std::to_string(s.record(5, {finding("exp", "e3")}, bundle)) + "\n";
+  // Batched models whose findings are stored: hits added (twice in one model counts twice), models
+  // done, an unknown signature skipped.
+  const std::string relu = finding("relu", "").signature();
+  s.record_known({{6, {relu, relu}}, {7, {}}, {8, {"nan|FC|nowhere|none", relu}}});
+  s.record_known({});
+  for (const auto& f : s.findings()) {
+    if (f.signature == relu) {
+      EXPECT_EQ(f.hits, 5);
+    }
+  }
   s.set_root_cause(finding("exp", "").signature(), "rc-exp", "/b/exp-e1/reduced");
   out += std::to_string(s.models_done()) + " " + std::to_string(s.model_done(2)) + std::to_string(s.model_done(4));
   out += " " + s.setting("seed").value_or("-") + s.setting("none").value_or("-") + "\n";
