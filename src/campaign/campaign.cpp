@@ -332,7 +332,7 @@ class Run {
   // kHitBatch models or kHitBatchAge, and when the jobs end. Models still in memory when a run is
   // killed are run again on resume, like a model interrupted before its record. False: the model
   // shows a signature this run has not seen stored; record() writes it at once.
-  static constexpr size_t kHitBatch = 64;
+  static constexpr size_t kHitBatch = 16;
   static constexpr std::chrono::milliseconds kHitBatchAge{1000};
   bool batch_hits(const Evaluation& ev, int64_t index) {
     KnownModel k{index, {}};
