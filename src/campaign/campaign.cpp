@@ -245,9 +245,13 @@ class Run {
       }
       t0 = Clock::now();
       // Coverage first: a model interrupted before its record below is redone, its facts kept.
-      store_.record_coverage(cov_->add(run_facts(m, ev, setup_.loss, index)));
+      std::vector<search::Fact> facts = cov_->add(run_facts(m, ev, setup_.loss, index));
       std::vector<FreshFinding> fresh;
-      const int count = batch_hits(ev, index) ? 0 : record(m, ev, index, fresh, nullptr, "", method);
+      int count = 0;
+      if (!batch(ev, index, facts)) {
+        store_.record_coverage(facts);
+        count = record(m, ev, index, fresh, nullptr, "", method);
+      }
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       std::vector<std::string> new_roots;
       if (reduce_in_background()) hand_over(fresh);
@@ -328,24 +332,28 @@ class Run {
   }
 
   // The common case batched: a model whose findings the store holds already (or that showed none)
-  // is kept in memory and written with the others in one transaction (Store::record_known) every
-  // kHitBatch models or kHitBatchAge, and when the jobs end. Models still in memory when a run is
-  // killed are run again on resume, like a model interrupted before its record. False: the model
-  // shows a signature this run has not seen stored; record() writes it at once.
+  // is kept in memory with its new coverage facts and written with the others every kHitBatch
+  // models or kHitBatchAge, and when the jobs end: the facts in one transaction, then the models in
+  // one (Store::record_known). Models still in memory when a run is killed are run again on resume,
+  // like a model interrupted before its record, and give their facts again. False: the model shows a
+  // signature this run has not seen stored; the caller writes it at once.
   static constexpr size_t kHitBatch = 16;
   static constexpr std::chrono::milliseconds kHitBatchAge{1000};
-  bool batch_hits(const Evaluation& ev, int64_t index) {
+  bool batch(const Evaluation& ev, int64_t index, std::vector<search::Fact>& facts) {
     KnownModel k{index, {}};
     for (const auto& f : ev.findings) k.signatures.push_back(f.signature());
     std::lock_guard<std::mutex> lock(hb_mu_);
     for (const auto& sig : k.signatures)
       if (!stored_.count(sig)) return false;
     pending_.push_back(std::move(k));
+    for (search::Fact& f : facts) pending_facts_.push_back(std::move(f));
     if (pending_.size() == 1) pending_since_ = Clock::now();
     if (pending_.size() >= kHitBatch || Clock::now() - pending_since_ >= kHitBatchAge) flush_hits_locked();
     return true;
   }
   void flush_hits_locked() {
+    if (!pending_facts_.empty()) store_.record_coverage(pending_facts_);
+    pending_facts_.clear();
     store_.record_known(pending_);
     pending_.clear();
   }
@@ -478,6 +486,7 @@ class Run {
   std::mutex hb_mu_;              // the batched hits
   std::set<std::string> stored_;  // signatures the store holds
   std::vector<KnownModel> pending_;
+  std::vector<search::Fact> pending_facts_;  // the pending models' new coverage facts
   Clock::time_point pending_since_;
 };
 
