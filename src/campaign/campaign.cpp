@@ -5,6 +5,7 @@
 
 #include "campaign/reduce_bundle.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -70,7 +71,7 @@ class Run {
     // The refusals this campaign learned before (a resumed --out), then those it learns now.
     setup_.refusals = std::make_shared<LearnedRefusals>();
     for (const StoredRefusal& r : store_.refusals())
-      if (auto parsed = backends::parse_refusal("unsupported: " + r.refusal))
+      if (auto parsed = learned_key(r.refusal) ? backends::parse_refusal("unsupported: " + r.refusal) : std::nullopt)
         setup_.refusals->learn(r.backend, *parsed);
   }
 
@@ -168,7 +169,7 @@ class Run {
     t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
     try {
       Evaluation ev = evaluate(m, setup_, workers, &t);
-      const std::vector<std::string> learned = learn(m, ev, index);
+      const std::vector<std::string> learned = learn(m, ev, index, t);
       // A model that ran clean: the search (--search) from its inputs and weights, on these workers.
       std::string method;
       bool searched = false, search_found = false;
@@ -261,30 +262,52 @@ class Run {
     sh_.timing.add(t);
   }
 
-  // The refusals the model's backends named (an Unsupported outcome whose message is a structured
-  // backends::Refusal): learned, so that models holding them are no longer sent to that backend, and
-  // counted in the store with the models kept from a backend by one. Returns the lines to show for
-  // the refusals new to the campaign.
-  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index) {
+  // What each backend did with the model, counted in the store (StoredBackend, StoredRefusal): sent and
+  // run (crashed, failed otherwise), refused with a reason, or not sent because of a refusal learned
+  // before; its worker's time. A refusal that is a structured backends::Refusal is learned, so that models
+  // holding it are no longer sent to that backend. Returns the lines to show for the refusals new to the
+  // campaign.
+  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index, const Timing& t) {
     std::vector<std::string> lines;
+    std::vector<StoredBackend> counts;
+    for (const auto& spec : setup_.backends) {
+      StoredBackend b;
+      b.backend = spec.str();
+      b.model = index;
+      const auto c = t.compile.find(spec.name), r = t.run.find(spec.name);
+      b.seconds = (c == t.compile.end() ? 0 : c->second) + (r == t.run.end() ? 0 : r->second);
+      counts.push_back(b);
+    }
     for (const auto& r : ev.runs) {
-      if (r.is_reference || r.outcome.status != worker::Status::Unsupported) continue;
-      const std::optional<backends::Refusal> refusal = backends::parse_refusal(r.outcome.message);
-      if (!refusal) continue;
-      const std::vector<std::string> ops = node_ops(m.graph, refusal->nodes_in(m.graph));
-      store_.record_refusal(r.backend, refusal->key(), index, 1, 0, ops);
+      if (r.is_reference) continue;
+      const bool kept = std::any_of(ev.not_sent.begin(), ev.not_sent.end(),
+                                    [&](const NotSent& n) { return n.backend == r.backend; });
+      if (kept) continue;  // recorded below
+      if (r.outcome.status != worker::Status::Unsupported) {
+        for (auto& b : counts) {
+          if (b.backend != r.backend) continue;
+          b.ran = 1;
+          const worker::Status st = r.outcome.status;
+          b.crashed = st == worker::Status::Crash || st == worker::Status::Timeout || st == worker::Status::OutOfMemory;
+          b.failed = st == worker::Status::ConversionFailure || st == worker::Status::LibraryError;
+        }
+        continue;
+      }
+      const CountedRefusal refusal = counted_refusal(m.graph, r.outcome.message);
+      store_.record_refusal(r.backend, refusal.key, index, 1, 0, refusal.ops);
       {
         std::lock_guard<std::mutex> lock(sh_.mu);
         ++sh_.refused;
       }
-      if (!setup_.refusals->learn(r.backend, *refusal)) continue;
+      if (!refusal.learned || !setup_.refusals->learn(r.backend, *refusal.learned)) continue;
       std::string names;
-      for (const auto& op : ops) names += (names.empty() ? "" : ",") + op;
-      lines.push_back("learned: " + r.backend + " does not run " + refusal->key() +
+      for (const auto& op : refusal.ops) names += (names.empty() ? "" : ",") + op;
+      lines.push_back("learned: " + r.backend + " does not run " + refusal.key +
                       ": models holding it are no longer sent to it (catalogue operators: " +
                       (names.empty() ? "?" : names) + ")");
     }
     for (const NotSent& n : ev.not_sent) store_.record_refusal(n.backend, n.refusal.key(), index, 0, 1, n.ops);
+    store_.record_backend_models(counts);
     return lines;
   }
 
@@ -382,12 +405,14 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
   }
   std::string backends;
   for (const auto& b : opt.setup.backends) backends += (backends.empty() ? "" : ",") + b.str();
-  store.check_settings({{"seed", std::to_string(seed)},
-                        {"generator", opt.generator},
-                        {"backends", backends},
-                        {"mode", to_string(opt.setup.mode)},
-                        {"dtype", core::to_string(opt.setup.dtype)},
-                        {"loss", opt.setup.loss}});
+  std::map<std::string, std::string> settings = {{"seed", std::to_string(seed)},
+                                                 {"generator", opt.generator},
+                                                 {"backends", backends},
+                                                 {"mode", to_string(opt.setup.mode)},
+                                                 {"dtype", core::to_string(opt.setup.dtype)},
+                                                 {"loss", opt.setup.loss}};
+  settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
+  store.check_settings(settings);
   return seed;
 }
 
@@ -416,6 +441,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   const std::unique_ptr<Store> store = open_store(opt.store, opt.out);
   clean_partial_bundles(opt.out);
   const uint64_t seed = open_settings(*store, opt);
+  if (opt.on_seed) opt.on_seed(seed);
   const int64_t already = store->models_done();
   log << "seed: " << seed << "\n";
   if (opt.shards > 1)
