@@ -55,13 +55,19 @@ struct Draw {
       t.name = draw.backends[i].str();
       auto it = stored.find(t.name);
       t.ops = it != stored.end() ? it->second : mapped_operators(workers->at(i));
-      t.accepts = [this, i](const ir::Graph& g) {
+      t.refuses = [this, i](const ir::Graph& g) {
         std::lock_guard<std::mutex> lock(workers_mu);
         std::vector<worker::NodeSupport> sup;
-        if (!workers->at(i).supports(g, false, sup).ok()) return false;
+        std::vector<std::string> ops;
+        if (!workers->at(i).supports(g, false, sup).ok()) {
+          for (const auto& n : g.nodes) ops.push_back(n.op);  // no answer: nothing of it is known to run
+          return ops;
+        }
         for (const auto& s : sup)
-          if (!s.ok) return false;
-        return true;
+          if (!s.ok)
+            for (const auto& n : g.nodes)
+              if (n.name == s.node) ops.push_back(n.op);
+        return ops;
       };
       policy.targets.push_back(std::move(t));
     }

@@ -96,6 +96,8 @@ class Builder {
   bool keep_weight(const std::string& name, const core::Tensor& value);
   core::Rng& rng() { return rng_; }
   const Limits& limits() const { return lim_; }
+  // Whether the glue may place `op` (Limits::glue).
+  bool glue_ok(const std::string& op) const;
   Model finish(const std::string& name, const data::DataSpec& d);
 
  private:

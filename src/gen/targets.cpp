@@ -35,18 +35,18 @@ Model generate_for(const GenOptions& opt, const data::Source& source, uint64_t i
     std::set_intersection(mapped.begin(), mapped.end(), other.begin(), other.end(), std::inserter(both, both.end()));
     mapped = std::move(both);
   }
-  GenOptions t = opt;
-  t.only_ops.clear();
-  for (const ops::OpSpec* s : layer_operators())
-    if (mapped.count(s->name) && op_allowed(opt, s->name)) t.only_ops.push_back(s->name);
-  // A target that maps none of the layers the generator could place: a free model.
-  if (t.only_ops.empty()) return make_generator(opt, source)->generate(index, rng);
-  t.skip_ops.clear();
-  const std::unique_ptr<Generator> g = make_unrestricted(t, source);
   std::optional<Model> last;
   std::string held;
   for (int d = 0; d < kTargetDraws; ++d) {
-    Model m = g->generate(index, rng);
+    GenOptions t = opt;
+    t.only_ops.clear();
+    for (const ops::OpSpec* s : layer_operators())
+      if (mapped.count(s->name) && op_allowed(opt, s->name)) t.only_ops.push_back(s->name);
+    // Targets that map none of the layers the generator could place: a free model.
+    if (t.only_ops.empty()) return make_generator(opt, source)->generate(index, rng);
+    t.skip_ops.clear();
+    t.limits.glue.assign(mapped.begin(), mapped.end());
+    Model m = make_unrestricted(t, source)->generate(index, rng);
     bool allowed = true, inside = true;
     for (const auto& n : m.graph.nodes) {
       if (!op_allowed(opt, n.op)) {
@@ -59,11 +59,16 @@ Model generate_for(const GenOptions& opt, const data::Source& source, uint64_t i
     bool taken = inside;
     if (taken) {
       // The targets judge the model with its weights (drawn as finish_model will: the stream's own
-      // derive("weights"), whatever generation consumed).
+      // derive("weights"), whatever generation consumed). What one refuses is left out of the next draws.
       core::Rng wr = rng.derive("weights");
       const ir::Graph graph = materialize(Model(m), wr);
-      for (size_t k : which)
-        if (taken && p.targets[k].accepts) taken = p.targets[k].accepts(graph);
+      for (size_t k : which) {
+        if (!p.targets[k].refuses) continue;
+        for (const auto& op : p.targets[k].refuses(graph)) {
+          taken = false;
+          mapped.erase(op);
+        }
+      }
     }
     if (taken) return m;
     last = std::move(m);

@@ -16,8 +16,9 @@ namespace quorum::gen {
 struct Target {
   std::string name;               // the backend spec, for messages
   std::vector<std::string> ops;   // the catalogue operators it maps
-  // Whether it takes the whole model (weights drawn); none: any model holding only `ops`.
-  std::function<bool(const ir::Graph&)> accepts;
+  // The operators of the nodes it refuses in the whole model (weights drawn): empty when it takes the
+  // model. None: it takes any model holding only `ops`.
+  std::function<std::vector<std::string>(const ir::Graph&)> refuses;
 };
 
 struct TargetPolicy {
@@ -33,9 +34,10 @@ struct TargetPolicy {
 std::vector<size_t> targets_of(uint64_t seed, uint64_t index, const TargetPolicy& p);
 
 // Model `index` drawn for `which` (indices into p.targets; none: as make_generator(opt) draws it):
-// the generator places only the operators every one of them maps (and --ops/--skip_ops allow), and a
-// model that still holds another operator (the builder's glue) or that a target does not accept is
-// drawn again from `rng`, at most kTargetDraws times; then the last draw is kept (the backend refuses it).
+// the generator places only the operators every one of them maps (and --ops/--skip_ops allow), its
+// builder's glue too where it has a choice (Limits::glue), and a model that still holds another
+// operator or that a target refuses is drawn again from `rng`, without the operators refused in it,
+// at most kTargetDraws times; then the last draw is kept (the backend refuses it).
 // Throws as make_generator's restriction does when no draw holds only what --ops/--skip_ops allow.
 constexpr int kTargetDraws = 6;
 Model generate_for(const GenOptions& opt, const data::Source& source, uint64_t index, core::Rng& rng,

@@ -292,6 +292,17 @@ TEST(PostgresCampaign, FourShardsOneKilledAndResumedEqualOneSqliteRun) {
   const auto models = watch->models();
   for (int i = 0; i < kModels; ++i) EXPECT_EQ(models.at(i).index, i);
   EXPECT_EQ(hits_of(*watch), want);  // nothing lost, nothing counted twice
+  // Per-backend counts too: one row per model and backend, the killed shard's redone model counted once.
+  auto counts_of = [](Store& s) {
+    std::string out;
+    for (const auto& c : s.backend_counts())
+      out += c.models.backend + " models " + std::to_string(c.models.model) + " ran " + std::to_string(c.models.ran) +
+             " crashed " + std::to_string(c.models.crashed) + " failed " + std::to_string(c.models.failed) + "\n";
+    return out;
+  };
+  EXPECT_EQ(counts_of(*watch), counts_of(*single));
+  EXPECT_NE(counts_of(*single).find("faulty:all-numeric models 240 ran 240 "), std::string::npos)
+      << counts_of(*single);
   for (const auto& [sig, hits] : before) EXPECT_TRUE(want.count(sig)) << sig;
   // One complete bundle per finding, in the shared directory; no temporary directory left.
   for (const auto& f : watch->findings()) {
