@@ -5,6 +5,7 @@
 
 #include "campaign/reduce_bundle.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -49,6 +50,19 @@ struct Shared {
   int64_t transfer_variants = 0, transfer_new = 0;  // ledger variants run, and their findings no entry explains
 };
 
+// What a model adds to the store beside its findings: its new coverage facts, each backend's row,
+// and the refusals it counted (refused by, or not sent to, a backend).
+struct ModelRows {
+  struct Refusal {
+    std::string backend, key;
+    int64_t model = 0, refused = 0, not_sent = 0;
+    std::vector<std::string> ops;
+  };
+  std::vector<search::Fact> facts;
+  std::vector<StoredBackend> backends;
+  std::vector<Refusal> refusals;
+};
+
 // A new finding's bundle: its path, signature and ledger entry, and the line the log shows.
 struct FreshFinding {
   std::string signature, bundle, known, line;
@@ -71,7 +85,7 @@ class Run {
     // The refusals this campaign learned before (a resumed --out), then those it learns now.
     setup_.refusals = std::make_shared<LearnedRefusals>();
     for (const StoredRefusal& r : store_.refusals())
-      if (auto parsed = backends::parse_refusal("unsupported: " + r.refusal))
+      if (auto parsed = learned_key(r.refusal) ? backends::parse_refusal("unsupported: " + r.refusal) : std::nullopt)
         setup_.refusals->learn(r.backend, *parsed);
     for (const StoredFinding& f : store_.findings()) {
       stored_.insert(f.signature);
@@ -228,7 +242,8 @@ class Run {
     t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
     try {
       Evaluation ev = evaluate(m, setup_, workers, &t);
-      const std::vector<std::string> learned = learn(m, ev, index);
+      ModelRows rows;
+      const std::vector<std::string> learned = learn(m, ev, index, t, rows);
       // A model that ran clean: the search (--search) from its inputs and weights, on these workers.
       std::string method;
       bool searched = false, search_found = false;
@@ -245,11 +260,11 @@ class Run {
       }
       t0 = Clock::now();
       // Coverage first: a model interrupted before its record below is redone, its facts kept.
-      std::vector<search::Fact> facts = cov_->add(run_facts(m, ev, setup_.loss, index));
+      rows.facts = cov_->add(run_facts(m, ev, setup_.loss, index));
       std::vector<FreshFinding> fresh;
       int count = 0;
-      if (!batch(ev, index, facts)) {
-        store_.record_coverage(facts);
+      if (!batch(ev, index, rows)) {
+        write(rows);
         count = record(m, ev, index, fresh, nullptr, "", method);
       }
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -332,30 +347,52 @@ class Run {
   }
 
   // The common case batched: a model whose findings the store holds already (or that showed none)
-  // is kept in memory with its new coverage facts and written with the others every kHitBatch
-  // models or kHitBatchAge, and when the jobs end: the facts in one transaction, then the models in
-  // one (Store::record_known). Models still in memory when a run is killed are run again on resume,
-  // like a model interrupted before its record, and give their facts again. False: the model shows a
-  // signature this run has not seen stored; the caller writes it at once.
+  // is kept in memory with its rows (coverage facts, backend rows, refusal counts summed) and written
+  // with the others every kHitBatch models or kHitBatchAge, and when the jobs end: the rows, then the
+  // models in one transaction (Store::record_known). Models still in memory when a run is killed are
+  // run again on resume, like a model interrupted before its record, and give their rows again.
+  // False: the model shows a signature this run has not seen stored; the caller writes it at once.
   static constexpr size_t kHitBatch = 16;
   static constexpr std::chrono::milliseconds kHitBatchAge{1000};
-  bool batch(const Evaluation& ev, int64_t index, std::vector<search::Fact>& facts) {
+  bool batch(const Evaluation& ev, int64_t index, ModelRows& rows) {
     KnownModel k{index, {}};
     for (const auto& f : ev.findings) k.signatures.push_back(f.signature());
     std::lock_guard<std::mutex> lock(hb_mu_);
     for (const auto& sig : k.signatures)
       if (!stored_.count(sig)) return false;
     pending_.push_back(std::move(k));
-    for (search::Fact& f : facts) pending_facts_.push_back(std::move(f));
+    for (search::Fact& f : rows.facts) pending_rows_.facts.push_back(std::move(f));
+    for (StoredBackend& b : rows.backends) pending_rows_.backends.push_back(std::move(b));
+    for (auto& r : rows.refusals) {  // summed per refusal over the batch
+      auto same = std::find_if(pending_rows_.refusals.begin(), pending_rows_.refusals.end(), [&](const auto& p) {
+        return p.backend == r.backend && p.key == r.key;
+      });
+      if (same == pending_rows_.refusals.end()) {
+        pending_rows_.refusals.push_back(std::move(r));
+        continue;
+      }
+      same->model = std::min(same->model, r.model);
+      same->refused += r.refused;
+      same->not_sent += r.not_sent;
+      for (auto& op : r.ops)
+        if (std::find(same->ops.begin(), same->ops.end(), op) == same->ops.end()) same->ops.push_back(std::move(op));
+    }
     if (pending_.size() == 1) pending_since_ = Clock::now();
     if (pending_.size() >= kHitBatch || Clock::now() - pending_since_ >= kHitBatchAge) flush_hits_locked();
     return true;
   }
   void flush_hits_locked() {
-    if (!pending_facts_.empty()) store_.record_coverage(pending_facts_);
-    pending_facts_.clear();
+    write(pending_rows_);
+    pending_rows_ = {};
     store_.record_known(pending_);
     pending_.clear();
+  }
+
+  // A model's (or a batch's) rows besides its findings, written before the model itself.
+  void write(const ModelRows& rows) {
+    if (!rows.facts.empty()) store_.record_coverage(rows.facts);
+    store_.record_backend_models(rows.backends);
+    for (const auto& r : rows.refusals) store_.record_refusal(r.backend, r.key, r.model, r.refused, r.not_sent, r.ops);
   }
 
   // One evaluated model's share of the counts (under sh_.mu): its new findings and their root causes,
@@ -368,30 +405,54 @@ class Run {
     sh_.timing.add(t);
   }
 
-  // The refusals the model's backends named (an Unsupported outcome whose message is a structured
-  // backends::Refusal): learned, so that models holding them are no longer sent to that backend, and
-  // counted in the store with the models kept from a backend by one. Returns the lines to show for
-  // the refusals new to the campaign.
-  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index) {
+  // What each backend did with the model, counted in the store (StoredBackend, StoredRefusal): sent and
+  // run (crashed, failed otherwise), refused with a reason, or not sent because of a refusal learned
+  // before; its worker's time. A refusal that is a structured backends::Refusal is learned, so that models
+  // holding it are no longer sent to that backend. Returns the lines to show for the refusals new to the
+  // campaign.
+  // The counts go to `rows`, written with the model (or its batch).
+  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index, const Timing& t,
+                                 ModelRows& rows) {
     std::vector<std::string> lines;
+    std::vector<StoredBackend> counts;
+    for (const auto& spec : setup_.backends) {
+      StoredBackend b;
+      b.backend = spec.str();
+      b.model = index;
+      const auto c = t.compile.find(spec.name), r = t.run.find(spec.name);
+      b.seconds = (c == t.compile.end() ? 0 : c->second) + (r == t.run.end() ? 0 : r->second);
+      counts.push_back(b);
+    }
     for (const auto& r : ev.runs) {
-      if (r.is_reference || r.outcome.status != worker::Status::Unsupported) continue;
-      const std::optional<backends::Refusal> refusal = backends::parse_refusal(r.outcome.message);
-      if (!refusal) continue;
-      const std::vector<std::string> ops = node_ops(m.graph, refusal->nodes_in(m.graph));
-      store_.record_refusal(r.backend, refusal->key(), index, 1, 0, ops);
+      if (r.is_reference) continue;
+      const bool kept = std::any_of(ev.not_sent.begin(), ev.not_sent.end(),
+                                    [&](const NotSent& n) { return n.backend == r.backend; });
+      if (kept) continue;  // recorded below
+      if (r.outcome.status != worker::Status::Unsupported) {
+        for (auto& b : counts) {
+          if (b.backend != r.backend) continue;
+          b.ran = 1;
+          const worker::Status st = r.outcome.status;
+          b.crashed = st == worker::Status::Crash || st == worker::Status::Timeout || st == worker::Status::OutOfMemory;
+          b.failed = st == worker::Status::ConversionFailure || st == worker::Status::LibraryError;
+        }
+        continue;
+      }
+      const CountedRefusal refusal = counted_refusal(m.graph, r.outcome.message);
+      rows.refusals.push_back({r.backend, refusal.key, index, 1, 0, refusal.ops});
       {
         std::lock_guard<std::mutex> lock(sh_.mu);
         ++sh_.refused;
       }
-      if (!setup_.refusals->learn(r.backend, *refusal)) continue;
+      if (!refusal.learned || !setup_.refusals->learn(r.backend, *refusal.learned)) continue;
       std::string names;
-      for (const auto& op : ops) names += (names.empty() ? "" : ",") + op;
-      lines.push_back("learned: " + r.backend + " does not run " + refusal->key() +
+      for (const auto& op : refusal.ops) names += (names.empty() ? "" : ",") + op;
+      lines.push_back("learned: " + r.backend + " does not run " + refusal.key +
                       ": models holding it are no longer sent to it (catalogue operators: " +
                       (names.empty() ? "?" : names) + ")");
     }
-    for (const NotSent& n : ev.not_sent) store_.record_refusal(n.backend, n.refusal.key(), index, 0, 1, n.ops);
+    for (const NotSent& n : ev.not_sent) rows.refusals.push_back({n.backend, n.refusal.key(), index, 0, 1, n.ops});
+    rows.backends = std::move(counts);
     return lines;
   }
 
@@ -486,7 +547,7 @@ class Run {
   std::mutex hb_mu_;              // the batched hits
   std::set<std::string> stored_;  // signatures the store holds
   std::vector<KnownModel> pending_;
-  std::vector<search::Fact> pending_facts_;  // the pending models' new coverage facts
+  ModelRows pending_rows_;  // the pending models' rows
   Clock::time_point pending_since_;
 };
 
@@ -503,12 +564,14 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
   }
   std::string backends;
   for (const auto& b : opt.setup.backends) backends += (backends.empty() ? "" : ",") + b.str();
-  store.check_settings({{"seed", std::to_string(seed)},
-                        {"generator", opt.generator},
-                        {"backends", backends},
-                        {"mode", to_string(opt.setup.mode)},
-                        {"dtype", core::to_string(opt.setup.dtype)},
-                        {"loss", opt.setup.loss}});
+  std::map<std::string, std::string> settings = {{"seed", std::to_string(seed)},
+                                                 {"generator", opt.generator},
+                                                 {"backends", backends},
+                                                 {"mode", to_string(opt.setup.mode)},
+                                                 {"dtype", core::to_string(opt.setup.dtype)},
+                                                 {"loss", opt.setup.loss}};
+  settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
+  store.check_settings(settings);
   return seed;
 }
 
@@ -537,6 +600,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   const std::unique_ptr<Store> store = open_store(opt.store, opt.out);
   clean_partial_bundles(opt.out);
   const uint64_t seed = open_settings(*store, opt);
+  if (opt.on_seed) opt.on_seed(seed);
   const int64_t already = store->models_done();
   log << "seed: " << seed << "\n";
   if (opt.shards > 1)

@@ -31,6 +31,33 @@ std::string add_ops(const std::string& list, const std::vector<std::string>& ops
   return out;
 }
 
+std::vector<BackendCounts> Store::backend_counts() {
+  std::map<std::string, BackendCounts> by;
+  for (const StoredBackend& b : backend_models()) {
+    StoredBackend& sum = by[b.backend].models;
+    sum.backend = b.backend;
+    ++sum.model;
+    sum.ran += b.ran;
+    sum.crashed += b.crashed;
+    sum.failed += b.failed;
+    sum.seconds += b.seconds;
+  }
+  for (const StoredRefusal& r : refusals()) {
+    BackendCounts& c = by[r.backend];
+    c.models.backend = r.backend;
+    c.refused += r.refused;
+    c.not_sent += r.not_sent;
+    c.refusals.push_back(r);
+  }
+  std::vector<BackendCounts> out;
+  for (auto& [name, c] : by) {
+    std::stable_sort(c.refusals.begin(), c.refusals.end(),
+                     [](const StoredRefusal& a, const StoredRefusal& b) { return a.first_model < b.first_model; });
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::vector<RootCause> Store::root_causes() {
   struct Acc {
     RootCause rc;
@@ -160,6 +187,8 @@ class SqliteStore final : public Store {
   void record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
                       int64_t not_sent, const std::vector<std::string>& ops) override;
   std::vector<StoredRefusal> refusals() override;
+  void record_backend_models(const std::vector<StoredBackend>& rows) override;
+  std::vector<StoredBackend> backend_models() override;
   void record_coverage(const std::vector<search::Fact>& facts) override;
   std::vector<search::Fact> coverage() override;
 
@@ -209,6 +238,10 @@ SqliteStore::SqliteStore(const std::string& dir) {
         "CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
         " first_model INTEGER NOT NULL, refused INTEGER NOT NULL, not_sent INTEGER NOT NULL, ops TEXT NOT NULL,"
         " PRIMARY KEY (backend, refusal))");
+    exec(
+        "CREATE TABLE IF NOT EXISTS backend_models (model INTEGER NOT NULL, backend TEXT NOT NULL,"
+        " ran INTEGER NOT NULL, crashed INTEGER NOT NULL, failed INTEGER NOT NULL, seconds REAL NOT NULL,"
+        " PRIMARY KEY (model, backend))");
     exec(
         "CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
         " first_model INTEGER NOT NULL, PRIMARY KEY (subject, kind, value))");
@@ -441,6 +474,35 @@ std::vector<StoredRefusal> SqliteStore::refusals() {
          "SELECT backend, refusal, first_model, refused, not_sent, ops FROM refusals ORDER BY backend, first_model,"
          " refusal");
   while (s.step()) out.push_back({s.text(0), s.text(1), s.i64(2), s.i64(3), s.i64(4), s.text(5)});
+  return out;
+}
+
+void SqliteStore::record_backend_models(const std::vector<StoredBackend>& rows) {
+  if (rows.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  exec("BEGIN IMMEDIATE");
+  try {
+    Stmt up(db_,
+            "INSERT INTO backend_models (model, backend, ran, crashed, failed, seconds) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (model, backend) DO UPDATE SET ran = excluded.ran, crashed = excluded.crashed,"
+            " failed = excluded.failed, seconds = excluded.seconds");
+    for (const auto& b : rows) {
+      up.bind(1, b.model).bind(2, b.backend).bind(3, b.ran).bind(4, b.crashed).bind(5, b.failed).bind(6, b.seconds);
+      up.step();
+      up.reset();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+}
+
+std::vector<StoredBackend> SqliteStore::backend_models() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredBackend> out;
+  Stmt s(db_, "SELECT backend, model, ran, crashed, failed, seconds FROM backend_models ORDER BY model, backend");
+  while (s.step()) out.push_back({s.text(0), s.i64(1), s.i64(2), s.i64(3), s.i64(4), s.f64(5)});
   return out;
 }
 

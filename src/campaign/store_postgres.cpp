@@ -107,6 +107,9 @@ class PostgresStore final : public Store {
       q("CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
         " first_model BIGINT NOT NULL, refused BIGINT NOT NULL, not_sent BIGINT NOT NULL, ops TEXT NOT NULL,"
         " PRIMARY KEY (backend, refusal))");
+      q("CREATE TABLE IF NOT EXISTS backend_models (model BIGINT NOT NULL, backend TEXT NOT NULL,"
+        " ran BIGINT NOT NULL, crashed BIGINT NOT NULL, failed BIGINT NOT NULL, seconds DOUBLE PRECISION NOT NULL,"
+        " PRIMARY KEY (model, backend))");
       q("CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
         " first_model BIGINT NOT NULL, PRIMARY KEY (subject, kind, value))");
     });
@@ -304,6 +307,33 @@ class PostgresStore final : public Store {
     std::vector<StoredRefusal> out;
     for (int i = 0; i < r.rows(); ++i)
       out.push_back({r.text(i, 0), r.text(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4), r.text(i, 5)});
+    return out;
+  }
+
+  void record_backend_models(const std::vector<StoredBackend>& rows) override {
+    if (rows.empty()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    tx([&] {
+      for (const auto& b : rows) {
+        char seconds[64];
+        std::snprintf(seconds, sizeof seconds, "%.17g", b.seconds);
+        q("INSERT INTO backend_models (model, backend, ran, crashed, failed, seconds) VALUES ($1, $2, $3, $4, $5, $6)"
+          " ON CONFLICT (model, backend) DO UPDATE SET ran = excluded.ran, crashed = excluded.crashed,"
+          " failed = excluded.failed, seconds = excluded.seconds",
+          {std::to_string(b.model), b.backend, std::to_string(b.ran), std::to_string(b.crashed),
+           std::to_string(b.failed), seconds});
+      }
+    });
+  }
+
+  std::vector<StoredBackend> backend_models() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Result r =
+        q("SELECT backend, model, ran, crashed, failed, seconds FROM backend_models"
+          " ORDER BY model, backend COLLATE \"C\"");
+    std::vector<StoredBackend> out;
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.text(i, 0), r.i64(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4), r.f64(i, 5)});
     return out;
   }
 
