@@ -129,8 +129,8 @@ int count_option(const std::string& backend, const std::string& option) {
   const auto eq = option.find('=');
   const std::string n = eq == std::string::npos ? "" : option.substr(eq + 1);
   if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1)
-    throw core::UserError("backend '" + backend + "': " + option.substr(0, eq) + "=N takes a count from 1 to 999, got '" +
-                          option + "'");
+    throw core::UserError("backend '" + backend + "': " + option.substr(0, eq) +
+                          "=N takes a count from 1 to 999, got '" + option + "'");
   return std::stoi(n);
 }
 

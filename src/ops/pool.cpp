@@ -308,8 +308,9 @@ OpSpec make_window_pool(int d, bool is_max) {
     for (int i = 0; i < d; ++i) {
       kernel.push_back(rng.randint(1, 3));
       strides.push_back(rng.randint(1, 3));
-      // A dilated window must fit the input (at least 3 cells per axis here).
+      // A dilated window must fit the input.
       dilations.push_back(dilated ? rng.randint(1, kernel.back() == 1 ? 3 : 2) : 1);
+      if (dilations.back() * (kernel.back() - 1) + 1 > x[static_cast<size_t>(i) + 2]) dilations.back() = 1;
     }
     auto extent = [&](size_t i) { return dilations[i] * (kernel[i] - 1) + 1; };
     if (auto_pad == "NOTSET")
@@ -437,7 +438,8 @@ int64_t ceil_to_onnx(OnnxExport& e, bool avg, std::vector<int64_t>& pads) {
   const auto& st = e.aints("strides");
   const size_t d = k.size();
   std::vector<int64_t> ext(d);  // the window's extent: dilations (MaxPool) spread it
-  for (size_t i = 0; i < d; ++i) ext[i] = (avg ? 1 : e.aints("dilations")[i]) * (k[i] - 1) + 1;
+  const bool dilated = !avg && e.attrs().count("dilations");
+  for (size_t i = 0; i < d; ++i) ext[i] = (dilated ? e.aints("dilations")[i] : 1) * (k[i] - 1) + 1;
   std::vector<int64_t> want(d), floor_out(d), ceil_out(d);
   bool all_ceil = true, all_floor = true;
   for (size_t i = 0; i < d; ++i) {
@@ -472,7 +474,7 @@ void export_window_pool(OnnxExport& e) {
   OnnxNode& p = e.final_node(avg ? "AveragePool" : "MaxPool", {e.in(0)});
   p.set_ints("kernel_shape", e.aints("kernel_shape"));
   p.set_ints("strides", e.aints("strides"));
-  if (!avg) p.set_ints("dilations", e.aints("dilations"));
+  if (!avg && e.attrs().count("dilations")) p.set_ints("dilations", e.aints("dilations"));
   if (e.as("auto_pad") == "NOTSET") p.set_ints("pads", pads);
   else p.set_s("auto_pad", e.as("auto_pad"));
   p.set_i("ceil_mode", ceil_mode);

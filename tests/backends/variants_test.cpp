@@ -4,6 +4,7 @@
 // start; a finding on a variant records it, replays on it, and its reproducer runs it. Each test is
 // skipped when its library backend is not built (QUORUM_WITH_LIBRARIES=OFF).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>

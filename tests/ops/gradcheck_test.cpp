@@ -156,7 +156,8 @@ TEST(GradCheckWidened, DilatedMaxPoolTakesEveryDilthCell) {
   // A window whose taps all fall in the padding is refused by the shape rule.
   const Attrs only_pad = canonical_attrs(spec, {{"kernel_shape", std::vector<int64_t>{2}},
                                                 {"dilations", std::vector<int64_t>{3}},
-                                                {"pads", std::vector<int64_t>{2, 0}}, {"strides", std::vector<int64_t>{1}}});
+                                                {"pads", std::vector<int64_t>{2, 0}},
+                                                {"strides", std::vector<int64_t>{1}}});
   const Tensor x2 = Tensor::f64({1, 1, 1}, {1});
   EXPECT_THROW(spec.infer({x2.type()}, only_pad), core::OpError);
 }

@@ -149,7 +149,8 @@ PoolGeo pool_geo(const std::string& op, const Shape& x, const Shape& y, const co
   const std::string& auto_pad = core::attr_s(a, "auto_pad");
   g.kernel = core::attr_ints(a, "kernel_shape");
   g.strides = core::attr_ints(a, "strides");
-  for (size_t i = 0; i < d; ++i) g.dil.push_back(is_max ? core::attr_ints(a, "dilations")[i] - 1 : 0);
+  for (size_t i = 0; i < d; ++i)
+    g.dil.push_back(is_max && a.count("dilations") ? core::attr_ints(a, "dilations")[i] - 1 : 0);
   bool rescale = false;
   std::vector<std::vector<float>> factor;  // per axis, per output position: k / cells counted by ONNX
   for (size_t i = 0; i < d; ++i) {

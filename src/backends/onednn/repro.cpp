@@ -1479,7 +1479,8 @@ ReproProgram Gen::write(const std::string& dir) {
   const onednn::Variant variant = onednn::parse_variant(spec_options(c_.backend));
   if (!variant.isa.empty())  // a threads option is in the run command (OMP_NUM_THREADS)
     s << "  // The finding's execution variant (" << c_.backend << "): oneDNN's ISA dispatch limited as the\n"
-      << "  // worker's ONEDNN_MAX_CPU_ISA=" << onednn::isa_env_value(variant.isa) << " limits it, before any primitive.\n"
+      << "  // worker's ONEDNN_MAX_CPU_ISA=" << onednn::isa_env_value(variant.isa)
+      << " limits it, before any primitive.\n"
       << "  dnnl::set_max_cpu_isa(dnnl::cpu_isa::" << variant.isa << ");\n";
   s << "  const dnnl_version_t* ver = dnnl_version();\n";
   s << "  std::printf(\"oneDNN %d.%d.%d (git hash %s)\\n\", ver->major, ver->minor, ver->patch, ver->hash);\n";

@@ -443,7 +443,7 @@ void lower_window_pool(const Node& c) {
   const Ints &k = c.is("kernel_shape"), &strides = c.is("strides");
   const bool is_max = c.n.op.rfind("max_pool", 0) == 0;
   // MaxPool's dilations spread the window over dil*(k-1)+1 cells (SAME pads follow that extent).
-  const Ints dil = is_max ? c.is("dilations") : Ints(k.size(), 1);
+  const Ints dil = is_max && c.n.attrs.count("dilations") ? c.is("dilations") : Ints(k.size(), 1);
   Ints extent(k.size());
   for (size_t i = 0; i < k.size(); ++i) extent[i] = dil[i] * (k[i] - 1) + 1;
   const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), extent, strides);

@@ -290,7 +290,8 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
 
   // The finding's execution variant (backend options): the same layout of inputs and weights.
   const torch::Variant variant = torch::parse_variant(spec_options(c.backend));
-  py << "def layout(t):\n    \"\"\"Inputs and weights as the finding's backend (" << c.backend << ") laid them out.\"\"\"\n";
+  py << "def layout(t):\n    \"\"\"Inputs and weights as the finding's backend (" << c.backend
+     << ") laid them out.\"\"\"\n";
   if (variant.channels_last)
     py << "    if t.dim() in (4, 5):\n        t = t.contiguous(memory_format=torch.channels_last if t.dim() == 4 "
           "else torch.channels_last_3d)\n";
