@@ -19,6 +19,7 @@
 #include "core/fileio.h"
 #include "ir/json_io.h"
 #include "report/repro.h"
+#include "run_quorum.h"
 #include "worker/supervisor.h"
 #include "worker/worker_set.h"
 
@@ -129,6 +130,24 @@ TEST(Variants, UnknownOptionsStopTheWorkerWithTheReason) {
     const worker::Outcome o = w.hello(info);
     EXPECT_FALSE(o.ok()) << backend << ":" << option;
     EXPECT_NE(o.str().find(option), std::string::npos) << o.str();
+  }
+}
+
+// A campaign whose backend spec carries an option its worker refuses stops before any model, with
+// the worker's reason on one line and exit status 2.
+TEST(Variants, ACampaignWithABadOptionIsBadInput) {
+  const auto out = testing::scratch("variants_bad") / "campaign";
+  const testing::Result r =
+      testing::run_quorum("fuzz --generator unit --backends faulty:no-such-fault --models 3 --out " + out.string(),
+                          "variants_bad");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--backends faulty:no-such-fault: faulty: unknown fault 'no-such-fault'"), std::string::npos)
+      << r.err;
+  if (built("torch")) {
+    const testing::Result t = testing::run_quorum(
+        "fuzz --generator unit --backends torch:channels_first --models 3 --out " + out.string() + "2", "variants_bad");
+    EXPECT_EQ(t.code, 2) << t.err;
+    EXPECT_NE(t.err.find("unknown option 'channels_first'"), std::string::npos) << t.err;
   }
 }
 
