@@ -396,7 +396,7 @@ Tensor lrn_base(const Tensor& x, const LrnGeom& g) {
 // 1.4e-6 at 2.1e9, 1e-8 near d = 1).
 double lrn_power(double d, double e) { return std::exp(e * stored(std::log(d))); }
 
-Signature lrn_infer(const std::vector<TensorType>& in, const Attrs& a) {
+Signature lrn_infer(const std::vector<TensorType>& in, const Attrs&) {
   common_float_dtype(in);
   require(in[0].shape.size() == 4, "lrn expects X [N, C, H, W], got rank " + std::to_string(in[0].shape.size()));
   return Signature{{in[0]}, {}};
