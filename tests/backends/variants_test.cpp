@@ -72,14 +72,14 @@ void expect_close(const core::Tensor& a, const core::Tensor& b, const std::strin
 }
 
 // Forward (every node output) and one training step of the model on one worker.
-struct Run {
+struct RunResult {
   ValueMap values;
   TrainResult train;
 };
-Run run(const std::string& backend, const std::vector<std::string>& options, bool training) {
+RunResult run(const std::string& backend, const std::vector<std::string>& options, bool training) {
   worker::Worker w(backend, options, worker::Limits{});
   const ir::Graph g = model();
-  Run r;
+  RunResult r;
   worker::Outcome o = w.compile(g, CompileOptions{core::DType::F32, 1});
   EXPECT_TRUE(o.ok()) << o.str();
   o = w.forward(inputs(), true, r.values);
@@ -97,11 +97,11 @@ Run run(const std::string& backend, const std::vector<std::string>& options, boo
 
 TEST(Variants, TorchLayoutsAndThreadsGiveThePlainValues) {
   if (!built("torch")) GTEST_SKIP() << "torch backend not built";
-  const Run plain = run("torch", {}, true);
+  const RunResult plain = run("torch", {}, true);
   for (const std::vector<std::string>& v : std::vector<std::vector<std::string>>{
            {"channels_last"}, {"strided"}, {"threads=2"}, {"channels_last", "strided", "threads=3"}}) {
-    const Run r = run("torch", v, true);
-    SCOPED_TRACE(worker::BackendSpec{"torch", v}.str());
+    const RunResult r = run("torch", v, true);
+    SCOPED_TRACE((worker::BackendSpec{"torch", v}.str()));
     for (const auto& [name, t] : plain.values) expect_close(r.values.at(name), t, "value " + name);
     for (const auto& [name, t] : plain.train.grads) expect_close(r.train.grads.at(name), t, "gradient " + name);
   }
@@ -109,13 +109,13 @@ TEST(Variants, TorchLayoutsAndThreadsGiveThePlainValues) {
 
 TEST(Variants, OnednnIsaLimitIsInEffectAndGivesThePlainValues) {
   if (!built("onednn")) GTEST_SKIP() << "onednn backend not built";
-  const Run plain = run("onednn", {}, true);
+  const RunResult plain = run("onednn", {}, true);
   for (const std::string isa : {"sse41", "avx2"}) {
     worker::Worker w("onednn", {"isa=" + isa, "threads=2"}, worker::Limits{});
     worker::BackendInfo info;
     ASSERT_TRUE(w.hello(info).ok());
     EXPECT_NE(info.version.find("isa " + isa + ")"), std::string::npos) << info.version;
-    const Run r = run("onednn", {"isa=" + isa, "threads=2"}, true);
+    const RunResult r = run("onednn", {"isa=" + isa, "threads=2"}, true);
     for (const auto& [name, t] : plain.values) expect_close(r.values.at(name), t, isa + " value " + name);
     for (const auto& [name, t] : plain.train.grads) expect_close(r.train.grads.at(name), t, isa + " gradient " + name);
   }
