@@ -63,6 +63,18 @@ UnaryRange up() {
 UnaryRange down() {
   return [](const Interval& x, const Attrs&, const Scalar& f) { return decreasing(x, f); };
 }
+// f monotone (either way) on each side of 0, as leaky_relu, elu and hard_sigmoid are for any sign of
+// their alpha: the hull of f at the interval's ends and at 0 when it holds 0.
+UnaryRange pieces_at_zero() {
+  return [](const Interval& x, const Attrs&, const Scalar& f) {
+    auto piece = [&](const Interval& p) {
+      const Interval r = increasing(p, f);
+      return Interval{std::min(r.lo, r.hi), std::max(r.lo, r.hi)};
+    };
+    if (!x.contains(0)) return piece(x);
+    return hull(piece(Interval{x.lo, 0}), piece(Interval{0, x.hi}));
+  };
+}
 UnaryRange valley_at(double at, double min_value) {
   return [at, min_value](const Interval& x, const Attrs&, const Scalar& f) { return valley(x, f, at, min_value); };
 }
@@ -101,15 +113,15 @@ const std::map<std::string, UnaryRange>& unary_ranges() {
   static const std::map<std::string, UnaryRange> m = {
       {"relu", up()},
       {"relu6", up()},
-      {"leaky_relu", up()},
-      {"elu", up()},
+      {"leaky_relu", pieces_at_zero()},
+      {"elu", pieces_at_zero()},
       {"selu", up()},
       {"gelu", gelu_range},
       {"sigmoid", up()},
       {"tanh", up()},
       {"softplus", up()},
       {"softsign", up()},
-      {"hard_sigmoid", up()},
+      {"hard_sigmoid", pieces_at_zero()},
       {"hardswish", valley_at(-1.5, -0.375)},
       {"exp", up()},
       {"log", up()},
@@ -211,13 +223,25 @@ std::vector<Unary> unaries() {
       {.fn = {"leaky_relu", "x if x > 0 else alpha*x",
               [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * x; },
               [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); }},
-       .attrs = {float_attr("alpha", 0.01, 0, kInf, {AttrValue(nan)}, "slope for x < 0")},
-       .sample_attrs = [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.0, 1.0); }},
+       // ONNX: any float. A negative slope (not monotone) or one above 1 are legal values libraries
+       // special-case (in-place or fused forms that assume 0 <= alpha <= 1).
+       .attrs = {float_attr("alpha", 0.01, -kInf, kInf, {AttrValue(nan)}, "slope for x < 0 (any float, ONNX)")},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) {
+             const double u = r.uniform(0.0, 1.0);
+             a["alpha"] = u < 0.6   ? random_float(r, 0.0, 1.0)
+                          : u < 0.8 ? random_float(r, -1.5, 0.0)
+                                    : random_float(r, 1.0, 3.0);
+           }},
       {.fn = {"elu", "x if x > 0 else alpha*(exp(x)-1)",
               [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * std::expm1(x); },
               [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha") * std::exp(x); }},
-       .attrs = {float_attr("alpha", 1.0, 0, kInf, {AttrValue(-1.0)}, "scale for x < 0")},
-       .sample_attrs = [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.1, 2.0); }},
+       // ONNX: any float; 0 makes it relu, a negative alpha folds the negative side up.
+       .attrs = {float_attr("alpha", 1.0, -kInf, kInf, {AttrValue(nan)}, "scale for x < 0 (any float, ONNX)")},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) {
+             a["alpha"] = r.uniform(0.0, 1.0) < 0.75 ? random_float(r, 0.1, 2.0) : random_float(r, -1.5, 0.0);
+           }},
       {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
        [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
        [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
@@ -274,12 +298,12 @@ std::vector<Unary> unaries() {
                 const double v = stored(rounded(alpha * x) + rounded(core::attr_f(a, "beta")));
                 return v > 0 && v < 1 ? core::attr_f(a, "alpha") : 0.0;
               }},
-       .attrs = {float_attr("alpha", 0.2, 0, kInf, {AttrValue(nan)}, "slope"),
+       .attrs = {float_attr("alpha", 0.2, -kInf, kInf, {AttrValue(nan)}, "slope (any float, ONNX: negative decreases)"),
                  float_attr("beta", 0.5, -kInf, kInf, {AttrValue(nan)}, "offset")},
        .gen = InputGen{-4, 4},
        .sample_attrs =
            [](core::Rng& r, Attrs& a) {
-             a["alpha"] = random_float(r, 0.1, 0.5);
+             a["alpha"] = r.uniform(0.0, 1.0) < 0.75 ? random_float(r, 0.1, 0.5) : random_float(r, -0.5, -0.1);
              a["beta"] = random_float(r, 0.2, 0.8);
            }},
       // Computed as x * relu6(x + 3) / 6 with the product marked stored: float32 implementations of

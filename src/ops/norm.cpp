@@ -398,11 +398,9 @@ Tensor lrn_base(const Tensor& x, const LrnGeom& g) {
 // 1.4e-6 at 2.1e9, 1e-8 near d = 1).
 double lrn_power(double d, double e) { return std::exp(e * stored(std::log(d))); }
 
-Signature lrn_infer(const std::vector<TensorType>& in, const Attrs& a) {
+Signature lrn_infer(const std::vector<TensorType>& in, const Attrs&) {
   common_float_dtype(in);
   QUORUM_REQUIRE(in[0].shape.size() == 4, "lrn expects X [N, C, H, W], got rank " + std::to_string(in[0].shape.size()));
-  QUORUM_REQUIRE(core::attr_i(a, "size") % 2 == 1,
-                 "lrn size must be odd (ONNX LRN), got " + std::to_string(core::attr_i(a, "size")));
   return Signature{{in[0]}, {}};
 }
 
@@ -458,8 +456,9 @@ OpSpec lrn_spec() {
       "ONNX LRN across channels of X [N, C, H, W]: y = x / (bias + alpha/size * sum of x^2 over channels "
       "[c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, C-1])^beta";
   const double nan = std::nan("");
-  s.attrs = {int_attr("size", 5, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1}), AttrValue(int64_t{2})},
-                      "number of channels in the window (odd)"),
+  // ONNX LRN takes any size: an even window has one channel more after c than before it.
+  s.attrs = {int_attr("size", 5, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1})},
+                      "number of channels in the window (an even size reaches one further after c)"),
              float_attr("alpha", 1e-4, 0, kInf, {AttrValue(-1.0), AttrValue(nan)}, "scale of the sum of squares"),
              float_attr("beta", 0.75, 0, kInf, {AttrValue(nan)}, "exponent"),
              float_attr("bias", 1.0, kEpsLo, kInf, {AttrValue(0.0), AttrValue(-1.0)},
@@ -474,7 +473,7 @@ OpSpec lrn_spec() {
   s.sample = [](core::Rng& rng) {
     Case c;
     c.inputs = {f64t({rng.randint(1, 2), rng.randint(1, 6), rng.randint(2, 4), rng.randint(2, 4)})};
-    c.attrs["size"] = rng.pick(std::vector<int64_t>{1, 3, 5});
+    c.attrs["size"] = rng.pick(std::vector<int64_t>{1, 2, 3, 4, 5});
     // Much larger than the 1e-4 default, so the window term matters in the gradient check.
     c.attrs["alpha"] = random_float(rng, 0.01, 0.5);
     c.attrs["beta"] = random_float(rng, 0.5, 1.0);
