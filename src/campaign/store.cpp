@@ -194,6 +194,19 @@ class SqliteStore final : public Store {
 
  private:
   void exec(const std::string& sql);
+  // `body` in one IMMEDIATE transaction: committed, or rolled back and its exception rethrown (what
+  // was committed before stays). The caller holds mu_.
+  template <class Body>
+  void tx(Body&& body) {
+    exec("BEGIN IMMEDIATE");
+    try {
+      body();
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
   // One complete findings row (record() for a new signature, insert() for merged rows). Caller holds mu_.
   void insert_row(const StoredFinding& f);
   sqlite3* db_ = nullptr;
@@ -332,8 +345,7 @@ std::vector<ModelRecord> SqliteStore::models() {
 
 void SqliteStore::insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) {
   std::lock_guard<std::mutex> lock(mu_);
-  exec("BEGIN IMMEDIATE");
-  try {
+  tx([&] {
     for (const StoredFinding& f : findings) {
       Stmt has(db_, "SELECT 1 FROM findings WHERE signature = ?");
       has.bind(1, f.signature);
@@ -347,11 +359,7 @@ void SqliteStore::insert(const std::vector<StoredFinding>& findings, const std::
       Stmt ins(db_, "INSERT INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
       ins.bind(1, m.index).bind(2, m.findings).bind(3, m.done_at).step();
     }
-    exec("COMMIT");
-  } catch (...) {
-    exec("ROLLBACK");
-    throw;
-  }
+  });
 }
 
 bool SqliteStore::model_done(int64_t index) {
@@ -373,8 +381,8 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
   std::lock_guard<std::mutex> lock(mu_);
   const std::string now = now_utc();
   int fresh = 0;
-  exec("BEGIN IMMEDIATE");
-  try {
+  // The findings committed before stay; this model's are undone on failure (it is run again on resume).
+  tx([&] {
     for (const auto& f : findings) {
       const std::string sig = f.signature();
       Stmt get(db_, "SELECT hits FROM findings WHERE signature = ?");
@@ -407,12 +415,7 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
     }
     Stmt done(db_, "INSERT OR REPLACE INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
     done.bind(1, index).bind(2, static_cast<int64_t>(findings.size())).bind(3, now).step();
-    exec("COMMIT");
-  } catch (...) {
-    // The findings committed before stay; this model's are undone (it is run again on resume).
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  });
   return fresh;
 }
 
@@ -423,8 +426,8 @@ void SqliteStore::record_known(const std::vector<KnownModel>& models) {
     for (const std::string& sig : m.signatures) ++hits[sig];
   std::lock_guard<std::mutex> lock(mu_);
   const std::string now = now_utc();
-  exec("BEGIN IMMEDIATE");
-  try {
+  // Undone together on failure: the models are run again on resume.
+  tx([&] {
     Stmt up(db_, "UPDATE findings SET hits = hits + ?, last_seen = ? WHERE signature = ?");
     for (const auto& [sig, n] : hits) {
       up.bind(1, n).bind(2, now).bind(3, sig).step();
@@ -435,11 +438,7 @@ void SqliteStore::record_known(const std::vector<KnownModel>& models) {
       done.bind(1, m.index).bind(2, static_cast<int64_t>(m.signatures.size())).bind(3, now).step();
       done.reset();
     }
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // the models are run again on resume
-    throw;
-  }
+  });
 }
 
 void SqliteStore::set_root_cause(const std::string& signature, const std::string& root_cause,
@@ -480,8 +479,7 @@ std::vector<StoredRefusal> SqliteStore::refusals() {
 void SqliteStore::record_backend_models(const std::vector<StoredBackend>& rows) {
   if (rows.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  exec("BEGIN IMMEDIATE");
-  try {
+  tx([&] {
     Stmt up(db_,
             "INSERT INTO backend_models (model, backend, ran, crashed, failed, seconds) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (model, backend) DO UPDATE SET ran = excluded.ran, crashed = excluded.crashed,"
@@ -491,11 +489,7 @@ void SqliteStore::record_backend_models(const std::vector<StoredBackend>& rows) 
       up.step();
       up.reset();
     }
-    exec("COMMIT");
-  } catch (...) {
-    exec("ROLLBACK");
-    throw;
-  }
+  });
 }
 
 std::vector<StoredBackend> SqliteStore::backend_models() {
@@ -509,8 +503,7 @@ std::vector<StoredBackend> SqliteStore::backend_models() {
 void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
   if (facts.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  exec("BEGIN IMMEDIATE");
-  try {
+  tx([&] {
     Stmt up(db_,
             "INSERT INTO coverage (subject, kind, value, first_model) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = MIN(first_model, excluded.first_model)");
@@ -518,11 +511,7 @@ void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
       up.bind(1, f.subject).bind(2, f.kind).bind(3, f.value).bind(4, f.model).step();
       up.reset();
     }
-    exec("COMMIT");
-  } catch (...) {
-    exec("ROLLBACK");
-    throw;
-  }
+  });
 }
 
 std::vector<search::Fact> SqliteStore::coverage() {
