@@ -4,6 +4,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <deque>
+#include <future>
 
 #include "campaign/coverage.h"
 #include "gen/targets.h"
@@ -34,11 +36,15 @@ struct Draw {
 
   std::once_flag targets_once;
   gen::TargetPolicy policy;
-  std::mutex workers_mu;  // the policy's workers answer one question at a time
+  std::deque<std::mutex> worker_mu;  // each target's policy worker answers one question at a time
   std::unique_ptr<WorkerSet> workers;
 
   std::mutex epochs_mu;
   std::vector<Counts> epochs{Counts{}};  // epochs[e]: the layer types chosen in models 0 .. e*E - 1
+  // The layer types the jobs' own draws chose, for models whose epoch's successor is not computed yet:
+  // the same architectures counts_for would draw again (a model's architecture is a function of the
+  // seed, its index and its epoch's counts), so it takes them from here.
+  std::map<uint64_t, Counts> drawn;
 
   // The targets: each backend's mapped operators (the campaign's stored probe, else probed now on
   // the policy's own worker) and its supports() answer on that worker.
@@ -55,23 +61,37 @@ struct Draw {
       t.name = draw.backends[i].str();
       auto it = stored.find(t.name);
       t.ops = it != stored.end() ? it->second : mapped_operators(workers->at(i));
-      t.refuses = [this, i](const ir::Graph& g) {
-        std::lock_guard<std::mutex> lock(workers_mu);
-        std::vector<worker::NodeSupport> sup;
-        std::vector<std::string> ops;
-        if (!workers->at(i).supports(g, false, sup).ok()) {
-          for (const auto& n : g.nodes) ops.push_back(n.op);  // no answer: nothing of it is known to run
-          return ops;
-        }
-        for (const auto& s : sup)
-          if (!s.ok)
-            for (const auto& n : g.nodes)
-              if (n.name == s.node) ops.push_back(n.op);
-        return ops;
-      };
       policy.targets.push_back(std::move(t));
     }
+    worker_mu.resize(draw.backends.size());
     policy.share = draw.backend_share;
+    // The targets' questions go out at once, one thread per target beyond the first: the answer
+    // is a round trip to an idle process, whose latency the waiting job would otherwise pay per target.
+    policy.refuses = [this](const ir::Graph& g, const std::vector<size_t>& which) {
+      std::vector<std::future<std::vector<std::string>>> rest;
+      for (size_t k = 1; k < which.size(); ++k)
+        rest.push_back(std::async(std::launch::async, [this, &g, i = which[k]] { return refused(i, g); }));
+      std::vector<std::vector<std::string>> out;
+      if (!which.empty()) out.push_back(refused(which[0], g));
+      for (auto& f : rest) out.push_back(f.get());
+      return out;
+    };
+  }
+
+  // The operators of the nodes target i refuses in g (its supports() answer on the policy's worker).
+  std::vector<std::string> refused(size_t i, const ir::Graph& g) {
+    std::lock_guard<std::mutex> lock(worker_mu[i]);
+    std::vector<worker::NodeSupport> sup;
+    std::vector<std::string> ops;
+    if (!workers->at(i).supports(g, false, sup).ok()) {
+      for (const auto& n : g.nodes) ops.push_back(n.op);  // no answer: nothing of it is known to run
+      return ops;
+    }
+    for (const auto& s : sup)
+      if (!s.ok)
+        for (const auto& n : g.nodes)
+          if (n.name == s.node) ops.push_back(n.op);
+    return ops;
   }
 
   gen::Model architecture(uint64_t index, core::Rng& rng, const Counts& counts) {
@@ -92,6 +112,11 @@ struct Draw {
       const size_t k = epochs.size() - 1;
       Counts next = epochs[k];
       for (uint64_t j = k * epoch_size; j < (k + 1) * epoch_size; ++j) {
+        if (auto it = drawn.find(j); it != drawn.end()) {
+          for (const auto& [op, n] : it->second) next[op] += n;
+          drawn.erase(it);
+          continue;
+        }
         core::Rng rng = gen::model_rng(seed, j);
         try {
           for (const auto& [op, n] : architecture(j, rng, epochs[k]).picks) next[op] += n;
@@ -102,6 +127,28 @@ struct Draw {
       epochs.push_back(std::move(next));
     }
     return epochs[e];
+  }
+
+  // Keeps what model `index`'s own draw chose (nothing: its architecture could not be drawn) until
+  // its epoch is counted.
+  void note_drawn(uint64_t index, Counts chosen) {
+    if (draw.muffin_epoch <= 0 || opt.generator != "muffin") return;
+    std::lock_guard<std::mutex> lock(epochs_mu);
+    if (index / static_cast<uint64_t>(draw.muffin_epoch) + 1 < epochs.size()) return;  // counted already
+    drawn[index] = std::move(chosen);
+  }
+
+  gen::Model draw_architecture(uint64_t index, core::Rng& rng) {
+    const Counts counts = counts_for(index);
+    gen::Model arch;
+    try {
+      arch = architecture(index, rng, counts);
+    } catch (const std::exception&) {
+      note_drawn(index, {});
+      throw;
+    }
+    note_drawn(index, arch.picks);
+    return arch;
   }
 };
 
@@ -156,8 +203,7 @@ ModelFactory generator_factory(const gen::GenOptions& opt, const std::string& da
   return [d](int64_t index, core::Rng& rng) {
     std::call_once(d->targets_once, [&] { d->make_targets(); });
     const auto i = static_cast<uint64_t>(index);
-    const Counts counts = d->counts_for(i);
-    return to_case(gen::finish_model(d->architecture(i, rng, counts), rng, *d->source), index);
+    return to_case(gen::finish_model(d->draw_architecture(i, rng), rng, *d->source), index);
   };
 }
 

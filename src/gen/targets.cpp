@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "gen/generators.h"
+#include "ir/graph.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {
@@ -59,16 +60,23 @@ Model generate_for(const GenOptions& opt, const data::Source& source, uint64_t i
     bool taken = inside;
     if (taken) {
       // The targets judge the model with its weights (drawn as finish_model will: the stream's own
-      // derive("weights"), whatever generation consumed). What one refuses is left out of the next draws.
+      // derive("weights"), whatever generation consumed) and every value typed, as the backends see it
+      // when it runs. What one refuses is left out of the next draws; a draw that does not validate is
+      // drawn again.
       core::Rng wr = rng.derive("weights");
-      const ir::Graph graph = materialize(Model(m), wr);
-      for (size_t k : which) {
-        if (!p.targets[k].refuses) continue;
-        for (const auto& op : p.targets[k].refuses(graph)) {
-          taken = false;
-          mapped.erase(op);
-        }
+      ir::Graph graph = materialize(Model(m), wr);
+      try {
+        ir::validate(graph, "model " + std::to_string(index));
+      } catch (const core::UserError&) {
+        last = std::move(m);
+        continue;
       }
+      if (p.refuses)
+        for (const auto& ops : p.refuses(graph, which))
+          for (const auto& op : ops) {
+            taken = false;
+            mapped.erase(op);
+          }
     }
     if (taken) return m;
     last = std::move(m);

@@ -16,9 +16,6 @@ namespace quorum::gen {
 struct Target {
   std::string name;               // the backend spec, for messages
   std::vector<std::string> ops;   // the catalogue operators it maps
-  // The operators of the nodes it refuses in the whole model (weights drawn): empty when it takes the
-  // model. None: it takes any model holding only `ops`.
-  std::function<std::vector<std::string>(const ir::Graph&)> refuses;
 };
 
 struct TargetPolicy {
@@ -27,6 +24,10 @@ struct TargetPolicy {
   // they all map), half for one target in turn (uniformly); the rest are drawn freely. With k targets
   // each runs at least share * (1/2 + 1/(2k)) of the models, plus the free ones it takes.
   double share = 0;
+  // For each of the targets `which` (indices into targets, in that order), the operators of the nodes it
+  // refuses in the whole model (weights drawn, every value typed): empty when it takes the model. None:
+  // every target takes any model holding only its `ops`.
+  std::function<std::vector<std::vector<std::string>>(const ir::Graph&, const std::vector<size_t>&)> refuses;
 };
 
 // The targets model `index` of a campaign with seed `seed` is drawn for (indices into p.targets): none
