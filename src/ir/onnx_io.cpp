@@ -141,6 +141,19 @@ double recover_double(float f) {
 // ---------------------------------------------------------------------------------------------
 // Export
 
+// FNV-1a over `s`, starting from `h` mixed in: the form choices' hash (stable across platforms).
+uint64_t fnv(const std::string& s, uint64_t h) {
+  uint64_t x = 1469598103934665603ull ^ (h * 0x9E3779B97F4A7C15ull);
+  for (unsigned char c : s) {
+    x ^= c;
+    x *= 1099511628211ull;
+  }
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return x;
+}
+
 void set_i(onnx::NodeProto* n, const std::string& name, int64_t v) {
   auto* a = n->add_attribute();
   a->set_name(name);
@@ -202,10 +215,12 @@ class ProtoNode final : public ops::OnnxNode {
 // Writes the model; each node goes to its operator's export hook (ops/onnx_map.h).
 class Exporter final : public ops::OnnxExport {
  public:
-  Exporter(const Graph& g, int opset) : g_(g), opset_(opset) {}
+  Exporter(const Graph& g, const OnnxForm& f, bool dry) : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry) {}
+
+  std::map<std::string, std::string> forms;
 
   std::string run() {
-    m_.set_ir_version(opset_ >= 14 ? 8 : 7);
+    m_.set_ir_version(opset_ >= 14 ? 8 : opset_ == 11 ? 6 : 7);
     m_.set_producer_name("quorum");
     m_.set_producer_version(QUORUM_VERSION);
     auto* imp = m_.add_opset_import();
@@ -222,8 +237,10 @@ class Exporter final : public ops::OnnxExport {
     for (const auto& in : g_.inputs) set_type(gp_->add_input(), in.name, in.type);
     for (const auto& n : g_.nodes) {
       cur_ = &n;
+      node_key_ = seed_ ? node_key(n) : 0;
       export_node(n);
     }
+    if (dry_) return {};
     // Initializers the nodes refer to (RNN weights, for one, are written reordered under new names).
     std::set<std::string> referenced;
     for (const auto& n : gp_->node())
@@ -259,6 +276,9 @@ class Exporter final : public ops::OnnxExport {
  private:
   const Graph& g_;
   int opset_;
+  uint64_t seed_;
+  bool dry_;
+  uint64_t node_key_ = 0;
   onnx::ModelProto m_;
   onnx::GraphProto* gp_ = nullptr;
   std::set<std::string> taken_;
@@ -308,10 +328,38 @@ class Exporter final : public ops::OnnxExport {
     const std::string name = fresh(cur_->name + "/" + what);
     return {&node(type, name, ins, {name}), name};
   }
+  // A constant operand: an initializer, or (a seeded form) the output of a Constant node.
   std::string constant(const Tensor& t, const std::string& what) override {
     const std::string name = fresh(cur_->name + "/" + what);
+    if (choose2("operands", "initializer", "constant_node")) {
+      auto* p = gp_->add_node();
+      p->set_op_type("Constant");
+      p->set_name(name);
+      p->add_output(name);
+      auto* a = p->add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      tensor_to_proto(t, name, a->mutable_t());
+      return name;
+    }
     extra_inits_.emplace_back(name, t);
     return name;
+  }
+
+  // The node's identity for its choices: what stays when other nodes change.
+  uint64_t node_key(const Node& n) const {
+    std::string k = n.name + "|" + n.op + "|" + core::to_string(n.attrs);
+    for (const auto& i : n.inputs) k += "|" + core::to_string(g_.types.at(i).shape);
+    return fnv(k, seed_);
+  }
+  size_t choose(const std::string& what, const std::vector<std::string>& alternatives) override {
+    QUORUM_CHECK(!alternatives.empty(), "choose: no forms");
+    const size_t k = seed_ ? fnv(what, node_key_) % alternatives.size() : 0;
+    std::string& rec = forms[cur_->name];
+    const std::string entry = what + "=" + alternatives[k];
+    // One entry per `what` (a node writing several constants chooses their form once).
+    if (("," + rec).find("," + what + "=") == std::string::npos) rec += (rec.empty() ? "" : ",") + entry;
+    return k;
   }
 
   void export_node(const Node& n) {
@@ -665,11 +713,53 @@ class Importer final : public ops::OnnxImport {
 
 }  // namespace
 
-std::string graph_to_onnx(const Graph& g, int opset) {
+namespace {
+
+void check_opset(int opset) {
   if (opset < kOnnxMinOpset || opset > kOnnxMaxOpset)
     throw UserError("--opset " + std::to_string(opset) + ": the ONNX exporter writes opsets " +
                     std::to_string(kOnnxMinOpset) + " to " + std::to_string(kOnnxMaxOpset));
-  return Exporter(g, opset).run();
+}
+
+OnnxExported export_graph(const Graph& g, const OnnxForm& f, bool dry) {
+  check_opset(f.opset);
+  Exporter e(g, f, dry);
+  OnnxExported out;
+  out.bytes = e.run();
+  out.opset = f.opset;
+  out.forms = std::move(e.forms);
+  return out;
+}
+
+}  // namespace
+
+std::string graph_to_onnx(const Graph& g, int opset) { return export_graph(g, {opset, 0}, false).bytes; }
+
+OnnxExported graph_to_onnx(const Graph& g, const OnnxForm& form) { return export_graph(g, form, false); }
+
+OnnxExported onnx_forms(const Graph& g, const OnnxForm& form) { return export_graph(g, form, true); }
+
+std::string OnnxExported::str() const {
+  std::string s = "opset " + std::to_string(opset);
+  for (const auto& [node, f] : forms) s += "; " + node + " " + f;
+  return s;
+}
+
+uint64_t form_seed(const Graph& g) {
+  std::string k = g.name;
+  for (const auto& in : g.inputs) k += "|" + in.name + ":" + core::to_string(in.type.shape);
+  const uint64_t h = fnv(k, 0x51ED);
+  return h ? h : 1;
+}
+
+OnnxForm seeded_form(const Graph& g, int lo, int hi) {
+  lo = std::max(lo, kOnnxMinOpset);
+  hi = std::min(hi, kOnnxMaxOpset);
+  QUORUM_CHECK(lo <= hi, "seeded_form: empty opset range");
+  OnnxForm f;
+  f.seed = form_seed(g);
+  f.opset = lo + static_cast<int>(fnv("opset", f.seed) % static_cast<uint64_t>(hi - lo + 1));
+  return f;
 }
 
 Graph graph_from_onnx(const std::string& bytes, const std::string& where, const ValidateOptions& opt) {

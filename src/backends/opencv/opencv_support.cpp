@@ -1,11 +1,13 @@
 // Support rules of the OpenCV DNN backend (see opencv_support.h). Every "no" below was measured on
-// OpenCV 4.6.0 with the ONNX the Quorum exporter writes at opset 14: the importer refuses the form,
+// OpenCV 4.6.0 with the ONNX the Quorum exporter writes (opset 14 unless the rule names the opset or
+// the exchange form): the importer refuses the form,
 // the layer throws at run time, or it returns wrong values (those are listed with minimal cases in
 // known_differences.json, so campaigns are not flooded by one known defect).
 #include "backends/opencv/opencv_support.h"
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "ops/kernel_util.h"
@@ -15,6 +17,16 @@ namespace quorum::backends::opencv {
 namespace {
 
 using Rule = std::function<Support(const ir::Graph&, const ir::Node&)>;
+
+// The model's exchange form while a node is judged (set by node_support).
+thread_local const ir::OnnxExported* t_form = nullptr;
+int opset() { return t_form ? t_form->opset : 14; }
+// Whether the node was written with `entry` ("softmax=decomposed").
+bool form_has(const ir::Node& n, const std::string& entry) {
+  if (!t_form) return false;
+  const auto it = t_form->forms.find(n.name);
+  return it != t_form->forms.end() && ("," + it->second + ",").find("," + entry + ",") != std::string::npos;
+}
 
 const core::Shape& shape_of(const ir::Graph& g, const std::string& v) { return g.types.at(v).shape; }
 int64_t rank_of(const ir::Graph& g, const std::string& v) { return static_cast<int64_t>(shape_of(g, v).size()); }
@@ -159,7 +171,7 @@ Support batch_norm(const ir::Graph& g, const ir::Node& n) {
 }
 
 Support reduce_sum(const ir::Graph&, const ir::Node& n) {
-  if (!aints(n, "axes").empty())
+  if (!aints(n, "axes").empty() && opset() >= 13)
     return Support::no("OpenCV 4.6 reads ReduceSum only with an axes attribute (opset <= 11); from opset 13 axes is "
                        "an input: 'Unsupported ReduceSum operation of opset 13'");
   return Support::yes();
@@ -267,6 +279,11 @@ const std::map<std::string, Rule>& rules() {
     const std::string clip_why =
         "OpenCV 4.6 reads Clip only in its opset-6 form (min/max attributes); from opset 11 the bounds are inputs "
         "('node_proto.input_size() == 1' fails in parseClip)";
+    m["hardswish"] = [clip_why](const ir::Graph&, const ir::Node& n) {
+      if (opset() >= 14 && !form_has(n, "hardswish=decomposed")) return Support::yes();
+      return Support::no("HardSwish is written as x*Clip(x+3, 0, 6)/6 (opset " + std::to_string(opset()) +
+                         (opset() >= 14 ? ", the decomposed form): " : ", before HardSwish): ") + clip_why);
+    };
     m["clip"] = m["relu6"] = [clip_why](const ir::Graph&, const ir::Node&) { return Support::no(clip_why); };
     m["layer_norm"] = [](const ir::Graph&, const ir::Node&) {
       return Support::no(
@@ -274,6 +291,7 @@ const std::map<std::string, Rule>& rules() {
           "decomposition below 17 (broadcast Sub/Mul of computed inputs: refused at import or wrong values)");
     };
     m["squeeze"] = [](const ir::Graph&, const ir::Node&) {
+      if (opset() < 13) return Support::yes();
       return Support::no(
           "OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
           "('node_proto.input_size() == 1' fails in parseSqueeze)");
@@ -286,11 +304,12 @@ const std::map<std::string, Rule>& rules() {
                 "'node_proto.input_size() == 6' fails on the exported 4-input GRU");
     };
     m["lstm"] = [](const ir::Graph&, const ir::Node&) {
+      if (opset() < 13) return Support::yes();
       return Support::no("the exported LSTM is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "
                 "('node_proto.input_size() == 1' fails in parseSqueeze)");
     };
     for (const char* op : {"relu", "sigmoid", "tanh", "softplus", "softsign", "exp", "log", "sqrt", "reciprocal", "abs",
-                           "neg", "elu", "selu", "pow", "rsqrt", "leaky_relu", "hard_sigmoid", "hardswish", "gelu",
+                           "neg", "elu", "selu", "pow", "rsqrt", "leaky_relu", "hard_sigmoid", "gelu",
                            "square", "concat", "dense", "lrn", "softmax", "log_softmax", "reduce_max", "reduce_mean",
                            "reduce_min", "reduce_prod", "reshape", "transpose"})
       m[op] = yes;
@@ -301,7 +320,20 @@ const std::map<std::string, Rule>& rules() {
 
 }  // namespace
 
+ir::OnnxForm onnx_form(const ir::Graph& g) { return ir::seeded_form(g, kMinOpset, kMaxOpset); }
+
 Support node_support(const ir::Graph& g, const ir::Node& n) {
+  // The forms the exporter chooses for this model (a dry run: no bytes, no checker).
+  std::optional<ir::OnnxExported> form;
+  try {
+    form = ir::onnx_forms(g, onnx_form(g));
+  } catch (const std::exception&) {
+    // The exporter refuses the model: the session says so (UnsupportedError); judge the node plainly.
+  }
+  struct Scope {
+    explicit Scope(const ir::OnnxExported* f) { t_form = f; }
+    ~Scope() { t_form = nullptr; }
+  } scope(form ? &*form : nullptr);
   const ops::OpSpec* spec = ops::catalogue().find(n.op);
   if (spec && spec->is_loss)
     return Support::no("loss operators are training-only; this backend runs forward passes of exported ONNX");

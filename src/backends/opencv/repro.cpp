@@ -120,7 +120,7 @@ ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
   ReproProgram p;
   std::string onnx;
   try {
-    onnx = ir::graph_to_onnx(c.model, opencv::kOpset);
+    onnx = ir::graph_to_onnx(c.model, opencv::onnx_form(c.model)).bytes;
   } catch (const std::exception& e) {
     throw ReproUnsupported(std::string("Quorum's ONNX exporter failed: ") + e.what());
   }
