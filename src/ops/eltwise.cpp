@@ -439,7 +439,8 @@ void set_onnx(OpSpec& s) {
     s.onnx_export = [](OnnxExport& e) {
       OnnxNode& p = e.final_node("HardSigmoid", {e.in(0)});
       const bool defaults = static_cast<float>(e.af("alpha")) == 0.2f && static_cast<float>(e.af("beta")) == 0.5f;
-      if (!defaults || !e.choose2("defaults", "written", "omitted")) p.set_f("alpha", e.af("alpha")).set_f("beta", e.af("beta"));
+      if (!defaults || !e.choose2("defaults", "written", "omitted"))
+        p.set_f("alpha", e.af("alpha")).set_f("beta", e.af("beta"));
     };
     s.onnx_import = {{{"HardSigmoid"}, [](OnnxImport& m) {
                         m.emit_final("hard_sigmoid", {m.in(0)},
