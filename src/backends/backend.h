@@ -13,7 +13,10 @@
 #include "backends/optimizer.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
-#include "ir/onnx_io.h"
+
+namespace quorum::ir {
+struct OnnxForm;
+}
 
 namespace quorum::backends {
 

@@ -628,7 +628,7 @@ class Importer final : public ops::OnnxImport {
     return v;
   }
 
-  // ---- GELU fusion: Div(x, sqrt 2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)
+  // ---- GELU fusion: Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)
   // The one node of type `type` that reads `v` (with one output, as each step of the form has).
   const onnx::NodeProto* sole_consumer(const std::string& v, const std::string& type) const {
     if (graph_outputs_.count(v)) return nullptr;
@@ -654,14 +654,20 @@ class Importer final : public ops::OnnxImport {
     std::map<std::string, const onnx::NodeProto*> producer;
     for (const auto& n : gp.node())
       for (const auto& o : n.output()) producer[o] = &n;
+    // The form's constants may be Constant nodes (an exchange form) as well as initializers.
+    for (const auto& n : gp.node())
+      if (n.op_type() == "Constant" && n.output_size() == 1 && n.attribute_size() == 1 &&
+          n.attribute(0).name() == "value" && !consts_.count(n.output(0)))
+        consts_[n.output(0)] = tensor_from_proto(n.attribute(0).t(), where_ + ": node '" + n.name() + "'");
     for (const auto& e : gp.node()) {
       if (e.op_type() != "Erf" || e.input_size() != 1 || e.output_size() != 1) continue;
       auto pi = producer.find(e.input(0));
       if (pi == producer.end()) continue;
       const onnx::NodeProto* div = pi->second;
-      if (div->op_type() != "Div" || div->input_size() != 2 || div->output_size() != 1 ||
-          !is_const(div->input(1), std::numbers::sqrt2, 1e-6))
-        continue;
+      // x / sqrt(2), or x * (1 / sqrt(2)).
+      const bool by_div = div->op_type() == "Div" && is_const(div->input(1), std::numbers::sqrt2, 1e-6);
+      const bool by_mul = div->op_type() == "Mul" && is_const(div->input(1), 1 / std::numbers::sqrt2, 1e-6);
+      if (!(by_div || by_mul) || div->input_size() != 2 || div->output_size() != 1) continue;
       const std::string x = div->input(0);
       if (!sole_consumer(div->output(0), "Erf")) continue;
       const onnx::NodeProto* add = sole_consumer(e.output(0), "Add");

@@ -123,7 +123,6 @@ TEST(OnnxForms, EveryFormAtEveryOpsetGivesTheReferenceTheSameNumbers) {
            {"dense", "gemm=gemm_transB"},
            {"dense", "gemm=gemm_explicit"},
            {"dense", "gemm=matmul_add"},
-           {"dense", "gemm=gemm_pretransposed"},
            {"conv2d", "attrs=minimal"},
            {"softmax", "softmax=decomposed"},
            {"log_softmax", "softmax=decomposed"},
@@ -163,7 +162,7 @@ TEST(OnnxForms, TheChoiceIsAFunctionOfTheModel) {
   EXPECT_EQ(seeds.size(), 40u);
   EXPECT_EQ(graph_to_onnx(s.graph, OnnxForm{13, 0}).bytes, graph_to_onnx(s.graph, 13));
   const OnnxExported x = graph_to_onnx(s.graph, OnnxForm{12, 5});
-  EXPECT_EQ(x.str().rfind("opset 12; " + s.graph.nodes[0].name + " gemm=", 0), 0u) << x.str();
+  EXPECT_EQ(x.str().rfind("opset 12; " + s.graph.nodes[0].name + " ", 0), 0u) << x.str();
 }
 
 // python3-onnx's own checker (full_check: shape inference too) on every form of every operator at

@@ -2,6 +2,7 @@
 // from opencv_backend.cpp: it reads only the Quorum graph, never OpenCV headers.
 #pragma once
 #include "backends/backend.h"
+#include "ir/onnx_io.h"
 
 namespace quorum::backends::opencv {
 
