@@ -215,7 +215,8 @@ class ProtoNode final : public ops::OnnxNode {
 // Writes the model; each node goes to its operator's export hook (ops/onnx_map.h).
 class Exporter final : public ops::OnnxExport {
  public:
-  Exporter(const Graph& g, const OnnxForm& f, bool dry) : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry) {}
+  Exporter(const Graph& g, const OnnxForm& f, bool dry)
+      : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry), avoid_(f.avoid.begin(), f.avoid.end()) {}
 
   std::map<std::string, std::string> forms;
 
@@ -278,6 +279,7 @@ class Exporter final : public ops::OnnxExport {
   int opset_;
   uint64_t seed_;
   bool dry_;
+  std::set<std::string> avoid_;
   uint64_t node_key_ = 0;
   onnx::ModelProto m_;
   onnx::GraphProto* gp_ = nullptr;
@@ -354,7 +356,13 @@ class Exporter final : public ops::OnnxExport {
   }
   size_t choose(const std::string& what, const std::vector<std::string>& alternatives) override {
     QUORUM_CHECK(!alternatives.empty(), "choose: no forms");
-    const size_t k = seed_ ? fnv(what, node_key_) % alternatives.size() : 0;
+    size_t k = seed_ ? fnv(what, node_key_) % alternatives.size() : 0;
+    // A form the engine cannot read: the next one it can (none: the one chosen).
+    auto avoided = [&](size_t i) {
+      const std::string e = what + "=" + alternatives[i];
+      return avoid_.count(e) > 0 || avoid_.count(cur_->op + " " + e) > 0;
+    };
+    for (size_t t = 0; t < alternatives.size() && avoided(k); ++t) k = (k + 1) % alternatives.size();
     std::string& rec = forms[cur_->name];
     const std::string entry = what + "=" + alternatives[k];
     // One entry per `what` (a node writing several constants chooses their form once).
@@ -758,13 +766,14 @@ uint64_t form_seed(const Graph& g) {
   return h ? h : 1;
 }
 
-OnnxForm seeded_form(const Graph& g, int lo, int hi) {
+OnnxForm seeded_form(const Graph& g, int lo, int hi, std::vector<std::string> avoid) {
   lo = std::max(lo, kOnnxMinOpset);
   hi = std::min(hi, kOnnxMaxOpset);
   QUORUM_CHECK(lo <= hi, "seeded_form: empty opset range");
   OnnxForm f;
   f.seed = form_seed(g);
   f.opset = lo + static_cast<int>(fnv("opset", f.seed) % static_cast<uint64_t>(hi - lo + 1));
+  f.avoid = std::move(avoid);
   return f;
 }
 

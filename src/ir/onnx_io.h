@@ -16,6 +16,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -35,8 +36,15 @@ std::string graph_to_onnx(const Graph& g, int opset = 13);
 // the node's name, operator, attributes and input types, and `what` (so a node keeps its form when
 // the reducer removes others). Seed 0 writes the plain form.
 struct OnnxForm {
+  OnnxForm() = default;
+  OnnxForm(int opset_, uint64_t seed_, std::vector<std::string> avoid_ = {})
+      : opset(opset_), seed(seed_), avoid(std::move(avoid_)) {}
   int opset = 13;
   uint64_t seed = 0;
+  // Forms an engine cannot read, "what=form" or "op what=form": a seeded choice that lands on one
+  // takes the next alternative (a form the export must use, such as a decomposition the opset
+  // forces, is still written).
+  std::vector<std::string> avoid;
 };
 struct OnnxExported {
   std::string bytes;  // empty for a dry run
@@ -56,7 +64,7 @@ OnnxExported onnx_forms(const Graph& g, const OnnxForm& form);
 uint64_t form_seed(const Graph& g);
 // The seeded form for an engine that reads opsets [lo, hi] (clamped to the exporter's): the model's
 // form seed and an opset chosen from it in that range.
-OnnxForm seeded_form(const Graph& g, int lo, int hi);
+OnnxForm seeded_form(const Graph& g, int lo, int hi, std::vector<std::string> avoid = {});
 
 // Parses, converts and validates. Throws one-line UserErrors starting with `where`: malformed
 // bytes, unsupported opset or data type, an operator outside the catalogue ("node 'N' (OpType):

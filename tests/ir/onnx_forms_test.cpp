@@ -161,6 +161,16 @@ TEST(OnnxForms, TheChoiceIsAFunctionOfTheModel) {
   EXPECT_EQ(opsets.size(), 7u);
   EXPECT_EQ(seeds.size(), 40u);
   EXPECT_EQ(graph_to_onnx(s.graph, OnnxForm{13, 0}).bytes, graph_to_onnx(s.graph, 13));
+  // Forms an engine cannot read are not chosen: with both of a choice's forms avoided, the seeded one.
+  std::set<std::string> with, without;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    for (const auto& [n, f] : onnx_forms(s.graph, OnnxForm{13, seed, {"operands=constant_node"}}).forms) with.insert(f);
+    for (const auto& [n, f] : onnx_forms(s.graph, OnnxForm{13, seed, {}}).forms) without.insert(f);
+  }
+  for (const auto& f : with) EXPECT_EQ(f.find("operands=constant_node"), std::string::npos) << f;
+  bool seen = false;
+  for (const auto& f : without) seen = seen || f.find("operands=constant_node") != std::string::npos;
+  EXPECT_TRUE(seen);
   const OnnxExported x = graph_to_onnx(s.graph, OnnxForm{12, 5});
   EXPECT_EQ(x.str().rfind("opset 12; " + s.graph.nodes[0].name + " ", 0), 0u) << x.str();
 }
