@@ -216,7 +216,8 @@ class ProtoNode final : public ops::OnnxNode {
 class Exporter final : public ops::OnnxExport {
  public:
   Exporter(const Graph& g, const OnnxForm& f, bool dry)
-      : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry), avoid_(f.avoid.begin(), f.avoid.end()) {}
+      : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry), avoid_(f.avoid.begin(), f.avoid.end()),
+        force_(f.force.begin(), f.force.end()) {}
 
   std::map<std::string, std::string> forms;
 
@@ -280,6 +281,7 @@ class Exporter final : public ops::OnnxExport {
   uint64_t seed_;
   bool dry_;
   std::set<std::string> avoid_;
+  std::set<std::string> force_;
   uint64_t node_key_ = 0;
   onnx::ModelProto m_;
   onnx::GraphProto* gp_ = nullptr;
@@ -362,7 +364,16 @@ class Exporter final : public ops::OnnxExport {
       const std::string e = what + "=" + alternatives[i];
       return avoid_.count(e) > 0 || avoid_.count(cur_->op + " " + e) > 0;
     };
-    for (size_t t = 0; t < alternatives.size() && avoided(k); ++t) k = (k + 1) % alternatives.size();
+    auto forced = [&](size_t i) {
+      const std::string e = what + "=" + alternatives[i];
+      return force_.count(e) > 0 || force_.count(cur_->op + " " + e) > 0;
+    };
+    size_t f = 0;
+    while (f < alternatives.size() && !forced(f)) ++f;
+    if (f < alternatives.size())
+      k = f;
+    else
+      for (size_t t = 0; t < alternatives.size() && avoided(k); ++t) k = (k + 1) % alternatives.size();
     std::string& rec = forms[cur_->name];
     const std::string entry = what + "=" + alternatives[k];
     // One entry per `what` (a node writing several constants chooses their form once).

@@ -45,6 +45,9 @@ struct OnnxForm {
   // takes the next alternative (a form the export must use, such as a decomposition the opset
   // forces, is still written).
   std::vector<std::string> avoid;
+  // Forms to write wherever a node offers them, "what=form" or "op what=form", over the seeded
+  // choice and over `avoid` (an execution variant that runs one form on purpose).
+  std::vector<std::string> force;
 };
 struct OnnxExported {
   std::string bytes;  // empty for a dry run

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "ir/build.h"
+#include "ir/json_io.h"
 #include "ir/onnx_io.h"
 #include "ops/registry.h"
 #include "ref/interpreter.h"
@@ -173,6 +174,30 @@ TEST(OnnxForms, TheChoiceIsAFunctionOfTheModel) {
   EXPECT_TRUE(seen);
   const OnnxExported x = graph_to_onnx(s.graph, OnnxForm{12, 5});
   EXPECT_EQ(x.str().rfind("opset 12; " + s.graph.nodes[0].name + " ", 0), 0u) << x.str();
+}
+
+// A forced form (an execution variant running one form on purpose) is written wherever a node offers
+// it, over the seeded choice, over `avoid` and under seed 0; a node without that choice is unchanged.
+TEST(OnnxForms, AForcedFormWinsOverTheSeedAndAvoid) {
+  const Graph g = graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}],
+    "outputs": ["y"], "initializers": [{"name": "w", "dtype": "float32", "shape": [4, 3],
+    "data": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}],
+    "nodes": [{"name": "d", "op": "dense", "inputs": ["x", "w"], "outputs": ["d"], "attrs": {"units": 4, "bias": 0}},
+              {"name": "y", "op": "relu", "inputs": ["d"], "outputs": ["y"]}]})",
+                                  "forced");
+  std::set<std::string> seeded;
+  for (uint64_t seed = 0; seed <= 30; ++seed) {
+    OnnxForm f{13, seed, {"gemm=gemm_pretransposed"}};
+    seeded.insert(onnx_forms(g, f).forms["d"]);
+    f.force = {"gemm=gemm_pretransposed"};
+    const OnnxExported x = graph_to_onnx(g, f);
+    EXPECT_NE(("," + x.forms.at("d") + ",").find(",gemm=gemm_pretransposed,"), std::string::npos) << x.forms.at("d");
+    EXPECT_EQ(x.forms.count("y"), onnx_forms(g, OnnxForm{13, seed}).forms.count("y"));
+    f.force = {"dense gemm=matmul_add"};
+    const std::string d = "," + onnx_forms(g, f).forms.at("d") + ",";
+    EXPECT_NE(d.find(",gemm=matmul_add,"), std::string::npos) << d;
+  }
+  for (const auto& f : seeded) EXPECT_EQ(f.find("gemm_pretransposed"), std::string::npos) << f;
 }
 
 // python3-onnx's own checker (full_check: shape inference too) on every form of every operator at

@@ -104,6 +104,18 @@ TEST(Repro, OpencvSoftplusOverflowShowsInItsPythonApi) {
   EXPECT_NE(ran.out.find("as expected"), std::string::npos) << ran.out;
 }
 
+// An importer bug in an exchange form OpenCV's seeded form avoids: the entry's case runs in the
+// variant that forces the form (opencv:form=gemm=gemm_pretransposed), and so does its reproducer,
+// whose model.onnx is that form (Gemm with a constant B and transB left out): x*W, not x*W^T.
+TEST(Repro, OpencvGemmWithAConstantBAndDefaultTransBShowsInItsPythonApi) {
+  REQUIRE_BACKEND("opencv");
+  const fs::path dir = expect_reproduces("opencv-gemm-const-b-transb0", "opencv", "expected -3.83333334, actual -1.5");
+  if (!dir.empty()) {
+    const std::string py = core::read_file((dir / "repro.py").string());
+    EXPECT_NE(py.find("opencv:form=gemm=gemm_pretransposed+opset=13"), std::string::npos);
+  }
+}
+
 TEST(Repro, TorchGeluBackwardShowsInPytorchsPythonApiWithAFloat64Baseline) {
   REQUIRE_BACKEND("torch");
   // A backward bug: libtorch's float32 gelu backward (oneDNN's erf kernel) on a non-contiguous

@@ -113,24 +113,30 @@ class OpencvSession : public Session {
 
 class OpencvBackend : public Backend {
  public:
-  // Execution variant (backend option): `opencv:threads=N` runs the network with cv::setNumThreads(N).
-  explicit OpencvBackend(int threads = 0) : threads_(threads) {}
+  // Execution variant (backend options, variant.h): threads, a fixed opset, forced exchange forms.
+  explicit OpencvBackend(Variant v = {}) : variant_(std::move(v)) {}
   std::string name() const override { return "opencv"; }
   std::string version() const override {
-    return "OpenCV DNN " + cv::getVersionString() + " (ONNX importer, opsets " + std::to_string(kMinOpset) + " to " +
-           std::to_string(kMaxOpset) + " in seeded exchange forms, DNN_BACKEND_OPENCV on CPU, float32)";
+    std::string forms;
+    for (const auto& f : variant_.forms) forms += ", form " + f;
+    const std::string opsets = variant_.opset
+                                   ? "opset " + std::to_string(variant_.opset)
+                                   : "opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset);
+    const std::string how = variant_.plain ? " in the plain exchange form" : " in seeded exchange forms";
+    return "OpenCV DNN " + cv::getVersionString() + " (ONNX importer, " + opsets + how + forms +
+           ", DNN_BACKEND_OPENCV on CPU, float32)";
   }
   bool trains() const override { return false; }
 
-  Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n); }
+  Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n, variant_); }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype != core::DType::F32)
       throw ConversionError("OpenCV DNN's CPU target computes in float32 only, not " + core::to_string(opt.dtype));
-    cv::setNumThreads(threads_ > 0 ? threads_ : std::max(1, opt.threads));
+    cv::setNumThreads(variant_.threads > 0 ? variant_.threads : std::max(1, opt.threads));
     // The importer logs every refusal before throwing it; the exception carries the same text.
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
-    const ir::OnnxForm form = onnx_form(g);
+    const ir::OnnxForm form = onnx_form(g, variant_);
     const std::string bytes = onnx_for_library(g, form);
     cv::dnn::Net net;
     try {
@@ -146,7 +152,7 @@ class OpencvBackend : public Backend {
   }
 
  private:
-  int threads_ = 0;
+  Variant variant_;
 };
 
 }  // namespace
@@ -155,12 +161,7 @@ class OpencvBackend : public Backend {
 namespace quorum::backends {
 
 std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
-  int threads = 0;
-  for (const auto& a : args) {
-    if (a.rfind("threads=", 0) != 0) throw core::UserError("backend 'opencv': unknown option '" + a + "' (threads=N)");
-    threads = count_option("opencv", a);
-  }
-  return std::make_unique<opencv::OpencvBackend>(threads);
+  return std::make_unique<opencv::OpencvBackend>(opencv::parse_variant(args));
 }
 
 }  // namespace quorum::backends

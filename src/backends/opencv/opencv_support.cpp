@@ -84,18 +84,23 @@ bool symmetric_pads(const std::vector<int64_t>& pads) {
   return true;
 }
 
-// Exchange forms 4.6 cannot read (measured on the seed-2314 campaign's models, minimal ONNX cases in
-// known_differences.json "notes"): Conv without kernel_shape (ONNX infers it from W), Gemm with
-// transB=0 and a constant B, and the softmax decomposition's broadcast Sub/Div of computed inputs.
-Support form_support(const ir::Node& n) {
-  if (form_has(n, "attrs=minimal") && (n.op.rfind("conv", 0) == 0))
+// Exchange forms 4.6 cannot read (measured on the seed-2314 campaign's models): Conv without
+// kernel_shape (ONNX infers it from W) and Gemm with transB=0 and a constant B (importer bugs, ledger
+// entries opencv-conv-kernel-shape-required and opencv-gemm-const-b-transb0, whose cases force the
+// form through the variant), and the softmax decomposition's broadcast Sub/Div of computed inputs
+// (the known broadcast limitation, a ledger note).
+Support form_support(const ir::Node& n, const Variant& v) {
+  auto unforced = [&](const std::string& entry) {
+    return form_has(n, entry) && std::find(v.forms.begin(), v.forms.end(), entry) == v.forms.end();
+  };
+  if (unforced("attrs=minimal") && (n.op.rfind("conv", 0) == 0))
     return Support::no("OpenCV 4.6's importer needs Conv's kernel_shape, which ONNX lets it infer from the weight "
                        "('kernel_size (or kernel_h and kernel_w) not specified' in getKernelSize); exchange form "
                        "attrs=minimal");
-  if (form_has(n, "gemm=gemm_pretransposed"))
+  if (unforced("gemm=gemm_pretransposed"))
     return Support::no("OpenCV 4.6 fails on Gemm with transB=0 and a constant B ('srcMat.cols == weights.cols' "
                        "in fully_connected_layer.cpp:181); exchange form gemm=gemm_pretransposed");
-  if (form_has(n, "softmax=decomposed"))
+  if (unforced("softmax=decomposed"))
     return Support::no("the decomposed (Log)Softmax subtracts a ReduceMax(keepdims=1) from its input: a broadcast of "
                        "two computed inputs, which OpenCV 4.6 fails ('start <= (int)shape.size()' in total); exchange "
                        "form softmax=decomposed");
@@ -352,18 +357,11 @@ const std::map<std::string, Rule>& rules() {
 
 }  // namespace
 
-// The forms form_support refuses are not chosen (a forced one still is, and is refused).
-ir::OnnxForm onnx_form(const ir::Graph& g) {
-  return ir::seeded_form(g, kMinOpset, kMaxOpset,
-                         {"conv1d attrs=minimal", "conv2d attrs=minimal", "conv3d attrs=minimal",
-                          "conv_transpose2d attrs=minimal", "gemm=gemm_pretransposed", "softmax=decomposed"});
-}
-
-Support node_support(const ir::Graph& g, const ir::Node& n) {
+Support node_support(const ir::Graph& g, const ir::Node& n, const Variant& v) {
   // The forms the exporter chooses for this model (a dry run: no bytes, no checker).
   std::optional<ir::OnnxExported> form;
   try {
-    form = ir::onnx_forms(g, onnx_form(g));
+    form = ir::onnx_forms(g, onnx_form(g, v));
   } catch (const std::exception&) {
     // The exporter refuses the model: the session says so (UnsupportedError); judge the node plainly.
   }
@@ -390,7 +388,7 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
     const bool const_weights = n.op == "batch_norm" || n.op == "conv_transpose2d" || n.op == "dense";
     if (const_weights)
       if (Support w = constant_weights(g, n, "OpenCV 4.6's importer ('not found in const blobs')"); !w.ok) return w;
-    if (Support f = form_support(n); !f.ok) return f;
+    if (Support f = form_support(n, v); !f.ok) return f;
     return it->second(g, n);
   } catch (const std::exception& e) {
     // The decision reads value shapes; a graph without them cannot be judged.
