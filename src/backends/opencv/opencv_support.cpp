@@ -327,11 +327,22 @@ const std::map<std::string, Rule>& rules() {
           "OpenCV 4.6 has no LayerNormalization (opset 17) and fails on the exporter's ReduceMean/Sub/Mul "
           "decomposition below 17 (broadcast Sub/Mul of computed inputs: refused at import or wrong values)");
     };
-    m["squeeze"] = [](const ir::Graph&, const ir::Node&) {
-      if (opset() < 13) return Support::yes();
-      return Support::no(
-          "OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
-          "('node_proto.input_size() == 1' fails in parseSqueeze)");
+    m["squeeze"] = [](const ir::Graph&, const ir::Node& n) {
+      if (opset() >= 13)
+        return Support::no(
+            "OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
+            "('node_proto.input_size() == 1' fails in parseSqueeze)");
+      // Measured (campaign seed 2341, cv2 4.6): without axes the importer fails; a negative axis is
+      // skipped, so the axis stays and the next layer fails on the shape or reads the wrong axes.
+      const auto& axes = aints(n, "axes");
+      if (axes.empty())
+        return Support::no("OpenCV 4.6 reads Squeeze only with axes given (ONNX's default, every axis of length 1, "
+                           "fails: 'layerParams.has(\"axes\")' in parseSqueeze)");
+      for (int64_t a : axes)
+        if (a < 0)
+          return Support::no("OpenCV 4.6 Squeeze skips a negative axis (" + std::to_string(a) +
+                             "): the axis stays, a wrong output shape");
+      return Support::yes();
     };
     m["simple_rnn"] = [](const ir::Graph&, const ir::Node&) {
       return Support::no("OpenCV 4.6 has no layer for ONNX RNN (\"Can't create layer of type RNN\")");
