@@ -100,9 +100,11 @@ ValueMap reference_forward(const ir::Graph& g, const ValueMap& inputs, core::DTy
   return ref::forward(rounded, in);
 }
 
-std::string onnx_for_library(const ir::Graph& g, int opset) {
+std::string onnx_for_library(const ir::Graph& g, int opset) { return onnx_for_library(g, ir::OnnxForm{opset, 0}); }
+
+std::string onnx_for_library(const ir::Graph& g, const ir::OnnxForm& form) {
   try {
-    return ir::graph_to_onnx(g, opset);
+    return ir::graph_to_onnx(g, form).bytes;
   } catch (const core::UserError& e) {
     throw UnsupportedError(std::string("Quorum's ONNX exporter has no form for it: ") + e.what());
   } catch (const std::exception& e) {

@@ -14,6 +14,10 @@
 #include "core/tensor.h"
 #include "ir/graph.h"
 
+namespace quorum::ir {
+struct OnnxForm;
+}
+
 namespace quorum::backends {
 
 using core::Tensor;
@@ -44,6 +48,8 @@ class QuorumError : public std::runtime_error {
 // `opset`. What the exporter cannot express (it refuses with a reason: a user-level error) is
 // UnsupportedError, an abstention; any other failure of the exporter is QuorumError.
 std::string onnx_for_library(const ir::Graph& g, int opset);
+// The same in an exchange form (ir::OnnxForm: the opset and the seeded form of every node).
+std::string onnx_for_library(const ir::Graph& g, const ir::OnnxForm& form);
 
 // A child process the backend runs for the library (the exec backend's program) failed. The worker
 // reports it the way it reports the same failure of itself: Crash on a signal, Timeout, and

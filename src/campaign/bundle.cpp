@@ -261,6 +261,27 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
       core::write_file_atomic((tmp / "model.onnx").string(), ir::graph_to_onnx(ctx.model.graph));
     } catch (const core::UserError&) {
     }
+    // Each backend that read the model as ONNX: the opset and exchange forms it read (its lowering's
+    // "onnx ..." entries), and the very model it read, onnx/<backend>.onnx (the model's form seed).
+    json exchange = json::object();
+    for (const auto& [backend, nodes] : ctx.evaluation.exchange) {
+      json e = {{"form_seed", ir::form_seed(ctx.model.graph)}, {"forms", json::object()}};
+      for (const auto& [node, list] : nodes)
+        for (const auto& x : list) {
+          if (x.rfind("onnx opset ", 0) == 0) e["opset"] = std::stoi(x.substr(11));
+          else if (x.rfind("onnx form ", 0) == 0) e["forms"][node] = x.substr(10);
+        }
+      if (e.contains("opset")) {
+        try {
+          const ir::OnnxForm form{e["opset"].get<int>(), ir::form_seed(ctx.model.graph)};
+          core::make_directories((tmp / "onnx").string());
+          core::write_file_atomic((tmp / "onnx" / (safe_name(backend) + ".onnx")).string(),
+                                  ir::graph_to_onnx(ctx.model.graph, form).bytes);
+        } catch (const core::UserError&) {
+        }
+      }
+      exchange[backend] = e;
+    }
     save_values(tmp / "inputs", ctx.model.inputs);
     core::write_npy((tmp / "target.npy").string(), ctx.model.target);
     json backends = json::array();
@@ -298,6 +319,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
               {"command_line", ctx.command_line},
               {"method", ctx.method.empty() ? "random" : ctx.method},
               {"replay", replay_command(bundle_path)}};
+    if (!exchange.empty()) j["exchange"] = exchange;
     if (!ctx.origin.empty()) j["origin"] = ctx.origin;
     if (!ctx.detection.empty()) j["detection"] = json::parse(ctx.detection);
     core::write_file_atomic((tmp / "finding.json").string(), j.dump(1) + "\n");

@@ -43,6 +43,25 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
     for (const auto& op : ops) facts.push_back({r.backend, "ran", op, index});
     if (r.trained && !loss.empty()) facts.push_back({r.backend, "ran", loss, index});
   }
+  // Exchange forms: "onnx opset N" and "onnx form what=form,..." per node, as the backend read them.
+  for (const auto& [backend, nodes] : ev.exchange) {
+    for (const auto& [node, list] : nodes) {
+      const ir::Node* n = m.graph.find_node(node);
+      for (const auto& x : list) {
+        if (x.rfind("onnx opset ", 0) == 0) {
+          facts.push_back({backend, "opset", x.substr(11), index});
+        } else if (x.rfind("onnx form ", 0) == 0 && n) {
+          const std::string forms = x.substr(10);
+          for (size_t p = 0; p <= forms.size();) {
+            size_t q = forms.find(',', p);
+            if (q == std::string::npos) q = forms.size();
+            if (q > p) facts.push_back({backend, "form", n->op + " " + forms.substr(p, q - p), index});
+            p = q + 1;
+          }
+        }
+      }
+    }
+  }
   return facts;
 }
 

@@ -60,8 +60,21 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
   th.loss_op = setup.loss;
   th.dtype = setup.dtype;
   ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
-  // The library operations behind each finding's node, asked once per backend with findings.
+  // The library operations behind each finding's node, asked once per backend with findings; and
+  // once per backend that ran the model, the exchange form it read (its "onnx ..." entries).
   std::map<std::string, std::map<std::string, std::vector<std::string>>> lowering;
+  for (const auto& r : ev.runs) {
+    if (r.is_reference || r.unsupported || !r.outcome.ok() || r.values.empty()) continue;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (setup.backends[i].str() != r.backend || lowering.count(r.backend)) continue;
+      std::map<std::string, std::vector<std::string>> ops;
+      if (!workers.at(i).lowering(ops).ok()) ops.clear();
+      for (const auto& [node, list] : ops)
+        for (const auto& x : list)
+          if (x.rfind("onnx ", 0) == 0) ev.exchange[r.backend][node].push_back(x);
+      lowering.emplace(r.backend, std::move(ops));
+    }
+  }
   for (auto& f : ev.findings) {
     if (f.node.empty()) continue;
     for (size_t i = 0; i < workers.size(); ++i) {

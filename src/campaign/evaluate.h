@@ -1,5 +1,6 @@
 // One model through every backend and the oracles: the unit of work of a campaign and of replay.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,9 @@ struct Evaluation {
   std::vector<oracle::BackendRun> runs;  // the reference first
   std::vector<oracle::Finding> findings;
   std::vector<NotSent> not_sent;
+  // Per backend that ran the model and reads it as exported ONNX: what its lowering says it read,
+  // per node ("onnx opset N", "onnx form what=form,...": backends::Session::lowering).
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> exchange;
 };
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);

@@ -1,4 +1,5 @@
-// quorum export MODEL -o FILE.onnx [--opset N]: writes a model (JSON or ONNX) as an ONNX model.
+// quorum export MODEL -o FILE.onnx [--opset N] [--form_seed S]: writes a model (JSON or ONNX) as an ONNX
+// model, in the plain form or the exchange form seed S chooses (ir::OnnxForm).
 #include <iostream>
 
 #include "cli/options.h"
@@ -22,10 +23,11 @@ int cmd_export(const Options& o) {
     throw UserError("--opset " + std::to_string(o.opset) + ": the exporter writes opsets " +
                     std::to_string(ir::kOnnxMinOpset) + " to " + std::to_string(ir::kOnnxMaxOpset));
   const ir::Graph g = ir::load_graph(o.positional[0]);
-  const std::string bytes = ir::graph_to_onnx(g, static_cast<int>(o.opset));
-  core::write_file_atomic(out, bytes);
+  const ir::OnnxExported x = ir::graph_to_onnx(g, ir::OnnxForm{static_cast<int>(o.opset), o.form_seed});
+  core::write_file_atomic(out, x.bytes);
   std::cout << "wrote " << out << " (ONNX opset " << o.opset << ", " << g.nodes.size() << " nodes, "
-            << bytes.size() << " bytes)\n";
+            << x.bytes.size() << " bytes)\n";
+  if (o.form_seed) std::cout << "forms: " << x.str() << "\n";
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "campaign/refusals.h"
 #include "campaign/store.h"
 #include "cli/commands.h"
+#include "ir/onnx_io.h"
 #include "report/html.h"
 #include "core/error.h"
 #include "ir/build.h"
@@ -107,6 +108,13 @@ void print_coverage(const search::Coverage& cov) {
       for (const auto& u : f.uncovered) std::cout << " " << u;
     }
     std::cout << "\n";
+    if (!f.opsets.empty()) {
+      std::cout << "exchange forms " << f.backend << ": " << f.forms.size() << " forms read at opsets";
+      for (int o : f.opsets) std::cout << " " << o;
+      const std::string missing = search::missing_opsets(f.opsets, ir::kOnnxMinOpset, ir::kOnnxMaxOpset);
+      if (!missing.empty()) std::cout << "; opsets never read: " << missing;
+      std::cout << "\n";
+    }
   }
 }
 

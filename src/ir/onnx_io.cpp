@@ -141,6 +141,19 @@ double recover_double(float f) {
 // ---------------------------------------------------------------------------------------------
 // Export
 
+// FNV-1a over `s`, starting from `h` mixed in: the form choices' hash (stable across platforms).
+uint64_t fnv(const std::string& s, uint64_t h) {
+  uint64_t x = 1469598103934665603ull ^ (h * 0x9E3779B97F4A7C15ull);
+  for (unsigned char c : s) {
+    x ^= c;
+    x *= 1099511628211ull;
+  }
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return x;
+}
+
 void set_i(onnx::NodeProto* n, const std::string& name, int64_t v) {
   auto* a = n->add_attribute();
   a->set_name(name);
@@ -202,10 +215,14 @@ class ProtoNode final : public ops::OnnxNode {
 // Writes the model; each node goes to its operator's export hook (ops/onnx_map.h).
 class Exporter final : public ops::OnnxExport {
  public:
-  Exporter(const Graph& g, int opset) : g_(g), opset_(opset) {}
+  Exporter(const Graph& g, const OnnxForm& f, bool dry)
+      : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry), avoid_(f.avoid.begin(), f.avoid.end()),
+        force_(f.force.begin(), f.force.end()) {}
+
+  std::map<std::string, std::string> forms;
 
   std::string run() {
-    m_.set_ir_version(opset_ >= 14 ? 8 : 7);
+    m_.set_ir_version(opset_ >= 14 ? 8 : opset_ == 11 ? 6 : 7);
     m_.set_producer_name("quorum");
     m_.set_producer_version(QUORUM_VERSION);
     auto* imp = m_.add_opset_import();
@@ -222,8 +239,10 @@ class Exporter final : public ops::OnnxExport {
     for (const auto& in : g_.inputs) set_type(gp_->add_input(), in.name, in.type);
     for (const auto& n : g_.nodes) {
       cur_ = &n;
+      node_key_ = seed_ ? node_key(n) : 0;
       export_node(n);
     }
+    if (dry_) return {};
     // Initializers the nodes refer to (RNN weights, for one, are written reordered under new names).
     std::set<std::string> referenced;
     for (const auto& n : gp_->node())
@@ -259,6 +278,11 @@ class Exporter final : public ops::OnnxExport {
  private:
   const Graph& g_;
   int opset_;
+  uint64_t seed_;
+  bool dry_;
+  std::set<std::string> avoid_;
+  std::set<std::string> force_;
+  uint64_t node_key_ = 0;
   onnx::ModelProto m_;
   onnx::GraphProto* gp_ = nullptr;
   std::set<std::string> taken_;
@@ -308,10 +332,53 @@ class Exporter final : public ops::OnnxExport {
     const std::string name = fresh(cur_->name + "/" + what);
     return {&node(type, name, ins, {name}), name};
   }
+  // A constant operand: an initializer, or (a seeded form) the output of a Constant node.
   std::string constant(const Tensor& t, const std::string& what) override {
     const std::string name = fresh(cur_->name + "/" + what);
+    if (choose2("operands", "initializer", "constant_node")) {
+      auto* p = gp_->add_node();
+      p->set_op_type("Constant");
+      p->set_name(name);
+      p->add_output(name);
+      auto* a = p->add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      tensor_to_proto(t, name, a->mutable_t());
+      return name;
+    }
     extra_inits_.emplace_back(name, t);
     return name;
+  }
+
+  // The node's identity for its choices: what stays when other nodes change.
+  uint64_t node_key(const Node& n) const {
+    std::string k = n.name + "|" + n.op + "|" + core::to_string(n.attrs);
+    for (const auto& i : n.inputs) k += "|" + core::to_string(g_.types.at(i).shape);
+    return fnv(k, seed_);
+  }
+  size_t choose(const std::string& what, const std::vector<std::string>& alternatives) override {
+    QUORUM_CHECK(!alternatives.empty(), "choose: no forms");
+    size_t k = seed_ ? fnv(what, node_key_) % alternatives.size() : 0;
+    // A form the engine cannot read: the next one it can (none: the one chosen).
+    auto avoided = [&](size_t i) {
+      const std::string e = what + "=" + alternatives[i];
+      return avoid_.count(e) > 0 || avoid_.count(cur_->op + " " + e) > 0;
+    };
+    auto forced = [&](size_t i) {
+      const std::string e = what + "=" + alternatives[i];
+      return force_.count(e) > 0 || force_.count(cur_->op + " " + e) > 0;
+    };
+    size_t f = 0;
+    while (f < alternatives.size() && !forced(f)) ++f;
+    if (f < alternatives.size())
+      k = f;
+    else
+      for (size_t t = 0; t < alternatives.size() && avoided(k); ++t) k = (k + 1) % alternatives.size();
+    std::string& rec = forms[cur_->name];
+    const std::string entry = what + "=" + alternatives[k];
+    // One entry per `what` (a node writing several constants chooses their form once).
+    if (("," + rec).find("," + what + "=") == std::string::npos) rec += (rec.empty() ? "" : ",") + entry;
+    return k;
   }
 
   void export_node(const Node& n) {
@@ -580,7 +647,7 @@ class Importer final : public ops::OnnxImport {
     return v;
   }
 
-  // ---- GELU fusion: Div(x, sqrt 2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)
+  // ---- GELU fusion: Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)
   // The one node of type `type` that reads `v` (with one output, as each step of the form has).
   const onnx::NodeProto* sole_consumer(const std::string& v, const std::string& type) const {
     if (graph_outputs_.count(v)) return nullptr;
@@ -606,14 +673,20 @@ class Importer final : public ops::OnnxImport {
     std::map<std::string, const onnx::NodeProto*> producer;
     for (const auto& n : gp.node())
       for (const auto& o : n.output()) producer[o] = &n;
+    // The form's constants may be Constant nodes (an exchange form) as well as initializers.
+    for (const auto& n : gp.node())
+      if (n.op_type() == "Constant" && n.output_size() == 1 && n.attribute_size() == 1 &&
+          n.attribute(0).name() == "value" && !consts_.count(n.output(0)))
+        consts_[n.output(0)] = tensor_from_proto(n.attribute(0).t(), where_ + ": node '" + n.name() + "'");
     for (const auto& e : gp.node()) {
       if (e.op_type() != "Erf" || e.input_size() != 1 || e.output_size() != 1) continue;
       auto pi = producer.find(e.input(0));
       if (pi == producer.end()) continue;
       const onnx::NodeProto* div = pi->second;
-      if (div->op_type() != "Div" || div->input_size() != 2 || div->output_size() != 1 ||
-          !is_const(div->input(1), std::numbers::sqrt2, 1e-6))
-        continue;
+      // x / sqrt(2), or x * (1 / sqrt(2)).
+      const bool by_div = div->op_type() == "Div" && is_const(div->input(1), std::numbers::sqrt2, 1e-6);
+      const bool by_mul = div->op_type() == "Mul" && is_const(div->input(1), 1 / std::numbers::sqrt2, 1e-6);
+      if (!(by_div || by_mul) || div->input_size() != 2 || div->output_size() != 1) continue;
       const std::string x = div->input(0);
       if (!sole_consumer(div->output(0), "Erf")) continue;
       const onnx::NodeProto* add = sole_consumer(e.output(0), "Add");
@@ -665,11 +738,54 @@ class Importer final : public ops::OnnxImport {
 
 }  // namespace
 
-std::string graph_to_onnx(const Graph& g, int opset) {
+namespace {
+
+void check_opset(int opset) {
   if (opset < kOnnxMinOpset || opset > kOnnxMaxOpset)
     throw UserError("--opset " + std::to_string(opset) + ": the ONNX exporter writes opsets " +
                     std::to_string(kOnnxMinOpset) + " to " + std::to_string(kOnnxMaxOpset));
-  return Exporter(g, opset).run();
+}
+
+OnnxExported export_graph(const Graph& g, const OnnxForm& f, bool dry) {
+  check_opset(f.opset);
+  Exporter e(g, f, dry);
+  OnnxExported out;
+  out.bytes = e.run();
+  out.opset = f.opset;
+  out.forms = std::move(e.forms);
+  return out;
+}
+
+}  // namespace
+
+std::string graph_to_onnx(const Graph& g, int opset) { return export_graph(g, {opset, 0}, false).bytes; }
+
+OnnxExported graph_to_onnx(const Graph& g, const OnnxForm& form) { return export_graph(g, form, false); }
+
+OnnxExported onnx_forms(const Graph& g, const OnnxForm& form) { return export_graph(g, form, true); }
+
+std::string OnnxExported::str() const {
+  std::string s = "opset " + std::to_string(opset);
+  for (const auto& [node, f] : forms) s += "; " + node + " " + f;
+  return s;
+}
+
+uint64_t form_seed(const Graph& g) {
+  std::string k = g.name;
+  for (const auto& in : g.inputs) k += "|" + in.name + ":" + core::to_string(in.type.shape);
+  const uint64_t h = fnv(k, 0x51ED);
+  return h ? h : 1;
+}
+
+OnnxForm seeded_form(const Graph& g, int lo, int hi, std::vector<std::string> avoid) {
+  lo = std::max(lo, kOnnxMinOpset);
+  hi = std::min(hi, kOnnxMaxOpset);
+  QUORUM_CHECK(lo <= hi, "seeded_form: empty opset range");
+  OnnxForm f;
+  f.seed = form_seed(g);
+  f.opset = lo + static_cast<int>(fnv("opset", f.seed) % static_cast<uint64_t>(hi - lo + 1));
+  f.avoid = std::move(avoid);
+  return f;
 }
 
 Graph graph_from_onnx(const std::string& bytes, const std::string& where, const ValidateOptions& opt) {

@@ -16,19 +16,58 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
 
 namespace quorum::ir {
 
-constexpr int kOnnxMinOpset = 13;
+constexpr int kOnnxMinOpset = 11;
 constexpr int kOnnxMaxOpset = 17;
 
-// Serialized ModelProto. Throws UserError for an opset outside [13, 17], a loss node or a graph
-// the bridge cannot express (naming the node); an internal error when the ONNX checker or shape
-// inference rejects what was written.
+// Serialized ModelProto in the plain form (every node's first form, ops/onnx_map.h). Throws
+// UserError for an opset outside [11, 17], a loss node or a graph the bridge cannot express (naming
+// the node); an internal error when the ONNX checker or shape inference rejects what was written.
 std::string graph_to_onnx(const Graph& g, int opset = 13);
+
+// Exchange forms. ONNX spells most operators several equivalent ways (ops/onnx_map.h, "Forms"); an
+// export with a form seed picks one per node and `what`, seeded: the choice is a hash of the seed,
+// the node's name, operator, attributes and input types, and `what` (so a node keeps its form when
+// the reducer removes others). Seed 0 writes the plain form.
+struct OnnxForm {
+  OnnxForm() = default;
+  OnnxForm(int opset_, uint64_t seed_, std::vector<std::string> avoid_ = {})
+      : opset(opset_), seed(seed_), avoid(std::move(avoid_)) {}
+  int opset = 13;
+  uint64_t seed = 0;
+  // Forms an engine cannot read, "what=form" or "op what=form": a seeded choice that lands on one
+  // takes the next alternative (a form the export must use, such as a decomposition the opset
+  // forces, is still written).
+  std::vector<std::string> avoid;
+  // Forms to write wherever a node offers them, "what=form" or "op what=form", over the seeded
+  // choice and over `avoid` (an execution variant that runs one form on purpose).
+  std::vector<std::string> force;
+};
+struct OnnxExported {
+  std::string bytes;  // empty for a dry run
+  int opset = 13;
+  // Per node (by Quorum node name): its choices, "what=form" joined by ","; a node without
+  // alternatives has none.
+  std::map<std::string, std::string> forms;
+  // "opset 12; dense_1 gemm=matmul_add; conv2d_0 attrs=minimal" (the nodes with choices, by name).
+  std::string str() const;
+};
+OnnxExported graph_to_onnx(const Graph& g, const OnnxForm& form);
+// The forms alone: no bytes, no checker (what a backend's supports() reads). Throws as the export.
+OnnxExported onnx_forms(const Graph& g, const OnnxForm& form);
+
+// The form seed of a model: a hash of its name and inputs (a function of the campaign seed and the
+// model index, as the model is), never 0.
+uint64_t form_seed(const Graph& g);
+// The seeded form for an engine that reads opsets [lo, hi] (clamped to the exporter's): the model's
+// form seed and an opset chosen from it in that range.
+OnnxForm seeded_form(const Graph& g, int lo, int hi, std::vector<std::string> avoid = {});
 
 // Parses, converts and validates. Throws one-line UserErrors starting with `where`: malformed
 // bytes, unsupported opset or data type, an operator outside the catalogue ("node 'N' (OpType):

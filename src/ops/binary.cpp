@@ -391,7 +391,11 @@ void set_onnx_binary(OpSpec& s) {
   static const std::map<std::string, std::string> kType = {{"add", "Add"}, {"sub", "Sub"},     {"mul", "Mul"},
                                                            {"div", "Div"}, {"maximum", "Max"}, {"minimum", "Min"}};
   const std::string op = s.name, type = kType.at(op);
-  s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0), e.in(1)}); };
+  // Forms: Add and Mul (commutative, NaN included) with their operands in order or swapped.
+  s.onnx_export = [type](OnnxExport& e) {
+    const bool swap = (type == "Add" || type == "Mul") && e.choose2("operands_order", "given", "swapped");
+    e.final_node(type, swap ? std::vector<std::string>{e.in(1), e.in(0)} : std::vector<std::string>{e.in(0), e.in(1)});
+  };
   if (op == "maximum" || op == "minimum")
     s.onnx_import = {{{type}, [op](OnnxImport& m) { import_extreme(m, op); }}};
   else

@@ -410,20 +410,36 @@ OpSpec make_conv_transpose2d() {
 
 // ---- ONNX mapping
 
+bool all_equal(const std::vector<int64_t>& v, int64_t x) {
+  return std::all_of(v.begin(), v.end(), [x](int64_t y) { return y == x; });
+}
+
+// Forms: every attribute written | the minimal node (kernel_shape inferred from the weight, strides,
+// dilations, group, pads and output_padding left to their defaults where they have them); zero
+// pads as explicit pads or auto_pad=VALID.
 void export_conv(OnnxExport& e) {
   const bool transpose = e.op() == "conv_transpose2d";
   std::vector<std::string> ins = {e.in(0), e.in(1)};
   if (e.ai("bias")) ins.push_back(e.in(2));
+  const bool minimal = e.choose2("attrs", "all", "minimal");
+  const bool explicit_pads = transpose || e.as("auto_pad") == "NOTSET";
+  const bool valid = explicit_pads && !transpose && all_equal(e.aints("pads"), 0) &&
+                     e.choose2("zero_pads", "pads", "auto_pad_valid");
   OnnxNode& p = e.final_node(transpose ? "ConvTranspose" : "Conv", ins);
-  p.set_ints("kernel_shape", e.aints("kernel_shape"));
-  p.set_ints("strides", e.aints("strides"));
-  p.set_ints("dilations", e.aints("dilations"));
-  p.set_i("group", e.ai("group"));
+  auto put = [&](const char* k, int64_t def) {
+    if (!minimal || !all_equal(e.aints(k), def)) p.set_ints(k, e.aints(k));
+  };
+  if (!minimal) p.set_ints("kernel_shape", e.aints("kernel_shape"));
+  put("strides", 1);
+  put("dilations", 1);
+  if (!minimal || e.ai("group") != 1) p.set_i("group", e.ai("group"));
   if (transpose) {
-    p.set_ints("pads", e.aints("pads"));
-    p.set_ints("output_padding", e.aints("output_padding"));
-  } else if (e.as("auto_pad") == "NOTSET") {
-    p.set_ints("pads", e.aints("pads"));
+    put("pads", 0);
+    put("output_padding", 0);
+  } else if (valid) {
+    p.set_s("auto_pad", "VALID");
+  } else if (explicit_pads) {
+    put("pads", 0);
   } else {
     p.set_s("auto_pad", e.as("auto_pad"));
   }

@@ -252,16 +252,44 @@ OpSpec make_matmul() {
 // ---- ONNX mapping
 
 // 2-D input: Gemm with transB; otherwise MatMul with the transposed weight (+ Add for the bias).
+// Forms: Gemm with transB=1 | the weight written transposed (transB=0) | every Gemm attribute
+// written (transA=0, alpha=beta=1) | MatMul + Add; beyond 2-D the weight transposed by a node or
+// written transposed.
 void export_dense(OnnxExport& e) {
   const bool bias = e.ai("bias") != 0;
+  const Tensor* w = e.initializer(e.in(1));
+  auto transposed_weight = [&]() {
+    const int64_t r = w->dim(0), c = w->dim(1);
+    Tensor t(w->dtype(), {c, r});
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) t.set(j * r + i, w->get(i * c + j));
+    return e.constant(t, "weight_t");
+  };
+  auto node_transposed = [&]() {
+    auto [tp, wt] = e.helper("Transpose", {e.in(1)}, "weight_t");
+    tp->set_ints("perm", {1, 0});
+    return wt;
+  };
   if (e.in_shape().size() == 2) {
-    std::vector<std::string> ins = {e.in(0), e.in(1)};
+    std::vector<std::string> forms = {"gemm_transB", "gemm_explicit", "matmul_add"};
+    if (w) forms.push_back("gemm_pretransposed");
+    const std::string form = forms[e.choose("gemm", forms)];
+    if (form == "matmul_add") {
+      const std::string wt = w && e.choose2("weight", "node", "pretransposed") ? transposed_weight()
+                                                                                  : node_transposed();
+      if (!bias) e.final_node("MatMul", {e.in(0), wt});
+      else e.final_node("Add", {e.h("MatMul", {e.in(0), wt}, "matmul"), e.in(2)});
+      return;
+    }
+    const bool pre = form == "gemm_pretransposed";
+    std::vector<std::string> ins = {e.in(0), pre ? transposed_weight() : e.in(1)};
     if (bias) ins.push_back(e.in(2));
-    e.final_node("Gemm", ins).set_i("transB", 1);
+    OnnxNode& p = e.final_node("Gemm", ins);
+    if (form == "gemm_explicit") p.set_f("alpha", 1.0).set_f("beta", 1.0).set_i("transA", 0);
+    if (!pre) p.set_i("transB", 1);
     return;
   }
-  auto [tp, wt] = e.helper("Transpose", {e.in(1)}, "weight_t");
-  tp->set_ints("perm", {1, 0});
+  const std::string wt = w && e.choose2("weight", "node", "pretransposed") ? transposed_weight() : node_transposed();
   if (!bias) {
     e.final_node("MatMul", {e.in(0), wt});
     return;

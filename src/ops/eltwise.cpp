@@ -419,14 +419,17 @@ void export_gelu(OnnxExport& e) {
     e.final_node("Mul", {e.h("Mul", {e.scalar(0.5, "half"), x}, "halfx"), a});
     return;
   }
-  // x*(1 + erf(x/sqrt(2)))*0.5: the form the importer fuses back to gelu.
-  const std::string er = e.h("Erf", {e.h("Div", {x, e.scalar(std::numbers::sqrt2, "sqrt2")}, "div")}, "erf");
+  // x*(1 + erf(x/sqrt(2)))*0.5: the form the importer fuses back to gelu; or x*(1/sqrt(2)) inside.
+  const std::string scaled = e.choose2("erf_arg", "div_sqrt2", "mul_rsqrt2")
+                                 ? e.h("Mul", {x, e.scalar(1.0 / std::numbers::sqrt2, "rsqrt2")}, "scaled")
+                                 : e.h("Div", {x, e.scalar(std::numbers::sqrt2, "sqrt2")}, "div");
+  const std::string er = e.h("Erf", {scaled}, "erf");
   const std::string a = e.h("Add", {er, e.scalar(1, "one")}, "add");
   e.final_node("Mul", {e.h("Mul", {x, a}, "mul"), e.scalar(0.5, "half")});
 }
 
 void export_hardswish(OnnxExport& e) {
-  if (e.opset() >= 14) {
+  if (e.opset() >= 14 && !e.choose2("hardswish", "fused", "decomposed")) {
     e.final_node("HardSwish", {e.in(0)});
     return;
   }
@@ -490,17 +493,29 @@ void set_onnx(OpSpec& s) {
   } else if (op == "leaky_relu" || op == "elu") {
     const std::string type = op == "elu" ? "Elu" : "LeakyRelu";
     const double def = op == "elu" ? 1.0 : 0.01;
-    s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0)}).set_f("alpha", e.af("alpha")); };
+    // Forms: an alpha equal to ONNX's default written or left out.
+    s.onnx_export = [type, def](OnnxExport& e) {
+      OnnxNode& p = e.final_node(type, {e.in(0)});
+      if (static_cast<float>(e.af("alpha")) != static_cast<float>(def) || !e.choose2("defaults", "written", "omitted"))
+        p.set_f("alpha", e.af("alpha"));
+    };
     s.onnx_import = {{{type}, [op, def](OnnxImport& m) {
                         m.emit_final(op, {m.in(0)}, {{"alpha", m.getf("alpha", def)}});
                       }}};
   } else if (op == "selu") {
     // ONNX's default alpha and gamma are the SELU constants.
-    s.onnx_export = [](OnnxExport& e) { e.final_node("Selu", {e.in(0)}); };
+    s.onnx_export = [](OnnxExport& e) {
+      OnnxNode& p = e.final_node("Selu", {e.in(0)});
+      if (e.choose2("defaults", "omitted", "written"))
+        p.set_f("alpha", 1.6732632423543772).set_f("gamma", 1.0507009873554805);
+    };
     s.onnx_import = {{{"Selu"}, import_selu}};
   } else if (op == "hard_sigmoid") {
     s.onnx_export = [](OnnxExport& e) {
-      e.final_node("HardSigmoid", {e.in(0)}).set_f("alpha", e.af("alpha")).set_f("beta", e.af("beta"));
+      OnnxNode& p = e.final_node("HardSigmoid", {e.in(0)});
+      const bool defaults = static_cast<float>(e.af("alpha")) == 0.2f && static_cast<float>(e.af("beta")) == 0.5f;
+      if (!defaults || !e.choose2("defaults", "written", "omitted"))
+        p.set_f("alpha", e.af("alpha")).set_f("beta", e.af("beta"));
     };
     s.onnx_import = {
         {{"HardSigmoid"}, [](OnnxImport& m) {

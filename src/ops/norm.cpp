@@ -525,7 +525,7 @@ void export_layer_norm(OnnxExport& e) {
   const int64_t rank = static_cast<int64_t>(e.in_shape().size());
   int64_t axis = e.ai("axis");
   if (axis < 0) axis += rank;
-  if (e.opset() >= 17) {
+  if (e.opset() >= 17 && !e.choose2("layer_norm", "fused", "decomposed")) {
     e.final_node("LayerNormalization", {e.in(0), e.in(1), e.in(2)})
         .set_i("axis", axis)
         .set_f("epsilon", e.af("epsilon"));

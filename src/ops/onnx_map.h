@@ -7,6 +7,11 @@
 // (`helper`, `h`), with constant operands written as initializers (`constant`, `scalar`, `ints`).
 // It refuses, with a reason, what the chosen opset cannot express.
 //
+// Forms: where ONNX allows several equivalent spellings of a node (Gemm's flags or MatMul+Add,
+// attributes written or left to their defaults, a fused operator or its decomposition, scales or
+// sizes), the hook names them with `choose` (the plain one first) and writes the one chosen. The
+// choice is seeded per model and node (ir::OnnxForm); an unseeded export always writes the first.
+//
 // Import: a hook reads the current ONNX node (inputs, attributes, constant inputs) and emits
 // catalogue nodes; `emit_final` produces the node's first output under the ONNX node's name.
 #pragma once
@@ -70,6 +75,13 @@ class OnnxExport {
     core::Tensor t(core::DType::I64, {static_cast<int64_t>(v.size())});
     for (size_t i = 0; i < v.size(); ++i) t.i64()[i] = v[i];
     return constant(t, what);
+  }
+  // One of `forms` for this node (see "Forms" above): index 0 when the export is unseeded, else a
+  // choice that is a function of the form seed, the node and `what`. Recorded as "<what>=<form>".
+  virtual size_t choose(const std::string& what, const std::vector<std::string>& forms) = 0;
+  // The same, when the alternatives are the plain form and one other: true for the other.
+  bool choose2(const std::string& what, const std::string& plain, const std::string& other) {
+    return choose(what, {plain, other}) == 1;
   }
   // A value name not yet used in the model, `base` or `base_<k>`.
   virtual std::string fresh(const std::string& base) = 0;

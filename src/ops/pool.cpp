@@ -462,6 +462,8 @@ int64_t ceil_to_onnx(OnnxExport& e, bool avg, std::vector<int64_t>& pads) {
   return 0;
 }
 
+// Forms: every attribute written | defaults left out (strides 1, pads 0, ceil_mode 0,
+// count_include_pad 0); zero pads without ceil_mode as explicit pads or auto_pad=VALID.
 void export_window_pool(OnnxExport& e) {
   const bool avg = e.op().rfind("avg", 0) == 0;
   std::vector<int64_t> pads = e.aints("pads");
@@ -472,16 +474,26 @@ void export_window_pool(OnnxExport& e) {
     ceil_mode = 0;
   else if (ceil_mode == 1)
     ceil_mode = ceil_to_onnx(e, avg, pads);
+  auto zeros = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::all_of(v.begin(), v.end(), [x](int64_t y) { return y == x; });
+  };
+  const bool minimal = e.choose2("attrs", "all", "minimal");
+  const bool valid = e.as("auto_pad") == "NOTSET" && ceil_mode == 0 && zeros(pads, 0) &&
+                     e.choose2("zero_pads", "pads", "auto_pad_valid");
   OnnxNode& p = e.final_node(avg ? "AveragePool" : "MaxPool", {e.in(0)});
   p.set_ints("kernel_shape", e.aints("kernel_shape"));
-  p.set_ints("strides", e.aints("strides"));
-  if (!avg && e.attrs().count("dilations")) p.set_ints("dilations", e.aints("dilations"));
-  if (e.as("auto_pad") == "NOTSET")
-    p.set_ints("pads", pads);
-  else
+  if (!minimal || !zeros(e.aints("strides"), 1)) p.set_ints("strides", e.aints("strides"));
+  if (!avg && e.attrs().count("dilations") && (!minimal || !zeros(e.aints("dilations"), 1)))
+    p.set_ints("dilations", e.aints("dilations"));
+  if (valid)
+    p.set_s("auto_pad", "VALID");
+  else if (e.as("auto_pad") == "NOTSET") {
+    if (!minimal || !zeros(pads, 0)) p.set_ints("pads", pads);
+  } else {
     p.set_s("auto_pad", e.as("auto_pad"));
-  p.set_i("ceil_mode", ceil_mode);
-  if (avg) p.set_i("count_include_pad", e.ai("count_include_pad"));
+  }
+  if (!minimal || ceil_mode != 0) p.set_i("ceil_mode", ceil_mode);
+  if (avg && (!minimal || e.ai("count_include_pad") != 0)) p.set_i("count_include_pad", e.ai("count_include_pad"));
 }
 
 // MaxPool / AveragePool of 1 or 2 spatial dims.

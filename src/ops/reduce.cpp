@@ -267,20 +267,21 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
 }
 
 // ---- ONNX mapping: ReduceX. ReduceSum takes its axes as an input from opset 13, the others from
-// opset 18 (as an attribute before).
+// opset 18 (as an attribute before). Forms: keepdims=1 written or left to its default.
 
 void set_onnx(OpSpec& s, const std::string& type) {
   const std::string op = s.name;
   s.onnx_export = [type](OnnxExport& e) {
     const auto& axes = e.aints("axes");
     OnnxNode* p = nullptr;
-    if (type == "ReduceSum") {
+    if (type == "ReduceSum" && e.opset() >= 13) {
       p = axes.empty() ? &e.final_node(type, {e.in(0)}) : &e.final_node(type, {e.in(0), e.ints(axes, "axes")});
     } else {
       p = &e.final_node(type, {e.in(0)});
       if (!axes.empty()) p->set_ints("axes", axes);
     }
-    p->set_i("keepdims", e.ai("keepdims"));
+    // keepdims=1 written, or left to its default.
+    if (e.ai("keepdims") != 1 || !e.choose2("keepdims", "written", "default")) p->set_i("keepdims", e.ai("keepdims"));
   };
   s.onnx_import = {{{type}, [op, type](OnnxImport& m) {
                       const bool axes_input = type == "ReduceSum" ? m.opset() >= 13 : m.opset() >= 18;

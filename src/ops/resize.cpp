@@ -155,10 +155,36 @@ OpSpec make_resize(bool bilinear) {
 
 // ---- ONNX mapping: Resize with `sizes` [N, C, oH, oW].
 
+// Forms: sizes | scales, where every scale out/in is exact in float32 and floor(in * scale) = out
+// (an integer factor, or a power-of-two divisor). Before opset 13 roi and scales are required
+// inputs (empty when unused).
 void export_resize(OnnxExport& e) {
   const Shape& x = e.in_shape();
   const auto& sizes = e.aints("sizes");
-  OnnxNode& p = e.final_node("Resize", {e.in(0), "", "", e.ints({x[0], x[1], sizes[0], sizes[1]}, "sizes")});
+  auto exact = [](int64_t in, int64_t out) {
+    if (out % in == 0) return true;
+    if (in % out != 0) return false;
+    const int64_t q = in / out;
+    return (q & (q - 1)) == 0;
+  };
+  const bool can_scale = exact(x[2], sizes[0]) && exact(x[3], sizes[1]);
+  const bool scales = can_scale && e.choose2("resize", "sizes", "scales");
+  std::vector<std::string> ins = {e.in(0)};
+  const bool old = e.opset() < 13;
+  auto empty = [&](core::DType dt, const std::string& what) { return e.constant(Tensor(dt, {0}), what); };
+  ins.push_back(old ? empty(e.dtype(), "roi") : "");
+  if (scales) {
+    Tensor sc(core::DType::F32, {4});
+    sc.set(0, 1.0);
+    sc.set(1, 1.0);
+    for (size_t i = 0; i < 2; ++i)
+      sc.set(static_cast<int64_t>(2 + i), static_cast<double>(sizes[i]) / static_cast<double>(x[2 + i]));
+    ins.push_back(e.constant(sc, "scales"));
+  } else {
+    ins.push_back(old ? empty(core::DType::F32, "scales") : "");
+    ins.push_back(e.ints({x[0], x[1], sizes[0], sizes[1]}, "sizes"));
+  }
+  OnnxNode& p = e.final_node("Resize", ins);
   p.set_s("coordinate_transformation_mode", e.as("coordinate_transformation_mode"));
   if (e.op() == "resize_nearest") {
     p.set_s("mode", "nearest");

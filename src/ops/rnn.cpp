@@ -308,11 +308,17 @@ void export_rnn(OnnxExport& e) {
                        seq ? std::vector<std::string>{cell_out} : std::vector<std::string>{"", cell_out});
   p.set_i("hidden_size", hs);
   if (op == "gru") p.set_i("linear_before_reset", 1);
+  // Squeeze takes its axes as an input from opset 13, as an attribute before.
+  auto squeeze_ins = [&e](const std::string& v, int64_t axis) {
+    return e.opset() >= 13 ? std::vector<std::string>{v, e.ints({axis}, "axes")} : std::vector<std::string>{v};
+  };
   if (!seq) {
-    e.final_node("Squeeze", {cell_out, e.ints({0}, "axes")});
+    OnnxNode& q = e.final_node("Squeeze", squeeze_ins(cell_out, 0));
+    if (e.opset() < 13) q.set_ints("axes", {0});
     return;
   }
-  const std::string ys = e.h("Squeeze", {cell_out, e.ints({1}, "axes")}, "y_time_major");
+  auto [q, ys] = e.helper("Squeeze", squeeze_ins(cell_out, 1), "y_time_major");
+  if (e.opset() < 13) q->set_ints("axes", {1});
   e.final_node("Transpose", {ys}).set_ints("perm", {1, 0, 2});
 }
 

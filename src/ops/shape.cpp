@@ -562,8 +562,18 @@ void export_slice(OnnxExport& e) {
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
-  e.final_node("Slice",
-               {e.in(0), e.ints(starts, "starts"), e.ints(ends, "ends"), e.ints(axes, "axes"), e.ints(steps, "steps")});
+  // Forms: every input given | axes 0..n-1 and unit steps left out (the optional inputs' defaults).
+  bool default_axes = true, unit_steps = true;
+  for (size_t i = 0; i < axes.size(); ++i) default_axes = default_axes && axes[i] == static_cast<int64_t>(i);
+  for (int64_t st : steps) unit_steps = unit_steps && st == 1;
+  std::vector<std::string> ins = {e.in(0), e.ints(starts, "starts"), e.ints(ends, "ends")};
+  if (unit_steps && e.choose2("inputs", "all", "minimal")) {
+    if (!default_axes) ins.push_back(e.ints(axes, "axes"));
+  } else {
+    ins.push_back(e.ints(axes, "axes"));
+    ins.push_back(e.ints(steps, "steps"));
+  }
+  e.final_node("Slice", ins);
 }
 
 void import_slice(OnnxImport& m) {
@@ -585,8 +595,12 @@ void export_pad(OnnxExport& e) {
   std::vector<int64_t> pads = e.aints("pads");
   if (pads.empty()) pads.assign(2 * e.in_shape().size(), 0);
   std::vector<std::string> ins = {e.in(0), e.ints(pads, "pads")};
-  if (e.as("mode") == "constant") ins.push_back(e.scalar(e.af("value"), "value"));
-  e.final_node("Pad", ins).set_s("mode", e.as("mode"));
+  // Forms: a zero constant_value given or left to its default; mode=constant written or default.
+  const bool constant = e.as("mode") == "constant";
+  if (constant && (e.af("value") != 0.0 || !e.choose2("value", "given", "default")))
+    ins.push_back(e.scalar(e.af("value"), "value"));
+  OnnxNode& p = e.final_node("Pad", ins);
+  if (!constant || !e.choose2("mode", "written", "default")) p.set_s("mode", e.as("mode"));
 }
 
 void import_pad(OnnxImport& m) {
@@ -603,15 +617,47 @@ void import_pad(OnnxImport& m) {
   m.emit_final("pad", {m.in(0)}, a);
 }
 
-void export_reshape(OnnxExport& e) { e.final_node("Reshape", {e.in(0), e.ints(e.aints("shape"), "shape")}); }
+// Forms: the shape as the node gives it | every size explicit | the largest size inferred (-1) |
+// sizes equal to the input's at the same position copied (0, allowzero=0).
+void export_reshape(OnnxExport& e) {
+  const Shape& in = e.in_shape();
+  std::vector<int64_t> out = reshape_shape(in, e.attrs());
+  std::vector<std::string> forms = {"as_given", "explicit"};
+  if (!out.empty()) forms.push_back("inferred");
+  bool copyable = false;
+  for (size_t i = 0; i < out.size() && i < in.size(); ++i) copyable = copyable || out[i] == in[i];
+  if (copyable && core::numel(in) > 0) forms.push_back("copy_zero");
+  const std::string form = forms[e.choose("shape", forms)];
+  std::vector<int64_t> shape = e.aints("shape");
+  if (form == "explicit") {
+    shape = out;
+  } else if (form == "inferred") {
+    shape = out;
+    const auto it = std::max_element(shape.begin(), shape.end());
+    *it = -1;
+  } else if (form == "copy_zero") {
+    shape = out;
+    for (size_t i = 0; i < out.size() && i < in.size(); ++i)
+      if (out[i] == in[i]) shape[i] = 0;
+  }
+  e.final_node("Reshape", {e.in(0), e.ints(shape, "shape")});
+}
 
 void export_flatten(OnnxExport& e) { e.final_node("Flatten", {e.in(0)}).set_i("axis", e.ai("axis")); }
 
 void import_flatten(OnnxImport& m) { m.emit_final("flatten", {m.in(0)}, {{"axis", m.geti("axis", 1)}}); }
 
+// Forms: a reversing perm written or left to its default.
 void export_transpose(OnnxExport& e) {
+  std::vector<int64_t> perm = e.aints("perm");
+  const int64_t r = static_cast<int64_t>(e.in_shape().size());
+  bool reverse = true;
+  for (size_t i = 0; i < perm.size(); ++i) reverse = reverse && perm[i] == r - 1 - static_cast<int64_t>(i);
+  if (perm.empty()) {
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  }
   OnnxNode& p = e.final_node("Transpose", {e.in(0)});
-  if (!e.aints("perm").empty()) p.set_ints("perm", e.aints("perm"));
+  if (!(reverse && e.choose2("perm", "written", "default"))) p.set_ints("perm", perm);
 }
 
 void import_transpose(OnnxImport& m) {
@@ -620,14 +666,17 @@ void import_transpose(OnnxImport& m) {
   m.emit_final("transpose", {m.in(0)}, a);
 }
 
+// Squeeze and Unsqueeze take their axes as an input from opset 13, as an attribute before.
 void export_squeeze(OnnxExport& e) {
-  if (e.aints("axes").empty())
-    e.final_node("Squeeze", {e.in(0)});
+  const std::string type = e.op() == "squeeze" ? "Squeeze" : "Unsqueeze";
+  const auto& axes = e.aints("axes");
+  if (axes.empty())
+    e.final_node(type, {e.in(0)});
+  else if (e.opset() >= 13)
+    e.final_node(type, {e.in(0), e.ints(axes, "axes")});
   else
-    e.final_node("Squeeze", {e.in(0), e.ints(e.aints("axes"), "axes")});
+    e.final_node(type, {e.in(0)}).set_ints("axes", axes);
 }
-
-void export_unsqueeze(OnnxExport& e) { e.final_node("Unsqueeze", {e.in(0), e.ints(e.aints("axes"), "axes")}); }
 
 std::vector<ReshapingDef> reshaping_ops() {
   using V = std::vector<int64_t>;
@@ -674,7 +723,7 @@ std::vector<ReshapingDef> reshaping_ops() {
        nullptr,
        sample_unsqueeze,
        fit_unsqueeze,
-       export_unsqueeze,
+       export_squeeze,
        {{{"Unsqueeze"}, import_squeeze}}},
       {"transpose",
        "permutes axes: output axis i is input axis perm[i] (ONNX Transpose)",

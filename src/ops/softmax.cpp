@@ -138,7 +138,32 @@ OpSpec make_softmax(const std::string& name, bool log) {
 
 void set_onnx(OpSpec& s, const std::string& type) {
   const std::string op = s.name;
-  s.onnx_export = [type](OnnxExport& e) { e.final_node(type, {e.in(0)}).set_i("axis", e.ai("axis")); };
+  s.onnx_export = [type](OnnxExport& e) {
+    const int64_t rank = static_cast<int64_t>(e.in_shape().size());
+    const int64_t axis = e.ai("axis") < 0 ? e.ai("axis") + rank : e.ai("axis");
+    // Before opset 13 only the last axis is this operator; elsewhere (and seeded) the decomposition
+    // exp(x - max) / sum, log: (x - max) - log(sum).
+    const bool fused_ok = e.opset() >= 13 || axis == rank - 1;
+    if (fused_ok && !e.choose2("softmax", "fused", "decomposed")) {
+      e.final_node(type, {e.in(0)}).set_i("axis", e.ai("axis"));
+      return;
+    }
+    if (!fused_ok) e.choose("softmax", {"decomposed"});
+    auto reduce = [&](const std::string& t, const std::string& v, const std::string& what) {
+      const bool input = t == "ReduceSum" && e.opset() >= 13;
+      std::vector<std::string> ins = {v};
+      if (input) ins.push_back(e.ints({axis}, "axes"));
+      auto [p, o] = e.helper(t, ins, what);
+      if (!input) p->set_ints("axes", {axis});
+      p->set_i("keepdims", 1);
+      return o;
+    };
+    const std::string d = e.h("Sub", {e.in(0), reduce("ReduceMax", e.in(0), "max")}, "shifted");
+    const std::string ex = e.h("Exp", {d}, "exp");
+    const std::string sum = reduce("ReduceSum", ex, "sum");
+    if (type == "Softmax") e.final_node("Div", {ex, sum});
+    else e.final_node("Sub", {d, e.h("Log", {sum}, "log")});
+  };
   s.onnx_import = {{{type}, [op](OnnxImport& m) {
                       const int64_t rank = static_cast<int64_t>(m.type_of(m.in(0)).shape.size());
                       int64_t axis = m.geti("axis", m.opset() >= 13 ? -1 : 1);

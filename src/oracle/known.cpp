@@ -118,7 +118,8 @@ bool KnownPattern::matches(const std::string& sig, const std::vector<std::string
   if (!glob(base_signature(signature), sig)) return false;
   if (lowering.empty()) return true;
   for (const auto& op : lowering)
-    if (std::find(node_lowering.begin(), node_lowering.end(), op) != node_lowering.end()) return true;
+    for (const auto& l : node_lowering)
+      if (glob(op, l)) return true;
   return false;
 }
 

@@ -25,8 +25,9 @@ struct AgreementWaiver {
 // Another form of an entry's root cause. `signature` may hold '*', which matches any run of
 // characters (every operator, every parameter, a message's variable part); `lowering`, when given,
 // names library operations (backends::Session::lowering) one of which the finding's node must have
-// run: the same primitive behind several operators ("nan-swallowed|FC|onednn|*" with eltwise_relu
-// covers relu and leaky_relu, and any operator a backend builds on it later).
+// run, '*' as in signatures: the same primitive behind several operators ("nan-swallowed|FC|onednn|*"
+// with eltwise_relu covers relu and leaky_relu, and any operator a backend builds on it later), or
+// the exchange form an importer read ("onnx form gemm=gemm_pretransposed*").
 struct KnownPattern {
   std::string signature;
   std::vector<std::string> lowering;

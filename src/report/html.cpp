@@ -17,6 +17,7 @@
 #include "campaign/store.h"
 #include "core/error.h"
 #include "core/fileio.h"
+#include "ir/onnx_io.h"
 #include "oracle/known.h"
 #include "report/issue.h"
 #include "report/repro.h"
@@ -308,12 +309,19 @@ std::string coverage_section(const std::vector<search::Fact>& facts, const searc
   const auto fn = cov.functionality();
   if (!fn.empty()) {
     h << "<table id=\"functionality\"><tr><th>library</th><th>functionality coverage</th><th>operators and losses "
-         "it maps that no model invoked on it</th></tr>\n";
+         "it maps that no model invoked on it</th><th>ONNX exchange forms read (opsets never read)</th></tr>\n";
     for (const auto& f : fn) {
-      std::string never;
+      std::string never, forms;
       for (const auto& u : f.uncovered) never += (never.empty() ? "" : ", ") + u;
+      if (!f.opsets.empty()) {
+        forms = std::to_string(f.forms.size()) + " forms, opsets";
+        for (int o : f.opsets) forms += " " + std::to_string(o);
+        const std::string missing = search::missing_opsets(f.opsets, ir::kOnnxMinOpset, ir::kOnnxMaxOpset);
+        if (!missing.empty()) forms += " (never " + missing + ")";
+      }
       h << "<tr><td>" << escape(f.backend) << "</td><td>" << f.invoked << "/" << f.mapped << " ("
-        << std::fixed << std::setprecision(1) << 100 * f.share() << "%)</td><td>" << escape(never) << "</td></tr>\n";
+        << std::fixed << std::setprecision(1) << 100 * f.share() << "%)</td><td>" << escape(never) << "</td><td>"
+        << escape(forms) << "</td></tr>\n";
     }
     h << "</table>\n";
   }

@@ -144,6 +144,10 @@ bool Coverage::add_locked(const Fact& f) {
   if (f.kind == "maps" || f.kind == "ran") {
     auto& b = backends_[f.subject];
     (f.kind == "maps" ? b.first : b.second).insert(f.value);
+  } else if (f.kind == "form") {
+    forms_[f.subject].insert(f.value);
+  } else if (f.kind == "opset") {
+    opsets_[f.subject].insert(std::stoi(f.value));
   } else {
     Op& o = ops_[f.subject];
     if (f.kind == "op") o.used = true;
@@ -261,9 +265,18 @@ std::vector<Functionality> Coverage::functionality() const {
       if (sets.second.count(op)) ++f.invoked;
       else f.uncovered.push_back(op);
     }
+    if (auto it = forms_.find(backend); it != forms_.end()) f.forms.assign(it->second.begin(), it->second.end());
+    if (auto it = opsets_.find(backend); it != opsets_.end()) f.opsets.assign(it->second.begin(), it->second.end());
     v.push_back(std::move(f));
   }
   return v;
+}
+
+std::string missing_opsets(const std::vector<int>& seen, int lo, int hi) {
+  std::string s;
+  for (int o = lo; o <= hi; ++o)
+    if (std::find(seen.begin(), seen.end(), o) == seen.end()) s += (s.empty() ? "" : ", ") + std::to_string(o);
+  return s;
 }
 
 std::vector<Fact> Coverage::facts() const {
@@ -283,7 +296,7 @@ std::vector<std::pair<int64_t, Parts>> coverage_curve(const std::vector<Fact>& f
                                                       int points) {
   std::vector<Fact> sorted;
   for (const Fact& f : facts)
-    if (f.kind != "maps" && f.kind != "ran") sorted.push_back(f);
+    if (f.kind != "maps" && f.kind != "ran" && f.kind != "form" && f.kind != "opset") sorted.push_back(f);
   std::stable_sort(sorted.begin(), sorted.end(), [](const Fact& a, const Fact& b) { return a.model < b.model; });
   std::vector<std::pair<int64_t, Parts>> curve;
   if (sorted.empty()) return curve;
@@ -339,6 +352,13 @@ std::string coverage_text(const Coverage& c, const std::vector<std::string>& ops
       for (const auto& u : f.uncovered) os << " " << u;
     }
     os << "\n";
+    if (!f.opsets.empty()) {
+      os << "  " << std::left << std::setw(16) << "" << std::right << "ONNX read: opsets";
+      for (int o : f.opsets) os << " " << o;
+      os << ", " << f.forms.size() << " exchange forms:";
+      for (const auto& x : f.forms) os << " " << x << ";";
+      os << "\n";
+    }
   }
   if (ops.empty()) return os.str();
   const bool all = std::find(ops.begin(), ops.end(), "all") != ops.end();

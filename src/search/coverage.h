@@ -6,7 +6,9 @@
 //   operator facts, subject = the operator: "op" (used), "in" (an in-degree), "out" (an out-degree),
 //   "succ" (a successor's operator type), "spc" (a shape-and-parameter vector, at most n_maxspc kept);
 //   backend facts, subject = the backend spec: "maps" (an operator or loss its supports() accepts),
-//   "ran" (an operator or loss a model run on it invoked).
+//   "ran" (an operator or loss a model run on it invoked); for a backend that reads exported ONNX,
+//   "form" (an operator's exchange form it read, "dense gemm=matmul_add", ir::OnnxForm) and
+//   "opset" (an ONNX opset it read, "12").
 // Facts only accumulate, so a campaign store keeps them as rows and a resumed campaign reloads them.
 #pragma once
 #include <cstdint>
@@ -56,8 +58,14 @@ struct Functionality {
   std::string backend;
   int mapped = 0, invoked = 0;
   std::vector<std::string> uncovered;  // mapped, never invoked
+  // A backend reading exported ONNX: the exchange forms ("op what=form") and opsets it read.
+  std::vector<std::string> forms;
+  std::vector<int> opsets;
   double share() const { return mapped ? static_cast<double>(invoked) / mapped : 0.0; }
 };
+
+// The opsets of [lo, hi] not in `seen`, as text ("11, 12") — what a backend reading ONNX never read.
+std::string missing_opsets(const std::vector<int>& seen, int lo, int hi);
 
 // The operator types coverage counts (the catalogue's non-loss operators), sorted.
 const std::vector<std::string>& operator_types();
@@ -104,6 +112,8 @@ class Coverage : public gen::Feedback {
   mutable std::mutex mu_;
   std::map<std::string, Op> ops_;
   std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> backends_;  // maps, ran
+  std::map<std::string, std::set<std::string>> forms_;  // backend -> forms read
+  std::map<std::string, std::set<int>> opsets_;          // backend -> opsets read
   std::map<std::tuple<std::string, std::string, std::string>, int64_t> first_;  // fact -> first model
 };
 

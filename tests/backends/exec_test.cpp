@@ -164,7 +164,7 @@ TEST(ExecBackend, OptionsLabelAndBadOptions) {
   EXPECT_NE(s.at(0).reason.find("not exported to ONNX"), std::string::npos) << s.at(0).reason;
 
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"timeout=soon", kPython},
-                                              std::vector<std::string>{"opset=12", kPython},
+                                              std::vector<std::string>{"opset=10", kPython},
                                               std::vector<std::string>{"/no/such/runner"}}) {
     Worker b("exec", bad);
     const Outcome o = b.hello(info);

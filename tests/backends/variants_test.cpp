@@ -123,7 +123,8 @@ TEST(Variants, OnednnIsaLimitIsInEffectAndGivesThePlainValues) {
 
 TEST(Variants, UnknownOptionsStopTheWorkerWithTheReason) {
   for (const auto& [backend, option] : std::vector<std::pair<std::string, std::string>>{
-           {"torch", "channels_first"}, {"torch", "threads=0"}, {"onednn", "isa=avx9"}, {"opencv", "threads=x"}}) {
+           {"torch", "channels_first"}, {"torch", "threads=0"}, {"onednn", "isa=avx9"}, {"opencv", "threads=x"},
+           {"opencv", "opset=9"}, {"opencv", "form=gemm"}, {"opencv", "plain=1"}}) {
     if (!built(backend)) continue;
     worker::Worker w(backend, {option}, worker::Limits{});
     worker::BackendInfo info;

@@ -56,6 +56,33 @@ TEST(CampaignCoverage, AResumedCampaignHasTheCoverageOfAnUninterruptedOne) {
   EXPECT_EQ(run_quorum("coverage " + whole + " --ops nosuchop", "cov_campaign").code, 2);
 }
 
+// A backend that reads exported ONNX in seeded exchange forms (exec with `forms`) reports the opset
+// and each node's form in its lowering: the campaign's coverage counts them per backend, the summary
+// and `quorum coverage` print them, and the same campaign again reads the same forms.
+TEST(CampaignCoverage, ExchangeFormsAndOpsetsAreCoveredPerBackend) {
+  const fs::path d = testing::scratch("cov_forms");
+  const std::string exec = "exec:forms+opset=13+persistent+/usr/bin/python3+" + std::string(QUORUM_SOURCE_DIR) +
+                           "/examples/exec/numpy_onnx.py";
+  auto cmd = [&](const std::string& dir) {
+    return "fuzz --generator muffin --backends " + exec + " --mode infer --reduce 0 --seed 7 --models 6 --out " + dir;
+  };
+  const std::string a = (d / "a").string(), b = (d / "b").string();
+  const auto r = run_quorum(cmd(a), "cov_forms");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("exchange forms " + exec + ": "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("forms read at opsets 13; opsets never read: 11, 12, 14, 15, 16, 17"), std::string::npos)
+      << r.out;
+  const std::string facts = facts_of(a);
+  EXPECT_NE(facts.find(exec + " opset 13 "), std::string::npos) << facts;
+  EXPECT_NE(facts.find(exec + " form "), std::string::npos) << facts;
+  EXPECT_NE(facts.find("operands="), std::string::npos) << facts;
+  const auto c = run_quorum("coverage " + a, "cov_forms");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("ONNX read: opsets 13, "), std::string::npos) << c.out;
+  ASSERT_EQ(run_quorum(cmd(b), "cov_forms").code, 0);
+  EXPECT_EQ(facts_of(b), facts);
+}
+
 TEST(CampaignCoverage, AnMctsCampaignOfOneJobIsTheSameForASeed) {
   const fs::path d = testing::scratch("cov_mcts");
   const std::string a = (d / "a").string(), b = (d / "b").string();

@@ -132,6 +132,19 @@ TEST(Known, TheProjectsLedgersKnowEveryMessageFormOfARootCause) {
   EXPECT_EQ(cut->id, "opencv-mish-fusion-extra-consumer");
 }
 
+// An exchange form in the lowering: OpenCV's silent x*B for a square constant B is labelled only when
+// the node was read in the form gemm=gemm_pretransposed, not every dense inconsistency on OpenCV.
+TEST(Known, ALoweringPatternNamesTheExchangeForm) {
+  const oracle::Ledger l = oracle::load_ledgers(oracle::default_ledger_dir());
+  const std::string sig = "inconsistency|FC|opencv:form=gemm=gemm_pretransposed|dense|{bias=0}";
+  const oracle::KnownEntry* e =
+      l.match(sig, {"onnx opset 13", "onnx form gemm=gemm_pretransposed,operands=initializer"});
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, "opencv-gemm-const-b-transb0");
+  EXPECT_EQ(l.match("inconsistency|FC|opencv|dense|{bias=0}", {"onnx opset 13", "onnx form gemm=gemm_transB"}),
+            nullptr);
+}
+
 TEST(Known, AMalformedLedgerIsOneClearError) {
   const std::string dir = ledger_dir("bad", "faulty", R"({"format": "quorum.known", "backend": "faulty", "entries": [
     {"id": "x", "class": "feature", "signature": "s", "note": "n"}]})");

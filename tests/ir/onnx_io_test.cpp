@@ -193,7 +193,7 @@ TEST(OnnxIo, LossesAndBadOpsetsAreRefused) {
   EXPECT_TRUE(one_line(e)) << e;
   EXPECT_NE(e.find("node 'mse_loss'"), std::string::npos) << e;
   const SingleNode r = single_node_graph(ops::op("relu"), ops::op("relu").sample(rng), rng);
-  EXPECT_TRUE(one_line(user_error([&] { graph_to_onnx(r.graph, 12); })));
+  EXPECT_TRUE(one_line(user_error([&] { graph_to_onnx(r.graph, 10); })));
   EXPECT_TRUE(one_line(user_error([&] { graph_to_onnx(r.graph, 18); })));
 }
 

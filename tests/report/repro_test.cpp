@@ -104,6 +104,24 @@ TEST(Repro, OpencvSoftplusOverflowShowsInItsPythonApi) {
   EXPECT_NE(ran.out.find("as expected"), std::string::npos) << ran.out;
 }
 
+// An importer bug in an exchange form OpenCV's seeded form avoids: the entry's case runs in the
+// variant that forces the form (opencv:form=gemm=gemm_pretransposed), and so does its reproducer,
+// whose model.onnx is that form (Gemm with a constant non-square B and transB left out): it fails at
+// forward in cv2 as in Quorum's worker.
+TEST(Repro, OpencvGemmWithAConstantBAndDefaultTransBShowsInItsPythonApi) {
+  REQUIRE_BACKEND("opencv");
+  const fs::path bundle = ledger_bundle("opencv-gemm-const-b-transb0", "opencv");
+  ASSERT_FALSE(bundle.empty());
+  const auto [dir, run] = reproducer(bundle, "opencv-gemm-const-b-transb0");
+  ASSERT_FALSE(dir.empty());
+  const Ran ran = run_in(dir, run);
+  EXPECT_EQ(ran.code, 1) << ran.out;
+  EXPECT_NE(ran.out.find("OpenCV failed"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("fully_connected_layer.cpp"), std::string::npos) << ran.out;
+  const std::string py = core::read_file((dir / "repro.py").string());
+  EXPECT_NE(py.find("opencv:form=gemm=gemm_pretransposed+opset=13"), std::string::npos);
+}
+
 TEST(Repro, TorchGeluBackwardShowsInPytorchsPythonApiWithAFloat64Baseline) {
   REQUIRE_BACKEND("torch");
   // A backward bug: libtorch's float32 gelu backward (oneDNN's erf kernel) on a non-contiguous

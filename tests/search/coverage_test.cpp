@@ -128,6 +128,32 @@ TEST(Coverage, FunctionalityIsTheShareOfWhatABackendMapsThatItRan) {
   EXPECT_EQ(c.parts().otc, 0);  // backend facts are not operator coverage
 }
 
+// A backend reading exported ONNX: the exchange forms and opsets it read, beside its operators; the
+// opsets of a range it never read; none of it is operator coverage.
+TEST(Coverage, ExchangeFormsAndOpsetsArePerBackend) {
+  Coverage c;
+  const auto fresh = c.add({{"lib:a", "maps", "dense", -1},
+                            {"lib:a", "ran", "dense", 0},
+                            {"lib:a", "opset", "12", 0},
+                            {"lib:a", "form", "dense gemm=matmul_add", 0},
+                            {"lib:a", "form", "dense operands=constant_node", 0},
+                            {"lib:a", "opset", "12", 1},
+                            {"lib:a", "opset", "16", 2},
+                            {"lib:a", "form", "dense gemm=matmul_add", 2}});
+  EXPECT_EQ(fresh.size(), 6u);
+  const auto f = c.functionality();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].opsets, (std::vector<int>{12, 16}));
+  EXPECT_EQ(f[0].forms, (std::vector<std::string>{"dense gemm=matmul_add", "dense operands=constant_node"}));
+  EXPECT_EQ(missing_opsets(f[0].opsets, 11, 17), "11, 13, 14, 15, 17");
+  EXPECT_EQ(missing_opsets({11, 12}, 11, 12), "");
+  EXPECT_EQ(c.parts().otc, 0);
+  EXPECT_NE(coverage_text(c).find("ONNX read: opsets 12 16, 2 exchange forms: dense gemm=matmul_add;"),
+            std::string::npos)
+      << coverage_text(c);
+  EXPECT_EQ(coverage_curve(c.facts(), {}, 10).size(), 0u);  // no operator facts: no curve
+}
+
 TEST(Coverage, TheCurveGrowsModelByModel) {
   std::vector<Fact> facts = model_facts(diamond(), 0);
   for (const Fact& f : model_facts(single_relu({5, 3}), 3)) facts.push_back(f);

@@ -112,14 +112,26 @@ struct Reply {
 
 class ExecSession : public Session {
  public:
-  ExecSession(const Config& cfg, ir::Graph g, std::string onnx, std::vector<std::string> env,
+  ExecSession(const Config& cfg, ir::Graph g, std::string onnx, ir::OnnxExported form, std::vector<std::string> env,
               std::shared_ptr<Persistent> persistent)
       : cfg_(cfg),
         g_(std::move(g)),
         onnx_(std::move(onnx)),
+        form_(std::move(form)),
         outputs_(onnx_outputs(g_, real_outputs_)),
         env_(std::move(env)),
         persistent_(std::move(persistent)) {}
+
+  // What the program read, per node: "onnx opset N" and its exchange form ("onnx form what=form,...").
+  std::map<std::string, std::vector<std::string>> lowering() const override {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& n : g_.nodes) {
+      std::vector<std::string>& l = out[n.name];
+      l.push_back("onnx opset " + std::to_string(form_.opset));
+      if (const auto it = form_.forms.find(n.name); it != form_.forms.end()) l.push_back("onnx form " + it->second);
+    }
+    return out;
+  }
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     ScratchDir dir;
@@ -264,6 +276,7 @@ class ExecSession : public Session {
   Config cfg_;
   ir::Graph g_;
   std::string onnx_;
+  ir::OnnxExported form_;  // the opset and forms, without the bytes
   size_t real_outputs_ = 0;
   std::vector<std::string> outputs_;
   std::vector<std::string> env_;  // the worker's, with the thread count for the program's libraries
@@ -299,7 +312,9 @@ class ExecBackend : public Backend {
     if (cfg_.argv.empty()) throw ConversionError(kNeedProgram);
     if (opt.dtype == core::DType::I64) throw ConversionError("exec: models compute in float32 or float64");
     ir::Graph typed = in_dtype(g, opt.dtype);
-    std::string bytes = onnx_for_library(typed, cfg_.opset);
+    const ir::OnnxForm form = onnx_form(cfg_, typed);
+    std::string bytes = onnx_for_library(typed, form);
+    ir::OnnxExported chosen = ir::onnx_forms(typed, form);
     const std::string threads = std::to_string(std::max(1, opt.threads));
     std::vector<std::string> env = environment_with(
         {"QUORUM_THREADS=" + threads, "OMP_NUM_THREADS=" + threads,
@@ -307,7 +322,8 @@ class ExecBackend : public Backend {
     // One program for the worker's models, started again for another thread count.
     if (cfg_.persistent && (!persistent_ || persistent_->env != env))
       persistent_ = std::make_shared<Persistent>(cfg_, env);
-    return std::make_unique<ExecSession>(cfg_, std::move(typed), std::move(bytes), std::move(env), persistent_);
+    return std::make_unique<ExecSession>(cfg_, std::move(typed), std::move(bytes), std::move(chosen), std::move(env),
+                                         persistent_);
   }
 
  private:

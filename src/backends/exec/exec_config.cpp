@@ -33,6 +33,8 @@ Config parse(const std::vector<std::string>& args) {
       c.label = value;
     } else if (a == "persistent") {
       c.persistent = true;
+    } else if (a == "forms") {
+      c.forms = true;
     } else {
       break;
     }
@@ -57,6 +59,10 @@ std::vector<std::string> onnx_outputs(const ir::Graph& g, size_t& real) {
     for (const auto& o : n.outputs)
       if (listed.insert(o).second) out.push_back(o);
   return out;
+}
+
+ir::OnnxForm onnx_form(const Config& c, const ir::Graph& g) {
+  return ir::OnnxForm{c.opset, c.forms ? ir::form_seed(g) : 0};
 }
 
 }  // namespace quorum::backends::exec

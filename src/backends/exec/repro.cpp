@@ -51,7 +51,7 @@ ReproProgram write_repro_exec(const ReproCase& c, const std::string& dir) {
   ReproProgram p;
   p.main = "run.sh";
   p.run = "sh run.sh";
-  write_repro_file(p, dir, "model.onnx", ir::graph_to_onnx(c.model, cfg.opset));
+  write_repro_file(p, dir, "model.onnx", ir::graph_to_onnx(c.model, exec::onnx_form(cfg, c.model)).bytes);
   for (size_t i = 0; i < c.model.inputs.size(); ++i) {
     const auto& in = c.model.inputs[i];
     const std::string file = "input_" + std::to_string(i) + ".npy";

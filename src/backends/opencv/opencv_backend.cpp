@@ -42,7 +42,8 @@ std::string mat_shape(const cv::Mat& m) {
 
 class OpencvSession : public Session {
  public:
-  OpencvSession(const ir::Graph& g, cv::dnn::Net net) : g_(g), net_(std::move(net)) {
+  OpencvSession(const ir::Graph& g, cv::dnn::Net net, ir::OnnxExported form)
+      : g_(g), net_(std::move(net)), form_(std::move(form)) {
     for (const auto& n : g_.nodes) {
       if (n.outputs.size() != 1)
         throw ConversionError("node '" + n.name + "' (" + n.op + ") has " + std::to_string(n.outputs.size()) +
@@ -52,14 +53,17 @@ class OpencvSession : public Session {
   }
 
   // The OpenCV layer type each node's output comes from (a node the importer fused into another
-  // layer names that layer's type; a fused activation keeps its own).
+  // layer names that layer's type; a fused activation keeps its own), then the ONNX it was read
+  // from: "onnx opset N" and, for a node with alternatives, "onnx form what=form,...".
   std::map<std::string, std::vector<std::string>> lowering() const override {
     std::map<std::string, std::vector<std::string>> out;
     for (const auto& n : g_.nodes) {
       const int id = net_.getLayerId(layer_of_.at(n.outputs[0]));
-      if (id < 0) continue;
-      const cv::Ptr<cv::dnn::Layer> layer = net_.getLayer(id);
-      if (layer) out[n.name].push_back(layer->type);
+      std::vector<std::string>& l = out[n.name];
+      if (id >= 0)
+        if (const cv::Ptr<cv::dnn::Layer> layer = net_.getLayer(id)) l.push_back(layer->type);
+      l.push_back("onnx opset " + std::to_string(form_.opset));
+      if (const auto it = form_.forms.find(n.name); it != form_.forms.end()) l.push_back("onnx form " + it->second);
     }
     return out;
   }
@@ -103,29 +107,37 @@ class OpencvSession : public Session {
 
   ir::Graph g_;
   cv::dnn::Net net_;
+  ir::OnnxExported form_;  // the opset and forms, without the bytes
   std::map<std::string, std::string> layer_of_;  // Quorum value -> OpenCV layer
 };
 
 class OpencvBackend : public Backend {
  public:
-  // Execution variant (backend option): `opencv:threads=N` runs the network with cv::setNumThreads(N).
-  explicit OpencvBackend(int threads = 0) : threads_(threads) {}
+  // Execution variant (backend options, variant.h): threads, a fixed opset, forced exchange forms.
+  explicit OpencvBackend(Variant v = {}) : variant_(std::move(v)) {}
   std::string name() const override { return "opencv"; }
   std::string version() const override {
-    return "OpenCV DNN " + cv::getVersionString() + " (ONNX importer, opset " + std::to_string(kOpset) +
+    std::string forms;
+    for (const auto& f : variant_.forms) forms += ", form " + f;
+    const std::string opsets = variant_.opset
+                                   ? "opset " + std::to_string(variant_.opset)
+                                   : "opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset);
+    const std::string how = variant_.plain ? " in the plain exchange form" : " in seeded exchange forms";
+    return "OpenCV DNN " + cv::getVersionString() + " (ONNX importer, " + opsets + how + forms +
            ", DNN_BACKEND_OPENCV on CPU, float32)";
   }
   bool trains() const override { return false; }
 
-  Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n); }
+  Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n, variant_); }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype != core::DType::F32)
       throw ConversionError("OpenCV DNN's CPU target computes in float32 only, not " + core::to_string(opt.dtype));
-    cv::setNumThreads(threads_ > 0 ? threads_ : std::max(1, opt.threads));
+    cv::setNumThreads(variant_.threads > 0 ? variant_.threads : std::max(1, opt.threads));
     // The importer logs every refusal before throwing it; the exception carries the same text.
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
-    const std::string bytes = onnx_for_library(g, kOpset);
+    const ir::OnnxForm form = onnx_form(g, variant_);
+    const std::string bytes = onnx_for_library(g, form);
     cv::dnn::Net net;
     try {
       net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
@@ -135,11 +147,12 @@ class OpencvBackend : public Backend {
     if (net.empty()) throw ConversionError("OpenCV's ONNX importer returned an empty network");
     net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
     net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
-    return std::make_unique<OpencvSession>(g, std::move(net));
+    ir::OnnxExported chosen = ir::onnx_forms(g, form);
+    return std::make_unique<OpencvSession>(g, std::move(net), std::move(chosen));
   }
 
  private:
-  int threads_ = 0;
+  Variant variant_;
 };
 
 }  // namespace
@@ -148,12 +161,7 @@ class OpencvBackend : public Backend {
 namespace quorum::backends {
 
 std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
-  int threads = 0;
-  for (const auto& a : args) {
-    if (a.rfind("threads=", 0) != 0) throw core::UserError("backend 'opencv': unknown option '" + a + "' (threads=N)");
-    threads = count_option("opencv", a);
-  }
-  return std::make_unique<opencv::OpencvBackend>(threads);
+  return std::make_unique<opencv::OpencvBackend>(opencv::parse_variant(args));
 }
 
 }  // namespace quorum::backends

@@ -1,11 +1,13 @@
 // Support rules of the OpenCV DNN backend (see opencv_support.h). Every "no" below was measured on
-// OpenCV 4.6.0 with the ONNX the Quorum exporter writes at opset 14: the importer refuses the form,
+// OpenCV 4.6.0 with the ONNX the Quorum exporter writes (opset 14 unless the rule names the opset or
+// the exchange form): the importer refuses the form,
 // the layer throws at run time, or it returns wrong values (those are listed with minimal cases in
 // known_differences.json, so campaigns are not flooded by one known defect).
 #include "backends/opencv/opencv_support.h"
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "ops/kernel_util.h"
@@ -15,6 +17,16 @@ namespace quorum::backends::opencv {
 namespace {
 
 using Rule = std::function<Support(const ir::Graph&, const ir::Node&)>;
+
+// The model's exchange form while a node is judged (set by node_support).
+thread_local const ir::OnnxExported* t_form = nullptr;
+int opset() { return t_form ? t_form->opset : 14; }
+// Whether the node was written with `entry` ("softmax=decomposed").
+bool form_has(const ir::Node& n, const std::string& entry) {
+  if (!t_form) return false;
+  const auto it = t_form->forms.find(n.name);
+  return it != t_form->forms.end() && ("," + it->second + ",").find("," + entry + ",") != std::string::npos;
+}
 
 const core::Shape& shape_of(const ir::Graph& g, const std::string& v) { return g.types.at(v).shape; }
 int64_t rank_of(const ir::Graph& g, const std::string& v) { return static_cast<int64_t>(shape_of(g, v).size()); }
@@ -70,6 +82,29 @@ bool symmetric_pads(const std::vector<int64_t>& pads) {
   for (size_t i = 0; i < d; ++i)
     if (pads[i] != pads[d + i]) return false;
   return true;
+}
+
+// Exchange forms 4.6 cannot read (measured on the seed-2314 campaign's models): Conv without
+// kernel_shape (ONNX infers it from W) and Gemm with transB=0 and a constant B (importer bugs, ledger
+// entries opencv-conv-kernel-shape-required and opencv-gemm-const-b-transb0, whose cases force the
+// form through the variant), and the softmax decomposition's broadcast Sub/Div of computed inputs
+// (the known broadcast limitation, a ledger note).
+Support form_support(const ir::Node& n, const Variant& v) {
+  auto unforced = [&](const std::string& entry) {
+    return form_has(n, entry) && std::find(v.forms.begin(), v.forms.end(), entry) == v.forms.end();
+  };
+  if (unforced("attrs=minimal") && (n.op.rfind("conv", 0) == 0))
+    return Support::no("OpenCV 4.6's importer needs Conv's kernel_shape, which ONNX lets it infer from the weight "
+                       "('kernel_size (or kernel_h and kernel_w) not specified' in getKernelSize); exchange form "
+                       "attrs=minimal");
+  if (unforced("gemm=gemm_pretransposed"))
+    return Support::no("OpenCV 4.6 fails on Gemm with transB=0 and a constant B ('srcMat.cols == weights.cols' "
+                       "in fully_connected_layer.cpp:181); exchange form gemm=gemm_pretransposed");
+  if (unforced("softmax=decomposed"))
+    return Support::no("the decomposed (Log)Softmax subtracts a ReduceMax(keepdims=1) from its input: a broadcast of "
+                       "two computed inputs, which OpenCV 4.6 fails ('start <= (int)shape.size()' in total); exchange "
+                       "form softmax=decomposed");
+  return Support::yes();
 }
 
 Support conv(const ir::Graph& g, const ir::Node& n) {
@@ -166,7 +201,7 @@ Support batch_norm(const ir::Graph& g, const ir::Node& n) {
 }
 
 Support reduce_sum(const ir::Graph&, const ir::Node& n) {
-  if (!aints(n, "axes").empty())
+  if (!aints(n, "axes").empty() && opset() >= 13)
     return Support::no("OpenCV 4.6 reads ReduceSum only with an axes attribute (opset <= 11); from opset 13 axes is "
                        "an input: 'Unsupported ReduceSum operation of opset 13'");
   return Support::yes();
@@ -281,16 +316,33 @@ const std::map<std::string, Rule>& rules() {
     const std::string clip_why =
         "OpenCV 4.6 reads Clip only in its opset-6 form (min/max attributes); from opset 11 the bounds are inputs "
         "('node_proto.input_size() == 1' fails in parseClip)";
+    m["hardswish"] = [clip_why](const ir::Graph&, const ir::Node& n) {
+      if (opset() >= 14 && !form_has(n, "hardswish=decomposed")) return Support::yes();
+      return Support::no("HardSwish is written as x*Clip(x+3, 0, 6)/6 (opset " + std::to_string(opset()) +
+                         (opset() >= 14 ? ", the decomposed form): " : ", before HardSwish): ") + clip_why);
+    };
     m["clip"] = m["relu6"] = [clip_why](const ir::Graph&, const ir::Node&) { return Support::no(clip_why); };
     m["layer_norm"] = [](const ir::Graph&, const ir::Node&) {
       return Support::no(
           "OpenCV 4.6 has no LayerNormalization (opset 17) and fails on the exporter's ReduceMean/Sub/Mul "
           "decomposition below 17 (broadcast Sub/Mul of computed inputs: refused at import or wrong values)");
     };
-    m["squeeze"] = [](const ir::Graph&, const ir::Node&) {
-      return Support::no(
-          "OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
-          "('node_proto.input_size() == 1' fails in parseSqueeze)");
+    m["squeeze"] = [](const ir::Graph&, const ir::Node& n) {
+      if (opset() >= 13)
+        return Support::no(
+            "OpenCV 4.6 reads Squeeze only with an axes attribute (opset <= 11); from opset 13 axes is an input "
+            "('node_proto.input_size() == 1' fails in parseSqueeze)");
+      // Measured (campaign seed 2341, cv2 4.6): without axes the importer fails; a negative axis is
+      // skipped, so the axis stays and the next layer fails on the shape or reads the wrong axes.
+      const auto& axes = aints(n, "axes");
+      if (axes.empty())
+        return Support::no("OpenCV 4.6 reads Squeeze only with axes given (ONNX's default, every axis of length 1, "
+                           "fails: 'layerParams.has(\"axes\")' in parseSqueeze)");
+      for (int64_t a : axes)
+        if (a < 0)
+          return Support::no("OpenCV 4.6 Squeeze skips a negative axis (" + std::to_string(a) +
+                             "): the axis stays, a wrong output shape");
+      return Support::yes();
     };
     m["simple_rnn"] = [](const ir::Graph&, const ir::Node&) {
       return Support::no("OpenCV 4.6 has no layer for ONNX RNN (\"Can't create layer of type RNN\")");
@@ -300,11 +352,12 @@ const std::map<std::string, Rule>& rules() {
                 "'node_proto.input_size() == 6' fails on the exported 4-input GRU");
     };
     m["lstm"] = [](const ir::Graph&, const ir::Node&) {
+      if (opset() < 13) return Support::yes();
       return Support::no("the exported LSTM is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "
                 "('node_proto.input_size() == 1' fails in parseSqueeze)");
     };
     for (const char* op : {"relu", "sigmoid", "tanh", "softplus", "softsign", "exp", "log", "sqrt", "reciprocal", "abs",
-                           "neg", "elu", "selu", "pow", "rsqrt", "leaky_relu", "hard_sigmoid", "hardswish", "gelu",
+                           "neg", "elu", "selu", "pow", "rsqrt", "leaky_relu", "hard_sigmoid", "gelu",
                            "square", "concat", "dense", "softmax", "log_softmax", "reduce_max", "reduce_mean",
                            "reduce_min", "reduce_prod", "reshape", "transpose"})
       m[op] = yes;
@@ -315,7 +368,18 @@ const std::map<std::string, Rule>& rules() {
 
 }  // namespace
 
-Support node_support(const ir::Graph& g, const ir::Node& n) {
+Support node_support(const ir::Graph& g, const ir::Node& n, const Variant& v) {
+  // The forms the exporter chooses for this model (a dry run: no bytes, no checker).
+  std::optional<ir::OnnxExported> form;
+  try {
+    form = ir::onnx_forms(g, onnx_form(g, v));
+  } catch (const std::exception&) {
+    // The exporter refuses the model: the session says so (UnsupportedError); judge the node plainly.
+  }
+  struct Scope {
+    explicit Scope(const ir::OnnxExported* f) { t_form = f; }
+    ~Scope() { t_form = nullptr; }
+  } scope(form ? &*form : nullptr);
   const ops::OpSpec* spec = ops::catalogue().find(n.op);
   if (spec && spec->is_loss)
     return Support::no("loss operators are training-only; this backend runs forward passes of exported ONNX");
@@ -335,6 +399,7 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
     const bool const_weights = n.op == "batch_norm" || n.op == "conv_transpose2d" || n.op == "dense";
     if (const_weights)
       if (Support w = constant_weights(g, n, "OpenCV 4.6's importer ('not found in const blobs')"); !w.ok) return w;
+    if (Support f = form_support(n, v); !f.ok) return f;
     return it->second(g, n);
   } catch (const std::exception& e) {
     // The decision reads value shapes; a graph without them cannot be judged.

@@ -2,14 +2,14 @@
 // from opencv_backend.cpp: it reads only the Quorum graph, never OpenCV headers.
 #pragma once
 #include "backends/backend.h"
+#include "backends/opencv/variant.h"
+#include "ir/onnx_io.h"
+
+// The opsets and forms OpenCV is given: variant.h (onnx_form).
 
 namespace quorum::backends::opencv {
 
-// The ONNX opset written for OpenCV's importer (the session and the reproducers): 13 to 16 import
-// alike, 14 adds HardSwish as one node (13 writes a Clip with bound inputs, which 4.6 cannot read);
-// 17 writes LayerNormalization, which 4.6 lacks.
-constexpr int kOpset = 14;
-
-Support node_support(const ir::Graph& g, const ir::Node& n);
+// A form the variant forces is not refused for being a form 4.6 cannot read (the ledger's cases).
+Support node_support(const ir::Graph& g, const ir::Node& n, const Variant& v = {});
 
 }  // namespace quorum::backends::opencv

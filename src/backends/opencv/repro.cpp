@@ -17,10 +17,8 @@ namespace {
 
 // The thread count the finding's backend ran with: its threads=N option (execution variant), else 1.
 int threads_of(const ReproCase& c) {
-  int n = 1;
-  for (const auto& o : spec_options(c.backend))
-    if (o.rfind("threads=", 0) == 0) n = count_option("opencv", o);
-  return n;
+  const int n = opencv::parse_variant(spec_options(c.backend)).threads;
+  return n > 0 ? n : 1;
 }
 
 void python_program(const ReproCase& c, const std::string& dir, const std::vector<std::string>& compared,
@@ -130,7 +128,8 @@ ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
   ReproProgram p;
   std::string onnx;
   try {
-    onnx = ir::graph_to_onnx(c.model, opencv::kOpset);
+    onnx = ir::graph_to_onnx(c.model, opencv::onnx_form(c.model, opencv::parse_variant(spec_options(c.backend))))
+               .bytes;
   } catch (const std::exception& e) {
     throw ReproUnsupported(std::string("Quorum's ONNX exporter failed: ") + e.what());
   }
