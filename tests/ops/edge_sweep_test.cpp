@@ -42,6 +42,20 @@ const std::vector<Indeterminate>& indeterminate() {
       {"sqrt", 0, {-kInfinity, -FLT_MAX, -1e-40}, "square root of a negative number"},
       {"rsqrt", 0, {-kInfinity, -FLT_MAX, -1e-40}, "square root of a negative number"},
       {"pow", 0, {-kInfinity, -FLT_MAX, -1e-40}, "a fractional power of a negative number"},
+      {"binary_cross_entropy", 0, {kInfinity, -kInfinity, FLT_MAX, -FLT_MAX, -1e-40, -1.4e-45},
+       "a probability outside [0, 1]: log of a negative number"},
+      {"binary_cross_entropy", 1, {kInfinity, -kInfinity}, "an infinite target: inf - inf between the two terms"},
+      // Places Quorum stays narrower (docs/generators.md): the limit as one element of a normalised
+      // group grows exists (layer norm: ±sqrt(n-1) there, -1/sqrt(n-1) elsewhere), but the kernels
+      // compute x - mean = inf - inf as every library does, so the per-node rule does not judge it.
+      {"batch_norm", -1, {kInfinity, -kInfinity, -FLT_MAX}, "x - mean with an infinite mean or variance"},
+      {"layer_norm", -1, {kInfinity, -kInfinity}, "x - mean with an infinite mean"},
+      {"lrn", -1, {kInfinity, -kInfinity}, "x / (k + sum x^2)^beta: inf / inf"},
+      // Recurrent cells: an infinite gate pre-activation times a zero state (0 * inf) in the kernel's
+      // matrix products.
+      {"gru", -1, {kInfinity, -kInfinity}, "0 * inf in the gates' products"},
+      {"lstm", -1, {kInfinity, -kInfinity}, "0 * inf in the gates' products"},
+      {"simple_rnn", -1, {kInfinity, -kInfinity}, "0 * inf in the state's product"},
   };
   return v;
 }
