@@ -193,7 +193,10 @@ std::vector<Unary> unaries() {
        .kinks = kinks_at({0.0, 6.0})},
       {.fn = {"leaky_relu", "x if x > 0 else alpha*x",
        // alpha * x with alpha 0 is 0 for every x, -inf too (not 0 * -inf = NaN).
-       [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") == 0 ? 0.0 : core::attr_f(a, "alpha") * x; },
+       [](double x, const Attrs& a) {
+         const double alpha = core::attr_f(a, "alpha");
+         return x > 0 ? x : alpha == 0 ? 0.0 : alpha * x;
+       },
        [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); }},
        .attrs = {float_attr("alpha", 0.01, 0, kInf, {AttrValue(nan)}, "slope for x < 0")},
        .sample_attrs = [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.0, 1.0); }},

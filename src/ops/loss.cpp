@@ -190,7 +190,8 @@ std::vector<Loss> losses() {
            // At p = 0 or 1 the terms apart, a zero coefficient's term absent (its limit): t = 0 at
            // p = 0 gives 1, not 0 / 0.
            const bool edge = pi == 0 || pi == 1;
-           g.f64()[i] = (edge ? scaled(-ti, 1.0 / pi) + scaled(1.0 - ti, 1.0 / (1.0 - pi)) : (pi - ti) / (pi * (1.0 - pi))) / n;
+           g.f64()[i] =
+               (edge ? scaled(-ti, 1.0 / pi) + scaled(1.0 - ti, 1.0 / (1.0 - pi)) : (pi - ti) / (pi * (1.0 - pi))) / n;
          }
          return g;
        },
