@@ -110,4 +110,28 @@ std::string onnx_for_library(const ir::Graph& g, int opset) {
   }
 }
 
+std::vector<std::string> spec_options(const std::string& spec) {
+  std::vector<std::string> out;
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos) return out;
+  size_t at = colon + 1;
+  while (at <= spec.size()) {
+    const auto plus = spec.find('+', at);
+    const std::string opt = spec.substr(at, plus == std::string::npos ? std::string::npos : plus - at);
+    if (!opt.empty()) out.push_back(opt);
+    if (plus == std::string::npos) break;
+    at = plus + 1;
+  }
+  return out;
+}
+
+int count_option(const std::string& backend, const std::string& option) {
+  const auto eq = option.find('=');
+  const std::string n = eq == std::string::npos ? "" : option.substr(eq + 1);
+  if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1)
+    throw core::UserError("backend '" + backend + "': " + option.substr(0, eq) +
+                          "=N takes a count from 1 to 999, got '" + option + "'");
+  return std::stoi(n);
+}
+
 }  // namespace quorum::backends

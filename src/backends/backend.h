@@ -193,6 +193,12 @@ namespace quorum::backends {
 // exactly one backend. `args` are backend options from the command line (e.g. a fault name).
 std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args);
 
+// The options of a backend spec as a finding records it ("onednn:isa=avx2+threads=2" -> isa=avx2,
+// threads=2; none for "onednn"): what a reproducer writer reads to run the finding's variant.
+std::vector<std::string> spec_options(const std::string& spec);
+// An option "KEY=N" with a count 1..999 (threads=4); UserError naming `backend` for any other value.
+int count_option(const std::string& backend, const std::string& option);
+
 // Reference values for comparing a backend: the float64 interpreter run on the same inputs and
 // weights rounded to `dtype` first, so both see identical operands.
 ValueMap reference_forward(const ir::Graph& g, const ValueMap& inputs, core::DType dtype);

@@ -148,12 +148,22 @@ void write_map(const fs::path& dir, const oracle::Finding& f, const BundleContex
                          other->backend, backward ? other->grads : other->values, backward ? ref->grads : ref->values);
   core::write_file_atomic((dir / "map.json").string(), localize::to_json(m));
   const std::string dot = localize::to_dot(ctx.model.graph, m);
-  const std::string svg = localize::render_svg(dot);
+  const std::string svg = ctx.defer_layout ? "" : localize::render_svg(dot);
   if (svg.empty()) core::write_file_atomic((dir / "map.dot").string(), dot);
   else core::write_file_atomic((dir / "map.svg").string(), svg);
 }
 
 }  // namespace
+
+void lay_out_map(const std::string& bundle_dir) {
+  const fs::path dot = fs::path(bundle_dir) / "map.dot";
+  if (!fs::exists(dot)) return;
+  const std::string svg = localize::render_svg(core::read_file(dot.string()));
+  if (svg.empty()) return;
+  core::write_file_atomic((fs::path(bundle_dir) / "map.svg").string(), svg);
+  std::error_code ec;
+  fs::remove(dot, ec);
+}
 
 backends::ValueMap read_recorded(const std::string& dir, const ir::Graph& g) {
   namespace fs = std::filesystem;

@@ -27,7 +27,14 @@ struct BundleContext {
   // quorum detect's settings, pair, metric and pattern (a JSON object's text) for a detection finding:
   // finding.json "detection", which replay judges the rerun with. Empty for every other finding.
   std::string detection = {};
+  // Leave the localization map as map.dot for lay_out_map() (a campaign's background reducer runs
+  // Graphviz, so a job never waits on it); false: map.svg at once.
+  bool defer_layout = false;
 };
+
+// Lays out a bundle's map.dot with Graphviz into map.svg (removing map.dot); nothing when the bundle
+// has no map.dot or Graphviz cannot lay it out.
+void lay_out_map(const std::string& bundle_dir);
 
 // Writes OUT/bundles/<id>/ for `f` and returns its path. Contents: model.json, inputs/*.npy,
 // target.npy, outputs/<backend>/<value>.npy, train_outputs/<backend>/<value>.npy (the training

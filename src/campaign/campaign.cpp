@@ -5,9 +5,11 @@
 
 #include "campaign/reduce_bundle.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -55,6 +57,19 @@ struct Shared {
   int64_t transfer_variants = 0, transfer_new = 0;  // ledger variants run, and their findings no entry explains
 };
 
+// What a model adds to the store beside its findings: its new coverage facts, each backend's row,
+// and the refusals it counted (refused by, or not sent to, a backend).
+struct ModelRows {
+  struct Refusal {
+    std::string backend, key;
+    int64_t model = 0, refused = 0, not_sent = 0;
+    std::vector<std::string> ops;
+  };
+  std::vector<search::Fact> facts;
+  std::vector<StoredBackend> backends;
+  std::vector<Refusal> refusals;
+};
+
 // A new finding's bundle: its path, signature and ledger entry, and the line the log shows.
 struct FreshFinding {
   std::string signature, bundle, known, line;
@@ -77,8 +92,67 @@ class Run {
     // The refusals this campaign learned before (a resumed --out), then those it learns now.
     setup_.refusals = std::make_shared<LearnedRefusals>();
     for (const StoredRefusal& r : store_.refusals())
-      if (auto parsed = backends::parse_refusal("unsupported: " + r.refusal))
+      if (auto parsed = learned_key(r.refusal) ? backends::parse_refusal("unsupported: " + r.refusal) : std::nullopt)
         setup_.refusals->learn(r.backend, *parsed);
+    for (const StoredFinding& f : store_.findings()) {
+      stored_.insert(f.signature);
+      // A finding an earlier run recorded but did not reduce (it stopped first): reduced now.
+      if (opt_.reduce_runs > 0 && f.root_cause.empty() && !f.bundle.empty())
+        rq_.push_back({f.signature, f.bundle, f.known, "reduced (left by an earlier run): " + f.signature});
+    }
+  }
+
+  // The background reducer (docs/ARCHITECTURE.md, "Where the time goes"): the new findings the jobs
+  // hand over, reduced one after another on workers of its own, so that a long reduction never
+  // stalls the models after it; until close_reducer() and the queue is empty. A generator that
+  // learns from each model's new root causes (CampaignOptions::on_model) needs them before its next
+  // model, so there each job reduces its own findings at once and this thread only takes what an
+  // earlier run left unreduced.
+  void reducer() {
+    try {
+      std::unique_ptr<WorkerSet> workers;
+      for (;;) {
+        FreshFinding f;
+        {
+          std::unique_lock<std::mutex> lock(rq_mu_);
+          rq_cv_.wait(lock, [&] { return !rq_.empty() || rq_closed_; });
+          if (rq_.empty() || stopped_) break;
+          f = std::move(rq_.front());
+          rq_.pop_front();
+        }
+        if (!workers) workers = std::make_unique<WorkerSet>(setup_.backends, setup_.limits);
+        Timing t;
+        std::vector<FreshFinding> one{std::move(f)};
+        const std::vector<std::string> roots = reduce(one, *workers, t);
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        for (const auto& r : roots) sh_.roots.insert(r);
+        sh_.timing.add(t);
+        if (!opt_.quiet) log_ << one[0].line << "\n";
+      }
+      if (workers) {
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        for (size_t i = 0; i < workers->size(); ++i) sh_.recycled += workers->at(i).recycles();
+      }
+    } catch (const core::SystemError&) {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      if (!system_error_) system_error_ = std::current_exception();
+      stopped_ = true;
+    }
+  }
+
+  // No more findings will be handed over: the reducer finishes the queue and returns.
+  void close_reducer() {
+    {
+      std::lock_guard<std::mutex> lock(rq_mu_);
+      rq_closed_ = true;
+    }
+    rq_cv_.notify_all();
+  }
+
+  // Writes the batched hits (after the jobs end, before the summary).
+  void flush_hits() {
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    flush_hits_locked();
   }
 
   // One job: models until the budget is spent, or until the machine refuses (a full disk, no fork):
@@ -176,7 +250,8 @@ class Run {
     t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
     try {
       Evaluation ev = evaluate(m, setup, workers, &t);
-      const std::vector<std::string> learned = learn(m, ev, index);
+      ModelRows rows;
+      const std::vector<std::string> learned = learn(m, ev, index, t, rows);
       // A model that ran clean: the search (--search) from its inputs and weights, on these workers.
       std::string method;
       bool searched = false, search_found = false;
@@ -193,11 +268,17 @@ class Run {
       }
       t0 = Clock::now();
       // Coverage first: a model interrupted before its record below is redone, its facts kept.
-      store_.record_coverage(cov_->add(run_facts(m, ev, setup.loss, index)));
+      rows.facts = cov_->add(run_facts(m, ev, setup.loss, index));
       std::vector<FreshFinding> fresh;
-      const int count = record(m, ev, index, fresh, &setup, "", method);
+      int count = 0;
+      if (!batch(ev, index, rows)) {
+        write(rows);
+        count = record(m, ev, index, fresh, &setup, "", method);
+      }
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
-      const std::vector<std::string> new_roots = reduce(fresh, workers, t);
+      std::vector<std::string> new_roots;
+      if (reduce_in_background()) hand_over(fresh);
+      else new_roots = reduce(fresh, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
       if (opt_.on_model) {  // a root cause new to this run (with --reduce 0: a new finding)
         bool found = opt_.reduce_runs <= 0 && count > 0;
@@ -259,6 +340,69 @@ class Run {
   }
 
  private:
+  // Whether the background reducer reduces the jobs' new findings (else each job its own, at once).
+  bool reduce_in_background() const { return opt_.reduce_runs > 0 && !opt_.on_model; }
+
+  // New findings to the background reducer, which logs each line once it is reduced.
+  void hand_over(std::vector<FreshFinding>& fresh) {
+    if (fresh.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(rq_mu_);
+      for (FreshFinding& f : fresh) rq_.push_back(std::move(f));
+    }
+    fresh.clear();
+    rq_cv_.notify_one();
+  }
+
+  // The common case batched: a model whose findings the store holds already (or that showed none)
+  // is kept in memory with its rows (coverage facts, backend rows, refusal counts summed) and written
+  // with the others every kHitBatch models or kHitBatchAge, and when the jobs end: the rows, then the
+  // models in one transaction (Store::record_known). Models still in memory when a run is killed are
+  // run again on resume, like a model interrupted before its record, and give their rows again.
+  // False: the model shows a signature this run has not seen stored; the caller writes it at once.
+  static constexpr size_t kHitBatch = 16;
+  static constexpr std::chrono::milliseconds kHitBatchAge{1000};
+  bool batch(const Evaluation& ev, int64_t index, ModelRows& rows) {
+    KnownModel k{index, {}};
+    for (const auto& f : ev.findings) k.signatures.push_back(f.signature());
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    for (const auto& sig : k.signatures)
+      if (!stored_.count(sig)) return false;
+    pending_.push_back(std::move(k));
+    for (search::Fact& f : rows.facts) pending_rows_.facts.push_back(std::move(f));
+    for (StoredBackend& b : rows.backends) pending_rows_.backends.push_back(std::move(b));
+    for (auto& r : rows.refusals) {  // summed per refusal over the batch
+      auto same = std::find_if(pending_rows_.refusals.begin(), pending_rows_.refusals.end(), [&](const auto& p) {
+        return p.backend == r.backend && p.key == r.key;
+      });
+      if (same == pending_rows_.refusals.end()) {
+        pending_rows_.refusals.push_back(std::move(r));
+        continue;
+      }
+      same->model = std::min(same->model, r.model);
+      same->refused += r.refused;
+      same->not_sent += r.not_sent;
+      for (auto& op : r.ops)
+        if (std::find(same->ops.begin(), same->ops.end(), op) == same->ops.end()) same->ops.push_back(std::move(op));
+    }
+    if (pending_.size() == 1) pending_since_ = Clock::now();
+    if (pending_.size() >= kHitBatch || Clock::now() - pending_since_ >= kHitBatchAge) flush_hits_locked();
+    return true;
+  }
+  void flush_hits_locked() {
+    write(pending_rows_);
+    pending_rows_ = {};
+    store_.record_known(pending_);
+    pending_.clear();
+  }
+
+  // A model's (or a batch's) rows besides its findings, written before the model itself.
+  void write(const ModelRows& rows) {
+    if (!rows.facts.empty()) store_.record_coverage(rows.facts);
+    store_.record_backend_models(rows.backends);
+    for (const auto& r : rows.refusals) store_.record_refusal(r.backend, r.key, r.model, r.refused, r.not_sent, r.ops);
+  }
+
   // One evaluated model's share of the counts (under sh_.mu): its new findings and their root causes,
   // its hits by kind, its time.
   void tally(const Evaluation& ev, int new_findings, const std::vector<std::string>& new_roots, const Timing& t) {
@@ -269,30 +413,54 @@ class Run {
     sh_.timing.add(t);
   }
 
-  // The refusals the model's backends named (an Unsupported outcome whose message is a structured
-  // backends::Refusal): learned, so that models holding them are no longer sent to that backend, and
-  // counted in the store with the models kept from a backend by one. Returns the lines to show for
-  // the refusals new to the campaign.
-  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index) {
+  // What each backend did with the model, counted in the store (StoredBackend, StoredRefusal): sent and
+  // run (crashed, failed otherwise), refused with a reason, or not sent because of a refusal learned
+  // before; its worker's time. A refusal that is a structured backends::Refusal is learned, so that models
+  // holding it are no longer sent to that backend. Returns the lines to show for the refusals new to the
+  // campaign.
+  // The counts go to `rows`, written with the model (or its batch).
+  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index, const Timing& t,
+                                 ModelRows& rows) {
     std::vector<std::string> lines;
+    std::vector<StoredBackend> counts;
+    for (const auto& spec : setup_.backends) {
+      StoredBackend b;
+      b.backend = spec.str();
+      b.model = index;
+      const auto c = t.compile.find(spec.name), r = t.run.find(spec.name);
+      b.seconds = (c == t.compile.end() ? 0 : c->second) + (r == t.run.end() ? 0 : r->second);
+      counts.push_back(b);
+    }
     for (const auto& r : ev.runs) {
-      if (r.is_reference || r.outcome.status != worker::Status::Unsupported) continue;
-      const std::optional<backends::Refusal> refusal = backends::parse_refusal(r.outcome.message);
-      if (!refusal) continue;
-      const std::vector<std::string> ops = node_ops(m.graph, refusal->nodes_in(m.graph));
-      store_.record_refusal(r.backend, refusal->key(), index, 1, 0, ops);
+      if (r.is_reference) continue;
+      const bool kept = std::any_of(ev.not_sent.begin(), ev.not_sent.end(),
+                                    [&](const NotSent& n) { return n.backend == r.backend; });
+      if (kept) continue;  // recorded below
+      if (r.outcome.status != worker::Status::Unsupported) {
+        for (auto& b : counts) {
+          if (b.backend != r.backend) continue;
+          b.ran = 1;
+          const worker::Status st = r.outcome.status;
+          b.crashed = st == worker::Status::Crash || st == worker::Status::Timeout || st == worker::Status::OutOfMemory;
+          b.failed = st == worker::Status::ConversionFailure || st == worker::Status::LibraryError;
+        }
+        continue;
+      }
+      const CountedRefusal refusal = counted_refusal(m.graph, r.outcome.message);
+      rows.refusals.push_back({r.backend, refusal.key, index, 1, 0, refusal.ops});
       {
         std::lock_guard<std::mutex> lock(sh_.mu);
         ++sh_.refused;
       }
-      if (!setup_.refusals->learn(r.backend, *refusal)) continue;
+      if (!refusal.learned || !setup_.refusals->learn(r.backend, *refusal.learned)) continue;
       std::string names;
-      for (const auto& op : ops) names += (names.empty() ? "" : ",") + op;
-      lines.push_back("learned: " + r.backend + " does not run " + refusal->key() +
+      for (const auto& op : refusal.ops) names += (names.empty() ? "" : ",") + op;
+      lines.push_back("learned: " + r.backend + " does not run " + refusal.key +
                       ": models holding it are no longer sent to it (catalogue operators: " +
                       (names.empty() ? "?" : names) + ")");
     }
-    for (const NotSent& n : ev.not_sent) store_.record_refusal(n.backend, n.refusal.key(), index, 0, 1, n.ops);
+    for (const NotSent& n : ev.not_sent) rows.refusals.push_back({n.backend, n.refusal.key(), index, 0, 1, n.ops});
+    rows.backends = std::move(counts);
     return lines;
   }
 
@@ -302,9 +470,10 @@ class Run {
   // `method`: the search that found the case (empty: the model's own random draw).
   int record(const ModelCase& m, const Evaluation& ev, int64_t index, std::vector<FreshFinding>& fresh,
              const Setup* setup = nullptr, const std::string& origin = "", const std::string& method = "") {
-    const BundleContext ctx{m,         ev,        setup ? *setup : setup_, seed_, index, opt_.command_line,
-                            versions_, origin,    method};
-    return store_.record(index, ev.findings, [&](const oracle::Finding& f) {
+    BundleContext ctx{m,         ev,        setup ? *setup : setup_, seed_, index, opt_.command_line,
+                      versions_, origin,    method};
+    ctx.defer_layout = reduce_in_background();
+    const int count = store_.record(index, ev.findings, [&](const oracle::Finding& f) {
       const std::string path = write_bundle(opt_.out, f, ctx);
       fresh.push_back({f.signature(), path, f.known,
                        "new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) + "] " +
@@ -315,16 +484,20 @@ class Run {
                            (origin.empty() ? "" : "\n  from: " + origin) + "\n  replay: " + replay_command(path)});
       return path;
     });
+    std::lock_guard<std::mutex> lock(hb_mu_);
+    for (const auto& f : ev.findings) stored_.insert(f.signature());
+    return count;
   }
 
-  // Each new finding reduced at once (bounded by opt.reduce_runs model runs), on this job's
-  // workers: its root cause is the key of its reduced case. Returns the root causes.
+  // Each new finding reduced (bounded by opt.reduce_runs model runs) on `workers` (the background
+  // reducer's, or a job's): its root cause is the key of its reduced case. Returns the root causes.
   std::vector<std::string> reduce(std::vector<FreshFinding>& fresh, WorkerSet& workers, Timing& t) {
     std::vector<std::string> roots;
     for (FreshFinding& f : fresh) {
       if (opt_.reduce_runs <= 0) break;
       const auto t0 = Clock::now();
       try {
+        lay_out_map(f.bundle);  // a map record() left for Graphviz (BundleContext::defer_layout)
         const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers, hang_timeout());
         store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir);
         // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
@@ -375,6 +548,15 @@ class Run {
   std::atomic<bool> stopped_{false};
   std::exception_ptr system_error_;  // under sh_.mu
   Shared sh_;
+  std::mutex rq_mu_;  // the reducer's queue
+  std::condition_variable rq_cv_;
+  std::deque<FreshFinding> rq_;
+  bool rq_closed_ = false;
+  std::mutex hb_mu_;              // the batched hits
+  std::set<std::string> stored_;  // signatures the store holds
+  std::vector<KnownModel> pending_;
+  ModelRows pending_rows_;  // the pending models' rows
+  Clock::time_point pending_since_;
 };
 
 // The seed (given, or the one this --out already used, or a fresh one), checked with the other
@@ -390,12 +572,15 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
   }
   std::string backends;
   for (const auto& b : opt.setup.backends) backends += (backends.empty() ? "" : ",") + b.str();
-  store.check_settings({{"seed", std::to_string(seed)},
-                        {"generator", opt.generator},
-                        {"backends", backends},
-                        {"mode", to_string(opt.setup.mode)},
-                        {"dtype", core::to_string(opt.setup.dtype)},
-                        {"loss", opt.rotate_losses ? std::string("every") : opt.setup.loss}});
+  std::map<std::string, std::string> settings = {
+      {"seed", std::to_string(seed)},
+      {"generator", opt.generator},
+      {"backends", backends},
+      {"mode", to_string(opt.setup.mode)},
+      {"dtype", core::to_string(opt.setup.dtype)},
+      {"loss", opt.rotate_losses ? std::string("every") : opt.setup.loss}};
+  settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
+  store.check_settings(settings);
   return seed;
 }
 
@@ -408,6 +593,14 @@ std::map<std::string, std::string> library_versions(const CampaignOptions& opt, 
   for (size_t i = 0; i < probe.size(); ++i) {
     worker::BackendInfo info;
     const worker::Outcome o = probe.at(i).hello(info);
+    // A worker that stops at its start with status 2 refused its options (a backend spec's bad
+    // option or value): bad input, said before any model runs.
+    if (!o.ok() && o.message == "worker exited with code 2") {
+      const size_t at = o.stderr_tail.rfind("quorum-worker: ");
+      std::string why = at == std::string::npos ? o.stderr_tail : o.stderr_tail.substr(at + 15);
+      if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+      throw core::UserError("--backends " + opt.setup.backends[i].str() + ": " + why);
+    }
     versions[opt.setup.backends[i].str()] = o.ok() ? info.version : "unavailable: " + o.str();
     log << "backend " << opt.setup.backends[i].str() << ": " << versions[opt.setup.backends[i].str()] << "\n";
   }
@@ -424,6 +617,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   const std::unique_ptr<Store> store = open_store(opt.store, opt.out);
   clean_partial_bundles(opt.out);
   const uint64_t seed = open_settings(*store, opt);
+  if (opt.on_seed) opt.on_seed(seed);
   const int64_t already = store->models_done();
   log << "seed: " << seed << "\n";
   if (opt.shards > 1)
@@ -435,13 +629,17 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   if (already) log << "coverage: " << search::parts_line(cov->parts()) << "\n";
   Run run(opt, factory, log, *store, seed, std::move(versions), cov);
   if (opt.transfer && opt.shard == 0) run.transfer();  // once per campaign: by its first shard
+  std::thread reducer([&run] { run.reducer(); });
   std::vector<std::thread> threads;
   for (int j = 0; j < std::max(1, opt.jobs); ++j) threads.emplace_back([&run] { run.job(); });
   std::atomic<bool> done{false};
   std::thread progress([&] { run.progress(done, already); });
   for (auto& t : threads) t.join();
+  run.close_reducer();
+  reducer.join();
   done = true;
   progress.join();
+  if (!run.system_error()) run.flush_hits();
   if (const std::exception_ptr e = run.system_error()) {
     try {
       std::rethrow_exception(e);

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <string>
 
 #include "campaign/evaluate.h"
@@ -55,6 +56,12 @@ struct CampaignOptions {
   // Told after each generated model whether it found a new root cause (with reduce_runs 0: a new
   // finding), for a generator that learns from it (mcts; campaign/generators.h sets it).
   std::function<void(int64_t index, bool success)> on_model;
+  // Told the campaign's seed (given, stored or fresh) before the first model, for a factory whose
+  // models depend on other models of the same seed (muffin's campaign-wide counts; generators.h sets it).
+  std::function<void(uint64_t seed)> on_seed;
+  // Settings of how the factory draws models (generators.h's DrawOptions), checked like the others
+  // when the campaign resumes.
+  std::map<std::string, std::string> draw_settings;
 };
 
 struct Summary {
@@ -66,8 +73,8 @@ struct Summary {
   int64_t workers_recycled = 0;  // library workers replaced by fresh processes (--worker_models/--worker_rss)
   double seconds = 0;
   Timing timing;
-  // Models a backend refused with a refusal it named (no finding), and models not sent to a backend
-  // because of such a refusal learned before (docs/findings.md, "Learned refusals").
+  // Models a backend refused (no finding; per backend and reason in the store's refusal rows), and models
+  // not sent to a backend because of a refusal it named before (docs/findings.md, "Learned refusals").
   int64_t refused = 0, not_sent = 0;
   // Known-bug transfer (CampaignOptions::transfer): ledger variants run, and their findings no entry explains.
   int64_t transfer_variants = 0, transfer_new = 0;

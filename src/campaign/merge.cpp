@@ -45,6 +45,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
   std::map<std::string, Merged> merged;
   std::vector<StoredRefusal> refusals;  // every shard's learned refusals, summed into the merged store
   std::vector<search::Fact> coverage;   // every shard's coverage facts, their union (earliest model each)
+  std::vector<StoredBackend> backend_models;  // every shard's per-model backend rows (shards hold other models)
   for (const std::string& src : sources) {
     if (!is_postgres_url(src) && !fs::exists(fs::path(src) / "findings.db"))
       throw core::UserError(src + ": not a campaign directory (no findings.db)");
@@ -74,6 +75,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
     }
     for (StoredRefusal& r : store->refusals()) refusals.push_back(std::move(r));
     for (search::Fact& f : store->coverage()) coverage.push_back(std::move(f));
+    for (StoredBackend& b : store->backend_models()) backend_models.push_back(std::move(b));
     for (StoredFinding& f : store->findings()) {
       const fs::path from = bundle_source(src, f.bundle);
       auto it = merged.find(f.signature);
@@ -120,6 +122,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
   dest->check_settings(settings);
   dest->insert(rows, model_rows);
   dest->record_coverage(coverage);
+  dest->record_backend_models(backend_models);
   for (const StoredRefusal& r : refusals) {
     std::vector<std::string> ops;
     std::stringstream list(r.ops);

@@ -2,6 +2,7 @@
 #include "campaign/refusals.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "ir/onnx_io.h"
@@ -62,5 +63,53 @@ std::vector<std::string> node_ops(const ir::Graph& g, const std::vector<std::str
       out.push_back(n.op);
   return out;
 }
+
+namespace {
+
+constexpr const char* kReason = "reason: ";
+
+// A backend's reason with what varies from model to model elided: node names ("node 'conv_3'" ->
+// "node") and numbers standing alone ("kernel 7 > 5" -> "kernel # > #"; not the 2 of conv2d).
+std::string reason_key(const std::string& reason) {
+  std::string out;
+  for (size_t i = 0; i < reason.size(); ++i) {
+    if (reason.compare(i, 6, "node '") == 0) {
+      if (const size_t end = reason.find('\'', i + 6); end != std::string::npos) {
+        out += "node";
+        i = end;
+        continue;
+      }
+    }
+    const bool alone = i == 0 || !(std::isalnum(static_cast<unsigned char>(reason[i - 1])) || reason[i - 1] == '_');
+    if (alone && std::isdigit(static_cast<unsigned char>(reason[i]))) {
+      while (i + 1 < reason.size() &&
+             (std::isdigit(static_cast<unsigned char>(reason[i + 1])) || reason[i + 1] == '.'))
+        ++i;
+      out += '#';
+      continue;
+    }
+    out += reason[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+CountedRefusal counted_refusal(const ir::Graph& g, const std::string& message) {
+  CountedRefusal c;
+  if ((c.learned = backends::parse_refusal(message))) {
+    c.key = c.learned->key();
+    c.ops = node_ops(g, c.learned->nodes_in(g));
+    return c;
+  }
+  c.key = kReason + reason_key(message);
+  // "node 'NAME': why" (evaluate.cpp's admit): the node's operator.
+  if (message.rfind("node '", 0) == 0)
+    if (const size_t end = message.find('\'', 6); end != std::string::npos)
+      c.ops = node_ops(g, {message.substr(6, end - 6)});
+  return c;
+}
+
+bool learned_key(const std::string& key) { return key.rfind(kReason, 0) != 0; }
 
 }  // namespace quorum::campaign

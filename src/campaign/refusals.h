@@ -34,4 +34,18 @@ class LearnedRefusals {
 // The catalogue operators of the named nodes of `g`, each once, in node order.
 std::vector<std::string> node_ops(const ir::Graph& g, const std::vector<std::string>& nodes);
 
+// Every refusal a campaign counts per backend (the store's refusal rows), learned or not: a structured
+// backends::Refusal under its key(), which the campaign learns; any other reason an Unsupported outcome
+// gives (a supports() answer: "node 'conv_3': asymmetric pads") under "reason: " and the reason with its
+// node name and the numbers standing alone elided ("reason: node: asymmetric pads"), which it only counts.
+// `ops` gets the catalogue operators of the node the message names.
+struct CountedRefusal {
+  std::string key;
+  std::vector<std::string> ops;
+  std::optional<backends::Refusal> learned;  // set for a structured refusal
+};
+CountedRefusal counted_refusal(const ir::Graph& g, const std::string& message);
+// Whether a stored refusal key is a learned (structured) refusal, not a counted reason.
+bool learned_key(const std::string& key);
+
 }  // namespace quorum::campaign

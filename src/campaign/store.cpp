@@ -31,6 +31,33 @@ std::string add_ops(const std::string& list, const std::vector<std::string>& ops
   return out;
 }
 
+std::vector<BackendCounts> Store::backend_counts() {
+  std::map<std::string, BackendCounts> by;
+  for (const StoredBackend& b : backend_models()) {
+    StoredBackend& sum = by[b.backend].models;
+    sum.backend = b.backend;
+    ++sum.model;
+    sum.ran += b.ran;
+    sum.crashed += b.crashed;
+    sum.failed += b.failed;
+    sum.seconds += b.seconds;
+  }
+  for (const StoredRefusal& r : refusals()) {
+    BackendCounts& c = by[r.backend];
+    c.models.backend = r.backend;
+    c.refused += r.refused;
+    c.not_sent += r.not_sent;
+    c.refusals.push_back(r);
+  }
+  std::vector<BackendCounts> out;
+  for (auto& [name, c] : by) {
+    std::stable_sort(c.refusals.begin(), c.refusals.end(),
+                     [](const StoredRefusal& a, const StoredRefusal& b) { return a.first_model < b.first_model; });
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::vector<RootCause> Store::root_causes() {
   struct Acc {
     RootCause rc;
@@ -152,6 +179,7 @@ class SqliteStore final : public Store {
   std::vector<ModelRecord> models() override;
   int record(int64_t index, const std::vector<oracle::Finding>& findings,
              const std::function<std::string(const oracle::Finding&)>& bundle_for) override;
+  void record_known(const std::vector<KnownModel>& models) override;
   std::vector<StoredFinding> findings() override;
   void set_root_cause(const std::string& signature, const std::string& root_cause,
                       const std::string& reduced) override;
@@ -159,11 +187,26 @@ class SqliteStore final : public Store {
   void record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
                       int64_t not_sent, const std::vector<std::string>& ops) override;
   std::vector<StoredRefusal> refusals() override;
+  void record_backend_models(const std::vector<StoredBackend>& rows) override;
+  std::vector<StoredBackend> backend_models() override;
   void record_coverage(const std::vector<search::Fact>& facts) override;
   std::vector<search::Fact> coverage() override;
 
  private:
   void exec(const std::string& sql);
+  // `body` in one IMMEDIATE transaction: committed, or rolled back and its exception rethrown (what
+  // was committed before stays). The caller holds mu_.
+  template <class Body>
+  void tx(Body&& body) {
+    exec("BEGIN IMMEDIATE");
+    try {
+      body();
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
   // One complete findings row (record() for a new signature, insert() for merged rows). Caller holds mu_.
   void insert_row(const StoredFinding& f);
   sqlite3* db_ = nullptr;
@@ -208,6 +251,10 @@ SqliteStore::SqliteStore(const std::string& dir) {
         "CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
         " first_model INTEGER NOT NULL, refused INTEGER NOT NULL, not_sent INTEGER NOT NULL, ops TEXT NOT NULL,"
         " PRIMARY KEY (backend, refusal))");
+    exec(
+        "CREATE TABLE IF NOT EXISTS backend_models (model INTEGER NOT NULL, backend TEXT NOT NULL,"
+        " ran INTEGER NOT NULL, crashed INTEGER NOT NULL, failed INTEGER NOT NULL, seconds REAL NOT NULL,"
+        " PRIMARY KEY (model, backend))");
     exec(
         "CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
         " first_model INTEGER NOT NULL, PRIMARY KEY (subject, kind, value))");
@@ -298,8 +345,7 @@ std::vector<ModelRecord> SqliteStore::models() {
 
 void SqliteStore::insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) {
   std::lock_guard<std::mutex> lock(mu_);
-  exec("BEGIN IMMEDIATE");
-  try {
+  tx([&] {
     for (const StoredFinding& f : findings) {
       Stmt has(db_, "SELECT 1 FROM findings WHERE signature = ?");
       has.bind(1, f.signature);
@@ -313,11 +359,7 @@ void SqliteStore::insert(const std::vector<StoredFinding>& findings, const std::
       Stmt ins(db_, "INSERT INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
       ins.bind(1, m.index).bind(2, m.findings).bind(3, m.done_at).step();
     }
-    exec("COMMIT");
-  } catch (...) {
-    exec("ROLLBACK");
-    throw;
-  }
+  });
 }
 
 bool SqliteStore::model_done(int64_t index) {
@@ -339,8 +381,8 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
   std::lock_guard<std::mutex> lock(mu_);
   const std::string now = now_utc();
   int fresh = 0;
-  exec("BEGIN IMMEDIATE");
-  try {
+  // The findings committed before stay; this model's are undone on failure (it is run again on resume).
+  tx([&] {
     for (const auto& f : findings) {
       const std::string sig = f.signature();
       Stmt get(db_, "SELECT hits FROM findings WHERE signature = ?");
@@ -373,13 +415,30 @@ int SqliteStore::record(int64_t index, const std::vector<oracle::Finding>& findi
     }
     Stmt done(db_, "INSERT OR REPLACE INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
     done.bind(1, index).bind(2, static_cast<int64_t>(findings.size())).bind(3, now).step();
-    exec("COMMIT");
-  } catch (...) {
-    // The findings committed before stay; this model's are undone (it is run again on resume).
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  });
   return fresh;
+}
+
+void SqliteStore::record_known(const std::vector<KnownModel>& models) {
+  if (models.empty()) return;
+  std::map<std::string, int64_t> hits;
+  for (const KnownModel& m : models)
+    for (const std::string& sig : m.signatures) ++hits[sig];
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string now = now_utc();
+  // Undone together on failure: the models are run again on resume.
+  tx([&] {
+    Stmt up(db_, "UPDATE findings SET hits = hits + ?, last_seen = ? WHERE signature = ?");
+    for (const auto& [sig, n] : hits) {
+      up.bind(1, n).bind(2, now).bind(3, sig).step();
+      up.reset();
+    }
+    Stmt done(db_, "INSERT OR REPLACE INTO models (idx, findings, done_at) VALUES (?, ?, ?)");
+    for (const KnownModel& m : models) {
+      done.bind(1, m.index).bind(2, static_cast<int64_t>(m.signatures.size())).bind(3, now).step();
+      done.reset();
+    }
+  });
 }
 
 void SqliteStore::set_root_cause(const std::string& signature, const std::string& root_cause,
@@ -417,11 +476,34 @@ std::vector<StoredRefusal> SqliteStore::refusals() {
   return out;
 }
 
+void SqliteStore::record_backend_models(const std::vector<StoredBackend>& rows) {
+  if (rows.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  tx([&] {
+    Stmt up(db_,
+            "INSERT INTO backend_models (model, backend, ran, crashed, failed, seconds) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (model, backend) DO UPDATE SET ran = excluded.ran, crashed = excluded.crashed,"
+            " failed = excluded.failed, seconds = excluded.seconds");
+    for (const auto& b : rows) {
+      up.bind(1, b.model).bind(2, b.backend).bind(3, b.ran).bind(4, b.crashed).bind(5, b.failed).bind(6, b.seconds);
+      up.step();
+      up.reset();
+    }
+  });
+}
+
+std::vector<StoredBackend> SqliteStore::backend_models() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredBackend> out;
+  Stmt s(db_, "SELECT backend, model, ran, crashed, failed, seconds FROM backend_models ORDER BY model, backend");
+  while (s.step()) out.push_back({s.text(0), s.i64(1), s.i64(2), s.i64(3), s.i64(4), s.f64(5)});
+  return out;
+}
+
 void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
   if (facts.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  exec("BEGIN IMMEDIATE");
-  try {
+  tx([&] {
     Stmt up(db_,
             "INSERT INTO coverage (subject, kind, value, first_model) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = MIN(first_model, excluded.first_model)");
@@ -429,11 +511,7 @@ void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
       up.bind(1, f.subject).bind(2, f.kind).bind(3, f.value).bind(4, f.model).step();
       up.reset();
     }
-    exec("COMMIT");
-  } catch (...) {
-    exec("ROLLBACK");
-    throw;
-  }
+  });
 }
 
 std::vector<search::Fact> SqliteStore::coverage() {

@@ -39,6 +39,12 @@ struct ModelRecord {
   std::string done_at;
 };
 
+// A finished model whose findings the store holds already: their signatures, one per hit.
+struct KnownModel {
+  int64_t index = 0;
+  std::vector<std::string> signatures;
+};
+
 // The current time as the stores stamp rows with it (ISO 8601, UTC, seconds).
 std::string now_utc();
 // `list` (comma-separated) with the operators of `ops` it lacks appended: a refusal's operator list.
@@ -58,6 +64,25 @@ struct StoredRefusal {
   int64_t refused = 0;   // models the backend refused with it
   int64_t not_sent = 0;  // models the campaign kept from the backend because of it
   std::string ops;       // the catalogue operators of the nodes it covered, comma-separated
+};
+
+// What one backend did with one model (or, summed, with a campaign's models), beside its refusals
+// (StoredRefusal rows): sent and not refused (`ran`), of those the ones its worker crashed, hung or ran
+// out of memory on (`crashed`) and the ones it failed otherwise (a conversion failure, a library error:
+// `failed`), and its worker's compile and run time.
+struct StoredBackend {
+  std::string backend;  // the backend spec
+  int64_t model = 0;
+  int64_t ran = 0, crashed = 0, failed = 0;
+  double seconds = 0;
+};
+
+// One backend's share of a campaign: its StoredBackend rows summed (model: how many), with its refusal
+// rows (the reasons it refused models for, and the learned refusals models were not sent to it for).
+struct BackendCounts {
+  StoredBackend models;
+  int64_t refused = 0, not_sent = 0;
+  std::vector<StoredRefusal> refusals;  // by first model
 };
 
 class Store {
@@ -85,6 +110,11 @@ class Store {
   virtual int record(int64_t index, const std::vector<oracle::Finding>& findings,
                      const std::function<std::string(const oracle::Finding&)>& bundle_for) = 0;
 
+  // Records finished models whose findings the store holds already, in one transaction: each
+  // signature's hits incremented (a signature not in the store is skipped), each model done. A
+  // campaign batches its common case here (models that showed nothing new).
+  virtual void record_known(const std::vector<KnownModel>& models) = 0;
+
   virtual std::vector<StoredFinding> findings() = 0;  // by first model, then signature
   virtual void set_root_cause(const std::string& signature, const std::string& root_cause,
                               const std::string& reduced) = 0;
@@ -98,12 +128,19 @@ class Store {
   // Models finished per second of wall-clock time (ISO time, count), in time order: the campaign's
   // throughput over time for reports.
   std::vector<std::pair<std::string, int64_t>> models_per_second();
+  // Per backend (by name): backend_models() with its refusal rows and their totals; a backend with
+  // only refusals is listed too.
+  std::vector<BackendCounts> backend_counts();
 
   // Learned refusals (docs/findings.md): adds `refused` and `not_sent` models to the refusal's counts
   // (creating it, first seen in model `model`), and the catalogue operators `ops` to its list.
   virtual void record_refusal(const std::string& backend, const std::string& refusal, int64_t model,
                               int64_t refused, int64_t not_sent, const std::vector<std::string>& ops) = 0;
   virtual std::vector<StoredRefusal> refusals() = 0;  // by backend, first model, refusal
+  // Per-backend counts, one row per model and backend (in one transaction): a row already stored for
+  // that model and backend is replaced, so a model redone after an interruption counts once.
+  virtual void record_backend_models(const std::vector<StoredBackend>& rows) = 0;
+  virtual std::vector<StoredBackend> backend_models() = 0;  // by model, then backend
 
   // Coverage facts (search/coverage.h): added in one transaction; a fact already stored keeps the
   // earlier of its two first models. A campaign records a model's new facts before the model itself,

@@ -107,6 +107,9 @@ class PostgresStore final : public Store {
       q("CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
         " first_model BIGINT NOT NULL, refused BIGINT NOT NULL, not_sent BIGINT NOT NULL, ops TEXT NOT NULL,"
         " PRIMARY KEY (backend, refusal))");
+      q("CREATE TABLE IF NOT EXISTS backend_models (model BIGINT NOT NULL, backend TEXT NOT NULL,"
+        " ran BIGINT NOT NULL, crashed BIGINT NOT NULL, failed BIGINT NOT NULL, seconds DOUBLE PRECISION NOT NULL,"
+        " PRIMARY KEY (model, backend))");
       q("CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
         " first_model BIGINT NOT NULL, PRIMARY KEY (subject, kind, value))");
     });
@@ -198,6 +201,23 @@ class PostgresStore final : public Store {
     return fresh;
   }
 
+  void record_known(const std::vector<KnownModel>& models) override {
+    if (models.empty()) return;
+    std::map<std::string, int64_t> hits;  // in signature order: row locks taken as record() takes them
+    for (const KnownModel& m : models)
+      for (const std::string& sig : m.signatures) ++hits[sig];
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string now = now_utc();
+    tx([&] {
+      for (const auto& [sig, n] : hits)
+        q("UPDATE findings SET hits = hits + $1, last_seen = $2 WHERE signature = $3", {std::to_string(n), now, sig});
+      for (const KnownModel& m : models)
+        q("INSERT INTO models (idx, findings, done_at) VALUES ($1, $2, $3)"
+          " ON CONFLICT (idx) DO UPDATE SET findings = EXCLUDED.findings, done_at = EXCLUDED.done_at",
+          {std::to_string(m.index), std::to_string(m.signatures.size()), now});
+    });
+  }
+
   std::vector<StoredFinding> findings() override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<StoredFinding> out;
@@ -287,6 +307,33 @@ class PostgresStore final : public Store {
     std::vector<StoredRefusal> out;
     for (int i = 0; i < r.rows(); ++i)
       out.push_back({r.text(i, 0), r.text(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4), r.text(i, 5)});
+    return out;
+  }
+
+  void record_backend_models(const std::vector<StoredBackend>& rows) override {
+    if (rows.empty()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    tx([&] {
+      for (const auto& b : rows) {
+        char seconds[64];
+        std::snprintf(seconds, sizeof seconds, "%.17g", b.seconds);
+        q("INSERT INTO backend_models (model, backend, ran, crashed, failed, seconds) VALUES ($1, $2, $3, $4, $5, $6)"
+          " ON CONFLICT (model, backend) DO UPDATE SET ran = excluded.ran, crashed = excluded.crashed,"
+          " failed = excluded.failed, seconds = excluded.seconds",
+          {std::to_string(b.model), b.backend, std::to_string(b.ran), std::to_string(b.crashed),
+           std::to_string(b.failed), seconds});
+      }
+    });
+  }
+
+  std::vector<StoredBackend> backend_models() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Result r =
+        q("SELECT backend, model, ran, crashed, failed, seconds FROM backend_models"
+          " ORDER BY model, backend COLLATE \"C\"");
+    std::vector<StoredBackend> out;
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.text(i, 0), r.i64(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4), r.f64(i, 5)});
     return out;
   }
 

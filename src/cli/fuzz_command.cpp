@@ -1,4 +1,5 @@
 // quorum fuzz and quorum replay.
+#include <algorithm>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
 #include "campaign/merge.h"
+#include "campaign/refusals.h"
 #include "campaign/store.h"
 #include "cli/commands.h"
 #include "report/html.h"
@@ -22,14 +24,40 @@ using core::UserError;
 
 namespace {
 
-// What the campaign learned from the backends' declared refusals (docs/findings.md).
-void print_refusals(const campaign::Summary& s, campaign::Store& store) {
-  const auto refusals = store.refusals();
-  if (refusals.empty()) return;
-  std::cout << refusals.size() << " learned refusals (no findings; models holding one are not sent to that backend): "
-            << s.refused << " models refused, " << s.not_sent << " not sent in this run\n";
+// Per backend, over the whole campaign (resumed runs too): the models it ran, refused (by reason) and
+// was not sent, its crashes and worker time; then what the campaign learned from the backends'
+// structured refusals (docs/findings.md).
+void print_backends(const campaign::Summary& s, campaign::Store& store) {
+  const auto counts = store.backend_counts();
+  if (counts.empty()) return;
+  std::cout << "backends (models of the campaign: ran = sent and not refused; crashed, failed among them):\n";
+  for (const auto& c : counts) {
+    const campaign::StoredBackend& b = c.models;
+    const int64_t all = b.ran + c.refused + c.not_sent;
+    std::cout << "  " << b.backend << ": ran " << b.ran << "/" << all << " (" << std::setprecision(1)
+              << (all ? 100.0 * static_cast<double>(b.ran) / static_cast<double>(all) : 0.0) << "%), crashed "
+              << b.crashed << ", failed " << b.failed << ", refused " << c.refused << ", not sent " << c.not_sent
+              << ", worker " << b.seconds << " s\n";
+    std::vector<campaign::StoredRefusal> rows = c.refusals;
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
+      return x.refused + x.not_sent > y.refused + y.not_sent;
+    });
+    constexpr size_t kShown = 8;
+    for (size_t i = 0; i < rows.size() && i < kShown; ++i)
+      std::cout << "    " << (rows[i].not_sent ? "refused " + std::to_string(rows[i].refused) + ", not sent " +
+                                                   std::to_string(rows[i].not_sent)
+                                             : "refused " + std::to_string(rows[i].refused))
+                << ": " << rows[i].refusal << " (" << (rows[i].ops.empty() ? "?" : rows[i].ops) << ")\n";
+    if (rows.size() > kShown) std::cout << "    ... and " << rows.size() - kShown << " other reasons\n";
+  }
+  std::vector<campaign::StoredRefusal> learned;
+  for (const auto& r : store.refusals())
+    if (campaign::learned_key(r.refusal)) learned.push_back(r);
+  if (learned.empty()) return;
+  std::cout << learned.size() << " learned refusals (no findings; models holding one are not sent to that backend): "
+            << s.not_sent << " models not sent in this run\n";
   std::string ops;
-  for (const auto& r : refusals) {
+  for (const auto& r : learned) {
     std::cout << "  " << r.backend << " does not run " << r.refusal << ": refused " << r.refused << ", not sent "
               << r.not_sent << " (catalogue operators: " << (r.ops.empty() ? "?" : r.ops) << ")\n";
     // Only a refusal of every form of an operator covers all of its catalogue operators' models.
@@ -104,13 +132,13 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
   for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
   std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
-  const double jobs_time = t.libraries() + t.overhead() + t.reduce;
+  const double all_time = t.libraries() + t.overhead() + t.reduce;
   if (t.libraries() > 0)
     std::cout << "time shares: libraries " << t.libraries() << " s, overhead " << t.overhead() << " s ("
               << std::setprecision(2) << t.overhead() / t.libraries() << "x the libraries'), reduction "
-              << std::setprecision(1) << (jobs_time > 0 ? 100 * t.reduce / jobs_time : 0.0)
-              << " % of the jobs' time\n";
-  print_refusals(s, store);
+              << std::setprecision(1) << (all_time > 0 ? 100 * t.reduce / all_time : 0.0)
+              << " % of the campaign's time (on its own thread)\n";
+  print_backends(s, store);
   print_coverage(cov);
   if (all.empty()) {
     std::cout << "no findings: every backend agreed with the reference on every model\n";

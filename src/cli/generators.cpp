@@ -4,7 +4,9 @@
 #include "core/error.h"
 #include "ir/json_io.h"
 #include "ops/registry.h"
+#include "worker/supervisor.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace quorum::cli {
@@ -61,7 +63,22 @@ campaign::ModelFactory model_factory(const Options& o, campaign::CampaignOptions
   opt.mutation_rate = o.mutation_rate;
   restrict_ops(o, opt);
   mcts_options(o, opt);
-  return campaign::generator_factory(opt, o.dataset, campaign);
+  opt.seed = o.seed;  // gen --index: the campaign's; a campaign tells its own (CampaignOptions::on_seed)
+  campaign::DrawOptions draw;
+  draw.backend_share = o.backend_share;
+  draw.muffin_epoch = static_cast<int64_t>(std::min<uint64_t>(o.muffin_epoch, 1000000000));
+  if (campaign) {
+    draw.backends = campaign->setup.backends;
+    draw.limits = campaign->setup.limits;
+    campaign->draw_settings = {{"backend_share", std::to_string(draw.backend_share)},
+                               {"muffin_epoch", std::to_string(draw.muffin_epoch)}};
+  } else if (draw.backend_share > 0) {
+    // gen --index: the campaign's backends (fuzz's default when none are given), asked as it asks them.
+    draw.backends = campaign::parse_backends(o.backends.empty() ? "torch,onednn" : o.backends);
+    for (const auto& b : draw.backends) worker::worker_path(b.name);  // UserError naming the built ones
+    draw.limits = limits_of(o);
+  }
+  return campaign::generator_factory(opt, o.dataset, campaign, draw);
 }
 
 }  // namespace quorum::cli

@@ -13,8 +13,6 @@ const std::map<std::string, std::string>& reference_exceptions() {
        "the catalogue pools over 1 or 2 spatial dimensions (max_pool1d/2d); 3-D pooling is not modelled"},
       {"pytorch-converted/test_*Pool3d*",
        "the catalogue pools over 1 or 2 spatial dimensions; 3-D pooling is not modelled"},
-      {"*MaxPool*_dilation", "the catalogue's max pools have no dilation attribute"},
-      {"node/test_maxpool_2d_dilations", "the catalogue's max pools have no dilation attribute"},
       {"node/test_maxpool_with_argmax_*",
        "the catalogue's max pools return values only, not ONNX's second (argmax index) output"},
       {"node/test_batchnorm_*_training_mode",

@@ -66,12 +66,59 @@ size_t Rng::index(size_t n) {
 
 bool Rng::bernoulli(double p) { return uniform() < p; }
 
+namespace {
+// Marsaglia and Tsang's ziggurat for the standard normal, 128 layers of equal area V with the base
+// layer's strip reaching r, in Doornik's form (the layer index and the uniform from disjoint bits of
+// one draw). Nearly every draw is one 64-bit number and a multiplication: Box-Muller's log, sqrt and
+// cos per value were 45 % of generating a model with weights and data.
+struct Ziggurat {
+  static constexpr int kLayers = 128;
+  static constexpr double kR = 3.442619855899, kV = 9.91256303526217e-3;
+  double x[kLayers + 1];  // x[0] = V / f(r) (the base strip's pseudo-width), x[1] = r, x[128] = 0
+  double ratio[kLayers];  // x[i + 1] / x[i]: inside this share of layer i a draw is accepted at once
+  Ziggurat() {
+    double f = std::exp(-0.5 * kR * kR);
+    x[0] = kV / f;
+    x[1] = kR;
+    x[kLayers] = 0;
+    for (int i = 2; i < kLayers; ++i) {
+      x[i] = std::sqrt(-2.0 * std::log(kV / x[i - 1] + f));
+      f = std::exp(-0.5 * x[i] * x[i]);
+    }
+    for (int i = 0; i < kLayers; ++i) ratio[i] = x[i + 1] / x[i];
+  }
+};
+const Ziggurat& ziggurat() {
+  static const Ziggurat z;
+  return z;
+}
+}  // namespace
+
 double Rng::normal(double mean, double stddev) {
-  // Box-Muller without caching: one pair per draw keeps the stream position easy to reason about.
-  double u1 = uniform();
-  while (u1 <= 0.0) u1 = uniform();
-  const double u2 = uniform();
-  return mean + stddev * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  const Ziggurat& z = ziggurat();
+  for (;;) {
+    const uint64_t bits = next_u64();
+    const int i = static_cast<int>(bits & (Ziggurat::kLayers - 1));  // low 7 bits: the layer
+    const double u = 2.0 * (static_cast<double>(bits >> 11) * 0x1.0p-53) - 1.0;  // top 53 bits: (-1, 1)
+    if (std::fabs(u) < z.ratio[i]) return mean + stddev * u * z.x[i];
+    if (i == 0) {  // the tail beyond r, by Marsaglia's exponential method
+      double a, b;
+      do {
+        double u1 = uniform();
+        while (u1 <= 0.0) u1 = uniform();
+        double u2 = uniform();
+        while (u2 <= 0.0) u2 = uniform();
+        a = std::log(u1) / Ziggurat::kR;
+        b = std::log(u2);
+      } while (-2.0 * b < a * a);
+      return mean + stddev * (u < 0 ? a - Ziggurat::kR : Ziggurat::kR - a);
+    }
+    // The wedge between layer i's rectangle and the curve: accept under the density.
+    const double v = u * z.x[i];
+    const double f0 = std::exp(-0.5 * (z.x[i] * z.x[i] - v * v));
+    const double f1 = std::exp(-0.5 * (z.x[i + 1] * z.x[i + 1] - v * v));
+    if (f1 + uniform() * (f0 - f1) < 1.0) return mean + stddev * v;
+  }
 }
 
 double Rng::cauchy(double loc, double scale) {

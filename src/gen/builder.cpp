@@ -278,12 +278,16 @@ std::optional<std::vector<Vid>> Builder::prepare_merge(const ops::OpSpec& spec, 
   return in;
 }
 
+bool Builder::glue_ok(const std::string& op) const {
+  return lim_.glue.empty() || std::find(lim_.glue.begin(), lim_.glue.end(), op) != lim_.glue.end();
+}
+
 std::vector<Vid> Builder::guard(const ops::OpSpec& spec, std::vector<Vid> in) {
   std::vector<bool> done(in.size(), false);
   for (const auto& r : spec.valid_ranges) {
     const auto i = static_cast<size_t>(r.input);
     if (i >= in.size() || done[i] || !std::isfinite(r.lo)) continue;
-    if (!rng_.bernoulli(guard_p_)) continue;
+    if (!rng_.bernoulli(guard_p_) || !glue_ok("clip")) continue;
     const double lo = r.lo + 0.1, hi = std::isfinite(r.hi) ? r.hi - 0.1 : r.lo + 100.0;
     in[i] = add("clip", {in[i]}, {{"min", lo}, {"max", hi}});
     done[i] = true;
@@ -391,7 +395,7 @@ Vid Builder::crop_and_pad(Vid v, const Shape& t) {
   }
   if (!any) return v;
   const double u = rng_.uniform();
-  const std::string mode = u < 0.5 ? "constant" : (u < 0.75 || !reflect_ok) ? "edge" : "reflect";
+  const std::string mode = u < 0.5 || !lim_.glue.empty() ? "constant" : (u < 0.75 || !reflect_ok) ? "edge" : "reflect";
   Shape out = shape(v);
   for (size_t d = 0; d < r; ++d) out[d] += pads[d] + pads[r + d];
   return emit_known("pad", v, {{"pads", pads}, {"mode", mode}, {"value", 0.0}}, out);
@@ -402,7 +406,8 @@ Vid Builder::to_shape(Vid v, const Shape& target) {
   if (s == target) return v;
   const int64_t n = core::numel(s);
   if (n == core::numel(target)) {
-    if (s.size() == target.size() && std::is_permutation(s.begin(), s.end(), target.begin()) && rng_.bernoulli(0.5)) {
+    if (s.size() == target.size() && std::is_permutation(s.begin(), s.end(), target.begin()) && rng_.bernoulli(0.5) &&
+        glue_ok("transpose")) {
       Ints perm;
       std::vector<bool> used(s.size(), false);
       for (int64_t d : target)
@@ -417,7 +422,8 @@ Vid Builder::to_shape(Vid v, const Shape& target) {
     return emit_known("reshape", v, {{"shape", target}}, target);
   }
   // Muffin's other way to change a size: flatten, then a dense layer with the wanted width.
-  if (target.size() == 2 && s.size() >= 2 && s[0] == target[0] && target[1] <= 64 && rng_.bernoulli(0.25)) {
+  if (target.size() == 2 && s.size() >= 2 && s[0] == target[0] && target[1] <= 64 &&
+      (rng_.bernoulli(0.25) || !glue_ok("slice") || !glue_ok("pad"))) {
     const Vid f = s.size() > 2 ? add("flatten", {v}, {{"axis", int64_t{1}}}) : v;
     return add("dense", {f}, {{"units", target[1]}});
   }

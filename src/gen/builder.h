@@ -5,6 +5,7 @@
 // operations, and shapes output layers for the task. A rejected draw is repaired before the next
 // is tried, and draws are bounded by count, never by time, so a seed gives the same model anywhere.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,6 +26,9 @@ struct Model {
   std::vector<ops::InputGen> input_gen;  // per graph input value ranges, when not from `data` (unit)
   bool invalid_by_design = false;        // carries a deliberately invalid attribute value
   std::string note;                      // what was made invalid, and other remarks
+  // The layer types the generator chose by name, each with how often (Muffin: its fitness counts'
+  // increments), so a campaign can sum them over its models (GenOptions::layer_counts).
+  std::map<std::string, int64_t> picks;
 };
 
 // Draws every pending weight with ops::init_param (in creation order) in the dtype its ParamSpec
@@ -92,6 +96,8 @@ class Builder {
   bool keep_weight(const std::string& name, const core::Tensor& value);
   core::Rng& rng() { return rng_; }
   const Limits& limits() const { return lim_; }
+  // Whether the glue may place `op` (Limits::glue).
+  bool glue_ok(const std::string& op) const;
   Model finish(const std::string& name, const data::DataSpec& d);
 
  private:

@@ -62,6 +62,8 @@ class Restricted : public Generator {
   GenOptions opt_;
 };
 
+}  // namespace
+
 std::unique_ptr<Generator> make_unrestricted(const GenOptions& opt, const data::Source& source) {
   const std::string& g = opt.generator;
   if (g == "muffin") return make_muffin(opt, source);
@@ -74,7 +76,6 @@ std::unique_ptr<Generator> make_unrestricted(const GenOptions& opt, const data::
   return nullptr;
 }
 
-}  // namespace
 
 std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Source& source) {
   for (const auto* list : {&opt.only_ops, &opt.skip_ops})

@@ -33,6 +33,10 @@ struct GenOptions {
   Feedback* feedback = nullptr;
   int mcts_visits = 1;
   int mcts_depth = 10;
+  // muffin: the layer-type counts its fitness-proportionate choice starts from (by operator name; none:
+  // every type at 0). A campaign gives each model the counts of the models before its epoch
+  // (campaign/generators.h), so that the choice counts over the whole campaign.
+  std::map<std::string, int64_t> layer_counts;
 };
 
 // Whether `op` may appear in models of `opt` (--ops, --skip_ops).

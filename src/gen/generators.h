@@ -14,6 +14,9 @@ std::unique_ptr<Generator> make_rn(const GenOptions& opt, const data::Source& so
 std::unique_ptr<Generator> make_mutate(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_mcts(const GenOptions& opt, const data::Source& source);
 std::unique_ptr<Generator> make_zoo(const GenOptions& opt, const data::Source& source);
+// The named generator without make_generator's --ops/--skip_ops check of whole models (nullptr for an
+// unknown name): its layers are still drawn from the operators `opt` allows.
+std::unique_ptr<Generator> make_unrestricted(const GenOptions& opt, const data::Source& source);
 
 // Network-level mutation of a trained model's weights (mutate.cpp): every weight tensor, with
 // probability 1/2 (at least one), moved by Gaussian noise of `rate` times its own standard deviation

@@ -20,6 +20,10 @@ class Muffin : public Generator {
     }
     si_count_.assign(si_.size(), 0);
     mi_count_.assign(mi_.size(), 0);
+    for (size_t i = 0; i < si_.size(); ++i)
+      if (const auto it = opt.layer_counts.find(si_[i]->name); it != opt.layer_counts.end()) si_count_[i] = it->second;
+    for (size_t i = 0; i < mi_.size(); ++i)
+      if (const auto it = opt.layer_counts.find(mi_[i]->name); it != opt.layer_counts.end()) mi_count_[i] = it->second;
   }
 
   std::string name() const override { return "muffin"; }
@@ -42,6 +46,7 @@ class Muffin : public Generator {
       dag = cell_based(rng, max_v, opt_.max_cells);
     }
     Builder b(rng, opt_.limits);
+    picks_.clear();
     std::vector<Vid> val(static_cast<size_t>(dag.size()));
     val[0] = b.input(d.input);
     for (int v = 1; v < dag.size(); ++v) {
@@ -50,7 +55,9 @@ class Muffin : public Generator {
       val[static_cast<size_t>(v)] = vertex(b, in, rng);
     }
     b.output(b.head(val.back(), d));
-    return b.finish("muffin_" + std::to_string(index), d);
+    Model m = b.finish("muffin_" + std::to_string(index), d);
+    m.picks = std::move(picks_);
+    return m;
   }
 
  private:
@@ -69,6 +76,7 @@ class Muffin : public Generator {
       if (pick < 0) break;
       if (auto v = b.layer(*pool[static_cast<size_t>(pick)], in)) {
         ++counts[static_cast<size_t>(pick)];
+        ++picks_[pool[static_cast<size_t>(pick)]->name];
         return *v;
       }
       skip[static_cast<size_t>(pick)] = true;
@@ -83,6 +91,7 @@ class Muffin : public Generator {
   std::vector<const ops::OpSpec*> si_, mi_;
   std::vector<std::string> si_names_, mi_names_;
   std::vector<int64_t> si_count_, mi_count_;  // how often each layer type was placed so far
+  std::map<std::string, int64_t> picks_;       // the layer types placed in the model being generated
 };
 
 }  // namespace

@@ -23,6 +23,10 @@ struct Limits {
   int64_t max_units = 16;      // dense units, recurrent hidden size
   int max_rank = 5;
   int tries = 6;  // draws per placement; each rejected draw is repaired once before the next
+  // When not empty, the only operators the builder's own glue may place where it has a choice (the
+  // share policy's targets, gen/targets.h): no guard clip outside it, a reshape for a transpose, flatten
+  // and dense for a crop or pad where they fit, constant padding.
+  std::vector<std::string> glue;
 };
 
 // What the caller wants of a layer's output, where it matters.

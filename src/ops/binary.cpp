@@ -32,7 +32,8 @@ std::pair<Shape, Shape> sample_broadcast_pair(core::Rng& rng) {
   const Shape full = random_shape(rng, static_cast<int>(rng.randint(1, 4)), 1, 4);
   Shape a = full, b = full;
   switch (rng.randint(0, 3)) {
-    case 0: break;
+    case 0:
+      break;
     case 1: {
       const auto drop = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(full.size()) - 1));
       b.assign(full.begin() + static_cast<std::ptrdiff_t>(drop), full.end());
@@ -40,7 +41,9 @@ std::pair<Shape, Shape> sample_broadcast_pair(core::Rng& rng) {
         if (rng.bernoulli(0.4)) d = 1;
       break;
     }
-    case 2: b = {1}; break;
+    case 2:
+      b = {1};
+      break;
     default:
       for (size_t i = 0; i < full.size(); ++i)
         if (rng.bernoulli(0.6)) (rng.bernoulli(0.5) ? a : b)[i] = 1;
@@ -85,7 +88,7 @@ OpSpec make_binary(const BinaryDef& d) {
   };
   const std::string name = d.name;
   s.infer = [name](const std::vector<TensorType>& in, const Attrs&) {
-    require(in.size() == 2, name + " takes exactly 2 inputs, got " + std::to_string(in.size()));
+    QUORUM_REQUIRE(in.size() == 2, name + " takes exactly 2 inputs, got " + std::to_string(in.size()));
     const DType dt = common_float_dtype(in);
     return Signature{{TensorType{dt, broadcast_shapes(in[0].shape, in[1].shape)}}, {}};
   };
@@ -137,8 +140,10 @@ OpSpec make_binary(const BinaryDef& d) {
         const double mine = input == 0 ? in[0]->get(ma[o]) : in[1]->get(mb[o]);
         const double other = input == 0 ? in[1]->get(mb[o]) : in[0]->get(ma[o]);
         int8_t& e = ext[static_cast<size_t>(input == 0 ? ma[o] : mb[o])];
-        if (mine == other) e = OpSpec::kTiedExtreme;
-        else if (is_max ? mine > other : mine < other) e = std::max(e, int8_t{OpSpec::kSoleExtreme});
+        if (mine == other)
+          e = OpSpec::kTiedExtreme;
+        else if (is_max ? mine > other : mine < other)
+          e = std::max(e, int8_t{OpSpec::kSoleExtreme});
       }
       return ext;
     };
@@ -196,7 +201,7 @@ OpSpec make_sum() {
   s.max_inputs = kUnbounded;
   s.tags = {"merge"};
   s.infer = [](const std::vector<TensorType>& in, const Attrs&) {
-    require(in.size() >= 2, "sum takes at least 2 inputs, got " + std::to_string(in.size()));
+    QUORUM_REQUIRE(in.size() >= 2, "sum takes at least 2 inputs, got " + std::to_string(in.size()));
     const DType dt = common_float_dtype(in);
     std::vector<Shape> shapes;
     for (const auto& t : in) shapes.push_back(t.shape);
@@ -253,21 +258,21 @@ struct ConcatLayout {
 };
 
 ConcatLayout concat_layout(const std::vector<Shape>& shapes, int64_t axis_attr) {
-  require(shapes.size() >= 2, "concat takes at least 2 inputs, got " + std::to_string(shapes.size()));
+  QUORUM_REQUIRE(shapes.size() >= 2, "concat takes at least 2 inputs, got " + std::to_string(shapes.size()));
   const Shape& first = shapes[0];
   const int rank = static_cast<int>(first.size());
-  require(rank >= 1, "concat needs inputs of rank >= 1");
+  QUORUM_REQUIRE(rank >= 1, "concat needs inputs of rank >= 1");
   ConcatLayout l;
   l.axis = norm_axis(axis_attr, rank);
   for (size_t k = 0; k < shapes.size(); ++k) {
     const Shape& s = shapes[k];
-    require(static_cast<int>(s.size()) == rank, "concat inputs must have equal rank: input 0 is " +
-                                                    core::to_string(first) + ", input " + std::to_string(k) +
-                                                    " is " + core::to_string(s));
+    QUORUM_REQUIRE(static_cast<int>(s.size()) == rank, "concat inputs must have equal rank: input 0 is " +
+                                                           core::to_string(first) + ", input " + std::to_string(k) +
+                                                           " is " + core::to_string(s));
     for (int d = 0; d < rank; ++d)
-      require(d == l.axis || s[static_cast<size_t>(d)] == first[static_cast<size_t>(d)],
-              "concat inputs must match on every axis but " + std::to_string(l.axis) + ": input 0 is " +
-                  core::to_string(first) + ", input " + std::to_string(k) + " is " + core::to_string(s));
+      QUORUM_REQUIRE(d == l.axis || s[static_cast<size_t>(d)] == first[static_cast<size_t>(d)],
+                     "concat inputs must match on every axis but " + std::to_string(l.axis) + ": input 0 is " +
+                         core::to_string(first) + ", input " + std::to_string(k) + " is " + core::to_string(s));
     l.lens.push_back(s[static_cast<size_t>(l.axis)]);
     l.total += s[static_cast<size_t>(l.axis)];
   }

@@ -5,7 +5,6 @@
 // (transposed). The forward kernel and both gradients walk one list of taps, so the VJP is the
 // exact transpose of the forward by construction.
 #include <algorithm>
-
 #include <tuple>
 
 #include "ops/kernel_util.h"
@@ -43,9 +42,9 @@ std::string str(int64_t v) { return std::to_string(v); }
 // The list attribute `name`, required to have `len` entries each >= lo.
 Shape list_attr(const Attrs& a, const std::string& name, size_t len, int64_t lo, const std::string& why) {
   const auto& v = core::attr_ints(a, name);
-  require(v.size() == len, name + " must have " + str(static_cast<int64_t>(len)) + " entries (" + why + "), got " +
-                               str(static_cast<int64_t>(v.size())));
-  for (int64_t e : v) require(e >= lo, name + " entries must be >= " + str(lo) + ", got " + str(e));
+  QUORUM_REQUIRE(v.size() == len, name + " must have " + str(static_cast<int64_t>(len)) + " entries (" + why +
+                                      "), got " + str(static_cast<int64_t>(v.size())));
+  for (int64_t e : v) QUORUM_REQUIRE(e >= lo, name + " entries must be >= " + str(lo) + ", got " + str(e));
   return v;
 }
 
@@ -53,8 +52,8 @@ Shape list_attr(const Attrs& a, const std::string& name, size_t len, int64_t lo,
 // geometry. Every violated rule is a named reason.
 ConvGeom conv_geometry(const std::string& op_name, const TensorType& x, const Attrs& a, int rank, bool transposed) {
   const auto r = static_cast<size_t>(rank);
-  require(x.shape.size() == r + 2, op_name + " expects a rank-" + str(rank + 2) + " input [N, C, spatial...], got " +
-                                       core::to_string(x.shape));
+  QUORUM_REQUIRE(x.shape.size() == r + 2, op_name + " expects a rank-" + str(rank + 2) +
+                                              " input [N, C, spatial...], got " + core::to_string(x.shape));
   ConvGeom g;
   g.transposed = transposed;
   g.batch = x.shape[0];
@@ -63,16 +62,16 @@ ConvGeom conv_geometry(const std::string& op_name, const TensorType& x, const At
   g.out_ch = core::attr_i(a, "out_channels");
   g.group = core::attr_i(a, "group");
   const int64_t bias = core::attr_i(a, "bias");
-  require(bias == 0 || bias == 1, "bias must be 0 or 1, got " + str(bias));
+  QUORUM_REQUIRE(bias == 0 || bias == 1, "bias must be 0 or 1, got " + str(bias));
   g.has_bias = bias == 1;
-  require(g.in_ch >= 1, "input must have at least one channel");
-  require(g.out_ch >= 1, "out_channels must be >= 1, got " + str(g.out_ch));
-  require(g.group >= 1, "group must be >= 1, got " + str(g.group));
-  require(g.in_ch % g.group == 0,
-          "input channels C=" + str(g.in_ch) + " must be divisible by group=" + str(g.group));
-  require(g.out_ch % g.group == 0,
-          "out_channels=" + str(g.out_ch) + " must be divisible by group=" + str(g.group));
-  for (int64_t d : g.in_sp) require(d >= 1, "spatial dimensions must be >= 1, got " + core::to_string(x.shape));
+  QUORUM_REQUIRE(g.in_ch >= 1, "input must have at least one channel");
+  QUORUM_REQUIRE(g.out_ch >= 1, "out_channels must be >= 1, got " + str(g.out_ch));
+  QUORUM_REQUIRE(g.group >= 1, "group must be >= 1, got " + str(g.group));
+  QUORUM_REQUIRE(g.in_ch % g.group == 0,
+                 "input channels C=" + str(g.in_ch) + " must be divisible by group=" + str(g.group));
+  QUORUM_REQUIRE(g.out_ch % g.group == 0,
+                 "out_channels=" + str(g.out_ch) + " must be divisible by group=" + str(g.group));
+  for (int64_t d : g.in_sp) QUORUM_REQUIRE(d >= 1, "spatial dimensions must be >= 1, got " + core::to_string(x.shape));
 
   g.kernel = list_attr(a, "kernel_shape", r, 1, "one per spatial dim");
   g.strides = list_attr(a, "strides", r, 1, "one per spatial dim");
@@ -84,8 +83,8 @@ ConvGeom conv_geometry(const std::string& op_name, const TensorType& x, const At
     output_padding = list_attr(a, "output_padding", r, 0, "one per spatial dim");
   } else {
     auto_pad = core::attr_s(a, "auto_pad");
-    require(std::find(kAutoPadModes.begin(), kAutoPadModes.end(), auto_pad) != kAutoPadModes.end(),
-            "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + auto_pad + "'");
+    QUORUM_REQUIRE(std::find(kAutoPadModes.begin(), kAutoPadModes.end(), auto_pad) != kAutoPadModes.end(),
+                   "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + auto_pad + "'");
   }
 
   g.pad_begin.assign(r, 0);
@@ -99,8 +98,9 @@ ConvGeom conv_geometry(const std::string& op_name, const TensorType& x, const At
       const int64_t op = output_padding[i];
       // PyTorch's rule: the extra output rows must not reach a position a stride or dilation step
       // would cover anyway.
-      require(op < s || op < d, "output_padding[" + str(static_cast<int64_t>(i)) + "]=" + str(op) +
-                                    " must be smaller than stride (" + str(s) + ") or dilation (" + str(d) + ")");
+      QUORUM_REQUIRE(op < s || op < d, "output_padding[" + str(static_cast<int64_t>(i)) + "]=" + str(op) +
+                                           " must be smaller than stride (" + str(s) + ") or dilation (" + str(d) +
+                                           ")");
       out = (in - 1) * s - pb - pe + eff_k + op;
     } else {
       if (auto_pad == "VALID") {
@@ -111,9 +111,9 @@ ConvGeom conv_geometry(const std::string& op_name, const TensorType& x, const At
       const int64_t span = in + pb + pe - eff_k;
       out = span < 0 ? 0 : span / s + 1;  // floor division of a non-negative span
     }
-    require(out >= 1, op_name + " output spatial dim " + str(static_cast<int64_t>(i)) + " would be " +
-                          str(out) + " (< 1): input " + str(in) + ", kernel " + str(k) + ", dilation " + str(d) +
-                          ", pads " + str(pb) + "+" + str(pe) + ", stride " + str(s));
+    QUORUM_REQUIRE(out >= 1, op_name + " output spatial dim " + str(static_cast<int64_t>(i)) + " would be " + str(out) +
+                                 " (< 1): input " + str(in) + ", kernel " + str(k) + ", dilation " + str(d) +
+                                 ", pads " + str(pb) + "+" + str(pe) + ", stride " + str(s));
     g.pad_begin[i] = pb;
     g.out_sp[i] = out;
   }
@@ -242,8 +242,10 @@ struct Channels {
 };
 Channels sample_channels(core::Rng& rng, int64_t max_ch) {
   switch (rng.randint(0, 2)) {
-    case 0: return {rng.randint(1, max_ch), rng.randint(1, max_ch), 1};
-    case 1: return {2 * rng.randint(1, max_ch / 2), 2 * rng.randint(1, max_ch / 2), 2};
+    case 0:
+      return {rng.randint(1, max_ch), rng.randint(1, max_ch), 1};
+    case 1:
+      return {2 * rng.randint(1, max_ch / 2), 2 * rng.randint(1, max_ch / 2), 2};
     default: {
       const int64_t c = rng.randint(1, max_ch);
       return {c, c * rng.randint(1, 2), c};
@@ -290,8 +292,10 @@ OpSpec make_conv(int rank) {
   OpSpec s;
   s.name = name;
   s.family = "conv";
-  s.doc = "ONNX Conv over " + std::to_string(rank) +
-          " spatial dim(s), layout NC" + (rank == 1 ? "L" : rank == 2 ? "HW" : "DHW") +
+  s.doc = "ONNX Conv over " + std::to_string(rank) + " spatial dim(s), layout NC" +
+          (rank == 1   ? "L"
+           : rank == 2 ? "HW"
+                       : "DHW") +
           "; weight [out_channels, C/group, k...], optional bias [out_channels]; output = floor((in + pad_b + "
           "pad_e - dil*(k-1) - 1)/stride) + 1";
   s.attrs = common_attrs(rank);
@@ -337,9 +341,10 @@ OpSpec make_conv(int rank) {
     }
     Case c;
     c.inputs = {f64t(x)};
-    c.attrs = {{"out_channels", ch.out}, {"group", ch.group}, {"kernel_shape", kernel}, {"strides", strides},
-               {"dilations", dilations}, {"pads", pads}, {"auto_pad", mode},
-               {"bias", int64_t{rng.bernoulli(0.5) ? 1 : 0}}};
+    c.attrs = {{"out_channels", ch.out}, {"group", ch.group},
+               {"kernel_shape", kernel}, {"strides", strides},
+               {"dilations", dilations}, {"pads", pads},
+               {"auto_pad", mode},       {"bias", int64_t{rng.bernoulli(0.5) ? 1 : 0}}};
     c.gen = {InputGen{}};
     return c;
   };
@@ -351,8 +356,9 @@ OpSpec make_conv_transpose2d() {
   OpSpec s;
   s.name = name;
   s.family = "conv";
-  s.doc = "ONNX ConvTranspose over NCHW; weight [C, out_channels/group, kH, kW], optional bias [out_channels]; "
-          "output = (in-1)*stride - pad_b - pad_e + dil*(k-1) + output_padding + 1";
+  s.doc =
+      "ONNX ConvTranspose over NCHW; weight [C, out_channels/group, kH, kW], optional bias [out_channels]; "
+      "output = (in-1)*stride - pad_b - pad_e + dil*(k-1) + output_padding + 1";
   s.attrs = common_attrs(2);
   s.attrs.push_back(ints_attr("output_padding", {0, 0}, 0, kInf, {AttrValue(Shape{-1, -1}), AttrValue(Shape{9, 9})},
                               "extra rows/cols at the end of the output; each < stride or < dilation"));
@@ -392,9 +398,10 @@ OpSpec make_conv_transpose2d() {
     }
     Case c;
     c.inputs = {f64t(x)};
-    c.attrs = {{"out_channels", ch.out}, {"group", ch.group}, {"kernel_shape", kernel}, {"strides", strides},
-               {"dilations", dilations}, {"pads", pads}, {"output_padding", output_padding},
-               {"bias", int64_t{rng.bernoulli(0.5) ? 1 : 0}}};
+    c.attrs = {{"out_channels", ch.out},           {"group", ch.group},
+               {"kernel_shape", kernel},           {"strides", strides},
+               {"dilations", dilations},           {"pads", pads},
+               {"output_padding", output_padding}, {"bias", int64_t{rng.bernoulli(0.5) ? 1 : 0}}};
     c.gen = {InputGen{}};
     return c;
   };

@@ -18,15 +18,15 @@ struct DenseGeom {
 };
 
 DenseGeom dense_geometry(const TensorType& x, const Attrs& a) {
-  require(x.shape.size() >= 2,
-          "dense expects an input of rank >= 2 [..., in_features], got " + core::to_string(x.shape));
+  QUORUM_REQUIRE(x.shape.size() >= 2,
+                 "dense expects an input of rank >= 2 [..., in_features], got " + core::to_string(x.shape));
   DenseGeom g;
   g.in_features = x.shape.back();
   g.units = core::attr_i(a, "units");
   const int64_t bias = core::attr_i(a, "bias");
-  require(g.units >= 1, "units must be >= 1, got " + str(g.units));
-  require(bias == 0 || bias == 1, "bias must be 0 or 1, got " + str(bias));
-  require(g.in_features >= 1, "in_features (the last input dim) must be >= 1");
+  QUORUM_REQUIRE(g.units >= 1, "units must be >= 1, got " + str(g.units));
+  QUORUM_REQUIRE(bias == 0 || bias == 1, "bias must be 0 or 1, got " + str(bias));
+  QUORUM_REQUIRE(g.in_features >= 1, "in_features (the last input dim) must be >= 1");
   g.has_bias = bias == 1;
   g.rows = core::numel(x.shape) / g.in_features;
   return g;
@@ -36,8 +36,9 @@ OpSpec make_dense() {
   OpSpec s;
   s.name = "dense";
   s.family = "dense";
-  s.doc = "fully connected over the last axis: y = x W^T + b, weight [units, in_features] (PyTorch Linear), "
-          "optional bias [units]";
+  s.doc =
+      "fully connected over the last axis: y = x W^T + b, weight [units, in_features] (PyTorch Linear), "
+      "optional bias [units]";
   s.attrs = {
       int_attr("units", 1, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1})}, "output features"),
       int_enum_attr("bias", 1, {0, 1}, {2, -1}, "1 adds a learned bias [units]"),
@@ -127,15 +128,17 @@ struct MatmulGeom {
 };
 
 MatmulGeom matmul_geometry(const TensorType& a, const TensorType& b) {
-  require(a.shape.size() >= 2, "matmul input A must have rank >= 2 [..., M, K], got " + core::to_string(a.shape));
-  require(b.shape.size() >= 2, "matmul input B must have rank >= 2 [..., K, N], got " + core::to_string(b.shape));
+  QUORUM_REQUIRE(a.shape.size() >= 2,
+                 "matmul input A must have rank >= 2 [..., M, K], got " + core::to_string(a.shape));
+  QUORUM_REQUIRE(b.shape.size() >= 2,
+                 "matmul input B must have rank >= 2 [..., K, N], got " + core::to_string(b.shape));
   MatmulGeom g;
   g.m = a.shape[a.shape.size() - 2];
   g.k = a.shape.back();
   g.n = b.shape.back();
   const int64_t kb = b.shape[b.shape.size() - 2];
-  require(g.k == kb, "matmul inner dimensions differ: A " + core::to_string(a.shape) + " has K=" + str(g.k) + ", B " +
-                         core::to_string(b.shape) + " has K=" + str(kb));
+  QUORUM_REQUIRE(g.k == kb, "matmul inner dimensions differ: A " + core::to_string(a.shape) + " has K=" + str(g.k) +
+                                ", B " + core::to_string(b.shape) + " has K=" + str(kb));
   g.batch_a.assign(a.shape.begin(), a.shape.end() - 2);
   g.batch_b.assign(b.shape.begin(), b.shape.end() - 2);
   g.batch_out = broadcast_shapes(g.batch_a, g.batch_b);

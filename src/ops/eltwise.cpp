@@ -63,6 +63,18 @@ UnaryRange up() {
 UnaryRange down() {
   return [](const Interval& x, const Attrs&, const Scalar& f) { return decreasing(x, f); };
 }
+// f monotone (either way) on each side of 0, as leaky_relu, elu and hard_sigmoid are for any sign of
+// their alpha: the hull of f at the interval's ends and at 0 when it holds 0.
+UnaryRange pieces_at_zero() {
+  return [](const Interval& x, const Attrs&, const Scalar& f) {
+    auto piece = [&](const Interval& p) {
+      const Interval r = increasing(p, f);
+      return Interval{std::min(r.lo, r.hi), std::max(r.lo, r.hi)};
+    };
+    if (!x.contains(0)) return piece(x);
+    return hull(piece(Interval{x.lo, 0}), piece(Interval{0, x.hi}));
+  };
+}
 UnaryRange valley_at(double at, double min_value) {
   return [at, min_value](const Interval& x, const Attrs&, const Scalar& f) { return valley(x, f, at, min_value); };
 }
@@ -99,12 +111,28 @@ Interval pow_range(const Interval& x, const Attrs& a, const Scalar& f) {
 
 const std::map<std::string, UnaryRange>& unary_ranges() {
   static const std::map<std::string, UnaryRange> m = {
-      {"relu", up()},       {"relu6", up()},        {"leaky_relu", up()}, {"elu", up()},
-      {"selu", up()},       {"gelu", gelu_range},   {"sigmoid", up()},    {"tanh", up()},
-      {"softplus", up()},   {"softsign", up()},     {"hard_sigmoid", up()}, {"hardswish", valley_at(-1.5, -0.375)},
-      {"exp", up()},        {"log", up()},          {"sqrt", up()},       {"rsqrt", down()},
-      {"reciprocal", reciprocal_range}, {"abs", valley_at(0, 0)}, {"neg", down()}, {"square", valley_at(0, 0)},
-      {"pow", pow_range},   {"clip", up()},
+      {"relu", up()},
+      {"relu6", up()},
+      {"leaky_relu", pieces_at_zero()},
+      {"elu", pieces_at_zero()},
+      {"selu", up()},
+      {"gelu", gelu_range},
+      {"sigmoid", up()},
+      {"tanh", up()},
+      {"softplus", up()},
+      {"softsign", up()},
+      {"hard_sigmoid", pieces_at_zero()},
+      {"hardswish", valley_at(-1.5, -0.375)},
+      {"exp", up()},
+      {"log", up()},
+      {"sqrt", up()},
+      {"rsqrt", down()},
+      {"reciprocal", reciprocal_range},
+      {"abs", valley_at(0, 0)},
+      {"neg", down()},
+      {"square", valley_at(0, 0)},
+      {"pow", pow_range},
+      {"clip", up()},
   };
   return m;
 }
@@ -189,57 +217,72 @@ std::vector<Unary> unaries() {
       {"relu", "max(x, 0)", [](double x, const Attrs&) { return x > 0 ? x : 0.0; },
        [](double x, double, const Attrs&) { return x > 0 ? 1.0 : 0.0; }},
       {.fn = {"relu6", "min(max(x, 0), 6)", [](double x, const Attrs&) { return std::min(std::max(x, 0.0), 6.0); },
-       [](double x, double, const Attrs&) { return x > 0 && x < 6 ? 1.0 : 0.0; }}, .gen = InputGen{-8, 8},
+              [](double x, double, const Attrs&) { return x > 0 && x < 6 ? 1.0 : 0.0; }},
+       .gen = InputGen{-8, 8},
        .kinks = kinks_at({0.0, 6.0})},
       {.fn = {"leaky_relu", "x if x > 0 else alpha*x",
-       // alpha * x with alpha 0 is 0 for every x, -inf too (not 0 * -inf = NaN).
-       [](double x, const Attrs& a) {
-         const double alpha = core::attr_f(a, "alpha");
-         return x > 0 ? x : alpha == 0 ? 0.0 : alpha * x;
-       },
-       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); }},
-       .attrs = {float_attr("alpha", 0.01, 0, kInf, {AttrValue(nan)}, "slope for x < 0")},
-       .sample_attrs = [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.0, 1.0); }},
+              // alpha * x with alpha 0 is 0 for every x, -inf too (not 0 * -inf = NaN).
+              [](double x, const Attrs& a) {
+                const double alpha = core::attr_f(a, "alpha");
+                return x > 0 ? x : alpha == 0 ? 0.0 : alpha * x;
+              },
+              [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); }},
+       // ONNX: any float. A negative slope (not monotone) or one above 1 are legal values libraries
+       // special-case (in-place or fused forms that assume 0 <= alpha <= 1).
+       .attrs = {float_attr("alpha", 0.01, -kInf, kInf, {AttrValue(nan)}, "slope for x < 0 (any float, ONNX)")},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) {
+             const double u = r.uniform(0.0, 1.0);
+             a["alpha"] = u < 0.6   ? random_float(r, 0.0, 1.0)
+                          : u < 0.8 ? random_float(r, -1.5, 0.0)
+                                    : random_float(r, 1.0, 3.0);
+           }},
       {.fn = {"elu", "x if x > 0 else alpha*(exp(x)-1)",
-       [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * std::expm1(x); },
-       [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha") * std::exp(x); }},
-       .attrs = {float_attr("alpha", 1.0, 0, kInf, {AttrValue(-1.0)}, "scale for x < 0")},
-       .sample_attrs = [](core::Rng& r, Attrs& a) { a["alpha"] = random_float(r, 0.1, 2.0); }},
+              [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * std::expm1(x); },
+              [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha") * std::exp(x); }},
+       // ONNX: any float; 0 makes it relu, a negative alpha folds the negative side up.
+       .attrs = {float_attr("alpha", 1.0, -kInf, kInf, {AttrValue(nan)}, "scale for x < 0 (any float, ONNX)")},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) {
+             a["alpha"] = r.uniform(0.0, 1.0) < 0.75 ? random_float(r, 0.1, 2.0) : random_float(r, -1.5, 0.0);
+           }},
       {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
        [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
        [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
       {.fn = {"gelu", "x*Phi(x); approximate='tanh' uses the tanh formula",
-       [](double x, const Attrs& a) {
-         // The limits at the infinities (both forms): x * Phi(x) tends to 0 at -inf, to x at +inf.
-         if (std::isinf(x)) return x > 0 ? x : 0.0;
-         // The tanh form holds tanh(inner) in float32 (stored): near -1 its rounding is the whole of
-         // 1 + tanh (x = -5: 1.19e-7 where 9.1e-8 is exact), and below x = -5.5 it is -1 exactly.
-         if (core::attr_s(a, "approximate") == "tanh") return 0.5 * x * (1.0 + stored(std::tanh(gelu_tanh_inner(x))));
-         // ONNX's form (Quorum's export, OpenCV) multiplies x by 1 + erf before halving: beyond
-         // FLT_MAX / 2 that product leaves float32's range where the result does not.
-         const double one_plus_erf = 1.0 + std::erf(x / std::numbers::sqrt2);
-         return 0.5 * x * one_plus_erf + float32_range(std::abs(x) * one_plus_erf);
-       },
-       [](double x, double, const Attrs& a) {
-         if (std::isinf(x)) return x > 0 ? 1.0 : 0.0;  // the derivative's limits
-         if (core::attr_s(a, "approximate") == "tanh") {
-           const double t = stored(std::tanh(gelu_tanh_inner(x)));
-           return 0.5 * (1.0 + t) +
-                  0.5 * x * (1.0 - t * t) * std::sqrt(2.0 / std::numbers::pi) * (1.0 + 3.0 * 0.044715 * x * x);
-         }
-         return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) +
-                x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
-       }},
+              [](double x, const Attrs& a) {
+                // The limits at the infinities (both forms): x * Phi(x) tends to 0 at -inf, to x at +inf.
+                if (std::isinf(x)) return x > 0 ? x : 0.0;
+                // The tanh form holds tanh(inner) in float32 (stored): near -1 its rounding is the whole of
+                // 1 + tanh (x = -5: 1.19e-7 where 9.1e-8 is exact), and below x = -5.5 it is -1 exactly.
+                if (core::attr_s(a, "approximate") == "tanh")
+                  return 0.5 * x * (1.0 + stored(std::tanh(gelu_tanh_inner(x))));
+                // ONNX's form (Quorum's export, OpenCV) multiplies x by 1 + erf before halving: beyond
+                // FLT_MAX / 2 that product leaves float32's range where the result does not.
+                const double one_plus_erf = 1.0 + std::erf(x / std::numbers::sqrt2);
+                return 0.5 * x * one_plus_erf + float32_range(std::abs(x) * one_plus_erf);
+              },
+              [](double x, double, const Attrs& a) {
+                if (std::isinf(x)) return x > 0 ? 1.0 : 0.0;  // the derivative's limits
+                if (core::attr_s(a, "approximate") == "tanh") {
+                  const double t = stored(std::tanh(gelu_tanh_inner(x)));
+                  return 0.5 * (1.0 + t) +
+                         0.5 * x * (1.0 - t * t) * std::sqrt(2.0 / std::numbers::pi) * (1.0 + 3.0 * 0.044715 * x * x);
+                }
+                return 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) +
+                       x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+              }},
        .attrs = {enum_attr("approximate", "none", {"none", "tanh"}, {"erf", ""}, "erf form or tanh approximation")},
-       .sample_attrs =
-           [](core::Rng& r, Attrs& a) { a["approximate"] = std::string(r.bernoulli(0.5) ? "none" : "tanh"); }},
+       .sample_attrs = [](core::Rng& r,
+                          Attrs& a) { a["approximate"] = std::string(r.bernoulli(0.5) ? "none" : "tanh"); }},
       {"sigmoid", "1/(1+exp(-x))", [](double x, const Attrs&) { return sigmoid(x); },
        [](double, double y, const Attrs&) { return y * (1.0 - y); }},
       {"tanh", "tanh(x)", [](double x, const Attrs&) { return std::tanh(x); },
        [](double, double y, const Attrs&) { return 1.0 - y * y; }},
       {.fn = {"softplus", "log(1+exp(x))",
-       [](double x, const Attrs&) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); },
-       [](double x, double, const Attrs&) { return sigmoid(x); }}, .gen = InputGen{-4, 4},
+              [](double x, const Attrs&) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); },
+              [](double x, double, const Attrs&) { return sigmoid(x); }},
+       .gen = InputGen{-4, 4},
        .ranges = {ValidRange{0, -kInf, 88.72, false, false,
                              "exp overflows float32 above ~88.7 in a naive implementation"}},
        // libtorch: gy * z / (z + 1), z = e^x, below its threshold 20.
@@ -254,94 +297,119 @@ std::vector<Unary> unaries() {
          return stored_sum(q * q, q + std::abs(x) * q * q, 2);
        }},
       {.fn = {"hard_sigmoid", "max(0, min(1, alpha*x+beta))",
-       [](double x, const Attrs& a) {
-         return std::max(0.0, std::min(1.0, core::attr_f(a, "alpha") * x + core::attr_f(a, "beta")));
-       },
-       [](double x, double, const Attrs& a) {
-         // alpha * x + beta as float32 computes it, with float32 attributes: 0.4f * 0.99999988f +
-         // 0.6f rounds to 1, the bound, where float64 keeps 0.99999996 and the derivative 0.4.
-         const double alpha = rounded(core::attr_f(a, "alpha"));
-         const double v = stored(rounded(alpha * x) + rounded(core::attr_f(a, "beta")));
-         return v > 0 && v < 1 ? core::attr_f(a, "alpha") : 0.0;
-       }},
-       .attrs = {float_attr("alpha", 0.2, 0, kInf, {AttrValue(nan)}, "slope"),
+              [](double x, const Attrs& a) {
+                return std::max(0.0, std::min(1.0, core::attr_f(a, "alpha") * x + core::attr_f(a, "beta")));
+              },
+              [](double x, double, const Attrs& a) {
+                // alpha * x + beta as float32 computes it, with float32 attributes: 0.4f * 0.99999988f +
+                // 0.6f rounds to 1, the bound, where float64 keeps 0.99999996 and the derivative 0.4.
+                const double alpha = rounded(core::attr_f(a, "alpha"));
+                const double v = stored(rounded(alpha * x) + rounded(core::attr_f(a, "beta")));
+                return v > 0 && v < 1 ? core::attr_f(a, "alpha") : 0.0;
+              }},
+       .attrs = {float_attr("alpha", 0.2, -kInf, kInf, {AttrValue(nan)}, "slope (any float, ONNX: negative decreases)"),
                  float_attr("beta", 0.5, -kInf, kInf, {AttrValue(nan)}, "offset")},
        .gen = InputGen{-4, 4},
-       .sample_attrs = [](core::Rng& r, Attrs& a) {
-         a["alpha"] = random_float(r, 0.1, 0.5);
-         a["beta"] = random_float(r, 0.2, 0.8);
-       }},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) {
+             a["alpha"] = r.uniform(0.0, 1.0) < 0.75 ? random_float(r, 0.1, 0.5) : random_float(r, -0.5, -0.1);
+             a["beta"] = random_float(r, 0.2, 0.8);
+           }},
       // Computed as x * relu6(x + 3) / 6 with the product marked stored: float32 implementations of
       // that form overflow there for |x| > FLT_MAX / 6 although the result fits.
       {.fn = {"hardswish", "x*max(0, min(1, x/6+1/2))",
-       // 0 for x <= -3, -inf too (not -inf * 0 = NaN).
-       [](double x, const Attrs&) { return x <= -3 ? 0.0 : stored(x * std::min(6.0, x + 3.0)) / 6.0; },
-       [](double x, double, const Attrs&) { return x <= -3 ? 0.0 : x >= 3 ? 1.0 : x / 3.0 + 0.5; }},
-       .gen = InputGen{-5, 5}, .kinks = kinks_at({-3.0, 3.0})},
+              // 0 for x <= -3, -inf too (not -inf * 0 = NaN).
+              [](double x, const Attrs&) { return x <= -3 ? 0.0 : stored(x * std::min(6.0, x + 3.0)) / 6.0; },
+              [](double x, double, const Attrs&) { return x <= -3  ? 0.0
+                                                          : x >= 3 ? 1.0
+                                                                   : x / 3.0 + 0.5; }},
+       .gen = InputGen{-5, 5},
+       .kinks = kinks_at({-3.0, 3.0})},
       {.fn = {"exp", "e^x", [](double x, const Attrs&) { return std::exp(x); },
-       [](double, double y, const Attrs&) { return y; }},
-       .ranges = {ValidRange{0, -kInf, 88.72, false, false, "float32 overflow to inf above ~88.72"}}, .tags = {"math"}},
+              [](double, double y, const Attrs&) { return y; }},
+       .ranges = {ValidRange{0, -kInf, 88.72, false, false, "float32 overflow to inf above ~88.72"}},
+       .tags = {"math"}},
       {.fn = {"log", "natural logarithm", [](double x, const Attrs&) { return std::log(x); },
-       // Derivatives that can leave float32's range where the gradient (times gy) does not are stored:
-       // a float32 implementation computes dy * (1 / x) (oneDNN: inf for x = 1e-40, dy = 0.005).
-       [](double x, double, const Attrs&) { return stored(1.0 / x); }}, .gen = InputGen{0.1, 3},
-       .ranges = {ValidRange{0, 0, kInf, false, false, "log of x <= 0 is -inf or NaN"}}, .tags = {"math"}},
+              // Derivatives that can leave float32's range where the gradient (times gy) does not are stored:
+              // a float32 implementation computes dy * (1 / x) (oneDNN: inf for x = 1e-40, dy = 0.005).
+              [](double x, double, const Attrs&) { return stored(1.0 / x); }},
+       .gen = InputGen{0.1, 3},
+       .ranges = {ValidRange{0, 0, kInf, false, false, "log of x <= 0 is -inf or NaN"}},
+       .tags = {"math"}},
       {.fn = {"sqrt", "square root", [](double x, const Attrs&) { return std::sqrt(x); },
-       [](double, double y, const Attrs&) { return stored(0.5 / y); }}, .gen = InputGen{0.1, 3},
+              [](double, double y, const Attrs&) { return stored(0.5 / y); }},
+       .gen = InputGen{0.1, 3},
        .ranges = {ValidRange{0, 0, kInf, true, false, "sqrt of x < 0 is NaN; its derivative is inf at 0"}},
        .tags = {"math"}},
       {.fn = {"rsqrt", "1/sqrt(x)", [](double x, const Attrs&) { return 1.0 / std::sqrt(x); },
-       // -0.5 y^3 (libtorch), -0.5 / (x sqrt x): 5e59 for x = 1e-40 (oneDNN: inf times gy = -4e-44).
-       [](double x, double y, const Attrs&) { return stored(-0.5 * y / x); }}, .gen = InputGen{0.2, 3},
-       .ranges = {ValidRange{0, 0, kInf, false, false, "rsqrt of x <= 0 is inf or NaN"}}, .tags = {"math"}},
+              // -0.5 y^3 (libtorch), -0.5 / (x sqrt x): 5e59 for x = 1e-40 (oneDNN: inf times gy = -4e-44).
+              [](double x, double y, const Attrs&) { return stored(-0.5 * y / x); }},
+       .gen = InputGen{0.2, 3},
+       .ranges = {ValidRange{0, 0, kInf, false, false, "rsqrt of x <= 0 is inf or NaN"}},
+       .tags = {"math"}},
       {.fn = {"reciprocal", "1/x", [](double x, const Attrs&) { return 1.0 / x; },
-       // -y * y, a product float32 implementations hold (libtorch: -gy * (y * y)): it overflows for
-       // |y| > 1.8e19, and times a zero incoming gradient gives NaN.
-       [](double, double y, const Attrs&) { return stored(-y * y); }}, .gen = InputGen{0.2, 3},
+              // -y * y, a product float32 implementations hold (libtorch: -gy * (y * y)): it overflows for
+              // |y| > 1.8e19, and times a zero incoming gradient gives NaN.
+              [](double, double y, const Attrs&) { return stored(-y * y); }},
+       .gen = InputGen{0.2, 3},
        .ranges = {ValidRange{0, -kInf, 0, false, false, "division by zero"},
                   ValidRange{0, 0, kInf, false, false, "division by zero"}},
        .tags = {"math"}},
       {.fn = {"abs", "|x|", [](double x, const Attrs&) { return std::abs(x); },
-       [](double x, double, const Attrs&) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }}, .tags = {"math"},
+              [](double x, double, const Attrs&) { return x > 0   ? 1.0
+                                                          : x < 0 ? -1.0
+                                                                  : 0.0; }},
+       .tags = {"math"},
        .kinks = kinks_at({0.0})},
       {.fn = {"neg", "-x", [](double x, const Attrs&) { return -x; },
               [](double, double, const Attrs&) { return -1.0; }},
        .tags = {"math"}},
       {.fn = {"square", "x*x", [](double x, const Attrs&) { return x * x; },
-       [](double x, double, const Attrs&) { return 2.0 * x; }}, .tags = {"math"}},
+              [](double x, double, const Attrs&) { return 2.0 * x; }},
+       .tags = {"math"}},
       {.fn = {"pow", "x^exponent (scalar exponent)",
-       [](double x, const Attrs& a) { return std::pow(x, core::attr_f(a, "exponent")); },
-       [](double x, double, const Attrs& a) {
-         const double e = core::attr_f(a, "exponent");
-         return e == 0 ? 0.0 : stored(e * std::pow(x, e - 1.0));
-       }},
+              [](double x, const Attrs& a) { return std::pow(x, core::attr_f(a, "exponent")); },
+              [](double x, double, const Attrs& a) {
+                const double e = core::attr_f(a, "exponent");
+                return e == 0 ? 0.0 : stored(e * std::pow(x, e - 1.0));
+              }},
        .attrs = {float_attr("exponent", 2.0, -kInf, kInf, {AttrValue(nan)}, "scalar exponent")},
        .gen = InputGen{0.2, 2},
        .ranges = {ValidRange{0, 0, kInf, true, false, "a fractional power of x < 0 is NaN"}},
        .tags = {"math"},
        .sample_attrs =
-           [](core::Rng& r, Attrs& a) { a["exponent"] = r.pick(std::vector<double>{2.0, 3.0, 0.5, 1.5, -1.0, -0.5}); }},
+           [](core::Rng& r, Attrs& a) {
+             a["exponent"] = r.pick(std::vector<double>{2.0, 3.0, 0.5, 1.5, -1.0, -0.5});
+           }},
       {.fn = {"clip", "min(max(x, min), max)",
-       [](double x, const Attrs& a) { return std::min(std::max(x, core::attr_f(a, "min")), core::attr_f(a, "max")); },
-       [](double x, double, const Attrs& a) {
-         return x > core::attr_f(a, "min") && x < core::attr_f(a, "max") ? 1.0 : 0.0;
-       }},
+              [](double x, const Attrs& a) {
+                return std::min(std::max(x, core::attr_f(a, "min")), core::attr_f(a, "max"));
+              },
+              [](double x, double, const Attrs& a) {
+                return x > core::attr_f(a, "min") && x < core::attr_f(a, "max") ? 1.0 : 0.0;
+              }},
        .attrs = {float_attr("min", -1.0, -kInf, kInf, {AttrValue(nan)}, "lower bound"),
                  float_attr("max", 1.0, -kInf, kInf, {AttrValue(nan)}, "upper bound (>= min)")},
-       .sample_attrs = [](core::Rng& r, Attrs& a) {
-         const double lo = random_float(r, -1.5, 0.0);
-         a["min"] = lo;
-         a["max"] = lo + random_float(r, 0.5, 2.0);
-       },
-       .check = [](const Attrs& a) {
-         require(core::attr_f(a, "min") <= core::attr_f(a, "max"), "clip requires min <= max");
-       },
-       .kinks = [](const Attrs& a) { return std::vector<double>{core::attr_f(a, "min"), core::attr_f(a, "max")}; },
-       .repair = [](Attrs& a) {  // min > max: the bounds swapped
-         if (core::attr_f(a, "min") <= core::attr_f(a, "max")) return false;
-         std::swap(a["min"], a["max"]);
-         return true;
-       }},
+       .sample_attrs =
+           [](core::Rng& r, Attrs& a) {
+             const double lo = random_float(r, -1.5, 0.0);
+             a["min"] = lo;
+             a["max"] = lo + random_float(r, 0.5, 2.0);
+           },
+       .check =
+           [](const Attrs& a) {
+             QUORUM_REQUIRE(core::attr_f(a, "min") <= core::attr_f(a, "max"), "clip requires min <= max");
+           },
+       .kinks =
+           [](const Attrs& a) {
+             return std::vector<double>{core::attr_f(a, "min"), core::attr_f(a, "max")};
+           },
+       .repair =
+           [](Attrs& a) {  // min > max: the bounds swapped
+             if (core::attr_f(a, "min") <= core::attr_f(a, "max")) return false;
+             std::swap(a["min"], a["max"]);
+             return true;
+           }},
   };
   return u;
 }
@@ -406,10 +474,17 @@ void import_clip(OnnxImport& m) {
 
 // The ONNX form of each operator: a one-to-one unary pair, or hooks.
 void set_onnx(OpSpec& s) {
-  static const std::map<std::string, std::string> kUnary = {
-      {"relu", "Relu"},     {"sigmoid", "Sigmoid"},       {"tanh", "Tanh"}, {"softplus", "Softplus"},
-      {"softsign", "Softsign"}, {"exp", "Exp"},           {"log", "Log"},   {"sqrt", "Sqrt"},
-      {"reciprocal", "Reciprocal"}, {"abs", "Abs"},       {"neg", "Neg"}};
+  static const std::map<std::string, std::string> kUnary = {{"relu", "Relu"},
+                                                            {"sigmoid", "Sigmoid"},
+                                                            {"tanh", "Tanh"},
+                                                            {"softplus", "Softplus"},
+                                                            {"softsign", "Softsign"},
+                                                            {"exp", "Exp"},
+                                                            {"log", "Log"},
+                                                            {"sqrt", "Sqrt"},
+                                                            {"reciprocal", "Reciprocal"},
+                                                            {"abs", "Abs"},
+                                                            {"neg", "Neg"}};
   const std::string& op = s.name;
   if (auto it = kUnary.find(op); it != kUnary.end()) {
     const std::string type = it->second;
@@ -437,10 +512,10 @@ void set_onnx(OpSpec& s) {
     s.onnx_export = [](OnnxExport& e) {
       e.final_node("HardSigmoid", {e.in(0)}).set_f("alpha", e.af("alpha")).set_f("beta", e.af("beta"));
     };
-    s.onnx_import = {{{"HardSigmoid"}, [](OnnxImport& m) {
-                        m.emit_final("hard_sigmoid", {m.in(0)},
-                                     {{"alpha", m.getf("alpha", 0.2)}, {"beta", m.getf("beta", 0.5)}});
-                      }}};
+    s.onnx_import = {
+        {{"HardSigmoid"}, [](OnnxImport& m) {
+           m.emit_final("hard_sigmoid", {m.in(0)}, {{"alpha", m.getf("alpha", 0.2)}, {"beta", m.getf("beta", 0.5)}});
+         }}};
   } else if (op == "hardswish") {
     s.onnx_export = export_hardswish;
     s.onnx_import = {{{"HardSwish"}, [](OnnxImport& m) { m.emit_final("hardswish", {m.in(0)}); }}};

@@ -34,8 +34,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   for (size_t i = 0; i < r; ++i) {
     const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    require(da == db || da == 1 || db == 1,
-            "shapes " + core::to_string(a) + " and " + core::to_string(b) + " do not broadcast");
+    QUORUM_REQUIRE(da == db || da == 1 || db == 1,
+                   "shapes " + core::to_string(a) + " and " + core::to_string(b) + " do not broadcast");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -94,14 +94,12 @@ Tensor sum_to(const Tensor& g, const Shape& in_shape) {
 }
 
 int norm_axis(int64_t axis, int rank) {
-  require(axis >= -rank && axis < rank,
-          "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  QUORUM_REQUIRE(axis >= -rank && axis < rank,
+                 "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
-size_t norm_axis(int64_t axis, size_t rank) {
-  return static_cast<size_t>(norm_axis(axis, static_cast<int>(rank)));
-}
+size_t norm_axis(int64_t axis, size_t rank) { return static_cast<size_t>(norm_axis(axis, static_cast<int>(rank))); }
 
 Tensor map1(const Tensor& x, const std::function<double(double)>& f) {
   Tensor y(DType::F64, x.shape());
@@ -132,8 +130,9 @@ double random_float(core::Rng& rng, double lo, double hi, int digits) {
 DType common_float_dtype(const std::vector<TensorType>& in) {
   QUORUM_CHECK(!in.empty(), "no inputs");
   for (const auto& t : in) {
-    require(t.dtype != DType::I64, "input must be floating point, got int64");
-    require(t.dtype == in[0].dtype, "inputs mix " + core::to_string(in[0].dtype) + " and " + core::to_string(t.dtype));
+    QUORUM_REQUIRE(t.dtype != DType::I64, "input must be floating point, got int64");
+    QUORUM_REQUIRE(t.dtype == in[0].dtype,
+                   "inputs mix " + core::to_string(in[0].dtype) + " and " + core::to_string(t.dtype));
   }
   return in[0].dtype;
 }
@@ -154,6 +153,5 @@ int64_t resize_round_nearest(const std::string& mode, double x) {
   if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1.0 : fl);
   return static_cast<int64_t>(std::round(x));
 }
-
 
 }  // namespace quorum::ops

@@ -18,8 +18,14 @@ inline bool beats_extreme(double v, double best, bool max) {
   return v != v || (max ? v > best : v < best);
 }
 
-
 using core::require;
+
+// Throws core::OpError(reason) unless cond holds, like core::require, but formats the reason (often
+// built from shapes) only when it throws: generators call the shape rules on every candidate node.
+#define QUORUM_REQUIRE(cond, reason)                    \
+  do {                                                  \
+    if (!(cond)) throw ::quorum::core::OpError(reason); \
+  } while (0)
 
 inline TensorType f64t(Shape s) { return TensorType{DType::F64, std::move(s)}; }
 

@@ -30,11 +30,12 @@ Signature loss_infer(const std::string& name, int rank, const std::vector<Tensor
   const DType dt = common_float_dtype(in);
   const Shape& p = in[0].shape;
   if (rank >= 0)
-    require(static_cast<int>(p.size()) == rank, name + " expects a prediction [N, C] of rank " + std::to_string(rank) +
-                                                    ", got rank " + std::to_string(p.size()));
-  require(in[1].shape == p, "target shape " + core::to_string(in[1].shape) + " differs from prediction shape " +
-                                core::to_string(p));
-  require(core::numel(p) > 0, name + " of an empty prediction is undefined (mean over zero elements)");
+    QUORUM_REQUIRE(static_cast<int>(p.size()) == rank, name + " expects a prediction [N, C] of rank " +
+                                                           std::to_string(rank) + ", got rank " +
+                                                           std::to_string(p.size()));
+  QUORUM_REQUIRE(in[1].shape == p, "target shape " + core::to_string(in[1].shape) + " differs from prediction shape " +
+                                       core::to_string(p));
+  QUORUM_REQUIRE(core::numel(p) > 0, name + " of an empty prediction is undefined (mean over zero elements)");
   return Signature{{TensorType{dt, {}}}, {}};
 }
 
@@ -173,7 +174,8 @@ std::vector<Loss> losses() {
        },
        InputGen{-3, 3}, InputGen{0, 1, Fill::Probability}},
       {"binary_cross_entropy",
-       "probabilities p, targets t in [0, 1] of the same shape: mean of -(t log p + (1-t) log(1-p))", -1,
+       "probabilities p, targets t in [0, 1] of the same shape: mean of -(t log p + (1-t) log(1-p))",
+       -1,
        [](const Tensor& p, const Tensor& t) {
          double s = 0;
          for (int64_t i = 0; i < p.numel(); ++i) {
@@ -195,7 +197,8 @@ std::vector<Loss> losses() {
          }
          return g;
        },
-       InputGen{0.05, 0.95}, InputGen{0, 1},
+       InputGen{0.05, 0.95},
+       InputGen{0, 1},
        {ValidRange{0, 0, 1, false, false, "log(p) or log(1 - p) is -inf or NaN for p outside (0, 1)"}}},
       {"categorical_hinge",
        "Keras categorical hinge, p [N, C], one-hot t [N, C]: pos = sum(t*p), neg = max((1-t)*p) over C, "

@@ -3,8 +3,8 @@
 // output length); the kernels enumerate each output's window once, as a list of input cells, and
 // the forward and backward passes both walk that list.
 #include <algorithm>
-#include <tuple>
 #include <cmath>
+#include <tuple>
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
@@ -15,12 +15,14 @@ namespace {
 
 // One spatial axis of a window pool.
 struct Axis {
-  int64_t in = 1;      // input length
-  int64_t k = 1;       // kernel length
-  int64_t s = 1;       // stride
-  int64_t pb = 0;      // padding before
-  int64_t pe = 0;      // padding after
-  int64_t out = 1;     // output length
+  int64_t in = 1;   // input length
+  int64_t k = 1;    // kernel length
+  int64_t s = 1;    // stride
+  int64_t dl = 1;   // dilation (MaxPool): window cells start, start+dl, ..., start+(k-1)*dl
+  int64_t pb = 0;   // padding before
+  int64_t pe = 0;   // padding after
+  int64_t out = 1;  // output length
+  int64_t extent() const { return dl * (k - 1) + 1; }  // the span a window covers
 };
 
 std::string ints_text(const std::vector<int64_t>& v) { return core::to_string(AttrValue(v)); }
@@ -30,20 +32,25 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b
 // The geometry of a window pool over `x`, with every requirement checked. Shared by the shape rule
 // and the kernels, so they can never disagree.
 std::vector<Axis> window_geometry(const std::string& op, const Shape& x, const Attrs& a, int d) {
-  require(static_cast<int>(x.size()) == d + 2,
-          op + " expects input of rank " + std::to_string(d + 2) + (d == 1 ? " [N, C, L]" : " [N, C, H, W]") +
-              ", got rank " + std::to_string(x.size()));
+  QUORUM_REQUIRE(static_cast<int>(x.size()) == d + 2, op + " expects input of rank " + std::to_string(d + 2) +
+                                                          (d == 1 ? " [N, C, L]" : " [N, C, H, W]") + ", got rank " +
+                                                          std::to_string(x.size()));
   const auto& kernel = core::attr_ints(a, "kernel_shape");
   const auto& strides = core::attr_ints(a, "strides");
   const auto& pads = core::attr_ints(a, "pads");
   const std::string& auto_pad = core::attr_s(a, "auto_pad");
   const bool ceil_mode = core::attr_i(a, "ceil_mode") == 1;
-  require(static_cast<int>(kernel.size()) == d, "kernel_shape " + ints_text(kernel) + " must have " +
-                                                    std::to_string(d) + " entries (one per spatial axis)");
-  require(static_cast<int>(strides.size()) == d,
-          "strides " + ints_text(strides) + " must have " + std::to_string(d) + " entries (one per spatial axis)");
-  require(static_cast<int>(pads.size()) == 2 * d, "pads " + ints_text(pads) + " must have " + std::to_string(2 * d) +
-                                                      " entries [begin..., end...]");
+  // MaxPool's dilations (ONNX since opset 10); AveragePool has none before opset 19.
+  const std::vector<int64_t> dilations =
+      a.count("dilations") ? core::attr_ints(a, "dilations") : std::vector<int64_t>(static_cast<size_t>(d), 1);
+  QUORUM_REQUIRE(static_cast<int>(kernel.size()) == d, "kernel_shape " + ints_text(kernel) + " must have " +
+                                                           std::to_string(d) + " entries (one per spatial axis)");
+  QUORUM_REQUIRE(static_cast<int>(strides.size()) == d, "strides " + ints_text(strides) + " must have " +
+                                                            std::to_string(d) + " entries (one per spatial axis)");
+  QUORUM_REQUIRE(static_cast<int>(dilations.size()) == d, "dilations " + ints_text(dilations) + " must have " +
+                                                              std::to_string(d) + " entries (one per spatial axis)");
+  QUORUM_REQUIRE(static_cast<int>(pads.size()) == 2 * d,
+                 "pads " + ints_text(pads) + " must have " + std::to_string(2 * d) + " entries [begin..., end...]");
   const bool explicit_pads = auto_pad == "NOTSET";
   std::vector<Axis> g(static_cast<size_t>(d));
   for (int i = 0; i < d; ++i) {
@@ -54,33 +61,47 @@ std::vector<Axis> window_geometry(const std::string& op, const Shape& x, const A
     ax.s = strides[ui];
     ax.pb = pads[ui];
     ax.pe = pads[ui + static_cast<size_t>(d)];
+    ax.dl = dilations[ui];
     const std::string axis = "spatial axis " + std::to_string(i);
-    require(ax.in >= 1, op + " requires non-empty spatial dims, " + axis + " has length " + std::to_string(ax.in));
-    require(ax.k >= 1, "kernel_shape entries must be >= 1, got " + ints_text(kernel));
-    require(ax.s >= 1, "strides entries must be >= 1, got " + ints_text(strides));
-    require(ax.pb >= 0 && ax.pe >= 0, "pads entries must be >= 0, got " + ints_text(pads));
-    require(explicit_pads || (ax.pb == 0 && ax.pe == 0),
-            "pads must be zero when auto_pad is " + auto_pad + ", got " + ints_text(pads));
+    QUORUM_REQUIRE(ax.in >= 1,
+                   op + " requires non-empty spatial dims, " + axis + " has length " + std::to_string(ax.in));
+    QUORUM_REQUIRE(ax.k >= 1, "kernel_shape entries must be >= 1, got " + ints_text(kernel));
+    QUORUM_REQUIRE(ax.s >= 1, "strides entries must be >= 1, got " + ints_text(strides));
+    QUORUM_REQUIRE(ax.dl >= 1, "dilations entries must be >= 1, got " + ints_text(dilations));
+    QUORUM_REQUIRE(ax.pb >= 0 && ax.pe >= 0, "pads entries must be >= 0, got " + ints_text(pads));
+    QUORUM_REQUIRE(explicit_pads || (ax.pb == 0 && ax.pe == 0),
+                   "pads must be zero when auto_pad is " + auto_pad + ", got " + ints_text(pads));
     if (auto_pad == "NOTSET") {
       // ONNX / PyTorch: a pad as large as the kernel would allow windows made only of padding.
-      require(ax.pb < ax.k && ax.pe < ax.k, "pads must be smaller than the kernel: " + axis + " has pads (" +
-                                                std::to_string(ax.pb) + ", " + std::to_string(ax.pe) +
-                                                ") for kernel " + std::to_string(ax.k));
-      const int64_t span = ax.in + ax.pb + ax.pe - ax.k;
-      require(span >= 0, "kernel larger than the padded input: " + axis + " has kernel " + std::to_string(ax.k) +
-                             " over padded length " + std::to_string(ax.in + ax.pb + ax.pe));
+      // With dilations, the kernel's extent dl*(k-1)+1.
+      QUORUM_REQUIRE(ax.pb < ax.extent() && ax.pe < ax.extent(),
+                     "pads must be smaller than the kernel: " + axis + " has pads (" + std::to_string(ax.pb) + ", " +
+                         std::to_string(ax.pe) + ") for kernel extent " + std::to_string(ax.extent()));
+      const int64_t span = ax.in + ax.pb + ax.pe - ax.extent();
+      QUORUM_REQUIRE(span >= 0, "kernel larger than the padded input: " + axis + " has kernel extent " +
+                                    std::to_string(ax.extent()) + " over padded length " +
+                                    std::to_string(ax.in + ax.pb + ax.pe));
       ax.out = (ceil_mode ? ceil_div(span, ax.s) : span / ax.s) + 1;
       // A ceil-mode window that would start in the right padding is dropped (PyTorch, ONNX).
       if (ceil_mode && (ax.out - 1) * ax.s >= ax.in + ax.pb) --ax.out;
     } else if (auto_pad == "VALID") {
-      require(ax.in >= ax.k, "kernel larger than the input with auto_pad VALID: " + axis + " has kernel " +
-                                 std::to_string(ax.k) + " over length " + std::to_string(ax.in));
-      ax.out = (ax.in - ax.k) / ax.s + 1;
+      QUORUM_REQUIRE(ax.in >= ax.extent(), "kernel larger than the input with auto_pad VALID: " + axis +
+                                               " has kernel extent " + std::to_string(ax.extent()) + " over length " +
+                                               std::to_string(ax.in));
+      ax.out = (ax.in - ax.extent()) / ax.s + 1;
     } else {
       ax.out = ceil_div(ax.in, ax.s);
-      std::tie(ax.pb, ax.pe) = same_pads(auto_pad, ax.in, ax.k, ax.s);
+      std::tie(ax.pb, ax.pe) = same_pads(auto_pad, ax.in, ax.extent(), ax.s);
     }
-    require(ax.out >= 1, op + " output would be empty along " + axis);
+    QUORUM_REQUIRE(ax.out >= 1, op + " output would be empty along " + axis);
+    // A dilated window may step over every input cell (all its taps in the padding).
+    for (int64_t o = 0; ax.dl > 1 && o < ax.out; ++o) {
+      const int64_t start = o * ax.s - ax.pb;
+      const int64_t first = start >= 0 ? start : start + ((-start + ax.dl - 1) / ax.dl) * ax.dl;
+      QUORUM_REQUIRE(first < ax.in && first <= start + (ax.k - 1) * ax.dl,
+                     op + ": window " + std::to_string(o) + " along " + axis + " holds only padding (dilation " +
+                         std::to_string(ax.dl) + ")");
+    }
   }
   return g;
 }
@@ -113,17 +134,22 @@ std::vector<Window> windows_of(const std::vector<Axis>& g) {
   std::vector<int64_t> o = out_lo;
   do {
     Window w;
-    std::vector<int64_t> lo(d), hi(d);
+    // Per axis, the window's tap indices j in [lo, hi) whose cell start + j*dl lies in the input.
+    std::vector<int64_t> lo(d), hi(d), start(d);
+    bool empty = false;
     for (size_t i = 0; i < d; ++i) {
-      const int64_t start = o[i] * g[i].s - g[i].pb;
-      lo[i] = std::max<int64_t>(start, 0);
-      hi[i] = std::min(start + g[i].k, g[i].in);
-      w.with_pad *= std::min(start + g[i].k, g[i].in + g[i].pe) - start;
+      start[i] = o[i] * g[i].s - g[i].pb;
+      const int64_t dl = g[i].dl;
+      lo[i] = start[i] >= 0 ? 0 : (-start[i] + dl - 1) / dl;
+      hi[i] = std::min(g[i].k, (g[i].in - 1 - start[i]) / dl + 1);
+      empty = empty || hi[i] <= lo[i];
+      w.with_pad *= std::min(start[i] + g[i].k, g[i].in + g[i].pe) - start[i];  // average pools: dl = 1
     }
+    QUORUM_REQUIRE(!empty, "a pooling window holds no input cell");
     std::vector<int64_t> c = lo;
     do {
       int64_t off = 0;
-      for (size_t i = 0; i < d; ++i) off += c[i] * in_strides[i];
+      for (size_t i = 0; i < d; ++i) off += (start[i] + c[i] * g[i].dl) * in_strides[i];
       w.cells.push_back(off);
     } while (next_index(c, lo, hi));
     ws.push_back(std::move(w));
@@ -154,14 +180,12 @@ OpSpec make_window_pool(int d, bool is_max) {
   s.name = name;
   s.family = "pool";
   s.doc = std::string(is_max ? "Max" : "Average") + " pooling over " + (d == 1 ? "[N, C, L]" : "[N, C, H, W]") +
-          " (ONNX " + (is_max ? "MaxPool" : "AveragePool") +
-          "): pads are [x1_begin, x2_begin, ..., x1_end, x2_end]" +
+          " (ONNX " + (is_max ? "MaxPool" : "AveragePool") + "): pads are [x1_begin, x2_begin, ..., x1_end, x2_end]" +
           (is_max ? "; padded cells never win (-inf)" : "; count_include_pad chooses the divisor");
   const std::vector<int64_t> bad_len(static_cast<size_t>(d + 1), 2);
   s.attrs = {
       ints_attr("kernel_shape", filled(d, 2), 1, kInf,
-                {AttrValue(zeros(d)), AttrValue(filled(d, -1)), AttrValue(bad_len)},
-                "window length per spatial axis"),
+                {AttrValue(zeros(d)), AttrValue(filled(d, -1)), AttrValue(bad_len)}, "window length per spatial axis"),
       ints_attr("strides", filled(d, 1), 1, kInf, {AttrValue(zeros(d)), AttrValue(filled(d, -2))},
                 "step per spatial axis"),
       ints_attr("pads", zeros(2 * d), 0, kInf, {AttrValue(filled(2 * d, -1)), AttrValue(zeros(d))},
@@ -174,6 +198,10 @@ OpSpec make_window_pool(int d, bool is_max) {
                     "1: output length ceil((in+pads-k)/s)+1 instead of floor, dropping a window that would start "
                     "in the right padding; no effect unless auto_pad is NOTSET"),
   };
+  if (is_max)
+    s.attrs.push_back(ints_attr("dilations", filled(d, 1), 1, kInf, {AttrValue(zeros(d)), AttrValue(filled(d, -1))},
+                                "spacing of the window's cells per spatial axis (ONNX MaxPool); the window "
+                                "covers dilation*(kernel-1)+1 cells"));
   if (!is_max)
     s.attrs.push_back(int_enum_attr("count_include_pad", 0, {0, 1}, {2, -1},
                                     "1: the divisor counts padded cells (never cells beyond the padded input)"));
@@ -274,14 +302,20 @@ OpSpec make_window_pool(int d, bool is_max) {
     c.inputs = {f64t(x)};
     const std::string auto_pad =
         rng.pick(std::vector<std::string>{"NOTSET", "NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"});
-    std::vector<int64_t> kernel, strides, pads(static_cast<size_t>(2 * d), 0);
+    std::vector<int64_t> kernel, strides, dilations, pads(static_cast<size_t>(2 * d), 0);
+    const bool dilated = is_max && rng.bernoulli(0.4);
     for (int i = 0; i < d; ++i) {
       kernel.push_back(rng.randint(1, 3));
       strides.push_back(rng.randint(1, 3));
+      // A dilated window must fit the input.
+      dilations.push_back(dilated ? rng.randint(1, kernel.back() == 1 ? 3 : 2) : 1);
+      if (dilations.back() * (kernel.back() - 1) + 1 > x[static_cast<size_t>(i) + 2]) dilations.back() = 1;
     }
+    auto extent = [&](size_t i) { return dilations[i] * (kernel[i] - 1) + 1; };
     if (auto_pad == "NOTSET")
       for (int i = 0; i < 2 * d; ++i)
-        pads[static_cast<size_t>(i)] = rng.randint(0, kernel[static_cast<size_t>(i % d)] - 1);
+        pads[static_cast<size_t>(i)] = rng.randint(0, std::min<int64_t>(extent(static_cast<size_t>(i % d)) - 1, 2));
+    if (is_max) c.attrs["dilations"] = dilations;
     c.attrs["kernel_shape"] = kernel;
     c.attrs["strides"] = strides;
     c.attrs["pads"] = pads;
@@ -316,10 +350,10 @@ OpSpec make_global_pool(bool is_max) {
   s.infer = [name](const std::vector<TensorType>& in, const Attrs&) {
     const DType dt = common_float_dtype(in);
     const Shape& x = in[0].shape;
-    require(x.size() >= 3 && x.size() <= 5,
-            name + " expects input of rank 3..5 [N, C, spatial...], got rank " + std::to_string(x.size()));
+    QUORUM_REQUIRE(x.size() >= 3 && x.size() <= 5,
+                   name + " expects input of rank 3..5 [N, C, spatial...], got rank " + std::to_string(x.size()));
     for (size_t i = 2; i < x.size(); ++i)
-      require(x[i] >= 1, name + " requires non-empty spatial dims, got " + core::to_string(x));
+      QUORUM_REQUIRE(x[i] >= 1, name + " requires non-empty spatial dims, got " + core::to_string(x));
     return Signature{{TensorType{dt, global_shape(x)}}, {}};
   };
   s.forward = [is_max](const Inputs& in, const Attrs&) {
@@ -402,11 +436,14 @@ int64_t ceil_to_onnx(OnnxExport& e, bool avg, std::vector<int64_t>& pads) {
   const auto& k = e.aints("kernel_shape");
   const auto& st = e.aints("strides");
   const size_t d = k.size();
+  std::vector<int64_t> ext(d);  // the window's extent: dilations (MaxPool) spread it
+  const bool dilated = !avg && e.attrs().count("dilations");
+  for (size_t i = 0; i < d; ++i) ext[i] = (dilated ? e.aints("dilations")[i] : 1) * (k[i] - 1) + 1;
   std::vector<int64_t> want(d), floor_out(d), ceil_out(d);
   bool all_ceil = true, all_floor = true;
   for (size_t i = 0; i < d; ++i) {
     const int64_t in = e.in_shape()[2 + i], pb = pads[i], pe = pads[d + i];
-    const int64_t span = in + pb + pe - k[i];
+    const int64_t span = in + pb + pe - ext[i];
     floor_out[i] = span / st[i] + 1;
     ceil_out[i] = (span + st[i] - 1) / st[i] + 1;
     want[i] = ceil_out[i];
@@ -421,7 +458,7 @@ int64_t ceil_to_onnx(OnnxExport& e, bool avg, std::vector<int64_t>& pads) {
   if (avg && e.ai("count_include_pad") == 1)
     e.refuse("ceil_mode=1 with count_include_pad=1 where only some axes drop their last window has no ONNX 1.12 form");
   for (size_t i = 0; i < d; ++i)
-    if (want[i] != floor_out[i]) pads[d + i] = (want[i] - 1) * st[i] + k[i] - e.in_shape()[2 + i] - pads[i];
+    if (want[i] != floor_out[i]) pads[d + i] = (want[i] - 1) * st[i] + ext[i] - e.in_shape()[2 + i] - pads[i];
   return 0;
 }
 
@@ -431,13 +468,18 @@ void export_window_pool(OnnxExport& e) {
   int64_t ceil_mode = e.ai("ceil_mode");
   // Under SAME or VALID the catalogue's window count ignores ceil_mode, while ONNX's shape inference
   // applies it to the padded span; ceil_mode=0 there gives the catalogue's count exactly.
-  if (e.as("auto_pad") != "NOTSET") ceil_mode = 0;
-  else if (ceil_mode == 1) ceil_mode = ceil_to_onnx(e, avg, pads);
+  if (e.as("auto_pad") != "NOTSET")
+    ceil_mode = 0;
+  else if (ceil_mode == 1)
+    ceil_mode = ceil_to_onnx(e, avg, pads);
   OnnxNode& p = e.final_node(avg ? "AveragePool" : "MaxPool", {e.in(0)});
   p.set_ints("kernel_shape", e.aints("kernel_shape"));
   p.set_ints("strides", e.aints("strides"));
-  if (e.as("auto_pad") == "NOTSET") p.set_ints("pads", pads);
-  else p.set_s("auto_pad", e.as("auto_pad"));
+  if (!avg && e.attrs().count("dilations")) p.set_ints("dilations", e.aints("dilations"));
+  if (e.as("auto_pad") == "NOTSET")
+    p.set_ints("pads", pads);
+  else
+    p.set_s("auto_pad", e.as("auto_pad"));
   p.set_i("ceil_mode", ceil_mode);
   if (avg) p.set_i("count_include_pad", e.ai("count_include_pad"));
 }
@@ -447,9 +489,8 @@ void import_window_pool(OnnxImport& m) {
   const bool avg = m.op_type() == "AveragePool";
   const size_t rank = m.type_of(m.in(0)).shape.size();
   if (rank != 3 && rank != 4) m.fail("input of rank " + std::to_string(rank) + " (the catalogue pools 1-D and 2-D)");
-  for (int64_t d : m.getints("dilations"))
-    if (d != 1) m.fail("dilations other than 1 are not supported");
   Attrs a;
+  if (!avg && m.has("dilations")) a["dilations"] = m.getints("dilations");
   for (const char* k : {"kernel_shape", "strides", "pads"})
     if (m.has(k)) a[k] = m.getints(k);
   a["auto_pad"] = m.gets("auto_pad", "NOTSET");

@@ -18,11 +18,12 @@ std::vector<bool> reduced_mask(const Shape& s, const Attrs& a) {
   const int rank = static_cast<int>(s.size());
   const auto& axes = core::attr_ints(a, "axes");
   const int64_t keep = core::attr_i(a, "keepdims");
-  require(keep == 0 || keep == 1, "keepdims must be 0 or 1, got " + std::to_string(keep));
+  QUORUM_REQUIRE(keep == 0 || keep == 1, "keepdims must be 0 or 1, got " + std::to_string(keep));
   std::vector<bool> mask(s.size(), axes.empty());
   for (int64_t ax : axes) {
     const auto d = static_cast<size_t>(norm_axis(ax, rank));
-    require(!mask[d], "axis " + std::to_string(d) + " is listed twice in axes " + core::to_string(AttrValue(axes)));
+    QUORUM_REQUIRE(!mask[d],
+                   "axis " + std::to_string(d) + " is listed twice in axes " + core::to_string(AttrValue(axes)));
     mask[d] = true;
   }
   return mask;
@@ -86,9 +87,12 @@ std::vector<Extent> product_extents(const Tensor& x, const Slots& sl) {
   for (size_t i = 0; i < sl.of.size(); ++i) {
     Extent& e = ext[static_cast<size_t>(sl.of[i])];
     const double m = std::abs(xp[i]);
-    if (m > 1) e.largest *= m;
-    else if (m == 0) e.zero = true;
-    else if (m < 1) e.smallest *= m;
+    if (m > 1)
+      e.largest *= m;
+    else if (m == 0)
+      e.zero = true;
+    else if (m < 1)
+      e.smallest *= m;
   }
   for (auto& e : ext)
     if (e.zero) e.smallest = 1;
@@ -173,7 +177,8 @@ Tensor reduce_vjp(Kind kind, const Tensor& x, const Attrs& a, const Tensor& g) {
       for (int64_t k = 0; k < sl.count; ++k) gxp[arg[static_cast<size_t>(k)]] = gy[k];
       break;
     }
-    case Kind::Prod: break;  // handled above
+    case Kind::Prod:
+      break;  // handled above
   }
   return gx;
 }
@@ -185,18 +190,17 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
   s.doc = doc;
   s.tags = {"reduce"};
   s.attrs = {
-      ints_attr("axes", {}, -kInf, kInf,
-                {AttrValue(std::vector<int64_t>{64}), AttrValue(std::vector<int64_t>{0, 0})},
+      ints_attr("axes", {}, -kInf, kInf, {AttrValue(std::vector<int64_t>{64}), AttrValue(std::vector<int64_t>{0, 0})},
                 "axes to reduce, negative counts from the end, each at most once; [] (the default) reduces "
                 "every axis"),
       int_enum_attr("keepdims", 1, {0, 1}, {2, -1}, "1 keeps reduced axes as size 1, 0 removes them"),
   };
   s.infer = [kind, name](const std::vector<TensorType>& in, const Attrs& a) {
-    require(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
+    QUORUM_REQUIRE(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
     const DType dt = common_float_dtype(in);
     // An empty slot has no extreme element (sum, mean and prod have identities).
     if (kind == Kind::Max || kind == Kind::Min)
-      require(core::numel(in[0].shape) > 0, name + " of an empty tensor is undefined");
+      QUORUM_REQUIRE(core::numel(in[0].shape) > 0, name + " of an empty tensor is undefined");
     return Signature{{TensorType{dt, out_shape(in[0].shape, a)}}, {}};
   };
   s.forward = [kind](const Inputs& in, const Attrs& a) { return std::vector<Tensor>{reduce_forward(kind, *in[0], a)}; };

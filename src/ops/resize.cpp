@@ -47,11 +47,12 @@ std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t ou
 }
 
 Shape resized_shape(const std::string& op, const Shape& x, const Attrs& a) {
-  require(x.size() == 4, op + " expects input of rank 4 [N, C, H, W], got rank " + std::to_string(x.size()));
-  require(x[2] >= 1 && x[3] >= 1, op + " requires a non-empty input plane, got " + core::to_string(x));
+  QUORUM_REQUIRE(x.size() == 4, op + " expects input of rank 4 [N, C, H, W], got rank " + std::to_string(x.size()));
+  QUORUM_REQUIRE(x[2] >= 1 && x[3] >= 1, op + " requires a non-empty input plane, got " + core::to_string(x));
   const auto& sizes = core::attr_ints(a, "sizes");
-  require(sizes.size() == 2, "sizes " + core::to_string(AttrValue(sizes)) + " must have 2 entries [oH, oW]");
-  require(sizes[0] >= 1 && sizes[1] >= 1, "sizes entries must be >= 1, got " + core::to_string(AttrValue(sizes)));
+  QUORUM_REQUIRE(sizes.size() == 2, "sizes " + core::to_string(AttrValue(sizes)) + " must have 2 entries [oH, oW]");
+  QUORUM_REQUIRE(sizes[0] >= 1 && sizes[1] >= 1,
+                 "sizes entries must be >= 1, got " + core::to_string(AttrValue(sizes)));
   return Shape{x[0], x[1], sizes[0], sizes[1]};
 }
 

@@ -27,7 +27,9 @@ void cell_forward(Cell k, int64_t hs, const double* gi, const double* gh, const 
                   double* h, double* c) {
   for (int64_t j = 0; j < hs; ++j) {
     switch (k) {
-      case Cell::Rnn: h[j] = stored(std::tanh(gi[j] + gh[j])); break;
+      case Cell::Rnn:
+        h[j] = stored(std::tanh(gi[j] + gh[j]));
+        break;
       case Cell::Lstm: {
         const double i = stored(sigmoid(gi[j] + gh[j]));
         const double f = stored(sigmoid(gi[hs + j] + gh[hs + j]));
@@ -152,8 +154,7 @@ std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
   Tensor y(DType::F64, sequences(a) ? Shape{tr.n, tr.t, hs} : Shape{tr.n, hs});
   for (int64_t b = 0; b < tr.n; ++b) {
     if (sequences(a)) {
-      for (int64_t s = 0; s < tr.t; ++s)
-        std::copy_n(tr.h(b, s + 1), hs, y.f64() + (b * tr.t + s) * hs);
+      for (int64_t s = 0; s < tr.t; ++s) std::copy_n(tr.h(b, s + 1), hs, y.f64() + (b * tr.t + s) * hs);
     } else {
       std::copy_n(tr.h(b, tr.t), hs, y.f64() + b * hs);
     }
@@ -220,9 +221,10 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
   s.infer = [k](const std::vector<TensorType>& in, const Attrs& a) {
     const DType dt = common_float_dtype(in);
     const Shape& x = in[0].shape;
-    require(x.size() == 3, "recurrent layers expect X [N, T, F] (batch-first), got rank " + std::to_string(x.size()));
-    require(x[1] >= 1, "recurrent layers need at least one time step");
-    require(x[2] >= 1, "recurrent layers need at least one input feature");
+    QUORUM_REQUIRE(x.size() == 3,
+                   "recurrent layers expect X [N, T, F] (batch-first), got rank " + std::to_string(x.size()));
+    QUORUM_REQUIRE(x[1] >= 1, "recurrent layers need at least one time step");
+    QUORUM_REQUIRE(x[2] >= 1, "recurrent layers need at least one input feature");
     const int64_t hs = core::attr_i(a, "hidden_size");
     const int64_t gh = gate_count(k) * hs;
     const Shape out = sequences(a) ? Shape{x[0], x[1], hs} : Shape{x[0], hs};
@@ -388,9 +390,10 @@ void import_rnn(OnnxImport& m) {
   }
   if (want_h) {
     if (want_y) {
-      const std::string last = m.emit("slice", {seq}, {{"starts", std::vector<int64_t>{-1}},
-                                                        {"ends", std::vector<int64_t>{kInt64Max}},
-                                                        {"axes", std::vector<int64_t>{1}}});
+      const std::string last = m.emit("slice", {seq},
+                                      {{"starts", std::vector<int64_t>{-1}},
+                                       {"ends", std::vector<int64_t>{kInt64Max}},
+                                       {"axes", std::vector<int64_t>{1}}});
       final_value(1, "transpose", {last}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
     } else {
       const std::string last = m.emit(op, ins(xb), {{"hidden_size", hs}, {"return_sequences", int64_t{0}}});

@@ -30,8 +30,8 @@ std::vector<int> unique_axes(const std::vector<int64_t>& axes, int rank) {
   std::vector<int> out;
   for (int64_t ax : axes) {
     const int d = norm_axis(ax, rank);
-    require(std::find(out.begin(), out.end(), d) == out.end(),
-            "axis " + std::to_string(d) + " is listed twice in axes " + str(axes));
+    QUORUM_REQUIRE(std::find(out.begin(), out.end(), d) == out.end(),
+                   "axis " + std::to_string(d) + " is listed twice in axes " + str(axes));
     out.push_back(d);
   }
   return out;
@@ -46,11 +46,11 @@ Shape reshape_shape(const Shape& in, const Attrs& a) {
   int inferred = -1;
   for (size_t i = 0; i < target.size(); ++i) {
     const int64_t v = target[i];
-    require(v != 0, "reshape size 0 is not allowed (0 does not copy the input size here, unlike ONNX): shape " +
-                        str(target));
-    require(v == -1 || v >= 1, "reshape sizes must be >= 1 or -1, got " + std::to_string(v));
+    QUORUM_REQUIRE(v != 0, "reshape size 0 is not allowed (0 does not copy the input size here, unlike ONNX): shape " +
+                               str(target));
+    QUORUM_REQUIRE(v == -1 || v >= 1, "reshape sizes must be >= 1 or -1, got " + std::to_string(v));
     if (v == -1) {
-      require(inferred < 0, "reshape shape " + str(target) + " has more than one -1");
+      QUORUM_REQUIRE(inferred < 0, "reshape shape " + str(target) + " has more than one -1");
       inferred = static_cast<int>(i);
     } else {
       known = sat_mul(known, v);
@@ -58,12 +58,12 @@ Shape reshape_shape(const Shape& in, const Attrs& a) {
   }
   const int64_t n = core::numel(in);
   if (inferred >= 0) {
-    require(known > 0 && n % known == 0, "cannot reshape " + core::to_string(in) + " (" + std::to_string(n) +
-                                             " elements) to " + str(target) + ": the -1 cannot be inferred");
+    QUORUM_REQUIRE(known > 0 && n % known == 0, "cannot reshape " + core::to_string(in) + " (" + std::to_string(n) +
+                                                    " elements) to " + str(target) + ": the -1 cannot be inferred");
     out[static_cast<size_t>(inferred)] = n / known;
   } else {
-    require(known == n, "cannot reshape " + core::to_string(in) + " (" + std::to_string(n) + " elements) to " +
-                            str(target) + " (" + std::to_string(known) + " elements)");
+    QUORUM_REQUIRE(known == n, "cannot reshape " + core::to_string(in) + " (" + std::to_string(n) + " elements) to " +
+                                   str(target) + " (" + std::to_string(known) + " elements)");
   }
   return out;
 }
@@ -71,8 +71,8 @@ Shape reshape_shape(const Shape& in, const Attrs& a) {
 Shape flatten_shape(const Shape& in, const Attrs& a) {
   const int64_t rank = static_cast<int64_t>(in.size());
   int64_t axis = core::attr_i(a, "axis");
-  require(axis >= -rank && axis <= rank,
-          "flatten axis " + std::to_string(axis) + " out of range [-rank, rank] for rank " + std::to_string(rank));
+  QUORUM_REQUIRE(axis >= -rank && axis <= rank, "flatten axis " + std::to_string(axis) +
+                                                    " out of range [-rank, rank] for rank " + std::to_string(rank));
   if (axis < 0) axis += rank;
   int64_t rows = 1, cols = 1;
   for (int64_t d = 0; d < rank; ++d) (d < axis ? rows : cols) *= in[static_cast<size_t>(d)];
@@ -86,9 +86,9 @@ Shape squeeze_shape(const Shape& in, const Attrs& a) {
     for (size_t d = 0; d < in.size(); ++d) drop[d] = in[d] == 1;
   } else {
     for (int d : unique_axes(axes, static_cast<int>(in.size()))) {
-      require(in[static_cast<size_t>(d)] == 1, "cannot squeeze axis " + std::to_string(d) + " of size " +
-                                                   std::to_string(in[static_cast<size_t>(d)]) + " in " +
-                                                   core::to_string(in));
+      QUORUM_REQUIRE(in[static_cast<size_t>(d)] == 1, "cannot squeeze axis " + std::to_string(d) + " of size " +
+                                                          std::to_string(in[static_cast<size_t>(d)]) + " in " +
+                                                          core::to_string(in));
       drop[static_cast<size_t>(d)] = true;
     }
   }
@@ -100,7 +100,7 @@ Shape squeeze_shape(const Shape& in, const Attrs& a) {
 
 Shape unsqueeze_shape(const Shape& in, const Attrs& a) {
   const auto& axes = core::attr_ints(a, "axes");
-  require(!axes.empty(), "unsqueeze needs at least one axis");
+  QUORUM_REQUIRE(!axes.empty(), "unsqueeze needs at least one axis");
   const int out_rank = static_cast<int>(in.size() + axes.size());
   std::vector<bool> added(static_cast<size_t>(out_rank), false);
   for (int d : unique_axes(axes, out_rank)) added[static_cast<size_t>(d)] = true;
@@ -140,12 +140,12 @@ TransposePlan transpose_plan(const Shape& in, const Attrs& a) {
   if (perm.empty()) {
     for (size_t i = rank; i-- > 0;) p.perm.push_back(i);
   } else {
-    require(perm.size() == rank, "transpose perm " + str(perm) + " has " + std::to_string(perm.size()) +
-                                     " entries for an input of rank " + std::to_string(rank));
+    QUORUM_REQUIRE(perm.size() == rank, "transpose perm " + str(perm) + " has " + std::to_string(perm.size()) +
+                                            " entries for an input of rank " + std::to_string(rank));
     std::vector<bool> seen(rank, false);
     for (int64_t v : perm) {
-      require(v >= 0 && v < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(v)],
-              "transpose perm " + str(perm) + " is not a permutation of 0.." + std::to_string(rank - 1));
+      QUORUM_REQUIRE(v >= 0 && v < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(v)],
+                     "transpose perm " + str(perm) + " is not a permutation of 0.." + std::to_string(rank - 1));
       seen[static_cast<size_t>(v)] = true;
       p.perm.push_back(static_cast<size_t>(v));
     }
@@ -177,11 +177,11 @@ SlicePlan slice_plan(const Shape& in, const Attrs& a) {
   const auto& axes_attr = core::attr_ints(a, "axes");
   const auto& steps = core::attr_ints(a, "steps");
   const size_t k = starts.size();
-  require(ends.size() == k, "slice starts " + str(starts) + " and ends " + str(ends) + " differ in length");
-  require(axes_attr.empty() || axes_attr.size() == k,
-          "slice axes " + str(axes_attr) + " must be empty or as long as starts " + str(starts));
-  require(steps.empty() || steps.size() == k,
-          "slice steps " + str(steps) + " must be empty or as long as starts " + str(starts));
+  QUORUM_REQUIRE(ends.size() == k, "slice starts " + str(starts) + " and ends " + str(ends) + " differ in length");
+  QUORUM_REQUIRE(axes_attr.empty() || axes_attr.size() == k,
+                 "slice axes " + str(axes_attr) + " must be empty or as long as starts " + str(starts));
+  QUORUM_REQUIRE(steps.empty() || steps.size() == k,
+                 "slice steps " + str(steps) + " must be empty or as long as starts " + str(starts));
   const int rank = static_cast<int>(in.size());
   std::vector<int64_t> axes = axes_attr;
   if (axes.empty()) {
@@ -194,12 +194,12 @@ SlicePlan slice_plan(const Shape& in, const Attrs& a) {
     const auto d = static_cast<size_t>(dims[i]);
     const int64_t n = in[d];
     const int64_t step = steps.empty() ? 1 : steps[i];
-    require(step >= 1, "slice steps must be >= 1, got " + std::to_string(step));
+    QUORUM_REQUIRE(step >= 1, "slice steps must be >= 1, got " + std::to_string(step));
     auto clamp_index = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
     const int64_t start = clamp_index(starts[i]), end = clamp_index(ends[i]);
     const int64_t count = end > start ? (end - start - 1) / step + 1 : 0;
-    require(count > 0, "slice along axis " + std::to_string(d) + " (size " + std::to_string(n) + ") from " +
-                           std::to_string(starts[i]) + " to " + std::to_string(ends[i]) + " is empty");
+    QUORUM_REQUIRE(count > 0, "slice along axis " + std::to_string(d) + " (size " + std::to_string(n) + ") from " +
+                                  std::to_string(starts[i]) + " to " + std::to_string(ends[i]) + " is empty");
     p.start[d] = start;
     p.step[d] = step;
     p.out[d] = count;
@@ -227,20 +227,21 @@ PadPlan pad_plan(const Shape& in, const Attrs& a) {
   const auto& pads_attr = core::attr_ints(a, "pads");
   const size_t rank = in.size();
   PadPlan p{{}, core::attr_s(a, "mode"), in};
-  require(p.mode == "constant" || p.mode == "reflect" || p.mode == "edge",
-          "unknown pad mode '" + p.mode + "' (expected constant, reflect or edge)");
+  QUORUM_REQUIRE(p.mode == "constant" || p.mode == "reflect" || p.mode == "edge",
+                 "unknown pad mode '" + p.mode + "' (expected constant, reflect or edge)");
   std::vector<int64_t> pads = pads_attr.empty() ? std::vector<int64_t>(2 * rank, 0) : pads_attr;
-  require(pads.size() == 2 * rank, "pads " + str(pads_attr) + " must have 2*rank = " + std::to_string(2 * rank) +
-                                       " entries [begin per axis..., end per axis...]");
+  QUORUM_REQUIRE(pads.size() == 2 * rank, "pads " + str(pads_attr) + " must have 2*rank = " + std::to_string(2 * rank) +
+                                              " entries [begin per axis..., end per axis...]");
   for (size_t d = 0; d < rank; ++d) {
     const int64_t b = pads[d], e = pads[d + rank], n = in[d];
-    require(b >= 0 && e >= 0, "negative pads (cropping) are not supported: pads " + str(pads));
-    require(b <= kI64Max / 4 && e <= kI64Max / 4, "pads " + str(pads) + " are too large");
+    QUORUM_REQUIRE(b >= 0 && e >= 0, "negative pads (cropping) are not supported: pads " + str(pads));
+    QUORUM_REQUIRE(b <= kI64Max / 4 && e <= kI64Max / 4, "pads " + str(pads) + " are too large");
     if (p.mode == "reflect")
-      require(b < n && e < n, "reflect padding on axis " + std::to_string(d) + " needs pads smaller than its size " +
-                                  std::to_string(n) + ", got " + std::to_string(b) + " and " + std::to_string(e));
+      QUORUM_REQUIRE(b < n && e < n, "reflect padding on axis " + std::to_string(d) +
+                                         " needs pads smaller than its size " + std::to_string(n) + ", got " +
+                                         std::to_string(b) + " and " + std::to_string(e));
     if (p.mode == "edge")
-      require(n > 0 || (b == 0 && e == 0), "edge padding of the empty axis " + std::to_string(d));
+      QUORUM_REQUIRE(n > 0 || (b == 0 && e == 0), "edge padding of the empty axis " + std::to_string(d));
     p.begin.push_back(b);
     p.out[d] = n + b + e;
   }
@@ -257,8 +258,10 @@ std::vector<int64_t> pad_map(const Shape& in, const Attrs& a) {
       int64_t j = idx[d] - p.begin[d];
       if (j < 0 || j >= n) {
         if (p.mode == "constant") return -1;
-        if (p.mode == "reflect") j = j < 0 ? -j : 2 * (n - 1) - j;  // mirror without repeating the edge
-        else j = std::clamp<int64_t>(j, 0, n - 1);                   // edge: repeat the border element
+        if (p.mode == "reflect")
+          j = j < 0 ? -j : 2 * (n - 1) - j;  // mirror without repeating the edge
+        else
+          j = std::clamp<int64_t>(j, 0, n - 1);  // edge: repeat the border element
       }
       off += j * strides[d];
     }
@@ -300,7 +303,7 @@ OpSpec make_reshaping(ReshapingDef def) {
   const ShapeFn shape = def.shape;
   const MapFn gather = def.gather;
   s.infer = [shape](const std::vector<TensorType>& in, const Attrs& a) {
-    require(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
+    QUORUM_REQUIRE(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
     const DType dt = common_float_dtype(in);
     return Signature{{TensorType{dt, shape(in[0].shape, a)}}, {}};
   };
@@ -429,8 +432,8 @@ std::vector<int64_t> shuffled_axes(core::Rng& rng, int rank, bool allow_negative
 Case sample_transpose(core::Rng& rng) {
   const Shape in = small_shape(rng, 1, 4, 4);
   Case c = one_input(in);
-  c.attrs["perm"] = rng.bernoulli(0.25) ? std::vector<int64_t>{}
-                                        : shuffled_axes(rng, static_cast<int>(in.size()), false);
+  c.attrs["perm"] =
+      rng.bernoulli(0.25) ? std::vector<int64_t>{} : shuffled_axes(rng, static_cast<int>(in.size()), false);
   return c;
 }
 
@@ -449,14 +452,26 @@ Case sample_slice(core::Rng& rng) {
     // A non-empty [s, e) in normal form, then spelled in one of ONNX's equivalent ways.
     const int64_t s = rng.randint(0, n - 1), e = rng.randint(s + 1, n);
     switch (rng.randint(0, 2)) {
-      case 0: starts.push_back(s); break;
-      case 1: starts.push_back(s - n); break;             // counts from the end
-      default: starts.push_back(s == 0 ? -100 : s); break;  // clamps to 0
+      case 0:
+        starts.push_back(s);
+        break;
+      case 1:
+        starts.push_back(s - n);
+        break;  // counts from the end
+      default:
+        starts.push_back(s == 0 ? -100 : s);
+        break;  // clamps to 0
     }
     switch (rng.randint(0, 2)) {
-      case 0: ends.push_back(e); break;
-      case 1: ends.push_back(e < n ? e - n : e); break;
-      default: ends.push_back(e == n ? (rng.bernoulli(0.5) ? int64_t{100} : kI64Max) : e); break;  // clamps to n
+      case 0:
+        ends.push_back(e);
+        break;
+      case 1:
+        ends.push_back(e < n ? e - n : e);
+        break;
+      default:
+        ends.push_back(e == n ? (rng.bernoulli(0.5) ? int64_t{100} : kI64Max) : e);
+        break;  // clamps to n
     }
     steps.push_back(rng.bernoulli(0.5) ? 1 : rng.randint(1, 3));
   }
@@ -529,8 +544,8 @@ void import_reshape(OnnxImport& m) {
 // Squeeze and Unsqueeze take their axes as an input from opset 13.
 void import_squeeze(OnnxImport& m) {
   const bool squeeze = m.op_type() == "Squeeze";
-  std::vector<int64_t> axes = m.opset() >= 13 ? (m.present(1) ? m.const_ints(1, "axes") : std::vector<int64_t>{})
-                                              : m.getints("axes");
+  std::vector<int64_t> axes =
+      m.opset() >= 13 ? (m.present(1) ? m.const_ints(1, "axes") : std::vector<int64_t>{}) : m.getints("axes");
   if (!squeeze && axes.empty()) m.fail("needs axes");
   m.emit_final(squeeze ? "squeeze" : "unsqueeze", {m.in(0)}, {{"axes", axes}});
 }
@@ -606,8 +621,10 @@ void import_transpose(OnnxImport& m) {
 }
 
 void export_squeeze(OnnxExport& e) {
-  if (e.aints("axes").empty()) e.final_node("Squeeze", {e.in(0)});
-  else e.final_node("Squeeze", {e.in(0), e.ints(e.aints("axes"), "axes")});
+  if (e.aints("axes").empty())
+    e.final_node("Squeeze", {e.in(0)});
+  else
+    e.final_node("Squeeze", {e.in(0), e.ints(e.aints("axes"), "axes")});
 }
 
 void export_unsqueeze(OnnxExport& e) { e.final_node("Unsqueeze", {e.in(0), e.ints(e.aints("axes"), "axes")}); }
@@ -621,27 +638,54 @@ std::vector<ReshapingDef> reshaping_ops() {
        {ints_attr("shape", {-1}, -1, kInf, {AttrValue(V{0}), AttrValue(V{-1, -1}), AttrValue(V{-2})},
                   "target shape: sizes >= 1 and at most one -1, inferred from the element count; 0 is invalid "
                   "(no ONNX copy semantics); the default [-1] flattens to 1-D")},
-       reshape_shape, nullptr, sample_reshape, nullptr, export_reshape, {{{"Reshape"}, import_reshape}}},
-      {"flatten", "2-D [prod(dims[:axis]), prod(dims[axis:])] (ONNX Flatten)",
+       reshape_shape,
+       nullptr,
+       sample_reshape,
+       nullptr,
+       export_reshape,
+       {{{"Reshape"}, import_reshape}}},
+      {"flatten",
+       "2-D [prod(dims[:axis]), prod(dims[axis:])] (ONNX Flatten)",
        {int_attr("axis", 1, -kInf, kInf, {any_axis_bad_hi, any_axis_bad_lo},
                  "first axis of the second output dimension; must lie in [-rank, rank]")},
-       flatten_shape, nullptr, sample_flatten, fit_flatten, export_flatten, {{{"Flatten"}, import_flatten}}},
-      {"squeeze", "removes size-1 axes (ONNX Squeeze)",
+       flatten_shape,
+       nullptr,
+       sample_flatten,
+       fit_flatten,
+       export_flatten,
+       {{{"Flatten"}, import_flatten}}},
+      {"squeeze",
+       "removes size-1 axes (ONNX Squeeze)",
        {ints_attr("axes", {}, -kInf, kInf, {AttrValue(V{64}), AttrValue(V{0, 0})},
                   "axes to remove, each of size 1, negative counts from the end; [] (the default) removes every "
                   "size-1 axis")},
-       squeeze_shape, nullptr, sample_squeeze, fit_squeeze, export_squeeze, {{{"Squeeze"}, import_squeeze}}},
-      {"unsqueeze", "inserts size-1 axes (ONNX Unsqueeze)",
+       squeeze_shape,
+       nullptr,
+       sample_squeeze,
+       fit_squeeze,
+       export_squeeze,
+       {{{"Squeeze"}, import_squeeze}}},
+      {"unsqueeze",
+       "inserts size-1 axes (ONNX Unsqueeze)",
        {ints_attr("axes", {0}, -kInf, kInf, {AttrValue(V{}), AttrValue(V{0, 0}), AttrValue(V{64})},
                   "positions of the new axes in the output (rank + len(axes)), negative counts from the end; "
                   "required non-empty in ONNX, here the default [0] adds a leading axis")},
-       unsqueeze_shape, nullptr, sample_unsqueeze, fit_unsqueeze, export_unsqueeze,
+       unsqueeze_shape,
+       nullptr,
+       sample_unsqueeze,
+       fit_unsqueeze,
+       export_unsqueeze,
        {{{"Unsqueeze"}, import_squeeze}}},
-      {"transpose", "permutes axes: output axis i is input axis perm[i] (ONNX Transpose)",
+      {"transpose",
+       "permutes axes: output axis i is input axis perm[i] (ONNX Transpose)",
        {ints_attr("perm", {}, 0, kInf, {AttrValue(V{-1}), AttrValue(V{0, 0})},
                   "a permutation of 0..rank-1; [] (the default) is derived as the reversal rank-1..0")},
-       [](const Shape& in, const Attrs& a) { return transpose_plan(in, a).out; }, transpose_map, sample_transpose,
-       nullptr, export_transpose, {{{"Transpose"}, import_transpose}}},
+       [](const Shape& in, const Attrs& a) { return transpose_plan(in, a).out; },
+       transpose_map,
+       sample_transpose,
+       nullptr,
+       export_transpose,
+       {{{"Transpose"}, import_transpose}}},
       {"slice",
        "ONNX Slice with positive steps: for each listed axis, elements start, start+step, ... before end; negative "
        "start/end count from the end, then clamp to [0, dim]; an empty result is rejected",
@@ -652,8 +696,12 @@ std::vector<ReshapingDef> reshaping_ops() {
                   "0..len(starts)-1"),
         ints_attr("steps", {}, 1, kInf, {AttrValue(V{0})},
                   "stride per sliced axis, >= 1; [] (the default) is derived as all ones")},
-       [](const Shape& in, const Attrs& a) { return slice_plan(in, a).out; }, slice_map, sample_slice, nullptr,
-       export_slice, {{{"Slice"}, import_slice}}},
+       [](const Shape& in, const Attrs& a) { return slice_plan(in, a).out; },
+       slice_map,
+       sample_slice,
+       nullptr,
+       export_slice,
+       {{{"Slice"}, import_slice}}},
       {"pad",
        "pads each axis (ONNX Pad): constant fills `value`; reflect mirrors without repeating the border "
        "(numpy 'reflect'); edge repeats the border element",
@@ -663,7 +711,11 @@ std::vector<ReshapingDef> reshaping_ops() {
         enum_attr("mode", "constant", {"constant", "reflect", "edge"}, {"wrap", "symmetric"},
                   "constant, reflect (needs pads < the axis size) or edge"),
         float_attr("value", 0.0, -kInf, kInf, {}, "fill value for mode constant")},
-       [](const Shape& in, const Attrs& a) { return pad_plan(in, a).out; }, pad_map, sample_pad, nullptr, export_pad,
+       [](const Shape& in, const Attrs& a) { return pad_plan(in, a).out; },
+       pad_map,
+       sample_pad,
+       nullptr,
+       export_pad,
        {{{"Pad"}, import_pad}}},
   };
 }

@@ -111,7 +111,7 @@ OpSpec make_softmax(const std::string& name, bool log) {
                       "the axis normalised over (only that one axis, as in ONNX opset 13); must lie in "
                       "[-rank, rank-1]")};
   s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
-    require(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
+    QUORUM_REQUIRE(in.size() == 1, "takes exactly 1 input, got " + std::to_string(in.size()));
     const DType dt = common_float_dtype(in);
     norm_axis(core::attr_i(a, "axis"), static_cast<int>(in[0].shape.size()));
     return Signature{{TensorType{dt, in[0].shape}}, {}};

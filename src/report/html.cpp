@@ -2,6 +2,7 @@
 // script, no network).
 #include "report/html.h"
 
+#include <cstdio>
 #include <algorithm>
 #include <ctime>
 #include <iomanip>
@@ -348,11 +349,33 @@ std::string campaign_report_html(const std::string& campaign_dir, const std::str
   h << "</table>\n";
   h << over_time_plots(store.models_per_second(), findings, groups);
   h << coverage_section(store.coverage(), coverage);
+  if (const auto counts = store.backend_counts(); !counts.empty()) {
+    // Per backend: the models it ran, refused by reason, and was not sent (docs/findings.md).
+    h << "<h2>Backends</h2>\n<p>The campaign's models per backend: ran (sent and not refused; crashed and "
+         "failed among them), refused by the backend (no finding; by reason below), not sent because of a "
+         "refusal it declared before; its worker's compile and run time.</p>\n<table id=\"backends\"><tr>"
+         "<th>library</th><th>ran</th><th>share</th><th>crashed</th><th>failed</th><th>refused</th>"
+         "<th>not sent</th><th>worker s</th></tr>\n";
+    for (const auto& c : counts) {
+      const int64_t all = c.models.ran + c.refused + c.not_sent;
+      char share[32];
+      std::snprintf(share, sizeof share, "%.1f %%",
+                    all ? 100.0 * static_cast<double>(c.models.ran) / static_cast<double>(all) : 0.0);
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.1f", c.models.seconds);
+      h << "<tr><td>" << escape(c.models.backend) << "</td><td>" << c.models.ran << "</td><td>" << share
+        << "</td><td>" << c.models.crashed << "</td><td>" << c.models.failed << "</td><td>" << c.refused
+        << "</td><td>" << c.not_sent << "</td><td>" << seconds << "</td></tr>\n";
+    }
+    h << "</table>\n";
+  }
   if (const auto refusals = store.refusals(); !refusals.empty()) {
-    // What the backends declared they do not run: no findings, learned (docs/findings.md).
-    h << "<h2>Learned refusals</h2>\n<p>Operators a backend declared it does not run: no findings; models "
-         "holding one were not sent to that backend after the first.</p>\n<table id=\"refusals\"><tr><th>library"
-         "</th><th>does not run</th><th>models refused</th><th>not sent</th><th>catalogue operators</th></tr>\n";
+    // What the backends declared they do not run: no findings; the structured ones learned (docs/findings.md).
+    h << "<h2>Refusals</h2>\n<p>Why a backend refused models: no findings. A structured refusal (an operator it "
+         "declared it does not run) is learned: models holding one were not sent to that backend after the first; "
+         "a <code>reason:</code> row is a backend's own words, counted only.</p>\n<table id=\"refusals\"><tr>"
+         "<th>library</th><th>does not run</th><th>models refused</th><th>not sent</th><th>catalogue operators</th>"
+         "</tr>\n";
     for (const auto& r : refusals)
       h << "<tr><td>" << escape(r.backend) << "</td><td><code>" << escape(r.refusal) << "</code></td><td>"
         << r.refused << "</td><td>" << r.not_sent << "</td><td>" << escape(r.ops) << "</td></tr>\n";

@@ -111,7 +111,7 @@ TEST(SinksRecord, ADifferentParameterIsADifferentCall) {
   RecordingSink a(null), b(null);
   a.eltwise({Alg::eltwise_clip_v2, 0, 6}, {2, 3}, "x", "y");
   b.eltwise({Alg::eltwise_clip_v2, 0, 6.0000005f}, {2, 3}, "x", "y");
-  PoolGeo p{Alg::pooling_max, {1, 1, 4}, {1, 1, 2}, {2}, {2}, {0}, {0}, {}, {}};
+  PoolGeo p{Alg::pooling_max, {1, 1, 4}, {1, 1, 2}, {2}, {2}, {0}, {0}, {}, {}, {}};
   a.pool(Prop::forward_training, p, "x", "y");
   p.pad_r = {1};
   b.pool(Prop::forward_training, p, "x", "y");

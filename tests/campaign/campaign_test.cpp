@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "campaign/bundle.h"
@@ -228,6 +229,51 @@ TEST(Campaign, ALibrarysNaNIsFoundWhenItIsTheOnlyLibrary) {
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].signature, "nan|FC|faulty:softmax-no-max-sub|softmax");
   fs::remove_all(opt.out);
+}
+
+// A finding an earlier run left unreduced (here one with --reduce 0) is reduced by the background
+// reducer when the campaign resumes, to the root cause an uninterrupted run gives it; the hits the
+// two runs batched add up to the uninterrupted run's.
+TEST(Campaign, AResumedCampaignReducesWhatAnEarlierRunLeftAndCountsTheSameHits) {
+  CampaignOptions opt;
+  opt.generator = "planted-fault triggers";
+  opt.setup.backends = parse_backends("faulty:all-numeric");
+  opt.setup.mode = Mode::Both;
+  opt.seed = 5;
+  opt.quiet = true;
+  opt.jobs = 2;
+  opt.out = scratch("resume_reduce");
+  opt.models = 20;
+  opt.reduce_runs = 0;
+  std::ostringstream log;
+  run_campaign(opt, trigger, log);
+  const auto first = open_sqlite_store(opt.out)->findings();
+  ASSERT_FALSE(first.empty());
+  for (const auto& f : first) EXPECT_TRUE(f.reduced.empty()) << f.signature;
+  opt.models = 40;
+  opt.reduce_runs = 30;
+  run_campaign(opt, trigger, log);
+  CampaignOptions whole = opt;
+  whole.out = scratch("resume_reduce_whole");
+  run_campaign(whole, trigger, log);
+  const auto resumed = open_sqlite_store(opt.out)->findings();
+  const auto uninterrupted = open_sqlite_store(whole.out)->findings();
+  EXPECT_EQ(open_sqlite_store(opt.out)->models_done(), 40);
+  ASSERT_EQ(resumed.size(), uninterrupted.size());
+  std::map<std::string, StoredFinding> by_signature;  // (with two jobs the order of first models varies)
+  for (const auto& f : uninterrupted) by_signature[f.signature] = f;
+  for (const auto& f : resumed) {
+    ASSERT_TRUE(by_signature.count(f.signature)) << f.signature;
+    const StoredFinding& w = by_signature.at(f.signature);
+    EXPECT_EQ(f.hits, w.hits) << f.signature;
+    EXPECT_EQ(f.root_cause, w.root_cause) << f.signature;
+    EXPECT_EQ(f.reduced.empty(), w.reduced.empty()) << f.signature;
+  }
+  size_t reduced = 0;
+  for (const auto& f : resumed) reduced += f.reduced.empty() ? 0 : 1;
+  EXPECT_GT(reduced, 0u);
+  fs::remove_all(opt.out);
+  fs::remove_all(whole.out);
 }
 
 TEST(Campaign, ReplayReproducesABundle) {

@@ -55,6 +55,16 @@ std::string exercise(Store& s) {
   out += std::to_string(s.record(1, {finding("exp", "e2", core::FindingKind::Inconsistency)}, bundle));
   out += std::to_string(s.record(2, {}, nullptr));
   out += std::to_string(s.record(5, {finding("exp", "e3")}, bundle)) + "\n";
+  // Batched models whose findings are stored: hits added (twice in one model counts twice), models
+  // done, an unknown signature skipped.
+  const std::string relu = finding("relu", "").signature();
+  s.record_known({{6, {relu, relu}}, {7, {}}, {8, {"nan|FC|nowhere|none", relu}}});
+  s.record_known({});
+  for (const auto& f : s.findings()) {
+    if (f.signature == relu) {
+      EXPECT_EQ(f.hits, 5);
+    }
+  }
   s.set_root_cause(finding("exp", "").signature(), "rc-exp", "/b/exp-e1/reduced");
   out += std::to_string(s.models_done()) + " " + std::to_string(s.model_done(2)) + std::to_string(s.model_done(4));
   out += " " + s.setting("seed").value_or("-") + s.setting("none").value_or("-") + "\n";
@@ -75,6 +85,16 @@ std::string exercise(Store& s) {
   for (const auto& r : s.refusals())
     out += r.backend + " " + r.refusal + " " + std::to_string(r.first_model) + " " + std::to_string(r.refused) + " " +
            std::to_string(r.not_sent) + " " + r.ops + "\n";
+  s.record_refusal("exec:a", "reason: node: no float64", 3, 1, 0, {"relu"});
+  s.record_backend_models({{"exec:a", 3, 1, 0, 0, 0.25}, {"exec:b", 3, 1, 1, 0, 0.5}});
+  s.record_backend_models({{"exec:a", 4, 1, 0, 1, 0.5}});
+  s.record_backend_models({{"exec:a", 3, 1, 0, 0, 0.25}});  // model 3 redone: counted once
+  s.record_backend_models({});
+  for (const auto& c : s.backend_counts())
+    out += c.models.backend + " ran " + std::to_string(c.models.ran) + " crashed " + std::to_string(c.models.crashed) +
+           " failed " + std::to_string(c.models.failed) + " " + std::to_string(c.models.seconds) + " s, refused " +
+           std::to_string(c.refused) + " not sent " + std::to_string(c.not_sent) + " in " +
+           std::to_string(c.refusals.size()) + " rows\n";
   s.record_coverage({{"relu", "op", "", 4}, {"relu", "spc", "ab", 4}, {"exec:a", "maps", "relu", -1}});
   s.record_coverage({{"relu", "op", "", 2}, {"add", "succ", "relu", 6}});
   s.record_coverage({});
@@ -95,6 +115,10 @@ TEST(PostgresStore, HoldsWhatTheSqliteStoreHoldsAfterTheSameOperations) {
   EXPECT_EQ(exercise(*pg), want);
   EXPECT_NE(want.find("relu"), std::string::npos) << want;
   EXPECT_NE(want.find("exec:a Erf (ONNX opset 13) 4 1 3 erf,gelu"), std::string::npos) << want;
+  EXPECT_NE(want.find("exec:a ran 2 crashed 0 failed 1 0.750000 s, refused 2 not sent 3 in 2 rows"), std::string::npos)
+      << want;
+  EXPECT_NE(want.find("exec:b ran 1 crashed 1 failed 0 0.500000 s, refused 1 not sent 2 in 1 rows"), std::string::npos)
+      << want;
   EXPECT_EQ(pg->where().find("postgresql://"), 0u);
   fs::remove_all(tmp);
 }
@@ -278,6 +302,17 @@ TEST(PostgresCampaign, FourShardsOneKilledAndResumedEqualOneSqliteRun) {
   const auto models = watch->models();
   for (int i = 0; i < kModels; ++i) EXPECT_EQ(models.at(i).index, i);
   EXPECT_EQ(hits_of(*watch), want);  // nothing lost, nothing counted twice
+  // Per-backend counts too: one row per model and backend, the killed shard's redone model counted once.
+  auto counts_of = [](Store& s) {
+    std::string out;
+    for (const auto& c : s.backend_counts())
+      out += c.models.backend + " models " + std::to_string(c.models.model) + " ran " + std::to_string(c.models.ran) +
+             " crashed " + std::to_string(c.models.crashed) + " failed " + std::to_string(c.models.failed) + "\n";
+    return out;
+  };
+  EXPECT_EQ(counts_of(*watch), counts_of(*single));
+  EXPECT_NE(counts_of(*single).find("faulty:all-numeric models 240 ran 240 "), std::string::npos)
+      << counts_of(*single);
   for (const auto& [sig, hits] : before) EXPECT_TRUE(want.count(sig)) << sig;
   // One complete bundle per finding, in the shared directory; no temporary directory left.
   for (const auto& f : watch->findings()) {

@@ -278,3 +278,38 @@ TEST(Summary, ReasonKeysGroupLikeFailures) {
 
 }  // namespace
 }  // namespace quorum::gen
+
+namespace quorum::gen {
+namespace {
+
+// Muffin's fitness-proportionate choice starts from the counts it is given (a campaign's counts of the
+// models before the epoch): with every single-input type but relu counted 10 000 times, relu takes
+// nearly every single-input vertex; the model says what it chose.
+TEST(Muffin, StartsFromTheLayerCountsItIsGiven) {
+  const auto source = data::open_source("random");
+  GenOptions opt = options("muffin", 3);
+  for (const ops::OpSpec* s : ops::catalogue().all())
+    if (!s->is_loss && s->name != "relu") opt.layer_counts[s->name] = 10000;
+  int64_t relu = 0, all = 0;
+  for (uint64_t i = 0; i < 20; ++i) {
+    core::Rng rng = model_rng(3, i);
+    const Model m = make_generator(opt, *source)->generate(i, rng);
+    for (const auto& [op, n] : m.picks) {
+      all += n;
+      relu += op == "relu" ? n : 0;
+    }
+  }
+  EXPECT_GT(all, 40);
+  EXPECT_GT(relu, all / 2) << relu << " of " << all << " picks";
+  // Without counts relu is one type of dozens.
+  int64_t free_relu = 0;
+  for (uint64_t i = 0; i < 20; ++i) {
+    core::Rng rng = model_rng(3, i);
+    const Model m = make_generator(options("muffin", 3), *source)->generate(i, rng);
+    free_relu += m.picks.count("relu") ? m.picks.at("relu") : 0;
+  }
+  EXPECT_LT(free_relu, all / 5);
+}
+
+}  // namespace
+}  // namespace quorum::gen

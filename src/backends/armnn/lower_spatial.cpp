@@ -218,6 +218,11 @@ PoolPlan pool_plan(const ir::Graph& g, const ir::Node& n) {
 }
 
 Support pool_supports(const ir::Graph& g, const ir::Node& n) {
+  if (n.attrs.count("dilations"))
+    for (int64_t d : core::attr_ints(n.attrs, "dilations"))
+      if (d != 1)
+        return Support::no("ArmNN 20.08's Pooling2dDescriptor has no dilation (MaxPool dilations " +
+                           core::to_string(core::AttrValue(core::attr_ints(n.attrs, "dilations"))) + ")");
   const PoolPlan plan = pool_plan(g, n);
   if (plan.armnn_out != as_4d(out_shape(g, n)))
     return Support::no("ArmNN's Pooling2d drops a last window that starts in the end padding (also in floor mode), "

@@ -14,6 +14,8 @@
 //                           classifier's near-one-hot outputs change their MAD to the ground truth (quorum detect)
 //   momentum-twice          multi-step training: SGD's velocity decays twice per step
 //                           (v = m * (m * v) + g): the first step is right, the second is not (docs/trained.md)
+//   refuse-op=OP            supports() says no to every node of operator OP, as a library that does not map
+//                           it (repeatable): the campaign's per-backend counts and share policy are tested on it
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
 #include <signal.h>
 #include <sys/resource.h>
@@ -40,6 +42,7 @@ struct Faults {
   bool leak = false;
   int64_t leak_per_model_mib = 0;
   bool momentum_twice = false;
+  std::set<std::string> refused_ops;
   std::set<std::string> numeric;
   struct Band {
     std::string op;
@@ -141,6 +144,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.leak = true;
     } else if (name == "leak-per-model" && !value.empty()) {
       f.leak_per_model_mib = std::stoll(value);
+    } else if (name == "refuse-op" && !value.empty()) {
+      f.refused_ops.insert(value);
     } else if (name == "momentum-twice" && value.empty()) {
       f.momentum_twice = true;
     } else if (name == "band" && !value.empty()) {
@@ -156,7 +161,7 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric fault)");
+          "refuse-op=OP, band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -224,7 +229,10 @@ class FaultyBackend : public Backend {
   std::string name() const override { return "faulty"; }
   std::string version() const override { return ref_->version() + " with planted faults"; }
   bool trains() const override { return true; }
-  Support supports(const ir::Graph& g, const ir::Node& n) const override { return ref_->supports(g, n); }
+  Support supports(const ir::Graph& g, const ir::Node& n) const override {
+    if (f_.refused_ops.count(n.op)) return Support::no("refuse-op: faulty does not map " + n.op);
+    return ref_->supports(g, n);
+  }
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (!f_.abort_attr.empty())
       for (const auto& n : g.nodes) {

@@ -141,6 +141,7 @@ PoolGeo pool_geo(const std::string& op, const Shape& x, const Shape& y, const co
     g.pad_l.assign(x.size() - 2, 0);
     g.pad_r.assign(x.size() - 2, 0);
     g.alg = is_max ? Alg::pooling_max : Alg::pooling_avg_exclude_padding;
+    g.dil.assign(x.size() - 2, 0);
     return g;
   }
   const size_t d = x.size() - 2;
@@ -148,10 +149,13 @@ PoolGeo pool_geo(const std::string& op, const Shape& x, const Shape& y, const co
   const std::string& auto_pad = core::attr_s(a, "auto_pad");
   g.kernel = core::attr_ints(a, "kernel_shape");
   g.strides = core::attr_ints(a, "strides");
+  for (size_t i = 0; i < d; ++i)
+    g.dil.push_back(is_max && a.count("dilations") ? core::attr_ints(a, "dilations")[i] - 1 : 0);
   bool rescale = false;
   std::vector<std::vector<float>> factor;  // per axis, per output position: k / cells counted by ONNX
   for (size_t i = 0; i < d; ++i) {
-    const int64_t in = x[i + 2], out = y[i + 2], k = g.kernel[i], s = g.strides[i];
+    // k: the window's extent (a dilated max pool's taps spread over (dil+1)*(kernel-1)+1 cells).
+    const int64_t in = x[i + 2], out = y[i + 2], k = (g.dil[i] + 1) * (g.kernel[i] - 1) + 1, s = g.strides[i];
     int64_t pb = pads[i], pe = pads[i + d];
     if (auto_pad == "VALID") {
       pb = pe = 0;

@@ -73,14 +73,15 @@ bool is_resize(const std::string& op);
 // x's shape with the reduced dims kept as 1.
 Shape reduce_keep(const Shape& x, const core::Attrs& a);
 
-// pooling_v2 (dilation 0 = dense window). oneDNN takes an explicit right padding and checks
-// out = (in + pl + pr - k) / s + 1, so ONNX's ceil_mode becomes extra right padding.
+// pooling_v2 (dilation 0 = dense window; `dil` counts from 0: ONNX MaxPool's dilations - 1). oneDNN
+// takes an explicit right padding and checks out = (in + pl + pr - ext) / s + 1 (ext the dilated
+// window's extent), so ONNX's ceil_mode becomes extra right padding.
 // pooling_avg_include_padding divides every window by the full kernel size, also one reaching into
 // that extra padding; ONNX counts only cells inside [-pad_begin, in + pad_end): such windows are
 // rescaled by `factor` ([1, 1, out...], the product of the per-axis k / counted; empty when none is).
 struct PoolGeo {
   Alg alg;
-  Dims src, dst, kernel, strides, pad_l, pad_r;
+  Dims src, dst, kernel, strides, pad_l, pad_r, dil;
   Shape factor_shape;
   std::vector<float> factor;
 };

@@ -4,10 +4,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "backends/onednn/lower.h"
 #include "backends/onednn/onednn_common.h"
+#include "backends/onednn/variant.h"
 #include "core/error.h"
 
 namespace quorum::backends::onednn {
@@ -145,6 +147,7 @@ class OnednnSession : public Session {
 
 class OnednnBackend : public Backend {
  public:
+  explicit OnednnBackend(Variant variant = {}) : variant_(std::move(variant)) {}
   std::string name() const override { return "onednn"; }
 
   std::string version() const override {
@@ -179,7 +182,7 @@ class OnednnBackend : public Backend {
     if (opt.dtype != core::DType::F32)
       throw ConversionError("oneDNN 2.6 on CPU has no float64 data type; only float32 sessions can be built");
     // oneDNN parallelises with OpenMP: the thread count of its parallel regions is this one.
-    omp_set_num_threads(std::max(1, opt.threads));
+    omp_set_num_threads(variant_.threads > 0 ? variant_.threads : std::max(1, opt.threads));
     PrimitiveCache::instance().trim(kMaxCachedPrimitives);
     std::vector<std::unique_ptr<Kernel>> kernels;
     for (const auto& n : g.nodes) {
@@ -195,6 +198,8 @@ class OnednnBackend : public Backend {
   }
 
  private:
+  Variant variant_;
+
   static std::string isa_name(dnnl::cpu_isa isa) {
     switch (isa) {
       case dnnl::cpu_isa::sse41:
@@ -225,8 +230,11 @@ class OnednnBackend : public Backend {
 namespace quorum::backends {
 
 std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
-  if (!args.empty()) throw core::UserError("backend 'onednn' takes no options, got '" + args[0] + "'");
-  return std::make_unique<onednn::OnednnBackend>();
+  const onednn::Variant v = onednn::parse_variant(args);
+  // The worker's start, before any oneDNN call: oneDNN reads its ISA limit once, at its first
+  // dispatch. version() reports the ISA in effect.
+  if (!v.isa.empty()) ::setenv("ONEDNN_MAX_CPU_ISA", onednn::isa_env_value(v.isa).c_str(), 1);
+  return std::make_unique<onednn::OnednnBackend>(v);
 }
 
 }  // namespace quorum::backends

@@ -28,13 +28,12 @@ memory::desc any_md(const Dims& d) { return memory::desc(d, memory::data_type::f
 
 std::string pool_key(const lw::PoolGeo& g) {
   return Key() << static_cast<int>(to_dnnl(g.alg)) << plain_md(g.src) << plain_md(g.dst) << g.kernel << g.strides
-               << g.pad_l << g.pad_r;
+               << g.pad_l << g.pad_r << g.dil;
 }
 
 const Cached<dnnl::pooling_v2_forward::primitive_desc>& pool_fwd_pd(const lw::PoolGeo& g, prop_kind prop) {
   return cached<dnnl::pooling_v2_forward::primitive_desc>(Key() << pool_key(g) << static_cast<int>(prop), [&] {
-    const Dims dil(g.kernel.size(), 0);
-    dnnl::pooling_v2_forward::desc d(prop, to_dnnl(g.alg), plain_md(g.src), plain_md(g.dst), g.strides, g.kernel, dil,
+    dnnl::pooling_v2_forward::desc d(prop, to_dnnl(g.alg), plain_md(g.src), plain_md(g.dst), g.strides, g.kernel, g.dil,
                                      g.pad_l, g.pad_r);
     return dnnl::pooling_v2_forward::primitive_desc(d, cpu_engine());
   });
@@ -408,8 +407,7 @@ void ExecSink::pool_backward(const lw::PoolGeo& g, const std::string&, const std
   const auto& f = pool_fwd_pd(g, prop_kind::forward_training);
   const memory::desc src = plain_md(g.src), dst = plain_md(g.dst);
   const auto& b = cached<dnnl::pooling_v2_backward::primitive_desc>(pool_key(g), [&] {
-    const Dims dil(g.kernel.size(), 0);
-    dnnl::pooling_v2_backward::desc d(to_dnnl(g.alg), src, dst, g.strides, g.kernel, dil, g.pad_l, g.pad_r);
+    dnnl::pooling_v2_backward::desc d(to_dnnl(g.alg), src, dst, g.strides, g.kernel, g.dil, g.pad_l, g.pad_r);
     return dnnl::pooling_v2_backward::primitive_desc(d, cpu_engine(), f.pd);
   });
   Buf gx(Shape(g.src.begin(), g.src.end()));

@@ -42,7 +42,17 @@ class LrnKernel : public LoweredKernel {
 void register_norm(OpTable& t) {
   t["batch_norm"] = OpEntry{maker<BatchNormKernel>(), {}, {}};
   t["layer_norm"] = OpEntry{maker<LayerNormKernel>(), {}, {}};
-  t["lrn"] = OpEntry{maker<LrnKernel>(), {}, {}};
+  // ONNX LRN with an even size reaches one channel further after c than before it; oneDNN 2.6's
+  // lrn_across_channels window is symmetric (measured: size 4 over [1, 7, 3, 3] is off by 0.39).
+  t["lrn"] = OpEntry{maker<LrnKernel>(),
+                     [](const ir::Graph&, const ir::Node& n) {
+                       if (core::attr_i(n.attrs, "size") % 2 == 0)
+                         return Support::no("oneDNN 2.6's lrn_across_channels window is symmetric around the "
+                                            "channel; ONNX LRN with an even size (" +
+                                            std::to_string(core::attr_i(n.attrs, "size")) + ") is not");
+                       return Support::yes();
+                     },
+                     {}};
 }
 
 }  // namespace quorum::backends::onednn

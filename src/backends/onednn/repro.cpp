@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "backends/onednn/lower.h"
+#include "backends/onednn/variant.h"
 #include "backends/repro.h"
 #include "core/attrs.h"
 #include "ops/kernel_util.h"
@@ -272,12 +273,12 @@ inline Vec softmax_bwd(algorithm alg, const Dims& d, int axis, const Vec& y, con
 // pooling_v2 (dilation 0 = dense window, explicit right padding).
 struct PoolGeo {
   algorithm alg;
-  Dims src, dst, kernel, strides, pad_l, pad_r;
+  Dims src, dst, kernel, strides, pad_l, pad_r, dil;
 };
 inline pooling_v2_forward::primitive_desc pool_pd(prop_kind prop, const PoolGeo& g) {
-  const Dims dil(g.kernel.size(), 0);
   return pooling_v2_forward::primitive_desc(
-      pooling_v2_forward::desc(prop, g.alg, plain(g.src), plain(g.dst), g.strides, g.kernel, dil, g.pad_l, g.pad_r), eng);
+      pooling_v2_forward::desc(prop, g.alg, plain(g.src), plain(g.dst), g.strides, g.kernel, g.dil, g.pad_l, g.pad_r),
+      eng);
 }
 struct PoolOut {
   Vec y;
@@ -345,9 +346,8 @@ inline Vec lrn_bwd(const LrnGeo& g, const Vec& x, const memory& workspace, const
 )CPP"},
     {"pool_bwd", R"CPP(
 inline Vec pool_bwd(const PoolGeo& g, const memory& workspace, const Vec& dy) {
-  const Dims dil(g.kernel.size(), 0);
   pooling_v2_backward::primitive_desc pd(
-      pooling_v2_backward::desc(g.alg, plain(g.src), plain(g.dst), g.strides, g.kernel, dil, g.pad_l, g.pad_r), eng,
+      pooling_v2_backward::desc(g.alg, plain(g.src), plain(g.dst), g.strides, g.kernel, g.dil, g.pad_l, g.pad_r), eng,
       pool_pd(prop_kind::forward_training, g));
   show("pooling_v2_backward", pd);
   Vec dx(numel(g.src));
@@ -1224,7 +1224,8 @@ class Gen : public lw::StepSink {
   std::string pool_decl(const lw::PoolGeo& g) {
     const std::string name = "pool_" + node_id();
     lines_.push_back("  const PoolGeo " + name + "{" + alg(g.alg) + ", " + dims(g.src) + ", " + dims(g.dst) + ", " +
-                     dims(g.kernel) + ", " + dims(g.strides) + ", " + dims(g.pad_l) + ", " + dims(g.pad_r) + "};\n");
+                     dims(g.kernel) + ", " + dims(g.strides) + ", " + dims(g.pad_l) + ", " + dims(g.pad_r) + ", " +
+                     dims(g.dil) + "};\n");
     return name;
   }
   std::string conv_decl(const lw::ConvGeo& g) {
@@ -1417,7 +1418,11 @@ ReproProgram Gen::write(const std::string& dir) {
 
   ReproProgram p;
   p.main = "repro.cpp";
-  p.run = "g++ -std=c++17 -O1 repro.cpp -o repro -ldnnl && ./repro";
+  {
+    const onednn::Variant v = onednn::parse_variant(spec_options(c_.backend));
+    p.run = "g++ -std=c++17 -O1 repro.cpp -o repro -ldnnl && " +
+            (v.threads > 0 ? "OMP_NUM_THREADS=" + std::to_string(v.threads) + " " : std::string()) + "./repro";
+  }
   std::ostringstream s;
   s << repro_header(c_, "//", p.run + "  (Debian libdnnl-dev, oneDNN 2.6)");
   s << "//\n// " << (backward && judge_
@@ -1471,6 +1476,12 @@ ReproProgram Gen::write(const std::string& dir) {
        "}\n\n";
   s << data_.str() << "\n";
   s << "int main() {\n";
+  const onednn::Variant variant = onednn::parse_variant(spec_options(c_.backend));
+  if (!variant.isa.empty())  // a threads option is in the run command (OMP_NUM_THREADS)
+    s << "  // The finding's execution variant (" << c_.backend << "): oneDNN's ISA dispatch limited as the\n"
+      << "  // worker's ONEDNN_MAX_CPU_ISA=" << onednn::isa_env_value(variant.isa)
+      << " limits it, before any primitive.\n"
+      << "  dnnl::set_max_cpu_isa(dnnl::cpu_isa::" << variant.isa << ");\n";
   s << "  const dnnl_version_t* ver = dnnl_version();\n";
   s << "  std::printf(\"oneDNN %d.%d.%d (git hash %s)\\n\", ver->major, ver->minor, ver->patch, ver->hash);\n";
   s << "  int bad = 0;\n";

@@ -108,6 +108,8 @@ class OpencvSession : public Session {
 
 class OpencvBackend : public Backend {
  public:
+  // Execution variant (backend option): `opencv:threads=N` runs the network with cv::setNumThreads(N).
+  explicit OpencvBackend(int threads = 0) : threads_(threads) {}
   std::string name() const override { return "opencv"; }
   std::string version() const override {
     return "OpenCV DNN " + cv::getVersionString() + " (ONNX importer, opset " + std::to_string(kOpset) +
@@ -120,7 +122,7 @@ class OpencvBackend : public Backend {
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype != core::DType::F32)
       throw ConversionError("OpenCV DNN's CPU target computes in float32 only, not " + core::to_string(opt.dtype));
-    cv::setNumThreads(std::max(1, opt.threads));
+    cv::setNumThreads(threads_ > 0 ? threads_ : std::max(1, opt.threads));
     // The importer logs every refusal before throwing it; the exception carries the same text.
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
     const std::string bytes = onnx_for_library(g, kOpset);
@@ -135,6 +137,9 @@ class OpencvBackend : public Backend {
     net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
     return std::make_unique<OpencvSession>(g, std::move(net));
   }
+
+ private:
+  int threads_ = 0;
 };
 
 }  // namespace
@@ -143,8 +148,12 @@ class OpencvBackend : public Backend {
 namespace quorum::backends {
 
 std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
-  if (!args.empty()) throw core::UserError("backend 'opencv' takes no options, got '" + args[0] + "'");
-  return std::make_unique<opencv::OpencvBackend>();
+  int threads = 0;
+  for (const auto& a : args) {
+    if (a.rfind("threads=", 0) != 0) throw core::UserError("backend 'opencv': unknown option '" + a + "' (threads=N)");
+    threads = count_option("opencv", a);
+  }
+  return std::make_unique<opencv::OpencvBackend>(threads);
 }
 
 }  // namespace quorum::backends

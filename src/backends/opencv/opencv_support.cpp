@@ -100,6 +100,13 @@ Support conv_transpose(const ir::Graph&, const ir::Node& n) {
 }
 
 Support pool(const ir::Graph& g, const ir::Node& n) {
+  if (n.attrs.count("dilations")) {
+    const auto& d = aints(n, "dilations");
+    if (std::any_of(d.begin(), d.end(), [](int64_t v) { return v != 1; }))
+      return Support::no("OpenCV 4.6's ONNX importer ignores MaxPool dilations " + str(d) +
+                         " (the pool runs undilated: another output shape with explicit pads, other values with "
+                         "auto_pad SAME)");
+  }
   const std::string& mode = as(n, "auto_pad");
   const bool one_d = n.op.find("1d") != std::string::npos;
   if (one_d && (mode == "SAME_UPPER" || mode == "SAME_LOWER"))
@@ -255,6 +262,13 @@ const std::map<std::string, Rule>& rules() {
     m["conv_transpose2d"] = conv_transpose;
     for (const char* op : {"avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d"}) m[op] = pool;
     m["global_avg_pool"] = m["global_max_pool"] = global_pool;
+    m["lrn"] = [](const ir::Graph&, const ir::Node& n) {
+      if (ai(n, "size") % 2 == 0)
+        return Support::no("OpenCV 4.6's LRN layer takes only odd sizes ('LRN layer supports only positive odd values "
+                           "for local_size' at import), ONNX LRN size " +
+                           std::to_string(ai(n, "size")));
+      return Support::yes();
+    };
     m["matmul"] = matmul;
     m["batch_norm"] = batch_norm;
     m["reduce_sum"] = reduce_sum;
@@ -291,7 +305,7 @@ const std::map<std::string, Rule>& rules() {
     };
     for (const char* op : {"relu", "sigmoid", "tanh", "softplus", "softsign", "exp", "log", "sqrt", "reciprocal", "abs",
                            "neg", "elu", "selu", "pow", "rsqrt", "leaky_relu", "hard_sigmoid", "hardswish", "gelu",
-                           "square", "concat", "dense", "lrn", "softmax", "log_softmax", "reduce_max", "reduce_mean",
+                           "square", "concat", "dense", "softmax", "log_softmax", "reduce_max", "reduce_mean",
                            "reduce_min", "reduce_prod", "reshape", "transpose"})
       m[op] = yes;
     return m;

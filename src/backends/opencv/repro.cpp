@@ -15,6 +15,14 @@ namespace quorum::backends {
 
 namespace {
 
+// The thread count the finding's backend ran with: its threads=N option (execution variant), else 1.
+int threads_of(const ReproCase& c) {
+  int n = 1;
+  for (const auto& o : spec_options(c.backend))
+    if (o.rfind("threads=", 0) == 0) n = count_option("opencv", o);
+  return n;
+}
+
 void python_program(const ReproCase& c, const std::string& dir, const std::vector<std::string>& compared,
                     ReproProgram& p) {
   p.main = "repro.py";
@@ -27,6 +35,7 @@ void python_program(const ReproCase& c, const std::string& dir, const std::vecto
   py << "HERE = os.path.dirname(os.path.abspath(__file__))\n";
   py << "ATOL, RTOL = " << py_literal(c.tol.atol) << ", " << py_literal(c.tol.rtol) << "\n\n";
   py << "print('OpenCV', cv2.__version__)\n";
+  py << "cv2.setNumThreads(" << threads_of(c) << ")  # as the finding's backend (" << c.backend << ")\n";
   py << "try:\n";
   py << "    net = cv2.dnn.readNetFromONNX(os.path.join(HERE, 'model.onnx'))\n";
   py << "    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)\n";
@@ -71,6 +80,7 @@ void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, c
   k = 0;
   for (const auto& v : compared) s << c_array("expected_" + std::to_string(k++), c.expected.at(v), false);
   s << "\nint main() {\n  std::printf(\"OpenCV %s\\n\", cv::getVersionString().c_str());\n";
+  s << "  cv::setNumThreads(" << threads_of(c) << ");  // as the finding's backend (" << c.backend << ")\n";
   s << "  std::vector<cv::Mat> blobs;\n  try {\n";
   s << "    cv::dnn::Net net = cv::dnn::readNetFromONNX(\"model.onnx\");\n";
   s << "    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);\n    "

@@ -330,13 +330,15 @@ void lower_batch_norm(const Node& c) {
 
 // ONNX LRN across channels, composed as torch.nn.functional.local_response_norm does it: the
 // squares are averaged over a window of `size` channels (zero-padded, the divisor always `size`),
-// so bias + alpha * mean = bias + alpha/size * sum.
+// so bias + alpha * mean = bias + alpha/size * sum. The window is ONNX's, [c - floor((size-1)/2),
+// c + ceil((size-1)/2)]: for an even size F.local_response_norm pads the other way round (size/2
+// channels before c), so the zero padding here is ONNX's, not F.local_response_norm's.
 void lower_lrn(const Node& c) {
   const int64_t size = c.i("size");
   c.let("sq", call(".unsqueeze", {tensor(call("torch.mul", {tensor("x0"), tensor("x0")})), int_(1)}),
         "F.local_response_norm's composition, as Quorum's backend");
   c.let("sq",
-        call("torch.constant_pad_nd", {tensor("sq"), ints({0, 0, 0, 0, size / 2, (size - 1) / 2}), literal(0.0)}));
+        call("torch.constant_pad_nd", {tensor("sq"), ints({0, 0, 0, 0, (size - 1) / 2, size / 2}), literal(0.0)}));
   c.let("avg",
         call(".squeeze", {tensor(call("F.avg_pool3d", {tensor("sq"), ints({size, 1, 1}), ints({1, 1, 1})})), int_(1)}));
   const CallPtr base =
@@ -439,7 +441,12 @@ void lower_conv_transpose(const Node& c) {
 // shape.
 void lower_window_pool(const Node& c) {
   const Ints &k = c.is("kernel_shape"), &strides = c.is("strides");
-  const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), k, strides);
+  const bool is_max = c.n.op.rfind("max_pool", 0) == 0;
+  // MaxPool's dilations spread the window over dil*(k-1)+1 cells (SAME pads follow that extent).
+  const Ints dil = is_max && c.n.attrs.count("dilations") ? c.is("dilations") : Ints(k.size(), 1);
+  Ints extent(k.size());
+  for (size_t i = 0; i < k.size(); ++i) extent[i] = dil[i] * (k[i] - 1) + 1;
+  const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), extent, strides);
   // ONNX: ceil_mode has no effect unless the pads are explicit.
   const bool ceil = c.s("auto_pad") == "NOTSET" && c.i("ceil_mode") == 1;
   bool native = p.symmetric();
@@ -449,7 +456,7 @@ void lower_window_pool(const Node& c) {
   const Ints zero(k.size(), 0);
   const Ints out_shape(c.out_shape().begin(), c.out_shape().end());
   auto crop = [&] { c.y(call("crop_to", {tensor("y"), ints(out_shape)})); };
-  if (c.n.op.rfind("max_pool", 0) == 0) {
+  if (is_max) {
     std::string in = "x0";
     Ints padding = p.begin;
     if (!native) {
@@ -461,7 +468,7 @@ void lower_window_pool(const Node& c) {
       padding = zero;
     }
     c.y(call("F.max_pool" + nd,
-             {tensor(in), ints(k), ints(strides), ints(padding), ints(Ints(k.size(), 1)), boolean(ceil)}));
+             {tensor(in), ints(k), ints(strides), ints(padding), ints(dil), boolean(ceil)}));
     return crop();
   }
   const bool include_pad = c.i("count_include_pad") == 1;

@@ -25,6 +25,7 @@
 
 #include "backends/repro.h"
 #include "backends/torch/lower.h"
+#include "backends/torch/variant.h"
 #include "core/npy.h"
 
 namespace quorum::backends {
@@ -287,6 +288,18 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
   py << (multi.empty() ? ")" : "}")
      << "  # values several nodes consume: each consumer's gradient share is kept apart (as Quorum does)\n\n\n";
 
+  // The finding's execution variant (backend options): the same layout of inputs and weights.
+  const torch::Variant variant = torch::parse_variant(spec_options(c.backend));
+  py << "def layout(t):\n    \"\"\"Inputs and weights as the finding's backend (" << c.backend
+     << ") laid them out.\"\"\"\n";
+  if (variant.channels_last)
+    py << "    if t.dim() in (4, 5):\n        t = t.contiguous(memory_format=torch.channels_last if t.dim() == 4 "
+          "else torch.channels_last_3d)\n";
+  if (variant.strided)
+    py << "    if t.dim() >= 1 and t.numel() > 0:  # a non-contiguous view: every other element of a wider buffer\n"
+          "        big = torch.empty(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)\n"
+          "        big[..., ::2].copy_(t)\n        t = big[..., ::2]\n";
+  py << "    return t\n\n\n";
   py << R"PY(def model(dtype, train):
     """Runs the model in `dtype`. Returns every value by name (V) and, when training, the
     per-consumer views of shared values as (value@consumer, view) pairs (E)."""
@@ -310,12 +323,15 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
         V[name] = y
 
     for name, a in list(INPUTS.items()) + list(WEIGHTS.items()):
-        V[name] = torch.from_numpy(a).to(dtype).requires_grad_(train)
+        V[name] = layout(torch.from_numpy(a).to(dtype)).requires_grad_(train)
 )PY";
   py << body.str() << "    return V, E\n\n\n";
 
   py << "print('PyTorch', torch.__version__, '| oneDNN (mkldnn) enabled:', torch.backends.mkldnn.is_available())\n";
-  py << "torch.set_num_threads(1)  # Quorum's torch backend runs single-threaded\n\n\n";
+  if (variant.threads > 0)
+    py << "torch.set_num_threads(" << variant.threads << ")  # the finding's variant (" << c.backend << ")\n\n\n";
+  else
+    py << "torch.set_num_threads(1)  # Quorum's torch backend runs single-threaded\n\n\n";
 
   if (crash) {
     py << "# The finding is a crash while building or running the model: running it shows it.\n";

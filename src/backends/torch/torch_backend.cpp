@@ -6,6 +6,8 @@
 // gives the loss gradient, every node output's gradient and every weight's gradient. Multi-step
 // training (optimizer_step) is libtorch's own: the session's weights become the parameters of a
 // torch::optim::SGD or torch::optim::Adam that keeps its state from step to step.
+//
+// Execution variants (backend options: variant.h) lay out inputs and weights and set the threads.
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/add.h>
@@ -23,6 +25,7 @@
 #include <memory>
 
 #include "backends/torch/torch_ops.h"
+#include "backends/torch/variant.h"
 #include "core/error.h"
 
 namespace quorum::backends {
@@ -58,19 +61,35 @@ core::Tensor to_core(const at::Tensor& t, core::DType d) {
 
 using Env = std::map<std::string, at::Tensor>;
 
+// `t` (a fresh tensor the session owns) in the variant's layout, same values.
+at::Tensor layout(const Variant& v, const at::Tensor& t) {
+  at::Tensor r = t;
+  if (v.channels_last && (r.dim() == 4 || r.dim() == 5))
+    r = r.contiguous(r.dim() == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
+  if (v.strided && r.dim() >= 1 && r.numel() > 0) {
+    std::vector<int64_t> wide(r.sizes().begin(), r.sizes().end());
+    wide.back() *= 2;
+    const at::Tensor big = at::empty(wide, r.options());
+    at::Tensor view = big.slice(r.dim() - 1, 0, wide.back(), 2);
+    view.copy_(r);
+    r = view;
+  }
+  return r;
+}
+
 class TorchSession : public Session {
  public:
-  TorchSession(ir::Graph g, const CompileOptions& opt)
-      : g_(std::move(g)), dtype_(opt.dtype), st_(scalar_type(opt.dtype)) {
+  TorchSession(ir::Graph g, const CompileOptions& opt, Variant variant = {})
+      : g_(std::move(g)), dtype_(opt.dtype), st_(scalar_type(opt.dtype)), variant_(variant) {
     if (dtype_ != core::DType::F32 && dtype_ != core::DType::F64)
       throw ConversionError("the torch backend computes in float32 or float64, not " + core::to_string(dtype_));
     // Single-threaded unless asked: results are then bit-identical across processes.
-    at::set_num_threads(std::max(1, opt.threads));
+    at::set_num_threads(variant_.threads > 0 ? variant_.threads : std::max(1, opt.threads));
     for (const auto& n : g_.nodes)
       if (!has_lowering(n.op)) throw ConversionError("libtorch has no mapping for operator '" + n.op + "'");
     try {
       // Weights are converted once, to the session's dtype.
-      for (const auto& [name, w] : g_.initializers) weights_.emplace(name, to_aten(w, st_));
+      for (const auto& [name, w] : g_.initializers) weights_.emplace(name, layout(variant_, to_aten(w, st_)));
     } catch (const c10::Error& e) {
       throw ConversionError(std::string("libtorch refused a weight: ") + e.what_without_backtrace());
     }
@@ -94,7 +113,8 @@ class TorchSession : public Session {
     at::AutoGradMode grad_mode(true);
     Env env;
     // Fresh leaves every step: the session's weights never change.
-    for (const auto& [name, w] : weights_) env.emplace(name, w.detach().clone().requires_grad_(true));
+    for (const auto& [name, w] : weights_)
+      env.emplace(name, layout(variant_, w.detach().clone()).requires_grad_(true));
     bind_inputs(req.inputs, env, true);
     Edges edges;
     run_graph(env, true, &edges);
@@ -187,7 +207,7 @@ class TorchSession : public Session {
 
   void bind_inputs(const ValueMap& inputs, Env& env, bool training) const {
     for (const GraphInput& in : bind_graph_inputs(g_, inputs)) {
-      at::Tensor x = to_aten(in.value, st_);
+      at::Tensor x = layout(variant_, to_aten(in.value, st_));
       // Inputs are leaves too, so every node output (even of a weightless graph) has a gradient.
       if (training) x.requires_grad_(true);
       env.emplace(in.info.name, x);
@@ -248,6 +268,7 @@ class TorchSession : public Session {
   std::set<std::string> multi_ = multi_consumer_values(g_);
   core::DType dtype_;
   at::ScalarType st_;
+  Variant variant_;
   Env weights_;
   std::unique_ptr<::torch::optim::Optimizer> optim_;  // multi-step training's, once started
   OptimizerSpec optim_spec_;
@@ -259,6 +280,7 @@ class TorchSession : public Session {
 
 class TorchBackend : public Backend {
  public:
+  explicit TorchBackend(Variant variant = {}) : variant_(variant) {}
   std::string name() const override { return "torch"; }
   std::string version() const override { return std::string("libtorch ") + TORCH_VERSION + ", float32/float64"; }
   bool trains() const override { return true; }
@@ -273,8 +295,11 @@ class TorchBackend : public Backend {
   }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
-    return std::make_unique<TorchSession>(g, opt);
+    return std::make_unique<TorchSession>(g, opt, variant_);
   }
+
+ private:
+  Variant variant_;
 };
 
 }  // namespace
@@ -299,8 +324,7 @@ std::vector<std::string> library_sink_calls(const ir::Graph& g, const ValueMap& 
 }  // namespace torch
 
 std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
-  if (!args.empty()) throw core::UserError("backend 'torch' takes no options, got '" + args[0] + "'");
-  return std::make_unique<torch::TorchBackend>();
+  return std::make_unique<torch::TorchBackend>(torch::parse_variant(args));
 }
 
 }  // namespace quorum::backends
