@@ -245,10 +245,15 @@ std::vector<Unary> unaries() {
        .sample_attrs =
            [](core::Rng& r, Attrs& a) {
              a["alpha"] = r.uniform(0.0, 1.0) < 0.75 ? random_float(r, 0.1, 2.0) : random_float(r, -1.5, 0.0);
-           }},
-      {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
-       [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
-       [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
+           },
+       // libtorch's elu backward for x <= 0 is gy * alpha * exp(x), left to right: gy * alpha overflows
+       // float32 where the gradient fits (gy = -3e38, alpha 1.59, x = -2.87: -inf, want -2.7e37).
+       .gy_factor = [](double x, const Attrs& a) { return x > 0 ? 1.0 : std::abs(core::attr_f(a, "alpha")); }},
+      {.fn = {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
+              [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
+              [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
+       // As elu's (libtorch's selu is its elu with scale gamma): gy * gamma * alpha first for x <= 0.
+       .gy_factor = [](double x, const Attrs&) { return x > 0 ? 1.0 : kSeluGamma * kSeluAlpha; }},
       {.fn = {"gelu", "x*Phi(x); approximate='tanh' uses the tanh formula",
               [](double x, const Attrs& a) {
                 // The limits at the infinities (both forms): x * Phi(x) tends to 0 at -inf, to x at +inf.
@@ -368,9 +373,15 @@ std::vector<Unary> unaries() {
               [](double x, double, const Attrs&) { return 2.0 * x; }},
        .tags = {"math"}},
       {.fn = {"pow", "x^exponent (scalar exponent)",
-              [](double x, const Attrs& a) { return std::pow(x, core::attr_f(a, "exponent")); },
+              // A fractional power of x < 0 is NaN, of -inf too (C's pow(-inf, 0.5) is +inf, but sqrt(-inf)
+              // is NaN, and no real limit exists: the domain's rule, below, holds at -inf as well).
+              [](double x, const Attrs& a) {
+                const double e = core::attr_f(a, "exponent");
+                return x == -INFINITY && e != std::trunc(e) ? std::nan("") : std::pow(x, e);
+              },
               [](double x, double, const Attrs& a) {
                 const double e = core::attr_f(a, "exponent");
+                if (x == -INFINITY && e != std::trunc(e)) return std::nan("");
                 return e == 0 ? 0.0 : stored(e * std::pow(x, e - 1.0));
               }},
        .attrs = {float_attr("exponent", 2.0, -kInf, kInf, {AttrValue(nan)}, "scalar exponent")},

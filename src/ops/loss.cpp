@@ -206,8 +206,11 @@ std::vector<Loss> losses() {
        2,
        [](const Tensor& p, const Tensor& t) {
          double s = 0;
-         for (int64_t b = 0; b < rows(p); ++b)
-           s += std::max(0.0, hinge_margin(p.f64() + b * cols(p), t.f64() + b * cols(p), cols(p)));
+         for (int64_t b = 0; b < rows(p); ++b) {
+           // An indeterminate margin (inf - inf) stays NaN: std::max(0, NaN) would be 0.
+           const double m = hinge_margin(p.f64() + b * cols(p), t.f64() + b * cols(p), cols(p));
+           s += std::isnan(m) ? m : std::max(0.0, m);
+         }
          return s / static_cast<double>(rows(p));
        },
        [](const Tensor& p, const Tensor& t) {
@@ -216,7 +219,9 @@ std::vector<Loss> losses() {
          for (int64_t b = 0; b < rows(p); ++b) {
            const double* pr = p.f64() + b * cols(p);
            const double* tr = t.f64() + b * cols(p);
-           if (hinge_margin(pr, tr, cols(p)) <= 0) continue;  // the hinge is flat here
+           // The hinge is flat here; a NaN margin gets no gradient either (the mask margin > 0, as every
+           // relu backward has it).
+           if (!(hinge_margin(pr, tr, cols(p)) > 0)) continue;
            double* gr = g.f64() + b * cols(p);
            for (int64_t j = 0; j < cols(p); ++j) gr[j] = -tr[j] / n;
            const int64_t k = hinge_neg_index(pr, tr, cols(p));
