@@ -373,15 +373,12 @@ std::vector<Unary> unaries() {
               [](double x, double, const Attrs&) { return 2.0 * x; }},
        .tags = {"math"}},
       {.fn = {"pow", "x^exponent (scalar exponent)",
-              // A fractional power of x < 0 is NaN, of -inf too (C's pow(-inf, 0.5) is +inf, but sqrt(-inf)
-              // is NaN, and no real limit exists: the domain's rule, below, holds at -inf as well).
-              [](double x, const Attrs& a) {
-                const double e = core::attr_f(a, "exponent");
-                return x == -INFINITY && e != std::trunc(e) ? std::nan("") : std::pow(x, e);
-              },
+              // IEEE 754's pow: pow(-inf, y) is +inf for y > 0 not an odd integer (|x|^y), though a fractional
+              // power of a finite x < 0 is NaN. Libraries that compute exp(y log x) or sqrt give NaN there
+              // (ledgers: *-pow-minus-inf-nan).
+              [](double x, const Attrs& a) { return std::pow(x, core::attr_f(a, "exponent")); },
               [](double x, double, const Attrs& a) {
                 const double e = core::attr_f(a, "exponent");
-                if (x == -INFINITY && e != std::trunc(e)) return std::nan("");
                 return e == 0 ? 0.0 : stored(e * std::pow(x, e - 1.0));
               }},
        .attrs = {float_attr("exponent", 2.0, -kInf, kInf, {AttrValue(nan)}, "scalar exponent")},

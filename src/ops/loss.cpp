@@ -219,9 +219,9 @@ std::vector<Loss> losses() {
          for (int64_t b = 0; b < rows(p); ++b) {
            const double* pr = p.f64() + b * cols(p);
            const double* tr = t.f64() + b * cols(p);
-           // The hinge is flat here; a NaN margin gets no gradient either (the mask margin > 0, as every
-           // relu backward has it).
-           if (!(hinge_margin(pr, tr, cols(p)) > 0)) continue;
+           // The hinge is flat here. A NaN margin keeps the gradient, as the libraries' hinges do
+           // (libtorch's relu backward masks x <= 0 only; oneDNN's binary_gt(NaN, 0) is 1).
+           if (hinge_margin(pr, tr, cols(p)) <= 0) continue;
            double* gr = g.f64() + b * cols(p);
            for (int64_t j = 0; j < cols(p); ++j) gr[j] = -tr[j] / n;
            const int64_t k = hinge_neg_index(pr, tr, cols(p));
