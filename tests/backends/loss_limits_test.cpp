@@ -58,6 +58,18 @@ TEST_P(LossLimits, CategoricalHingeIgnoresAnInfiniteLogitWhoseCoefficientIsZero)
   for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(r.loss_grad.get(i), 0.0) << i;
 }
 
+TEST_P(LossLimits, CategoricalHingeSendsTheGradientToTheFirstOfTiedMaxima) {
+  if (GetParam() != "onednn" && GetParam() != "torch") GTEST_SKIP();
+  // (1 - t) * p = {0, inf, inf}: neg = inf at [1] and [2]; the first gets (1 - t) (the catalogue's
+  // kernel), not half each (at::amax's even split).
+  const TrainResult r = train(GetParam(), "categorical_hinge", {1, INFINITY, INFINITY}, {1, 0, 0}, 3);
+  EXPECT_EQ(r.loss, INFINITY);
+  ASSERT_EQ(r.loss_grad.numel(), 3);
+  EXPECT_EQ(r.loss_grad.get(0), -1.0);
+  EXPECT_EQ(r.loss_grad.get(1), 1.0);
+  EXPECT_EQ(r.loss_grad.get(2), 0.0);
+}
+
 TEST_P(LossLimits, SoftmaxCrossEntropyIgnoresAMinusInfiniteLogitOfTargetZero) {
   if (GetParam() != "onednn") GTEST_SKIP();  // libtorch's own cross_entropy gives NaN (ledger)
   // log_softmax(-inf) = -inf with target 0: the term is absent; the loss is log(1 + e^-1).

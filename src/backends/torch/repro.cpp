@@ -101,7 +101,7 @@ const std::map<std::string, std::string>& helper_source() {
         def scaled(c, x):  # a zero coefficient's term absent, not 0 * inf = NaN
             return torch.where(torch.eq(c, 0), torch.zeros_like(x), torch.mul(c, x))
         pos = torch.sum(scaled(t, p), [1])
-        neg = torch.amax(scaled(torch.rsub(t, 1.0), p), [1])
+        neg = torch.max(scaled(torch.rsub(t, 1.0), p), 1).values  # the first of tied maxima gets the gradient
         return torch.mean(torch.relu(torch.add(torch.sub(neg, pos), 1.0)))
     raise ValueError('unknown loss ' + name)
 )PY"},

@@ -41,6 +41,7 @@
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/lstm.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/max.h>
 #include <ATen/ops/max_pool1d.h>
 #include <ATen/ops/max_pool2d.h>
 #include <ATen/ops/maximum.h>
@@ -401,7 +402,9 @@ at::Tensor catalogue_loss(const std::string& loss, const at::Tensor& p, const at
       return at::where(at::eq(c, 0), at::zeros_like(x), at::mul(c, x));
     };
     const at::Tensor pos = at::sum(scaled(t, p), {1});
-    const at::Tensor neg = at::amax(scaled(at::rsub(t, 1.0), p), {1});
+    // max over dim 1 sends the gradient to the first of tied maxima, as the catalogue's kernel and the
+    // oneDNN backend do (at::amax would split it evenly: two +inf in one row).
+    const at::Tensor neg = std::get<0>(at::max(scaled(at::rsub(t, 1.0), p), 1));
     return at::mean(at::relu(at::add(at::sub(neg, pos), 1.0)));
   }
   throw core::UserError("the torch backend has no loss '" + loss + "'");
