@@ -115,9 +115,12 @@ struct RowLogSoftmax {
   }
 };
 
-// The first index attaining the maximum of (1 - t) * p in a row (categorical_hinge's negative).
+// The first index attaining the maximum of (1 - t) * p in a row (categorical_hinge's negative); a
+// NaN term is the maximum (it propagates), the first NaN as reduce_max's kernel picks it.
 int64_t hinge_neg_index(const double* p, const double* t, int64_t c) {
   int64_t best = 0;
+  for (int64_t j = 0; j < c; ++j)
+    if (std::isnan(scaled(1.0 - t[j], p[j]))) return j;
   for (int64_t j = 1; j < c; ++j)
     if (scaled(1.0 - t[j], p[j]) > scaled(1.0 - t[best], p[best])) best = j;
   return best;
