@@ -169,16 +169,13 @@ std::vector<BinaryDef> binaries() {
        [](double a, double b) { return -stored(a / b / b); },
        InputGen{0.5, 2.0},
        {ValidRange{1, -kInf, 0, false, false, div_why}, ValidRange{1, 0, kInf, false, false, div_why}}},
-      // On ties the whole gradient goes to the first input (a >= b counts as "a is the maximum"); it goes to
-      // the operand the forward returns, so to a NaN a as well (the NaN it propagates).
+      // On ties the whole gradient goes to the first input (a >= b counts as "a is the maximum").
       {"maximum", "elementwise max(a, b); on ties the gradient goes to a",
        [](double a, double b) { return a >= b || a != a ? a : b; },
-       [](double a, double b) { return a >= b || a != a ? 1.0 : 0.0; },
-       [](double a, double b) { return a >= b || a != a ? 0.0 : 1.0; }},
+       [](double a, double b) { return a >= b ? 1.0 : 0.0; }, [](double a, double b) { return a >= b ? 0.0 : 1.0; }},
       {"minimum", "elementwise min(a, b); on ties the gradient goes to a",
        [](double a, double b) { return a <= b || a != a ? a : b; },
-       [](double a, double b) { return a <= b || a != a ? 1.0 : 0.0; },
-       [](double a, double b) { return a <= b || a != a ? 0.0 : 1.0; }},
+       [](double a, double b) { return a <= b ? 1.0 : 0.0; }, [](double a, double b) { return a <= b ? 0.0 : 1.0; }},
   };
 }
 
