@@ -21,17 +21,24 @@
 #include "campaign/store.h"
 #include "campaign/transfer.h"
 #include "core/error.h"
+#include "data/values.h"
 #include "gen/generator.h"
 
 namespace quorum::campaign {
 
 using Clock = std::chrono::steady_clock;
 
-ModelCase draw_case(const ModelFactory& factory, uint64_t seed, int64_t index, const std::string& loss) {
+ModelCase draw_case(const ModelFactory& factory, uint64_t seed, int64_t index, const std::string& loss,
+                    std::string* chosen) {
   core::Rng model_rng = gen::model_rng(seed, static_cast<uint64_t>(index));
   ModelCase m = factory(index, model_rng);
   core::Rng data_rng = gen::case_rng(seed, static_cast<uint64_t>(index));
-  complete_case(m, loss, data_rng);
+  // Streams of their own (derive does not advance data_rng): a model without extreme values, trained
+  // with the loss given, keeps the inputs and target it had before either existed.
+  const std::string l = loss.empty() ? choose_loss(m.graph, data_rng.derive("loss")) : loss;
+  complete_case(m, l, data_rng);
+  if (chosen) *chosen = l;
+  data::place_extreme_values(m.graph, m.inputs, data_rng.derive("extreme-values"));
   return m;
 }
 
@@ -231,8 +238,9 @@ class Run {
     Timing t;
     auto t0 = Clock::now();
     ModelCase m;
+    Setup setup = setup_;  // with the model's own loss (the rotation)
     try {
-      m = draw_case(factory_, seed_, index, setup_.loss);
+      m = draw_case(factory_, seed_, index, opt_.rotate_losses ? "" : setup_.loss, &setup.loss);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(sh_.mu);
       if (++sh_.invalid == 1) sh_.first_invalid = e.what();
@@ -241,7 +249,7 @@ class Run {
     }
     t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
     try {
-      Evaluation ev = evaluate(m, setup_, workers, &t);
+      Evaluation ev = evaluate(m, setup, workers, &t);
       ModelRows rows;
       const std::vector<std::string> learned = learn(m, ev, index, t, rows);
       // A model that ran clean: the search (--search) from its inputs and weights, on these workers.
@@ -249,7 +257,7 @@ class Run {
       bool searched = false, search_found = false;
       if (ev.findings.empty() && opt_.search.method != SearchMethod::None) {
         core::Rng rng = gen::case_rng(seed_, static_cast<uint64_t>(index)).derive("search");
-        Searched found = search_case(m, opt_.search, setup_, workers, rng, &t);
+        Searched found = search_case(m, opt_.search, setup, workers, rng, &t);
         searched = true;
         if (!found.evaluation.findings.empty()) {
           search_found = true;
@@ -260,12 +268,12 @@ class Run {
       }
       t0 = Clock::now();
       // Coverage first: a model interrupted before its record below is redone, its facts kept.
-      rows.facts = cov_->add(run_facts(m, ev, setup_.loss, index));
+      rows.facts = cov_->add(run_facts(m, ev, setup.loss, index));
       std::vector<FreshFinding> fresh;
       int count = 0;
       if (!batch(ev, index, rows)) {
         write(rows);
-        count = record(m, ev, index, fresh, nullptr, "", method);
+        count = record(m, ev, index, fresh, &setup, "", method);
       }
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       std::vector<std::string> new_roots;
@@ -564,12 +572,13 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
   }
   std::string backends;
   for (const auto& b : opt.setup.backends) backends += (backends.empty() ? "" : ",") + b.str();
-  std::map<std::string, std::string> settings = {{"seed", std::to_string(seed)},
-                                                 {"generator", opt.generator},
-                                                 {"backends", backends},
-                                                 {"mode", to_string(opt.setup.mode)},
-                                                 {"dtype", core::to_string(opt.setup.dtype)},
-                                                 {"loss", opt.setup.loss}};
+  std::map<std::string, std::string> settings = {
+      {"seed", std::to_string(seed)},
+      {"generator", opt.generator},
+      {"backends", backends},
+      {"mode", to_string(opt.setup.mode)},
+      {"dtype", core::to_string(opt.setup.dtype)},
+      {"loss", opt.rotate_losses ? std::string("every") : opt.setup.loss}};
   settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
   store.check_settings(settings);
   return seed;

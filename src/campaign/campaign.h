@@ -18,13 +18,20 @@ namespace quorum::campaign {
 using ModelFactory = std::function<ModelCase(int64_t index, core::Rng& rng)>;
 
 // Model `index` of a campaign with seed `seed`, exactly as the campaign evaluates it: the factory
-// on gen::model_rng(seed, index), then complete_case on gen::case_rng(seed, index) with the loss.
-// Throws what the factory throws for an invalid model. `quorum gen --index` writes the same case.
-ModelCase draw_case(const ModelFactory& factory, uint64_t seed, int64_t index, const std::string& loss);
+// on gen::model_rng(seed, index), then complete_case on gen::case_rng(seed, index) with the loss,
+// then the extreme values a share of models carries (data::place_extreme_values, on a stream derived
+// from the case's). `loss` empty: the loss rotation, the model's loss drawn by choose_loss on a
+// stream derived from the case's. `chosen`: set to the loss the case trains with. Throws what the
+// factory throws for an invalid model. `quorum gen --index` writes the same case.
+ModelCase draw_case(const ModelFactory& factory, uint64_t seed, int64_t index, const std::string& loss,
+                    std::string* chosen = nullptr);
 
 struct CampaignOptions {
   std::string generator;  // recorded in the settings; the factory is the generator itself
   Setup setup;
+  // Every loss of the catalogue in turn: each model trains with its own (draw_case with no loss),
+  // not setup.loss (fuzz without --loss).
+  bool rotate_losses = false;
   double time_s = 0;   // stop starting models after this long (0 = no time budget)
   int64_t models = 0;  // models with index below this, in total over every run and shard (0 = no count budget)
   int jobs = 1;

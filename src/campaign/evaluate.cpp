@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -10,6 +11,7 @@
 #include "ops/materialize.h"
 #include "ops/registry.h"
 #include "ref/interpreter.h"
+#include "ref/ranges.h"
 
 namespace quorum::campaign {
 
@@ -315,6 +317,41 @@ std::vector<Evaluation> evaluate_batch(const std::vector<ModelCase>& ms, const S
   for (size_t k = 0; k < ms.size(); ++k) judge_runs(ms[k], setup, workers, inputs[k], targets[k], evs[k]);
   t.compare += since(t0);
   return evs;
+}
+
+std::vector<std::string> losses_for(const ir::Graph& g) {
+  std::vector<std::string> out;
+  if (g.outputs.empty() || !g.types.count(g.outputs[0])) return out;
+  const core::TensorType& pred = g.types.at(g.outputs[0]);
+  const auto input_ranges = [](const ir::Graph& graph) {
+    ref::RangeMap m;
+    for (const auto& in : graph.inputs) m[in.name] = data::input_range();
+    return m;
+  };
+  std::optional<ref::RangeAnalysis> ranges;
+  for (const ops::OpSpec* s : ops::catalogue().all()) {
+    if (!s->is_loss) continue;
+    try {
+      s->infer({pred, pred}, ops::canonical_attrs(*s, {}));
+    } catch (const std::exception&) {
+      continue;  // the shape rule refuses this output as a prediction
+    }
+    bool fits = true;
+    for (const ops::ValidRange& v : s->valid_ranges) {
+      if (v.input != 0) continue;
+      if (!ranges) ranges = ref::analyze_ranges(g, input_ranges(g));
+      const auto r = ranges->ranges.find(g.outputs[0]);
+      fits = fits && r != ranges->ranges.end() && r->second.lo >= v.lo && r->second.hi <= v.hi;
+    }
+    if (fits) out.push_back(s->name);
+  }
+  return out;
+}
+
+std::string choose_loss(const ir::Graph& g, core::Rng rng) {
+  const std::vector<std::string> fit = losses_for(g);
+  if (fit.empty()) return Setup{}.loss;
+  return rng.pick(fit);
 }
 
 void complete_case(ModelCase& m, const std::string& loss, core::Rng& rng) {

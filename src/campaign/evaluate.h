@@ -86,4 +86,14 @@ std::vector<Evaluation> evaluate_batch(const std::vector<ModelCase>& ms, const S
 // (data::loss_target), unless one of the output's shape is given.
 void complete_case(ModelCase& m, const std::string& loss, core::Rng& rng);
 
+// The losses of the catalogue that can train `g` (its output 0): the shape rule accepts the output
+// as a prediction, and a loss whose prediction has a valid range (binary cross-entropy's (0, 1))
+// only where the output's static range lies within that range's closure (ref::analyze_ranges on the
+// campaign's input range): its predictions then sit on or next to the domain's edges where they
+// saturate. In catalogue order.
+std::vector<std::string> losses_for(const ir::Graph& g);
+// One of losses_for(g), drawn from `rng` (mse_loss's family first if none: the catalogue's
+// any-shape loss).
+std::string choose_loss(const ir::Graph& g, core::Rng rng);
+
 }  // namespace quorum::campaign

@@ -43,6 +43,7 @@ std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownChe
       continue;
     }
     s.mode = e.mode == "train" ? Mode::Both : Mode::Infer;
+    if (!e.loss.empty()) s.loss = e.loss;
     s.limits = limits;
     ModelCase m{e.model, e.inputs, e.target};
     core::Rng rng(1);

@@ -107,6 +107,7 @@ std::vector<TransferVariant> transfer_known(const oracle::Ledger& ledger, const 
       v.op = op;
       v.setup.backends = opt.backends;
       v.setup.mode = e.mode == "train" ? Mode::Both : Mode::Infer;
+      if (!e.loss.empty()) v.setup.loss = e.loss;
       v.setup.limits = opt.limits;
       v.setup.known = known;
       core::Rng rng = core::Rng(opt.seed).derive(e.id + "/" + op);

@@ -218,6 +218,7 @@ int cmd_fuzz(const Options& o) {
   campaign::CampaignOptions opt;
   opt.generator = o.generator;
   opt.setup = setup_of(o);
+  opt.rotate_losses = o.loss.empty();  // every loss in turn unless --loss names one
   if (!o.search.empty()) {
     opt.search = search_options_of(o, o.search, o.search_budget);
     if (opt.search.method == campaign::SearchMethod::Random)

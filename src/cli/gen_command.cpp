@@ -53,21 +53,23 @@ int gen_index(const Options& o) {
   if (campaign::generator_learns(o.generator))
     throw UserError("gen: --index: a " + o.generator + " model depends on the models before it and their outcomes; "
                     "generate the stream with --count instead");
-  const std::string loss = o.loss.empty() ? "mse_loss" : o.loss;
-  if (!ops::op(loss).is_loss) throw UserError("--loss: operator '" + loss + "' is not a loss");
+  // No --loss: the campaign's rotation (each model its own loss), as fuzz without --loss.
+  const std::string loss = o.loss;
+  if (!loss.empty() && !ops::op(loss).is_loss) throw UserError("--loss: operator '" + loss + "' is not a loss");
   const campaign::ModelFactory factory = model_factory(o);  // checks the generator options
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   if (ec) throw UserError(o.out + ": cannot create directory: " + ec.message());
   std::cout << "seed: " << o.seed << "\n"
-            << "generator: " << o.generator << ", data set: " << o.dataset << ", index: " << index << ", loss: " << loss
-            << "\n";
+            << "generator: " << o.generator << ", data set: " << o.dataset << ", index: " << index << "\n";
   campaign::ModelCase m;
+  std::string trained_with;
   try {
-    m = campaign::draw_case(factory, o.seed, static_cast<int64_t>(index), loss);
+    m = campaign::draw_case(factory, o.seed, static_cast<int64_t>(index), loss, &trained_with);
   } catch (const std::exception& e) {
     throw UserError("gen: model " + std::to_string(index) + " is invalid (a campaign skips it): " + e.what());
   }
+  std::cout << "loss: " << trained_with << "\n";
   const std::string stem = model_stem(o.out, index);
   write_model(stem, m.graph, m.inputs, m.target);
   const gen::Verdict v = gen::check_model(m.graph, m.inputs);

@@ -1,6 +1,9 @@
 // A model's concrete values.
 #include "data/values.h"
 
+#include <cfloat>
+#include <cmath>
+
 #include "ops/materialize.h"
 #include "ops/registry.h"
 
@@ -11,6 +14,51 @@ const std::vector<double>& edge_values() {
   // careless float32 square or exp, yet finite after one multiplication.
   static const std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 1e-40, -1e-40, 1.4e-45, 1e4, -1e4, 1e6, -1e6};
   return v;
+}
+
+const std::vector<double>& extreme_values() {
+  static const std::vector<double> v = {INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1.4e-45, -1.4e-45, 0.0, -0.0};
+  return v;
+}
+
+namespace {
+
+double draw_extreme(core::Rng& rng, bool non_negative) {
+  if (rng.bernoulli(1.0 / 16)) return std::nan("");
+  for (;;) {
+    const double v = rng.pick(extreme_values());
+    if (!non_negative || !std::signbit(v)) return v;
+  }
+}
+
+bool is_float(const Tensor& t) { return t.dtype() == core::DType::F32 || t.dtype() == core::DType::F64; }
+
+}  // namespace
+
+bool place_extreme_values(ir::Graph& g, ref::ValueMap& inputs, core::Rng rng) {
+  if (!rng.bernoulli(kExtremeModelShare)) return false;
+  const auto place = [&rng](Tensor& t, double element_rate, bool non_negative) {
+    if (!is_float(t) || t.numel() == 0) return;
+    const auto set = [&t](int64_t i, double v) {
+      if (t.dtype() == core::DType::F32) t.f32()[i] = static_cast<float>(v);
+      else t.f64()[i] = v;
+    };
+    if (rng.bernoulli(kExtremeTensorRate)) set(rng.randint(0, t.numel() - 1), draw_extreme(rng, non_negative));
+    if (element_rate > 0)
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (rng.bernoulli(element_rate)) set(i, draw_extreme(rng, non_negative));
+  };
+  for (const auto& in : g.inputs) {  // graph-input order: the draw does not depend on map order
+    auto it = inputs.find(in.name);
+    if (it != inputs.end()) place(it->second, kExtremeElementRate, false);
+  }
+  for (auto& [name, w] : g.initializers) {
+    if (!is_float(w)) continue;
+    bool non_negative = true;
+    for (int64_t i = 0; i < w.numel() && non_negative; ++i) non_negative = w.get(i) >= 0;
+    place(w, 0.0, non_negative);
+  }
+  return true;
 }
 
 Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo, double hi, double edge_rate) {

@@ -40,6 +40,23 @@ Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng)
 // ordinary inputs (the reducer's random-input search).
 void complete_inputs(const ir::Graph& g, ref::ValueMap& inputs, core::Rng& rng, double edge_rate = kEdgeRate);
 
+// The extreme values a share of a campaign's models carries in its operands (docs/generators.md,
+// "Edge values"): ±inf, NaN, ±FLT_MAX, the smallest float32 subnormal of either sign and ±0.
+const std::vector<double>& extreme_values();
+// The share of models that carry them: decided per model from its own stream, so model i stays a
+// function of (seed, i).
+constexpr double kExtremeModelShare = 0.2;
+// In such a model: each graph input and each float initializer (weights, constants) gets one
+// extreme value at a random element with probability kExtremeTensorRate (NaN one draw in 16: a NaN
+// operand leaves the nodes after it unjudged), and each element of a graph input is also an
+// extreme value with probability kExtremeElementRate. Initializers whose values are all >= 0
+// (variances, positive constants) take only the non-negative extremes.
+constexpr double kExtremeTensorRate = 0.5;
+constexpr double kExtremeElementRate = 0.01;
+// Whether the model of stream `rng` carries extreme values, and if so places them in `inputs` and
+// in `g`'s initializers (float ones only). `rng` is the model's own stream for this decision.
+bool place_extreme_values(ir::Graph& g, ref::ValueMap& inputs, core::Rng rng);
+
 // A target for `loss` on an output of shape `out`, drawn the way the loss expects it (its sampled
 // case's target InputGen: one-hot, probabilities, ...; uniform in [-1, 1) when it names none).
 Tensor loss_target(const std::string& loss, const Shape& out, core::Rng& rng);

@@ -221,7 +221,11 @@ std::vector<Unary> unaries() {
        .gen = InputGen{-8, 8},
        .kinks = kinks_at({0.0, 6.0})},
       {.fn = {"leaky_relu", "x if x > 0 else alpha*x",
-              [](double x, const Attrs& a) { return x > 0 ? x : core::attr_f(a, "alpha") * x; },
+              // alpha * x with alpha 0 is 0 for every x, -inf too (not 0 * -inf = NaN).
+              [](double x, const Attrs& a) {
+                const double alpha = core::attr_f(a, "alpha");
+                return x > 0 ? x : alpha == 0 ? 0.0 : alpha * x;
+              },
               [](double x, double, const Attrs& a) { return x > 0 ? 1.0 : core::attr_f(a, "alpha"); }},
        // ONNX: any float. A negative slope (not monotone) or one above 1 are legal values libraries
        // special-case (in-place or fused forms that assume 0 <= alpha <= 1).
@@ -241,12 +245,19 @@ std::vector<Unary> unaries() {
        .sample_attrs =
            [](core::Rng& r, Attrs& a) {
              a["alpha"] = r.uniform(0.0, 1.0) < 0.75 ? random_float(r, 0.1, 2.0) : random_float(r, -1.5, 0.0);
-           }},
-      {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
-       [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
-       [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
+           },
+       // libtorch's elu backward for x <= 0 is gy * alpha * exp(x), left to right: gy * alpha overflows
+       // float32 where the gradient fits (gy = -3e38, alpha 1.59, x = -2.87: -inf, want -2.7e37).
+       .gy_factor = [](double x, const Attrs& a) { return x > 0 ? 1.0 : std::abs(core::attr_f(a, "alpha")); }},
+      {.fn = {"selu", "gamma*(x if x > 0 else alpha*(exp(x)-1)) with the SELU constants",
+              [](double x, const Attrs&) { return kSeluGamma * (x > 0 ? x : kSeluAlpha * std::expm1(x)); },
+              [](double x, double, const Attrs&) { return kSeluGamma * (x > 0 ? 1.0 : kSeluAlpha * std::exp(x)); }},
+       // As elu's (libtorch's selu is its elu with scale gamma): gy * gamma * alpha first for x <= 0.
+       .gy_factor = [](double x, const Attrs&) { return x > 0 ? 1.0 : kSeluGamma * kSeluAlpha; }},
       {.fn = {"gelu", "x*Phi(x); approximate='tanh' uses the tanh formula",
               [](double x, const Attrs& a) {
+                // The limits at the infinities (both forms): x * Phi(x) tends to 0 at -inf, to x at +inf.
+                if (std::isinf(x)) return x > 0 ? x : 0.0;
                 // The tanh form holds tanh(inner) in float32 (stored): near -1 its rounding is the whole of
                 // 1 + tanh (x = -5: 1.19e-7 where 9.1e-8 is exact), and below x = -5.5 it is -1 exactly.
                 if (core::attr_s(a, "approximate") == "tanh")
@@ -257,6 +268,7 @@ std::vector<Unary> unaries() {
                 return 0.5 * x * one_plus_erf + float32_range(std::abs(x) * one_plus_erf);
               },
               [](double x, double, const Attrs& a) {
+                if (std::isinf(x)) return x > 0 ? 1.0 : 0.0;  // the derivative's limits
                 if (core::attr_s(a, "approximate") == "tanh") {
                   const double t = stored(std::tanh(gelu_tanh_inner(x)));
                   return 0.5 * (1.0 + t) +
@@ -282,8 +294,10 @@ std::vector<Unary> unaries() {
        .gy_factor = [](double x, const Attrs&) { return x <= 20 ? std::exp(x) : 0.0; }},
       // The derivative 1/(1+|x|)^2, which implementations differentiating x / (1 + |x|) (libtorch)
       // get as 1/(1+|x|) - |x|/(1+|x|)^2: a difference of terms (1+|x|) times larger (stored_sum).
-      {"softsign", "x/(1+|x|)", [](double x, const Attrs&) { return x / (1.0 + std::abs(x)); },
+      {"softsign", "x/(1+|x|)",
+       [](double x, const Attrs&) { return std::isinf(x) ? std::copysign(1.0, x) : x / (1.0 + std::abs(x)); },
        [](double x, double, const Attrs&) {
+         if (std::isinf(x)) return 0.0;  // the limit of 1/(1+|x|)^2
          const double q = 1.0 / (1.0 + std::abs(x));
          return stored_sum(q * q, q + std::abs(x) * q * q, 2);
        }},
@@ -309,7 +323,8 @@ std::vector<Unary> unaries() {
       // Computed as x * relu6(x + 3) / 6 with the product marked stored: float32 implementations of
       // that form overflow there for |x| > FLT_MAX / 6 although the result fits.
       {.fn = {"hardswish", "x*max(0, min(1, x/6+1/2))",
-              [](double x, const Attrs&) { return stored(x * std::max(0.0, std::min(6.0, x + 3.0))) / 6.0; },
+              // 0 for x <= -3, -inf too (not -inf * 0 = NaN).
+              [](double x, const Attrs&) { return x <= -3 ? 0.0 : stored(x * std::min(6.0, x + 3.0)) / 6.0; },
               [](double x, double, const Attrs&) { return x <= -3  ? 0.0
                                                           : x >= 3 ? 1.0
                                                                    : x / 3.0 + 0.5; }},
@@ -358,6 +373,9 @@ std::vector<Unary> unaries() {
               [](double x, double, const Attrs&) { return 2.0 * x; }},
        .tags = {"math"}},
       {.fn = {"pow", "x^exponent (scalar exponent)",
+              // IEEE 754's pow: pow(-inf, y) is +inf for y > 0 not an odd integer (|x|^y), though a fractional
+              // power of a finite x < 0 is NaN. Libraries that compute exp(y log x) or sqrt give NaN there
+              // (ledgers: *-pow-minus-inf-nan).
               [](double x, const Attrs& a) { return std::pow(x, core::attr_f(a, "exponent")); },
               [](double x, double, const Attrs& a) {
                 const double e = core::attr_f(a, "exponent");

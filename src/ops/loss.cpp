@@ -88,27 +88,49 @@ OpSpec make_loss(Loss l) {
 int64_t rows(const Tensor& p) { return p.dim(0); }
 int64_t cols(const Tensor& p) { return p.dim(1); }
 
-// log(sum(exp(row))) with the maximum subtracted first, so large logits do not overflow.
-double row_logsumexp(const double* row, int64_t c) {
-  const double m = *std::max_element(row, row + c);
-  double s = 0;
-  for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
-  return m + std::log(s);
-}
+// c * v where a zero coefficient gives 0 whatever v is (a target's 0 times log 0 or an infinite
+// logit: the term is absent, its limit 0, not 0 * inf = NaN).
+double scaled(double c, double v) { return c == 0 ? 0.0 : c * v; }
 
-// The first index attaining the maximum of (1 - t) * p in a row (categorical_hinge's negative).
+// log_softmax of one row at j, with the maximum subtracted first, so large logits do not overflow;
+// where the maximum is +inf, the limit: -log(k) at the k +inf entries, -inf at the others.
+struct RowLogSoftmax {
+  double m = 0, lse_shift = 0;  // max, log(sum(exp(row - max)))
+  int64_t at_inf = 0;
+  RowLogSoftmax(const double* row, int64_t c) {
+    m = row[0];
+    for (int64_t j = 1; j < c; ++j) m = std::isnan(row[j]) || row[j] > m ? row[j] : m;
+    double s = 0;
+    if (m == INFINITY) {
+      for (int64_t j = 0; j < c; ++j) at_inf += row[j] == INFINITY;
+      s = static_cast<double>(at_inf);
+    } else {
+      for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
+    }
+    lse_shift = std::log(s);
+  }
+  double operator()(double x) const {
+    if (m == INFINITY && !std::isnan(x)) return x == INFINITY ? -lse_shift : -INFINITY;
+    return x - m - lse_shift;
+  }
+};
+
+// The first index attaining the maximum of (1 - t) * p in a row (categorical_hinge's negative); a
+// NaN term is the maximum (it propagates), the first NaN as reduce_max's kernel picks it.
 int64_t hinge_neg_index(const double* p, const double* t, int64_t c) {
   int64_t best = 0;
+  for (int64_t j = 0; j < c; ++j)
+    if (std::isnan(scaled(1.0 - t[j], p[j]))) return j;
   for (int64_t j = 1; j < c; ++j)
-    if ((1.0 - t[j]) * p[j] > (1.0 - t[best]) * p[best]) best = j;
+    if (scaled(1.0 - t[j], p[j]) > scaled(1.0 - t[best], p[best])) best = j;
   return best;
 }
 
 double hinge_margin(const double* p, const double* t, int64_t c) {
   double pos = 0;
-  for (int64_t j = 0; j < c; ++j) pos += t[j] * p[j];
+  for (int64_t j = 0; j < c; ++j) pos += scaled(t[j], p[j]);
   const int64_t k = hinge_neg_index(p, t, c);
-  return (1.0 - t[k]) * p[k] - pos + 1.0;
+  return scaled(1.0 - t[k], p[k]) - pos + 1.0;
 }
 
 std::vector<Loss> losses() {
@@ -133,8 +155,8 @@ std::vector<Loss> losses() {
          for (int64_t b = 0; b < rows(p); ++b) {
            const double* pr = p.f64() + b * cols(p);
            const double* tr = t.f64() + b * cols(p);
-           const double lse = row_logsumexp(pr, cols(p));
-           for (int64_t j = 0; j < cols(p); ++j) s -= tr[j] * (pr[j] - lse);
+           const RowLogSoftmax ls(pr, cols(p));
+           for (int64_t j = 0; j < cols(p); ++j) s -= scaled(tr[j], ls(pr[j]));
          }
          return s / static_cast<double>(rows(p));
        },
@@ -145,10 +167,11 @@ std::vector<Loss> losses() {
          for (int64_t b = 0; b < rows(p); ++b) {
            const double* pr = p.f64() + b * cols(p);
            const double* tr = t.f64() + b * cols(p);
-           const double lse = row_logsumexp(pr, cols(p));
+           const RowLogSoftmax ls(pr, cols(p));
            double tsum = 0;
            for (int64_t j = 0; j < cols(p); ++j) tsum += tr[j];
-           for (int64_t j = 0; j < cols(p); ++j) g.f64()[b * cols(p) + j] = (tsum * std::exp(pr[j] - lse) - tr[j]) / n;
+           for (int64_t j = 0; j < cols(p); ++j)
+             g.f64()[b * cols(p) + j] = (tsum * std::exp(ls(pr[j])) - tr[j]) / n;
          }
          return g;
        },
@@ -160,7 +183,7 @@ std::vector<Loss> losses() {
          double s = 0;
          for (int64_t i = 0; i < p.numel(); ++i) {
            const double pi = p.f64()[i], ti = t.f64()[i];
-           s -= ti * std::log(pi) + (1.0 - ti) * std::log1p(-pi);
+           s -= scaled(ti, std::log(pi)) + scaled(1.0 - ti, std::log1p(-pi));
          }
          return s / static_cast<double>(p.numel());
        },
@@ -169,7 +192,11 @@ std::vector<Loss> losses() {
          const double n = static_cast<double>(p.numel());
          for (int64_t i = 0; i < p.numel(); ++i) {
            const double pi = p.f64()[i], ti = t.f64()[i];
-           g.f64()[i] = (pi - ti) / (pi * (1.0 - pi)) / n;
+           // At p = 0 or 1 the terms apart, a zero coefficient's term absent (its limit): t = 0 at
+           // p = 0 gives 1, not 0 / 0.
+           const bool edge = pi == 0 || pi == 1;
+           g.f64()[i] =
+               (edge ? scaled(-ti, 1.0 / pi) + scaled(1.0 - ti, 1.0 / (1.0 - pi)) : (pi - ti) / (pi * (1.0 - pi))) / n;
          }
          return g;
        },
@@ -182,8 +209,11 @@ std::vector<Loss> losses() {
        2,
        [](const Tensor& p, const Tensor& t) {
          double s = 0;
-         for (int64_t b = 0; b < rows(p); ++b)
-           s += std::max(0.0, hinge_margin(p.f64() + b * cols(p), t.f64() + b * cols(p), cols(p)));
+         for (int64_t b = 0; b < rows(p); ++b) {
+           // An indeterminate margin (inf - inf) stays NaN: std::max(0, NaN) would be 0.
+           const double m = hinge_margin(p.f64() + b * cols(p), t.f64() + b * cols(p), cols(p));
+           s += std::isnan(m) ? m : std::max(0.0, m);
+         }
          return s / static_cast<double>(rows(p));
        },
        [](const Tensor& p, const Tensor& t) {
@@ -192,7 +222,9 @@ std::vector<Loss> losses() {
          for (int64_t b = 0; b < rows(p); ++b) {
            const double* pr = p.f64() + b * cols(p);
            const double* tr = t.f64() + b * cols(p);
-           if (hinge_margin(pr, tr, cols(p)) <= 0) continue;  // the hinge is flat here
+           // The hinge is flat here. A NaN margin keeps the gradient, as the libraries' hinges do
+           // (libtorch's relu backward masks x <= 0 only; oneDNN's binary_gt(NaN, 0) is 1).
+           if (hinge_margin(pr, tr, cols(p)) <= 0) continue;
            double* gr = g.f64() + b * cols(p);
            for (int64_t j = 0; j < cols(p); ++j) gr[j] = -tr[j] / n;
            const int64_t k = hinge_neg_index(pr, tr, cols(p));

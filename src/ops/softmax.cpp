@@ -44,12 +44,20 @@ Tensor softmax_forward(const Tensor& x, int64_t axis, bool log) {
   for_each_row(r, [&](auto idx) {
     double m = -kInf;
     for (int64_t j = 0; j < r.len; ++j) m = std::max(m, xp[idx(j)]);
+    // x - max, with the limit where the maximum is +inf: 0 at the +inf entries, -inf elsewhere (the
+    // row's probability shared by its +inf entries, not inf - inf = NaN).
+    // A row all -inf: its entries equal, so the limit is uniform (1 for a one-element row).
+    const auto shifted = [&](int64_t j) {
+      const double x = xp[idx(j)];
+      if (m == -kInf && x == -kInf) return 0.0;
+      return m == kInf && !std::isnan(x) ? (x == kInf ? 0.0 : -kInf) : x - m;
+    };
     double sum = 0;
-    for (int64_t j = 0; j < r.len; ++j) sum += std::exp(xp[idx(j)] - m);
+    for (int64_t j = 0; j < r.len; ++j) sum += std::exp(shifted(j));
     sum = stored_sum(sum, sum, r.len);
     const double log_sum = stored(std::log(sum));
     for (int64_t j = 0; j < r.len; ++j) {
-      const double z = xp[idx(j)] - m;
+      const double z = shifted(j);
       // log_softmax computed as log(softmax(x)) (OpenCV) holds the probability in float32.
       yp[idx(j)] = log ? z - log_sum + float32_underflow(z - log_sum) : std::exp(z) / sum;
     }

@@ -20,6 +20,12 @@ bool has_nonfinite(const core::Tensor& t) {
   return false;
 }
 
+bool has_nan(const core::Tensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::isnan(t.get(i))) return true;
+  return false;
+}
+
 std::string key_params(const ir::Node& n) {
   const ops::OpSpec& spec = ops::op(n.op);
   core::Attrs key;

@@ -11,6 +11,7 @@
 namespace quorum::oracle::detail {
 
 bool has_nonfinite(const core::Tensor& t);
+bool has_nan(const core::Tensor& t);
 
 // The categorical attributes (those with an enumerated domain: modes, flags). Sizes are left out
 // so that one bug seen at many kernel sizes stays one finding.

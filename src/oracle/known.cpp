@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "ir/json_io.h"
+#include "ops/registry.h"
 
 namespace quorum::oracle {
 
@@ -240,6 +241,10 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
       for (const auto& gi : k.model.inputs)
         if (!k.inputs.count(gi.name)) throw UserError(where + ": no value for graph input '" + gi.name + "'");
       if (c.contains("target")) k.target = tensor(c.at("target"), where + " target");
+      k.loss = str(c, "loss", where + " case", false);
+      const ops::OpSpec* loss = k.loss.empty() ? nullptr : ops::catalogue().find(k.loss);
+      if (!k.loss.empty() && !(loss && loss->is_loss))
+        throw UserError(where + ": the case's loss '" + k.loss + "' is not a loss of the catalogue");
     }
     const json waivers = e.value("agreement", json::array());
     for (const auto& w : waivers) {

@@ -52,6 +52,7 @@ struct KnownEntry {
   ir::Graph model;
   backends::ValueMap inputs;   // float64 values
   core::Tensor target;         // train mode; empty = drawn as campaigns draw it
+  std::string loss;            // train mode: the loss the case trains with; empty = the default (mse_loss)
   std::vector<AgreementWaiver> agreement;
   std::string file;  // the ledger it came from
 };

@@ -36,7 +36,8 @@ std::string num(double v) {
 
 // How one tensor a library returned compares with what the kernel gives on the library's inputs.
 struct Verdict {
-  int64_t produced = 0;   // NaN/Inf where the kernel is finite (judged only on finite operands)
+  int64_t produced = 0;   // NaN where the kernel gives a number (judged on operands without NaN), Inf
+                          // where the kernel is finite (judged on finite operands)
   int64_t swallowed = 0;  // the kernel propagates a NaN, the library returned a number
   int64_t wrong = 0;      // beyond the tolerance (or the wrong infinity)
   double distance = 0;    // max |got - want| over elements finite in both
@@ -47,9 +48,14 @@ struct Verdict {
 
 // `explained(i, got)`: a deviation at element i that a convention allows (ties, kinks). `exact`:
 // the kernel's float64 result before rounding to the run's dtype (null: not known).
+// The operands: `operands_finite` every one finite, `operands_nan_free` none NaN (infinities
+// allowed). A NaN where the kernel gives a number is judged whenever no operand is NaN: the kernels
+// give the IEEE/limit result on infinite operands (tests/ops/edge_sweep_test.cpp), so a library
+// that turns an infinite operand into NaN where that limit is a number has a finding. An infinity
+// where the kernel is finite is judged on finite operands only.
 template <class Explained>
 Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol, bool operands_finite,
-                const Explained& explained, const Tensor* exact = nullptr) {
+                bool operands_nan_free, const Explained& explained, const Tensor* exact = nullptr) {
   Verdict v;
   if (got.shape() != want.shape()) {
     v.shape_mismatch = true;
@@ -75,7 +81,7 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
       // (rsqrt(-0), pow(-0, -1)) is a signed-zero convention.
       if (std::isinf(a)) continue;
       if (std::isnan(a)) {
-        if (operands_finite && !explained(i, a)) {
+        if (operands_nan_free && !explained(i, a)) {
           ++v.produced;
           if (v.first_nonfinite < 0) v.first_nonfinite = i;
         }
@@ -99,7 +105,8 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
       // rule above: within a factor of 2 of overflow, a product of another evaluation order, g * y / x
       // for g * (y / x), overflows first).
       const bool at_top = std::isinf(a) && (a > 0) == (w > 0) && std::abs(w) >= FLT_MAX / 2;
-      if (operands_finite && !(std::isnan(a) && w == 0) && !at_top && !explained(i, a)) {
+      const bool judged = std::isnan(a) ? operands_nan_free : operands_finite;
+      if (judged && !(std::isnan(a) && w == 0) && !at_top && !explained(i, a)) {
         ++v.produced;
         if (v.first_nonfinite < 0) v.first_nonfinite = i;
       }
@@ -149,16 +156,23 @@ bool all_finite(const std::vector<Tensor>& ts) {
   return true;
 }
 
+bool nan_free(const std::vector<Tensor>& ts) {
+  for (const auto& t : ts)
+    if (has_nan(t)) return false;
+  return true;
+}
+
 Tensor zeros_like(const Tensor& t) { return Tensor(DType::F64, t.shape()); }
 
 // The verdict where the plain tolerance failed: an element may also differ by kMargin spreads
 // (`sens`; undefined: none) plus `u` times its sum bound (`bound`; undefined: none), and anything
 // goes where the spread is infinite (a trial non-finite where the kernel is finite).
 template <class Explained>
-Verdict within_spread(const Tensor& got, const Tensor& w, const ops::Tolerance& tol, bool finite, const Tensor& sens,
-                      const Tensor& bound, double u, const Explained& explained, const Tensor* exact) {
+Verdict within_spread(const Tensor& got, const Tensor& w, const ops::Tolerance& tol, bool finite, bool nan_free,
+                      const Tensor& sens, const Tensor& bound, double u, const Explained& explained,
+                      const Tensor* exact) {
   return verdict(
-      got, w, tol, finite,
+      got, w, tol, finite, nan_free,
       [&](int64_t i, double a) {
         // A sum bound infinite from finite operands (the magnitudes' product overflows float64)
         // allows anything; from an infinite operand, whose result is exact, nothing.
@@ -186,6 +200,7 @@ struct Judging {
   const Tensor& exact;  // the kernel's float64 result
   ops::Tolerance tol;
   bool finite;  // every operand finite
+  bool nan_free;  // no operand NaN (infinities allowed)
   bool judge_swallowed = true;
   std::function<bool(int64_t, double)> explained = never_explained;
   std::function<Tensor()> spread = nullptr;    // this result's spread; undefined: none
@@ -195,13 +210,14 @@ struct Judging {
 
 Verdict judge_tensor(const Judging& j, DType dtype) {
   const Tensor w = rounded_to(j.exact, dtype);
-  Verdict v = verdict(j.got, w, j.tol, j.finite, j.explained, &j.exact);
+  Verdict v = verdict(j.got, w, j.tol, j.finite, j.nan_free, j.explained, &j.exact);
   if (!j.judge_swallowed) v.swallowed = 0;
   if ((v.wrong || v.produced || v.swallowed) && !v.shape_mismatch) {
     const Tensor sens = j.spread ? j.spread() : Tensor();
     const Tensor bound = j.bound ? j.bound() : Tensor();
     if (sens.defined() || bound.defined()) {
-      v = within_spread(j.got, w, j.tol, j.finite, sens, bound, unit_roundoff(dtype), j.explained, &j.exact);
+      v = within_spread(j.got, w, j.tol, j.finite, j.nan_free, sens, bound, unit_roundoff(dtype), j.explained,
+                        &j.exact);
       if (!j.judge_swallowed) v.swallowed = 0;
     }
   }
@@ -295,7 +311,7 @@ struct PerNode {
       for (size_t k = 0; k < n.outputs.size() && k < want.size(); ++k) {
         auto got = r.values.find(n.outputs[k]);
         if (got == r.values.end()) continue;
-        Judging j{got->second, want[k], tol, finite};
+        Judging j{got->second, want[k], tol, finite, nan_free(held)};
         j.spread = [&, k] {
           if (sens.empty())
             sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.op + "#" + std::to_string(k),
@@ -404,6 +420,7 @@ struct PerNode {
       return;
     }
     const bool finite = !has_nonfinite(pred) && !has_nonfinite(tgt);
+    const bool no_nan = !has_nan(pred) && !has_nan(tgt);
     if (th.dtype == DType::F32 && spec.has_tag("squares")) {
       // Squared errors beyond float32's range: the loss overflows in any float32 library.
       double worst = 0;
@@ -418,7 +435,7 @@ struct PerNode {
       ulps *=
           std::sqrt(static_cast<double>(std::max<int64_t>(1, spec.reduction_length({pred.type(), tgt.type()}, la))));
     auto judged = [&](const Tensor& got, const Tensor& exact, const ops::Tolerance& tol, bool grad) {
-      Judging j{got, exact, tol, finite};
+      Judging j{got, exact, tol, finite, no_nan};
       j.spread = [&] {
         const std::vector<Tensor> sens = spread(
             {pred, tgt}, {exact}, th.dtype, ulps, spec.name + (grad ? "/grad" : ""), [&](const std::vector<Tensor>& p) {
@@ -451,6 +468,7 @@ struct PerNode {
     bool ok = false;
     std::vector<Tensor> held, gy, gin;
     bool finite = true;
+    bool nan_free = true;  // no operand, no incoming gradient NaN
     bool squares_overflow = false;
   };
 
@@ -492,6 +510,7 @@ struct PerNode {
       return v;
     }
     v.finite = all_finite(v.held) && all_finite(v.gy);
+    v.nan_free = nan_free(v.held) && nan_free(v.gy);
     v.squares_overflow = squares_overflow(n.op, v.held, n);
     v.ok = v.gin.size() == n.inputs.size();
     return v;
@@ -585,7 +604,7 @@ struct PerNode {
                       const std::map<std::string, Vjp>& vjps, const Tensor& got, bool with_loss) {
     const BackendRun& r = runs[ri];
     Tensor want;
-    bool known = true, finite = true;
+    bool known = true, finite = true, no_nan = true;
     const ops::Tolerance tol = gradient_tolerance(cons);
     std::vector<std::pair<const ir::Node*, const Tensor*>> contrib;
     for (const auto& [c, k] : cons) {
@@ -596,6 +615,7 @@ struct PerNode {
       }
       if (!differentiable_input(*c, k)) continue;
       finite &= v.finite;
+      no_nan &= v.nan_free;
       if (!v.gin[k].defined()) continue;
       if (v.gin[k].shape() != got.shape()) {
         known = false;
@@ -613,10 +633,11 @@ struct PerNode {
       if (r.loss_grad.shape() != want.shape()) return;
       for (int64_t i = 0; i < want.numel(); ++i) want.f64()[i] += r.loss_grad.get(i);
       finite &= !has_nonfinite(r.loss_grad);
+      no_nan &= !has_nan(r.loss_grad);
     }
     if (!want.defined() || contrib.empty()) return;
     if (tol.atol == 0 && tol.rtol == 0) return;
-    Judging j{got, want, tol, finite};
+    Judging j{got, want, tol, finite, no_nan};
     j.judge_swallowed = false;  // backward masking of a NaN gradient (relu, where) is a library choice
     Ties ties;
     j.explained = [&](int64_t i, double a) { return convention(cons, vjps, want, i, a, tol, ties); };
@@ -821,7 +842,8 @@ struct PerNode {
     if (kind == Kind::NaN) {
       f.detail = stage + " NaN/Inf produced at " + what + " (" + std::to_string(j.v.produced) +
                  " elements, first at [" + std::to_string(j.v.first_nonfinite) +
-                 "]) where the float64 kernel on the library's own finite operands is finite";
+                 "]) where the float64 kernel on the library's own operands (finite, or infinite and none NaN: "
+                 "the IEEE/limit result) gives a number";
     } else if (kind == Kind::NaNSwallowed) {
       f.detail = stage + " NaN swallowed at " + what + " (" + std::to_string(j.v.swallowed) +
                  " elements, first at [" + std::to_string(j.v.first_swallowed) +

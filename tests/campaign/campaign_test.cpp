@@ -197,9 +197,14 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
   // Every finding is one of the planted faults: the faulty backends are exact elsewhere.
   for (const auto& f : all) {
     if (f.backend.rfind("faulty", 0) != 0) continue;
-    const bool expected = std::any_of(kExpected.begin(), kExpected.end(), [&](const Expect& e) {
-      return f.kind == e.kind && f.stage == e.stage && f.op == e.op;
-    });
+    // concat-drops-last also drops the last input's gradient: where a model's extreme values
+    // (data::place_extreme_values) leave that input ±0 or subnormal, the forward is within tolerance
+    // and the same fault shows in the backward.
+    const bool dropped_gradient = f.kind == core::FindingKind::Inconsistency && f.stage == core::Stage::Backward &&
+                                  f.op == "concat";
+    const bool expected = dropped_gradient || std::any_of(kExpected.begin(), kExpected.end(), [&](const Expect& e) {
+                            return f.kind == e.kind && f.stage == e.stage && f.op == e.op;
+                          });
     EXPECT_TRUE(expected) << "unexpected finding " << f.signature << ": " << f.detail;
   }
   // Nothing blamed on the reference.

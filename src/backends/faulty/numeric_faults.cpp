@@ -227,6 +227,18 @@ void exp_overflow_early(ref::Overrides& ov) {
   };
 }
 
+// tanh computed as (e^2x - 1) / (e^2x + 1): inf / inf = NaN for an infinite operand, where tanh's
+// limit is ±1 (the catalogue's kernel gives it). Finite operands keep the right result.
+void tanh_inf_as_nan(ref::Overrides& ov) {
+  const ops::OpSpec& spec = ops::op("tanh");
+  ov.forward["tanh"] = [&spec](const Inputs& in, const Attrs& a) {
+    std::vector<Tensor> y = spec.forward(in, a);
+    for (int64_t i = 0; i < y[0].numel(); ++i)
+      if (std::isinf(in[0]->f64()[i])) y[0].f64()[i] = std::nan("");
+    return y;
+  };
+}
+
 }  // namespace
 
 const std::vector<NumericFault>& numeric_faults() {
@@ -248,6 +260,7 @@ const std::vector<NumericFault>& numeric_faults() {
       {"resize-align-corners-as-half-pixel", "bilinear resize with align_corners uses half_pixel coordinates", "FC"},
       {"gelu-tanh-as-exact", "gelu with approximate = tanh computes the exact erf form", "FC"},
       {"exp-overflow-early", "exp returns +inf for operands in (20, 88.72], where float32 is finite", "FC"},
+      {"tanh-inf-as-nan", "tanh of an infinite operand is NaN (inf / inf), where the limit is ±1", "FC"},
   };
   return f;
 }
@@ -273,6 +286,7 @@ ref::Overrides numeric_overrides(const std::set<std::string>& names) {
       with_attrs(ov, {"resize_bilinear"}, resize_align_corners_as_half_pixel);
     else if (n == "gelu-tanh-as-exact") with_attrs(ov, {"gelu"}, gelu_tanh_as_exact);
     else if (n == "exp-overflow-early") exp_overflow_early(ov);
+    else if (n == "tanh-inf-as-nan") tanh_inf_as_nan(ov);
   }
   return ov;
 }

@@ -592,9 +592,12 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
         break;
       default:
         // maximum / minimum: a comparison mask sends ties to the first operand, as the reference does.
+        // The second operand's gradient is gy times the complement mask, not gy - da: an infinite gy
+        // gives da = inf * 0 = NaN where a is not selected, and gy - da would make b's NaN too.
         sink.binary(*alg == Alg::binary_max ? Alg::binary_ge : Alg::binary_le, od, ad, x0, bd, x1, "@mask");
         sink.binary(Alg::binary_mul, od, od, gy, od, "@mask", "@da");
-        sink.binary(Alg::binary_sub, od, od, gy, od, "@da", "@db");
+        sink.eltwise({Alg::eltwise_linear, -1, 1}, od, "@mask", "%not_mask");
+        sink.binary(Alg::binary_mul, od, od, gy, od, "%not_mask", "@db");
         sum_to("@da", 0);
         sum_to("@db", 1);
         break;

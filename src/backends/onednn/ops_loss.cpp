@@ -24,6 +24,23 @@ Buf sub(const Buf& a, const Buf& b) { return binary(algorithm::binary_sub, a, b)
 Buf one_minus(const Buf& x) { return linear(x, -1, 1); }
 Buf total(algorithm alg, const Buf& x) { return reduce_to(alg, x, Shape{}); }
 
+// -1 where c == 0, -inf elsewhere (binary_div: -1 / (c == 0)).
+Buf minus_one_or_inf(const Buf& c) {
+  Buf minus_one(Shape{1});
+  minus_one.data[0] = -1;
+  return binary(algorithm::binary_div, minus_one, binary(algorithm::binary_eq, c, Buf(Shape{1})));
+}
+
+// Where c is 0, the term c * x is absent: its limit 0, not 0 * inf = NaN (the catalogue's losses,
+// ops/loss.cpp). Returns x where c != 0 and x clamped to [-1, 1] where c == 0, so that mul(c, result)
+// is 0 there whatever x is. The bounds come first in binary_max/min: a NaN x stays NaN (oneDNN returns
+// the second operand when one is NaN, onednn-binary-max-nan-operand-order).
+Buf zero_where_absent(const Buf& c, const Buf& x) {
+  const Buf lo = minus_one_or_inf(c);
+  return binary(algorithm::binary_min, linear(lo, -1), binary(algorithm::binary_max, lo, x));
+}
+Buf scaled(const Buf& c, const Buf& x) { return mul(c, zero_where_absent(c, x)); }
+
 void require_rank2(const std::string& name, const Buf& p) {
   if (p.shape.size() != 2)
     throw core::UserError(name + " expects a prediction [N, C] of rank 2, got " + core::to_string(p.shape));
@@ -40,7 +57,7 @@ LossValue softmax_cross_entropy(const Buf& p, const Buf& t) {
   const float inv_n = 1.0f / static_cast<float>(p.shape[0]);
   const Buf log_sm = softmax_along(algorithm::softmax_log, p, 1);
   LossValue v;
-  v.loss = linear(total(algorithm::reduction_sum, mul(t, log_sm)), -inv_n);
+  v.loss = linear(total(algorithm::reduction_sum, scaled(t, log_sm)), -inv_n);
   // d/dp = (sum_c t) * softmax(p) - t, over N.
   const Buf tsum = reduce_to(algorithm::reduction_sum, t, Shape{p.shape[0], 1});
   v.grad = linear(sub(mul(softmax_along(algorithm::softmax_accurate, p, 1), tsum), t), inv_n);
@@ -49,11 +66,21 @@ LossValue softmax_cross_entropy(const Buf& p, const Buf& t) {
 
 LossValue binary_cross_entropy(const Buf& p, const Buf& t) {
   const Buf q = one_minus(p);
-  const Buf terms = binary(algorithm::binary_add, mul(t, eltwise(algorithm::eltwise_log, 0, 0, p)),
-                           mul(one_minus(t), eltwise(algorithm::eltwise_log, 0, 0, q)));
+  const Buf not_t = one_minus(t);
+  const Buf terms = binary(algorithm::binary_add, scaled(t, eltwise(algorithm::eltwise_log, 0, 0, p)),
+                           scaled(not_t, eltwise(algorithm::eltwise_log, 0, 0, q)));
   LossValue v;
   v.loss = linear(total(algorithm::reduction_mean, terms), -1);
-  v.grad = linear(binary(algorithm::binary_div, sub(p, t), mul(p, q)), 1.0f / static_cast<float>(p.numel()));
+  // (p - t) / (p q), which is 0 / 0 at p = t = 0 and p = t = 1, where the limits are 1 / q and -1 / p:
+  // where t = 0, p is replaced by max(1, p) (p_: (p_ - 0) / (p_ q) = 1 / q for every p); where t = 1, q by
+  // max(1, q) in the denominator and the numerator p - 1 = -q by -q_ (q_ - q subtracted). Elsewhere
+  // p_ = p, q_ = q: the expression as before.
+  const auto floor_one = [](const Buf& c, const Buf& x) {
+    return binary(algorithm::binary_max, linear(minus_one_or_inf(c), 1, 2), x);
+  };
+  const Buf p_ = floor_one(t, p), q_ = floor_one(not_t, q);
+  const Buf num = sub(sub(p_, t), sub(q_, q));
+  v.grad = linear(binary(algorithm::binary_div, num, mul(p_, q_)), 1.0f / static_cast<float>(p.numel()));
   return v;
 }
 
@@ -62,8 +89,8 @@ LossValue categorical_hinge(const Buf& p, const Buf& t) {
   const Shape rows{p.shape[0], 1};
   const float inv_n = 1.0f / static_cast<float>(p.shape[0]);
   const Buf not_t = one_minus(t);
-  const Buf q = mul(not_t, p);
-  const Buf pos = reduce_to(algorithm::reduction_sum, mul(t, p), rows);
+  const Buf q = scaled(not_t, p);
+  const Buf pos = reduce_to(algorithm::reduction_sum, scaled(t, p), rows);
   const Buf neg = reduce_to(algorithm::reduction_max, q, rows);
   const Buf margin = linear(sub(neg, pos), 1, 1);
   LossValue v;

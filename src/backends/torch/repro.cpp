@@ -98,8 +98,10 @@ const std::map<std::string, std::string>& helper_source() {
     if name == 'softmax_cross_entropy':  # class-probability targets [N, C]
         return F.cross_entropy(p, t, reduction='mean')
     if name == 'categorical_hinge':  # Keras: mean of max(0, max((1-t)*p) - sum(t*p) + 1)
-        pos = torch.sum(torch.mul(t, p), [1])
-        neg = torch.amax(torch.mul(torch.rsub(t, 1.0), p), [1])
+        def scaled(c, x):  # a zero coefficient's term absent, not 0 * inf = NaN
+            return torch.where(torch.eq(c, 0), torch.zeros_like(x), torch.mul(c, x))
+        pos = torch.sum(scaled(t, p), [1])
+        neg = torch.max(scaled(torch.rsub(t, 1.0), p), 1).values  # the first of tied maxima gets the gradient
         return torch.mean(torch.relu(torch.add(torch.sub(neg, pos), 1.0)))
     raise ValueError('unknown loss ' + name)
 )PY"},

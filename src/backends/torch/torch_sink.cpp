@@ -27,6 +27,7 @@
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/elu.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/gru.h>
@@ -40,6 +41,7 @@
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/lstm.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/max.h>
 #include <ATen/ops/max_pool1d.h>
 #include <ATen/ops/max_pool2d.h>
 #include <ATen/ops/maximum.h>
@@ -79,6 +81,7 @@
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/upsample_bilinear2d.h>
 #include <ATen/ops/upsample_nearest2d.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 
@@ -393,8 +396,15 @@ at::Tensor catalogue_loss(const std::string& loss, const at::Tensor& p, const at
   }
   if (loss == "categorical_hinge") {
     // Keras: pos = sum(t * p), neg = max((1 - t) * p) over classes; mean of max(0, neg - pos + 1).
-    const at::Tensor pos = at::sum(at::mul(t, p), {1});
-    const at::Tensor neg = at::amax(at::mul(at::rsub(t, 1.0), p), {1});
+    // A zero coefficient's term is absent (0, the limit the catalogue's kernel takes), not 0 * inf =
+    // NaN: this composition is Quorum's, not a libtorch function.
+    const auto scaled = [](const at::Tensor& c, const at::Tensor& x) {
+      return at::where(at::eq(c, 0), at::zeros_like(x), at::mul(c, x));
+    };
+    const at::Tensor pos = at::sum(scaled(t, p), {1});
+    // max over dim 1 sends the gradient to the first of tied maxima, as the catalogue's kernel and the
+    // oneDNN backend do (at::amax would split it evenly: two +inf in one row).
+    const at::Tensor neg = std::get<0>(at::max(scaled(at::rsub(t, 1.0), p), 1));
     return at::mean(at::relu(at::add(at::sub(neg, pos), 1.0)));
   }
   throw core::UserError("the torch backend has no loss '" + loss + "'");
