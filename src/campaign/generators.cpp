@@ -2,10 +2,10 @@
 #include "campaign/generators.h"
 
 #include <atomic>
-#include <memory>
-#include <mutex>
 #include <deque>
 #include <future>
+#include <memory>
+#include <mutex>
 
 #include "campaign/coverage.h"
 #include "gen/targets.h"
