@@ -370,7 +370,8 @@ std::vector<Unary> unaries() {
               [](double, double, const Attrs&) { return -1.0; }},
        .tags = {"math"}},
       {.fn = {"square", "x*x", [](double x, const Attrs&) { return x * x; },
-              [](double x, double, const Attrs&) { return 2.0 * x; }},
+              // 2x overflows float32 for |x| > 1.7e38 where x*x already did (libtorch: gy * 2x).
+              [](double x, double, const Attrs&) { return stored(2.0 * x); }},
        .tags = {"math"}},
       {.fn = {"pow", "x^exponent (scalar exponent)",
               // IEEE 754's pow: pow(-inf, y) is +inf for y > 0 not an odd integer (|x|^y), though a fractional

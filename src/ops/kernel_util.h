@@ -18,6 +18,10 @@ inline bool beats_extreme(double v, double best, bool max) {
   return v != v || (max ? v > best : v < best);
 }
 
+// Whether v attains the extreme m a kernel found (beats_extreme): equal, or both NaN. Where the
+// extreme is NaN every NaN attains it, and libraries route the gradient to different ones.
+inline bool attains_extreme(double v, double m) { return v == m || (v != v && m != m); }
+
 using core::require;
 
 // Throws core::OpError(reason) unless cond holds, like core::require, but formats the reason (often

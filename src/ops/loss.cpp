@@ -115,22 +115,36 @@ struct RowLogSoftmax {
   }
 };
 
-// The first index attaining the maximum of (1 - t) * p in a row (categorical_hinge's negative); a
-// NaN term is the maximum (it propagates), the first NaN as reduce_max's kernel picks it.
-int64_t hinge_neg_index(const double* p, const double* t, int64_t c) {
-  int64_t best = 0;
-  for (int64_t j = 0; j < c; ++j)
-    if (std::isnan(scaled(1.0 - t[j], p[j]))) return j;
-  for (int64_t j = 1; j < c; ++j)
-    if (scaled(1.0 - t[j], p[j]) > scaled(1.0 - t[best], p[best])) best = j;
-  return best;
+// The margin's terms as a float32 implementation holds them (ops::stored): a margin next to 0 (the hinge's kink),
+// or two negatives that tie to a few units, go either way in float32.
+std::vector<double> hinge_neg_terms(const double* p, const double* t, int64_t c) {
+  std::vector<double> neg(static_cast<size_t>(c));
+  for (int64_t j = 0; j < c; ++j) neg[static_cast<size_t>(j)] = stored(scaled(1.0 - t[j], p[j]));
+  return neg;
 }
 
-double hinge_margin(const double* p, const double* t, int64_t c) {
+// The first index attaining the maximum of (1 - t) * p in a row (categorical_hinge's negative); a
+// NaN term is the maximum (it propagates), the first NaN as reduce_max's kernel picks it.
+int64_t hinge_neg_index(const std::vector<double>& neg) {
+  for (size_t j = 0; j < neg.size(); ++j)
+    if (std::isnan(neg[j])) return static_cast<int64_t>(j);
+  size_t best = 0;
+  for (size_t j = 1; j < neg.size(); ++j)
+    if (neg[j] > neg[best]) best = j;
+  return static_cast<int64_t>(best);
+}
+
+struct HingeMargin {
+  double margin;
+  int64_t neg_index;
+};
+
+HingeMargin hinge_margin(const double* p, const double* t, int64_t c) {
   double pos = 0;
-  for (int64_t j = 0; j < c; ++j) pos += scaled(t[j], p[j]);
-  const int64_t k = hinge_neg_index(p, t, c);
-  return scaled(1.0 - t[k], p[k]) - pos + 1.0;
+  for (int64_t j = 0; j < c; ++j) pos += stored(scaled(t[j], p[j]));
+  const auto neg = hinge_neg_terms(p, t, c);
+  const int64_t k = hinge_neg_index(neg);
+  return {neg[static_cast<size_t>(k)] - pos + 1.0, k};
 }
 
 std::vector<Loss> losses() {
@@ -211,7 +225,7 @@ std::vector<Loss> losses() {
          double s = 0;
          for (int64_t b = 0; b < rows(p); ++b) {
            // An indeterminate margin (inf - inf) stays NaN: std::max(0, NaN) would be 0.
-           const double m = hinge_margin(p.f64() + b * cols(p), t.f64() + b * cols(p), cols(p));
+           const double m = hinge_margin(p.f64() + b * cols(p), t.f64() + b * cols(p), cols(p)).margin;
            s += std::isnan(m) ? m : std::max(0.0, m);
          }
          return s / static_cast<double>(rows(p));
@@ -224,10 +238,11 @@ std::vector<Loss> losses() {
            const double* tr = t.f64() + b * cols(p);
            // The hinge is flat here. A NaN margin keeps the gradient, as the libraries' hinges do
            // (libtorch's relu backward masks x <= 0 only; oneDNN's binary_gt(NaN, 0) is 1).
-           if (hinge_margin(pr, tr, cols(p)) <= 0) continue;
+           const HingeMargin h = hinge_margin(pr, tr, cols(p));
+           if (h.margin <= 0) continue;
            double* gr = g.f64() + b * cols(p);
            for (int64_t j = 0; j < cols(p); ++j) gr[j] = -tr[j] / n;
-           const int64_t k = hinge_neg_index(pr, tr, cols(p));
+           const int64_t k = h.neg_index;
            gr[k] += (1.0 - tr[k]) / n;
          }
          return g;

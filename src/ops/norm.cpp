@@ -143,7 +143,13 @@ std::vector<Tensor> batch_norm_forward(const Inputs& in, const Attrs& a) {
   for (int64_t c = 0; c < x.dim(1); ++c) {
     const auto idx = channel_indices(x.shape(), c);
     const GroupStats s = bn_stats(in, a, c, idx);
-    for (int64_t i : idx) y.f64()[i] = scale[c] * normalized(x.f64()[i], s) + bias[c];
+    // Implementations fold the statistics into one affine map (oneDNN, OpenCV, ArmNN: y = x * a + b with
+    // a = scale * rstd, b = bias - mean * a): a, x * a and mean * a overflow float32 where the normalised value
+    // times scale fits (scale 1e30 and var 1e-20: a = 1e40), so the result there may be inf or NaN.
+    const double fold = std::abs(scale[c]) * s.rstd;
+    for (int64_t i : idx)
+      y.f64()[i] = scale[c] * normalized(x.f64()[i], s) + bias[c] +
+                   float32_range(fold * std::max(1.0, std::abs(x.f64()[i]) + std::abs(s.mean)));
   }
   return {y};
 }

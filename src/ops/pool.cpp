@@ -275,10 +275,11 @@ OpSpec make_window_pool(int d, bool is_max) {
         const double* xp = x.f64() + p * in_plane;
         for (const Window& w : ws) {
           const double m = xp[w.cells[first_max(xp, w)]];
-          const auto n = std::count_if(w.cells.begin(), w.cells.end(), [&](int64_t c) { return xp[c] == m; });
+          const auto n =
+              std::count_if(w.cells.begin(), w.cells.end(), [&](int64_t c) { return attains_extreme(xp[c], m); });
           for (int64_t c : w.cells) {
             int8_t& e = ext[static_cast<size_t>(p * in_plane + c)];
-            if (xp[c] == m) e = std::max(e, n > 1 ? int8_t{OpSpec::kTiedExtreme} : int8_t{OpSpec::kSoleExtreme});
+            if (attains_extreme(xp[c], m)) e = std::max(e, n > 1 ? int8_t{OpSpec::kTiedExtreme} : int8_t{OpSpec::kSoleExtreme});
           }
         }
       }
@@ -398,10 +399,13 @@ OpSpec make_global_pool(bool is_max) {
       std::vector<int8_t> ext(static_cast<size_t>(x.numel()), OpSpec::kNotExtreme);
       for (int64_t p = 0; p < planes; ++p) {
         const double* xp = x.f64() + p * plane;
-        const double m = *std::max_element(xp, xp + plane);
-        const int8_t code = std::count(xp, xp + plane, m) > 1 ? OpSpec::kTiedExtreme : OpSpec::kSoleExtreme;
+        double m = xp[0];
+        for (int64_t i = 1; i < plane; ++i)
+          if (beats_extreme(xp[i], m, true)) m = xp[i];
+        const auto n = std::count_if(xp, xp + plane, [&](double v) { return attains_extreme(v, m); });
+        const int8_t code = n > 1 ? OpSpec::kTiedExtreme : OpSpec::kSoleExtreme;
         for (int64_t i = 0; i < plane; ++i)
-          if (xp[i] == m) ext[static_cast<size_t>(p * plane + i)] = code;
+          if (attains_extreme(xp[i], m)) ext[static_cast<size_t>(p * plane + i)] = code;
       }
       return ext;
     };

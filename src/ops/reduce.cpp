@@ -253,7 +253,7 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
       const Slots sl = slots_of(x.shape(), a);
       const auto arg = first_extreme(x, sl, kind == Kind::Max);
       auto is_ext = [&](size_t i) {
-        return x.get(static_cast<int64_t>(i)) == x.get(arg[static_cast<size_t>(sl.of[i])]);
+        return attains_extreme(x.get(static_cast<int64_t>(i)), x.get(arg[static_cast<size_t>(sl.of[i])]));
       };
       std::vector<int> count(static_cast<size_t>(sl.count), 0);
       for (size_t i = 0; i < sl.of.size(); ++i) count[static_cast<size_t>(sl.of[i])] += is_ext(i);

@@ -1119,6 +1119,68 @@ TEST(PerNode, GelusProductBeforeHalvingMayOverflow) {
   EXPECT_EQ(d.judge_runs({d.run("ref"), b}).size(), 1u);
 }
 
+// Seed 2351's float32 behaviours and conventions, each a finding of Quorum's own before: square's derivative 2x
+// overflows float32 where the gradient fits; a batch normalisation folded into x * (scale * rstd) + b overflows
+// where the normalised value times scale fits; a NaN maximum's gradient goes to any of the NaN cells. A value off
+// elsewhere is found.
+TEST(PerNode, ThreeBehavioursOfTheFifthUnseenSeedAreNotFindings) {
+  {
+    const ir::Graph g = ir::graph_from_json(R"({
+      "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+      "nodes": [{"name": "y", "op": "square", "inputs": ["x"], "outputs": ["y"]}]})",
+                                            "square_big");
+    const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1.8e38, 0.5})}}, core::Tensor::f64({1, 2}, {0, 0}));
+    BackendRun a = c.run("A");
+    a.grads["y"] = core::Tensor::f64({1, 2}, {1e-30, 1});
+    a.grads["x"] = core::Tensor::f64({1, 2}, {INFINITY, 1});
+    for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    a.grads["x"].f64()[1] = INFINITY;
+    EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+  }
+  {
+    const auto bn = [](const std::string& scale) {
+      return ir::graph_from_json(R"({
+        "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 2]}], "outputs": ["y"],
+        "initializers": [{"name": "s", "dtype": "float32", "shape": [1], "data": [)" + scale + R"(]},
+                         {"name": "b", "dtype": "float32", "shape": [1], "data": [0]},
+                         {"name": "m", "dtype": "float32", "shape": [1], "data": [0]},
+                         {"name": "v", "dtype": "float32", "shape": [1], "data": [1e-20]}],
+        "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+                   "attrs": {"epsilon": 1e-5, "training": 0}}]})",
+                                 "bn_fold");
+    };
+    const Case c(bn("1e37"), {{"x", core::Tensor::f64({1, 1, 2}, {1e-3, 0.5})}}, core::Tensor::f64({1, 1, 2}, {0, 0}));
+    BackendRun a = c.run("A");
+    a.trained = false;
+    a.values["y"].f64()[0] = INFINITY;  // x * (scale * rstd): rstd = 316, scale * rstd = inf
+    for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    const Case d(bn("1"), {{"x", core::Tensor::f64({1, 1, 2}, {1e-3, 0.5})}}, core::Tensor::f64({1, 1, 2}, {0, 0}));
+    BackendRun b = d.run("A");  // scale 1: nothing overflows, inf is a finding
+    b.trained = false;
+    b.values["y"].f64()[0] = INFINITY;
+    EXPECT_EQ(d.judge_runs({d.run("ref"), b}).size(), 1u);
+  }
+  {
+    const ir::Graph g = ir::graph_from_json(R"({
+      "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 3]}], "outputs": ["y"],
+      "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+                {"name": "y", "op": "global_max_pool", "inputs": ["a"], "outputs": ["y"]}]})",
+                                            "nan_max");
+    const Case c(g, {{"x", core::Tensor::f64({1, 1, 3}, {NAN, 1, NAN})}}, core::Tensor::f64({1, 1, 1}, {0}));
+    BackendRun a = c.run("A");
+    a.grads["y"] = core::Tensor::f64({1, 1, 1}, {1});
+    a.grads["a"] = core::Tensor::f64({1, 1, 3}, {0, 0, 1});  // the last NaN, where the kernel picks the first
+    a.grads["x"] = core::Tensor::f64({1, 1, 3}, {0, 0, -1});
+    for (const auto& f : c.judge_runs({c.run("ref"), a}))
+      EXPECT_NE(f.stage, Stage::Backward) << f.signature() << ": " << f.detail;
+    a.grads["a"] = core::Tensor::f64({1, 1, 3}, {0, 1, 0});  // the finite cell is not a maximum
+    a.grads["x"] = core::Tensor::f64({1, 1, 3}, {0, -1, 0});
+    bool at_y = false;
+    for (const auto& f : c.judge_runs({c.run("ref"), a})) at_y |= f.stage == Stage::Backward && f.node == "y";
+    EXPECT_TRUE(at_y);
+  }
+}
+
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
   EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
 }
