@@ -136,6 +136,9 @@ class Backend {
   virtual std::string name() const = 0;
   virtual std::string version() const = 0;  // the library's own version string
   virtual bool trains() const = 0;
+  // Whether the library reads the model as an ONNX exchange form: its sessions' lowering then names the form
+  // each node was read in ("onnx opset N", "onnx form what=form,..."), which coverage counts.
+  virtual bool reads_exchange_form() const { return false; }
   // Whether this library can run this node (its operator and attributes), or why not.
   virtual Support supports(const ir::Graph& g, const ir::Node& n) const = 0;
   // Whether train_step can differentiate through this node (e.g. the library has a backward

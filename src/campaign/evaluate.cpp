@@ -63,12 +63,14 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
   th.dtype = setup.dtype;
   ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
   // The library operations behind each finding's node, asked once per backend with findings; and
-  // once per backend that ran the model, the exchange form it read (its "onnx ..." entries).
+  // once per backend that ran the model and reads an exchange form, the form it read (its "onnx ..." entries).
   std::map<std::string, std::map<std::string, std::vector<std::string>>> lowering;
   for (const auto& r : ev.runs) {
     if (r.is_reference || r.unsupported || !r.outcome.ok() || r.values.empty()) continue;
     for (size_t i = 0; i < workers.size(); ++i) {
       if (setup.backends[i].str() != r.backend || lowering.count(r.backend)) continue;
+      const worker::BackendInfo* info = workers.at(i).info();
+      if (!info || !info->reads_exchange_form) break;
       std::map<std::string, std::vector<std::string>> ops;
       if (!workers.at(i).lowering(ops).ok()) ops.clear();
       for (const auto& [node, list] : ops)
@@ -77,18 +79,25 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
       lowering.emplace(r.backend, std::move(ops));
     }
   }
+  const auto lowering_of = [&](const std::string& backend) -> const std::map<std::string, std::vector<std::string>>* {
+    if (auto it = lowering.find(backend); it != lowering.end()) return &it->second;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (setup.backends[i].str() != backend) continue;
+      std::map<std::string, std::vector<std::string>> ops;
+      if (!workers.at(i).lowering(ops).ok()) ops.clear();
+      return &lowering.emplace(backend, std::move(ops)).first->second;
+    }
+    return nullptr;
+  };
   for (auto& f : ev.findings) {
     if (f.node.empty()) continue;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (setup.backends[i].str() != f.backend) continue;
-      auto it = lowering.find(f.backend);
-      if (it == lowering.end()) {
-        std::map<std::string, std::vector<std::string>> ops;
-        if (!workers.at(i).lowering(ops).ok()) ops.clear();
-        it = lowering.emplace(f.backend, std::move(ops)).first;
-      }
-      if (auto n = it->second.find(f.node); n != it->second.end()) f.lowering = n->second;
-    }
+    if (const auto* ops = lowering_of(f.backend))
+      if (auto n = ops->find(f.node); n != ops->end()) f.lowering = n->second;
+    // Blamed on the reference: the ledgers match it per library, each with its own operations.
+    if (f.blames_reference())
+      for (const auto& library : f.against)
+        if (const auto* ops = lowering_of(library))
+          if (auto n = ops->find(f.node); n != ops->end()) f.against_lowering[library] = n->second;
   }
   if (setup.known)
     for (auto& f : ev.findings)

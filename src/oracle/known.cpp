@@ -147,12 +147,14 @@ const KnownEntry* Ledger::match(const std::string& signature, const std::vector<
 
 const KnownEntry* Ledger::match(const Finding& f) const {
   if (const KnownEntry* e = match(f.signature(), f.lowering)) return e;
-  if (f.backend != "ref" || f.against.empty()) return nullptr;
+  if (!f.blames_reference() || f.against.empty()) return nullptr;
   const KnownEntry* first = nullptr;
   for (const auto& library : f.against) {
     Finding each = f;
     each.backend = library;
-    const KnownEntry* e = match(each.signature());
+    const auto lowering = f.against_lowering.find(library);
+    const KnownEntry* e =
+        match(each.signature(), lowering == f.against_lowering.end() ? std::vector<std::string>{} : lowering->second);
     if (!e) return nullptr;
     if (!first) first = e;
   }

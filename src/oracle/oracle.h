@@ -97,6 +97,10 @@ struct Finding {
   // The library operations the blamed backend ran for the node (backends::Session::lowering:
   // primitives, subgraph definitions, layers), forward and backward; empty where it does not say.
   std::vector<std::string> lowering;
+  // Blamed on the reference: each library in `against`'s operations for the node, as `lowering` is for a library.
+  std::map<std::string, std::vector<std::string>> against_lowering;
+  // Whether the libraries agreed with each other against the float64 reference ("ref").
+  bool blames_reference() const { return backend == "ref"; }
   // The deduplication key: kind, stage, blamed backend, operator, and the categorical
   // attributes (inconsistency), nothing more (NaN: by layer type) or the normalised message (crash).
   std::string signature() const;

@@ -9,7 +9,7 @@
 namespace quorum::worker {
 
 enum class Kind : uint8_t {
-  Hello = 1,     // -> name, version, trains
+  Hello = 1,     // -> name, version, trains, reads_exchange_form
   Supports = 2,  // graph, training flag -> per node: name, ok, reason
   Compile = 3,   // graph, dtype, threads -> (nothing)
   Forward = 4,   // values, keep_intermediates -> values

@@ -190,6 +190,7 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           ok.str(backend.name());
           ok.str(backend.version());
           ok.u8(backend.trains() ? 1 : 0);
+          ok.u8(backend.reads_exchange_form() ? 1 : 0);
           out = ok.bytes();
           break;
         case Kind::Supports: {

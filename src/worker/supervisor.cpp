@@ -287,7 +287,17 @@ Outcome Worker::hello(BackendInfo& info) {
     info.name = r.str();
     info.version = r.str();
     info.trains = r.u8() != 0;
+    info.reads_exchange_form = r.u8() != 0;
   });
+}
+
+const BackendInfo* Worker::info() {
+  if (!info_) {
+    BackendInfo i;
+    if (!hello(i).ok()) return nullptr;
+    info_ = std::move(i);
+  }
+  return &*info_;
 }
 
 Outcome Worker::supports(const ir::Graph& g, bool training, std::vector<NodeSupport>& out) {

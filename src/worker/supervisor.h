@@ -3,6 +3,7 @@
 // address-space limit per process, and classifies a death — signal, timeout, out of memory — into
 // an Outcome. A dead worker is restarted on the next call; the caller's campaign goes on.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct Limits {
 struct BackendInfo {
   std::string name, version;
   bool trains = false;
+  bool reads_exchange_form = false;  // backends::Backend::reads_exchange_form
 };
 
 struct NodeSupport {
@@ -92,6 +94,9 @@ class Worker {
   void set_timeout(double seconds) { limits_.timeout_s = seconds; }
 
   Outcome hello(BackendInfo& info);
+  // The Hello reply, asked at the first call and kept (a backend's answer does not change between its
+  // processes); null while the worker cannot answer.
+  const BackendInfo* info();
   Outcome supports(const ir::Graph& g, bool training, std::vector<NodeSupport>& out);
   Outcome compile(const ir::Graph& g, const backends::CompileOptions& opt);
   Outcome forward(const backends::ValueMap& inputs, bool keep_intermediates, backends::ValueMap& out);
@@ -127,6 +132,7 @@ class Worker {
   int starts_ = 0;
   int recycles_ = 0;
   uint64_t compiles_ = 0;  // models compiled by the current process
+  std::optional<BackendInfo> info_;
 };
 
 }  // namespace quorum::worker

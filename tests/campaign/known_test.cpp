@@ -108,6 +108,31 @@ TEST(Known, ASharedKnownBugBlamedOnTheReferenceIsKnown) {
   fs::remove_all(dir);
 }
 
+// A reference-blamed finding is matched per library with that library's own operations for the node, so an
+// entry whose pattern names a library operation (one primitive behind several operators) covers it too.
+TEST(Known, AReferenceBlamedFindingIsMatchedWithEachLibrarysLowering) {
+  const std::string dir = ledger_dir("shared_lowering", "onednn", R"({"format": "quorum.known", "backend": "onednn",
+  "entries": [
+    {"id": "onednn-max", "class": "bug", "signature": "inconsistency|FC|onednn|reduce_max|{}", "note": "n",
+     "also": [{"signature": "inconsistency|FC|onednn|*", "lowering": ["reduction_max"]}]},
+    {"id": "armnn-max", "backend": "armnn", "class": "bug", "signature": "inconsistency|FC|armnn|reduce_max|{}",
+     "note": "n", "also": [{"signature": "inconsistency|FC|armnn|*", "lowering": ["Reduce"]}]}]})");
+  const oracle::Ledger l = oracle::load_ledgers(dir);
+  oracle::Finding f;
+  f.kind = oracle::Kind::Inconsistency;
+  f.stage = oracle::Stage::Forward;
+  f.backend = "ref";
+  f.op = "global_max_pool";
+  f.params = "{}";
+  f.against = {"onednn", "armnn"};
+  EXPECT_EQ(l.match(f), nullptr);  // no lowering: the patterns do not apply
+  f.against_lowering = {{"onednn", {"reduction_max"}}, {"armnn", {"Reshape", "Reduce"}}};
+  EXPECT_EQ(l.match(f), &l.entries[0]);
+  f.against_lowering["armnn"] = {"Pooling2d"};  // armnn ran another operation: the reference stays suspect
+  EXPECT_EQ(l.match(f), nullptr);
+  fs::remove_all(dir);
+}
+
 // The project's own ledgers: a root cause's other message forms match its entry (seed 6061830: the
 // Mish fusion's dropped Tanh, consumed by a Sum of three, fails the Sum's parse as 'Sum of constants
 // is not implemented', cut from the signature after "not impl").

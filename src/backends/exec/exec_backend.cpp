@@ -296,6 +296,7 @@ class ExecBackend : public Backend {
            seconds(cfg_.time_limit_s) + " s" + (cfg_.persistent ? ", persistent" : "") + ")";
   }
   bool trains() const override { return false; }
+  bool reads_exchange_form() const override { return true; }
 
   // Whatever the exporter can write: the program itself decides what it runs (exit status 3).
   Support supports(const ir::Graph& g, const ir::Node& n) const override {

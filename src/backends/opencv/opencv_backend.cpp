@@ -127,6 +127,7 @@ class OpencvBackend : public Backend {
            ", DNN_BACKEND_OPENCV on CPU, float32)";
   }
   bool trains() const override { return false; }
+  bool reads_exchange_form() const override { return true; }
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n, variant_); }
 
