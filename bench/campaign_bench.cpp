@@ -41,6 +41,7 @@ void BM_Campaign(benchmark::State& state, const char* backends) {
   // Per-model milliseconds per phase (summed over jobs, so with 2 jobs they add up to ~2x wall time).
   const double per = 1000.0 / static_cast<double>(std::max<int64_t>(1, s.models_run));
   state.counters["ms_generate"] = s.timing.generate * per;
+  state.counters["ms_generate_ahead"] = s.timing.generate_ahead * per;
   state.counters["ms_reference"] = s.timing.reference * per;
   for (const auto& [b, v] : s.timing.compile) state.counters["ms_compile_" + b] = v * per;
   for (const auto& [b, v] : s.timing.run) state.counters["ms_run_" + b] = v * per;

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
+#include <optional>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -157,14 +159,26 @@ class Run {
 
   // One job: models until the budget is spent, or until the machine refuses (a full disk, no fork):
   // then every job stops and run_campaign throws that SystemError.
+  // A job claims its next model and draws it on a thread of its own while its current model runs on the
+  // libraries (the draw asks the share policy's workers, not this job's), so generation waits only when
+  // the draw takes longer than the run. Model i is the same whoever draws it and when (draw_case), except
+  // with a generator that learns from the models' outcomes (on_model: mcts), which draws after the last.
   void job() {
     try {
       WorkerSet workers(setup_.backends, setup_.limits);
-      while (!stopped_) {
-        const int64_t index = opt_.shard + opt_.shards * next_++;
-        if (out_of_budget(index)) break;
-        if (store_.model_done(index)) continue;
-        model(workers, index);
+      int64_t index = claim();
+      std::future<Drawn> drawing;
+      if (index >= 0) drawing = std::async(std::launch::deferred, [this, index] { return draw(index); });
+      while (index >= 0 && !stopped_) {
+        const auto t0 = Clock::now();
+        Drawn drawn = drawing.get();
+        drawn.waited = std::chrono::duration<double>(Clock::now() - t0).count();
+        const int64_t following = claim();
+        if (following >= 0)
+          drawing = std::async(opt_.on_model ? std::launch::deferred : std::launch::async,
+                               [this, following] { return draw(following); });
+        model(workers, index, std::move(drawn));
+        index = following;
       }
       std::lock_guard<std::mutex> lock(sh_.mu);
       for (size_t i = 0; i < workers.size(); ++i) sh_.recycled += workers.at(i).recycles();
@@ -233,21 +247,53 @@ class Run {
     return false;
   }
 
+  // The next model index of this shard not done yet, or -1 at the end of the budget.
+  int64_t claim() {
+    while (!stopped_) {
+      const int64_t index = opt_.shard + opt_.shards * next_++;
+      if (out_of_budget(index)) return -1;
+      if (!store_.model_done(index)) return index;
+    }
+    return -1;
+  }
+
+  // A drawn model: its case and loss, or why it is invalid; how long the draw took and how long the job
+  // waited for it.
+  struct Drawn {
+    ModelCase m;
+    std::string loss;
+    std::optional<std::string> invalid;
+    double seconds = 0, waited = 0;
+  };
+
+  Drawn draw(int64_t index) const {
+    const auto t0 = Clock::now();
+    Drawn d;
+    try {
+      d.m = draw_case(factory_, seed_, index, opt_.rotate_losses ? "" : setup_.loss, &d.loss);
+    } catch (const std::exception& e) {
+      d.invalid = e.what();
+    }
+    d.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return d;
+  }
+
   // Model `index`: drawn, evaluated, its new findings bundled and reduced, the counts shared.
-  void model(WorkerSet& workers, int64_t index) {
+  void model(WorkerSet& workers, int64_t index, Drawn drawn) {
     Timing t;
     auto t0 = Clock::now();
-    ModelCase m;
     Setup setup = setup_;  // with the model's own loss (the rotation)
-    try {
-      m = draw_case(factory_, seed_, index, opt_.rotate_losses ? "" : setup_.loss, &setup.loss);
-    } catch (const std::exception& e) {
+    if (drawn.invalid) {
       std::lock_guard<std::mutex> lock(sh_.mu);
-      if (++sh_.invalid == 1) sh_.first_invalid = e.what();
+      if (++sh_.invalid == 1) sh_.first_invalid = *drawn.invalid;
       store_.record(index, {}, nullptr);
       return;
     }
-    t.generate += std::chrono::duration<double>(Clock::now() - t0).count();
+    ModelCase m = std::move(drawn.m);
+    setup.loss = drawn.loss;
+    // On the hot path: the wait for the draw. The draw's own time overlapped the previous model's run.
+    t.generate += drawn.waited;
+    t.generate_ahead += std::max(0.0, drawn.seconds - drawn.waited);
     try {
       Evaluation ev = evaluate(m, setup, workers, &t);
       ModelRows rows;

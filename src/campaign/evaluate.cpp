@@ -131,6 +131,7 @@ double Timing::libraries() const {
 
 void Timing::add(const Timing& o) {
   generate += o.generate;
+  generate_ahead += o.generate_ahead;
   compare += o.compare;
   store += o.store;
   reference += o.reference;

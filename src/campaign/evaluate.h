@@ -48,6 +48,9 @@ struct ModelCase {
 // Seconds spent per phase, summed over a campaign.
 struct Timing {
   double generate = 0, compare = 0, store = 0, reference = 0, reduce = 0;
+  // Generation that overlapped the job's previous model on the libraries (a job draws its next model
+  // while the current one runs): off the hot path, so not in overhead(), but on the same cores.
+  double generate_ahead = 0;
   std::map<std::string, double> compile, run;  // per backend
   void add(const Timing& o);
   // The libraries' own time (every backend's compile and run) and the campaign's overhead on the

@@ -136,7 +136,8 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
   if (s.workers_recycled)
     std::cout << "workers: " << s.workers_recycled << " recycled (--worker_models / --worker_rss)\n";
   const campaign::Timing& t = s.timing;
-  std::cout << "time: generate " << t.generate << " s, reference " << t.reference << " s";
+  std::cout << "time: generate " << t.generate << " s (and " << t.generate_ahead
+            << " s while the previous model ran), reference " << t.reference << " s";
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
   for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
   std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
