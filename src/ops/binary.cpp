@@ -140,8 +140,7 @@ OpSpec make_binary(const BinaryDef& d) {
         const double mine = input == 0 ? in[0]->get(ma[o]) : in[1]->get(mb[o]);
         const double other = input == 0 ? in[1]->get(mb[o]) : in[0]->get(ma[o]);
         int8_t& e = ext[static_cast<size_t>(input == 0 ? ma[o] : mb[o])];
-        // A NaN operand makes the output NaN; which operand its gradient goes to is each library's own choice.
-        if (mine == other || std::isnan(mine) || std::isnan(other))
+        if (mine == other)
           e = OpSpec::kTiedExtreme;
         else if (is_max ? mine > other : mine < other)
           e = std::max(e, int8_t{OpSpec::kSoleExtreme});

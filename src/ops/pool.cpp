@@ -279,7 +279,8 @@ OpSpec make_window_pool(int d, bool is_max) {
               std::count_if(w.cells.begin(), w.cells.end(), [&](int64_t c) { return attains_extreme(xp[c], m); });
           for (int64_t c : w.cells) {
             int8_t& e = ext[static_cast<size_t>(p * in_plane + c)];
-            if (attains_extreme(xp[c], m)) e = std::max(e, n > 1 ? int8_t{OpSpec::kTiedExtreme} : int8_t{OpSpec::kSoleExtreme});
+            if (attains_extreme(xp[c], m))
+              e = std::max(e, n > 1 ? int8_t{OpSpec::kTiedExtreme} : int8_t{OpSpec::kSoleExtreme});
           }
         }
       }

@@ -756,9 +756,13 @@ struct PerNode {
       sg += got.get(i);
       sw += want.get(i);
     }
+    // An infinite or NaN incoming gradient makes the cell it reaches non-finite, and whatever finite gradient a
+    // tie routes to that cell in one library and elsewhere in another leaves the finite totals unequal: no total.
     for (const Tensor& gy : vjps.at(c.name).gy)
-      for (int64_t i = 0; i < gy.numel(); ++i)
-        if (std::isfinite(gy.get(i))) incoming += std::abs(gy.get(i));
+      for (int64_t i = 0; i < gy.numel(); ++i) {
+        if (!std::isfinite(gy.get(i))) return true;
+        incoming += std::abs(gy.get(i));
+      }
     return element_within(sg, sw, std::max({1.0, mass, incoming}), tol);
   }
 

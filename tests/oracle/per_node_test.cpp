@@ -1181,6 +1181,31 @@ TEST(PerNode, ThreeBehavioursOfTheFifthUnseenSeedAreNotFindings) {
   }
 }
 
+// Seed 2417: a window of two NaN routes its finite gradient to the first NaN (the kernel) or the last (libtorch),
+// and the next window's infinite gradient reaches that last NaN: the finite totals then differ by the routed
+// gradient, which is a tie's routing, not a lost gradient.
+TEST(PerNode, ATieRoutedIntoACellAnInfiniteGradientReachesKeepsItsTotal) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 4]}], "outputs": ["y"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "y", "op": "max_pool1d", "inputs": ["a"], "outputs": ["y"],
+               "attrs": {"auto_pad": "SAME_UPPER", "ceil_mode": 0, "dilations": [1], "kernel_shape": [2], "pads": [0, 0],
+                         "strides": [1]}}]})",
+                                          "nan_windows");
+  const Case c(g, {{"x", core::Tensor::f64({1, 1, 4}, {0, NAN, NAN, 0})}}, core::Tensor::f64({1, 1, 4}, {0, 0, 0, 0}));
+  BackendRun a = c.run("A");
+  a.grads["y"] = core::Tensor::f64({1, 1, 4}, {0.5, 0.25, INFINITY, 1});
+  a.grads["a"] = core::Tensor::f64({1, 1, 4}, {0, 0.5, INFINITY, 1});  // the kernel: {0, 0.75, inf, 1}
+  a.grads["x"] = core::Tensor::f64({1, 1, 4}, {0, -0.5, -INFINITY, -1});
+  for (const auto& f : c.judge_runs({c.run("ref"), a}))
+    EXPECT_NE(f.stage, Stage::Backward) << f.signature() << ": " << f.detail;
+  a.grads["a"].f64()[3] = 2;  // a cell no tie reaches
+  a.grads["x"].f64()[3] = -2;
+  bool at_y = false;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) at_y |= f.stage == Stage::Backward && f.node == "y";
+  EXPECT_TRUE(at_y);
+}
+
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
   EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
 }
