@@ -155,6 +155,15 @@ TEST(Known, TheProjectsLedgersKnowEveryMessageFormOfARootCause) {
       {});
   ASSERT_NE(cut, nullptr);
   EXPECT_EQ(cut->id, "opencv-mish-fusion-extra-consumer");
+  // Seed 2417: an Elu reading the dropped Tanh is added without inputs (layer.cpp's getMemoryShapes).
+  const oracle::KnownEntry* elu = l.match(
+      "crash|compile|opencv||conversion failure: OpenCV's ONNX importer refused the model: OpenCV(N) ./modu"
+      "les/dnn/src/onnx/onnx_importer.cpp:N: error: (-N:Unspecified error) in function 'handleNode' > Node "
+      "[Elu@ai.onnx]:(onnx_node!elu_N) parse error: OpenCV(N) ./modules/dnn/src/layer.cpp:N: error: (-N:Ass"
+      "ertion failed) inputs.size() in function '",
+      {});
+  ASSERT_NE(elu, nullptr);
+  EXPECT_EQ(elu->id, "opencv-mish-fusion-extra-consumer");
 }
 
 // An exchange form in the lowering: OpenCV's silent x*B for a square constant B is labelled only when
