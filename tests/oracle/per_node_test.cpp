@@ -1206,6 +1206,22 @@ TEST(PerNode, ATieRoutedIntoACellAnInfiniteGradientReachesKeepsItsTotal) {
   EXPECT_TRUE(at_y);
 }
 
+// Seed 2419: clip's lower bound 0.1 and an input of 0.1 in float32 (0.10000000149) meet at the kink only in float32,
+// so the kernel passes the gradient -inf (derivative 1) and oneDNN multiplies it by the bound's derivative 0: NaN.
+// Either side's product is the convention's result.
+TEST(PerNode, AnInfiniteGradientAtAKinkTimesEitherSidesDerivativeIsAConvention) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "clip", "inputs": ["x"], "outputs": ["y"], "attrs": {"min": 0.1, "max": 100.0}}]})",
+                                          "clip_inf_gy");
+  // An infinite target makes the loss gradient -inf at the bound.
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {0.1f, 0.5})}}, core::Tensor::f64({1, 2}, {INFINITY, 0}));
+  BackendRun a = c.run("A");
+  ASSERT_EQ(a.grads["x"].get(0), -INFINITY);
+  a.grads["x"].f64()[0] = NAN;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+}
+
 TEST(PerNode, CrashMessagesLoseGeneratedNumbersAfterAnUnderscore) {
   EXPECT_EQ(normalize_message("node muffin_103487 failed"), normalize_message("node muffin_7 failed"));
 }
