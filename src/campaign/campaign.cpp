@@ -11,11 +11,11 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
-#include <optional>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "campaign/bundle.h"

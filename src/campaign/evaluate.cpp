@@ -65,20 +65,6 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
   // The library operations behind each finding's node, asked once per backend with findings; and
   // once per backend that ran the model and reads an exchange form, the form it read (its "onnx ..." entries).
   std::map<std::string, std::map<std::string, std::vector<std::string>>> lowering;
-  for (const auto& r : ev.runs) {
-    if (r.is_reference || r.unsupported || !r.outcome.ok() || r.values.empty()) continue;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (setup.backends[i].str() != r.backend || lowering.count(r.backend)) continue;
-      const worker::BackendInfo* info = workers.at(i).info();
-      if (!info || !info->reads_exchange_form) break;
-      std::map<std::string, std::vector<std::string>> ops;
-      if (!workers.at(i).lowering(ops).ok()) ops.clear();
-      for (const auto& [node, list] : ops)
-        for (const auto& x : list)
-          if (x.rfind("onnx ", 0) == 0) ev.exchange[r.backend][node].push_back(x);
-      lowering.emplace(r.backend, std::move(ops));
-    }
-  }
   const auto lowering_of = [&](const std::string& backend) -> const std::map<std::string, std::vector<std::string>>* {
     if (auto it = lowering.find(backend); it != lowering.end()) return &it->second;
     for (size_t i = 0; i < workers.size(); ++i) {
@@ -89,6 +75,17 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
     }
     return nullptr;
   };
+  for (const auto& r : ev.runs) {
+    if (r.is_reference || r.unsupported || !r.outcome.ok() || r.values.empty()) continue;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (setup.backends[i].str() != r.backend) continue;
+      const worker::BackendInfo* info = workers.at(i).info();
+      if (!info || !info->reads_exchange_form || lowering.count(r.backend)) break;
+      for (const auto& [node, list] : *lowering_of(r.backend))
+        for (const auto& x : list)
+          if (x.rfind("onnx ", 0) == 0) ev.exchange[r.backend][node].push_back(x);
+    }
+  }
   for (auto& f : ev.findings) {
     if (f.node.empty()) continue;
     if (const auto* ops = lowering_of(f.backend))

@@ -165,6 +165,14 @@ size_t first_max(const double* plane, const Window& w) {
   return best;
 }
 
+// Index of the first maximal element of a plane of n values (a NaN is the maximum).
+int64_t first_max(const double* plane, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (beats_extreme(plane[i], plane[best], true)) best = i;
+  return best;
+}
+
 Shape pooled_shape(const Shape& x, const std::vector<Axis>& g) {
   Shape s{x[0], x[1]};
   for (const auto& ax : g) s.push_back(ax.out);
@@ -381,10 +389,7 @@ OpSpec make_global_pool(bool is_max) {
       double* gp = gx.f64() + p * plane;
       const double gy = grad[0].f64()[p];
       if (is_max) {
-        int64_t best = 0;  // the first maximal element
-        for (int64_t i = 1; i < plane; ++i)
-          if (beats_extreme(xp[i], xp[best], true)) best = i;
-        gp[best] = gy;
+        gp[first_max(xp, plane)] = gy;
       } else {
         for (int64_t i = 0; i < plane; ++i) gp[i] = gy / static_cast<double>(plane);
       }
@@ -400,9 +405,7 @@ OpSpec make_global_pool(bool is_max) {
       std::vector<int8_t> ext(static_cast<size_t>(x.numel()), OpSpec::kNotExtreme);
       for (int64_t p = 0; p < planes; ++p) {
         const double* xp = x.f64() + p * plane;
-        double m = xp[0];
-        for (int64_t i = 1; i < plane; ++i)
-          if (beats_extreme(xp[i], m, true)) m = xp[i];
+        const double m = xp[first_max(xp, plane)];
         const auto n = std::count_if(xp, xp + plane, [&](double v) { return attains_extreme(v, m); });
         const int8_t code = n > 1 ? OpSpec::kTiedExtreme : OpSpec::kSoleExtreme;
         for (int64_t i = 0; i < plane; ++i)
