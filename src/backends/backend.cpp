@@ -82,13 +82,23 @@ std::set<std::string> multi_consumer_values(const ir::Graph& g) {
   return out;
 }
 
+std::vector<Support> Backend::supports_nodes(const ir::Graph& g, bool training) const {
+  std::vector<Support> out;
+  out.reserve(g.nodes.size());
+  for (const auto& n : g.nodes) {
+    Support s = supports(g, n);
+    if (s.ok && training) s = trains() ? supports_training(g, n) : Support::no("backend does not train");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 Support supports_graph(const Backend& b, const ir::Graph& g, bool training) {
   if (training && !b.trains()) return Support::no("backend does not train");
-  for (const auto& n : g.nodes) {
-    Support s = b.supports(g, n);
-    if (s.ok && training) s = b.supports_training(g, n);
-    if (!s.ok) return Support::no("node '" + n.name + "' (" + n.op + "): " + s.reason);
-  }
+  const std::vector<Support> answers = b.supports_nodes(g, training);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!answers[i].ok)
+      return Support::no("node '" + g.nodes[i].name + "' (" + g.nodes[i].op + "): " + answers[i].reason);
   return Support::yes();
 }
 

@@ -146,6 +146,10 @@ class Backend {
   virtual Support supports_training(const ir::Graph&, const ir::Node&) const {
     return trains() ? Support::yes() : Support::no("backend does not train");
   }
+  // Every node's answer at once, in the graph's node order: supports(), and where `training` and that says
+  // yes, supports_training() ("backend does not train" for a backend that does not). A backend whose answers
+  // depend on the whole model (the exchange form it reads) overrides it to work that out once per model.
+  virtual std::vector<Support> supports_nodes(const ir::Graph& g, bool training) const;
   // Builds a runnable session; throws ConversionError when the library refuses the model.
   virtual std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) = 0;
 };

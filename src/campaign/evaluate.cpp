@@ -182,7 +182,9 @@ bool admit(const ir::Graph& g, const Setup& setup, size_t i, worker::Worker& w, 
     for (const auto& s : sup)
       if (!s.ok && o.ok()) o = {worker::Status::Unsupported, "node '" + s.node + "': " + s.reason, 0, ""};
   }
-  if (o.ok() && setup.mode != Mode::Infer) {
+  // A library that does not train (its Hello says so) would answer no for every node: it is not asked.
+  const worker::BackendInfo* info = o.ok() && setup.mode != Mode::Infer ? w.info() : nullptr;
+  if (info && info->trains) {
     std::vector<worker::NodeSupport> tsup;
     trains = w.supports(g, true, tsup).ok();
     for (const auto& s : tsup) trains &= s.ok;

@@ -196,14 +196,12 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
         case Kind::Supports: {
           ir::Graph g = r.graph();
           const bool training = r.u8() != 0;
+          const std::vector<backends::Support> answers = backend.supports_nodes(g, training);
           ok.u32(static_cast<uint32_t>(g.nodes.size()));
-          for (const auto& n : g.nodes) {
-            backends::Support s = backend.supports(g, n);
-            if (s.ok && training)
-              s = backend.trains() ? backend.supports_training(g, n) : backends::Support::no("backend does not train");
-            ok.str(n.name);
-            ok.u8(s.ok ? 1 : 0);
-            ok.str(s.reason);
+          for (size_t i = 0; i < g.nodes.size(); ++i) {
+            ok.str(g.nodes[i].name);
+            ok.u8(answers[i].ok ? 1 : 0);
+            ok.str(answers[i].reason);
           }
           out = ok.bytes();
           break;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -322,11 +323,21 @@ Outcome Worker::supports(const ir::Graph& g, bool training, std::vector<NodeSupp
 
 namespace {
 // Resident memory of a process in MiB (0 when it cannot be read).
+// Read with open/read, not a stream: it is asked before every compile, and a stream's construction
+// (its locale) cost more than the read itself.
 uint64_t resident_mib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
-  uint64_t size = 0, resident = 0;
-  if (!(in >> size >> resident)) return 0;
-  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) >> 20;
+  char path[48];
+  std::snprintf(path, sizeof path, "/proc/%d/statm", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  unsigned long long size = 0, resident = 0;
+  if (std::sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) >> 20;
 }
 }  // namespace
 

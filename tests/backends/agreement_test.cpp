@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "data/dataset.h"
+#include "gen/generator.h"
 #include "ir/build.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
@@ -184,6 +186,37 @@ std::vector<std::string> all_names() {
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, Agreement, ::testing::ValuesIn(all_names()),
                          [](const auto& info) { return info.param; });
+
+// What the backend's worker answers for a model (supports_nodes: every node at once) is what it answers
+// node by node. A backend that works out what depends on the whole model once per model (OpenCV: the
+// exchange forms) must change no answer by it. Generated models, so that nodes meet each other.
+TEST(BackendSupport, EveryNodeAtOnceIsEachNodeAlone) {
+  Backend& b = backend();
+  gen::GenOptions opt;
+  opt.generator = "muffin";
+  opt.seed = 2026;
+  const auto source = data::open_source("random");
+  gen::Stream stream(opt, *source);
+  size_t answers = 0;
+  for (int i = 0; i < 120; ++i) {
+    ir::Graph g = stream.next().graph;
+    ir::validate(g, "model " + std::to_string(i));  // every value typed, as the backends see it
+    for (const bool training : {false, true}) {
+      const std::vector<Support> all = b.supports_nodes(g, training);
+      ASSERT_EQ(all.size(), g.nodes.size());
+      for (size_t k = 0; k < g.nodes.size(); ++k) {
+        const ir::Node& n = g.nodes[k];
+        Support alone = b.supports(g, n);
+        if (alone.ok && training)
+          alone = b.trains() ? b.supports_training(g, n) : Support::no("backend does not train");
+        EXPECT_EQ(all[k].ok, alone.ok) << "model " << i << " node " << n.name << " (" << n.op << ")";
+        EXPECT_EQ(all[k].reason, alone.reason) << "model " << i << " node " << n.name << " (" << n.op << ")";
+        ++answers;
+      }
+    }
+  }
+  EXPECT_GT(answers, 500u);
+}
 
 TEST(BackendInfo, HasNameAndRealVersion) {
   EXPECT_FALSE(backend().name().empty());

@@ -130,6 +130,10 @@ class OpencvBackend : public Backend {
   bool reads_exchange_form() const override { return true; }
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n, variant_); }
+  std::vector<Support> supports_nodes(const ir::Graph& g, bool training) const override {
+    const ModelForms forms(g, variant_);  // the exporter's dry run, once for all the model's nodes
+    return Backend::supports_nodes(g, training);
+  }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype != core::DType::F32)

@@ -368,18 +368,31 @@ const std::map<std::string, Rule>& rules() {
 
 }  // namespace
 
-Support node_support(const ir::Graph& g, const ir::Node& n, const Variant& v) {
+namespace {
+thread_local const ModelForms* t_model_forms = nullptr;  // the innermost ModelForms on this thread
+}  // namespace
+
+ModelForms::ModelForms(const ir::Graph& g, const Variant& v) : graph_(&g), variant_(&v), outer_(t_model_forms) {
   // The forms the exporter chooses for this model (a dry run: no bytes, no checker).
-  std::optional<ir::OnnxExported> form;
   try {
-    form = ir::onnx_forms(g, onnx_form(g, v));
+    forms_ = ir::onnx_forms(g, onnx_form(g, v));
   } catch (const std::exception&) {
-    // The exporter refuses the model: the session says so (UnsupportedError); judge the node plainly.
+    // The exporter refuses the model: the session says so (UnsupportedError); its nodes are judged plainly.
+  }
+  t_model_forms = this;
+}
+
+ModelForms::~ModelForms() { t_model_forms = outer_; }
+
+Support node_support(const ir::Graph& g, const ir::Node& n, const Variant& v) {
+  if (!t_model_forms || t_model_forms->graph_ != &g || t_model_forms->variant_ != &v) {
+    const ModelForms forms(g, v);
+    return node_support(g, n, v);
   }
   struct Scope {
     explicit Scope(const ir::OnnxExported* f) { t_form = f; }
     ~Scope() { t_form = nullptr; }
-  } scope(form ? &*form : nullptr);
+  } scope(t_model_forms->forms_ ? &*t_model_forms->forms_ : nullptr);
   const ops::OpSpec* spec = ops::catalogue().find(n.op);
   if (spec && spec->is_loss)
     return Support::no("loss operators are training-only; this backend runs forward passes of exported ONNX");
