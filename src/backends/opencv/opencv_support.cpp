@@ -18,14 +18,18 @@ namespace {
 
 using Rule = std::function<Support(const ir::Graph&, const ir::Node&)>;
 
-// The model's exchange form while a node is judged (set by node_support).
-thread_local const ir::OnnxExported* t_form = nullptr;
-int opset() { return t_form ? t_form->opset : 14; }
+thread_local const ModelForms* t_model_forms = nullptr;  // the innermost ModelForms on this thread
+
+// The model's exchange forms while a node is judged (node_support puts the model's ModelForms in scope), or
+// null when the exporter refuses the model.
+const ir::OnnxExported* model_forms() { return t_model_forms ? t_model_forms->forms() : nullptr; }
+int opset() { return model_forms() ? model_forms()->opset : 14; }
 // Whether the node was written with `entry` ("softmax=decomposed").
 bool form_has(const ir::Node& n, const std::string& entry) {
-  if (!t_form) return false;
-  const auto it = t_form->forms.find(n.name);
-  return it != t_form->forms.end() && ("," + it->second + ",").find("," + entry + ",") != std::string::npos;
+  const ir::OnnxExported* f = model_forms();
+  if (!f) return false;
+  const auto it = f->forms.find(n.name);
+  return it != f->forms.end() && ("," + it->second + ",").find("," + entry + ",") != std::string::npos;
 }
 
 const core::Shape& shape_of(const ir::Graph& g, const std::string& v) { return g.types.at(v).shape; }
@@ -368,10 +372,6 @@ const std::map<std::string, Rule>& rules() {
 
 }  // namespace
 
-namespace {
-thread_local const ModelForms* t_model_forms = nullptr;  // the innermost ModelForms on this thread
-}  // namespace
-
 ModelForms::ModelForms(const ir::Graph& g, const Variant& v) : graph_(&g), variant_(&v), outer_(t_model_forms) {
   // The forms the exporter chooses for this model (a dry run: no bytes, no checker).
   try {
@@ -385,14 +385,10 @@ ModelForms::ModelForms(const ir::Graph& g, const Variant& v) : graph_(&g), varia
 ModelForms::~ModelForms() { t_model_forms = outer_; }
 
 Support node_support(const ir::Graph& g, const ir::Node& n, const Variant& v) {
-  if (!t_model_forms || t_model_forms->graph_ != &g || t_model_forms->variant_ != &v) {
+  if (!t_model_forms || !t_model_forms->of(g, v)) {
     const ModelForms forms(g, v);
     return node_support(g, n, v);
   }
-  struct Scope {
-    explicit Scope(const ir::OnnxExported* f) { t_form = f; }
-    ~Scope() { t_form = nullptr; }
-  } scope(t_model_forms->forms_ ? &*t_model_forms->forms_ : nullptr);
   const ops::OpSpec* spec = ops::catalogue().find(n.op);
   if (spec && spec->is_loss)
     return Support::no("loss operators are training-only; this backend runs forward passes of exported ONNX");

@@ -24,9 +24,10 @@ class ModelForms {
   ~ModelForms();
   ModelForms(const ModelForms&) = delete;
   ModelForms& operator=(const ModelForms&) = delete;
+  bool of(const ir::Graph& g, const Variant& v) const { return graph_ == &g && variant_ == &v; }
+  const ir::OnnxExported* forms() const { return forms_ ? &*forms_ : nullptr; }  // null: the exporter refuses
 
  private:
-  friend Support node_support(const ir::Graph&, const ir::Node&, const Variant&);
   const ir::Graph* graph_;
   const Variant* variant_;
   std::optional<ir::OnnxExported> forms_;  // none: the exporter refuses the model
