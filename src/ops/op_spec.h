@@ -228,8 +228,10 @@ struct OpSpec {
   // convention (libtorch splits, the catalogue and others pick the first), and two backends whose
   // inputs agree within tolerance may order near-equal elements differently; a gradient that
   // differs only at tied elements, or at elements whose status differs between the backends, is
-  // not a bug.
-  enum Extreme : int8_t { kNotExtreme = 0, kSoleExtreme = 1, kTiedExtreme = 2 };
+  // not a bug. kTiedWithPadding: tied with a padded cell of its window too (max pooling's padding is
+  // -inf, so it ties a window whose input cells are all -inf): a library that pads explicitly may send
+  // that window's gradient to the padding, that is nowhere, so the input's gradient total is not kept.
+  enum Extreme : int8_t { kNotExtreme = 0, kSoleExtreme = 1, kTiedExtreme = 2, kTiedWithPadding = 3 };
   std::function<std::vector<int8_t>(const Inputs& in, const Attrs& attrs, size_t input)> extremes;
   // Elementwise operators whose derivative at a kink is a convention that libraries do not share
   // (clip at its bounds, abs at 0): at such an input x, the two one-sided derivatives, lower first.

@@ -275,7 +275,10 @@ OpSpec make_window_pool(int d, bool is_max) {
     // The cells equal to their window's maximum: sole, or tied when two or more are.
     s.extremes = [name, d](const Inputs& in, const Attrs& a, size_t) {
       const Tensor& x = *in[0];
-      const auto ws = windows_of(window_geometry(name, x.shape(), a, d));
+      const auto geo = window_geometry(name, x.shape(), a, d);
+      const auto ws = windows_of(geo);
+      size_t kernel_cells = 1;
+      for (const Axis& ax : geo) kernel_cells *= static_cast<size_t>(ax.k);
       const int64_t planes = x.dim(0) * x.dim(1);
       const int64_t in_plane = x.numel() / std::max<int64_t>(planes, 1);
       std::vector<int8_t> ext(static_cast<size_t>(x.numel()), OpSpec::kNotExtreme);
@@ -285,10 +288,14 @@ OpSpec make_window_pool(int d, bool is_max) {
           const double m = xp[w.cells[first_max(xp, w)]];
           const auto n =
               std::count_if(w.cells.begin(), w.cells.end(), [&](int64_t c) { return attains_extreme(xp[c], m); });
+          // A window that reaches into the padding ties its -inf cells with the padded ones.
+          const bool padding_ties = std::isinf(m) && m < 0 && w.cells.size() < kernel_cells;
+          const int8_t mark = padding_ties ? int8_t{OpSpec::kTiedWithPadding}
+                              : n > 1      ? int8_t{OpSpec::kTiedExtreme}
+                                           : int8_t{OpSpec::kSoleExtreme};
           for (int64_t c : w.cells) {
             int8_t& e = ext[static_cast<size_t>(p * in_plane + c)];
-            if (attains_extreme(xp[c], m))
-              e = std::max(e, n > 1 ? int8_t{OpSpec::kTiedExtreme} : int8_t{OpSpec::kSoleExtreme});
+            if (attains_extreme(xp[c], m)) e = std::max(e, mark);
           }
         }
       }

@@ -442,11 +442,14 @@ struct Judge {
       if (element_within(gj.get(i), gk.get(i), scale, tol)) continue;
       const int8_t ej = ext[0][static_cast<size_t>(i)], ek = ext[1][static_cast<size_t>(i)];
       // Explained: tied on either backend, or an extreme on one backend and not the same on the other.
-      const bool explained = ej == ops::OpSpec::kTiedExtreme || ek == ops::OpSpec::kTiedExtreme || ej != ek;
+      const bool explained = ej >= ops::OpSpec::kTiedExtreme || ek >= ops::OpSpec::kTiedExtreme || ej != ek;
       if (!explained) return false;
     }
     // Routing moves gradient among candidates, it does not make any: with one data input every
-    // valid routing keeps the total (two inputs of maximum can trade it between them).
+    // valid routing keeps the total (two inputs of maximum can trade it between them), unless a tie
+    // with padding may send some of it nowhere.
+    for (const auto& e : ext)
+      if (std::find(e.begin(), e.end(), ops::OpSpec::kTiedWithPadding) != e.end()) return true;
     return ir::data_input_count(n) != 1 || element_within(sum_j, sum_k, mass, tol);
   }
 

@@ -1206,6 +1206,34 @@ TEST(PerNode, ATieRoutedIntoACellAnInfiniteGradientReachesKeepsItsTotal) {
   EXPECT_TRUE(at_y);
 }
 
+// Seed 2026: a max-pool window whose input cells are all -inf ties with its padding, and libtorch (padded
+// explicitly with -inf by the lowering: ATen refuses pads over half the kernel) routes its gradient to a
+// padded cell, that is nowhere. The input's gradient total is then not kept, and that is the tie's
+// convention; a lost gradient where no padding ties stays a finding.
+TEST(PerNode, AWindowTiedWithItsPaddingMaySendItsGradientNowhere) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 4]}], "outputs": ["y"],
+    "nodes": [{"name": "a", "op": "neg", "inputs": ["x"], "outputs": ["a"]},
+              {"name": "y", "op": "max_pool1d", "inputs": ["a"], "outputs": ["y"],
+               "attrs": {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": [1], "kernel_shape": [3], "pads": [2, 0],
+                         "strides": [1]}}]})",
+                                          "padding_tie");
+  // a = {-inf, 1, 2, 3}: the first window holds a[0] and two padded cells.
+  const Case c(g, {{"x", core::Tensor::f64({1, 1, 4}, {INFINITY, -1, -2, -3})}},
+               core::Tensor::f64({1, 1, 4}, {0, 0, 0, 0}));
+  BackendRun a = c.run("A");
+  a.grads["y"] = core::Tensor::f64({1, 1, 4}, {0.5, 0.25, 1, 1});
+  a.grads["a"] = core::Tensor::f64({1, 1, 4}, {0, 0.25, 1, 1});  // the kernel: {0.5, 0.25, 1, 1}
+  a.grads["x"] = core::Tensor::f64({1, 1, 4}, {0, -0.25, -1, -1});
+  for (const auto& f : c.judge_runs({c.run("ref"), a}))
+    EXPECT_FALSE(f.stage == Stage::Backward && f.node == "y") << f.signature() << ": " << f.detail;
+  a.grads["a"].f64()[3] = 0;  // a window no padding ties
+  a.grads["x"].f64()[3] = 0;
+  bool at_y = false;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) at_y |= f.stage == Stage::Backward && f.node == "y";
+  EXPECT_TRUE(at_y);
+}
+
 // Seed 2419: clip's lower bound 0.1 and an input of 0.1 in float32 (0.10000000149) meet at the kink only in float32,
 // so the kernel passes the gradient -inf (derivative 1) and oneDNN multiplies it by the bound's derivative 0: NaN.
 // Either side's product is the convention's result.

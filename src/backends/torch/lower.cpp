@@ -463,7 +463,7 @@ void lower_window_pool(const Node& c) {
       c.let("xp",
             call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)),
                                            literal(-std::numeric_limits<double>::infinity())}),
-            "padded cells never win");
+            "padded cells win only a window of -inf cells (a tie)");
       in = "xp";
       padding = zero;
     }
