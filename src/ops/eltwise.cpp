@@ -1,6 +1,7 @@
 // Elementwise unary operators: activations and math functions.
 // Each is a scalar function f(x) and its derivative f'(x) (given x and y = f(x)); the table builds
 // the OpSpec, the forward kernel and the VJP from them.
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -39,7 +40,8 @@ struct Unary {
   std::function<bool(Attrs&)> repair = nullptr;  // OpSpec::repair_attrs
   // A factor float32 implementations multiply the incoming gradient by before the rest of the
   // derivative (softplus: libtorch's gy * e^x / (e^x + 1)): where |gy| times it leaves float32's
-  // range the library's gradient may be inf or NaN although the exact one fits (ops::float32_range).
+  // range the library's gradient may be inf or NaN although the exact one fits (ops::float32_range);
+  // where it falls below the normal range, the rest multiplies its subnormal rounding (rsqrt).
   std::function<double(double x, const Attrs&)> gy_factor = nullptr;
 };
 
@@ -174,8 +176,16 @@ OpSpec make_unary(Unary u) {
     const double* gy = g[0].f64();
     double* gxp = gx.f64();
     for (int64_t i = 0; i < gx.numel(); ++i) {
-      gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * df(x[i], y[i], a);
-      if (gy_factor && !std::isnan(x[i])) gxp[i] += float32_range(std::abs(gy[i]) * gy_factor(x[i], a));
+      const double d = std::isnan(x[i]) ? x[i] : df(x[i], y[i], a);
+      gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * d;
+      if (!gy_factor || std::isnan(x[i])) continue;
+      const double k = gy_factor(x[i], a), t = gy[i] * k;
+      gxp[i] += float32_range(std::abs(t));
+      // Below float32's normal range the product gy * k keeps only the digits of its subnormal grid
+      // (libtorch's rsqrt: -0.5 * gy for the smallest subnormal gy is 0, times an infinite y^3 NaN):
+      // the rest of the derivative multiplies the rounded product. Outside a float32 scope rounded()
+      // is the identity, so the kernel's own value is gy * f'.
+      if (t != 0 && std::abs(t) < FLT_MIN && rounded(t) != t) gxp[i] = rounded(t) * (d / k);
     }
     return std::vector<Tensor>{gx};
   };
@@ -351,7 +361,10 @@ std::vector<Unary> unaries() {
               [](double x, double y, const Attrs&) { return stored(-0.5 * y / x); }},
        .gen = InputGen{0.2, 3},
        .ranges = {ValidRange{0, 0, kInf, false, false, "rsqrt of x <= 0 is inf or NaN"}},
-       .tags = {"math"}},
+       .tags = {"math"},
+       // libtorch: (-0.5 * gy) * y^3, so the smallest subnormal gy (-1.4e-45) gives 0 there and NaN at
+       // x = 0 (y = inf), where the gradient is +inf (seed 2026).
+       .gy_factor = [](double, const Attrs&) { return 0.5; }},
       {.fn = {"reciprocal", "1/x", [](double x, const Attrs&) { return 1.0 / x; },
               // -y * y, a product float32 implementations hold (libtorch: -gy * (y * y)): it overflows for
               // |y| > 1.8e19, and times a zero incoming gradient gives NaN.

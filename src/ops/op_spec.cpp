@@ -52,16 +52,23 @@ double stored(double v) {
   return r * (1 + draw() * g_stored->unit);
 }
 
+namespace {
+// Whether the range marks (float32_range, float32_underflow, stored_product) apply: in float32
+// scopes, except those that move stored values down, which compute the kernel's own formula: an
+// implementation that holds no such intermediate. Where the kernel's result is NaN (0 * inf), a
+// mark's NaN in every trial would hide that rounding makes the result a number there (a constant
+// channel's float32 mean, x - mean a few units, times an infinite scale: -inf).
+bool range_marked() { return g_stored && g_stored->round_to_f32 && g_stored->direction >= 0; }
+}  // namespace
+
 double float32_underflow(double log_v) {
-  return g_stored && g_stored->round_to_f32 && log_v < std::log(0x1p-118) ? std::nan("") : 0.0;
+  return range_marked() && log_v < std::log(0x1p-118) ? std::nan("") : 0.0;
 }
 
-double float32_range(double magnitude) {
-  return g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX) ? std::nan("") : 0.0;
-}
+double float32_range(double magnitude) { return range_marked() && !(magnitude <= FLT_MAX) ? std::nan("") : 0.0; }
 
 double stored_product(double product, double largest, double smallest) {
-  if (g_stored && g_stored->round_to_f32 && !(largest <= FLT_MAX && smallest >= FLT_MIN)) return std::nan("");
+  if (range_marked() && !(largest <= FLT_MAX && smallest >= FLT_MIN)) return std::nan("");
   return rounded(product);
 }
 

@@ -17,7 +17,9 @@
 // normalisation keeps its exact mean and zero variance there), one moves them and the statistics
 // up by theirs (a constant row's float32 mean is off by its sum's rounding, the same for the whole
 // row), and two do the same with the values a kernel marks in odd lanes moved the other way (a
-// nearest resize's width coordinate against its height's). These are deterministic: the worst case
+// nearest resize's width coordinate against its height's). The two that move values down leave out
+// the range marks (ops::float32_range and its kin): they compute the kernel's own formula, so a
+// NaN result (0 * inf) that rounding makes a number still shows. These are deterministic: the worst case
 // of one rounding (a coordinate on an exact tie, on either axis, the x*rstd - mean*rstd of a
 // constant row) is in the spread whatever the draws. The others move
 // operands, intermediates and statistics by random fractions of their errors, drawn from an Rng

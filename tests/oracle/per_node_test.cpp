@@ -319,6 +319,38 @@ TEST(PerNode, AConstantChannelsFloat32MeanIsJudgedWithItsSumsRounding) {
   EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
 }
 
+// A constant channel times an infinite scale: x - mean is exactly 0 in float64, so the kernel gives
+// 0 * inf = NaN, but oneDNN's float32 batch mean is a few units off and gives -inf (seed 2026's
+// oneDNN batch_norm "NaN swallowed"). The trials that compute the kernel's own formula leave out
+// the affine fold's overflow mark, so rounding's -inf is in the spread. A wrong value in the other
+// channel is still found.
+TEST(PerNode, ANaNOfAConstantChannelTimesAnInfiniteScaleMayBeAnInfinity) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [2, 2, 4]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [2], "data": ["inf", 1]},
+                     {"name": "b", "dtype": "float32", "shape": [2], "data": [0.06429907, 0]},
+                     {"name": "m", "dtype": "float32", "shape": [2], "data": [0.08739894, 0]},
+                     {"name": "v", "dtype": "float32", "shape": [2], "data": [0, 1]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 1e-5, "training": 1}}]})",
+                                          "bn_const_inf_scale");
+  core::Tensor xs(core::DType::F64, {2, 2, 4});
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t k = 0; k < 4; ++k) {
+      xs.f64()[(n * 2) * 4 + k] = 0.0113343764f;
+      xs.f64()[(n * 2 + 1) * 4 + k] = static_cast<double>(n * 4 + k);
+    }
+  const Case c(g, {{"x", xs}}, core::Tensor(core::DType::F64, {2, 2, 4}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  ASSERT_TRUE(std::isnan(a.values["y"].f64()[0]));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t k = 0; k < 4; ++k) a.values["y"].f64()[(n * 2) * 4 + k] = -INFINITY;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.values["y"].f64()[4] += 0.5;
+  EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+}
+
 // An input cell in several overlapping pooling windows gets the sum of their gradients; where they
 // cancel, float32's sum keeps its rounding error: the windows' gradients -4.78e16, 9.92e15 and
 // 3.79e16 sum to 3.22e9 exactly and to 4.29e9 (one unit of 4.78e16) in float32 in order, as
@@ -924,6 +956,25 @@ TEST(PerNode, AnElementwiseDerivativeThatOverflowsFloat32IsNotAFinding) {
   a.grads["x"] = core::Tensor::f64({1, 2}, {INFINITY, 0.01f});
   for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
   a.grads["x"].f64()[1] = INFINITY;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
+// libtorch's rsqrt backward is (-0.5 * gy) * y^3: for the smallest subnormal gy the first product
+// is 0 in float32, so at x = 0 (y = inf) the gradient is NaN where the exact one is +inf (seed 2026).
+// With a normal gy the same NaN is a finding.
+TEST(PerNode, ASubnormalGradientScaledBeforeAnInfiniteDerivativeIsFloat32s) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "rsqrt", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "rsqrt_subnormal");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {0, 4})}}, core::Tensor::f64({1, 2}, {0, 0}));
+  BackendRun a = c.run("A");
+  a.grads["y"] = core::Tensor::f64({1, 2}, {-1.4e-45f, 0.5f});
+  a.grads["x"] = core::Tensor::f64({1, 2}, {NAN, -0.03125});
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["y"].f64()[0] = -1;
   const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].kind, Kind::NaN);
