@@ -2,6 +2,7 @@
 // LayerNormalization) and lrn (ONNX LRN across channels).
 // batch_norm in training mode and layer_norm share one backward: with xhat = (x - mu) * rstd over a
 // group of m values (biased variance), dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+#include <algorithm>
 #include <cmath>
 
 #include "ops/kernel_util.h"
@@ -179,9 +180,12 @@ std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::
       // The statistics depend on x; the stored mean/var are unused, so their gradient stays 0.
       group_backward(xp, dxhat.f64(), idx, s, gx.f64());
     } else {
+      // Implementations fold scale * rstd into one factor (oneDNN) or multiply gy by the scale first
+      // (libtorch): either overflows float32 where the gradient fits (scale FLT_MAX, var 0.82: the
+      // fold is 3.7e38, and a channel's gradient inf, or NaN where gy is 0).
       for (int64_t i : idx) {
         const double d = dxhat.f64()[i];
-        gx.f64()[i] = d * s.rstd;
+        gx.f64()[i] = d * s.rstd + float32_range(std::abs(scale[c]) * std::max(s.rstd, std::abs(gy[i])));
         gmean.f64()[c] -= d * s.rstd;
         // d rstd / d var = -rstd^3 / 2.
         gvar.f64()[c] += d * (xp[i] - s.mean) * -0.5 * s.rstd * s.rstd * s.rstd;

@@ -92,6 +92,7 @@ std::string normalize_message(const std::string& msg) {
     }
   }
   if (out.size() > 300) out.resize(300);
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 

@@ -109,7 +109,8 @@ struct Finding {
 // Chebyshev distance max |a - b|; NaN/Inf at the same positions count as equal, elsewhere as +inf.
 double chebyshev(const core::Tensor& a, const core::Tensor& b);
 
-// Numbers, hexadecimal addresses and paths replaced, so messages that differ only there match.
+// Numbers, hexadecimal addresses and paths replaced, so messages that differ only there match;
+// whitespace collapsed to one space, none at the end.
 std::string normalize_message(const std::string& msg);
 
 // All findings for one model. `runs` holds every backend that took part (the reference too);

@@ -352,6 +352,9 @@ TEST(Oracle, GradientSplitAtATieOfReduceMaxIsNotAFinding) {
 TEST(Oracle, NormalizeMessage) {
   EXPECT_EQ(normalize_message("error at 0xdeadBEEF in /usr/lib/libtorch.so line 42, size 3.5e+10"),
             "error at ADDR in PATH line N, size N");
+  // Whitespace collapses to one space and none is left at the end (a library's message ending in a
+  // newline, or a backtrace left empty).
+  EXPECT_EQ(normalize_message("failed in 'getBlob'\n  \n"), "failed in 'getBlob'");
 }
 
 }  // namespace

@@ -351,6 +351,37 @@ TEST(PerNode, ANaNOfAConstantChannelTimesAnInfiniteScaleMayBeAnInfinity) {
   EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
 }
 
+// Inference batch_norm's input gradient gy * scale * rstd: oneDNN folds scale * rstd into one float32
+// factor, which overflows for scale = FLT_MAX and var 0.82 (3.7e38), so a channel's gradient is inf,
+// or NaN where gy is 0, though every exact gradient fits (seed 2611's oneDNN batch_norm BC finding).
+// A wrong gradient in the other channel is still found.
+TEST(PerNode, AFoldedScaleTimesRstdThatOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 2]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [2], "data": [0.8067147, 3.4028235e+38]},
+                     {"name": "b", "dtype": "float32", "shape": [2], "data": [0.09, -0.078]},
+                     {"name": "m", "dtype": "float32", "shape": [2], "data": [-0.03, -1e-45]},
+                     {"name": "v", "dtype": "float32", "shape": [2], "data": [1.014578, 0.82446194]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 1e-5, "training": 0}}]})",
+                                          "bn_fold_overflow");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2, 2}, {0.5, -0.25, 1e-38, -2e-38})}},
+               core::Tensor(core::DType::F64, {1, 2, 2}));
+  BackendRun a = c.run("A");
+  a.trained = true;
+  a.grads["y"] = core::Tensor::f64({1, 2, 2}, {0.25f, -0.5f, 1e-37f, 0});  // the exact gradient 37 at [2]
+  a.grads["x"] = c.run("ref").grads.at("x");
+  for (const char* w : {"s", "b", "m", "v"}) a.grads.erase(w);  // only the input's gradient is judged here
+  const double rstd0 = 1 / std::sqrt(1.014578f + 1e-5);
+  a.grads["x"].f64()[0] = 0.25f * 0.8067147f * rstd0;
+  a.grads["x"].f64()[1] = -0.5f * 0.8067147f * rstd0;
+  a.grads["x"].f64()[2] = INFINITY;
+  a.grads["x"].f64()[3] = NAN;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[1] *= 2;
+  EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+}
+
 // An input cell in several overlapping pooling windows gets the sum of their gradients; where they
 // cancel, float32's sum keeps its rounding error: the windows' gradients -4.78e16, 9.92e15 and
 // 3.79e16 sum to 3.22e9 exactly and to 4.29e9 (one unit of 4.78e16) in float32 in order, as
