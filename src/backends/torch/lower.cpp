@@ -306,9 +306,12 @@ void lower_batch_norm(const Node& c) {
   // libtorch refuses running_mean / running_var that require a gradient ("not differentiable with
   // respect to argument 'running_mean'"), but the catalogue differentiates through them. The
   // output comes from batch_norm on detached statistics; a term equal to zero in value,
-  // (f - f.detach()) with f the same normalisation written in ATen ops of mean and var only,
-  // carries their gradients without changing the output. Where f is infinite (x = -inf) the term
-  // is inf - inf = NaN, which would be Quorum's, not libtorch's: it is zeroed there.
+  // (f - f.detach()) * k with f the same normalisation written in ATen ops of mean and var only,
+  // divided by k = |scale| clamped to [1, FLT_MAX], carries their gradients without changing the
+  // output. Where f is infinite (x = -inf) the term is inf - inf = NaN, which would be Quorum's, not
+  // libtorch's: it is zeroed there, and nan_to_num's backward drops that element's gradient. The
+  // division keeps f finite where only the scale is large (FLT_MAX: f overflowed float32 on finite
+  // x, and the gradients of those elements were dropped, seed 2613); the backward multiplies by k.
   c.y(call("torch.batch_norm",
            {tensor("x0"), tensor("x1"), tensor("x2"), tensor(fn1(".detach", var("x3"))),
             tensor(fn1(".detach", var("x4"))), boolean(false), literal(0.0), flt(eps), boolean(false)}));
@@ -320,11 +323,16 @@ void lower_batch_norm(const Node& c) {
   c.sink.comment("equal to zero in value that carries d/dmean and d/dvar (lower.cpp, lower_batch_norm).");
   const CallPtr centred = call("torch.sub", {tensor(fn1(".detach", var("x0"))), per_channel(var("x3"))});
   const CallPtr inv_std = fn1("torch.rsqrt", call("torch.add", {per_channel(var("x4")), flt(eps)}));
+  c.let("k", call("torch.clamp", {tensor(fn1("torch.abs", call(".detach", {tensor("x1")}))), flt(1.0),
+                                  flt(std::numeric_limits<float>::max())}));
   c.let("f", call("torch.mul", {tensor(call("torch.mul", {tensor(centred), tensor(inv_std)})),
-                                per_channel(fn1(".detach", var("x1")))}));
+                                tensor(call("torch.div", {per_channel(fn1(".detach", var("x1"))), per_channel(var("k"))}))}));
   const CallPtr zero = call("torch.sub", {tensor("f"), tensor(fn1(".detach", var("f")))});
   c.y(call("torch.add",
-           {tensor("y"), tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0), literal(0.0)}))}));
+           {tensor("y"),
+            tensor(call("torch.mul", {tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0),
+                                                                       literal(0.0)})),
+                                      per_channel(var("k"))}))}));
   c.sink.end_if();
 }
 
