@@ -325,8 +325,8 @@ void lower_batch_norm(const Node& c) {
   const CallPtr inv_std = fn1("torch.rsqrt", call("torch.add", {per_channel(var("x4")), flt(eps)}));
   c.let("k", call("torch.clamp", {tensor(fn1("torch.abs", call(".detach", {tensor("x1")}))), flt(1.0),
                                   flt(std::numeric_limits<float>::max())}));
-  c.let("f", call("torch.mul", {tensor(call("torch.mul", {tensor(centred), tensor(inv_std)})),
-                                tensor(call("torch.div", {per_channel(fn1(".detach", var("x1"))), per_channel(var("k"))}))}));
+  const CallPtr unit_scale = call("torch.div", {per_channel(fn1(".detach", var("x1"))), per_channel(var("k"))});
+  c.let("f", call("torch.mul", {tensor(call("torch.mul", {tensor(centred), tensor(inv_std)})), tensor(unit_scale)}));
   const CallPtr zero = call("torch.sub", {tensor("f"), tensor(fn1(".detach", var("f")))});
   c.y(call("torch.add",
            {tensor("y"),
