@@ -14,14 +14,20 @@ while read -r pkg; do
 done <"$list"
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all $(grep -cv '^\s*\(#\|$\)' "$list") packages present"
-  exit 0
+else
+  echo "deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 2; }
+    SUDO="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 2; }
-  SUDO="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# ONNX Runtime from the npm registry, at the release src/backends/ort/package-lock.json pins, into
+# src/backends/ort/node_modules (the ort backend's runner loads it from there). Skipped when that
+# release is installed. ONNXRUNTIME_NODE_INSTALL=skip: the package's install script would otherwise
+# try to fetch GPU providers; the CPU library ships inside the package.
+bash "$(dirname "$0")/npm.sh"

@@ -165,4 +165,41 @@ std::string py_check_function() {
 )PY";
 }
 
+std::string js_check_function() {
+  return R"JS(// Elements wrong: exactly one NaN, different infinities, or |got - want| > atol*s + rtol*|want| with
+// s = max(1, max |want|) over the finite expected values (how Quorum's oracle scales atol).
+function quorumCheck(what, got, want, atol, rtol) {
+  if (got.length !== want.length) {
+    console.log(`${what}: shape differs (expected ${want.length} elements, actual ${got.length})`);
+    return Math.max(1, want.length);
+  }
+  let s = 1;
+  for (const w of want) if (Number.isFinite(w)) s = Math.max(s, Math.abs(w));
+  const tol = atol * s;
+  const bad = [];
+  let worst = -1, worstKey = -1;
+  for (let i = 0; i < want.length; ++i) {
+    const g = Number(got[i]), w = want[i];
+    let wrong, key = Infinity;
+    if (Number.isNaN(g) || Number.isNaN(w)) wrong = Number.isNaN(g) !== Number.isNaN(w);
+    else if (!Number.isFinite(g) || !Number.isFinite(w)) wrong = g !== w;
+    else {
+      key = Math.abs(g - w);
+      wrong = key > tol + rtol * Math.abs(w);
+    }
+    if (!wrong) continue;
+    bad.push(i);
+    if (key > worstKey) { worstKey = key; worst = i; }
+  }
+  const fmt = (v) => Number(v).toPrecision(9);
+  for (const i of bad.slice(0, 8)) console.log(`  ${what}[${i}]: expected ${fmt(want[i])}, actual ${fmt(got[i])}`);
+  if (bad.length)
+    console.log(`${what}: ${bad.length} of ${want.length} elements differ (largest at [${worst}]: expected ` +
+                `${fmt(want[worst])}, actual ${fmt(got[worst])})`);
+  else console.log(`${what}: all ${want.length} elements as expected`);
+  return bad.length;
+}
+)JS";
+}
+
 }  // namespace quorum::backends

@@ -116,5 +116,7 @@ void write_repro_file(ReproProgram& p, const std::string& dir, const std::string
 std::string cpp_check_function();
 // Python source of `quorum_check(what, got, want, atol, rtol)` (numpy arrays), the same contract.
 std::string py_check_function();
+// JavaScript source of `quorumCheck(what, got, want, atol, rtol)` (typed arrays), the same contract.
+std::string js_check_function();
 
 }  // namespace quorum::backends

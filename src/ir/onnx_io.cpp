@@ -808,6 +808,8 @@ OnnxSummary onnx_summary(const std::string& bytes, const std::string& where) {
   for (const auto& n : m.graph().node()) {
     s.op_types.push_back(n.op_type());
     s.node_names.push_back(n.name());
+    s.domains.push_back(n.domain() == "ai.onnx" ? "" : n.domain());
+    s.outputs.emplace_back(n.output().begin(), n.output().end());
     std::map<std::string, std::string>& attrs = s.attrs.emplace_back();
     for (const auto& a : n.attribute()) {
       std::ostringstream v;

@@ -89,6 +89,8 @@ struct OnnxSummary {
   // Each node's attributes as text, in node order: an int "2", a float "0.2", a string as it is,
   // a list "1,2,3"; graphs and tensors are left out.
   std::vector<std::map<std::string, std::string>> attrs;
+  std::vector<std::string> domains;               // in node order: "" for ai.onnx, "com.microsoft", ...
+  std::vector<std::vector<std::string>> outputs;  // in node order: the values each node writes
 };
 OnnxSummary onnx_summary(const std::string& bytes, const std::string& where);
 

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <set>
 
 #include "backends/exec/run_program.h"
 #include "core/error.h"
@@ -47,18 +46,6 @@ Config parse(const std::vector<std::string>& args) {
   c.argv.push_back(program);
   c.argv.insert(c.argv.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
   return c;
-}
-
-std::vector<std::string> onnx_outputs(const ir::Graph& g, size_t& real) {
-  std::vector<std::string> out;
-  std::set<std::string> listed;
-  for (const auto& o : g.outputs)
-    if (listed.insert(o).second) out.push_back(o);
-  real = out.size();
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs)
-      if (listed.insert(o).second) out.push_back(o);
-  return out;
 }
 
 ir::OnnxForm onnx_form(const Config& c, const ir::Graph& g) {

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/exec/program_session.h"
 #include "ir/graph.h"
 #include "ir/onnx_io.h"
 
@@ -17,16 +18,14 @@ struct Config {
   bool persistent = false;  // one program per worker, one model directory per request line
   bool forms = false;       // each model in its seeded exchange form (ir::OnnxForm), not the plain one
   std::vector<std::string> argv;  // the program (resolved) and its arguments; empty = none given
+
+  Runner runner() const { return Runner{argv, time_limit_s, persistent}; }
 };
 
 // Options (--backends exec:OPT+OPT+...): leading timeout=SECONDS, opset=N, name=LABEL, persistent and forms, then the
 // program (resolved on $PATH) and its arguments, passed verbatim. UserError on a bad option or a
 // program that is not an executable file.
 Config parse(const std::vector<std::string>& args);
-
-// The ONNX graph outputs in the exporter's order: the graph's outputs, then every other node output
-// in node order (src/ir/onnx_io.h). `real` receives how many are the graph's own outputs.
-std::vector<std::string> onnx_outputs(const ir::Graph& g, size_t& real);
 
 // The form a model is written in: the configured opset, the model's form seed with `forms`.
 ir::OnnxForm onnx_form(const Config& c, const ir::Graph& g);

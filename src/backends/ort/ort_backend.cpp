@@ -1,0 +1,142 @@
+// The ONNX Runtime backend: ONNX Runtime's CPU execution provider, the release the npm package
+// onnxruntime-node ships (pinned in package.json; `make deps` installs it). The project's Node
+// runner (runner.js) holds the library; the worker starts it once and sends it one model at a time
+// through the exec protocol's persistent mode (program_session.h, shared with the exec backend):
+// a crash, a hang past the time limit or a malformed answer is that model's outcome, and the next
+// model starts the runner again.
+//
+// Every model is written in its seeded exchange form at an opset from 11 to 17, every node output a
+// graph output (the pinned run). ORT's graph optimizations run at the variant's level (variant.h;
+// default disabled); above disabled the runner also writes the optimized model, and each node's
+// lowering names the ORT node that produced its output ("ort node FusedConv", "ort node
+// com.microsoft.Gelu"): what ORT made of it. Inference only: onnxruntime-node has no training API.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "backends/backend.h"
+#include "backends/exec/program_session.h"
+#include "backends/ort/variant.h"
+#include "core/error.h"
+#include "ir/onnx_io.h"
+
+namespace quorum::backends::ort {
+namespace {
+
+constexpr double kTimeLimit = 20;  // seconds per model; below the supervisor's --timeout (60)
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The "version" field of a package.json, "" when there is none.
+std::string package_version(const std::string& package_json) {
+  const std::string text = read_text(package_json);
+  const size_t key = text.find("\"version\"");
+  if (key == std::string::npos) return "";
+  const size_t open = text.find('"', text.find(':', key) + 1);
+  const size_t close = open == std::string::npos ? open : text.find('"', open + 1);
+  return close == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
+}
+
+class OrtSession : public exec::ProgramSession {
+ public:
+  using ProgramSession::ProgramSession;
+
+  // The exchange form read, then what ORT's optimizer made of the node: the node of the optimized
+  // model that writes each of its outputs (a node ORT left alone names its own ONNX operator).
+  std::map<std::string, std::vector<std::string>> lowering() const override {
+    std::map<std::string, std::vector<std::string>> out = ProgramSession::lowering();
+    for (const auto& n : graph().nodes) {
+      std::vector<std::string>& l = out[n.name];
+      for (const auto& o : n.outputs)
+        if (const auto it = producer_.find(o); it != producer_.end())
+          if (std::find(l.begin(), l.end(), it->second) == l.end()) l.push_back(it->second);
+    }
+    return out;
+  }
+
+ protected:
+  void after_run(const exec::ScratchDir& dir) override {
+    const std::string bytes = read_text(dir.file("optimized.onnx"));
+    if (bytes.empty()) return;  // level disabled: the model as written
+    const ir::OnnxSummary s = ir::onnx_summary(bytes, "ONNX Runtime's optimized model");
+    producer_.clear();
+    for (size_t i = 0; i < s.op_types.size(); ++i)
+      for (const auto& o : s.outputs[i])
+        producer_[o] = "ort node " + (s.domains[i].empty() ? "" : s.domains[i] + ".") + s.op_types[i];
+  }
+
+ private:
+  std::map<std::string, std::string> producer_;  // value -> "ort node [domain.]OpType" in the optimized model
+};
+
+class OrtBackend : public Backend {
+ public:
+  explicit OrtBackend(Variant v) : variant_(std::move(v)) {
+    if (const std::string missing = missing_install(QUORUM_ORT_DIR); !missing.empty()) throw core::UserError(missing);
+    node_ = exec::resolve_program("node");
+    if (node_.empty())
+      throw core::UserError("backend 'ort': no `node` on $PATH (Node.js 20 runs ONNX Runtime's runner)");
+    loaded_ = package_version(modules_dir(QUORUM_ORT_DIR) + "/onnxruntime-node/package.json");
+  }
+
+  std::string name() const override { return "ort"; }
+  std::string version() const override {
+    std::ostringstream os;
+    os << "ONNX Runtime " << (loaded_.empty() ? "(unknown version)" : loaded_) << " (onnxruntime-node, CPU execution "
+       << "provider, inference only, graph optimization level " << variant_.level;
+    if (variant_.threads) os << ", " << variant_.threads << " threads";
+    if (!variant_.arena) os << ", arena off";
+    if (variant_.parallel) os << ", parallel execution mode";
+    os << ", ONNX "
+       << (variant_.opset ? "opset " + std::to_string(variant_.opset)
+                          : "opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset))
+       << " in seeded exchange forms)";
+    return os.str();
+  }
+  bool trains() const override { return false; }
+  bool reads_exchange_form() const override { return true; }
+
+  // Whatever the exporter can write: what ORT 1.30 lacks (a kernel for an operator, or for a type) the
+  // runner answers as unsupported, naming the ONNX operator, and the campaign learns it.
+  Support supports(const ir::Graph& g, const ir::Node& n) const override {
+    (void)g;
+    (void)n;
+    return Support::yes();
+  }
+
+  std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
+    if (opt.dtype == core::DType::I64) throw ConversionError("ort: models compute in float32 or float64");
+    ir::Graph typed = exec::in_dtype(g, opt.dtype);
+    const ir::OnnxForm form = onnx_form(typed, variant_);
+    std::string bytes = onnx_for_library(typed, form);
+    ir::OnnxExported chosen = ir::onnx_forms(typed, form);
+    exec::Runner runner;
+    runner.argv = {node_, std::string(QUORUM_ORT_DIR) + "/runner.js"};
+    for (const auto& o : runner_options(variant_)) runner.argv.push_back(o);
+    runner.time_limit_s = kTimeLimit;
+    runner.persistent = true;
+    std::vector<std::string> env = exec::runner_environment(runner, opt.threads);
+    persistent_ = exec::persistent_for(runner, env, persistent_);
+    return std::make_unique<OrtSession>(runner, std::move(typed), std::move(bytes), std::move(chosen), std::move(env),
+                                        persistent_);
+  }
+
+ private:
+  Variant variant_;
+  std::string node_, loaded_;
+  std::shared_ptr<exec::Persistent> persistent_;  // the worker's runner
+};
+
+}  // namespace
+}  // namespace quorum::backends::ort
+
+namespace quorum::backends {
+
+std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args) {
+  return std::make_unique<ort::OrtBackend>(ort::parse_variant(args));
+}
+
+}  // namespace quorum::backends

@@ -1,0 +1,154 @@
+// The ort backend through the real worker and real ONNX Runtime (onnxruntime-node from `make deps`):
+// the pinned run (level disabled) and an optimizing level match the reference on a small network and
+// name what ORT made of each node; a bad option is one line and exit status 2; a runner that dies
+// mid-model is that model's crash and the next model runs; a short campaign reports nothing the
+// ledger does not know.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "backends/backend.h"
+#include "campaign/store.h"
+#include "ir/build.h"
+#include "run_quorum.h"
+#include "run_worker.h"
+#include "worker/supervisor.h"
+
+namespace quorum::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kOrtDir = std::string(QUORUM_SOURCE_DIR) + "/src/backends/ort";
+
+bool ort_ready() {
+  const auto& have = available_backends();
+  return std::find(have.begin(), have.end(), "ort") != have.end() &&
+         fs::exists(kOrtDir + "/node_modules/onnxruntime-node/package.json");
+}
+
+#define REQUIRE_ORT() \
+  if (!ort_ready())   \
+  GTEST_SKIP() << "ort backend not built, or onnxruntime-node not installed in " << kOrtDir << " (make deps)"
+
+// x [2,4] -> dense(3) -> relu, sigmoid -> add; conv-free, with a value two nodes read.
+ir::SingleNode small_network() {
+  ir::SingleNode m;
+  ir::Graph& g = m.graph;
+  g.name = "small";
+  g.inputs = {{"x", {core::DType::F32, {2, 4}}}};
+  core::Rng rng(7);
+  core::Tensor w(core::DType::F32, {3, 4}), b(core::DType::F32, {3});
+  for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] = static_cast<float>(rng.uniform(-1, 1));
+  for (int64_t i = 0; i < b.numel(); ++i) b.f32()[i] = static_cast<float>(rng.uniform(-1, 1));
+  g.initializers["fc.weight"] = w;
+  g.initializers["fc.bias"] = b;
+  g.nodes = {
+      {"fc", "dense", {"x", "fc.weight", "fc.bias"}, {"fc"}, {{"units", int64_t{3}}}},
+      {"r", "relu", {"fc"}, {"r"}, {}},
+      {"s", "sigmoid", {"fc"}, {"s"}, {}},
+      {"a", "add", {"r", "s"}, {"a"}, {}},
+  };
+  g.outputs = {"a"};
+  ir::validate(g, "small_network");
+  m.inputs["x"] = core::Tensor::f64({2, 4}, {0.5, -1, 0.25, 2, -0.75, 1.5, 0, -2});
+  return m;
+}
+
+void expect_reference(const backends::ValueMap& got, const ir::SingleNode& net, const std::string& what) {
+  const backends::ValueMap want = backends::reference_forward(net.graph, net.inputs, core::DType::F32);
+  for (const auto& n : net.graph.nodes) {
+    ASSERT_TRUE(got.count(n.outputs[0])) << what << ": every node output, intermediates included: " << n.name;
+    const core::Tensor& t = got.at(n.outputs[0]);
+    ASSERT_EQ(t.shape(), want.at(n.outputs[0]).shape()) << what << " " << n.name;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      EXPECT_NEAR(t.get(i), want.at(n.outputs[0]).get(i), 1e-5) << what << " " << n.name << "[" << i << "]";
+  }
+}
+
+TEST(OrtBackend, PinnedAndOptimizedRunsMatchTheReferenceAndNameWhatOrtMade) {
+  REQUIRE_ORT();
+  const ir::SingleNode net = small_network();
+  for (const std::vector<std::string>& options : {std::vector<std::string>{}, {"level=all"}}) {
+    const std::string what = options.empty() ? "ort" : "ort:" + options[0];
+    Worker w("ort", options);
+    backends::ValueMap got;
+    const Outcome o = testing::run(w, net, &got);
+    ASSERT_TRUE(o.ok()) << what << ": " << o.str();
+    expect_reference(got, net, what);
+    const BackendInfo* info = w.info();
+    ASSERT_NE(info, nullptr);
+    EXPECT_NE(info->version.find("ONNX Runtime 1.30.0"), std::string::npos) << info->version;
+    // What ORT made of the dense node: its ONNX form at every level, and above disabled the node of
+    // the optimized model that writes its output.
+    std::map<std::string, std::vector<std::string>> lowering;
+    ASSERT_TRUE(w.lowering(lowering).ok());
+    const std::vector<std::string>& fc = lowering.at("fc");
+    ASSERT_FALSE(fc.empty());
+    EXPECT_EQ(fc[0].rfind("onnx opset ", 0), 0u) << fc[0];
+    const bool names_ort_node =
+        std::any_of(fc.begin(), fc.end(), [](const std::string& s) { return s.rfind("ort node ", 0) == 0; });
+    EXPECT_EQ(names_ort_node, !options.empty()) << what;
+    // A float64 model: ORT runs double kernels where it has them.
+    const ir::SingleNode relu = testing::unit("relu");
+    ASSERT_TRUE(w.compile(relu.graph, {core::DType::F64, 1}).ok());
+    backends::ValueMap out;
+    ASSERT_TRUE(w.forward(relu.inputs, true, out).ok());
+    EXPECT_EQ(out.at("out").dtype(), core::DType::F64);
+    EXPECT_EQ(w.restarts(), 0);
+  }
+}
+
+TEST(OrtBackend, BadOptionIsOneLineNamingTheValues) {
+  REQUIRE_ORT();
+  const testing::Result r = testing::run_quorum("fuzz --generator unit --backends ort:level=fast --models 1 --out " +
+                                                    (testing::scratch("ort_test") / "bad").string(),
+                                                "ort_test");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("level= takes one of disabled, basic, extended, all"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// A runner that dies while serving a model: QUORUM_ORT_MODULES points at a stand-in onnxruntime-node
+// (tests/backends/ort_fake/) that aborts on a model holding a node named crash_here and otherwise
+// hands every call to the real package.
+TEST(OrtBackend, RunnerDyingMidModelIsACrashAndTheNextModelRuns) {
+  REQUIRE_ORT();
+  ::setenv("QUORUM_ORT_MODULES", (std::string(QUORUM_SOURCE_DIR) + "/tests/backends/ort_fake").c_str(), 1);
+  ::setenv("QUORUM_ORT_REAL_MODULES", (kOrtDir + "/node_modules").c_str(), 1);
+  Worker w("ort");
+  ir::SingleNode boom = testing::unit("tanh");
+  boom.graph.nodes[0].name = "crash_here";
+  const Outcome o = testing::run(w, boom);
+  EXPECT_EQ(o.status, Status::Crash) << o.str();
+  EXPECT_EQ(o.signal, SIGABRT) << o.str();
+  EXPECT_NE(o.stderr_tail.find("stand-in onnxruntime-node: aborting on purpose"), std::string::npos) << o.str();
+  const Outcome next = testing::run(w, testing::unit("relu"));
+  EXPECT_TRUE(next.ok()) << next.str();
+  EXPECT_EQ(w.restarts(), 0) << "the runner died, not the worker";
+  ::unsetenv("QUORUM_ORT_MODULES");
+  ::unsetenv("QUORUM_ORT_REAL_MODULES");
+}
+
+// A campaign on real ORT, pinned and at level all: every finding it records is a ledger entry's.
+TEST(OrtBackend, ShortCampaignReportsNothingTheLedgerDoesNotKnow) {
+  REQUIRE_ORT();
+  const fs::path out = testing::scratch("ort_test") / "campaign";
+  fs::remove_all(out);
+  const testing::Result r = testing::run_quorum(
+      "fuzz --generator muffin --backends ort,ort:level=all --models 40 --mode infer --seed 5 --out " + out.string(),
+      "ort_test");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto store = campaign::open_sqlite_store(out.string());
+  EXPECT_EQ(store->models_done(), 40);
+  for (const auto& f : store->findings()) EXPECT_FALSE(f.known.empty()) << "not in the ledger: " << f.signature;
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace quorum::worker
