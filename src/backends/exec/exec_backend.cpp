@@ -25,26 +25,6 @@ std::string seconds(double s) {
   return os.str();
 }
 
-// Node `n` alone: its computed inputs become graph inputs, its weights stay initializers.
-ir::Graph one_node(const ir::Graph& g, const ir::Node& n) {
-  ir::Graph one;
-  one.name = g.name;
-  for (const auto& v : n.inputs) {
-    if (one.types.count(v)) continue;
-    one.types.emplace(v, g.types.at(v));
-    if (g.is_initializer(v))
-      one.initializers.emplace(v, g.initializers.at(v));
-    else
-      one.inputs.push_back({v, g.types.at(v)});
-  }
-  for (const auto& o : n.outputs) {
-    one.types.emplace(o, g.types.at(o));
-    one.outputs.push_back(o);
-  }
-  one.nodes.push_back(n);
-  return one;
-}
-
 class ExecBackend : public Backend {
  public:
   explicit ExecBackend(Config cfg) : cfg_(std::move(cfg)) {}
@@ -63,12 +43,7 @@ class ExecBackend : public Backend {
   // Whatever the exporter can write: the program itself decides what it runs (exit status 3).
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
     if (cfg_.argv.empty()) return Support::no(kNeedProgram);
-    try {
-      ir::graph_to_onnx(one_node(g, n), cfg_.opset);
-    } catch (const core::UserError& e) {
-      return Support::no(std::string("the ONNX exporter cannot write it: ") + e.what());
-    }
-    return Support::yes();
+    return exporter_support(g, n, cfg_.opset);
   }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {

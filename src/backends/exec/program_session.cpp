@@ -56,6 +56,37 @@ ir::Graph in_dtype(ir::Graph g, core::DType dtype) {
   return g;
 }
 
+namespace {
+
+// Node `n` alone: its computed inputs become graph inputs, its weights stay initializers.
+ir::Graph one_node(const ir::Graph& g, const ir::Node& n) {
+  ir::Graph one;
+  one.name = g.name;
+  for (const auto& v : n.inputs) {
+    if (one.types.count(v)) continue;
+    one.types.emplace(v, g.types.at(v));
+    if (g.is_initializer(v)) one.initializers.emplace(v, g.initializers.at(v));
+    else one.inputs.push_back({v, g.types.at(v)});
+  }
+  for (const auto& o : n.outputs) {
+    one.types.emplace(o, g.types.at(o));
+    one.outputs.push_back(o);
+  }
+  one.nodes.push_back(n);
+  return one;
+}
+
+}  // namespace
+
+Support exporter_support(const ir::Graph& g, const ir::Node& n, int opset) {
+  try {
+    ir::graph_to_onnx(one_node(g, n), opset);
+  } catch (const core::UserError& e) {
+    return Support::no(std::string("the ONNX exporter cannot write it: ") + e.what());
+  }
+  return Support::yes();
+}
+
 std::vector<std::string> runner_environment(const Runner& r, int threads) {
   const std::string n = std::to_string(std::max(1, threads));
   return environment_with({"QUORUM_THREADS=" + n, "OMP_NUM_THREADS=" + n,

@@ -30,6 +30,10 @@ std::vector<std::string> onnx_outputs(const ir::Graph& g, size_t& real);
 // the session's precision.
 ir::Graph in_dtype(ir::Graph g, core::DType dtype);
 
+// Whether Quorum's ONNX exporter can write node `n` of `g` alone at `opset` (its computed inputs as
+// graph inputs, its weights as initializers), or why not: what a runner can be sent at all.
+Support exporter_support(const ir::Graph& g, const ir::Node& n, int opset);
+
 // The environment a runner gets: this process's, with the thread count (QUORUM_THREADS,
 // OMP_NUM_THREADS) and the protocol (QUORUM_EXEC_PROTOCOL) set.
 std::vector<std::string> runner_environment(const Runner& r, int threads);

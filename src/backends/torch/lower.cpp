@@ -323,16 +323,17 @@ void lower_batch_norm(const Node& c) {
   c.sink.comment("equal to zero in value that carries d/dmean and d/dvar (lower.cpp, lower_batch_norm).");
   const CallPtr centred = call("torch.sub", {tensor(fn1(".detach", var("x0"))), per_channel(var("x3"))});
   const CallPtr inv_std = fn1("torch.rsqrt", call("torch.add", {per_channel(var("x4")), flt(eps)}));
-  c.let("k", call("torch.clamp", {tensor(fn1("torch.abs", call(".detach", {tensor("x1")}))), flt(1.0),
-                                  flt(std::numeric_limits<float>::max())}));
-  const CallPtr unit_scale = call("torch.div", {per_channel(fn1(".detach", var("x1"))), per_channel(var("k"))});
+  c.let("s", call(".reshape", {tensor(fn1(".detach", var("x1"))), ints(shape)}));
+  c.let("k",
+        call("torch.clamp", {tensor(fn1("torch.abs", var("s"))), flt(1.0), flt(std::numeric_limits<float>::max())}));
+  const CallPtr unit_scale = call("torch.div", {tensor("s"), tensor("k")});
   c.let("f", call("torch.mul", {tensor(call("torch.mul", {tensor(centred), tensor(inv_std)})), tensor(unit_scale)}));
   const CallPtr zero = call("torch.sub", {tensor("f"), tensor(fn1(".detach", var("f")))});
   c.y(call("torch.add",
            {tensor("y"),
             tensor(call("torch.mul", {tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0),
                                                                        literal(0.0)})),
-                                      per_channel(var("k"))}))}));
+                                      tensor("k")}))}));
   c.sink.end_if();
 }
 
