@@ -176,9 +176,13 @@ OpSpec make_unary(Unary u) {
     const double* gy = g[0].f64();
     double* gxp = gx.f64();
     for (int64_t i = 0; i < gx.numel(); ++i) {
-      const double d = std::isnan(x[i]) ? x[i] : df(x[i], y[i], a);
-      gxp[i] = std::isnan(x[i]) ? x[i] : gy[i] * d;
-      if (!gy_factor || std::isnan(x[i])) continue;
+      if (std::isnan(x[i])) {
+        gxp[i] = x[i];
+        continue;
+      }
+      const double d = df(x[i], y[i], a);
+      gxp[i] = gy[i] * d;
+      if (!gy_factor) continue;
       const double k = gy_factor(x[i], a), t = gy[i] * k;
       gxp[i] += float32_range(std::abs(t));
       // Below float32's normal range the product gy * k keeps only the digits of its subnormal grid
