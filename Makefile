@@ -6,7 +6,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?=
 
 FUZZ_TIME ?= 2m
-FUZZ_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
+FUZZ_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack,ort
 FUZZ_GENERATOR ?= muffin
 
 CONFORMANCE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
