@@ -780,13 +780,18 @@ struct PerNode {
 
   void findings() {
     // Every library that ran a node disagreeing with the kernel, and agreeing with each other:
-    // the reference (or a convention they all share) is suspect; one finding, blamed on it.
+    // the reference (or a convention they all share) is suspect; one finding, blamed on it. Two or
+    // more libraries: variants of one library (ort, ort:level=all) share its kernels, and their
+    // agreement says nothing about the reference.
     std::set<Judged> to_ref;
     std::map<std::tuple<Stage, std::string, std::string>, std::vector<const Judged*>> by_place;
     for (const auto& f : failed)
       if (f.v.wrong && !f.v.produced && !f.v.swallowed) by_place[{f.stage, f.node, f.value}].push_back(&f);
     for (const auto& [place, fs] : by_place) {
       if (fs.size() < 2 || fs.size() != judged[place].size()) continue;
+      std::set<std::string> libraries;
+      for (const Judged* f : fs) libraries.insert(runs[f->run].backend.substr(0, runs[f->run].backend.find(':')));
+      if (libraries.size() < 2) continue;
       const auto& [stage, node, value] = place;
       bool agree = true;
       for (size_t a = 1; a < fs.size() && agree; ++a) {

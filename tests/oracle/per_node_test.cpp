@@ -713,6 +713,25 @@ TEST(PerNode, TheReferenceIsBlamedWhenEveryLibraryDisagreesWithItInTheSameWay) {
   EXPECT_EQ(found[0].against, (std::vector<std::string>{"A", "B"}));
 }
 
+// Variants of one library (backend options: ort and ort:level=all) run its kernels: their agreement
+// blames each of them, not the reference.
+TEST(PerNode, VariantsOfOneLibraryAgreeingDoNotBlameTheReference) {
+  const Case c = chain_case();
+  BackendRun a = c.run("A"), b = c.run("A:level=all");
+  for (BackendRun* r : {&a, &b}) {
+    r->trained = false;
+    bump(r->values["b"], 1.0);
+    r->values["d"].f64()[0] += 10;
+    r->values["d"].f64()[1] += 26;
+  }
+  const auto found = c.judge_runs({c.run("ref"), a, b});
+  ASSERT_EQ(found.size(), 2u);
+  for (const auto& f : found) {
+    EXPECT_NE(f.backend, "ref");
+    EXPECT_EQ(f.node, "b");
+  }
+}
+
 // A library may compute its training forward differently from its inference forward (oneDNN's
 // RNNs run forward_training kernels: a GRU on inputs of 1e4 gave 0.124097 in one pass and 0.123789
 // in the other). Its loss and gradients come from the training pass, so they are judged on that
