@@ -58,10 +58,11 @@ ir::Graph in_dtype(ir::Graph g, core::DType dtype) {
 
 namespace {
 
-// Node `n` alone: its computed inputs become graph inputs, its weights stay initializers.
+// Node `n` alone: its computed inputs become graph inputs, its weights stay initializers. Named
+// "model", not after `g`: the exporter's refusal names it, and a campaign learns refusals by text.
 ir::Graph one_node(const ir::Graph& g, const ir::Node& n) {
   ir::Graph one;
-  one.name = g.name;
+  one.name = "model";
   for (const auto& v : n.inputs) {
     if (one.types.count(v)) continue;
     one.types.emplace(v, g.types.at(v));
