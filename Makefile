@@ -9,7 +9,7 @@ FUZZ_TIME ?= 2m
 FUZZ_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack,ort
 FUZZ_GENERATOR ?= muffin
 
-CONFORMANCE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack
+CONFORMANCE_BACKENDS ?= torch,onednn,opencv,armnn,xnnpack,ort
 
 # Quorum's own readers of untrusted input under libFuzzer (fuzz/): each harness runs this long;
 # `make test` runs each for FUZZ_SELF_TEST_TIME. FUZZ_SELF_PARALLEL harnesses run at once.
