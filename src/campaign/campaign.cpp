@@ -545,7 +545,13 @@ class Run {
       try {
         lay_out_map(f.bundle);  // a map record() left for Graphviz (BundleContext::defer_layout)
         const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers, hang_timeout());
-        store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir);
+        // A finding the ledger does not know whose reduced case it knows is that entry's (a node that
+        // fails on an upstream node's wrong shape reduces to the upstream node).
+        std::string through_reduced;
+        if (f.known.empty() && setup_.known)
+          if (const oracle::KnownEntry* e = setup_.known->match(r.root_cause)) through_reduced = e->id;
+        store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir, through_reduced);
+        if (!through_reduced.empty()) f.known = through_reduced;
         // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
         roots.push_back(f.known.empty() ? r.root_cause : "known:" + f.known);
         if (!r.reduced_dir.empty())
@@ -554,6 +560,7 @@ class Run {
               (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
               (r.culprit.node.empty() ? "" : ", culprit '" + r.culprit.node + "' (" + r.culprit.op + ")") + " (" +
               r.reduced_dir + ")";
+        if (!through_reduced.empty()) f.line += "\n  known: " + through_reduced + " (through its reduced case)";
       } catch (const core::SystemError&) {
         throw;
       } catch (const std::exception& e) {

@@ -181,8 +181,8 @@ class SqliteStore final : public Store {
              const std::function<std::string(const oracle::Finding&)>& bundle_for) override;
   void record_known(const std::vector<KnownModel>& models) override;
   std::vector<StoredFinding> findings() override;
-  void set_root_cause(const std::string& signature, const std::string& root_cause,
-                      const std::string& reduced) override;
+  void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced,
+                      const std::string& known) override;
   void insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) override;
   void record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,
                       int64_t not_sent, const std::vector<std::string>& ops) override;
@@ -442,10 +442,12 @@ void SqliteStore::record_known(const std::vector<KnownModel>& models) {
 }
 
 void SqliteStore::set_root_cause(const std::string& signature, const std::string& root_cause,
-                                 const std::string& reduced) {
+                                 const std::string& reduced, const std::string& known) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt up(db_, "UPDATE findings SET root_cause = ?, reduced = ? WHERE signature = ?");
-  up.bind(1, root_cause).bind(2, reduced).bind(3, signature).step();
+  Stmt up(db_,
+          "UPDATE findings SET root_cause = ?, reduced = ?, known = CASE WHEN COALESCE(known, '') = '' THEN ? ELSE "
+          "known END WHERE signature = ?");
+  up.bind(1, root_cause).bind(2, reduced).bind(3, known).bind(4, signature).step();
 }
 
 void SqliteStore::record_refusal(const std::string& backend, const std::string& refusal, int64_t model, int64_t refused,

@@ -116,8 +116,12 @@ class Store {
   virtual void record_known(const std::vector<KnownModel>& models) = 0;
 
   virtual std::vector<StoredFinding> findings() = 0;  // by first model, then signature
-  virtual void set_root_cause(const std::string& signature, const std::string& root_cause,
-                              const std::string& reduced) = 0;
+  // The finding's root cause (the key of its reduced case) and reduced bundle; `known`, when not
+  // empty, the ledger entry its reduced case matches, which becomes the finding's own label when its
+  // signature matched none (a node failing on the wrong shape an upstream node gave it is the
+  // upstream node's entry).
+  virtual void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced,
+                              const std::string& known = "") = 0;
   // Adds complete rows as they are, in one transaction (quorum merge builds them). UserError when
   // a signature or a model index is already in the store.
   virtual void insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) = 0;

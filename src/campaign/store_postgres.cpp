@@ -251,10 +251,12 @@ class PostgresStore final : public Store {
     return out;
   }
 
-  void set_root_cause(const std::string& signature, const std::string& root_cause,
-                      const std::string& reduced) override {
+  void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced,
+                      const std::string& known) override {
     std::lock_guard<std::mutex> lock(mu_);
-    q("UPDATE findings SET root_cause = $1, reduced = $2 WHERE signature = $3", {root_cause, reduced, signature});
+    q("UPDATE findings SET root_cause = $1, reduced = $2, known = CASE WHEN COALESCE(known, '') = '' THEN $3 ELSE "
+      "known END WHERE signature = $4",
+      {root_cause, reduced, known, signature});
   }
 
   void insert(const std::vector<StoredFinding>& findings, const std::vector<ModelRecord>& models) override {
