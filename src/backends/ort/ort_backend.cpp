@@ -30,9 +30,11 @@ Support declared_refusal(const ir::Node& n) {
   if (n.op == "conv1d" || n.op == "conv2d" || n.op == "conv3d") {
     const std::string& pad = core::attr_s(n.attrs, "auto_pad");
     const auto& d = core::attr_ints(n.attrs, "dilations");
-    if ((pad == "SAME_UPPER" || pad == "SAME_LOWER") && std::any_of(d.begin(), d.end(), [](int64_t v) { return v != 1; }))
-      return Support::no("ORT 1.30's Conv: 'Dilation not supported for AutoPadType::SAME_UPPER or "
-                         "AutoPadType::SAME_LOWER' (a run-time error for any dilation other than 1)");
+    if ((pad == "SAME_UPPER" || pad == "SAME_LOWER") &&
+        std::any_of(d.begin(), d.end(), [](int64_t v) { return v != 1; }))
+      return Support::no(
+          "ORT 1.30's Conv: 'Dilation not supported for AutoPadType::SAME_UPPER or "
+          "AutoPadType::SAME_LOWER' (a run-time error for any dilation other than 1)");
   }
   if (n.op == "lrn" && core::attr_i(n.attrs, "size") % 2 == 0)
     return Support::no("ORT 1.30's LRN kernel requires an odd size (lrn.h: 'size_ % 2 == 1 was false' at load)");
