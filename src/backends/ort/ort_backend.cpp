@@ -11,13 +11,14 @@
 // lowering names the ORT node that produced its output ("ort node FusedConv", "ort node
 // com.microsoft.Gelu"): what ORT made of it. Inference only: onnxruntime-node has no training API.
 #include <algorithm>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 
 #include "backends/backend.h"
 #include "backends/exec/program_session.h"
 #include "backends/ort/variant.h"
 #include "core/error.h"
+#include "core/fileio.h"
 #include "ir/onnx_io.h"
 
 namespace quorum::backends::ort {
@@ -41,14 +42,9 @@ Support declared_refusal(const ir::Node& n) {
   return Support::yes();
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// The "version" field of a package.json, "" when there is none.
+// The "version" field of a package.json (the backend checked that it exists), "" when there is none.
 std::string package_version(const std::string& package_json) {
-  const std::string text = read_text(package_json);
+  const std::string text = core::read_file(package_json);
   const size_t key = text.find("\"version\"");
   if (key == std::string::npos) return "";
   const size_t open = text.find('"', text.find(':', key) + 1);
@@ -75,8 +71,9 @@ class OrtSession : public exec::ProgramSession {
 
  protected:
   void after_run(const exec::ScratchDir& dir) override {
-    const std::string bytes = read_text(dir.file("optimized.onnx"));
-    if (bytes.empty()) return;  // level disabled: the model as written
+    const std::string optimized = dir.file("optimized.onnx");
+    if (!std::filesystem::exists(optimized)) return;  // level disabled: the model as written
+    const std::string bytes = core::read_file(optimized);
     const ir::OnnxSummary s = ir::onnx_summary(bytes, "ONNX Runtime's optimized model");
     producer_.clear();
     for (size_t i = 0; i < s.op_types.size(); ++i)
