@@ -75,7 +75,16 @@ struct Support {
 struct CompileOptions {
   core::DType dtype = core::DType::F32;  // the precision the library computes in
   int threads = 1;
+  // The optimized run: only the graph's outputs will be asked for (forward without intermediates), and the
+  // library compiles the model the way an application does, its optimizer free to fuse and fold (no
+  // intermediate output layers or external values). Its session's lowering names what the optimizer did,
+  // each entry "fused ..." (backends/backend.h kFusedPrefix).
+  bool optimized = false;
 };
+
+// The lowering entries of an optimized session that name what the library's optimizer did ("fused
+// Convolution+ReLU", "fused com.microsoft.FusedConv"): the optimized stage's signature is keyed by them.
+inline constexpr const char* kFusedPrefix = "fused ";
 
 struct TrainRequest {
   ValueMap inputs;
@@ -139,6 +148,10 @@ class Backend {
   // Whether the library reads the model as an ONNX exchange form: its sessions' lowering then names the form
   // each node was read in ("onnx opset N", "onnx form what=form,..."), which coverage counts.
   virtual bool reads_exchange_form() const { return false; }
+  // Whether compiling with CompileOptions::optimized lets the library's graph optimizer change the model
+  // (fusion, folding): the campaign's optimized run is made only on such backends. False where the library
+  // runs node by node whatever is asked for (libtorch's eager calls, the reference).
+  virtual bool optimizes() const { return false; }
   // Whether this library can run this node (its operator and attributes), or why not.
   virtual Support supports(const ir::Graph& g, const ir::Node& n) const = 0;
   // Whether train_step can differentiate through this node (e.g. the library has a backward

@@ -64,7 +64,8 @@ json setup_json(const Setup& s) {
           {"T", s.thresholds.T},
           {"eps", s.thresholds.eps},
           {"relative_metric", s.thresholds.relative_metric},
-          {"oracle", oracle::to_string(s.thresholds.rule)}};
+          {"oracle", oracle::to_string(s.thresholds.rule)},
+          {"optimized", s.optimized}};
 }
 
 Setup setup_from_json(const json& j, const std::string& where) {
@@ -86,6 +87,8 @@ Setup setup_from_json(const json& j, const std::string& where) {
     // Bundles written before the per-node rule existed were judged by Muffin's rule.
     s.thresholds.rule = oracle::rule_from_string(j.value("oracle", std::string("muffin")));
     s.thresholds.dtype = s.dtype;
+    // Bundles written before the optimized run existed ran without it.
+    s.optimized = j.value("optimized", false);
     return s;
   } catch (const json::exception& e) {
     throw core::UserError(where + ": malformed setup: " + e.what());

@@ -631,6 +631,7 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
       {"backends", backends},
       {"mode", to_string(opt.setup.mode)},
       {"dtype", core::to_string(opt.setup.dtype)},
+      {"optimized", opt.setup.optimized ? "on" : "off"},
       {"loss", opt.rotate_losses ? std::string("every") : opt.setup.loss}};
   settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
   store.check_settings(settings);

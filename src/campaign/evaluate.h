@@ -37,6 +37,11 @@ struct Setup {
   // Refusals the backends declared so far (none: every model goes to every backend). A model holding
   // one is not sent to that backend, which abstains on it (docs/findings.md, "Learned refusals").
   std::shared_ptr<LearnedRefusals> refusals;
+  // The optimized run (--optimized on): every backend that optimizes (backends::Backend::optimizes) also
+  // compiles the model with only its graph outputs asked for and runs it on the same inputs, after a
+  // pinned run that ran normally; the oracle judges it as stage OC. evaluate_batch (a search's
+  // generations) does not make it.
+  bool optimized = true;
 };
 
 struct ModelCase {
@@ -52,6 +57,7 @@ struct Timing {
   // while the current one runs): off the hot path, so not in overhead(), but on the same cores.
   double generate_ahead = 0;
   std::map<std::string, double> compile, run;  // per backend
+  std::map<std::string, double> optimized;     // per backend: the optimized run's compile and run
   void add(const Timing& o);
   // The libraries' own time (every backend's compile and run) and the campaign's overhead on the
   // models' hot path: generate, reference, compare and store (reduction is counted apart).

@@ -190,6 +190,9 @@ campaign::Setup setup_of(const Options& o) {
   setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));
   setup.thresholds.dtype = setup.dtype;
   setup.limits = limits_of(o);
+  if (o.optimized != "on" && o.optimized != "off")
+    throw UserError("--optimized: expected on or off, got '" + o.optimized + "'");
+  setup.optimized = o.optimized == "on";
   return setup;
 }
 

@@ -37,14 +37,15 @@ const char* to_string(Stage s) {
     case Stage::Forward: return "FC";
     case Stage::Loss: return "LC";
     case Stage::Backward: return "BC";
+    case Stage::Optimized: return "OC";
   }
   return "?";
 }
 
 Stage stage_from_string(const std::string& s) {
-  for (const Stage t : {Stage::Compile, Stage::Forward, Stage::Loss, Stage::Backward})
+  for (const Stage t : {Stage::Compile, Stage::Forward, Stage::Loss, Stage::Backward, Stage::Optimized})
     if (s == to_string(t)) return t;
-  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC or BC)");
+  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC, BC or OC)");
 }
 
 }  // namespace quorum::core

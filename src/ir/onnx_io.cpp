@@ -217,7 +217,7 @@ class Exporter final : public ops::OnnxExport {
  public:
   Exporter(const Graph& g, const OnnxForm& f, bool dry)
       : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry), avoid_(f.avoid.begin(), f.avoid.end()),
-        force_(f.force.begin(), f.force.end()) {}
+        force_(f.force.begin(), f.force.end()), outputs_only_(f.outputs_only) {}
 
   std::map<std::string, std::string> forms;
 
@@ -254,9 +254,10 @@ class Exporter final : public ops::OnnxExport {
     std::set<std::string> listed;
     for (const auto& o : g_.outputs)
       if (listed.insert(o).second) set_type(gp_->add_output(), o, g_.types.at(o));
-    for (const auto& n : g_.nodes)
-      for (const auto& o : n.outputs)
-        if (listed.insert(o).second) set_type(gp_->add_output(), o, g_.types.at(o));
+    if (!outputs_only_)
+      for (const auto& n : g_.nodes)
+        for (const auto& o : n.outputs)
+          if (listed.insert(o).second) set_type(gp_->add_output(), o, g_.types.at(o));
     auto* meta = m_.add_metadata_props();
     meta->set_key(kOutputsKey);
     meta->set_value(std::to_string(std::set<std::string>(g_.outputs.begin(), g_.outputs.end()).size()));
@@ -282,6 +283,7 @@ class Exporter final : public ops::OnnxExport {
   bool dry_;
   std::set<std::string> avoid_;
   std::set<std::string> force_;
+  bool outputs_only_ = false;
   uint64_t node_key_ = 0;
   onnx::ModelProto m_;
   onnx::GraphProto* gp_ = nullptr;

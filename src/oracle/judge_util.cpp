@@ -83,4 +83,11 @@ core::Tensor rounded_to(const core::Tensor& t, core::DType dtype) {
   return out;
 }
 
+std::string crash_message(const worker::Outcome& o) {
+  std::string last_line = o.stderr_tail;
+  if (auto p = last_line.rfind('\n'); p != std::string::npos) last_line = last_line.substr(p + 1);
+  return std::string(worker::to_string(o.status)) + ": " +
+         normalize_message(o.message + (last_line.empty() ? "" : " | " + last_line));
+}
+
 }  // namespace quorum::oracle::detail

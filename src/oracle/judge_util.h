@@ -37,6 +37,15 @@ std::vector<core::Tensor> own_inputs(const ir::Graph& g, const ir::Node& n, cons
 // beyond float32's range becomes inf, as the correct float32 result does), then back to float64.
 core::Tensor rounded_to(const core::Tensor& t, core::DType dtype);
 
+// A failed run's message as a crash finding carries it: the status, the normalised message and the last
+// line the library wrote.
+std::string crash_message(const worker::Outcome& o);
+
+// The optimized stage (OC), whatever rule judges the numbers: each library's optimized run against the
+// float64 reference's outputs and its own pinned run (oracle/optimized.cpp).
+std::vector<Finding> judge_optimized(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
+                                     const backends::ValueMap* inputs);
+
 // The per-node rule: every library node (forward), the loss and every gradient (backward)
 // against the catalogue's float64 kernels on that library's own values.
 std::vector<Finding> per_node(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,

@@ -39,6 +39,7 @@ std::string Finding::signature() const {
     case core::SignatureBy::Params: return s + "|" + params;
     case core::SignatureBy::Operator: break;
   }
+  if (stage == Stage::Optimized) return s + "|" + params;
   return s;  // by layer type
 }
 
@@ -212,10 +213,7 @@ struct Judge {
       f.kind = Kind::Crash;
       f.stage = r.failed_at;
       f.backend = r.backend;
-      std::string last_line = r.outcome.stderr_tail;
-      if (auto p = last_line.rfind('\n'); p != std::string::npos) last_line = last_line.substr(p + 1);
-      f.message = std::string(worker::to_string(r.outcome.status)) + ": " +
-                  normalize_message(r.outcome.message + (last_line.empty() ? "" : " | " + last_line));
+      f.message = detail::crash_message(r.outcome);
       f.detail = (r.failed_at == Stage::Compile ? "conversion (model build) failure: " : "execution failure: ") +
                  r.outcome.str();
       // A message that names one of the model's values ('conv2d_3' returned with a wrong shape):
@@ -623,6 +621,7 @@ std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& ru
   Judge j = make_judge(g, runs, th, inputs);
   j.crashes();
   for (auto& f : oracle_rule(th.rule).judge(g, runs, th, inputs, target)) j.out.push_back(std::move(f));
+  for (auto& f : detail::judge_optimized(g, runs, th, inputs)) j.out.push_back(std::move(f));
   return j.out;
 }
 

@@ -21,6 +21,15 @@ using Stage = core::Stage;
 using Kind = core::FindingKind;
 using core::to_string;
 
+// A library's optimized run of the model (backends::CompileOptions::optimized: only the graph outputs asked
+// for, its optimizer free), made after a pinned run that ran normally.
+struct OptimizedRun {
+  bool ran = false;         // asked for: the backend optimizes and the campaign's optimized run is on
+  worker::Outcome outcome;  // its compile and run
+  backends::ValueMap values;  // the graph outputs
+  std::map<std::string, std::vector<std::string>> lowering;  // per node, what the optimizer made of it
+};
+
 // One backend's run of one model. NaN/Inf counts only where another library (not the float64
 // reference, which does not overflow where float32 must) ran the same stage clean. Stages that did not run are empty.
 struct BackendRun {
@@ -40,6 +49,7 @@ struct BackendRun {
   double loss = 0;
   core::Tensor loss_grad;
   backends::ValueMap grads;          // node outputs and weights
+  OptimizedRun optimized;
 };
 
 // Which rule judges numbers. PerNode: each library node against the catalogue kernel on the
@@ -103,6 +113,8 @@ struct Finding {
   bool blames_reference() const { return backend == "ref"; }
   // The deduplication key: kind, stage, blamed backend, operator, and the categorical
   // attributes (inconsistency), nothing more (NaN: by layer type) or the normalised message (crash).
+  // The optimized stage (OC) keys every numeric kind by `params`, which there name what the optimizer
+  // did (its "fused ..." entries), not the attributes of the output's node.
   std::string signature() const;
 };
 

@@ -47,6 +47,7 @@ std::string stage_words(core::Stage stage) {
     case core::Stage::Forward: return "forward";
     case core::Stage::Backward: return "backward";
     case core::Stage::Loss: return "loss";
+    case core::Stage::Optimized: return "optimized";
     case core::Stage::Compile: break;
   }
   return "model build";

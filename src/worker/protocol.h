@@ -9,7 +9,7 @@
 namespace quorum::worker {
 
 enum class Kind : uint8_t {
-  Hello = 1,     // -> name, version, trains, reads_exchange_form
+  Hello = 1,     // -> name, version, trains, reads_exchange_form, optimizes
   Supports = 2,  // graph, training flag -> per node: name, ok, reason
   Compile = 3,   // graph, dtype, threads -> (nothing)
   Forward = 4,   // values, keep_intermediates -> values
@@ -31,6 +31,10 @@ enum class Kind : uint8_t {
   Steps = 8,
   // The session's weights: a set flag [values replacing weights] -> the weights now (values).
   Weights = 9,
+  // The optimized run (backends::CompileOptions::optimized): graph, dtype, threads, inputs (values) -> the
+  // graph outputs (values), then the optimized session's lowering (as Lowering's reply). The model is
+  // compiled in a session of its own, dropped after the run: the compiled (pinned) session stays.
+  Optimized = 10,
 };
 
 constexpr uint32_t kMaxFrame = 1u << 31;

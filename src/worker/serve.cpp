@@ -100,6 +100,15 @@ Failed failed(const std::exception_ptr& e, bool compiling) {
   }
 }
 
+void write_lowering(Writer& w, const std::map<std::string, std::vector<std::string>>& lowering) {
+  w.u32(static_cast<uint32_t>(lowering.size()));
+  for (const auto& [node, ops] : lowering) {
+    w.str(node);
+    w.u32(static_cast<uint32_t>(ops.size()));
+    for (const auto& op : ops) w.str(op);
+  }
+}
+
 // Kind::Batch: every case compiled (once, or again with its own weights) and run; one reply.
 void serve_batch(backends::Backend& backend, Reader& r, Writer& ok, std::unique_ptr<backends::Session>& session) {
   const ir::Graph g = r.graph();
@@ -191,6 +200,7 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           ok.str(backend.version());
           ok.u8(backend.trains() ? 1 : 0);
           ok.u8(backend.reads_exchange_form() ? 1 : 0);
+          ok.u8(backend.optimizes() ? 1 : 0);
           out = ok.bytes();
           break;
         case Kind::Supports: {
@@ -297,13 +307,36 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           break;
         }
         case Kind::Lowering: {
-          const auto lowering = session ? session->lowering() : std::map<std::string, std::vector<std::string>>{};
-          ok.u32(static_cast<uint32_t>(lowering.size()));
-          for (const auto& [node, ops] : lowering) {
-            ok.str(node);
-            ok.u32(static_cast<uint32_t>(ops.size()));
-            for (const auto& op : ops) ok.str(op);
+          write_lowering(ok, session ? session->lowering() : std::map<std::string, std::vector<std::string>>{});
+          out = ok.bytes();
+          break;
+        }
+        case Kind::Optimized: {
+          ir::Graph g = r.graph();
+          backends::CompileOptions opt;
+          opt.dtype = static_cast<core::DType>(r.u8());
+          opt.threads = static_cast<int>(r.u32());
+          opt.optimized = true;
+          const backends::ValueMap in = r.values();
+          std::unique_ptr<backends::Session> s;
+          try {
+            s = backend.compile(g, opt);
+          } catch (const std::bad_alloc&) {
+            throw;
+          } catch (const backends::ChildProcessError&) {
+            throw;
+          } catch (const backends::QuorumError& e) {
+            out = reply(Status::QuorumError, e.what());
+            break;
+          } catch (const backends::UnsupportedError& e) {
+            out = reply(Status::Unsupported, e.what());
+            break;
+          } catch (const std::exception& e) {
+            out = reply(Status::ConversionFailure, e.what());
+            break;
           }
+          ok.values(s->forward(in, false));
+          write_lowering(ok, s->lowering());
           out = ok.bytes();
           break;
         }

@@ -289,6 +289,7 @@ Outcome Worker::hello(BackendInfo& info) {
     info.version = r.str();
     info.trains = r.u8() != 0;
     info.reads_exchange_form = r.u8() != 0;
+    info.optimizes = r.u8() != 0;
   });
 }
 
@@ -375,18 +376,42 @@ Outcome Worker::forward(const backends::ValueMap& inputs, bool keep, backends::V
   return decode(reply, [&](Reader& r) { out = r.values(); });
 }
 
+namespace {
+std::map<std::string, std::vector<std::string>> read_lowering(Reader& r) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (uint32_t i = 0, n = r.u32(); i < n; ++i) {
+    std::vector<std::string>& ops = out[r.str()];
+    for (uint32_t k = 0, m = r.u32(); k < m; ++k) ops.push_back(r.str());
+  }
+  return out;
+}
+}  // namespace
+
 Outcome Worker::lowering(std::map<std::string, std::vector<std::string>>& out) {
   Writer w;
   w.u8(static_cast<uint8_t>(Kind::Lowering));
   std::string reply;
   Outcome o = call(w.bytes(), reply);
   if (!o.ok()) return o;
+  return decode(reply, [&](Reader& r) { out = read_lowering(r); });
+}
+
+Outcome Worker::optimized(const ir::Graph& g, backends::CompileOptions opt, const backends::ValueMap& inputs,
+                          OptimizedResult& out) {
+  maybe_recycle();
+  Writer w;
+  w.u8(static_cast<uint8_t>(Kind::Optimized));
+  w.graph(g);
+  w.u8(static_cast<uint8_t>(opt.dtype));
+  w.u32(static_cast<uint32_t>(opt.threads));
+  w.values(inputs);
+  std::string reply;
+  Outcome o = call(w.bytes(), reply);
+  ++compiles_;
+  if (!o.ok()) return o;
   return decode(reply, [&](Reader& r) {
-    out.clear();
-    for (uint32_t i = 0, n = r.u32(); i < n; ++i) {
-      std::vector<std::string>& ops = out[r.str()];
-      for (uint32_t k = 0, m = r.u32(); k < m; ++k) ops.push_back(r.str());
-    }
+    out.values = r.values();
+    out.lowering = read_lowering(r);
   });
 }
 

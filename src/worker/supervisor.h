@@ -26,6 +26,13 @@ struct BackendInfo {
   std::string name, version;
   bool trains = false;
   bool reads_exchange_form = false;  // backends::Backend::reads_exchange_form
+  bool optimizes = false;            // backends::Backend::optimizes
+};
+
+// What the optimized run of one model gave: the graph outputs and what the optimizer did.
+struct OptimizedResult {
+  backends::ValueMap values;
+  std::map<std::string, std::vector<std::string>> lowering;
 };
 
 struct NodeSupport {
@@ -110,6 +117,10 @@ class Worker {
   Outcome steps(const StepsRequest& req, std::vector<StepOutput>& out);
   // The compiled model's weights now, after replacing those in `set` (null: none).
   Outcome weights(const backends::ValueMap* set, backends::ValueMap& out);
+  // The optimized run (Kind::Optimized): `g` compiled with `opt` (its `optimized` set here) in a session
+  // of its own and run on `inputs`; the compiled session stays the one lowering() and the others ask.
+  Outcome optimized(const ir::Graph& g, backends::CompileOptions opt, const backends::ValueMap& inputs,
+                    OptimizedResult& out);
   // The library operations each node of the compiled model ran (backends::Session::lowering).
   Outcome lowering(std::map<std::string, std::vector<std::string>>& out);
 

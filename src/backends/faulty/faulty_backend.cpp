@@ -14,6 +14,10 @@
 //                           classifier's near-one-hot outputs change their MAD to the ground truth (quorum detect)
 //   momentum-twice          multi-step training: SGD's velocity decays twice per step
 //                           (v = m * (m * v) + g): the first step is right, the second is not (docs/trained.md)
+//   fuse-relu-into=OP       an optimizer fault: in the optimized run (CompileOptions::optimized) a relu whose
+//                           input is an OP node's output that nothing else uses and no one asks for is "fused"
+//                           into it, wrongly: negative values pass at half their size (leaky, alpha 0.5). The
+//                           pinned run is right; the optimized session's lowering says "fused OP+relu"
 //   refuse-op=OP            supports() says no to every node of operator OP, as a library that does not map
 //                           it (repeatable): the campaign's per-backend counts and share policy are tested on it
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
@@ -43,6 +47,7 @@ struct Faults {
   int64_t leak_per_model_mib = 0;
   bool momentum_twice = false;
   std::set<std::string> refused_ops;
+  std::string fuse_relu_into;
   std::set<std::string> numeric;
   struct Band {
     std::string op;
@@ -148,6 +153,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.refused_ops.insert(value);
     } else if (name == "momentum-twice" && value.empty()) {
       f.momentum_twice = true;
+    } else if (name == "fuse-relu-into" && !value.empty()) {
+      f.fuse_relu_into = value;
     } else if (name == "band" && !value.empty()) {
       f.bands.push_back(parse_band(value));
     } else if (name == "floor" && !value.empty()) {
@@ -161,7 +168,7 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "refuse-op=OP, band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric fault)");
+          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -180,10 +187,28 @@ Faults parse(const std::vector<std::string>& args) {
   }
 }
 
+// The relu nodes fuse-relu-into fuses in `g`: fed by an `op` node's output that is no graph output and has
+// no other consumer.
+std::vector<const ir::Node*> fusable_relus(const ir::Graph& g, const std::string& op) {
+  std::vector<const ir::Node*> out;
+  for (const auto& n : g.nodes) {
+    if (n.op != "relu" || n.inputs.empty()) continue;
+    const ir::Node* p = g.producer(n.inputs[0]);
+    if (!p || p->op != op || std::find(g.outputs.begin(), g.outputs.end(), n.inputs[0]) != g.outputs.end()) continue;
+    int uses = 0;
+    for (const auto& m : g.nodes) uses += static_cast<int>(std::count(m.inputs.begin(), m.inputs.end(), n.inputs[0]));
+    if (uses == 1) out.push_back(&n);
+  }
+  return out;
+}
+
 class FaultySession : public Session {
  public:
-  FaultySession(std::unique_ptr<Session> inner, const ir::Graph& g, Faults f)
-      : inner_(std::move(inner)), g_(g), f_(std::move(f)) {}
+  FaultySession(std::unique_ptr<Session> inner, const ir::Graph& g, Faults f,
+                std::map<std::string, std::vector<std::string>> fused = {})
+      : inner_(std::move(inner)), g_(g), f_(std::move(f)), fused_(std::move(fused)) {}
+
+  std::map<std::string, std::vector<std::string>> lowering() const override { return fused_; }
 
   ValueMap forward(const ValueMap& inputs, bool keep) override {
     before_run();
@@ -221,6 +246,7 @@ class FaultySession : public Session {
   std::unique_ptr<Session> inner_;
   ir::Graph g_;
   Faults f_;
+  std::map<std::string, std::vector<std::string>> fused_;  // the optimized run's "fused ..." entries
 };
 
 class FaultyBackend : public Backend {
@@ -229,6 +255,8 @@ class FaultyBackend : public Backend {
   std::string name() const override { return "faulty"; }
   std::string version() const override { return ref_->version() + " with planted faults"; }
   bool trains() const override { return true; }
+  // Only with the planted optimizer fault: the reference has no optimizer.
+  bool optimizes() const override { return !f_.fuse_relu_into.empty(); }
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
     if (f_.refused_ops.count(n.op)) return Support::no("refuse-op: faulty does not map " + n.op);
     return ref_->supports(g, n);
@@ -244,7 +272,6 @@ class FaultyBackend : public Backend {
           std::abort();
         }
       }
-    (void)opt;
     if (f_.leak_per_model_mib > 0) {  // a library that keeps something of every model it compiles
       char* p = new char[static_cast<size_t>(f_.leak_per_model_mib) << 20];
       std::memset(p, 1, static_cast<size_t>(f_.leak_per_model_mib) << 20);
@@ -253,6 +280,18 @@ class FaultyBackend : public Backend {
     ref::Overrides ov = faulty::numeric_overrides(f_.numeric);
     add_bands(ov, f_.bands);
     add_floors(ov, f_.floors);
+    if (opt.optimized && !f_.fuse_relu_into.empty()) {
+      ir::Graph fused = g;
+      std::map<std::string, std::vector<std::string>> lowering;
+      for (const ir::Node* r : fusable_relus(g, f_.fuse_relu_into)) {
+        for (auto& n : fused.nodes)
+          if (n.name == r->name) n.op = "leaky_relu", n.attrs = {{"alpha", 0.5}};
+        const std::string entry = kFusedPrefix + f_.fuse_relu_into + "+relu";
+        lowering[r->name].push_back(entry);
+        lowering[g.producer(r->inputs[0])->name].push_back(entry);
+      }
+      return std::make_unique<FaultySession>(make_ref_session(fused, std::move(ov)), g, f_, std::move(lowering));
+    }
     return std::make_unique<FaultySession>(make_ref_session(g, std::move(ov)), g, f_);
   }
 

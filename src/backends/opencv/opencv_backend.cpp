@@ -40,10 +40,34 @@ std::string mat_shape(const cv::Mat& m) {
   return s + "]";
 }
 
+// The layers OpenCV fused, from Net::dump() after a run: a fused group is one record whose label lists its
+// layers separated by " | ", each part "NAME\nTYPE\n...". Per group of two or more, its layer names and types.
+std::vector<std::vector<std::pair<std::string, std::string>>> fused_groups(const std::string& dot) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> out;
+  for (size_t at = dot.find("label=\"{"); at != std::string::npos; at = dot.find("label=\"{", at + 1)) {
+    const size_t end = dot.find("}\"", at);
+    if (end == std::string::npos) break;
+    const std::string label = dot.substr(at + 8, end - at - 8);
+    std::vector<std::pair<std::string, std::string>> group;
+    for (size_t p = 0; p <= label.size();) {
+      size_t q = label.find(" | ", p);
+      if (q == std::string::npos) q = label.size();
+      const std::string part = label.substr(p, q - p);
+      const size_t a = part.find("\\n");
+      const size_t b = a == std::string::npos ? a : part.find("\\n", a + 2);
+      if (a != std::string::npos)
+        group.emplace_back(part.substr(0, a), part.substr(a + 2, b == std::string::npos ? b : b - a - 2));
+      p = q + 3;
+    }
+    if (group.size() >= 2) out.push_back(std::move(group));
+  }
+  return out;
+}
+
 class OpencvSession : public Session {
  public:
-  OpencvSession(const ir::Graph& g, cv::dnn::Net net, ir::OnnxExported form)
-      : g_(g), net_(std::move(net)), form_(std::move(form)) {
+  OpencvSession(const ir::Graph& g, cv::dnn::Net net, ir::OnnxExported form, bool optimized)
+      : g_(g), net_(std::move(net)), form_(std::move(form)), optimized_(optimized) {
     for (const auto& n : g_.nodes) {
       if (n.outputs.size() != 1)
         throw ConversionError("node '" + n.name + "' (" + n.op + ") has " + std::to_string(n.outputs.size()) +
@@ -64,6 +88,7 @@ class OpencvSession : public Session {
         if (const cv::Ptr<cv::dnn::Layer> layer = net_.getLayer(id)) l.push_back(layer->type);
       l.push_back("onnx opset " + std::to_string(form_.opset));
       if (const auto it = form_.forms.find(n.name); it != form_.forms.end()) l.push_back("onnx form " + it->second);
+      if (const auto it = fused_.find("onnx_node!" + n.name); it != fused_.end()) l.push_back(it->second);
     }
     return out;
   }
@@ -84,6 +109,13 @@ class OpencvSession : public Session {
                                std::to_string(values.size()) + " requested layers");
     ValueMap out;
     for (size_t i = 0; i < values.size(); ++i) out.emplace(values[i], from_mat(blobs[i], values[i]));
+    // What the fusion made of the layers ("fused Convolution+ReLU" on each layer of the group).
+    if (optimized_)
+      for (const auto& group : fused_groups(net_.dump())) {
+        std::string types;
+        for (const auto& [name, type] : group) types += (types.empty() ? "" : "+") + type;
+        for (const auto& [name, type] : group) fused_[name] = kFusedPrefix + types;
+      }
     return out;
   }
 
@@ -109,6 +141,8 @@ class OpencvSession : public Session {
   cv::dnn::Net net_;
   ir::OnnxExported form_;  // the opset and forms, without the bytes
   std::map<std::string, std::string> layer_of_;  // Quorum value -> OpenCV layer
+  bool optimized_ = false;  // compiled for the optimized run (only the graph outputs asked for)
+  std::map<std::string, std::string> fused_;  // layer -> "fused TYPE+TYPE..." after an optimized run
 };
 
 class OpencvBackend : public Backend {
@@ -128,6 +162,8 @@ class OpencvBackend : public Backend {
   }
   bool trains() const override { return false; }
   bool reads_exchange_form() const override { return true; }
+  // The optimized run: only the graph outputs requested, so OpenCV's layer fusion applies.
+  bool optimizes() const override { return true; }
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override { return node_support(g, n, variant_); }
   std::vector<Support> supports_nodes(const ir::Graph& g, bool training) const override {
@@ -141,7 +177,8 @@ class OpencvBackend : public Backend {
     cv::setNumThreads(variant_.threads > 0 ? variant_.threads : std::max(1, opt.threads));
     // The importer logs every refusal before throwing it; the exception carries the same text.
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
-    const ir::OnnxForm form = onnx_form(g, variant_);
+    ir::OnnxForm form = onnx_form(g, variant_);
+    form.outputs_only = opt.optimized;
     const std::string bytes = onnx_for_library(g, form);
     cv::dnn::Net net;
     try {
@@ -153,7 +190,7 @@ class OpencvBackend : public Backend {
     net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
     net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
     ir::OnnxExported chosen = ir::onnx_forms(g, form);
-    return std::make_unique<OpencvSession>(g, std::move(net), std::move(chosen));
+    return std::make_unique<OpencvSession>(g, std::move(net), std::move(chosen), opt.optimized);
   }
 
  private:

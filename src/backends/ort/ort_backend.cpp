@@ -12,6 +12,8 @@
 // com.microsoft.Gelu"): what ORT made of it. Inference only: onnxruntime-node has no training API.
 #include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "backends/backend.h"
@@ -56,6 +58,10 @@ class OrtSession : public exec::ProgramSession {
  public:
   using ProgramSession::ProgramSession;
 
+  // An optimized run's session: `written` the [domain.]OpType of every node of the model as written, so
+  // the optimized model's nodes of other types are what ORT's optimizer made ("fused com.microsoft.FusedConv").
+  void set_written_ops(std::set<std::string> written) { written_ = std::move(written); }
+
   // The exchange form read, then what ORT's optimizer made of the node: the node of the optimized
   // model that writes each of its outputs (a node ORT left alone names its own ONNX operator).
   std::map<std::string, std::vector<std::string>> lowering() const override {
@@ -63,8 +69,13 @@ class OrtSession : public exec::ProgramSession {
     for (const auto& n : graph().nodes) {
       std::vector<std::string>& l = out[n.name];
       for (const auto& o : n.outputs)
-        if (const auto it = producer_.find(o); it != producer_.end())
+        if (const auto it = producer_.find(o); it != producer_.end()) {
           if (std::find(l.begin(), l.end(), it->second) == l.end()) l.push_back(it->second);
+          const std::string type = it->second.substr(std::string("ort node ").size());
+          const std::string fused = kFusedPrefix + type;
+          if (written_ && !written_->count(type) && std::find(l.begin(), l.end(), fused) == l.end())
+            l.push_back(fused);
+        }
     }
     return out;
   }
@@ -83,7 +94,16 @@ class OrtSession : public exec::ProgramSession {
 
  private:
   std::map<std::string, std::string> producer_;  // value -> "ort node [domain.]OpType" in the optimized model
+  std::optional<std::set<std::string>> written_;  // an optimized run's: the model's own operator types
 };
+
+// The [domain.]OpType of every node of an ONNX model.
+std::set<std::string> op_types(const std::string& bytes) {
+  const ir::OnnxSummary s = ir::onnx_summary(bytes, "the model written for ONNX Runtime");
+  std::set<std::string> out;
+  for (size_t i = 0; i < s.op_types.size(); ++i) out.insert((s.domains[i].empty() ? "" : s.domains[i] + ".") + s.op_types[i]);
+  return out;
+}
 
 class OrtBackend : public Backend {
  public:
@@ -111,6 +131,8 @@ class OrtBackend : public Backend {
   }
   bool trains() const override { return false; }
   bool reads_exchange_form() const override { return true; }
+  // The optimized run: graphOptimizationLevel 'all', only the graph's outputs in the model.
+  bool optimizes() const override { return true; }
 
   // Whatever the exporter can write, less what ORT 1.30 refuses by design (declared below, each measured
   // by the agreement test); what it lacks (a kernel for an operator, or for a type) the runner answers
@@ -122,25 +144,35 @@ class OrtBackend : public Backend {
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype == core::DType::I64) throw ConversionError("ort: models compute in float32 or float64");
+    Variant v = variant_;
+    if (opt.optimized) v.level = "all";
     ir::Graph typed = exec::in_dtype(g, opt.dtype);
-    const ir::OnnxForm form = onnx_form(typed, variant_);
+    ir::OnnxForm form = onnx_form(typed, v);
+    form.outputs_only = opt.optimized;
     std::string bytes = onnx_for_library(typed, form);
     ir::OnnxExported chosen = ir::onnx_forms(typed, form);
     exec::Runner runner;
     runner.argv = {node_, std::string(QUORUM_ORT_DIR) + "/runner.js"};
-    for (const auto& o : runner_options(variant_)) runner.argv.push_back(o);
+    for (const auto& o : runner_options(v)) runner.argv.push_back(o);
     runner.time_limit_s = kTimeLimit;
     runner.persistent = true;
     std::vector<std::string> env = exec::runner_environment(runner, opt.threads);
-    persistent_ = exec::persistent_for(runner, env, persistent_);
-    return std::make_unique<OrtSession>(runner, std::move(typed), std::move(bytes), std::move(chosen), std::move(env),
-                                        persistent_);
+    // The optimized run keeps a runner of its own (other options), so neither restarts the other's.
+    std::shared_ptr<exec::Persistent>& persistent = opt.optimized ? optimized_persistent_ : persistent_;
+    persistent = exec::persistent_for(runner, env, persistent);
+    std::set<std::string> written;
+    if (opt.optimized) written = op_types(bytes);
+    auto s = std::make_unique<OrtSession>(runner, std::move(typed), std::move(bytes), std::move(chosen),
+                                          std::move(env), persistent);
+    if (opt.optimized) s->set_written_ops(std::move(written));
+    return s;
   }
 
  private:
   Variant variant_;
   std::string node_, loaded_;
   std::shared_ptr<exec::Persistent> persistent_;  // the worker's runner
+  std::shared_ptr<exec::Persistent> optimized_persistent_;  // the optimized run's
 };
 
 }  // namespace
