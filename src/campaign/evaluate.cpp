@@ -123,6 +123,7 @@ double Timing::libraries() const {
   double t = 0;
   for (const auto& [b, v] : compile) t += v;
   for (const auto& [b, v] : run) t += v;
+  for (const auto& [b, v] : optimized) t += v;
   return t;
 }
 

@@ -76,7 +76,9 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
                               double hang_timeout_s) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(bundle_dir);
-  const json j = read_finding(bundle_dir);
+  // What the reduced case must still show: the finding, or for the optimized stage the same kind cut to the
+  // node where the optimized run first departs (below).
+  json j = read_finding(bundle_dir);
   BundleReduction out;
   out.bundle = bundle_dir;
   out.signature = j.at("signature").get<std::string>();
@@ -143,6 +145,29 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   };
   if (log) *log << "reduce " << bundle_dir << " (" << out.signature << ", " << out.nodes_before << " nodes)\n";
   const core::FindingKind kind = core::finding_kind_from_string(j.at("kind").get<std::string>());
+  // The optimized run returns only the graph's outputs, so its finding names the output's node, wherever the
+  // optimizer went wrong: the model cut at each node in turn (that node's output its only output, what it
+  // does not need removed) shows where the optimized run first departs; the reduction starts from there.
+  if (stage == core::Stage::Optimized && kind != core::FindingKind::Crash)
+    for (const auto& n : original.graph.nodes) {
+      if (n.name == j.at("node").get<std::string>()) break;
+      localize::Case cut = original;
+      cut.graph.outputs = {n.outputs[0]};
+      try {
+        cut.graph = ir::remove_unused(cut.graph);
+      } catch (const core::UserError&) {
+        continue;
+      }
+      bool shows = false;
+      for (const auto& f : run(cut).findings)
+        shows |= f.kind == kind && f.stage == stage && f.backend == blamed;
+      if (log) *log << "  optimized run cut at '" << n.name << "': " << (shows ? "departs here" : "agrees") << "\n";
+      if (!shows) continue;
+      original = std::move(cut);
+      j["node"] = n.name;
+      j["op"] = n.op;
+      break;
+    }
   const std::string named = j.at("node").get<std::string>();
   const bool crash = kind == core::FindingKind::Crash;
   // A crash keeps a third of the budget for its culprit (below).
@@ -186,6 +211,7 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     }
   }
   out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
+  std::string reduced_params;  // the reduced case's finding's: for the optimized stage, what the optimizer did
   if (out.reduction.reproduced) {
     if (out.reduction.one_node)
       out.fix =
@@ -216,6 +242,7 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     const Evaluation ev = evaluate(m, rsetup, workers);
     for (const auto& f : ev.findings) {
       if (!same_finding(f, j)) continue;
+      reduced_params = f.params;
       std::map<std::string, std::string> versions;
       BundleContext ctx{m, ev, rsetup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
                         "quorum reduce " + bundle_dir, versions, {}, j.value("method", std::string())};
@@ -269,6 +296,8 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     for (const auto& c : out.fix.causes) named.push_back(c.attribute);
     std::sort(named.begin(), named.end());
     for (size_t i = 0; i < named.size(); ++i) out.root_cause += (i ? "," : "") + named[i];
+    // The optimized stage: keyed by what the optimizer did in the reduced case too.
+    if (stage == core::Stage::Optimized) out.root_cause += (named.empty() ? "" : "|") + reduced_params;
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
