@@ -49,6 +49,7 @@ namespace {
 struct Shared {
   std::mutex mu;
   std::map<core::FindingKind, int64_t> by_kind;  // hits per finding kind
+  int64_t optimized = 0;  // hits of the optimized stage (OC), among them
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
   int64_t recycled = 0;  // worker processes replaced by fresh ones (worker::Limits::recycle_*)
   std::string first_invalid;
@@ -208,6 +209,7 @@ class Run {
            << std::setprecision(1) << (el > 0 ? static_cast<double>(sh_.models_run) / el : 0.0) << "/s)";
       log_ << " findings:";
       for (const auto& k : core::finding_kinds()) log_ << " " << k.name << " " << sh_.by_kind[k.kind];
+      if (setup_.optimized) log_ << " (optimized stage " << sh_.optimized << ")";
       log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
       if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
       log_ << " | OLC " << std::setprecision(1) << 100.0 * cov_->parts().olc << "%";
@@ -455,7 +457,7 @@ class Run {
     for (const auto& r : new_roots) sh_.roots.insert(r);
     sh_.new_findings += new_findings;
     sh_.hits += static_cast<int64_t>(ev.findings.size());
-    for (const auto& f : ev.findings) ++sh_.by_kind[f.kind];
+    for (const auto& f : ev.findings) ++sh_.by_kind[f.kind], sh_.optimized += f.stage == core::Stage::Optimized;
     sh_.timing.add(t);
   }
 

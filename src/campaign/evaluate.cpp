@@ -88,8 +88,13 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
   }
   for (auto& f : ev.findings) {
     if (f.node.empty()) continue;
+    // An optimized-stage finding holds what the optimizer did (its "fused ..." entries); the node's pinned
+    // operations follow them, so the two lowerings show side by side and a ledger pattern may name either.
     if (const auto* ops = lowering_of(f.backend))
-      if (auto n = ops->find(f.node); n != ops->end()) f.lowering = n->second;
+      if (auto n = ops->find(f.node); n != ops->end()) {
+        if (f.stage != oracle::Stage::Optimized) f.lowering.clear();
+        f.lowering.insert(f.lowering.end(), n->second.begin(), n->second.end());
+      }
     // Blamed on the reference: the ledgers match it per library, each with its own operations.
     if (f.blames_reference())
       for (const auto& library : f.against)

@@ -113,13 +113,22 @@ class OpencvSession : public Session {
     if (optimized_)
       for (const auto& group : fused_groups(net_.dump())) {
         std::string types;
-        for (const auto& [name, type] : group) types += (types.empty() ? "" : "+") + type;
+        for (const auto& [name, type] : group) types += (types.empty() ? "" : "+") + layer_kind(name, type);
         for (const auto& [name, type] : group) fused_[name] = kFusedPrefix + types;
       }
     return out;
   }
 
  private:
+  // A fused layer's type, with what tells its code paths apart: an InnerProduct without weights multiplies
+  // two inputs (a MatMul of two variable operands), another branch of its forward than a dense layer's.
+  std::string layer_kind(const std::string& name, const std::string& type) const {
+    if (type != "InnerProduct") return type;
+    const int id = net_.getLayerId(name);
+    const cv::Ptr<cv::dnn::Layer> layer = id >= 0 ? net_.getLayer(id) : nullptr;
+    return layer && layer->blobs.empty() ? type + "(two inputs)" : type;
+  }
+
   // The blob as the Quorum value's shape: OpenCV keeps its own blob shapes (often 4-D or with
   // dropped unit axes), so only the element count must agree.
   core::Tensor from_mat(const cv::Mat& m, const std::string& value) const {
