@@ -34,7 +34,15 @@ void python_program(const ReproCase& c, const std::string& dir, const std::vecto
   py << "ATOL, RTOL = " << py_literal(c.tol.atol) << ", " << py_literal(c.tol.rtol) << "\n\n";
   py << "print('OpenCV', cv2.__version__)\n";
   py << "cv2.setNumThreads(" << threads_of(c) << ")  # as the finding's backend (" << c.backend << ")\n";
-  py << "try:\n";
+  const bool optimized = c.stage == core::Stage::Optimized;
+  // The optimized stage: only the graph's outputs are requested, so OpenCV fuses layers (fuseLayers) as an
+  // application's net.forward() does; the same model with every layer requested (fusion blocked, as Quorum's
+  // pinned run) is printed beside it.
+  std::vector<const ir::Node*> fetched;
+  for (const auto& n : c.model.nodes)
+    if (!optimized || std::find(c.model.outputs.begin(), c.model.outputs.end(), n.outputs[0]) != c.model.outputs.end())
+      fetched.push_back(&n);
+  py << "def run(fetched):\n";
   py << "    net = cv2.dnn.readNetFromONNX(os.path.join(HERE, 'model.onnx'))\n";
   py << "    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)\n";
   py << "    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)\n";
@@ -45,16 +53,24 @@ void python_program(const ReproCase& c, const std::string& dir, const std::vecto
     py << "    net.setInput(np.load(os.path.join(HERE, " << quoted(file) << ")), " << quoted(in.name) << ")\n";
   }
   // OpenCV names each layer after its ONNX node; Quorum fetched every node's output by that name.
-  py << "    layers = [";
-  for (const auto& n : c.model.nodes) py << quoted("onnx_node!" + n.name) << ", ";
-  py << "]\n    values = [";
-  for (const auto& n : c.model.nodes) py << quoted(n.outputs[0]) << ", ";
-  py << "]\n    blobs = dict(zip(values, net.forward(layers)))\n";
+  py << "    return dict(zip(fetched.values(), net.forward(list(fetched.keys()))))\n\n";
+  py << "try:\n    blobs = run({";
+  for (const ir::Node* n : fetched) py << quoted("onnx_node!" + n->name) << ": " << quoted(n->outputs[0]) << ", ";
+  py << "})\n";
+  if (optimized) {
+    py << "    pinned = run({";
+    for (const auto& n : c.model.nodes) py << quoted("onnx_node!" + n.name) << ": " << quoted(n.outputs[0]) << ", ";
+    py << "})\n";
+  }
   py << "except cv2.error as e:\n    print('OpenCV failed:', e)\n    sys.exit(" << (crash ? 1 : 2) << ")\n\nbad = 0\n";
   for (const auto& v : compared) {
     const std::string file = "expected_" + identifier(v) + ".npy";
     core::write_npy(dir + "/" + file, c.expected.at(v));
     p.files.push_back(file);
+    if (optimized)
+      py << "print('every layer requested (no fusion):')\nquorum_check(" << quoted(v) << ", pinned[" << quoted(v)
+         << "], np.load(os.path.join(HERE, " << quoted(file) << ")), ATOL, RTOL)\nprint('only the outputs "
+         << "requested (OpenCV fuses):')\n";
     py << "bad += quorum_check(" << quoted(v) << ", blobs[" << quoted(v) << "], np.load(os.path.join(HERE, "
        << quoted(file) << ")), ATOL, RTOL)\n";
   }
@@ -93,16 +109,23 @@ void cpp_program(const ReproCase& c, const std::vector<std::string>& compared, c
     s << "      net.setInput(m.clone(), " << quoted(in.name) << ");\n    }\n";
   }
   s << "    // OpenCV names each layer after its ONNX node; Quorum fetched every node's output by that name.\n";
+  // The optimized stage: only the graph's outputs are requested, so OpenCV fuses layers as an application's
+  // forward does.
+  std::vector<const ir::Node*> fetched;
+  for (const auto& n : c.model.nodes)
+    if (c.stage != core::Stage::Optimized ||
+        std::find(c.model.outputs.begin(), c.model.outputs.end(), n.outputs[0]) != c.model.outputs.end())
+      fetched.push_back(&n);
   s << "    const std::vector<cv::String> layers = {";
-  for (const auto& n : c.model.nodes) s << quoted("onnx_node!" + n.name) << ", ";
+  for (const ir::Node* n : fetched) s << quoted("onnx_node!" + n->name) << ", ";
   s << "};\n    net.forward(blobs, layers);\n";
   s << "  } catch (const cv::Exception& e) {\n    std::printf(\"OpenCV failed: %s\\n\", e.what());\n    return "
     << (crash ? 1 : 2) << ";\n  }\n  int bad = 0;\n";
   k = 0;
   for (const auto& v : compared) {
     size_t layer = 0;
-    for (size_t i = 0; i < c.model.nodes.size(); ++i)
-      if (c.model.nodes[i].outputs[0] == v) layer = i;
+    for (size_t i = 0; i < fetched.size(); ++i)
+      if (fetched[i]->outputs[0] == v) layer = i;
     const int64_t n = c.expected.at(v).numel();
     s << "  {\n    const cv::Mat b = blobs[" << layer << "].isContinuous() ? blobs[" << layer << "] : blobs[" << layer
       << "].clone();\n";
@@ -128,8 +151,9 @@ ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
   ReproProgram p;
   std::string onnx;
   try {
-    onnx = ir::graph_to_onnx(c.model, opencv::onnx_form(c.model, opencv::parse_variant(spec_options(c.backend))))
-               .bytes;
+    ir::OnnxForm form = opencv::onnx_form(c.model, opencv::parse_variant(spec_options(c.backend)));
+    form.outputs_only = c.stage == core::Stage::Optimized;  // as the optimized run wrote it
+    onnx = ir::graph_to_onnx(c.model, form).bytes;
   } catch (const std::exception& e) {
     throw ReproUnsupported(std::string("Quorum's ONNX exporter failed: ") + e.what());
   }
