@@ -220,3 +220,42 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
 
 }  // namespace
 }  // namespace quorum::campaign
+
+namespace quorum::campaign {
+namespace {
+
+TEST(ReduceBundle, APlantedOptimizerFaultIsCutWhereTheOptimizedRunDepartsAndReducedToTheFusedPair) {
+  // neg -> conv2d -> relu (fused wrongly by faulty's optimizer fault) -> tanh -> sigmoid: the optimized run
+  // returns only the sigmoid, so the finding names it; the reducer cuts the model at the relu, where the
+  // optimized run first departs, and ends at the fused pair.
+  const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 5, 5]}], "outputs": ["s"],
+    "initializers": [{"name": "c.weight", "dtype": "float32", "shape": [3, 2, 3, 3],
+                      "data": [0.5, -0.25, 0.75, -1, 0.5, 0.25, -0.5, 1, -0.75, 0.25, -0.5, 0.5, 1, -1, 0.5, -0.25,
+                               0.75, -0.5, -0.25, 0.5, -1, 0.75, -0.5, 0.25, 1, -0.75, 0.5, 0.5, -0.5, 0.25, -1, 1,
+                               -0.25, 0.75, -0.75, 0.5, 0.25, -1, 0.5, -0.5, 0.75, -0.25, 1, -0.5, 0.25, -0.75, 0.5,
+                               -1, 0.75, 0.25, -0.5, 1, -0.25, 0.5]}],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "c", "op": "conv2d", "inputs": ["n", "c.weight"], "outputs": ["c"],
+               "attrs": {"out_channels": 3, "kernel_shape": [3, 3], "bias": 0}},
+              {"name": "r", "op": "relu", "inputs": ["c"], "outputs": ["r"]},
+              {"name": "t", "op": "tanh", "inputs": ["r"], "outputs": ["t"]},
+              {"name": "s", "op": "sigmoid", "inputs": ["t"], "outputs": ["s"]}]})";
+  const auto all = campaign_of("oc_fusion", g, "faulty:fuse-relu-into=conv2d", Mode::Infer, 1);
+  ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
+  EXPECT_EQ(all[0].stage, core::Stage::Optimized);
+  EXPECT_EQ(all[0].signature, "inconsistency|OC|faulty:fuse-relu-into=conv2d|sigmoid|fused={conv2d+relu}");
+  const BundleReduction r = reduce_bundle(all[0].bundle, 60, nullptr);
+  ASSERT_TRUE(r.reduction.reproduced);
+  EXPECT_EQ(r.nodes_before, 5);
+  ASSERT_EQ(r.nodes_after, 2);
+  EXPECT_EQ(r.reduction.reduced.graph.nodes[0].op, "conv2d");
+  EXPECT_EQ(r.reduction.reduced.graph.nodes[1].op, "relu");
+  EXPECT_EQ(r.root_cause.rfind("inconsistency|OC|faulty:fuse-relu-into=conv2d|relu|", 0), 0u) << r.root_cause;
+  EXPECT_NE(r.root_cause.find("fused={conv2d+relu}"), std::string::npos) << r.root_cause;
+  ASSERT_FALSE(r.reduced_dir.empty());
+  EXPECT_TRUE(replay(r.reduced_dir).reproduced);
+  fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
+}
+
+}  // namespace
+}  // namespace quorum::campaign
