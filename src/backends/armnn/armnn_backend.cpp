@@ -1,12 +1,15 @@
 // The ArmNN backend: builds an armnn::INetwork straight from the Quorum graph (no parser), one or
 // more ArmNN layers per node as ArmNN's lowering decides (lower.h, through ArmnnSink), optimizes it for the CpuRef
 // reference backend, loads it into one process-wide IRuntime and runs it with EnqueueWorkload. Every node output is
-// bound to an extra output layer at compile time, so forward can return intermediates. Forward only (float32).
+// bound to an extra output layer at compile time, so forward can return intermediates; the optimized run binds the
+// graph's outputs only, and its lowering names the optimizer's passes (lower_passes.h). Forward only (float32).
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <sstream>
 
 #include "backends/armnn/armnn_sink.h"
+#include "backends/armnn/lower_passes.h"
 #include "core/error.h"
 
 namespace quorum::backends::armnn_backend {
@@ -84,42 +87,65 @@ class ArmnnBackend : public Backend {
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override { return armnn_lower::supports(g, n); }
 
+  // The optimized run (only the graph's outputs asked for) is the network an application builds: only the
+  // graph outputs bound, so ArmNN's passes may merge and drop the layers in between (lower_passes.h).
+  bool optimizes() const override { return true; }
+
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (opt.dtype != core::DType::F32)
       throw ConversionError(
           "ArmNN 20.08 has no float64 data type (Float32, Float16, BFloat16 and quantized types only)");
-    armnn::IRuntime& rt = runtime();
     armnn::INetworkPtr net = armnn::INetwork::Create();
     ArmnnSink sink(*net);
+    armnn_lower::NetworkRecorder recorder(sink);  // the network as built, the optimized one is read against
     armnn_lower::Lowered lowered;
     try {
-      lowered = armnn_lower::lower(sink, g);
+      lowered = armnn_lower::lower(recorder, g, opt.optimized);
     } catch (const armnn::Exception& e) {
       const ir::Node* n = sink.current();
       const std::string where = n ? "node '" + n->name + "' (" + n->op + "): " : "";
       throw ConversionError(where + "ArmNN refused a layer: " + e.what());
     }
+    armnn::IOptimizedNetworkPtr optimized = optimize(*net);
+    if (opt.optimized) {
+      // The optimized network's layers, before LoadNetwork takes it. Without its DOT (SerializeToDot failing)
+      // the session still runs, its lowering naming no pass.
+      std::ostringstream dot;
+      if (optimized->SerializeToDot(dot) == armnn::Status::Success)
+        for (const auto& [node, passes] :
+             armnn_lower::optimizer_passes(recorder.network(), armnn_lower::dot_layer_names(dot.str())))
+          for (const auto& p : passes) lowered.log.note(node, p);
+    }
+    const armnn::NetworkId id = load(std::move(optimized));
+    return std::make_unique<ArmnnSession>(g, id, std::move(lowered.outputs), std::move(lowered.log));
+  }
+
+ private:
+  static armnn::IOptimizedNetworkPtr optimize(const armnn::INetwork& net) {
     std::vector<std::string> messages;
     armnn::IOptimizedNetworkPtr optimized(nullptr, &armnn::IOptimizedNetwork::Destroy);
     try {
-      optimized = armnn::Optimize(*net, {armnn::Compute::CpuRef}, rt.GetDeviceSpec(), armnn::OptimizerOptions(),
+      optimized = armnn::Optimize(net, {armnn::Compute::CpuRef}, runtime().GetDeviceSpec(), armnn::OptimizerOptions(),
                                   armnn::Optional<std::vector<std::string>&>(messages));
     } catch (const armnn::Exception& e) {
       throw ConversionError(std::string("ArmNN Optimize failed: ") + e.what() + joined(messages));
     }
     if (!optimized) throw ConversionError("ArmNN Optimize returned no network" + joined(messages));
+    return optimized;
+  }
+
+  static armnn::NetworkId load(armnn::IOptimizedNetworkPtr optimized) {
     armnn::NetworkId id = 0;
     std::string error;
     try {
-      if (rt.LoadNetwork(id, std::move(optimized), error) != armnn::Status::Success)
+      if (runtime().LoadNetwork(id, std::move(optimized), error) != armnn::Status::Success)
         throw ConversionError("ArmNN LoadNetwork failed: " + error);
     } catch (const armnn::Exception& e) {
       throw ConversionError(std::string("ArmNN LoadNetwork failed: ") + e.what());
     }
-    return std::make_unique<ArmnnSession>(g, id, std::move(lowered.outputs), std::move(lowered.log));
+    return id;
   }
 
- private:
   static std::string joined(const std::vector<std::string>& messages) {
     std::string s;
     for (const auto& m : messages) s += " | " + m;

@@ -320,7 +320,7 @@ Support supports(const ir::Graph& g, const ir::Node& n) {
   return it->second.supports ? it->second.supports(g, n) : Support::yes();
 }
 
-Lowered lower(LayerSink& sink, const ir::Graph& g) {
+Lowered lower(LayerSink& sink, const ir::Graph& g, bool outputs_only) {
   for (const auto& n : g.nodes) {
     const Support s = supports(g, n);
     if (!s.ok) throw ConversionError("node '" + n.name + "' (" + n.op + "): " + s.reason);
@@ -334,13 +334,22 @@ Lowered lower(LayerSink& sink, const ir::Graph& g) {
     b.set_node(n);
     op_table().at(n.op).build(b, n);
   }
+  // Every node output (so forward can return intermediates), or the graph's outputs only: an output layer
+  // keeps the layer it reads alive, so ArmNN's optimizer merges and drops only layers nothing binds
+  // (lower_passes.h).
+  std::vector<std::string> bound;
+  if (outputs_only) {
+    for (const auto& o : g.outputs)
+      if (std::find(bound.begin(), bound.end(), o) == bound.end()) bound.push_back(o);
+  } else {
+    for (const auto& n : g.nodes) bound.insert(bound.end(), n.outputs.begin(), n.outputs.end());
+  }
   Lowered out;
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs) {
-      const int64_t id = static_cast<int64_t>(out.outputs.size());
-      sink.output(static_cast<size_t>(id), o, b.value(o));
-      out.outputs.push_back({o, id, g.types.at(o).shape});
-    }
+  for (const auto& o : bound) {
+    const int64_t id = static_cast<int64_t>(out.outputs.size());
+    sink.output(static_cast<size_t>(id), o, b.value(o));
+    out.outputs.push_back({o, id, g.types.at(o).shape});
+  }
   out.log = b.log();
   return out;
 }

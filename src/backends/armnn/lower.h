@@ -182,13 +182,14 @@ struct OutputBinding {
 };
 
 struct Lowered {
-  std::vector<OutputBinding> outputs;  // every node output, so forward can return intermediates
+  std::vector<OutputBinding> outputs;  // the values bound to output layers (see lower)
   LoweringLog log;                     // the layers (and optimizer passes) each node gives
 };
 
 // Lowers the whole graph into `sink`: one input layer per graph input, the nodes' layers, and
-// one output layer per node output. Throws ConversionError for a node `supports` refuses.
-Lowered lower(LayerSink& sink, const ir::Graph& g);
+// one output layer per node output — or, with `outputs_only` (the optimized run), per graph output,
+// each once. Throws ConversionError for a node `supports` refuses.
+Lowered lower(LayerSink& sink, const ir::Graph& g, bool outputs_only = false);
 
 // For the sink-agreement test: the calls each sink receives for `g` (or "refused: <reason>").
 // The library's sink is defined in armnn_sink.cpp (it builds a real INetwork), the writer's in
