@@ -43,6 +43,13 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
     for (const auto& op : ops) facts.push_back({r.backend, "ran", op, index});
     if (r.trained && !loss.empty()) facts.push_back({r.backend, "ran", loss, index});
   }
+  // What each optimizer did in the optimized run ("fused ..." entries of its lowering).
+  for (const auto& r : ev.runs)
+    if (r.optimized.ran && r.optimized.outcome.ok())
+      for (const auto& [node, list] : r.optimized.lowering)
+        for (const auto& x : list)
+          if (x.rfind(backends::kFusedPrefix, 0) == 0)
+            facts.push_back({r.backend, "fused", x.substr(std::string(backends::kFusedPrefix).size()), index});
   // Exchange forms: "onnx opset N" and "onnx form what=form,..." per node, as the backend read them.
   for (const auto& [backend, nodes] : ev.exchange) {
     for (const auto& [node, list] : nodes) {

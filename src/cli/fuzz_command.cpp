@@ -108,6 +108,11 @@ void print_coverage(const search::Coverage& cov) {
       for (const auto& u : f.uncovered) std::cout << " " << u;
     }
     std::cout << "\n";
+    if (!f.fused.empty()) {
+      std::cout << "optimizer " << f.backend << ": " << f.fused.size() << " kinds of fusion or pass seen:";
+      for (const auto& x : f.fused) std::cout << " " << x << ";";
+      std::cout << "\n";
+    }
     if (!f.opsets.empty()) {
       std::cout << "exchange forms " << f.backend << ": " << f.forms.size() << " forms read at opsets";
       for (int o : f.opsets) std::cout << " " << o;

@@ -100,7 +100,8 @@ backends::ValueMap graph_envelope(const ir::Graph& g, const backends::ValueMap& 
   backends::ValueMap env;
   const std::vector<std::string> outs = output_values(g);
   for (const auto& o : outs)
-    if (const auto it = reference.find(o); it != reference.end()) env.emplace(o, Tensor(DType::F64, it->second.shape()));
+    if (const auto it = reference.find(o); it != reference.end())
+      env.emplace(o, Tensor(DType::F64, it->second.shape()));
   core::Rng rng(core::fnv1a("graph envelope"));
   for (int t = 0; t < kTrials; ++t) {
     const backends::ValueMap trial = graph_trial(g, inputs, dtype, t, rng);

@@ -146,6 +146,8 @@ bool Coverage::add_locked(const Fact& f) {
     (f.kind == "maps" ? b.first : b.second).insert(f.value);
   } else if (f.kind == "form") {
     forms_[f.subject].insert(f.value);
+  } else if (f.kind == "fused") {
+    fused_[f.subject].insert(f.value);
   } else if (f.kind == "opset") {
     opsets_[f.subject].insert(std::stoi(f.value));
   } else {
@@ -267,6 +269,7 @@ std::vector<Functionality> Coverage::functionality() const {
     }
     if (auto it = forms_.find(backend); it != forms_.end()) f.forms.assign(it->second.begin(), it->second.end());
     if (auto it = opsets_.find(backend); it != opsets_.end()) f.opsets.assign(it->second.begin(), it->second.end());
+    if (auto it = fused_.find(backend); it != fused_.end()) f.fused.assign(it->second.begin(), it->second.end());
     v.push_back(std::move(f));
   }
   return v;
@@ -296,7 +299,8 @@ std::vector<std::pair<int64_t, Parts>> coverage_curve(const std::vector<Fact>& f
                                                       int points) {
   std::vector<Fact> sorted;
   for (const Fact& f : facts)
-    if (f.kind != "maps" && f.kind != "ran" && f.kind != "form" && f.kind != "opset") sorted.push_back(f);
+    if (f.kind != "maps" && f.kind != "ran" && f.kind != "form" && f.kind != "opset" && f.kind != "fused")
+      sorted.push_back(f);
   std::stable_sort(sorted.begin(), sorted.end(), [](const Fact& a, const Fact& b) { return a.model < b.model; });
   std::vector<std::pair<int64_t, Parts>> curve;
   if (sorted.empty()) return curve;
@@ -357,6 +361,11 @@ std::string coverage_text(const Coverage& c, const std::vector<std::string>& ops
       for (int o : f.opsets) os << " " << o;
       os << ", " << f.forms.size() << " exchange forms:";
       for (const auto& x : f.forms) os << " " << x << ";";
+      os << "\n";
+    }
+    if (!f.fused.empty()) {
+      os << "  " << std::left << std::setw(16) << "" << std::right << "optimizer, " << f.fused.size() << " kinds seen:";
+      for (const auto& x : f.fused) os << " " << x << ";";
       os << "\n";
     }
   }

@@ -8,7 +8,9 @@
 //   backend facts, subject = the backend spec: "maps" (an operator or loss its supports() accepts),
 //   "ran" (an operator or loss a model run on it invoked); for a backend that reads exported ONNX,
 //   "form" (an operator's exchange form it read, "dense gemm=matmul_add", ir::OnnxForm) and
-//   "opset" (an ONNX opset it read, "12").
+//   "opset" (an ONNX opset it read, "12"); for a backend that optimizes, "fused" (what its optimizer did in an
+//   optimized run, its lowering's "fused ..." entry without the prefix: "InnerProduct+ReLU",
+//   "FoldPadIntoConvolution2d").
 // Facts only accumulate, so a campaign store keeps them as rows and a resumed campaign reloads them.
 #pragma once
 #include <cstdint>
@@ -61,6 +63,8 @@ struct Functionality {
   // A backend reading exported ONNX: the exchange forms ("op what=form") and opsets it read.
   std::vector<std::string> forms;
   std::vector<int> opsets;
+  // A backend that optimizes: what its optimizer did in the optimized runs ("fused" facts).
+  std::vector<std::string> fused;
   double share() const { return mapped ? static_cast<double>(invoked) / mapped : 0.0; }
 };
 
@@ -113,6 +117,7 @@ class Coverage : public gen::Feedback {
   std::map<std::string, Op> ops_;
   std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> backends_;  // maps, ran
   std::map<std::string, std::set<std::string>> forms_;  // backend -> forms read
+  std::map<std::string, std::set<std::string>> fused_;  // backend -> what its optimizer did
   std::map<std::string, std::set<int>> opsets_;          // backend -> opsets read
   std::map<std::tuple<std::string, std::string, std::string>, int64_t> first_;  // fact -> first model
 };

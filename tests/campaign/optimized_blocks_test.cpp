@@ -64,6 +64,7 @@ void check_blocks(const std::string& backend) {
 TEST(OptimizedBlocks, OpencvFusesAndTheEnvelopeAcceptsIt) { check_blocks("opencv"); }
 TEST(OptimizedBlocks, OrtFusesAndTheEnvelopeAcceptsIt) { check_blocks("ort"); }
 TEST(OptimizedBlocks, ArmnnFusesAndTheEnvelopeAcceptsIt) { check_blocks("armnn"); }
+TEST(OptimizedBlocks, XnnpackFusesAndTheEnvelopeAcceptsIt) { check_blocks("xnnpack"); }
 
 }  // namespace
 }  // namespace quorum::campaign

@@ -9,7 +9,8 @@
 // OptimizeInverse{Permutes,Transposes}, Move{Permute,Transpose}Up, {Permute,Transpose}AsReshape,
 // OptimizeConsecutiveReshapes, FoldPadIntoConvolution2d, PermuteAndBatchToSpaceAsDepthToSpace. It fuses
 // nothing else (libarmnn22 has none of the FuseBatchNorm passes later releases add: Convolution2d,
-// BatchNormalization and Activation stay three layers). A pass that makes a layer names it after the layers it replaces ("folded-PAD-into-CONV",
+// BatchNormalization and Activation stay three layers). A pass that makes a layer names it after the
+// layers it replaces ("folded-PAD-into-CONV",
 // "merged-BASE-with-CHILD", "as_reshape-T", "moved_up-T", nested as passes repeat); one that bypasses
 // layers just drops them (an inverse transpose pair, an equal sibling, a reshape pair that restores the
 // shape — also a Transpose of size-1 axes made a Reshape and the Reshape after it, as reduce_min's lowering

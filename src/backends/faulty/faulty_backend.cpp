@@ -168,7 +168,8 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric fault)");
+          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric "
+          "fault)");
     }
   }
   return f;

@@ -101,7 +101,8 @@ class OrtSession : public exec::ProgramSession {
 std::set<std::string> op_types(const std::string& bytes) {
   const ir::OnnxSummary s = ir::onnx_summary(bytes, "the model written for ONNX Runtime");
   std::set<std::string> out;
-  for (size_t i = 0; i < s.op_types.size(); ++i) out.insert((s.domains[i].empty() ? "" : s.domains[i] + ".") + s.op_types[i]);
+  for (size_t i = 0; i < s.op_types.size(); ++i)
+    out.insert((s.domains[i].empty() ? "" : s.domains[i] + ".") + s.op_types[i]);
   return out;
 }
 

@@ -115,8 +115,12 @@ ValueId Segments::value(const std::string& name, Layout l) {
 ValueId Segments::define_output(const std::string& name, Layout l) {
   const ValueId id = next_++;
   const Shape& shape = g_.types.at(name).shape;
-  sink_.external_output(id, name, l, xnn_dims(shape, l), static_cast<uint32_t>(inputs_.size() + outputs_.size()));
-  outputs_.push_back({name, l, id, shape});
+  if (exposed_ && !exposed_->count(name)) {
+    sink_.internal_value(id, xnn_dims(shape, l));  // only this segment reads it: XNNPACK may fuse through it
+  } else {
+    sink_.external_output(id, name, l, xnn_dims(shape, l), static_cast<uint32_t>(inputs_.size() + outputs_.size()));
+    outputs_.push_back({name, l, id, shape});
+  }
   produced_[name] = l;
   ids_[{name, l}] = id;
   return id;
@@ -223,11 +227,11 @@ Support supports(const ir::Graph& g, const ir::Node& n) {
   return it->second.supports ? it->second.supports(g, n) : Support::yes();
 }
 
-Support lower(const ir::Graph& g, Sink& sink) {
+Support lower(const ir::Graph& g, Sink& sink, const std::set<std::string>* exposed) {
   for (const auto& n : g.nodes)
     if (const Support s = supports(g, n); !s.ok)
       return Support::no("node '" + n.name + "' (" + n.op + "): " + s.reason);
-  Segments segments(g, sink);
+  Segments segments(g, sink, exposed);
   for (const auto& n : g.nodes) {
     const OpEntry& op = op_table().at(n.op);
     if (op.host) {

@@ -12,11 +12,14 @@
 // transpose operator, so layout changes happen in host code between segments: a node that needs a
 // value in a layout other than the one its producer wrote in the current segment starts a new
 // segment, where the value enters as an external input permuted on the host. Every node output is
-// an external output, so the host sees every intermediate.
+// an external output, so the host sees every intermediate — except in the optimized run
+// (CompileOptions::optimized, lower_fusion.cpp), where only the values the host needs leave their
+// segment and the rest are internal, so XNNPACK's subgraph optimizer may fuse through them.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,8 +153,20 @@ class Sink {
 Support supports(const ir::Graph& g, const ir::Node& n);
 
 // Lowers `g` (its nodes in order) into `sink`. When a node is unsupported nothing reaches the sink
-// and the answer says "node 'N' (op): <reason>".
-Support lower(const ir::Graph& g, Sink& sink);
+// and the answer says "node 'N' (op): <reason>". `exposed` null (the pinned run, the reproducer): every
+// node output is an external output of its segment. Otherwise only the node outputs it names are; the
+// others are internal values (segments are the same either way: they follow layouts only).
+Support lower(const ir::Graph& g, Sink& sink, const std::set<std::string>* exposed = nullptr);
+
+// The optimized run (lower_fusion.cpp). The node outputs the host must see when only the graph's
+// outputs are asked for: the graph outputs, the values a later segment or a host-side operator
+// (concat) reads, and outputs nothing reads (XNNPACK 2022-02 clears an unread internal value but keeps
+// its producer, which would then write through a cleared value).
+std::set<std::string> exposed_values(const ir::Graph& g);
+// A sink decorator that passes every call on to `inner` and, as each segment ends, applies XNNPACK
+// 2022-02's fusion rule to the subgraph defined, noting "fused <producer call>+<consumer call>" in `log`
+// under the Quorum nodes of both ("fused xnn_define_convolution_2d+xnn_define_clamp").
+std::unique_ptr<Sink> fusion_sink(Sink& inner, LoweringLog& log);
 
 // A sink decorator that writes every call, with its arguments, as one text line (float data as
 // its length and a hash of its bytes) to `lines` before passing it on to `inner`: the

@@ -14,7 +14,9 @@ namespace quorum::backends::xnnpack {
 // another layout than the one it has in the current segment closes the segment.
 class Segments {
  public:
-  Segments(const ir::Graph& g, Sink& sink) : g_(g), sink_(sink) {}
+  // `exposed`: the node outputs defined as external outputs (null: all; lower() in lower.h).
+  Segments(const ir::Graph& g, Sink& sink, const std::set<std::string>* exposed)
+      : g_(g), sink_(sink), exposed_(exposed) {}
   void close();
 
   // Opens a segment unless one is open; tells the sink which node comes.
@@ -31,6 +33,7 @@ class Segments {
  private:
   const ir::Graph& g_;
   Sink& sink_;
+  const std::set<std::string>* exposed_;
   bool open_ = false;
   ValueId next_ = 0;
   std::vector<External> inputs_, outputs_;

@@ -2,7 +2,9 @@
 // xnn_create_runtime_v2 without a thread pool, so single-threaded), plus operator-API steps for
 // the few operators the subgraph API lacks, and runs them in float32. Forward only. What runs how
 // is decided by the lowering (lower.h: support rules, layouts, segments, definitions), which the
-// reproducer writer shares; this backend drives it into the library sink (xnnpack_segment.cpp).
+// reproducer writer shares; this backend drives it into the library sink (xnnpack_segment.cpp). The
+// optimized run (CompileOptions::optimized) keeps only the values the host needs external, so
+// xnn_create_runtime_v2 fuses through the rest, and names what it fused (lower_fusion.cpp).
 #include <algorithm>
 #include <mutex>
 
@@ -20,8 +22,12 @@ namespace {
 class XnnpackSession : public Session {
  public:
   XnnpackSession(ir::Graph g, std::unique_ptr<ConstantStore> constants, std::vector<std::unique_ptr<Step>> steps,
-                 LoweringLog lowering)
-      : g_(std::move(g)), constants_(std::move(constants)), steps_(std::move(steps)), lowering_(std::move(lowering)) {}
+                 LoweringLog lowering, bool optimized)
+      : g_(std::move(g)),
+        constants_(std::move(constants)),
+        steps_(std::move(steps)),
+        lowering_(std::move(lowering)),
+        optimized_(optimized) {}
 
   std::map<std::string, std::vector<std::string>> lowering() const override { return lowering_.ops(); }
 
@@ -34,10 +40,12 @@ class XnnpackSession : public Session {
     for (const GraphInput& in : bind_graph_inputs(g_, inputs))
       values.emplace(in.info.name, in.value.to(core::DType::F32));
     for (auto& step : steps_) step->run(values);
+    // An optimized session's intermediates are internal to their subgraphs: only the graph outputs exist.
+    const bool all = keep_intermediates && !optimized_;
     ValueMap out;
     for (const auto& n : g_.nodes)
       for (const auto& o : n.outputs)
-        if (keep_intermediates || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end())
+        if (all || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end())
           out.emplace(o, values.at(o));
     return out;
   }
@@ -47,6 +55,7 @@ class XnnpackSession : public Session {
   std::unique_ptr<ConstantStore> constants_;
   std::vector<std::unique_ptr<Step>> steps_;
   LoweringLog lowering_;
+  bool optimized_;  // compiled for the optimized run: intermediates internal
 };
 
 void initialize_once() {
@@ -66,6 +75,9 @@ class XnnpackBackend : public Backend {
   }
 
   bool trains() const override { return false; }
+  // xnn_create_runtime_v2 fuses clamps into their producers and zero pads into convolutions through
+  // internal values, which the optimized lowering leaves it.
+  bool optimizes() const override { return true; }
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override { return xnnpack::supports(g, n); }
 
@@ -77,11 +89,22 @@ class XnnpackBackend : public Backend {
     std::vector<std::unique_ptr<Step>> steps;
     LoweringLog lowering;
     {
-      LibrarySink sink(g, *constants, lowering);
-      if (const Support s = lower(g, sink); !s.ok) throw ConversionError(s.reason);
-      steps = sink.finish();
+      LibrarySink library(g, *constants, lowering);
+      if (const Support s = lower_into(g, library, lowering, opt.optimized); !s.ok) throw ConversionError(s.reason);
+      steps = library.finish();
     }
-    return std::make_unique<XnnpackSession>(g, std::move(constants), std::move(steps), std::move(lowering));
+    return std::make_unique<XnnpackSession>(g, std::move(constants), std::move(steps), std::move(lowering),
+                                            opt.optimized);
+  }
+
+ private:
+  // Pinned: every node output external. Optimized: only the exposed ones, through the fusion model so
+  // the lowering names what XNNPACK fuses.
+  static Support lower_into(const ir::Graph& g, LibrarySink& library, LoweringLog& lowering, bool optimized) {
+    if (!optimized) return lower(g, library);
+    const std::set<std::string> exposed = exposed_values(g);
+    const std::unique_ptr<Sink> sink = fusion_sink(library, lowering);
+    return lower(g, *sink, &exposed);
   }
 };
 

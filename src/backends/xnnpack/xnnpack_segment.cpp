@@ -1,8 +1,9 @@
 // The backend's sink (LibrarySink, xnnpack_common.h): the lowering's calls made on XNNPACK. One
 // subgraph per segment, turned into a runtime (single-threaded: no pthreadpool) when the segment
-// ends; every node output is an external output, so the host sees every intermediate; values that
-// cross segments go back through the host, permuted there when the next segment wants them in
-// another layout. concat runs as its own step on the operator API.
+// ends; every node output is an external output, so the host sees every intermediate (in the
+// optimized run only the values the host needs are, lower.h); values that cross segments go back
+// through the host, permuted there when the next segment wants them in another layout. concat runs
+// as its own step on the operator API.
 #include <algorithm>
 #include <limits>
 
