@@ -89,9 +89,12 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
         in.name, core::read_npy((dir / "inputs" / (bundle_file_name(in.name) + ".npy")).string()).to(core::DType::F64));
   original.target = core::read_npy((dir / "target.npy").string());
   out.nodes_before = static_cast<int>(original.graph.nodes.size());
-  const Setup setup = bundle_setup(bundle_dir);
+  Setup setup = bundle_setup(bundle_dir);
   const std::string blamed = j.at("backend").get<std::string>();
   const core::Stage stage = core::stage_from_string(j.at("stage").get<std::string>());
+  // The optimized run is an inference run: its reduction trains nothing (a cut model's output need not fit
+  // the campaign's loss).
+  if (stage == core::Stage::Optimized) setup.mode = Mode::Infer;
   const bool backward = stage == core::Stage::Backward;
   // What the blamed backend computed (in the pass the finding was judged on); a backend that
   // crashed before computing anything is fed the float64 reference's values (rounded to the

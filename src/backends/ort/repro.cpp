@@ -72,12 +72,17 @@ ReproProgram write_repro_ort(const ReproCase& c, const std::string& dir) {
   if (c.train)
     throw ReproUnsupported("onnxruntime-node does not train; the finding is in stage " +
                            std::string(core::to_string(c.stage)));
-  const ort::Variant v = ort::parse_variant(spec_options(c.backend));
+  ort::Variant v = ort::parse_variant(spec_options(c.backend));
+  // The optimized stage: as the optimized run made it, level 'all' with only the graph's outputs in the model.
+  const bool optimized = c.stage == core::Stage::Optimized;
+  if (optimized) v.level = "all";
   const ir::Graph model = exec::in_dtype(c.model, c.dtype);
   ReproProgram p;
   std::string onnx;
   try {
-    onnx = ir::graph_to_onnx(model, ort::onnx_form(model, v)).bytes;
+    ir::OnnxForm form = ort::onnx_form(model, v);
+    form.outputs_only = optimized;
+    onnx = ir::graph_to_onnx(model, form).bytes;
   } catch (const std::exception& e) {
     throw ReproUnsupported(std::string("Quorum's ONNX exporter failed: ") + e.what());
   }

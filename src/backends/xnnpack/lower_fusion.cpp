@@ -229,8 +229,21 @@ class FusionSink : public Sink {
   }
 
   void end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) override {
+    segment_fused_.clear();
     fuse();
-    inner_.end_subgraph(inputs, outputs);
+    try {
+      inner_.end_subgraph(inputs, outputs);
+    } catch (const ConversionError& e) {
+      // xnn_create_runtime_v2 refusing a segment it fused: said by what it fused, not by the segment's node
+      // names, so one defect of the fusion is one finding whatever the model calls its nodes.
+      const std::string what = e.what();
+      const size_t at = what.find(" failed: ");
+      if (segment_fused_.empty() || at == std::string::npos) throw;
+      std::string fused;
+      for (const auto& f : segment_fused_) fused += (fused.empty() ? "" : ", ") + f;
+      throw ConversionError("xnn_create_runtime_v2 failed: " + what.substr(at + 9) + " on a segment XNNPACK's fusion "
+                            "rewrote (" + fused + ")");
+    }
   }
   void concat(const ir::Node& node, const Concat& c) override { inner_.concat(node, c); }
 
@@ -306,12 +319,16 @@ class FusionSink : public Sink {
   // The pair on both Quorum nodes: what the optimizer did is keyed by the definitions, never by names.
   void note(int p, int c) {
     const std::string entry = kFusedPrefix + nodes_[p].call + "+" + nodes_[c].call;
+    const std::string pair = nodes_[p].call + "+" + nodes_[c].call;
+    if (std::find(segment_fused_.begin(), segment_fused_.end(), pair) == segment_fused_.end())
+      segment_fused_.push_back(pair);
     log_.note(nodes_[p].owner, entry);
     log_.note(nodes_[c].owner, entry);
   }
 
   Sink& inner_;
   LoweringLog& log_;
+  std::vector<std::string> segment_fused_;  // what the fusion did in the segment being closed
   std::string owner_;
   std::vector<SgValue> values_;  // by the lowering's value id in the open segment
   std::vector<SgNode> nodes_;    // in definition order (XNNPACK's node ids)
