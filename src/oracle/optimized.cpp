@@ -5,7 +5,7 @@
 // The envelope is the spread (oracle/spread.h) run over the whole graph: the graph is evaluated again
 // kTrials times, each node's kernel in the trial's float32 model (its stored intermediates rounded and
 // moved, as the spread's trials do) on the operands the trial's upstream nodes gave, and each node's
-// result moved within its operator's tolerance (what the per-node verdict accepts of every library:
+// result moved within kMargin times its operator's tolerance (what the per-node verdict accepts of every library:
 // fixed directions in the deterministic trials, random fractions in the others) and rounded to the
 // run's precision. Per output element the envelope is the largest distance of a trial from the
 // reference; a value is wrong where it lies beyond the output operator's tolerance plus kMargin
@@ -84,7 +84,9 @@ backends::ValueMap graph_trial(const ir::Graph& g, const backends::ValueMap& inp
         for (int64_t i = 0; i < o.numel(); ++i) {
           const double x = o.f64()[i];
           if (!std::isfinite(x)) continue;
-          const double e = tol.atol + tol.rtol * std::abs(x);
+          // kMargin tolerances, as the output's verdict allows: a node the verdict would accept anywhere in its
+          // margin moves a saturating consumer (a softmax at its extremes) across its step in some trial too.
+          const double e = kMargin * (tol.atol + tol.rtol * std::abs(x));
           const double sign = direction ? (t >= 3 && i % 2 ? -direction : direction) : rng.uniform(-1.0, 1.0);
           o.f64()[i] = x + sign * e;
         }
