@@ -65,6 +65,7 @@ TEST(OptimizedBlocks, OpencvFusesAndTheEnvelopeAcceptsIt) { check_blocks("opencv
 TEST(OptimizedBlocks, OrtFusesAndTheEnvelopeAcceptsIt) { check_blocks("ort"); }
 TEST(OptimizedBlocks, ArmnnFusesAndTheEnvelopeAcceptsIt) { check_blocks("armnn"); }
 TEST(OptimizedBlocks, XnnpackFusesAndTheEnvelopeAcceptsIt) { check_blocks("xnnpack"); }
+TEST(OptimizedBlocks, OnednnFusesAndTheEnvelopeAcceptsIt) { check_blocks("onednn"); }
 
 }  // namespace
 }  // namespace quorum::campaign

@@ -335,6 +335,34 @@ bool forward_mapped(const std::string& op);  // lower_forward maps it
 void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, StepSink& sink);
 bool backward_mapped(const ir::Node& n);
 
+// ---- the optimized run (lower_fusion.cpp) ----
+
+// One post-op of a fused producer's primitive, as a framework integration attaches it
+// (dnnl::post_ops): an eltwise step (alg, alpha, beta), or with `operand` a binary step whose second
+// operand is that value, described with `operand_dims` in the primitive's dst dims (size 1: broadcast).
+struct PostOp {
+  Alg alg;
+  float alpha = 0, beta = 0;
+  std::string operand;  // empty: an eltwise post-op
+  Dims operand_dims;
+};
+// A producer primitive's node and the chain of nodes it absorbs as post-ops, in order: each consumer
+// reads the previous node's output, its only consumer, and that output is no graph output. The
+// consumers' kernels run nothing; the producer's primitive writes the last consumer's output.
+struct Fusion {
+  size_t producer = 0;                       // node index
+  std::vector<size_t> consumers;             // node indices, in chain order
+  std::vector<std::vector<PostOp>> steps;    // per consumer: its post-ops (an eltwise chain has several)
+  // The post-ops of the first `n` consumers.
+  std::vector<PostOp> post_ops(size_t n) const;
+};
+// The fusions of the optimized run: producers are convolution (conv1d/2d/3d), inner product (dense),
+// matmul and pooling without a rescale (one primitive each); consumers are the operators eltwise_chain
+// maps (their chains, step for step, as the pinned run's eltwise primitives) and add, sub, mul, div,
+// maximum, minimum whose other operand broadcasts into the producer's result. The library may still
+// refuse a chain: the backend then keeps the longest prefix it accepts.
+std::vector<Fusion> plan_fusions(const ir::Graph& g);
+
 // For the sink-agreement test: the calls each sink receives for the forward of `g` (with
 // prop_kind training and inference), then for its backward ("backward refused: <reason>" where
 // lower_backward throws), or "refused: <reason>". The library's sink is defined in

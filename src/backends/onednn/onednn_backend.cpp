@@ -1,6 +1,8 @@
 // The oneDNN backend: runs a graph node by node with oneDNN 2.6 primitives (float32, CPU) and
 // trains with the library's backward primitives. Each operator family lives in its own ops_*.cpp
-// and registers a kernel, its support rule and its training rule in the op table below.
+// and registers a kernel, its support rule and its training rule in the op table below. The optimized
+// run (CompileOptions::optimized) folds elementwise consumers into their producer's primitive as
+// post-ops, as framework integrations do (onednn_fusion.cpp), and names each fusion in its lowering.
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 
 #include "backends/onednn/lower.h"
 #include "backends/onednn/onednn_common.h"
+#include "backends/onednn/onednn_sink.h"
 #include "backends/onednn/variant.h"
 #include "core/error.h"
 
@@ -43,23 +46,35 @@ constexpr size_t kMaxCachedPrimitives = 1024;
 
 class OnednnSession : public Session {
  public:
-  OnednnSession(ir::Graph g, std::vector<std::unique_ptr<Kernel>> kernels)
-      : g_(std::move(g)), kernels_(std::move(kernels)) {
+  // `fused`: an optimized session's fusions by node (their "fused ..." entries); empty for a pinned one.
+  OnednnSession(ir::Graph g, std::vector<std::unique_ptr<Kernel>> kernels, bool optimized,
+                std::map<std::string, std::vector<std::string>> fused = {})
+      : g_(std::move(g)), kernels_(std::move(kernels)), optimized_(optimized), fused_(std::move(fused)) {
     for (const auto& [name, t] : g_.initializers) weights_.emplace(name, buf_from_tensor(t));
   }
 
-  std::map<std::string, std::vector<std::string>> lowering() const override { return lowering_.ops(); }
+  // The primitives each node ran, then the fusions it took part in.
+  std::map<std::string, std::vector<std::string>> lowering() const override {
+    std::map<std::string, std::vector<std::string>> ops = lowering_.ops();
+    for (const auto& [node, entries] : fused_)
+      for (const auto& e : entries)
+        if (std::find(ops[node].begin(), ops[node].end(), e) == ops[node].end()) ops[node].push_back(e);
+    return ops;
+  }
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     Env env = run_forward(inputs, false);
+    // A fused node's output stays inside its producer's primitive: an optimized session has only the outputs.
+    const bool all = keep_intermediates && !optimized_;
     ValueMap out;
     for (const auto& n : g_.nodes)
       for (const auto& o : n.outputs)
-        if (keep_intermediates || is_graph_output(o)) out.emplace(o, tensor_from_buf(env.values.at(o)));
+        if (all || is_graph_output(o)) out.emplace(o, tensor_from_buf(env.values.at(o)));
     return out;
   }
 
   TrainResult train_step(const TrainRequest& req) override {
+    if (optimized_) throw core::UserError("an optimized oneDNN session runs inference only");
     if (!loss_known(req.loss)) throw core::UserError("oneDNN backend: unknown loss '" + req.loss + "'");
     Env env = run_forward(req.inputs, true);
     const std::string& out0 = g_.outputs.at(0);
@@ -132,7 +147,7 @@ class OnednnSession : public Session {
     for (const GraphInput& in : bind_graph_inputs(g_, inputs)) env.values[in.info.name] = buf_from_tensor(in.value);
     for (const auto& [name, w] : weights_) env.values[name] = w;
     for (size_t i = 0; i < kernels_.size(); ++i) {
-      LoweringScope scope(lowering_, g_.nodes[i].name);
+      LoweringScope scope(lowering_, kernels_[i]->name());  // a fused producer's kernel runs late, under its name
       kernels_[i]->forward(env, training);
     }
     return env;
@@ -142,6 +157,8 @@ class OnednnSession : public Session {
   ir::Graph g_;
   LoweringLog lowering_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
+  bool optimized_;
+  std::map<std::string, std::vector<std::string>> fused_;
   std::map<std::string, Buf> weights_;
 };
 
@@ -160,6 +177,8 @@ class OnednnBackend : public Backend {
   }
 
   bool trains() const override { return true; }
+  // The optimized run attaches elementwise consumers to their producer's primitive as post-ops.
+  bool optimizes() const override { return true; }
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
     // The lowering's checks (float32 operands, what oneDNN's primitives cannot express), shared with
@@ -194,7 +213,14 @@ class OnednnBackend : public Backend {
         throw ConversionError("node '" + n.name + "' (" + n.op + "): oneDNN refused it: " + e.what());
       }
     }
-    return std::make_unique<OnednnSession>(g, std::move(kernels));
+    if (!opt.optimized) return std::make_unique<OnednnSession>(g, std::move(kernels), false);
+    std::map<std::string, std::vector<std::string>> fused;
+    try {
+      fused = fuse(g, kernels);
+    } catch (const dnnl::error& e) {
+      throw ConversionError(std::string("oneDNN refused a fused primitive: ") + e.what());
+    }
+    return std::make_unique<OnednnSession>(g, std::move(kernels), true, std::move(fused));
   }
 
  private:

@@ -206,6 +206,8 @@ class Kernel {
   virtual void forward(Env& env, bool training) = 0;
   // Reads the gradients of the node's outputs from env and accumulates those of its inputs.
   virtual void backward(Env& env) = 0;
+  // The node its primitives are noted under (Session::lowering): its own, or a fused producer's.
+  const std::string& name() const { return node_.name; }
 
  protected:
   const Buf& in(const Env& env, size_t i) const { return env.value(node_.inputs[i]); }

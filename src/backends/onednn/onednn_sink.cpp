@@ -31,10 +31,13 @@ std::string pool_key(const lw::PoolGeo& g) {
                << g.pad_l << g.pad_r << g.dil;
 }
 
-const Cached<dnnl::pooling_v2_forward::primitive_desc>& pool_fwd_pd(const lw::PoolGeo& g, prop_kind prop) {
-  return cached<dnnl::pooling_v2_forward::primitive_desc>(Key() << pool_key(g) << static_cast<int>(prop), [&] {
+const Cached<dnnl::pooling_v2_forward::primitive_desc>& pool_fwd_pd(const lw::PoolGeo& g, prop_kind prop,
+                                                                    const PostOps* po) {
+  const std::string key = PostOps::keyed(Key() << pool_key(g) << static_cast<int>(prop), po);
+  return cached<dnnl::pooling_v2_forward::primitive_desc>(key, [&] {
     dnnl::pooling_v2_forward::desc d(prop, to_dnnl(g.alg), plain_md(g.src), plain_md(g.dst), g.strides, g.kernel, g.dil,
                                      g.pad_l, g.pad_r);
+    if (po) return dnnl::pooling_v2_forward::primitive_desc(d, po->attr(), cpu_engine());
     return dnnl::pooling_v2_forward::primitive_desc(d, cpu_engine());
   });
 }
@@ -100,12 +103,15 @@ const Cached<dnnl::layer_normalization_forward::primitive_desc>& ln_fwd_pd(const
 
 std::string dense_key(const lw::DenseGeo& g) { return Key() << g.rows << g.in << g.units << g.bias; }
 
-const Cached<dnnl::inner_product_forward::primitive_desc>& dense_fwd_pd(const lw::DenseGeo& g, prop_kind prop) {
-  return cached<dnnl::inner_product_forward::primitive_desc>(Key() << dense_key(g) << static_cast<int>(prop), [&] {
+const Cached<dnnl::inner_product_forward::primitive_desc>& dense_fwd_pd(const lw::DenseGeo& g, prop_kind prop,
+                                                                       const PostOps* po) {
+  const std::string key = PostOps::keyed(Key() << dense_key(g) << static_cast<int>(prop), po);
+  return cached<dnnl::inner_product_forward::primitive_desc>(key, [&] {
     const memory::desc src = plain_md({g.rows, g.in}), w = plain_md({g.units, g.in}), b = plain_md({g.units}),
                        dst = plain_md({g.rows, g.units});
     auto d = g.bias ? dnnl::inner_product_forward::desc(prop, src, w, b, dst)
                     : dnnl::inner_product_forward::desc(prop, src, w, dst);
+    if (po) return dnnl::inner_product_forward::primitive_desc(d, po->attr(), cpu_engine());
     return dnnl::inner_product_forward::primitive_desc(d, cpu_engine());
   });
 }
@@ -149,6 +155,12 @@ const Buf& ExecSink::get(const std::string& v) const {
     if (v == lw::grad(o)) return *env_.grad(o);
   const auto s = saved_.values.find(v);
   return s != saved_.values.end() ? s->second : env_.value(v);
+}
+
+std::unordered_map<int, memory> ExecSink::post_op_operands() const {
+  std::unordered_map<int, memory> args;
+  if (post_ops_) post_ops_->bind([this](const std::string& v) -> const Buf& { return get(v); }, args);
+  return args;
 }
 
 void ExecSink::put(const std::string& v, Buf b) {
@@ -262,7 +274,8 @@ void ExecSink::softmax(lw::Prop p, const lw::SoftmaxGeo& g, const std::string& x
 void ExecSink::matmul(const Dims& ad, const std::string& a, const Dims& bd, const std::string& b, const Dims& yd,
                       const std::string& y) {
   Buf r(Shape(yd.begin(), yd.end()));
-  matmul_raw(plain_md(ad), get(a).ptr(), plain_md(bd), get(b).ptr(), plain_md(yd), r.ptr());
+  matmul_raw(plain_md(ad), get(a).ptr(), plain_md(bd), get(b).ptr(), plain_md(yd), r.ptr(), post_ops_,
+             post_op_operands());
   put(y, std::move(r));
 }
 
@@ -276,24 +289,29 @@ void ExecSink::matmul_strided(const Dims& ad, const Dims& as, const std::string&
 }
 
 void ExecSink::pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) {
-  const auto& f = pool_fwd_pd(g, to_dnnl(p));
+  const auto& f = pool_fwd_pd(g, to_dnnl(p), post_ops_);
   Buf r(Shape(g.dst.begin(), g.dst.end()));
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(plain_md(g.src), get(x).ptr())},
-                                       {DNNL_ARG_DST, mem(plain_md(g.dst), r.ptr())}};
+  std::unordered_map<int, memory> args = post_op_operands();
+  args[DNNL_ARG_SRC] = mem(plain_md(g.src), get(x).ptr());
+  args[DNNL_ARG_DST] = mem(plain_md(g.dst), r.ptr());
   keep_workspace(p, f.pd.workspace_desc(), args);
   run(f.prim, args);
   put(y, std::move(r));
 }
 
+// With `po`, the primitive's post-ops, whose operands `args` holds already.
 template <class Fwd>
-static Buf conv_forward(lw::Prop p, const lw::ConvGeo& g, const Buf& x, const Buf& w, const Buf* b) {
-  const auto& f = conv_fwd_pd<Fwd>(g, to_dnnl(p));
+static Buf conv_forward(lw::Prop p, const lw::ConvGeo& g, const Buf& x, const Buf& w, const Buf* b, const PostOps* po,
+                        std::unordered_map<int, memory> args) {
+  const auto& f = conv_fwd_pd<Fwd>(g, to_dnnl(p), po);
   const memory xm = to_layout(mem(plain_md(g.src), x.ptr()), f.pd.src_desc());
   const memory wm = to_layout(mem(conv_weight_md(g), w.ptr()), f.pd.weights_desc());
   Buf y(Shape(g.out.begin(), g.out.end()));
   const memory user_y = mem(conv_user_dst_md(g), y.ptr());
   const memory dst = f.pd.dst_desc() == user_y.get_desc() ? user_y : memory(f.pd.dst_desc(), cpu_engine());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dst}};
+  args[DNNL_ARG_SRC] = xm;
+  args[DNNL_ARG_WEIGHTS] = wm;
+  args[DNNL_ARG_DST] = dst;
   if (b) args[DNNL_ARG_BIAS] = mem(plain_md({g.oc}), b->ptr());
   run(f.prim, args);
   if (dst != user_y) reorder_into(dst, user_y);
@@ -303,17 +321,19 @@ static Buf conv_forward(lw::Prop p, const lw::ConvGeo& g, const Buf& x, const Bu
 void ExecSink::conv(lw::Prop p, const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
                     const std::string& y) {
   const Buf* bias = b.empty() ? nullptr : &get(b);
-  put(y, g.transposed ? conv_forward<dnnl::deconvolution_forward>(p, g, get(x), get(w), bias)
-                      : conv_forward<dnnl::convolution_forward>(p, g, get(x), get(w), bias));
+  const Buf &xb = get(x), &wb = get(w);
+  put(y, g.transposed ? conv_forward<dnnl::deconvolution_forward>(p, g, xb, wb, bias, post_ops_, post_op_operands())
+                      : conv_forward<dnnl::convolution_forward>(p, g, xb, wb, bias, post_ops_, post_op_operands()));
 }
 
 void ExecSink::dense(lw::Prop p, const lw::DenseGeo& g, const std::string& x, const std::string& w,
                      const std::string& b, const std::string& y) {
-  const auto& f = dense_fwd_pd(g, to_dnnl(p));
+  const auto& f = dense_fwd_pd(g, to_dnnl(p), post_ops_);
   Buf r(Shape{g.rows, g.units});
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(plain_md({g.rows, g.in}), get(x).ptr())},
-                                       {DNNL_ARG_WEIGHTS, mem(plain_md({g.units, g.in}), get(w).ptr())},
-                                       {DNNL_ARG_DST, mem(plain_md({g.rows, g.units}), r.ptr())}};
+  std::unordered_map<int, memory> args = post_op_operands();
+  args[DNNL_ARG_SRC] = mem(plain_md({g.rows, g.in}), get(x).ptr());
+  args[DNNL_ARG_WEIGHTS] = mem(plain_md({g.units, g.in}), get(w).ptr());
+  args[DNNL_ARG_DST] = mem(plain_md({g.rows, g.units}), r.ptr());
   if (!b.empty()) args[DNNL_ARG_BIAS] = mem(plain_md({g.units}), get(b).ptr());
   run(f.prim, args);
   put(y, std::move(r));
@@ -614,9 +634,10 @@ void ExecSink::resample_backward(const lw::ResampleGeo& g, const std::string&, c
 }
 
 void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
-                     const std::vector<Shape>& out_shapes, bool training, Saved& saved) {
+                     const std::vector<Shape>& out_shapes, bool training, Saved& saved, const PostOps* po) {
   saved.values.clear();
   ExecSink sink(env, n, in_shapes, out_shapes, training, saved);
+  sink.fuse(po);
   lw::lower_forward(n, in_shapes, out_shapes, training ? lw::Prop::forward_training : lw::Prop::forward_inference,
                     sink);
 }

@@ -18,9 +18,27 @@ namespace lw = onednn_lower;
 algorithm to_dnnl(lw::Alg a);
 prop_kind to_dnnl(lw::Prop p);
 
+// The post-ops a fused producer's primitive is created with (the optimized run, onednn_fusion.cpp).
+class PostOps {
+ public:
+  explicit PostOps(std::vector<lw::PostOp> ops) : ops_(std::move(ops)) {}
+  const std::vector<lw::PostOp>& ops() const { return ops_; }
+  dnnl::primitive_attr attr() const;
+  // `key` for the primitive cache with the post-ops added: a fused primitive is never the pinned one of
+  // its geometry. Without post-ops (null), `key` itself.
+  static std::string keyed(const std::string& key, const PostOps* po);
+  // Each binary post-op's second operand as an execute() argument, its buffer read with `value`.
+  void bind(const std::function<const Buf&(const std::string&)>& value, std::unordered_map<int, memory>& args) const;
+
+ private:
+  std::vector<lw::PostOp> ops_;
+};
+
 // Forward primitive descriptors per family (cached; `key` is what the backward primitive is cached by).
 std::string pool_key(const lw::PoolGeo& g);
-const Cached<dnnl::pooling_v2_forward::primitive_desc>& pool_fwd_pd(const lw::PoolGeo& g, prop_kind prop);
+// With `po` (the optimized run), the primitive takes those post-ops.
+const Cached<dnnl::pooling_v2_forward::primitive_desc>& pool_fwd_pd(const lw::PoolGeo& g, prop_kind prop,
+                                                                    const PostOps* po = nullptr);
 std::string softmax_key(const lw::SoftmaxGeo& g);
 const Cached<dnnl::softmax_v2_forward::primitive_desc>& softmax_fwd_pd(const lw::SoftmaxGeo& g, prop_kind prop);
 std::string resample_key(const lw::ResampleGeo& g);
@@ -33,25 +51,30 @@ const Cached<dnnl::batch_normalization_forward::primitive_desc>& bn_fwd_pd(const
 std::string ln_key(const lw::LnGeo& g);
 const Cached<dnnl::layer_normalization_forward::primitive_desc>& ln_fwd_pd(const lw::LnGeo& g, prop_kind prop);
 std::string dense_key(const lw::DenseGeo& g);
-const Cached<dnnl::inner_product_forward::primitive_desc>& dense_fwd_pd(const lw::DenseGeo& g, prop_kind prop);
+const Cached<dnnl::inner_product_forward::primitive_desc>& dense_fwd_pd(const lw::DenseGeo& g, prop_kind prop,
+                                                                       const PostOps* po = nullptr);
 // The user's weight buffer as oneDNN sees it (plain, or ONNX's transposed weight with strides).
 memory::desc conv_weight_md(const lw::ConvGeo& g);
 // The computed window of the plain output buffer (all of it unless truncated).
 memory::desc conv_user_dst_md(const lw::ConvGeo& g);
 std::string conv_key(const lw::ConvGeo& g);
 memory::desc any_md(const Dims& d);
-// One matmul: dst = src @ weights, batch dims broadcast (ops_dense.cpp).
+// One matmul: dst = src @ weights, batch dims broadcast (ops_dense.cpp); with `po`, its post-ops, whose
+// operands `operands` binds.
 void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, const float* bp, const memory::desc& y,
-                float* yp);
+                float* yp, const PostOps* po = nullptr, const std::unordered_map<int, memory>& operands = {});
 template <class Fwd>
-const Cached<typename Fwd::primitive_desc>& conv_fwd_pd(const lw::ConvGeo& g, prop_kind prop) {
+const Cached<typename Fwd::primitive_desc>& conv_fwd_pd(const lw::ConvGeo& g, prop_kind prop,
+                                                        const PostOps* po = nullptr) {
   const algorithm alg = g.transposed ? algorithm::deconvolution_direct : algorithm::convolution_direct;
-  return cached<typename Fwd::primitive_desc>(Key() << conv_key(g) << static_cast<int>(prop), [&] {
+  const std::string key = PostOps::keyed(Key() << conv_key(g) << static_cast<int>(prop), po);
+  return cached<typename Fwd::primitive_desc>(key, [&] {
     const Dims wd = conv_weight_md(g).dims();
     auto d = g.prim_bias() ? typename Fwd::desc(prop, alg, any_md(g.src), any_md(wd), plain_md({g.oc}), any_md(g.dst),
                                                 g.strides, g.dil, g.pad_l, g.pad_r)
                            : typename Fwd::desc(prop, alg, any_md(g.src), any_md(wd), any_md(g.dst), g.strides, g.dil,
                                                 g.pad_l, g.pad_r);
+    if (po) return typename Fwd::primitive_desc(d, po->attr(), cpu_engine());
     return typename Fwd::primitive_desc(d, cpu_engine());
   });
 }
@@ -71,6 +94,8 @@ class ExecSink : public lw::StepSink {
  public:
   ExecSink(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes, const std::vector<Shape>& out_shapes,
            bool training, Saved& saved, bool backward = false);
+  // The optimized run: the node's primitive takes these post-ops (a fused producer's; null: none).
+  void fuse(const PostOps* po) { post_ops_ = po; }
   void alias(const std::string& y, const std::string& x) override;
   void constant(const std::string& v, const std::string& hint, const Shape& shape, const std::vector<float>& data,
                 const std::string& comment) override;
@@ -128,6 +153,8 @@ class ExecSink : public lw::StepSink {
   // Stores a step's result: a node output with the node's shape for it, else kept by the sink.
   void put(const std::string& v, Buf b);
   void keep_workspace(lw::Prop p, const memory::desc& ws, std::unordered_map<int, memory>& args);
+  // The binary post-ops' operands as arguments (none without post-ops).
+  std::unordered_map<int, memory> post_op_operands() const;
 
   Env& env_;
   const ir::Node& node_;
@@ -136,11 +163,12 @@ class ExecSink : public lw::StepSink {
   bool training_, backward_;
   Saved& saved_;
   std::map<std::string, Buf> temps_;
+  const PostOps* post_ops_ = nullptr;
 };
 
-// Runs node n's forward through the lowering and the ExecSink.
+// Runs node n's forward through the lowering and the ExecSink (with `po`, its primitive's post-ops).
 void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
-                     const std::vector<Shape>& out_shapes, bool training, Saved& saved);
+                     const std::vector<Shape>& out_shapes, bool training, Saved& saved, const PostOps* po = nullptr);
 // Runs node n's backward through the lowering and the ExecSink, after lowered_forward(training).
 void lowered_backward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
                       const std::vector<Shape>& out_shapes, Saved& saved);
@@ -160,5 +188,11 @@ class LoweredKernel : public Kernel {
  private:
   Saved saved_;
 };
+
+// The optimized run (onednn_fusion.cpp): the fusions the lowering plans (lw::plan_fusions), each cut to the
+// longest chain oneDNN accepts, applied to the compiled model's kernels. A producer's kernel becomes its
+// fused primitive's and runs where its last consumer ran (every operand is computed by then); the nodes it
+// absorbed run nothing. Returns the entries naming each fusion, by node: "fused convolution+eltwise_relu".
+std::map<std::string, std::vector<std::string>> fuse(const ir::Graph& g, std::vector<std::unique_ptr<Kernel>>& kernels);
 
 }  // namespace quorum::backends::onednn

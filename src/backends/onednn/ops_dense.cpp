@@ -20,12 +20,17 @@ class DenseKernel : public LoweredKernel {
 }  // namespace
 
 void matmul_raw(const memory::desc& a, const float* ap, const memory::desc& b, const float* bp, const memory::desc& y,
-                float* yp) {
-  const auto& c = cached<dnnl::matmul::primitive_desc>(Key() << a << b << y, [&] {
+                float* yp, const PostOps* po, const std::unordered_map<int, memory>& operands) {
+  const auto& c = cached<dnnl::matmul::primitive_desc>(PostOps::keyed(Key() << a << b << y, po), [&] {
     dnnl::matmul::desc d(a, b, y);
+    if (po) return dnnl::matmul::primitive_desc(d, po->attr(), cpu_engine());
     return dnnl::matmul::primitive_desc(d, cpu_engine());
   });
-  run(c.prim, {{DNNL_ARG_SRC, mem(a, ap)}, {DNNL_ARG_WEIGHTS, mem(b, bp)}, {DNNL_ARG_DST, mem(y, yp)}});
+  std::unordered_map<int, memory> args = operands;
+  args[DNNL_ARG_SRC] = mem(a, ap);
+  args[DNNL_ARG_WEIGHTS] = mem(b, bp);
+  args[DNNL_ARG_DST] = mem(y, yp);
+  run(c.prim, args);
 }
 
 namespace {
