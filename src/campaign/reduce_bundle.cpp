@@ -152,10 +152,12 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   // optimizer went wrong: the model cut at each node in turn (that node's output its only output, what it
   // does not need removed) shows where the optimized run first departs; the reduction starts from there.
   if (stage == core::Stage::Optimized && kind != core::FindingKind::Crash)
-    for (const auto& n : original.graph.nodes) {
-      if (n.name == j.at("node").get<std::string>()) break;
+    for (size_t k = 0; k < original.graph.nodes.size(); ++k) {
+      const std::string name = original.graph.nodes[k].name, op = original.graph.nodes[k].op;
+      const std::string out = original.graph.nodes[k].outputs[0];
+      if (name == j.at("node").get<std::string>()) break;
       localize::Case cut = original;
-      cut.graph.outputs = {n.outputs[0]};
+      cut.graph.outputs = {out};
       try {
         cut.graph = ir::remove_unused(cut.graph);
       } catch (const core::UserError&) {
@@ -164,11 +166,11 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       bool shows = false;
       for (const auto& f : run(cut).findings)
         shows |= f.kind == kind && f.stage == stage && f.backend == blamed;
-      if (log) *log << "  optimized run cut at '" << n.name << "': " << (shows ? "departs here" : "agrees") << "\n";
+      if (log) *log << "  optimized run cut at '" << name << "': " << (shows ? "departs here" : "agrees") << "\n";
       if (!shows) continue;
-      original = std::move(cut);
-      j["node"] = n.name;
-      j["op"] = n.op;
+      original = std::move(cut);  // the node's own fields are gone with the old graph: copied above
+      j["node"] = name;
+      j["op"] = op;
       break;
     }
   const std::string named = j.at("node").get<std::string>();

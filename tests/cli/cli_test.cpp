@@ -149,7 +149,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"fuzz --mutation_rate 0.1.2 --models 1", "--mutation_rate: expected a number >= 0, got '0.1.2'"},
       {"fuzz --mutation_rate 1.5 --models 1", "--mutation_rate: expected a number from 0 to 1, got '1.5'"},
       {"known --check --backends nosuch", "unknown backend 'nosuch'"},
-      {"fuzz --optimized yes --models 1", "--optimized: expected on or off, got 'yes'"},
+      {"fuzz --backends ref --optimized yes --models 1", "--optimized: expected on or off, got 'yes'"},
       {"fuzz --time 5x", "--time: expected a duration like 90s, 10m or 2h, got '5x'"},
       {"fuzz --time -1m", "--time: expected a duration like 90s, 10m or 2h, got '-1m'"},
       {"fuzz --time", "flag '--time' needs a value"},
