@@ -109,6 +109,25 @@ void write_lowering(Writer& w, const std::map<std::string, std::vector<std::stri
   }
 }
 
+// A Compile or Optimized request's compile: the session, or null with the refusal's reply in `out` (Quorum's own
+// exporter, an unsupported form, anything else the library throws: a conversion failure). Out of memory goes to
+// the request loop.
+std::unique_ptr<backends::Session> compile_or_refuse(backends::Backend& backend, const ir::Graph& g,
+                                                     const backends::CompileOptions& opt, std::string& out) {
+  try {
+    return backend.compile(g, opt);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const backends::QuorumError& e) {
+    out = reply(Status::QuorumError, e.what());
+  } catch (const backends::UnsupportedError& e) {
+    out = reply(Status::Unsupported, e.what());
+  } catch (const std::exception& e) {
+    out = reply(Status::ConversionFailure, e.what());
+  }
+  return nullptr;
+}
+
 // Kind::Batch: every case compiled (once, or again with its own weights) and run; one reply.
 void serve_batch(backends::Backend& backend, Reader& r, Writer& ok, std::unique_ptr<backends::Session>& session) {
   const ir::Graph g = r.graph();
@@ -222,21 +241,8 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           opt.dtype = static_cast<core::DType>(r.u8());
           opt.threads = static_cast<int>(r.u32());
           session.reset();
-          try {
-            session = backend.compile(g, opt);
-          } catch (const std::bad_alloc&) {
-            throw;
-          } catch (const backends::QuorumError& e) {
-            out = reply(Status::QuorumError, e.what());
-            break;
-          } catch (const backends::UnsupportedError& e) {
-            out = reply(Status::Unsupported, e.what());
-            break;
-          } catch (const std::exception& e) {
-            out = reply(Status::ConversionFailure, e.what());
-            break;
-          }
-          out = ok.bytes();
+          session = compile_or_refuse(backend, g, opt, out);
+          if (session) out = ok.bytes();
           break;
         }
         case Kind::Forward: {
@@ -318,23 +324,8 @@ int serve(backends::Backend& backend, int in_fd, int out_fd) {
           opt.threads = static_cast<int>(r.u32());
           opt.optimized = true;
           const backends::ValueMap in = r.values();
-          std::unique_ptr<backends::Session> s;
-          try {
-            s = backend.compile(g, opt);
-          } catch (const std::bad_alloc&) {
-            throw;
-          } catch (const backends::ChildProcessError&) {
-            throw;
-          } catch (const backends::QuorumError& e) {
-            out = reply(Status::QuorumError, e.what());
-            break;
-          } catch (const backends::UnsupportedError& e) {
-            out = reply(Status::Unsupported, e.what());
-            break;
-          } catch (const std::exception& e) {
-            out = reply(Status::ConversionFailure, e.what());
-            break;
-          }
+          const std::unique_ptr<backends::Session> s = compile_or_refuse(backend, g, opt, out);
+          if (!s) break;
           ok.values(s->forward(in, false));
           write_lowering(ok, s->lowering());
           out = ok.bytes();

@@ -149,6 +149,39 @@ class Sink {
   virtual void concat(const ir::Node& node, const Concat& c) = 0;
 };
 
+// A sink that defines nothing: a base for passes that only look at some calls (the optimized lowering's first
+// pass, lower_fusion.cpp) and for tests.
+class NullSink : public Sink {
+ public:
+  void begin_subgraph() override {}
+  void begin_node(const ir::Node&, Layout) override {}
+  void external_input(ValueId, const std::string&, Layout, const Dims&, uint32_t) override {}
+  void external_output(ValueId, const std::string&, Layout, const Dims&, uint32_t) override {}
+  void weight_value(ValueId, const std::string&, Layout, const Dims&, std::vector<float>) override {}
+  void static_value(ValueId, const Dims&, std::vector<float>, const std::string&) override {}
+  void internal_value(ValueId, const Dims&) override {}
+  void unary(Unary, ValueId, ValueId) override {}
+  void arithmetic(Arithmetic, float, float, ValueId, ValueId, ValueId) override {}
+  void binary(Binary, ValueId, ValueId, ValueId) override {}
+  void clamp(float, float, ValueId, ValueId) override {}
+  void elu(float, ValueId, ValueId) override {}
+  void leaky_relu(float, ValueId, ValueId) override {}
+  void convolution_2d(const Window2d&, uint32_t, size_t, size_t, ValueId, ValueId, ValueId, ValueId) override {}
+  void depthwise_convolution_2d(const Window2d&, uint32_t, size_t, ValueId, ValueId, ValueId, ValueId) override {}
+  void deconvolution_2d(const Window2d&, uint32_t, uint32_t, uint32_t, size_t, size_t, ValueId, ValueId, ValueId,
+                        ValueId) override {}
+  void max_pooling_2d(const Window2d&, ValueId, ValueId) override {}
+  void average_pooling_2d(const Window2d&, ValueId, ValueId) override {}
+  void global_average_pooling_2d(ValueId, ValueId) override {}
+  void fully_connected(ValueId, ValueId, ValueId, ValueId, uint32_t) override {}
+  void static_reshape(const Dims&, ValueId, ValueId) override {}
+  void static_constant_pad(const Dims&, const Dims&, float, ValueId, ValueId) override {}
+  void softmax(ValueId, ValueId) override {}
+  void static_resize_bilinear_2d(size_t, size_t, ValueId, ValueId, uint32_t) override {}
+  void end_subgraph(const std::vector<External>&, const std::vector<External>&) override {}
+  void concat(const ir::Node&, const Concat&) override {}
+};
+
 // Every node of `g` that XNNPACK 2022-02 runs, and why not otherwise.
 Support supports(const ir::Graph& g, const ir::Node& n);
 
