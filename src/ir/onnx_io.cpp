@@ -649,7 +649,8 @@ class Importer final : public ops::OnnxImport {
     return v;
   }
 
-  // ---- GELU fusion: Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)
+  // ---- GELU fusion: Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5), or the
+  // last two as Mul(Mul(x, 0.5), ·)
   // The one node of type `type` that reads `v` (with one output, as each step of the form has).
   const onnx::NodeProto* sole_consumer(const std::string& v, const std::string& type) const {
     if (graph_outputs_.count(v)) return nullptr;
@@ -694,11 +695,24 @@ class Importer final : public ops::OnnxImport {
       const onnx::NodeProto* add = sole_consumer(e.output(0), "Add");
       if (!add || !is_const(other(*add, e.output(0)), 1.0, 0)) continue;
       const onnx::NodeProto* mul = sole_consumer(add->output(0), "Mul");
-      if (!mul || other(*mul, add->output(0)) != x) continue;
-      const onnx::NodeProto* half = sole_consumer(mul->output(0), "Mul");
-      if (!half || !is_const(other(*half, mul->output(0)), 0.5, 0)) continue;
-      skip_.insert({div, &e, add, mul});
-      gelu_[half] = x;
+      if (!mul) continue;
+      // x*(1 + erf)*0.5 (PyTorch's export), or (0.5*x)*(1 + erf) (Quorum's, and the other form fusers know).
+      const std::string m = other(*mul, add->output(0));
+      if (m == x) {
+        const onnx::NodeProto* half = sole_consumer(mul->output(0), "Mul");
+        if (!half || !is_const(other(*half, mul->output(0)), 0.5, 0)) continue;
+        skip_.insert({div, &e, add, mul});
+        gelu_[half] = x;
+        continue;
+      }
+      auto hi = producer.find(m);
+      if (hi == producer.end()) continue;
+      const onnx::NodeProto* halfx = hi->second;
+      if (halfx->op_type() != "Mul" || other(*halfx, x).empty() || !is_const(other(*halfx, x), 0.5, 0) ||
+          halfx->output_size() != 1 || !sole_consumer(m, "Mul"))
+        continue;
+      skip_.insert({div, &e, add, halfx});
+      gelu_[mul] = x;
     }
   }
 

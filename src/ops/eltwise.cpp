@@ -455,13 +455,15 @@ void export_gelu(OnnxExport& e) {
     e.final_node("Mul", {e.h("Mul", {e.scalar(0.5, "half"), x}, "halfx"), a});
     return;
   }
-  // x*(1 + erf(x/sqrt(2)))*0.5: the form the importer fuses back to gelu; or x*(1/sqrt(2)) inside.
+  // (0.5*x)*(1 + erf(x/sqrt(2))): a form the importer fuses back to gelu; or x*(1/sqrt(2)) inside. Halving
+  // first keeps every float32 intermediate finite where gelu is (x*(1 + erf) overflows for x > FLT_MAX/2),
+  // so a library that runs the form node by node computes what the reference does.
   const std::string scaled = e.choose2("erf_arg", "div_sqrt2", "mul_rsqrt2")
                                  ? e.h("Mul", {x, e.scalar(1.0 / std::numbers::sqrt2, "rsqrt2")}, "scaled")
                                  : e.h("Div", {x, e.scalar(std::numbers::sqrt2, "sqrt2")}, "div");
   const std::string er = e.h("Erf", {scaled}, "erf");
   const std::string a = e.h("Add", {er, e.scalar(1, "one")}, "add");
-  e.final_node("Mul", {e.h("Mul", {x, a}, "mul"), e.scalar(0.5, "half")});
+  e.final_node("Mul", {e.h("Mul", {x, e.scalar(0.5, "half")}, "halfx"), a});
 }
 
 void export_hardswish(OnnxExport& e) {

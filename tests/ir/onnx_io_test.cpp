@@ -115,6 +115,18 @@ TEST(OnnxIo, APoolWithAutoPadIgnoresCeilMode) {
   }
 }
 
+// GELU arrives as a pattern of five nodes in both orders exporters write: PyTorch's x*(1 + erf)*0.5 and
+// Quorum's own (0.5*x)*(1 + erf), which keeps every float32 intermediate finite. Both import as one gelu
+// (tests/ir/data: written with the onnx Python package's helper, checked by its checker).
+TEST(OnnxIo, BothGeluPatternsImportAsOneGelu) {
+  for (const std::string form : {"gelu_half_last", "gelu_half_first"}) {
+    const Graph g = load_graph(std::string(QUORUM_SOURCE_DIR) + "/tests/ir/data/" + form + ".onnx");
+    ASSERT_EQ(g.nodes.size(), 1u) << form;
+    EXPECT_EQ(g.nodes[0].op, "gelu") << form;
+    EXPECT_EQ(std::get<std::string>(g.nodes[0].attrs.at("approximate")), "none") << form;
+  }
+}
+
 // Each operator carries its ONNX mapping: every non-loss operator an export hook, and each ONNX type
 // in an import entry dispatches to that entry (no type claimed twice; Constant stays generic).
 TEST(OnnxIo, EveryOperatorCarriesItsOnnxMapping) {
