@@ -85,6 +85,12 @@ struct CompileOptions {
 // The lowering entries of an optimized session that name what the library's optimizer did ("fused
 // Convolution+ReLU", "fused com.microsoft.FusedConv"): the optimized stage's signature is keyed by them.
 inline constexpr const char* kFusedPrefix = "fused ";
+// What a lowering entry says the optimizer did ("fused Convolution+ReLU" -> "Convolution+ReLU"), or ""
+// for an entry of the pinned run.
+inline std::string fused_entry(const std::string& entry) {
+  const std::string prefix = kFusedPrefix;
+  return entry.rfind(prefix, 0) == 0 ? entry.substr(prefix.size()) : std::string();
+}
 
 struct TrainRequest {
   ValueMap inputs;

@@ -43,13 +43,15 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
     for (const auto& op : ops) facts.push_back({r.backend, "ran", op, index});
     if (r.trained && !loss.empty()) facts.push_back({r.backend, "ran", loss, index});
   }
-  // What each optimizer did in the optimized run ("fused ..." entries of its lowering).
-  for (const auto& r : ev.runs)
-    if (r.optimized.ran && r.optimized.outcome.ok())
-      for (const auto& [node, list] : r.optimized.lowering)
-        for (const auto& x : list)
-          if (x.rfind(backends::kFusedPrefix, 0) == 0)
-            facts.push_back({r.backend, "fused", x.substr(std::string(backends::kFusedPrefix).size()), index});
+  // What each optimizer did in the optimized run ("fused ..." entries of its lowering), once per model.
+  for (const auto& r : ev.runs) {
+    if (!r.optimized.ran || !r.optimized.outcome.ok()) continue;
+    std::set<std::string> fused;
+    for (const auto& [node, list] : r.optimized.lowering)
+      for (const auto& x : list)
+        if (const std::string f = backends::fused_entry(x); !f.empty()) fused.insert(f);
+    for (const auto& f : fused) facts.push_back({r.backend, "fused", f, index});
+  }
   // Exchange forms: "onnx opset N" and "onnx form what=form,..." per node, as the backend read them.
   for (const auto& [backend, nodes] : ev.exchange) {
     for (const auto& [node, list] : nodes) {

@@ -238,8 +238,8 @@ SqliteStore::SqliteStore(const std::string& dir) {
         "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
     // The known-issue label (a ledger entry id) came later: stores written before get the column.
     // Columns added after the first stores were written: older stores get them here.
-    auto has_column = [&](const std::string& name) {
-      Stmt cols(db_, "PRAGMA table_info(findings)");
+    auto has_column = [&](const std::string& name, const std::string& table = "findings") {
+      Stmt cols(db_, ("PRAGMA table_info(" + table + ")").c_str());
       while (cols.step())
         if (cols.text(1) == name) return true;
       return false;
@@ -257,7 +257,8 @@ SqliteStore::SqliteStore(const std::string& dir) {
         " PRIMARY KEY (model, backend))");
     exec(
         "CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
-        " first_model INTEGER NOT NULL, PRIMARY KEY (subject, kind, value))");
+        " first_model INTEGER NOT NULL, models INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (subject, kind, value))");
+    if (!has_column("models", "coverage")) exec("ALTER TABLE coverage ADD COLUMN models INTEGER NOT NULL DEFAULT 1");
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -507,10 +508,11 @@ void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
   std::lock_guard<std::mutex> lock(mu_);
   tx([&] {
     Stmt up(db_,
-            "INSERT INTO coverage (subject, kind, value, first_model) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = MIN(first_model, excluded.first_model)");
+            "INSERT INTO coverage (subject, kind, value, first_model, models) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = MIN(first_model, excluded.first_model),"
+            " models = models + excluded.models");
     for (const auto& f : facts) {
-      up.bind(1, f.subject).bind(2, f.kind).bind(3, f.value).bind(4, f.model).step();
+      up.bind(1, f.subject).bind(2, f.kind).bind(3, f.value).bind(4, f.model).bind(5, f.models).step();
       up.reset();
     }
   });
@@ -519,8 +521,9 @@ void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
 std::vector<search::Fact> SqliteStore::coverage() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<search::Fact> out;
-  Stmt s(db_, "SELECT subject, kind, value, first_model FROM coverage ORDER BY first_model, subject, kind, value");
-  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3)});
+  Stmt s(db_,
+         "SELECT subject, kind, value, first_model, models FROM coverage ORDER BY first_model, subject, kind, value");
+  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3), s.i64(4)});
   return out;
 }
 

@@ -111,7 +111,8 @@ class PostgresStore final : public Store {
         " ran BIGINT NOT NULL, crashed BIGINT NOT NULL, failed BIGINT NOT NULL, seconds DOUBLE PRECISION NOT NULL,"
         " PRIMARY KEY (model, backend))");
       q("CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
-        " first_model BIGINT NOT NULL, PRIMARY KEY (subject, kind, value))");
+        " first_model BIGINT NOT NULL, models BIGINT NOT NULL DEFAULT 1, PRIMARY KEY (subject, kind, value))");
+      q("ALTER TABLE coverage ADD COLUMN IF NOT EXISTS models BIGINT NOT NULL DEFAULT 1");
     });
   }
 
@@ -344,20 +345,21 @@ class PostgresStore final : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     tx([&] {
       for (const auto& f : facts)
-        q("INSERT INTO coverage (subject, kind, value, first_model) VALUES ($1, $2, $3, $4)"
+        q("INSERT INTO coverage (subject, kind, value, first_model, models) VALUES ($1, $2, $3, $4, $5)"
           " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = LEAST(coverage.first_model,"
-          " excluded.first_model)",
-          {f.subject, f.kind, f.value, std::to_string(f.model)});
+          " excluded.first_model), models = coverage.models + excluded.models",
+          {f.subject, f.kind, f.value, std::to_string(f.model), std::to_string(f.models)});
     });
   }
 
   std::vector<search::Fact> coverage() override {
     std::lock_guard<std::mutex> lock(mu_);
     const Result r = q(
-        "SELECT subject, kind, value, first_model FROM coverage"
+        "SELECT subject, kind, value, first_model, models FROM coverage"
         " ORDER BY first_model, subject COLLATE \"C\", kind COLLATE \"C\", value COLLATE \"C\"");
     std::vector<search::Fact> out;
-    for (int i = 0; i < r.rows(); ++i) out.push_back({r.text(i, 0), r.text(i, 1), r.text(i, 2), r.i64(i, 3)});
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.text(i, 0), r.text(i, 1), r.text(i, 2), r.i64(i, 3), r.i64(i, 4)});
     return out;
   }
 

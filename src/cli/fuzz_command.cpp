@@ -110,7 +110,7 @@ void print_coverage(const search::Coverage& cov) {
     std::cout << "\n";
     if (!f.fused.empty()) {
       std::cout << "optimizer " << f.backend << ": " << f.fused.size() << " kinds of fusion or pass seen:";
-      for (const auto& x : f.fused) std::cout << " " << x << ";";
+      for (const auto& [x, models] : f.fused) std::cout << " " << x << " (" << models << " models);";
       std::cout << "\n";
     }
     if (!f.opsets.empty()) {

@@ -37,7 +37,7 @@ std::string fusion_key(const std::map<std::string, std::vector<std::string>>& lo
   std::set<std::string> fused;
   for (const auto& [node, ops] : lowering)
     for (const auto& op : ops)
-      if (op.rfind(backends::kFusedPrefix, 0) == 0) fused.insert(op.substr(std::string(backends::kFusedPrefix).size()));
+      if (const std::string f = backends::fused_entry(op); !f.empty()) fused.insert(f);
   std::string s;
   for (const auto& f : fused) s += (s.empty() ? "" : ", ") + f;
   return "fused={" + s + "}";
@@ -143,7 +143,7 @@ std::vector<Finding> judge_optimized(const ir::Graph& g, const std::vector<Backe
     base.params = fusion_key(opt.lowering);
     for (const auto& [node, ops] : opt.lowering)
       for (const auto& op : ops)
-        if (op.rfind(backends::kFusedPrefix, 0) == 0 &&
+        if (!backends::fused_entry(op).empty() &&
             std::find(base.lowering.begin(), base.lowering.end(), op) == base.lowering.end())
           base.lowering.push_back(op);
     if (!opt.outcome.ok()) {

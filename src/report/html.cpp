@@ -72,6 +72,8 @@ struct Group {
   std::string method;  // how its first finding was found (random, ga, diverge)
   bool suggested = false;  // class guessed by Quorum (not from the ledger)
   std::vector<Difference> diffs;
+  bool optimized = false;  // an optimized-stage finding: its lowering's two runs side by side
+  LoweringSides lowering;
   std::string note;  // why the case could not be loaded
   std::vector<campaign::StoredFinding> findings;
   int64_t hits = 0;
@@ -126,6 +128,8 @@ std::map<std::string, Group> root_causes(const std::vector<campaign::StoredFindi
       g.title = issue_title(c);
       g.method = c.method;
       g.diffs = largest_differences(c, 5);
+      g.optimized = c.stage == core::Stage::Optimized;
+      g.lowering = lowering_sides(c);
       const Classification k = classify(c);
       if (k.cls != "unclassified") {
         g.cls = k.cls;
@@ -222,6 +226,25 @@ void write_differences(std::ostream& h, const std::vector<Difference>& diffs) {
   h << "</table>\n";
 }
 
+// What the library ran: for an optimized-stage finding the optimized run's fusions and the pinned run's
+// operations side by side, otherwise the pinned run's.
+void write_lowering(std::ostream& h, const Group& g) {
+  auto list = [&](const std::vector<std::string>& v) {
+    std::string t;
+    for (const auto& x : v) t += (t.empty() ? "" : ", ") + x;
+    return "<code>" + escape(t) + "</code>";
+  };
+  if (g.optimized) {
+    h << "<table class=\"lowering\"><tr><th>pinned run (every value requested; right here)</th><th>optimized run "
+         "(only the graph's outputs requested)</th></tr><tr><td>"
+      << list(g.lowering.pinned) << "</td><td>"
+      << (g.lowering.optimized.empty() ? std::string("no fusion reported") : list(g.lowering.optimized))
+      << "</td></tr></table>\n";
+  } else if (!g.lowering.pinned.empty()) {
+    h << "<p>The library ran it as " << list(g.lowering.pinned) << ".</p>\n";
+  }
+}
+
 // The reproducer's text (written now when the bundle has none), or why there is none.
 void write_reproducer(std::ostream& h, const std::string& bundle_dir, std::string note) {
   const fs::path rdir = fs::path(bundle_dir) / "repro";
@@ -255,6 +278,7 @@ void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor
     << "\">[" << cls << (g.suggested ? ", suggested" : "") << "]</span></h3>\n";
   h << "<p><b>" << escape(g.title) << "</b><br>" << escape(f.detail.empty() ? f.message : f.detail) << "</p>\n";
   write_differences(h, g.diffs);
+  write_lowering(h, g);
   if (!g.method.empty() && g.method != "random")
     h << "<p>Found by the " << escape(g.method) << " search (from a model that ran clean on its random inputs).</p>\n";
   const fs::path bundle(f.bundle);
@@ -309,9 +333,12 @@ std::string coverage_section(const std::vector<search::Fact>& facts, const searc
   const auto fn = cov.functionality();
   if (!fn.empty()) {
     h << "<table id=\"functionality\"><tr><th>library</th><th>functionality coverage</th><th>operators and losses "
-         "it maps that no model invoked on it</th><th>ONNX exchange forms read (opsets never read)</th></tr>\n";
+         "it maps that no model invoked on it</th><th>ONNX exchange forms read (opsets never read)</th><th>optimizer: "
+         "what it fused or folded in the optimized runs (models)</th></tr>\n";
     for (const auto& f : fn) {
-      std::string never, forms;
+      std::string never, forms, fused;
+      for (const auto& [x, models] : f.fused)
+        fused += (fused.empty() ? "" : "; ") + x + " (" + std::to_string(models) + ")";
       for (const auto& u : f.uncovered) never += (never.empty() ? "" : ", ") + u;
       if (!f.opsets.empty()) {
         forms = std::to_string(f.forms.size()) + " forms, opsets";
@@ -321,7 +348,7 @@ std::string coverage_section(const std::vector<search::Fact>& facts, const searc
       }
       h << "<tr><td>" << escape(f.backend) << "</td><td>" << f.invoked << "/" << f.mapped << " ("
         << std::fixed << std::setprecision(1) << 100 * f.share() << "%)</td><td>" << escape(never) << "</td><td>"
-        << escape(forms) << "</td></tr>\n";
+        << escape(forms) << "</td><td>" << escape(fused) << "</td></tr>\n";
     }
     h << "</table>\n";
   }

@@ -238,6 +238,16 @@ Classification classify(const backends::ReproCase& c) {
   return k;
 }
 
+LoweringSides lowering_sides(const backends::ReproCase& c) {
+  LoweringSides s;
+  for (const auto& x : c.lowering) {
+    const std::string fused = backends::fused_entry(x);
+    if (c.stage == core::Stage::Optimized && !fused.empty()) s.optimized.push_back(fused);
+    else s.pinned.push_back(x);
+  }
+  return s;
+}
+
 std::string issue_title(const backends::ReproCase& c) {
   std::string what;
   const std::string op = c.op.empty() ? "the model" : c.op;
@@ -272,9 +282,19 @@ std::string issue_markdown(const std::string& bundle_dir) {
     for (const auto& [name, v] : n->attrs) md << ", " << name << " = " << core::to_string(v);
     md << "); the model has " << c.model.nodes.size() << " node" << (c.model.nodes.size() == 1 ? "" : "s") << ".\n\n";
   }
-  if (!c.lowering.empty()) {
+  const LoweringSides sides = lowering_sides(c);
+  auto list = [&](const std::vector<std::string>& v) {
+    for (size_t i = 0; i < v.size(); ++i) md << (i ? ", " : " ") << "`" << v[i] << "`";
+  };
+  if (c.stage == core::Stage::Optimized) {
+    md << "| run | what the library ran |\n| --- | --- |\n| optimized (only the graph's outputs requested) |";
+    list(sides.optimized.empty() ? std::vector<std::string>{"no fusion reported"} : sides.optimized);
+    md << " |\n| pinned (every value requested; right here) |";
+    list(sides.pinned);
+    md << " |\n\n";
+  } else if (!sides.pinned.empty()) {
     md << "The library ran it as:";
-    for (size_t i = 0; i < c.lowering.size(); ++i) md << (i ? ", " : " ") << "`" << c.lowering[i] << "`";
+    list(sides.pinned);
     md << ".\n\n";
   }
   const auto diffs = largest_differences(c, 8);

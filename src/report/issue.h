@@ -45,6 +45,14 @@ struct Reduction {
 Reduction parse_reduction(const std::string& text);
 Reduction reduction_of(const std::string& bundle_dir);
 
+// What the library ran, as the finding's lowering says: for an optimized-stage finding the optimizer's
+// fused layers and passes (the "fused " entries, prefix dropped) beside the blamed node's pinned-run
+// operations; otherwise everything is `pinned`.
+struct LoweringSides {
+  std::vector<std::string> optimized, pinned;
+};
+LoweringSides lowering_sides(const backends::ReproCase& c);
+
 // A one-line title ("oneDNN 2.6.3: exp turns NaN into a number (forward, float32)").
 std::string issue_title(const backends::ReproCase& c);
 

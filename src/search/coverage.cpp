@@ -137,6 +137,12 @@ Coverage::Coverage(CoverageOptions opt) : opt_(opt) {}
 
 bool Coverage::add_locked(const Fact& f) {
   const auto key = std::make_tuple(f.subject, f.kind, f.value);
+  if (f.kind == "fused") {  // counted: every one is passed on
+    fused_[f.subject][f.value] += f.models;
+    auto [it, fresh] = first_.emplace(key, f.model);
+    if (!fresh) it->second = std::min(it->second, f.model);
+    return true;
+  }
   if (auto it = first_.find(key); it != first_.end()) {
     it->second = std::min(it->second, f.model);
     return false;
@@ -146,8 +152,6 @@ bool Coverage::add_locked(const Fact& f) {
     (f.kind == "maps" ? b.first : b.second).insert(f.value);
   } else if (f.kind == "form") {
     forms_[f.subject].insert(f.value);
-  } else if (f.kind == "fused") {
-    fused_[f.subject].insert(f.value);
   } else if (f.kind == "opset") {
     opsets_[f.subject].insert(std::stoi(f.value));
   } else {
@@ -365,7 +369,7 @@ std::string coverage_text(const Coverage& c, const std::vector<std::string>& ops
     }
     if (!f.fused.empty()) {
       os << "  " << std::left << std::setw(16) << "" << std::right << "optimizer, " << f.fused.size() << " kinds seen:";
-      for (const auto& x : f.fused) os << " " << x << ";";
+      for (const auto& [x, models] : f.fused) os << " " << x << " (" << models << " models);";
       os << "\n";
     }
   }

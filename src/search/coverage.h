@@ -28,6 +28,9 @@ namespace quorum::search {
 struct Fact {
   std::string subject, kind, value;
   int64_t model = 0;  // the first model that covered it
+  // How many models showed it: counted for "fused" facts (Coverage::add passes every one on, the store
+  // sums them); other kinds are recorded once, their count means nothing.
+  int64_t models = 1;
 };
 
 // The five parts' weights in OLC, and n_maxspc.
@@ -63,8 +66,9 @@ struct Functionality {
   // A backend reading exported ONNX: the exchange forms ("op what=form") and opsets it read.
   std::vector<std::string> forms;
   std::vector<int> opsets;
-  // A backend that optimizes: what its optimizer did in the optimized runs ("fused" facts).
-  std::vector<std::string> fused;
+  // A backend that optimizes: what its optimizer did in the optimized runs ("fused" facts), each with the
+  // number of models it did it in.
+  std::vector<std::pair<std::string, int64_t>> fused;
   double share() const { return mapped ? static_cast<double>(invoked) / mapped : 0.0; }
 };
 
@@ -117,7 +121,7 @@ class Coverage : public gen::Feedback {
   std::map<std::string, Op> ops_;
   std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> backends_;  // maps, ran
   std::map<std::string, std::set<std::string>> forms_;  // backend -> forms read
-  std::map<std::string, std::set<std::string>> fused_;  // backend -> what its optimizer did
+  std::map<std::string, std::map<std::string, int64_t>> fused_;  // backend -> what its optimizer did -> models
   std::map<std::string, std::set<int>> opsets_;          // backend -> opsets read
   std::map<std::tuple<std::string, std::string, std::string>, int64_t> first_;  // fact -> first model
 };

@@ -100,9 +100,11 @@ std::string exercise(Store& s) {
            std::to_string(c.refusals.size()) + " rows\n";
   s.record_coverage({{"relu", "op", "", 4}, {"relu", "spc", "ab", 4}, {"exec:a", "maps", "relu", -1}});
   s.record_coverage({{"relu", "op", "", 2}, {"add", "succ", "relu", 6}});
+  s.record_coverage({{"exec:a", "fused", "Conv+ReLU", 5}, {"exec:a", "fused", "Conv+ReLU", 3, 2}});
   s.record_coverage({});
   for (const auto& f : s.coverage())
-    out += f.subject + " " + f.kind + " " + f.value + " " + std::to_string(f.model) + "\n";
+    out += f.subject + " " + f.kind + " " + f.value + " " + std::to_string(f.model) +
+           (f.kind == "fused" ? " in " + std::to_string(f.models) + " models" : "") + "\n";
   EXPECT_THROW(s.check_settings({{"seed", "8"}}), core::UserError);
   EXPECT_THROW(s.insert({s.findings()[0]}, {}), core::UserError);
   EXPECT_THROW(s.insert({}, {{2, 0, "t"}}), core::UserError);
@@ -120,6 +122,7 @@ TEST(PostgresStore, HoldsWhatTheSqliteStoreHoldsAfterTheSameOperations) {
   EXPECT_NE(want.find("rc-relu /b/relu-r1/reduced entry-relu"), std::string::npos) << want;
   EXPECT_NE(want.find("known:entry-relu"), std::string::npos) << "its root cause is the entry's: " << want;
   EXPECT_NE(want.find("exec:a Erf (ONNX opset 13) 4 1 3 erf,gelu"), std::string::npos) << want;
+  EXPECT_NE(want.find("exec:a fused Conv+ReLU 3 in 3 models"), std::string::npos) << "counts sum: " << want;
   EXPECT_NE(want.find("exec:a ran 2 crashed 0 failed 1 0.750000 s, refused 2 not sent 3 in 2 rows"), std::string::npos)
       << want;
   EXPECT_NE(want.find("exec:b ran 1 crashed 1 failed 0 0.500000 s, refused 1 not sent 2 in 1 rows"), std::string::npos)

@@ -154,6 +154,28 @@ TEST(Coverage, ExchangeFormsAndOpsetsArePerBackend) {
   EXPECT_EQ(coverage_curve(c.facts(), {}, 10).size(), 0u);  // no operator facts: no curve
 }
 
+// What an optimizer did is counted in models: every fused fact is passed on (the store sums them), the
+// earliest model kept; none of it is operator coverage.
+TEST(Coverage, FusionsAreCountedInModels) {
+  Coverage c;
+  const auto fresh = c.add({{"lib:a", "maps", "conv2d", -1},
+                            {"lib:a", "fused", "Conv+ReLU", 4},
+                            {"lib:a", "fused", "Conv+ReLU", 2},
+                            {"lib:a", "fused", "Gemm+Add", 3, 5}});
+  EXPECT_EQ(fresh.size(), 4u);
+  const auto f = c.functionality();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].fused, (std::vector<std::pair<std::string, int64_t>>{{"Conv+ReLU", 2}, {"Gemm+Add", 5}}));
+  EXPECT_EQ(c.parts().otc, 0);
+  EXPECT_NE(coverage_text(c).find("optimizer, 2 kinds seen: Conv+ReLU (2 models); Gemm+Add (5 models);"),
+            std::string::npos)
+      << coverage_text(c);
+  for (const auto& x : c.facts())
+    if (x.kind == "fused" && x.value == "Conv+ReLU") {
+      EXPECT_EQ(x.model, 2);
+    }
+}
+
 TEST(Coverage, TheCurveGrowsModelByModel) {
   std::vector<Fact> facts = model_facts(diamond(), 0);
   for (const Fact& f : model_facts(single_relu({5, 3}), 3)) facts.push_back(f);
