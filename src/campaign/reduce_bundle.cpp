@@ -218,7 +218,8 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   out.nodes_after = static_cast<int>(out.reduction.reduced.graph.nodes.size());
   std::string reduced_params;  // the reduced case's finding's: for the optimized stage, what the optimizer did
   if (out.reduction.reproduced) {
-    if (out.reduction.one_node)
+    // Localize-fix on one node, and on the few nodes an optimizer fused (the optimized stage's reduced pattern).
+    if (out.reduction.one_node || stage == core::Stage::Optimized)
       out.fix =
           localize::localize_fix(out.reduction.reduced, holds,
                                  std::max(0, max_runs - out.culprit.runs - out.reduction.runs), log, ran);
@@ -297,12 +298,16 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   } else if (!out.reduction.reproduced) {
     out.root_cause = out.signature;  // not reproduced: its own root cause
   } else {
-    std::vector<std::string> named;
-    for (const auto& c : out.fix.causes) named.push_back(c.attribute);
-    std::sort(named.begin(), named.end());
-    for (size_t i = 0; i < named.size(); ++i) out.root_cause += (i ? "," : "") + named[i];
-    // The optimized stage: keyed by what the optimizer did in the reduced case too.
-    if (stage == core::Stage::Optimized) out.root_cause += (named.empty() ? "" : "|") + reduced_params;
+    // The optimized stage: keyed by what the optimizer did in the reduced case (the parameters localize-fix
+    // names there are shown, not keyed: which of a pattern's several it reaches within the budget varies).
+    if (stage == core::Stage::Optimized) {
+      out.root_cause += reduced_params;
+    } else {
+      std::vector<std::string> named;
+      for (const auto& c : out.fix.causes) named.push_back(c.attribute);
+      std::sort(named.begin(), named.end());
+      for (size_t i = 0; i < named.size(); ++i) out.root_cause += (i ? "," : "") + named[i];
+    }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -384,74 +384,79 @@ void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt)
     for (int64_t i = 0; i < t.numel(); ++i) r.nonzero += t.get(i) != 0;
 }
 
-FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log,
+FixReport localize_fix(const Case& reduced, const Predicate& holds, int max_runs, std::ostream* log,
                        const RanCheck& ran) {
   FixReport rep;
-  if (one_node.graph.nodes.size() != 1) return rep;
-  const ir::Node& n = one_node.graph.nodes[0];
-  const ops::OpSpec& spec = ops::op(n.op);
-  // Candidate values: the enumerated domain, else values the operator's sampler draws.
-  std::map<std::string, std::vector<core::AttrValue>> candidates;
-  for (const auto& a : spec.attrs) {
-    std::vector<core::AttrValue>& v = candidates[a.name];
-    for (const auto& c : a.choices) v.push_back(c);
-    v.push_back(a.default_value);
-  }
-  if (spec.sample)
-    for (uint64_t s = 1; s <= 24; ++s) {
-      core::Rng rng(s);
-      const ops::Case c = spec.sample(rng);
-      for (const auto& [name, value] : c.attrs) {
-        auto& v = candidates[name];
-        if (v.size() < 10 && std::find(v.begin(), v.end(), value) == v.end()) v.push_back(value);
-      }
+  if (reduced.graph.nodes.empty() || reduced.graph.nodes.size() > kMaxFixNodes) return rep;
+  const bool one = reduced.graph.nodes.size() == 1;
+  for (size_t k = 0; k < reduced.graph.nodes.size(); ++k) {
+    const ir::Node& n = reduced.graph.nodes[k];
+    const ops::OpSpec& spec = ops::op(n.op);
+    // Candidate values: the enumerated domain, else values the operator's sampler draws.
+    std::map<std::string, std::vector<core::AttrValue>> candidates;
+    for (const auto& a : spec.attrs) {
+      std::vector<core::AttrValue>& v = candidates[a.name];
+      for (const auto& c : a.choices) v.push_back(c);
+      v.push_back(a.default_value);
     }
-  for (const auto& a : spec.attrs) {
-    auto cur = n.attrs.find(a.name);
-    if (cur == n.attrs.end()) continue;
-    std::vector<std::string> fixes;
-    for (const auto& value : candidates[a.name]) {
-      if (value == cur->second || rep.runs >= max_runs) continue;
-      Case c = one_node;
-      c.graph.nodes[0].attrs[a.name] = value;
-      c.graph.types.clear();
-      const std::string what = a.name + "=" + core::to_string(value);
-      try {
-        c.graph.nodes[0].attrs = ops::canonical_attrs(spec, c.graph.nodes[0].attrs);
-        ir::validate(c.graph, "localize-fix");
-        // A backward case keeps its incoming gradient where the output keeps its shape.
-        if (c.grad.defined() && !retarget(c)) c.target = core::Tensor();
-      } catch (const core::UserError&) {
-        rep.tried.push_back(what + ": invalid here");
-        continue;
-      } catch (const core::OpError&) {
-        rep.tried.push_back(what + ": invalid here");
-        continue;
-      }
-      ++rep.runs;
-      bool still = true;
-      try {
-        still = holds(c);
-      } catch (const std::exception&) {
-        still = true;
-      }
-      bool refused = false;
-      if (!still && ran) {
-        try {
-          refused = !ran(c);
-        } catch (const std::exception&) {
-          refused = true;
+    if (spec.sample)
+      for (uint64_t s = 1; s <= 24; ++s) {
+        core::Rng rng(s);
+        const ops::Case c = spec.sample(rng);
+        for (const auto& [name, value] : c.attrs) {
+          auto& v = candidates[name];
+          if (v.size() < 10 && std::find(v.begin(), v.end(), value) == v.end()) v.push_back(value);
         }
       }
-      const char* verdict = still ? "still" : refused ? "not run (refused or crashed)" : "fixes";
-      rep.tried.push_back(what + ": " + verdict);
-      if (log) *log << "  localize-fix [" << rep.runs << "] " << n.name << " " << what << ": " << verdict << "\n";
-      if (!still && !refused) fixes.push_back(core::to_string(value));
-    }
-    if (!fixes.empty()) {
-      std::string by;
-      for (const auto& f : fixes) by += (by.empty() ? "" : ", ") + f;
-      rep.causes.push_back({a.name, core::to_string(cur->second), by});
+    for (const auto& a : spec.attrs) {
+      auto cur = n.attrs.find(a.name);
+      if (cur == n.attrs.end()) continue;
+      // Named by the attribute alone in a one-node case, by operator and attribute in a pattern of several.
+      const std::string attribute = one ? a.name : n.op + "." + a.name;
+      std::vector<std::string> fixes;
+      for (const auto& value : candidates[a.name]) {
+        if (value == cur->second || rep.runs >= max_runs) continue;
+        Case c = reduced;
+        c.graph.nodes[k].attrs[a.name] = value;
+        c.graph.types.clear();
+        const std::string what = attribute + "=" + core::to_string(value);
+        try {
+          c.graph.nodes[k].attrs = ops::canonical_attrs(spec, c.graph.nodes[k].attrs);
+          ir::validate(c.graph, "localize-fix");
+          // A backward case keeps its incoming gradient where the output keeps its shape.
+          if (c.grad.defined() && !retarget(c)) c.target = core::Tensor();
+        } catch (const core::UserError&) {
+          rep.tried.push_back(what + ": invalid here");
+          continue;
+        } catch (const core::OpError&) {
+          rep.tried.push_back(what + ": invalid here");
+          continue;
+        }
+        ++rep.runs;
+        bool still = true;
+        try {
+          still = holds(c);
+        } catch (const std::exception&) {
+          still = true;
+        }
+        bool refused = false;
+        if (!still && ran) {
+          try {
+            refused = !ran(c);
+          } catch (const std::exception&) {
+            refused = true;
+          }
+        }
+        const char* verdict = still ? "still" : refused ? "not run (refused or crashed)" : "fixes";
+        rep.tried.push_back(what + ": " + verdict);
+        if (log) *log << "  localize-fix [" << rep.runs << "] " << n.name << " " << what << ": " << verdict << "\n";
+        if (!still && !refused) fixes.push_back(core::to_string(value));
+      }
+      if (!fixes.empty()) {
+        std::string by;
+        for (const auto& f : fixes) by += (by.empty() ? "" : ", ") + f;
+        rep.causes.push_back({attribute, core::to_string(cur->second), by});
+      }
     }
   }
   return rep;

@@ -90,9 +90,11 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
 // r.runs up to opt.max_runs; appends its steps.
 void shrink_inputs(Reduced& r, const Predicate& holds, const ReduceOptions& opt);
 
-// Localize-fix (Audee, METHODS.md §4) on a one-node case: every attribute of the node replaced by
-// other values of its domain; a replacement under which the finding disappears names that
-// attribute (and value) as a cause.
+// Localize-fix (Audee, METHODS.md §4) on a reduced case of at most kMaxFixNodes nodes (one node, or the
+// few nodes an optimizer fused): every attribute of each node replaced by other values of its domain; a
+// replacement under which the finding disappears names that attribute (and value) as a cause — by its
+// name in a one-node case, as "op.attribute" in a case of several nodes.
+inline constexpr size_t kMaxFixNodes = 4;
 struct Cause {
   std::string attribute, value, fixed_by;  // fixed_by: the replacement values that remove the finding
 };
@@ -101,7 +103,7 @@ struct FixReport {
   std::vector<std::string> tried;  // "attr=value: fixes|still|invalid"
   int runs = 0;
 };
-FixReport localize_fix(const Case& one_node, const Predicate& holds, int max_runs, std::ostream* log = nullptr,
+FixReport localize_fix(const Case& reduced, const Predicate& holds, int max_runs, std::ostream* log = nullptr,
                        const RanCheck& ran = nullptr);
 
 // Where no single parameter change removes a one-node finding: the node fed fresh random inputs

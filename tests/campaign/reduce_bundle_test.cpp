@@ -252,6 +252,14 @@ TEST(ReduceBundle, APlantedOptimizerFaultIsCutWhereTheOptimizedRunDepartsAndRedu
   EXPECT_EQ(r.reduction.reduced.graph.nodes[1].op, "relu");
   EXPECT_EQ(r.root_cause.rfind("inconsistency|OC|faulty:fuse-relu-into=conv2d|relu|", 0), 0u) << r.root_cause;
   EXPECT_NE(r.root_cause.find("fused={conv2d+relu}"), std::string::npos) << r.root_cause;
+  // Localize-fix runs on the fused pair, each parameter named by its operator; the planted fault fuses a
+  // relu into any convolution, so no change of the convolution's parameters removes it.
+  ASSERT_FALSE(r.fix.tried.empty());
+  for (const auto& t : r.fix.tried) {
+    EXPECT_EQ(t.rfind("conv2d.", 0), 0u) << t;
+    EXPECT_EQ(t.find(": fixes"), std::string::npos) << t;
+  }
+  EXPECT_TRUE(r.fix.causes.empty());
   ASSERT_FALSE(r.reduced_dir.empty());
   EXPECT_TRUE(replay(r.reduced_dir).reproduced);
   fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
