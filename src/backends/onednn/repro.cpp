@@ -8,6 +8,13 @@
 // after the forward (training) each needs (rnn_bwd after rnn_fwd, for the RNN's one backward step):
 //  - forward findings (FC, crash) run the model's nodes in order from the graph inputs and compare
 //    the blamed node's outputs and the graph outputs;
+//  - optimized-stage findings (OC) run the model twice: without post-ops (each node its own
+//    primitive, the pinned run), then as the backend's optimized compile does (onednn_fusion.cpp):
+//    the fusions of the lowering's plan (lw::plan_fusions, the same decision), each chain cut to the
+//    prefix the finding's "fused ..." lowering entry names, the producer's primitive created with
+//    those dnnl::post_ops (eltwise; binary with its operand bound as
+//    DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1) at its last consumer's place; the graph
+//    outputs are compared after each run and the exit status follows the run with post-ops;
 //  - backward findings (BC) feed the blamed node its operands and the library's own incoming
 //    gradient, run the forward (training) and the backward primitive(s), and compare the gradients
 //    of its inputs and weights with the float64 vector-Jacobian product.
@@ -94,6 +101,35 @@ struct Block {
 };
 
 const Block kBlocks[] = {
+    {"postops", R"CPP(
+// Post-ops (the optimized run): a consumer node attached to its producer's primitive, as framework
+// integrations fuse them. An eltwise post-op (alg, alpha, beta; scale 1), or a binary one whose second
+// operand is `operand`, described with `dims` in the primitive's dst dims (size-1 dims broadcast).
+struct PostOp {
+  algorithm alg;
+  float alpha, beta;
+  const Vec* operand;  // null: an eltwise post-op
+  Dims dims;
+};
+using PostOps = std::vector<PostOp>;
+// The attribute the producer's primitive descriptor is created with (an empty chain: no post-ops).
+inline primitive_attr post_ops_attr(const PostOps& ops) {
+  post_ops chain;
+  for (const auto& o : ops) {
+    if (!o.operand) chain.append_eltwise(1.0f, o.alg, o.alpha, o.beta);
+    else chain.append_binary(o.alg, plain(o.dims));
+  }
+  primitive_attr attr;
+  attr.set_post_ops(chain);
+  return attr;
+}
+// Each binary post-op's second operand, an execute() argument of the producer's primitive.
+inline void bind_post_ops(const PostOps& ops, std::unordered_map<int, memory>& args) {
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].operand)
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)i) | DNNL_ARG_SRC_1] = mem(plain(ops[i].dims), ops[i].operand->data());
+}
+)CPP"},
     {"eltwise", R"CPP(
 // eltwise_forward (prop forward_training, as Quorum's backend creates every eltwise primitive).
 inline Vec eltwise_fwd(algorithm alg, float alpha, float beta, const Dims& d, const Vec& x) {
@@ -275,17 +311,17 @@ struct PoolGeo {
   algorithm alg;
   Dims src, dst, kernel, strides, pad_l, pad_r, dil;
 };
-inline pooling_v2_forward::primitive_desc pool_pd(prop_kind prop, const PoolGeo& g) {
+inline pooling_v2_forward::primitive_desc pool_pd(prop_kind prop, const PoolGeo& g@PO_PARAM@) {
   return pooling_v2_forward::primitive_desc(
       pooling_v2_forward::desc(prop, g.alg, plain(g.src), plain(g.dst), g.strides, g.kernel, g.dil, g.pad_l, g.pad_r),
-      eng);
+      @PO_ATTR@eng);
 }
 struct PoolOut {
   Vec y;
   memory workspace;
 };
-inline PoolOut pool_fwd(prop_kind prop, const PoolGeo& g, const Vec& x) {
-  auto pd = pool_pd(prop, g);
+inline PoolOut pool_fwd(prop_kind prop, const PoolGeo& g, const Vec& x@PO_PARAM@) {
+  auto pd = pool_pd(prop, g@PO_PASS@);
   show("pooling_v2_forward", pd);
   PoolOut r;
   r.y.assign(numel(g.dst), 0.0f);
@@ -295,7 +331,7 @@ inline PoolOut pool_fwd(prop_kind prop, const PoolGeo& g, const Vec& x) {
     r.workspace = memory(pd.workspace_desc(), eng);
     args[DNNL_ARG_WORKSPACE] = r.workspace;
   }
-  run(pooling_v2_forward(pd), args);
+@PO_BIND@  run(pooling_v2_forward(pd), args);
   return r;
 }
 )CPP"},
@@ -367,15 +403,15 @@ struct ConvGeo {
   int64_t oc;
   bool bias;
 };
-inline @KIND@_forward::primitive_desc conv_pd(prop_kind prop, const ConvGeo& g) {
+inline @KIND@_forward::primitive_desc conv_pd(prop_kind prop, const ConvGeo& g@PO_PARAM@) {
   auto d = g.bias ? @KIND@_forward::desc(prop, algorithm::@KIND@_direct, any_md(g.src), any_md(g.w.dims()),
                                          plain({g.oc}), any_md(g.dst), g.strides, g.dil, g.pad_l, g.pad_r)
                   : @KIND@_forward::desc(prop, algorithm::@KIND@_direct, any_md(g.src), any_md(g.w.dims()),
                                          any_md(g.dst), g.strides, g.dil, g.pad_l, g.pad_r);
-  return @KIND@_forward::primitive_desc(d, eng);
+  return @KIND@_forward::primitive_desc(d, @PO_ATTR@eng);
 }
-inline Vec conv_fwd(prop_kind prop, const ConvGeo& g, const Vec& x, const Vec& w, const Vec& b) {
-  auto pd = conv_pd(prop, g);
+inline Vec conv_fwd(prop_kind prop, const ConvGeo& g, const Vec& x, const Vec& w, const Vec& b@PO_PARAM@) {
+  auto pd = conv_pd(prop, g@PO_PASS@);
   show("@KIND@_forward", pd);
   Vec y(numel(g.dst));
   const memory user_y = mem(plain(g.dst), y.data());
@@ -384,7 +420,7 @@ inline Vec conv_fwd(prop_kind prop, const ConvGeo& g, const Vec& x, const Vec& w
                                        {DNNL_ARG_WEIGHTS, to_layout(mem(g.w, w.data()), pd.weights_desc())},
                                        {DNNL_ARG_DST, dst}};
   if (g.bias) args[DNNL_ARG_BIAS] = mem(plain({g.oc}), b.data());
-  run(@KIND@_forward(pd), args);
+@PO_BIND@  run(@KIND@_forward(pd), args);
   if (dst != user_y) reorder_into(dst, user_y);
   return y;
 }
@@ -437,21 +473,21 @@ struct DenseGeo {
   int64_t rows, in, units;
   bool bias;
 };
-inline inner_product_forward::primitive_desc dense_pd(prop_kind prop, const DenseGeo& g) {
+inline inner_product_forward::primitive_desc dense_pd(prop_kind prop, const DenseGeo& g@PO_PARAM@) {
   const memory::desc src = plain({g.rows, g.in}), w = plain({g.units, g.in}), b = plain({g.units}),
                      dst = plain({g.rows, g.units});
   auto d = g.bias ? inner_product_forward::desc(prop, src, w, b, dst) : inner_product_forward::desc(prop, src, w, dst);
-  return inner_product_forward::primitive_desc(d, eng);
+  return inner_product_forward::primitive_desc(d, @PO_ATTR@eng);
 }
-inline Vec dense_fwd(prop_kind prop, const DenseGeo& g, const Vec& x, const Vec& w, const Vec& b) {
-  auto pd = dense_pd(prop, g);
+inline Vec dense_fwd(prop_kind prop, const DenseGeo& g, const Vec& x, const Vec& w, const Vec& b@PO_PARAM@) {
+  auto pd = dense_pd(prop, g@PO_PASS@);
   show("inner_product_forward", pd);
   Vec y((size_t)(g.rows * g.units));
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(plain({g.rows, g.in}), x.data())},
                                        {DNNL_ARG_WEIGHTS, mem(plain({g.units, g.in}), w.data())},
                                        {DNNL_ARG_DST, mem(plain({g.rows, g.units}), y.data())}};
   if (g.bias) args[DNNL_ARG_BIAS] = mem(plain({g.units}), b.data());
-  run(inner_product_forward(pd), args);
+@PO_BIND@  run(inner_product_forward(pd), args);
   return y;
 }
 )CPP"},
@@ -487,13 +523,14 @@ inline DenseGrads dense_bwd(const DenseGeo& g, const Vec& x, const Vec& w, const
 )CPP"},
     {"matmul", R"CPP(
 // matmul on plain operands padded to one rank (oneDNN broadcasts size-1 batch dims).
-inline Vec matmul_fwd(const Dims& ad, const Vec& a, const Dims& bd, const Vec& b, const Dims& yd) {
-  matmul::primitive_desc pd(matmul::desc(plain(ad), plain(bd), plain(yd)), eng);
+inline Vec matmul_fwd(const Dims& ad, const Vec& a, const Dims& bd, const Vec& b, const Dims& yd@PO_PARAM@) {
+  matmul::primitive_desc pd(matmul::desc(plain(ad), plain(bd), plain(yd)), @PO_ATTR@eng);
   show("matmul", pd);
   Vec y(numel(yd));
-  run(matmul(pd), {{DNNL_ARG_SRC, mem(plain(ad), a.data())},
-                   {DNNL_ARG_WEIGHTS, mem(plain(bd), b.data())},
-                   {DNNL_ARG_DST, mem(plain(yd), y.data())}});
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(plain(ad), a.data())},
+                                       {DNNL_ARG_WEIGHTS, mem(plain(bd), b.data())},
+                                       {DNNL_ARG_DST, mem(plain(yd), y.data())}};
+@PO_BIND@  run(matmul(pd), args);
   return y;
 }
 )CPP"},
@@ -861,7 +898,7 @@ class Gen : public lw::StepSink {
 
   void node(const ir::Node& n) override {
     node_ = &n;
-    if (mode_ == Mode::Forward)
+    if (mode_ == Mode::Forward && !fusing_)  // a fused producer's line names its post-ops (fused_node)
       lines_.push_back("  // node '" + n.name + "': " + n.op + " " + core::to_string(n.attrs) + "\n");
   }
   void alias(const std::string& y, const std::string& x) override {
@@ -939,7 +976,8 @@ class Gen : public lw::StepSink {
               const std::string& y) override {
     need("matmul");
     const std::string ea = ref(a), eb = ref(b);
-    define(y, "matmul_fwd(" + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ", " + dims(yd) + ")");
+    define(y,
+           "matmul_fwd(" + dims(ad) + ", " + ea + ", " + dims(bd) + ", " + eb + ", " + dims(yd) + post_ops_arg() + ")");
   }
   void matmul_strided(const Dims& ad, const Dims& as, const std::string& a, const Dims& bd, const Dims& bs,
                       const std::string& b, const Dims& yd, const std::string& y) override {
@@ -950,22 +988,23 @@ class Gen : public lw::StepSink {
   }
   void pool(lw::Prop p, const lw::PoolGeo& g, const std::string& x, const std::string& y) override {
     need("pool");
-    define(y, "pool_fwd(" + prop(p) + ", " + pool_decl(g) + ", " + ref(x) + ").y");
+    define(y, "pool_fwd(" + prop(p) + ", " + pool_decl(g) + ", " + ref(x) + post_ops_arg() + ").y");
   }
   void conv(lw::Prop p, const lw::ConvGeo& g, const std::string& x, const std::string& w, const std::string& b,
             const std::string& y) override {
     need("conv");
     const std::string geo = conv_decl(g);
     const std::string ex = ref(x), ew = ref(w);
-    define(y, "conv_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) + ")");
+    define(y, "conv_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) +
+                  post_ops_arg() + ")");
   }
   void dense(lw::Prop p, const lw::DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
              const std::string& y) override {
     need("dense");
     const std::string geo = dense_decl(g);
     const std::string ex = ref(x), ew = ref(w);
-    define(y,
-           "dense_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) + ")");
+    define(y, "dense_fwd(" + prop(p) + ", " + geo + ", " + ex + ", " + ew + ", " + (b.empty() ? "Vec{}" : ref(b)) +
+                  post_ops_arg() + ")");
   }
   void batch_norm(lw::Prop p, const lw::BnGeo& g, const std::vector<std::string>& in, const std::string& y) override {
     need("bnorm");
@@ -1169,11 +1208,179 @@ class Gen : public lw::StepSink {
   }
   // Emits a comparison of the float buffer expression `got` with the expected tensor `want`.
   void compare(const std::string& what, const std::string& got, const core::Tensor& want, const ops::Tolerance& tol) {
+    check_line(what, got, want_array(what, want), want, tol);
+  }
+  // The data array holding the expected `want`; its name.
+  std::string want_array(const std::string& what, const core::Tensor& want) {
     const std::string arr = "want_" + identifier(what) + "_" + std::to_string(n_compared_++);
     data_ << "// expected " << what << " " << dims(want.shape()) << " (float64 reference)\n"
           << c_array(arr, want, false);
-    body_ << "  bad += check(\"" << what << "\", " << got << ", " << arr << ", " << want.numel() << ", "
+    return arr;
+  }
+  void check_line(const std::string& what, const std::string& got, const std::string& arr, const core::Tensor& want,
+                  const ops::Tolerance& tol) {
+    body_ << "  " << counter_ << " += check(\"" << what << "\", " << got << ", " << arr << ", " << want.numel() << ", "
           << num(tol.atol) << ", " << num(tol.rtol) << ");\n";
+  }
+
+  // ---- the optimized stage (OC): the model as Quorum's optimized run compiles it
+  // One fusion as the backend applies it (onednn_fusion.cpp fuse()): the lowering's plan
+  // (lw::plan_fusions), its chain cut to the prefix oneDNN accepted.
+  struct Applied {
+    size_t producer = 0;
+    std::vector<size_t> consumers;  // the absorbed nodes, in chain order
+    std::vector<lw::PostOp> ops;    // their post-ops
+  };
+  // The fusions of the optimized run. The backend tries each planned chain whole, then one consumer
+  // fewer while oneDNN refuses the primitive; which prefix it took is in the finding's lowering (the
+  // blamed node's "fused <primitive>+<algorithm>..." entry) for the chain the blamed node is in. Any
+  // other chain is written whole (it is the one oneDNN is asked for first).
+  void plan_optimized() {
+    std::vector<std::vector<std::string>> named;  // each fused entry's post-op algorithms
+    for (const auto& e : c_.lowering) {
+      if (e.rfind(kFusedPrefix, 0) != 0) continue;
+      std::vector<std::string> algs;
+      std::istringstream in(e.substr(std::string(kFusedPrefix).size()));
+      std::string part;
+      for (bool first = true; std::getline(in, part, '+'); first = false)
+        if (!first) algs.push_back(part);
+      named.push_back(algs);
+    }
+    const auto& nodes = c_.model.nodes;
+    for (const lw::Fusion& f : lw::plan_fusions(c_.model)) {
+      size_t n = f.consumers.size();
+      bool blamed_in = nodes[f.producer].name == c_.node;
+      for (size_t k : f.consumers) blamed_in = blamed_in || nodes[k].name == c_.node;
+      if (blamed_in && !c_.lowering.empty()) {
+        n = 0;
+        for (size_t k = f.consumers.size(); k > 0 && n == 0; --k) {
+          std::vector<std::string> algs;
+          for (const auto& o : f.post_ops(k)) algs.push_back(lw::name(o.alg));
+          if (std::find(named.begin(), named.end(), algs) != named.end()) n = k;
+        }
+        if (n == 0) {
+          std::string chain;
+          for (const auto& o : f.post_ops(f.consumers.size())) chain += std::string("+") + lw::name(o.alg);
+          throw ReproUnsupported("the finding's lowering of node '" + c_.node +
+                                 "' names no prefix of the post-op chain the fusion plan gives node '" +
+                                 nodes[f.producer].name + "' (" + nodes[f.producer].op + chain +
+                                 "): which chain oneDNN accepted is not known");
+        }
+      }
+      fused_.push_back(
+          Applied{f.producer, std::vector<size_t>(f.consumers.begin(), f.consumers.begin() + n), f.post_ops(n)});
+    }
+    if (fused_.empty())
+      throw ReproUnsupported(c_.model.nodes.size() == 1
+                                 ? "the optimized-stage case is node '" + c_.node +
+                                       "' cut out of its model, which leaves no producer to attach it to as a "
+                                       "post-op (reduce the bundle for a small whole case)"
+                                 : "the optimized run fuses nothing in this model (no convolution, inner product, "
+                                   "matmul or pooling whose result only an elementwise node reads)");
+  }
+  // The argument a producer's helper call takes while it is lowered with post-ops (none otherwise).
+  std::string post_ops_arg() {
+    if (!fusing_) return "";
+    need("postops");
+    return ", po_" + identifier(c_.model.nodes[fusing_->producer].name);
+  }
+  // The fused producer's forward, where its last consumer runs (every binary operand is computed by
+  // then), with the post-op list it is created with; its result is the last consumer's output.
+  void fused_node(const Applied& f) {
+    const ir::Node& p = c_.model.nodes[f.producer];
+    const ir::Node& last = c_.model.nodes[f.consumers.back()];
+    check_supported(c_.model, p);
+    node_ = &p;
+    std::string absorbed;
+    for (size_t k : f.consumers)
+      absorbed += (absorbed.empty() ? "'" : ", '") + c_.model.nodes[k].name + "' (" + c_.model.nodes[k].op + ")";
+    lines_.push_back("  // node '" + p.name + "': " + p.op + " " + core::to_string(p.attrs) +
+                     ", with the nodes it absorbs as post-ops: " + absorbed + "\n");
+    fusing_ = &f;  // (no second node line from the lowering)
+    std::string list = "  const PostOps po_" + identifier(p.name) + "{";
+    for (size_t i = 0; i < f.ops.size(); ++i) {
+      const lw::PostOp& o = f.ops[i];
+      list += std::string(i ? ",\n      " : "") + "{" + alg(o.alg) + ", " + flt(o.alpha) + ", " + flt(o.beta) + ", " +
+              (o.operand.empty() ? std::string("nullptr, {}") : "&" + ref(o.operand) + ", " + dims(o.operand_dims)) +
+              "}";
+    }
+    lines_.push_back(list + "};\n");
+    need("postops");
+    // As FusedKernel: the producer's forward with prop forward_inference (an optimized session infers).
+    lw::lower_forward(p, shapes(p.inputs), shapes(p.outputs), lw::Prop::forward_inference, *this);
+    fusing_ = nullptr;
+    lines_.push_back("  const Vec& " + var(last.outputs.at(0)) + " = " + var(p.outputs.at(0)) +
+                     ";  // the fused primitive's result is '" + last.name + "''s output\n");
+    flush();
+  }
+  // Moves what body_ received since `mark` into a block of its own (its names scoped), indented.
+  void scope_since(size_t mark) {
+    const std::string all = body_.str();
+    std::string inner = all.substr(mark), out = all.substr(0, mark) + "  {\n";
+    for (size_t at = 0; at < inner.size();) {
+      const size_t nl = inner.find('\n', at);
+      const std::string line = inner.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+      out += (line.empty() ? "" : "  ") + line + "\n";
+      if (nl == std::string::npos) break;
+      at = nl + 1;
+    }
+    body_.str("");
+    body_ << out << "  }\n";
+  }
+  // The optimized-stage body: the model without post-ops (Quorum's pinned run: every node its own
+  // primitive), then as the optimized run compiled it (post-ops); the graph outputs compared after each
+  // (an optimized session returns only those). The exit status is the fused run's.
+  void write_optimized(bool crash) {
+    plan_optimized();
+    std::vector<std::string> compared;
+    std::map<std::string, std::string> arrays;
+    if (!crash) {
+      for (const auto& o : c_.model.outputs)
+        if (c_.expected.count(o) && std::find(compared.begin(), compared.end(), o) == compared.end()) {
+          compared.push_back(o);
+          arrays[o] = want_array(o, c_.expected.at(o));
+        }
+      if (compared.empty()) throw ReproUnsupported("no expected value to compare");
+    }
+    auto results = [&](const std::string& run) {
+      body_ << "\n";
+      if (crash) body_ << "  std::printf(\"the model ran to the end " << run << "\\n\");\n";
+      for (const auto& v : compared) check_line(v, var(v), arrays.at(v), c_.expected.at(v), c_.tol);
+    };
+    if (!crash) body_ << "  int bad_without = 0;\n";
+    body_ << "  std::printf(\"without post-ops (each node its own primitive, as Quorum's pinned run):\\n\");\n";
+    counter_ = "bad_without";
+    size_t mark = body_.str().size();
+    for (const auto& n : c_.model.nodes) forward_node(n);
+    results("without post-ops");
+    scope_since(mark);
+    body_ << "  std::printf(\"with post-ops (as fused: the optimized run's primitives):\\n\");\n";
+    counter_ = "bad";
+    mark = body_.str().size();
+    std::map<size_t, const Applied*> at_last;
+    std::map<size_t, std::string> absorbed;  // node -> where it runs instead
+    for (const Applied& f : fused_) {
+      const std::string& producer = c_.model.nodes[f.producer].name;
+      const std::string& last = c_.model.nodes[f.consumers.back()].name;
+      at_last[f.consumers.back()] = &f;
+      absorbed[f.producer] = "runs below, where '" + last + "' runs, with its consumers as post-ops";
+      for (size_t k = 0; k + 1 < f.consumers.size(); ++k)
+        absorbed[f.consumers[k]] = "a post-op of '" + producer + "''s primitive below";
+    }
+    for (size_t i = 0; i < c_.model.nodes.size(); ++i) {
+      const ir::Node& n = c_.model.nodes[i];
+      if (at_last.count(i))
+        fused_node(*at_last.at(i));
+      else if (absorbed.count(i))
+        body_ << "  // node '" << n.name << "': " << n.op << ", " << absorbed.at(i) << "\n";
+      else
+        forward_node(n);
+    }
+    results("with post-ops");
+    scope_since(mark);
+    if (!crash)
+      body_ << "  if (bad && !bad_without)\n"
+               "    std::printf(\"the post-ops change the result: without them the same model is as expected\\n\");\n";
   }
 
   static std::string prop(lw::Prop p) { return std::string("prop_kind::") + lw::name(p); }
@@ -1298,6 +1505,9 @@ class Gen : public lw::StepSink {
   Mode mode_ = Mode::Forward;
   bool skip_ = false;                             // the steps a helper's text already holds
   std::map<std::string, std::string> step_names_;  // replayed chain: step input value -> its name
+  std::string counter_ = "bad";                    // the count a comparison adds to
+  std::vector<Applied> fused_;                     // the optimized stage's fusions
+  const Applied* fusing_ = nullptr;                // the producer being lowered with its post-ops
 };
 
 void Gen::forward_node(const ir::Node& n) {
@@ -1356,6 +1566,8 @@ ReproProgram Gen::write(const std::string& dir) {
                            "shows forward (FC) and per-node backward (BC) findings");
   if (c_.dtype != core::DType::F32) throw ReproUnsupported("only float32 cases are expressed (oneDNN 2.6 has no f64)");
   const ir::Node* blamed = c_.blamed();
+  // The optimized stage: the model as Quorum's optimized run compiles it, consumers as post-ops.
+  const bool optimized = c_.stage == core::Stage::Optimized;
 
   judge_ = !crash;
   // A crash in the backward pass runs the blamed node's backward too (on ones when the library
@@ -1398,6 +1610,10 @@ ReproProgram Gen::write(const std::string& dir) {
     for (const auto& [name, t] : c_.model.initializers)
       data_vec(var(name), t.to(core::DType::F32), "weight " + name);
     body_ << "\n";
+  }
+  if (optimized) {
+    write_optimized(crash);
+  } else if (!backward) {
     for (const auto& n : c_.model.nodes) forward_node(n);
     body_ << "\n";
     if (!crash) {
@@ -1425,17 +1641,29 @@ ReproProgram Gen::write(const std::string& dir) {
   }
   std::ostringstream s;
   s << repro_header(c_, "//", p.run + "  (Debian libdnnl-dev, oneDNN 2.6)");
-  s << "//\n// " << (backward && judge_
-                         ? "The blamed node is fed its operands and the library's incoming gradient; its forward "
-                           "(training) and\n// backward primitives run as Quorum's oneDNN backend calls them, and "
-                           "the gradients are compared.\n"
-                         : "The model's nodes run in order through the primitives Quorum's oneDNN backend uses;\n// "
-                           "the blamed node's outputs and the graph outputs are compared.\n");
+  s << "//\n// "
+    << (optimized ? "The model runs twice, through the primitives Quorum's oneDNN backend uses: without post-ops "
+                    "(each node\n// its own primitive, Quorum's pinned run), then as Quorum's optimized run and "
+                    "framework integrations\n// compile it: elementwise consumers attached to their producer's "
+                    "primitive as dnnl::post_ops\n// (eltwise, binary with its operand as "
+                    "DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1). The graph\n// outputs are compared "
+                    "after each run; the exit status follows the run with post-ops.\n"
+        : backward && judge_
+            ? "The blamed node is fed its operands and the library's incoming gradient; its forward "
+              "(training) and\n// backward primitives run as Quorum's oneDNN backend calls them, and "
+              "the gradients are compared.\n"
+            : "The model's nodes run in order through the primitives Quorum's oneDNN backend uses;\n// "
+              "the blamed node's outputs and the graph outputs are compared.\n");
   s << kPrelude;
   for (const auto& b : kBlocks) {
     if (!used_.count(b.name)) continue;
     std::string t = b.text;
     t = replace_all(t, "@KIND@", conv_kind_);
+    // A producer's helper takes a post-op list in an optimized-stage program (empty: no post-ops).
+    t = replace_all(t, "@PO_PARAM@", optimized ? ", const PostOps& po = {}" : "");
+    t = replace_all(t, "@PO_PASS@", optimized ? ", po" : "");
+    t = replace_all(t, "@PO_ATTR@", optimized ? "post_ops_attr(po), " : "");
+    t = replace_all(t, "@PO_BIND@", optimized ? "  bind_post_ops(po, args);\n" : "");
     if (!rnn_op_.empty()) {
       std::string fwd, bwd, fargs, bargs, note;
       if (rnn_op_ == "simple_rnn") {
