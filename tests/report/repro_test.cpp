@@ -153,6 +153,36 @@ TEST(Repro, XnnpackMaxPoolNanFirstShowsInItsCApi) {
   expect_reproduces("xnnpack-maxpool-nan-first-upper-bound", "xnnpack", "expected nan, actual inf");
 }
 
+// A finding of the optimized stage (OC) gets the optimized form: only the graph output is external, so
+// xnn_create_runtime_v2 merges the two clamps through the internal value and refuses the empty range it
+// makes. The pinned form (the middle value external, nothing fused) runs first, beside it, and is right.
+TEST(Repro, XnnpackFusedClampEmptyRangeShowsInItsOptimizedForm) {
+  REQUIRE_BACKEND("xnnpack");
+  const fs::path bundle = ledger_bundle("xnnpack-fused-clamp-empty-range", "xnnpack");
+  ASSERT_FALSE(bundle.empty());
+  const auto [dir, run] = reproducer(bundle, "xnnpack-fused-clamp-empty-range");
+  ASSERT_FALSE(dir.empty());
+  const Ran ran = run_in(dir, run);
+  EXPECT_EQ(ran.code, 1) << ran.out;
+  const auto pinned = ran.out.find("every node output external (no fusion):\ny: all 4 elements as expected");
+  const auto fused = ran.out.find(
+      "only the graph outputs external (XNNPACK fuses):\nxnn_create_runtime_v2 failed: xnn_status_invalid_parameter");
+  EXPECT_NE(pinned, std::string::npos) << ran.out;
+  EXPECT_NE(fused, std::string::npos) << ran.out;
+  EXPECT_LT(pinned, fused) << ran.out;
+  const std::string src = core::read_file((dir / "repro.cpp").string());
+  EXPECT_NE(src.find("Known-issue ledger entry: xnnpack-fused-clamp-empty-range"), std::string::npos);
+  EXPECT_NE(src.find("fused xnn_define_clamp+xnn_define_clamp (nodes 'c', 'y')"), std::string::npos) << src;
+  // The middle value 'c' is an external output of the pinned form only; 'y' of both.
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (auto at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("XNN_VALUE_FLAG_EXTERNAL_OUTPUT);  // 'c'"), 1u) << src;
+  EXPECT_EQ(count("XNN_VALUE_FLAG_EXTERNAL_OUTPUT);  // 'y'"), 2u) << src;
+}
+
 TEST(Repro, ArmnnFoldPadIntoConvolutionShowsInItsCppApi) {
   REQUIRE_BACKEND("armnn");
   // Two nodes (pad with a non-zero value, then conv2d): ArmNN's optimizer folds the pad into the
@@ -163,6 +193,54 @@ TEST(Repro, ArmnnFoldPadIntoConvolutionShowsInItsCppApi) {
     EXPECT_NE(src.find("AddPadLayer"), std::string::npos);
     EXPECT_NE(src.find("AddConvolution2dLayer"), std::string::npos);
   }
+}
+
+// A finding of the optimized stage (OC) gets the optimized form: only the graph output bound to an output
+// layer, so Optimize may drop the layers in between. The case (campaign seed 9101's, reduced, as a one-entry
+// ledger of its own): two equal transposes, one behind a relu, into maximum; with only 'm' bound the
+// optimized network returns numbers from memory it never wrote, while the pinned form (every node output
+// bound, built and run first in the same program) is right.
+TEST(Repro, ArmnnOptimizedStageShowsInItsOptimizedForm) {
+  REQUIRE_BACKEND("armnn");
+  const fs::path root = testing::scratch("repro") / "armnn-oc";
+  fs::remove_all(root);
+  fs::create_directories(root / "ledger" / "armnn");
+  std::ofstream(root / "ledger" / "armnn" / "known_differences.json") << R"({"format": "quorum.known",
+    "backend": "armnn", "entries": [
+    {"id": "armnn-oc-transpose-pair", "backend": "armnn", "class": "bug",
+     "signature": "inconsistency|OC|armnn|maximum|fused={removed Transpose}",
+     "note": "two equal transposes, one behind a relu, into maximum: wrong when only the output is bound",
+     "case": {"mode": "infer",
+              "model": {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 3]}], "outputs": ["m"],
+                        "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["r"]},
+                                  {"name": "t1", "op": "transpose", "inputs": ["r"], "outputs": ["t1"],
+                                   "attrs": {"perm": [0, 2, 1]}},
+                                  {"name": "t2", "op": "transpose", "inputs": ["x"], "outputs": ["t2"],
+                                   "attrs": {"perm": [0, 2, 1]}},
+                                  {"name": "m", "op": "maximum", "inputs": ["t2", "t1"], "outputs": ["m"]}]},
+              "inputs": {"x": {"shape": [1, 3, 3], "data": [-1, 2, -3, 4, -5, 6, -7, 8, -9]}}}}]})";
+  const auto k = run_quorum(
+      "known --check --ledger " + (root / "ledger").string() + " --out " + (root / "out").string(), "repro_armnn_oc");
+  ASSERT_EQ(k.code, 0) << k.out << k.err;
+  fs::path bundle;
+  for (const auto& e : fs::directory_iterator(root / "out" / "bundles")) bundle = e.path();
+  ASSERT_FALSE(bundle.empty()) << k.out;
+  EXPECT_NE(bundle.filename().string().find("-OC-"), std::string::npos) << bundle;
+  const auto [dir, run] = reproducer(bundle, "armnn-oc");
+  ASSERT_FALSE(dir.empty());
+  const Ran ran = run_in(dir, run);
+  EXPECT_EQ(ran.code, 1) << ran.out;
+  const auto pinned = ran.out.find("every node output bound (no fusion):\nm: all 9 elements as expected");
+  const auto optimized = ran.out.find("only the graph outputs bound (ArmNN's Optimize folds and fuses):");
+  EXPECT_NE(pinned, std::string::npos) << ran.out;
+  EXPECT_NE(optimized, std::string::npos) << ran.out;
+  EXPECT_LT(pinned, optimized) << ran.out;
+  EXPECT_NE(ran.out.find("elements differ", optimized), std::string::npos) << ran.out;
+  const std::string src = core::read_file((dir / "repro.cpp").string());
+  EXPECT_NE(src.find("//   removed Transpose"), std::string::npos) << src;
+  // The pinned network binds every node output ('m' last, binding id 3), the optimized one 'm' alone.
+  EXPECT_NE(src.find("AddOutputLayer(3, \"m\")"), std::string::npos) << src;
+  EXPECT_NE(src.find("AddOutputLayer(0, \"m\")"), std::string::npos) << src;
 }
 
 TEST(Repro, OnednnRnnDiffWeightsIterShowsInItsCppApi) {
@@ -197,6 +275,56 @@ TEST(Repro, OnednnLrnBackwardCrashShowsInItsCppApi) {
 TEST(Repro, OnednnExpNanToInfShowsInItsCppApi) {
   REQUIRE_BACKEND("onednn");
   expect_reproduces("onednn-exp-nan-to-inf", "onednn", "expected nan, actual inf");
+}
+
+// An optimized-stage (OC) finding: the program runs the model without post-ops (each node its own
+// primitive: right) and as Quorum's optimized run compiles it, the sigmoid a logistic post-op of the
+// convolution's primitive (NaN becomes 0); the exit status follows the run with post-ops.
+TEST(Repro, OnednnPostOpLogisticNanToZeroShowsInItsCppApi) {
+  REQUIRE_BACKEND("onednn");
+  const fs::path dir = expect_reproduces("onednn-postop-logistic-nan-to-zero", "onednn", "expected nan, actual 0");
+  if (!dir.empty()) {
+    const std::string src = core::read_file((dir / "repro.cpp").string());
+    EXPECT_NE(src.find("post_ops"), std::string::npos);
+    EXPECT_NE(src.find("{algorithm::eltwise_logistic,"), std::string::npos) << "the post-op list";
+    const Ran again = run_in(dir, "./repro");
+    EXPECT_EQ(again.code, 1);
+    EXPECT_NE(again.out.find("without post-ops"), std::string::npos) << again.out;
+    EXPECT_NE(again.out.find("with post-ops (as fused"), std::string::npos) << again.out;
+    EXPECT_NE(again.out.find("without them the same model is as expected"), std::string::npos) << again.out;
+  }
+}
+
+// Two clip_v2 post-ops on one inner product: the second runs with the first one's bounds.
+TEST(Repro, OnednnPostOpRepeatedEltwiseParamsShowsInItsCppApi) {
+  REQUIRE_BACKEND("onednn");
+  const fs::path dir = expect_reproduces("onednn-postop-repeated-eltwise-params", "onednn", "expected 0.1, actual 0");
+  if (!dir.empty()) {
+    const std::string src = core::read_file((dir / "repro.cpp").string());
+    EXPECT_NE(src.find("post_ops"), std::string::npos);
+    EXPECT_NE(src.find("const PostOps po_d{{algorithm::eltwise_clip_v2,"), std::string::npos) << src;
+    EXPECT_NE(src.find("dense_fwd(prop_kind::forward_inference, dense_d, v_x, v_d_weight, v_d_bias, po_d)"),
+              std::string::npos);
+  }
+}
+
+// An optimized-stage crash in the entry's variant (onednn:isa=sse41): the run without post-ops ends, the
+// pooling with a clip post-op crashes, and the last primitive it names is that pooling.
+TEST(Repro, OnednnSse41PoolPostOpCrashShowsInItsCppApi) {
+  REQUIRE_BACKEND("onednn");
+  const fs::path bundle = ledger_bundle("onednn-sse41-pool-postop-crash", "onednn");
+  if (bundle.empty()) return;
+  const auto [dir, run] = reproducer(bundle, "onednn-sse41-pool-postop-crash");
+  if (dir.empty()) return;
+  EXPECT_NE(core::read_file((dir / "repro.cpp").string()).find("set_max_cpu_isa(dnnl::cpu_isa::sse41)"),
+            std::string::npos);
+  const Ran ran = run_in(dir, run);
+  EXPECT_NE(ran.code, 0) << ran.out;
+  EXPECT_NE(ran.out.find("the model ran to the end without post-ops"), std::string::npos) << ran.out;
+  const auto fused = ran.out.find("with post-ops (as fused");
+  ASSERT_NE(fused, std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("pooling_v2_forward: jit:sse41", fused), std::string::npos) << ran.out;
+  EXPECT_EQ(ran.out.find("the model ran to the end with post-ops"), std::string::npos) << ran.out;
 }
 
 TEST(Repro, ExecRunnerIsRunAgainWithItsModelInputsAndExpectedOutputs) {

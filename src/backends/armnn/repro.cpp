@@ -4,9 +4,13 @@
 // so the program makes the same layers, in the same order, with the same descriptors and
 // TensorInfos (every node output bound to an output layer). It optimizes the network for CpuRef,
 // runs it with EnqueueWorkload and compares with the float64 reference. Inputs, weights and
-// expected values are embedded as exact hex-float arrays. No ArmNN header is included.
+// expected values are embedded as exact hex-float arrays. No ArmNN header is included. A finding of
+// the optimized stage (OC) gets the optimized form, as the backend's optimized run: only the graph
+// outputs bound (lower's outputs_only), so Optimize may fold, merge and drop the layers in between; the
+// pinned form (every node output bound) runs first beside it, for comparison.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -45,6 +49,7 @@ std::string boolean(bool b) { return b ? "true" : "false"; }
 class TextSink : public LayerSink {
  public:
   std::ostringstream data, code;
+  bool outputs_only = false;  // as lower() binds: the graph outputs only (the optimized form)
 
   int input(size_t index, const std::string& name, const Shape& shape) override {
     code << "  armnn::IOutputSlot* v" << nvar_ << " = connect(net->AddInputLayer(" << index << ", " << quoted(name)
@@ -59,7 +64,10 @@ class TextSink : public LayerSink {
     return nvar_++;
   }
   void output(size_t index, const std::string& name, const Value& v) override {
-    if (index == 0) code << "\n  // Every node output is bound to an output layer, binding ids in node order.\n";
+    if (index == 0)
+      code << (outputs_only
+                   ? "\n  // Only the graph outputs are bound to output layers (what an application asks for).\n"
+                   : "\n  // Every node output is bound to an output layer, binding ids in node order.\n");
     code << "  v" << v.id << "->Connect(net->AddOutputLayer(" << index << ", " << quoted(name)
          << ")->GetInputSlot(0));\n";
   }
@@ -243,11 +251,11 @@ class TextSink : public LayerSink {
 };
 
 // Lowers the case's model into `sink` as the backend would, or says why the backend would not.
-Lowered lower_or_refuse(LayerSink& sink, const ir::Graph& g) {
+Lowered lower_or_refuse(LayerSink& sink, const ir::Graph& g, bool outputs_only = false) {
   for (const auto& n : g.nodes)
     if (const Support s = supports(g, n); !s.ok) throw ReproUnsupported(s.reason);
   try {
-    return lower(sink, g);
+    return lower(sink, g, outputs_only);
   } catch (const ConversionError& e) {
     throw ReproUnsupported(e.what());
   }
@@ -266,25 +274,43 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
     throw ReproUnsupported("ArmNN 20.08 has no float64 data type; the case runs in " + core::to_string(c.dtype));
   const ir::Graph& g = c.model;
   const bool crash = c.crash();
+  // The optimized stage: as the backend's optimized run, only the graph outputs are bound to output layers,
+  // so ArmNN's Optimize may fold, merge and drop the layers in between (an output layer keeps the layer it
+  // reads); the pinned form, every node output bound, is built beside it.
+  const bool optimized = c.stage == core::Stage::Optimized;
   ReproProgram p;
   p.main = "repro.cpp";
   p.run = "g++ -std=c++17 -O1 repro.cpp -o repro -larmnn && ./repro";
 
-  TextSink b;
-  const Lowered lowered = lower_or_refuse(b, g);
   struct Out {
     std::string value;
     Shape shape;
   };
-  std::vector<Out> outs;
-  for (const OutputBinding& o : lowered.outputs) outs.push_back({o.value, o.shape});
+  struct Form {
+    TextSink sink;
+    std::vector<Out> outs;
+  };
+  auto lower_form = [&](Form& f, bool outputs_only) {
+    f.sink.outputs_only = outputs_only;
+    const Lowered lowered = lower_or_refuse(f.sink, g, outputs_only);
+    for (const OutputBinding& o : lowered.outputs) f.outs.push_back({o.value, o.shape});
+  };
+  Form b;  // the form the finding ran
+  lower_form(b, optimized);
+  std::unique_ptr<Form> pinned;  // beside the optimized form, when it declares the same weights
+  if (optimized) {
+    pinned = std::make_unique<Form>();
+    lower_form(*pinned, false);
+    if (pinned->sink.data.str() != b.sink.data.str()) pinned.reset();
+  }
 
-  // Values compared: the blamed node's outputs and the graph outputs.
+  // Values compared: the blamed node's outputs and the graph outputs; in the optimized form the graph outputs
+  // only (what the optimized network returns; the finding is about one of them).
   std::vector<std::string> compared;
   auto add = [&](const std::string& v) {
     if (std::find(compared.begin(), compared.end(), v) == compared.end() && c.expected.count(v)) compared.push_back(v);
   };
-  if (const ir::Node* n = c.blamed())
+  if (const ir::Node* n = c.blamed(); n && !optimized)
     for (const auto& o : n->outputs) add(o);
   for (const auto& o : g.outputs) add(o);
 
@@ -295,6 +321,21 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
   if (crash)
     s << "// The finding is a failure while ArmNN builds, optimizes or loads the network: the program exits 1\n"
          "// when that failure shows (and, once the network runs, when its outputs differ from the expected ones).\n";
+  if (optimized) {
+    s << "// The optimized form (stage OC), as an application builds the network: only the graph outputs are bound\n"
+         "// to output layers, so ArmNN's Optimize may fold, merge and drop the layers in between (an output layer\n"
+         "// keeps the layer it reads alive).\n";
+    std::vector<std::string> fused;
+    for (const auto& op : c.lowering)
+      if (op.rfind(kFusedPrefix, 0) == 0) fused.push_back(op.substr(std::string(kFusedPrefix).size()));
+    if (!fused.empty()) {
+      s << "// What Optimize did to the network in Quorum's optimized run (its passes and the layers it dropped):\n";
+      for (const auto& f : fused) s << "//   " << f << "\n";
+    }
+    if (pinned)
+      s << "// The pinned form (every node output bound to an output layer, so Optimize cannot fuse through them;\n"
+           "// Quorum's pinned run) runs first, beside it; only the optimized form decides the exit status.\n";
+  }
   s << "#include <armnn/ArmNN.hpp>\n\n#include <cmath>\n#include <cstdio>\n#include <string>\n#include "
        "<utility>\n#include <vector>\n\n";
   s << cpp_check_function() << "\n";
@@ -311,63 +352,90 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
        "  return &layer->GetOutputSlot(0);\n}\n\n";
   s << "// Graph inputs (float32).\n";
   for (const auto& in : g.inputs) s << c_array("in_" + identifier(in.name), c.inputs.at(in.name), true);
-  s << "\n// Weights and constants.\n" << b.data.str();
+  s << "\n// Weights and constants.\n" << b.sink.data.str();
   s << "\n// Expected values (float64 reference).\n";
   for (const auto& v : compared) s << c_array("want_" + identifier(v), c.expected.at(v), false);
 
-  s << "\n// What ArmNN failed at; a crash finding shows itself here (exit 1), other findings cannot run (exit 2).\n"
-       "static int failed(const char* stage, const std::string& what, const std::vector<std::string>& messages = {}) "
+  s << "\n// What ArmNN failed at; a crash finding shows itself here (exit 1), other findings cannot run (exit 2).\n";
+  if (optimized) s << "static int fail_status = " << (crash ? 1 : 2) << ";  // 2 while the pinned form runs\n";
+  s << "static int failed(const char* stage, const std::string& what, const std::vector<std::string>& messages = {}) "
        "{\n"
        "  std::printf(\"ArmNN %s failed: %s\\n\", stage, what.c_str());\n"
        "  for (const auto& m : messages) std::printf(\"  message: %s\\n\", m.c_str());\n"
        "  return "
-    << (crash ? 1 : 2) << ";\n}\n\n";
+    << (optimized ? std::string("fail_status") : std::to_string(crash ? 1 : 2)) << ";\n}\n\n";
 
-  s << "int main() {\n";
-  s << "  std::printf(\"Arm NN 20.08 (library %s), backend CpuRef\\n\", ARMNN_VERSION);\n";
-  s << "  // Creating the runtime loads the CpuRef dynamic backend from /usr/lib/x86_64-linux-gnu/armnn22/.\n";
-  s << "  armnn::IRuntimePtr runtime = armnn::IRuntime::Create(armnn::IRuntime::CreationOptions());\n";
-  s << "  armnn::INetworkPtr net = armnn::INetwork::Create();\n";
-  s << "  try {\n";
-  {
-    std::istringstream lines(b.code.str());
-    std::string line;
-    while (std::getline(lines, line)) s << (line.empty() ? "" : "  ") << line << "\n";
+  // Builds, optimizes, loads and runs one form's network on `runtime`, then checks the compared values.
+  auto run = [&](const Form& f) {
+    std::ostringstream r;
+    r << "  armnn::INetworkPtr net = armnn::INetwork::Create();\n";
+    r << "  try {\n";
+    {
+      std::istringstream lines(f.sink.code.str());
+      std::string line;
+      while (std::getline(lines, line)) r << (line.empty() ? "" : "  ") << line << "\n";
+    }
+    r << "  } catch (const armnn::Exception& e) {\n    return failed(\"network construction\", e.what());\n  }\n\n";
+    r << "  std::vector<std::string> messages;\n";
+    r << "  armnn::IOptimizedNetworkPtr optimized(nullptr, &armnn::IOptimizedNetwork::Destroy);\n";
+    r << "  try {\n";
+    r << "    optimized = armnn::Optimize(*net, {armnn::Compute::CpuRef}, runtime->GetDeviceSpec(), "
+         "armnn::OptimizerOptions(),\n";
+    r << "                                armnn::Optional<std::vector<std::string>&>(messages));\n";
+    r << "  } catch (const armnn::Exception& e) {\n    return failed(\"Optimize\", e.what(), messages);\n  }\n";
+    r << "  if (!optimized) return failed(\"Optimize\", \"no network returned\", messages);\n";
+    r << "  armnn::NetworkId id = 0;\n  std::string error;\n";
+    r << "  try {\n";
+    r << "    if (runtime->LoadNetwork(id, std::move(optimized), error) != armnn::Status::Success)\n";
+    r << "      return failed(\"LoadNetwork\", error);\n";
+    r << "  } catch (const armnn::Exception& e) {\n    return failed(\"LoadNetwork\", e.what());\n  }\n\n";
+    r << "  armnn::InputTensors inputs;\n";
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      r << "  inputs.emplace_back(" << i << ", armnn::ConstTensor(runtime->GetInputTensorInfo(id, " << i << "), in_"
+        << identifier(g.inputs[i].name) << "));\n";
+    r << "  armnn::OutputTensors outputs;\n";
+    for (size_t i = 0; i < f.outs.size(); ++i) {
+      r << "  std::vector<float> out_" << identifier(f.outs[i].value) << "("
+        << std::max<int64_t>(core::numel(f.outs[i].shape), 1) << ");  // '" << f.outs[i].value << "'\n";
+      r << "  outputs.emplace_back(" << i << ", armnn::Tensor(runtime->GetOutputTensorInfo(id, " << i << "), out_"
+        << identifier(f.outs[i].value) << ".data()));\n";
+    }
+    r << "  try {\n";
+    r << "    if (runtime->EnqueueWorkload(id, inputs, outputs) != armnn::Status::Success)\n";
+    r << "      return failed(\"EnqueueWorkload\", \"Status::Failure\");\n";
+    r << "  } catch (const armnn::Exception& e) {\n    return failed(\"EnqueueWorkload\", e.what());\n  }\n\n";
+    r << "  int bad = 0;\n";
+    for (const auto& v : compared)
+      r << "  bad += quorum_check(" << quoted(v) << ", out_" << identifier(v) << ".data(), want_" << identifier(v)
+        << ", " << c.expected.at(v).numel() << ", ATOL, RTOL);\n";
+    r << "  return bad ? 1 : 0;\n";
+    return r.str();
+  };
+
+  const std::string runtime =
+      "  std::printf(\"Arm NN 20.08 (library %s), backend CpuRef\\n\", ARMNN_VERSION);\n"
+      "  // Creating the runtime loads the CpuRef dynamic backend from /usr/lib/x86_64-linux-gnu/armnn22/.\n"
+      "  armnn::IRuntimePtr runtime = armnn::IRuntime::Create(armnn::IRuntime::CreationOptions());\n";
+  if (!optimized) {
+    s << "int main() {\n" << runtime << run(b) << "}\n";
+  } else {
+    if (pinned)
+      s << "// The pinned form: every node output bound to an output layer (as Quorum's pinned run).\n"
+           "static int run_pinned(armnn::IRuntime* runtime) {\n"
+        << run(*pinned) << "}\n\n";
+    s << "// The optimized form: only the graph outputs bound (as Quorum's optimized run, and an application).\n"
+         "static int run_optimized(armnn::IRuntime* runtime) {\n"
+      << run(b) << "}\n\n";
+    s << "int main() {\n" << runtime;
+    if (pinned) {
+      s << "  std::printf(\"every node output bound (no fusion):\\n\");\n";
+      if (crash) s << "  fail_status = 2;  // the pinned form failing is not the finding\n";
+      s << "  run_pinned(runtime.get());\n";
+      if (crash) s << "  fail_status = 1;\n";
+    }
+    s << "  std::printf(\"only the graph outputs bound (ArmNN's Optimize folds and fuses):\\n\");\n"
+         "  return run_optimized(runtime.get());\n}\n";
   }
-  s << "  } catch (const armnn::Exception& e) {\n    return failed(\"network construction\", e.what());\n  }\n\n";
-  s << "  std::vector<std::string> messages;\n";
-  s << "  armnn::IOptimizedNetworkPtr optimized(nullptr, &armnn::IOptimizedNetwork::Destroy);\n";
-  s << "  try {\n";
-  s << "    optimized = armnn::Optimize(*net, {armnn::Compute::CpuRef}, runtime->GetDeviceSpec(), "
-       "armnn::OptimizerOptions(),\n";
-  s << "                                armnn::Optional<std::vector<std::string>&>(messages));\n";
-  s << "  } catch (const armnn::Exception& e) {\n    return failed(\"Optimize\", e.what(), messages);\n  }\n";
-  s << "  if (!optimized) return failed(\"Optimize\", \"no network returned\", messages);\n";
-  s << "  armnn::NetworkId id = 0;\n  std::string error;\n";
-  s << "  try {\n";
-  s << "    if (runtime->LoadNetwork(id, std::move(optimized), error) != armnn::Status::Success)\n";
-  s << "      return failed(\"LoadNetwork\", error);\n";
-  s << "  } catch (const armnn::Exception& e) {\n    return failed(\"LoadNetwork\", e.what());\n  }\n\n";
-  s << "  armnn::InputTensors inputs;\n";
-  for (size_t i = 0; i < g.inputs.size(); ++i)
-    s << "  inputs.emplace_back(" << i << ", armnn::ConstTensor(runtime->GetInputTensorInfo(id, " << i << "), in_"
-      << identifier(g.inputs[i].name) << "));\n";
-  s << "  armnn::OutputTensors outputs;\n";
-  for (size_t i = 0; i < outs.size(); ++i) {
-    s << "  std::vector<float> out_" << identifier(outs[i].value) << "("
-      << std::max<int64_t>(core::numel(outs[i].shape), 1) << ");  // '" << outs[i].value << "'\n";
-    s << "  outputs.emplace_back(" << i << ", armnn::Tensor(runtime->GetOutputTensorInfo(id, " << i << "), out_"
-      << identifier(outs[i].value) << ".data()));\n";
-  }
-  s << "  try {\n";
-  s << "    if (runtime->EnqueueWorkload(id, inputs, outputs) != armnn::Status::Success)\n";
-  s << "      return failed(\"EnqueueWorkload\", \"Status::Failure\");\n";
-  s << "  } catch (const armnn::Exception& e) {\n    return failed(\"EnqueueWorkload\", e.what());\n  }\n\n";
-  s << "  int bad = 0;\n";
-  for (const auto& v : compared)
-    s << "  bad += quorum_check(" << quoted(v) << ", out_" << identifier(v) << ".data(), want_" << identifier(v) << ", "
-      << c.expected.at(v).numel() << ", ATOL, RTOL);\n";
-  s << "  return bad ? 1 : 0;\n}\n";
   write_repro_file(p, dir, p.main, s.str());
   return p;
 }

@@ -5,9 +5,13 @@
 // calls as the C++ that makes it — every node output an external output, runtimes without a thread
 // pool, the operator-API copy for concat. This file keeps the program around them: inputs, weights
 // (already in XNNPACK's layout) and the expected float64 values as exact hex literals, host loops
-// for layout changes, main() and the checks.
+// for layout changes, main() and the checks. A finding of the optimized stage (OC) gets the optimized
+// form, as the backend's optimized run: only the values the host needs external (exposed_values), so
+// xnn_create_runtime_v2 fuses through the rest; the pinned form runs first beside it, for comparison.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -288,12 +292,14 @@ void WriterSink::concat(const ir::Node& n, const xnnpack::Concat& c) {
 }
 
 const char* kHelpers = R"CPP(
+static int fail_status = FAIL_STATUS;  // exit status when a call fails
+
 static void check(xnn_status s, const char* call) {
   if (s == xnn_status_success) return;
   static const char* names[] = {"success", "uninitialized", "invalid_parameter", "invalid_state",
                                 "unsupported_parameter", "unsupported_hardware", "out_of_memory"};
   std::printf("%s failed: xnn_status_%s\n", call, (unsigned)s < 7 ? names[s] : "?");
-  std::exit(FAIL_STATUS);
+  std::exit(fail_status);
 }
 
 // A tensor value of the subgraph: static when `data` is given, external with `external_id`.
@@ -329,20 +335,55 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   if (c.dtype != core::DType::F32)
     throw ReproUnsupported("XNNPACK computes in float32; the finding ran in " + core::to_string(c.dtype));
   const bool crash = c.crash();
+  // The optimized stage: as the backend's optimized run, only the values the host needs are external (the
+  // graph outputs, values another segment or a host-side operator reads), the rest internal, so
+  // xnn_create_runtime_v2's subgraph optimization fuses through them; the fusion model names what it fuses.
+  const bool optimized = c.stage == core::Stage::Optimized;
 
   WriterSink gen;
-  if (const Support s = xnnpack::lower(c.model, gen); !s.ok) throw ReproUnsupported(s.reason);
+  LoweringLog fusions;
+  if (optimized) {
+    const std::set<std::string> exposed = xnnpack::exposed_values(c.model);
+    const std::unique_ptr<xnnpack::Sink> sink = xnnpack::fusion_sink(gen, fusions);
+    if (const Support s = xnnpack::lower(c.model, *sink, &exposed); !s.ok) throw ReproUnsupported(s.reason);
+  } else if (const Support s = xnnpack::lower(c.model, gen); !s.ok) {
+    throw ReproUnsupported(s.reason);
+  }
+  // Beside the optimized form, the pinned one (every node output external, nothing fused), when its weights
+  // and constants are the ones the optimized form declares (they are: segments follow layouts only).
+  std::unique_ptr<WriterSink> pinned;
+  if (optimized) {
+    pinned = std::make_unique<WriterSink>();
+    if (!xnnpack::lower(c.model, *pinned).ok || pinned->data.str() != gen.data.str()) pinned.reset();
+  }
+  // What XNNPACK fuses: the fusion model's "fused A+B" entries with their nodes, else the finding's entries (a
+  // crash finding has none: the optimized compile failed).
+  std::map<std::string, std::string> fused_nodes;
+  for (const auto& [node, ops] : fusions.ops())
+    for (const auto& op : ops)
+      if (op.rfind(kFusedPrefix, 0) == 0) {
+        std::string& nodes = fused_nodes[op];
+        nodes += (nodes.empty() ? "'" : ", '") + node + "'";
+      }
+  std::vector<std::string> fused;
+  for (const auto& [op, nodes] : fused_nodes) fused.push_back(op + " (nodes " + nodes + ")");
+  if (fused.empty())
+    for (const auto& op : c.lowering)
+      if (op.rfind(kFusedPrefix, 0) == 0) fused.push_back(op);
 
   ReproProgram p;
   p.main = "repro.cpp";
   p.run = "g++ -std=c++17 -O1 repro.cpp -o repro -lXNNPACK -lpthreadpool && ./repro";
 
-  // Values compared: the blamed node's outputs and the graph outputs.
+  // Values compared: the blamed node's outputs and the graph outputs; in the optimized form the graph outputs
+  // (what the optimized run returns), also for a crash, where the pinned form shows them right.
   std::vector<std::string> compared;
   auto add = [&](const std::string& v) {
     if (std::find(compared.begin(), compared.end(), v) == compared.end() && c.expected.count(v)) compared.push_back(v);
   };
-  if (!crash) {
+  if (optimized) {
+    for (const auto& o : c.model.outputs) add(o);
+  } else if (!crash) {
     if (const ir::Node* n = c.blamed())
       for (const auto& o : n->outputs) add(o);
     for (const auto& o : c.model.outputs) add(o);
@@ -352,8 +393,22 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   s << repro_header(c, "//", p.run + "  (Debian libxnnpack-dev, libpthreadpool-dev)");
   s << "// Layout: the model's values are row-major NCHW; like Quorum's XNNPACK backend, the spatial operators run\n"
        "// channels-last (NHWC; [N, C, L] as [N, 1, L, C]), and the host permutes values with plain loops where\n"
-       "// a subgraph takes or returns them channels-last. Weights are embedded already in XNNPACK's layout.\n"
-       "// Every node output is an external value; runtimes have no thread pool (single-threaded).\n";
+       "// a subgraph takes or returns them channels-last. Weights are embedded already in XNNPACK's layout.\n";
+  if (optimized) {
+    s << "// The optimized form (stage OC), as an application builds it: only the graph outputs (and the values\n"
+         "// another subgraph or the host reads) are external values, every other node output is internal, so\n"
+         "// xnn_create_runtime_v2's subgraph optimization (xnn_subgraph_optimize) fuses nodes through them.\n";
+    if (!fused.empty()) {
+      s << "// XNNPACK fuses here:\n";
+      for (const auto& f : fused) s << "//   " << f << "\n";
+    }
+    if (pinned)
+      s << "// The pinned form (every node output external, so nothing is fused; Quorum's pinned run) runs first,\n"
+           "// beside it; only the optimized form decides the exit status.\n";
+    s << "// Runtimes have no thread pool (single-threaded).\n";
+  } else {
+    s << "// Every node output is an external value; runtimes have no thread pool (single-threaded).\n";
+  }
   s << "#include <xnnpack.h>\n\n#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n"
        "#include <vector>\n\n";
   s << "#define FAIL_STATUS " << (crash ? 1 : 2) << "  // exit status when a call fails\n";
@@ -376,27 +431,61 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
        "    if (std::fgets(v, sizeof v, f) && v[0]) std::printf(\"installed libxnnpack0 %s\\n\", v);\n"
        "    pclose(f);\n  }\n";
   s << "  check(xnn_initialize(/*allocator=*/nullptr), \"xnn_initialize\");\n\n";
-  s << "  // Host values (row-major, logical layout).\n";
-  for (const auto& in : c.model.inputs) {
-    const std::string id = identifier(in.name);
-    s << "  std::vector<float> v_" << id << "(in_" << id << ", in_" << id << " + " << core::numel(in.type.shape)
-      << ");\n";
-  }
-  for (const auto& n : c.model.nodes)
-    for (const auto& o : n.outputs)
-      s << "  std::vector<float> v_" << identifier(o) << "("
-        << std::max<int64_t>(1, core::numel(c.model.types.at(o).shape)) << ");  // '" << o << "' "
-        << core::to_string(c.model.types.at(o).shape) << "\n";
-  s << "\n" << gen.body.str() << "\n";
-  if (crash) {
-    s << "  std::printf(\"the model built and ran without a library failure\\n\");\n  return 0;\n}\n";
+  // The host values and the model's calls, in `indent`.
+  auto model = [&](const WriterSink& w, const std::string& indent) {
+    std::ostringstream m;
+    m << "  // Host values (row-major, logical layout).\n";
+    for (const auto& in : c.model.inputs) {
+      const std::string id = identifier(in.name);
+      m << "  std::vector<float> v_" << id << "(in_" << id << ", in_" << id << " + " << core::numel(in.type.shape)
+        << ");\n";
+    }
+    for (const auto& n : c.model.nodes)
+      for (const auto& o : n.outputs)
+        m << "  std::vector<float> v_" << identifier(o) << "("
+          << std::max<int64_t>(1, core::numel(c.model.types.at(o).shape)) << ");  // '" << o << "' "
+          << core::to_string(c.model.types.at(o).shape) << "\n";
+    m << "\n" << w.body.str();
+    std::istringstream lines(m.str());
+    std::string out, line;
+    while (std::getline(lines, line)) out += (line.empty() ? "" : indent) + line + "\n";
+    return out;
+  };
+  if (!optimized) {
+    s << model(gen, "") << "\n";
+    if (crash) {
+      s << "  std::printf(\"the model built and ran without a library failure\\n\");\n  return 0;\n}\n";
+    } else {
+      s << "  const double atol = " << c_literal(c.tol.atol, false) << ", rtol = " << c_literal(c.tol.rtol, false)
+        << ";\n  int bad = 0;\n";
+      for (const auto& v : compared)
+        s << "  bad += quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v)
+          << ", " << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
+      s << "  return bad ? 1 : 0;\n}\n";
+    }
   } else {
+    // Each form in a block of its own (its host values, its subgraphs); the pinned form's checks are printed,
+    // not counted.
     s << "  const double atol = " << c_literal(c.tol.atol, false) << ", rtol = " << c_literal(c.tol.rtol, false)
-      << ";\n  int bad = 0;\n";
+      << ";\n";
+    if (pinned) {
+      s << "  std::printf(\"every node output external (no fusion):\\n\");\n";
+      s << "  fail_status = 2;  // the pinned form failing is not the finding\n  {\n" << model(*pinned, "  ");
+      for (const auto& v : compared)
+        s << "    quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v) << ", "
+          << c.expected.at(v).numel() << ", atol, rtol);\n";
+      s << "  }\n  fail_status = FAIL_STATUS;\n";
+    }
+    s << "  std::printf(\"only the graph outputs external (XNNPACK fuses):\\n\");\n";
+    s << "  int bad = 0;\n  {\n" << model(gen, "  ");
     for (const auto& v : compared)
-      s << "  bad += quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v) << ", "
-        << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
-    s << "  return bad ? 1 : 0;\n}\n";
+      s << "    bad += quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v)
+        << ", " << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
+    s << "  }\n";
+    if (crash)
+      s << "  std::printf(\"the optimized model built and ran without a library failure\\n\");\n  return 0;\n}\n";
+    else
+      s << "  return bad ? 1 : 0;\n}\n";
   }
   write_repro_file(p, dir, p.main, s.str());
   return p;
