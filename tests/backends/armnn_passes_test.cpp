@@ -129,6 +129,35 @@ TEST(ArmnnPasses, NestedNamesAndSiblings) {
   EXPECT_EQ(passes, want);
 }
 
+// A Transpose behind an activation whose input another equal Transpose reads: MoveTransposeUp lifts it above the
+// activation, SquashEqualTransposeSiblings merges it into the other, and neither it nor a made layer is left in
+// the optimized network (measured, seed 5519: the ledger's armnn-transpose-after-squashed-reshape-uninitialised
+// through Transpose siblings). Both transposes name the two passes.
+TEST(ArmnnPasses, ATransposeMovedUpAndSquashedIntoAnEqualSibling) {
+  NullSink null;
+  NetworkRecorder r(null);
+  ir::Node n;
+  auto at = [&](const char* name) {
+    n.name = name;
+    r.node(n);
+  };
+  const Value x{r.input(0, "x", {1, 1, 2, 3}), {1, 1, 2, 3}};
+  at("h");
+  const Value h{r.layer(ActivationLayer{Act::TanH}, {x}, x.shape, "h/activation#0"), x.shape};
+  at("a");
+  const Value a{r.layer(TransposeLayer{{3, 2, 1, 0}}, {h}, {3, 2, 1, 1}, "a/transpose#1"), {3, 2, 1, 1}};
+  at("b");
+  const Value b{r.layer(TransposeLayer{{3, 2, 1, 0}}, {x}, {3, 2, 1, 1}, "b/transpose#2"), {3, 2, 1, 1}};
+  at("y");
+  const Value y{r.layer(BinaryLayer{BinaryOp::Addition}, {a, b}, {3, 2, 1, 1}, "y/add#3"), {3, 2, 1, 1}};
+  r.output(0, "y", y);
+  const auto passes = optimizer_passes(r.network(), {"x", "h/activation#0", "b/transpose#2", "y/add#3", "y"});
+  using L = std::vector<std::string>;
+  const L moved = {"fused MoveTransposeUp", "fused SquashEqualTransposeSiblings"};
+  const std::map<std::string, L> want = {{"a", moved}, {"b", moved}};
+  EXPECT_EQ(passes, want);
+}
+
 // The real library: conv -> batch norm -> relu after a constant pad, then two reshapes. Only the graph output
 // comes back, equal to the pinned run's; ArmNN 20.08 folds the Pad and merges the reshapes, and has no batch
 // norm fusion.

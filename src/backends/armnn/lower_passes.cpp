@@ -176,6 +176,16 @@ std::vector<std::string> bypass_passes(const BuiltNetwork& net, const std::map<i
   bool adjacent = producer >= 0 && kind(producer) == k;
   if (consumers.count(id))
     for (int c : consumers.at(id)) adjacent = adjacent || kind(c) == k;
+  // A Transpose MoveTransposeUp lifted above its producer, which made it an equal sibling of a Transpose of
+  // one of that producer's inputs, then squashed into that sibling: nothing of the moved layer is left.
+  if (!adjacent && k == "Transpose" && l.type == "Transpose" && producer >= 0)
+    for (int in : net.layers.at(producer).inputs)
+      if (consumers.count(in))
+        for (int s : consumers.at(in))
+          if (s != producer && net.layers.at(s).type == "Transpose" && net.layers.at(s).params == l.params) {
+            sibling = s;
+            return {"MoveTransposeUp", "SquashEqualTransposeSiblings"};
+          }
   if (!adjacent) return {"removed " + l.type};
   if (k == "Transpose") return {"OptimizeInverseTransposes"};
   // A reshape pair that restores its input's shape: both go, no layer made.
