@@ -1093,6 +1093,33 @@ TEST(PerNode, ANaNCellBesideANearestResizeTieMayBeSkipped) {
   EXPECT_EQ(found[0].kind, Kind::NaNSwallowed);
 }
 
+// The same with an infinite cell: at the tie of output 11 (cell 12 or 13) with cell 13 +inf, a
+// library reading cell 12 returns 12 where the kernel gives inf. The spread used to drop a trial
+// that is a number where the kernel is infinite, so its spread there was 0 and the tie a finding.
+// A number where no tie lets the coordinate reach another cell is still one.
+TEST(PerNode, AnInfiniteCellBesideANearestResizeTieMayBeSkipped) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 1, 26]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "resize_nearest", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"sizes": [1, 22], "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}}]})",
+                                          "nearest_inf_tie");
+  core::Tensor xs(core::DType::F64, {1, 1, 1, 26});
+  for (int64_t i = 0; i < 26; ++i) xs.f64()[i] = static_cast<double>(i);
+  xs.f64()[13] = INFINITY;
+  xs.f64()[3] = -INFINITY;
+  const Case c(g, {{"x", xs}}, core::Tensor(core::DType::F64, {1, 1, 1, 22}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  ASSERT_EQ(a.values["y"].get(11), INFINITY);
+  a.values["y"].f64()[11] = 12;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  ASSERT_EQ(a.values["y"].get(3), -INFINITY);  // 3 * 26 / 22 = 3.55: cell 3, no tie
+  a.values["y"].f64()[3] = 2;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::Inconsistency);
+}
+
 // Three float32 behaviours of the third unseen seed (9090909), each its own regression:
 // - hard_sigmoid's alpha * x + beta rounds to its bound: 0.4 * 0.99999989 + 0.6 is 1 in float32,
 //   so the derivative is 0 (libtorch and oneDNN), where float64 keeps 0.99999996 and 0.4;
