@@ -147,6 +147,8 @@ std::vector<Tensor> batch_norm_forward(const Inputs& in, const Attrs& a) {
     // Implementations fold the statistics into one affine map (oneDNN, OpenCV, ArmNN: y = x * a + b with
     // a = scale * rstd, b = bias - mean * a): a, x * a and mean * a overflow float32 where the normalised value
     // times scale fits (scale 1e30 and var 1e-20: a = 1e40), so the result there may be inf or NaN.
+    // The mark also bounds the unfolded product scale * xhat (libtorch), |xhat| <= rstd * (|x| + |mean|)
+    // whatever the statistics' rounding, so its float32 overflow is in the spread too (unlike layer_norm's).
     const double fold = std::abs(scale[c]) * s.rstd;
     for (int64_t i : idx)
       y.f64()[i] = scale[c] * normalized(x.f64()[i], s) + bias[c] +
@@ -283,7 +285,10 @@ std::vector<Tensor> layer_norm_forward(const Inputs& in, const Attrs& a) {
     const GroupStats s = group_stats(x.f64(), idx, eps);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t i = r * k + j;
-      y.f64()[i] = scale[j] * normalized(x.f64()[i], s) + bias[j];
+      // The affine step is float32 arithmetic (ops::rounded): the product scale * xhat, and its sum
+      // with the bias, overflow float32 where the normalised value a float32 statistic gives (a
+      // constant row's xhat a few units off 0) times a large scale leaves its range (FLT_MAX * 40).
+      y.f64()[i] = rounded(rounded(scale[j] * normalized(x.f64()[i], s)) + bias[j]);
     }
   }
   return {y};

@@ -27,7 +27,11 @@ double draw(int lane = 0) {
 }
 
 double moved_sum(double sum, double magnitude, int64_t terms, bool moves, int lane = 0) {
-  if (g_stored && g_stored->round_to_f32 && !(magnitude <= FLT_MAX)) return std::nan("");
+  // A partial sum may overflow in some order where the terms' magnitude, with the sum's own rounding
+  // error (sum_units(terms) units of it), passes FLT_MAX: 60 copies of FLT_MAX / 60 sum to FLT_MAX
+  // exactly, and a vectorised float32 sum rounds that up to inf.
+  if (g_stored && g_stored->round_to_f32 && !(magnitude * (1 + sum_units(terms) * g_stored->unit) <= FLT_MAX))
+    return std::nan("");
   const double r = rounded(sum);
   if (!g_stored || !moves || !std::isfinite(r)) return r;
   return r + draw(lane) * sum_units(terms) * g_stored->unit * magnitude;

@@ -167,8 +167,9 @@ class InputShaper {
 // moved only in scopes that move statistics: a trial that keeps it keeps it exact, so a constant
 // row's variance is zero, as in implementations whose mean of equal values is exact; the others
 // round and move it, as a float32 sum of equal values in order does (then the variance is the
-// square of the mean's error). A sum whose magnitude exceeds float32's range is NaN when rounding
-// to float32: a partial sum may overflow, depending on the order. Per thread; scopes do not nest.
+// square of the mean's error). A sum whose magnitude, with its rounding error, exceeds float32's
+// range is NaN when rounding to float32: a partial sum may overflow, depending on the order. Per
+// thread; scopes do not nest.
 class StoredPrecision {
  public:
   StoredPrecision(bool round_to_f32, double unit, bool jitter, bool move_statistics, core::Rng& rng,

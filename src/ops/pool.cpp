@@ -380,9 +380,15 @@ OpSpec make_global_pool(bool is_max) {
     const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
     for (int64_t p = 0; p < planes; ++p) {
       const double* xp = x.f64() + p * plane;
-      double acc = is_max ? -kInf : 0.0;
-      for (int64_t i = 0; i < plane; ++i) acc = is_max ? (beats_extreme(xp[i], acc, true) ? xp[i] : acc) : acc + xp[i];
-      y.f64()[p] = is_max ? acc : acc / static_cast<double>(plane);
+      double acc = is_max ? -kInf : 0.0, magnitude = 0;
+      for (int64_t i = 0; i < plane; ++i) {
+        acc = is_max ? (beats_extreme(xp[i], acc, true) ? xp[i] : acc) : acc + xp[i];
+        if (std::isfinite(xp[i])) magnitude += std::abs(xp[i]);  // an infinite term's sum is exact
+      }
+      // The mean's sum is a float32 sum in a float32 implementation (ops::stored_sum): rounded and
+      // moved by its rounding error, and beyond float32's range where it may round past FLT_MAX
+      // (60 copies of FLT_MAX / 60 sum to FLT_MAX exactly; a vectorised float32 sum gives inf).
+      y.f64()[p] = is_max ? acc : stored_sum(acc, magnitude, plane) / static_cast<double>(plane);
     }
     return std::vector<Tensor>{y};
   };

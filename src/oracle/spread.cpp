@@ -81,10 +81,12 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
       for (int64_t i = 0; i < s[k].numel(); ++i) {
         const double d = std::abs(out[k].get(i) - base[k].get(i));
         if (std::isfinite(base[k].get(i))) s[k].f64()[i] = std::max(s[k].f64()[i], std::isnan(d) ? INFINITY : d);
-        // An infinite kernel result that a trial makes NaN (a product whose partial products leave
-        // float32's range in some order, the float64 product itself overflowing) is not exact, nor
-        // a NaN that a trial makes a number (a discrete choice moved off a NaN operand).
-        else if ((std::isinf(base[k].get(i)) && std::isnan(out[k].get(i))) ||
+        // An infinite kernel result that a trial makes anything else is not exact: NaN (a product
+        // whose partial products leave float32's range in some order, the float64 product itself
+        // overflowing) or a number (a discrete choice moved off an infinite operand: a nearest
+        // resize's tie beside an inf cell); nor is a NaN that a trial makes a number (the same
+        // choice moved off a NaN operand). (|trial - base| is NaN or inf there, so it is not taken.)
+        else if ((std::isinf(base[k].get(i)) && out[k].get(i) != base[k].get(i)) ||
                  (std::isnan(base[k].get(i)) && !std::isnan(out[k].get(i))))
           s[k].f64()[i] = INFINITY;
       }

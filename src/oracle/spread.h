@@ -54,9 +54,10 @@ double perturbation_ulps(const ir::Node& n, const std::vector<core::Tensor>& hel
 using SpreadKernel = std::function<std::vector<core::Tensor>(const std::vector<core::Tensor>&)>;
 
 // Per result element, the largest |trial - base| over the trials (INFINITY where a trial is
-// non-finite and the base finite, or NaN where the base is infinite, or a number where it is
-// NaN). `what` names the operator and what is judged (never a node's name): with the operands'
-// values it seeds the random trials. Empty when the kernel throws or changes shape.
+// non-finite and the base finite, or anything but that infinity (NaN, a number) where the base is
+// infinite, or a number where it is NaN). `what` names the operator and what is judged (never a
+// node's name): with the operands' values it seeds the random trials. Empty when the kernel throws
+// or changes shape.
 std::vector<core::Tensor> spread(const std::vector<core::Tensor>& operands, const std::vector<core::Tensor>& base,
                                  core::DType dtype, double ulps, const std::string& what, const SpreadKernel& f);
 

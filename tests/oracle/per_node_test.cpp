@@ -1120,6 +1120,65 @@ TEST(PerNode, AnInfiniteCellBesideANearestResizeTieMayBeSkipped) {
   EXPECT_EQ(found[0].kind, Kind::Inconsistency);
 }
 
+// layer_norm's affine step scale * xhat + bias is float32 arithmetic: a constant row of 1e6 has
+// xhat = 0 in float64, but a float32 mean a unit off gives xhat = ±40 (rstd 316), and times a scale
+// of FLT_MAX that overflows to ±inf. The spread's trials moved xhat but kept the product in float64
+// (±1.4e40, finite), so the library's -inf was a finding. Where the scale is 1 the same xhat stays
+// finite, and -inf is still one.
+TEST(PerNode, ALayerNormsAffineProductThatOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 4]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [4], "data": [3.4028235e+38, 1, 1, 1]},
+                     {"name": "b", "dtype": "float32", "shape": [4], "data": [0, 0, 0, 0]}],
+    "nodes": [{"name": "y", "op": "layer_norm", "inputs": ["x", "s", "b"], "outputs": ["y"],
+               "attrs": {"axis": -1, "epsilon": 1e-05}}]})",
+                                          "ln_affine_overflow");
+  const Case c(g, {{"x", core::Tensor::f64({1, 4}, {1e6, 1e6, 1e6, 1e6})}}, core::Tensor(core::DType::F64, {1, 4}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  ASSERT_EQ(a.values["y"].get(0), 0.0);
+  for (const double inf : {-INFINITY, INFINITY}) {
+    a.values["y"].f64()[0] = inf;
+    for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << inf << ": " << f.detail;
+  }
+  a.values["y"].f64()[1] = -INFINITY;  // scale 1: xhat * 1 fits float32
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
+// A float32 sum may round past FLT_MAX where the exact sum does not: global_avg_pool of 60 copies of
+// FLT_MAX / 60 sums to exactly FLT_MAX, and a vectorised sum (8 or 16 lanes of 7 or 8 copies, then a
+// horizontal add) rounds it up to inf, so the mean is inf. The pool summed exactly and the
+// intermediate-overflow check needs a magnitude beyond FLT_MAX, so the inf was a finding, unless a
+// random trial's operands happened to sum past FLT_MAX. The pool's sum is now a stored float32 sum
+// (ops::stored_sum) whose range includes its rounding: precision whatever the trials' draws (the
+// other channel's values change the seed). A channel whose sum is FLT_MAX / 2 has no such rounding:
+// inf there is still a finding.
+TEST(PerNode, AFloat32SumThatRoundsPastFloatMaxIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 60]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "global_avg_pool", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "gap_sum_overflow");
+  for (int k = 100; k < 120; ++k) {
+    core::Tensor xs(core::DType::F64, {1, 2, 60});
+    for (int64_t i = 0; i < 60; ++i) {
+      xs.f64()[i] = static_cast<double>(FLT_MAX / 60);
+      xs.f64()[60 + i] = static_cast<double>(FLT_MAX / static_cast<float>(2 * k));
+    }
+    ASSERT_EQ(60 * xs.get(0), static_cast<double>(FLT_MAX));
+    const Case c(g, {{"x", xs}}, core::Tensor(core::DType::F64, {1, 2, 1}));
+    BackendRun a = c.run("A");
+    a.trained = false;
+    a.values["y"].f64()[0] = INFINITY;
+    for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << k << ": " << f.detail;
+    a.values["y"].f64()[1] = INFINITY;
+    const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+    ASSERT_EQ(found.size(), 1u) << k;
+    EXPECT_EQ(found[0].kind, Kind::NaN);
+  }
+}
+
 // Three float32 behaviours of the third unseen seed (9090909), each its own regression:
 // - hard_sigmoid's alpha * x + beta rounds to its bound: 0.4 * 0.99999989 + 0.6 is 1 in float32,
 //   so the derivative is 0 (libtorch and oneDNN), where float64 keeps 0.99999996 and 0.4;
