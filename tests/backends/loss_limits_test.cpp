@@ -93,6 +93,23 @@ TEST_P(LossLimits, BinaryCrossEntropyAtTheDomainsEdges) {
   EXPECT_NEAR(r.loss_grad.get(2), (0.25 - 0.5) / (0.25 * 0.75) / 3, 1e-6);
 }
 
+TEST_P(LossLimits, BinaryCrossEntropyGradientAtASubnormalPredictionFitsFloat32) {
+  if (GetParam() != "onednn") GTEST_SKIP();  // libtorch clamps p (1 - p) at 1e-12 (ledger)
+  // p = 1e-40 (subnormal), t = 0.269, n = 16: (p - t) / (p (1 - p)) / n = -1.68e38 fits float32, but
+  // (p - t) / (p (1 - p)) = -2.69e39 does not: Quorum's composition divided before scaling by 1 / n
+  // and gave -inf. The other 15 elements are p = t = 0.5 (gradient 0).
+  std::vector<double> p(16, 0.5), t(16, 0.5);
+  p[0] = 1e-40;
+  t[0] = 0.269;
+  const TrainResult r = train(GetParam(), "binary_cross_entropy", p, t, 8);
+  ASSERT_EQ(r.loss_grad.numel(), 16);
+  const double p0 = static_cast<double>(static_cast<float>(p[0])), t0 = static_cast<double>(static_cast<float>(t[0]));
+  ASSERT_GT(p0, 0.0);  // the subnormal survived the conversion
+  const double want = (p0 - t0) / (p0 * (1 - p0)) / 16;
+  EXPECT_NEAR(r.loss_grad.get(0), want, 1e-5 * std::abs(want));
+  for (int64_t i = 1; i < 16; ++i) EXPECT_EQ(r.loss_grad.get(i), 0.0) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, LossLimits, testing::Values("onednn", "torch"));
 
 }  // namespace

@@ -677,17 +677,19 @@ void lower_backward(const ir::Node& n, const std::vector<Shape>& in, const std::
       sink.zeros(cd, "@dvar");
     } else {
       // oneDNN has no gradient for the mean/var parameters: dmean = -scale*rstd*dshift,
-      // dvar = -0.5*scale*rstd^2*dscale, rstd = (var + eps)^-0.5.
+      // dvar = -0.5*scale*rstd^2*dscale, rstd = (var + eps)^-0.5. The scale is multiplied last:
+      // scale*rstd^2 first overflowed float32 where the gradient fits (scale 0.4*FLT_MAX, rstd^2 = 4,
+      // dscale 0.12: dvar -inf where it is -3.3e37, tests/backends/stored_statistics_test.cpp).
       const std::string& scale = n.inputs.at(1);
       sink.eltwise({Alg::eltwise_linear, 1, g.eps}, cd, n.inputs.at(4), "@t");
       sink.eltwise({Alg::eltwise_pow, 1, -0.5f}, cd, "@t", "%rstd");
       sink.eltwise({Alg::eltwise_pow, 1, -1}, cd, "@t", "%rstd2");
-      sink.binary(Alg::binary_mul, cd, cd, scale, cd, "%rstd", "%s");
-      sink.binary(Alg::binary_mul, cd, cd, "%s", cd, "@dshift", "%m");
-      sink.eltwise({Alg::eltwise_linear, -1, 0}, cd, "%m", "@dmean");
-      sink.binary(Alg::binary_mul, cd, cd, scale, cd, "%rstd2", "%s2");
-      sink.binary(Alg::binary_mul, cd, cd, "%s2", cd, "@dscale", "%v");
-      sink.eltwise({Alg::eltwise_linear, -0.5f, 0}, cd, "%v", "@dvar");
+      sink.binary(Alg::binary_mul, cd, cd, "%rstd", cd, "@dshift", "%m");
+      sink.eltwise({Alg::eltwise_linear, -1, 0}, cd, "%m", "%mn");
+      sink.binary(Alg::binary_mul, cd, cd, scale, cd, "%mn", "@dmean");
+      sink.binary(Alg::binary_mul, cd, cd, "%rstd2", cd, "@dscale", "%v");
+      sink.eltwise({Alg::eltwise_linear, -0.5f, 0}, cd, "%v", "%vh");
+      sink.binary(Alg::binary_mul, cd, cd, scale, cd, "%vh", "@dvar");
     }
     const char* local[] = {"@dx", "@dscale", "@dshift", "@dmean", "@dvar"};
     for (size_t i = 0; i < 5 && i < n.inputs.size(); ++i) sink.alias(grad(n.inputs[i]), local[i]);

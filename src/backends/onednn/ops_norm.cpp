@@ -3,7 +3,8 @@
 //  - batch_norm training=0 uses use_global_stats with the mean/var parameters; the reference also
 //    differentiates with respect to mean and var, which oneDNN does not: those two gradients are
 //    derived from the library's diff_scale / diff_shift with eltwise and binary primitives
-//    (dmean = -scale*rstd*dshift, dvar = -0.5*scale*rstd^2*dscale). training=1 normalises with
+//    (dmean = -scale*rstd*dshift, dvar = -0.5*scale*rstd^2*dscale, the scale multiplied last so
+//    that scale*rstd^2 cannot overflow where the gradient fits: lower.cpp). training=1 normalises with
 //    batch statistics (biased variance, as in the reference) and mean/var get zero gradient.
 //  - layer_norm normalises over axis..end: oneDNN normalises the last dim, so X is viewed as
 //    [rows, prod(dims[axis:])] and scale/shift are flattened to match.

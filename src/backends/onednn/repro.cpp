@@ -715,8 +715,8 @@ inline BnOut bn_fwd(prop_kind prop, const Dims& d, float eps, bool batch_stats, 
     {"bnorm_bwd", R"CPP(
 // batch_normalization_backward (prop backward) hinted by the forward_training descriptor. oneDNN has
 // no gradient for the mean/var parameters: with training=0 they are derived from diff_scale and
-// diff_shift with eltwise/binary primitives (dmean = -scale*rstd*dshift,
-// dvar = -0.5*scale*rstd^2*dscale, rstd = (var + eps)^-0.5); with training=1 they are zero.
+// diff_shift with eltwise/binary primitives (dmean = scale*(-(rstd*dshift)),
+// dvar = scale*(-0.5*(rstd^2*dscale)), rstd = (var + eps)^-0.5); with training=1 they are zero.
 struct BnGrads {
   Vec dx, dscale, dshift, dmean, dvar;
 };
@@ -747,12 +747,13 @@ inline BnGrads bn_bwd(const Dims& d, float eps, bool batch_stats, const Vec& x, 
     const Vec t = eltwise_fwd(algorithm::eltwise_linear, 1.0f, eps, cd, f.var);
     const Vec rstd = eltwise_fwd(algorithm::eltwise_pow, 1.0f, -0.5f, cd, t);
     const Vec rstd2 = eltwise_fwd(algorithm::eltwise_pow, 1.0f, -1.0f, cd, t);
-    g.dmean = eltwise_fwd(algorithm::eltwise_linear, -1.0f, 0.0f, cd,
-                          binary_op(algorithm::binary_mul, cd, cd, binary_op(algorithm::binary_mul, cd, cd, scale, cd, rstd),
-                                    cd, g.dshift));
-    g.dvar = eltwise_fwd(algorithm::eltwise_linear, -0.5f, 0.0f, cd,
-                         binary_op(algorithm::binary_mul, cd, cd, binary_op(algorithm::binary_mul, cd, cd, scale, cd, rstd2),
-                                   cd, g.dscale));
+    // The scale last (Quorum's lowering): scale * rstd^2 first can overflow where dvar fits.
+    g.dmean = binary_op(algorithm::binary_mul, cd, cd, scale, cd,
+                        eltwise_fwd(algorithm::eltwise_linear, -1.0f, 0.0f, cd,
+                                    binary_op(algorithm::binary_mul, cd, cd, rstd, cd, g.dshift)));
+    g.dvar = binary_op(algorithm::binary_mul, cd, cd, scale, cd,
+                       eltwise_fwd(algorithm::eltwise_linear, -0.5f, 0.0f, cd,
+                                   binary_op(algorithm::binary_mul, cd, cd, rstd2, cd, g.dscale)));
   }
   return g;
 }

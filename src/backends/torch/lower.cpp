@@ -305,35 +305,42 @@ void lower_batch_norm(const Node& c) {
   }
   // libtorch refuses running_mean / running_var that require a gradient ("not differentiable with
   // respect to argument 'running_mean'"), but the catalogue differentiates through them. The
-  // output comes from batch_norm on detached statistics; a term equal to zero in value,
-  // (f - f.detach()) * k with f the same normalisation written in ATen ops of mean and var only,
-  // divided by k = |scale| clamped to [1, FLT_MAX], carries their gradients without changing the
-  // output. Where f is infinite (x = -inf) the term is inf - inf = NaN, which would be Quorum's, not
-  // libtorch's: it is zeroed there, and nan_to_num's backward drops that element's gradient. The
-  // division keeps f finite where only the scale is large (FLT_MAX: f overflowed float32 on finite
-  // x, and the gradients of those elements were dropped, seed 2613); the backward multiplies by k.
+  // output comes from batch_norm on detached statistics; a term equal to zero in value carries
+  // their gradients without changing the output: xhat * qv + qm, with xhat = (x - mean) * rstd and
+  // rstd detached, qv = (var - var.detach()) * s * rstd * rstd * -0.5 and qm = -((mean -
+  // mean.detach()) * s * rstd), zero in value, their derivatives d/dvar and d/dmean of the scaled
+  // normalisation. Autograd multiplies in the reverse order of the statements, so the variance's
+  // gradient is sum(gy * xhat) * -0.5 * rstd * rstd * s, the scale last (as oneDNN's lowering):
+  // multiplying gy by the scale first overflowed float32 where the gradient fits (seed 2613: scale
+  // FLT_MAX, elements dropped; and gy * |scale| = inf times rsqrt's rstd^3 = 0 gave NaN,
+  // tests/backends/stored_statistics_test.cpp). Where xhat is infinite (x = -inf) the term is
+  // inf * 0 = NaN, which would be Quorum's, not libtorch's: it is zeroed there, and nan_to_num's
+  // backward drops that element's gradient.
   c.y(call("torch.batch_norm",
            {tensor("x0"), tensor("x1"), tensor("x2"), tensor(fn1(".detach", var("x3"))),
             tensor(fn1(".detach", var("x4"))), boolean(false), literal(0.0), flt(eps), boolean(false)}));
   Ints shape(static_cast<size_t>(c.rank()), 1);
   shape[1] = c.in_shape()[1];
   auto per_channel = [&](CallPtr v) { return tensor(call(".reshape", {tensor(std::move(v)), ints(shape)})); };
+  auto mul = [](const std::string& a, Arg b) { return call("torch.mul", {tensor(a), std::move(b)}); };
   c.sink.begin_if_requires_grad({"x3", "x4"});
   c.sink.comment("libtorch refuses running statistics that require a gradient; Quorum's backend adds a term");
   c.sink.comment("equal to zero in value that carries d/dmean and d/dvar (lower.cpp, lower_batch_norm).");
-  const CallPtr centred = call("torch.sub", {tensor(fn1(".detach", var("x0"))), per_channel(var("x3"))});
-  const CallPtr inv_std = fn1("torch.rsqrt", call("torch.add", {per_channel(var("x4")), flt(eps)}));
   c.let("s", call(".reshape", {tensor(fn1(".detach", var("x1"))), ints(shape)}));
-  c.let("k",
-        call("torch.clamp", {tensor(fn1("torch.abs", var("s"))), flt(1.0), flt(std::numeric_limits<float>::max())}));
-  const CallPtr unit_scale = call("torch.div", {tensor("s"), tensor("k")});
-  c.let("f", call("torch.mul", {tensor(call("torch.mul", {tensor(centred), tensor(inv_std)})), tensor(unit_scale)}));
-  const CallPtr zero = call("torch.sub", {tensor("f"), tensor(fn1(".detach", var("f")))});
+  c.let("r", fn1("torch.rsqrt", call("torch.add", {per_channel(fn1(".detach", var("x4"))), flt(eps)})));
+  c.let("xhat",
+        call("torch.mul",
+             {tensor(call("torch.sub", {tensor(fn1(".detach", var("x0"))), per_channel(fn1(".detach", var("x3")))})),
+              tensor("r")}));
+  c.let("qv", call("torch.sub", {per_channel(var("x4")), per_channel(fn1(".detach", var("x4")))}));
+  for (const char* f : {"s", "r", "r"}) c.let("qv", mul("qv", tensor(f)));
+  c.let("qv", mul("qv", literal(-0.5)));
+  c.let("qm", call("torch.sub", {per_channel(var("x3")), per_channel(fn1(".detach", var("x3")))}));
+  for (const char* f : {"s", "r"}) c.let("qm", mul("qm", tensor(f)));
+  c.let("qm", fn1("torch.neg", var("qm")));
+  const CallPtr zero = call("torch.add", {tensor(mul("xhat", tensor("qv"))), tensor("qm")});
   c.y(call("torch.add",
-           {tensor("y"),
-            tensor(call("torch.mul", {tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0),
-                                                                       literal(0.0)})),
-                                      tensor("k")}))}));
+           {tensor("y"), tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0), literal(0.0)}))}));
   c.sink.end_if();
 }
 
