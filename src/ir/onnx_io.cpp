@@ -649,8 +649,8 @@ class Importer final : public ops::OnnxImport {
     return v;
   }
 
-  // ---- GELU fusion: Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5), or the
-  // last two as Mul(Mul(x, 0.5), ·)
+  // ---- GELU fusion: Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5),
+  // or the last two as Mul(Mul(x, 0.5), ·)
   // The one node of type `type` that reads `v` (with one output, as each step of the form has).
   const onnx::NodeProto* sole_consumer(const std::string& v, const std::string& type) const {
     if (graph_outputs_.count(v)) return nullptr;

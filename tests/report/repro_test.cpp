@@ -208,7 +208,7 @@ TEST(Repro, ArmnnOptimizedStageShowsInItsOptimizedForm) {
   std::ofstream(root / "ledger" / "armnn" / "known_differences.json") << R"({"format": "quorum.known",
     "backend": "armnn", "entries": [
     {"id": "armnn-oc-transpose-pair", "backend": "armnn", "class": "bug",
-     "signature": "inconsistency|OC|armnn|maximum|fused={removed Transpose}",
+     "signature": "inconsistency|OC|armnn|maximum|fused={MoveTransposeUp, SquashEqualTransposeSiblings}",
      "note": "two equal transposes, one behind a relu, into maximum: wrong when only the output is bound",
      "case": {"mode": "infer",
               "model": {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 3]}], "outputs": ["m"],
@@ -237,7 +237,7 @@ TEST(Repro, ArmnnOptimizedStageShowsInItsOptimizedForm) {
   EXPECT_LT(pinned, optimized) << ran.out;
   EXPECT_NE(ran.out.find("elements differ", optimized), std::string::npos) << ran.out;
   const std::string src = core::read_file((dir / "repro.cpp").string());
-  EXPECT_NE(src.find("//   removed Transpose"), std::string::npos) << src;
+  EXPECT_NE(src.find("//   SquashEqualTransposeSiblings"), std::string::npos) << src;
   // The pinned network binds every node output ('m' last, binding id 3), the optimized one 'm' alone.
   EXPECT_NE(src.find("AddOutputLayer(3, \"m\")"), std::string::npos) << src;
   EXPECT_NE(src.find("AddOutputLayer(0, \"m\")"), std::string::npos) << src;
