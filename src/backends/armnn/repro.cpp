@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "backends/armnn/lower.h"
 #include "backends/repro.h"
@@ -327,7 +328,7 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
          "// keeps the layer it reads alive).\n";
     std::vector<std::string> fused;
     for (const auto& op : c.lowering)
-      if (op.rfind(kFusedPrefix, 0) == 0) fused.push_back(op.substr(std::string(kFusedPrefix).size()));
+      if (std::string f = fused_entry(op); !f.empty()) fused.push_back(std::move(f));
     if (!fused.empty()) {
       s << "// What Optimize did to the network in Quorum's optimized run (its passes and the layers it dropped):\n";
       for (const auto& f : fused) s << "//   " << f << "\n";

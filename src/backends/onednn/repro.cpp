@@ -1239,9 +1239,10 @@ class Gen : public lw::StepSink {
   void plan_optimized() {
     std::vector<std::vector<std::string>> named;  // each fused entry's post-op algorithms
     for (const auto& e : c_.lowering) {
-      if (e.rfind(kFusedPrefix, 0) != 0) continue;
+      const std::string fused = fused_entry(e);
+      if (fused.empty()) continue;
       std::vector<std::string> algs;
-      std::istringstream in(e.substr(std::string(kFusedPrefix).size()));
+      std::istringstream in(fused);
       std::string part;
       for (bool first = true; std::getline(in, part, '+'); first = false)
         if (!first) algs.push_back(part);

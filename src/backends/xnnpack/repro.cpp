@@ -361,7 +361,7 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   std::map<std::string, std::string> fused_nodes;
   for (const auto& [node, ops] : fusions.ops())
     for (const auto& op : ops)
-      if (op.rfind(kFusedPrefix, 0) == 0) {
+      if (!fused_entry(op).empty()) {
         std::string& nodes = fused_nodes[op];
         nodes += (nodes.empty() ? "'" : ", '") + node + "'";
       }
@@ -369,7 +369,7 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
   for (const auto& [op, nodes] : fused_nodes) fused.push_back(op + " (nodes " + nodes + ")");
   if (fused.empty())
     for (const auto& op : c.lowering)
-      if (op.rfind(kFusedPrefix, 0) == 0) fused.push_back(op);
+      if (!fused_entry(op).empty()) fused.push_back(op);
 
   ReproProgram p;
   p.main = "repro.cpp";
