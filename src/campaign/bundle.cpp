@@ -65,7 +65,17 @@ json setup_json(const Setup& s) {
           {"eps", s.thresholds.eps},
           {"relative_metric", s.thresholds.relative_metric},
           {"oracle", oracle::to_string(s.thresholds.rule)},
-          {"optimized", s.optimized}};
+          {"optimized", s.optimized},
+          {"batch_relation",
+           {{"on", s.batch_relation.on}, {"batch", s.batch_relation.batch}, {"position", s.batch_relation.position}}}};
+}
+
+// The setup a bundle records: the campaign's, with the batch relation's draw for this model fixed (its replay
+// and reduction widen the batch as the campaign did).
+json setup_json(const Setup& s, const Evaluation& ev) {
+  Setup fixed = s;
+  if (ev.batch > 0) fixed.batch_relation.batch = ev.batch, fixed.batch_relation.position = ev.position;
+  return setup_json(fixed);
 }
 
 Setup setup_from_json(const json& j, const std::string& where) {
@@ -89,6 +99,12 @@ Setup setup_from_json(const json& j, const std::string& where) {
     s.thresholds.dtype = s.dtype;
     // Bundles written before the optimized run existed ran without it.
     s.optimized = j.value("optimized", false);
+    // ... and before the batch relation.
+    if (const auto b = j.find("batch_relation"); b != j.end()) {
+      s.batch_relation.on = b->at("on").get<bool>();
+      s.batch_relation.batch = b->at("batch").get<int64_t>();
+      s.batch_relation.position = b->at("position").get<int64_t>();
+    }
     return s;
   } catch (const json::exception& e) {
     throw core::UserError(where + ": malformed setup: " + e.what());
@@ -316,7 +332,7 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
               {"message", f.message},
               {"detail", f.detail},
               {"backends", backends},
-              {"setup", setup_json(ctx.setup)},
+              {"setup", setup_json(ctx.setup, ctx.evaluation)},
               {"seed", ctx.seed},
               {"model_index", ctx.model_index},
               {"command_line", ctx.command_line},

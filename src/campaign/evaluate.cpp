@@ -1,12 +1,16 @@
 // Running one model on every backend and judging it.
 #include "campaign/evaluate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "ir/graph.h"
 #include "data/values.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
@@ -55,42 +59,30 @@ oracle::BackendRun reference_run(const ModelCase& m, const Setup& setup, const b
   return r;
 }
 
-// The oracles on the runs, the blamed backends' lowering, the ledgers' labels.
-void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
-                const core::Tensor& target, Evaluation& ev) {
-  oracle::Thresholds th = setup.thresholds;
-  th.loss_op = setup.loss;
-  th.dtype = setup.dtype;
-  ev.findings = oracle::judge(m.graph, ev.runs, th, &inputs, &target);
-  // The library operations behind each finding's node, asked once per backend with findings; and
-  // once per backend that ran the model and reads an exchange form, the form it read (its "onnx ..." entries).
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> lowering;
-  const auto lowering_of = [&](const std::string& backend) -> const std::map<std::string, std::vector<std::string>>* {
-    if (auto it = lowering.find(backend); it != lowering.end()) return &it->second;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (setup.backends[i].str() != backend) continue;
-      std::map<std::string, std::vector<std::string>> ops;
-      if (!workers.at(i).lowering(ops).ok()) ops.clear();
-      return &lowering.emplace(backend, std::move(ops)).first->second;
-    }
-    return nullptr;
-  };
-  for (const auto& r : ev.runs) {
-    if (r.is_reference || r.unsupported || !r.outcome.ok() || r.values.empty()) continue;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (setup.backends[i].str() != r.backend) continue;
-      const worker::BackendInfo* info = workers.at(i).info();
-      if (!info || !info->reads_exchange_form || lowering.count(r.backend)) break;
-      for (const auto& [node, list] : *lowering_of(r.backend))
-        for (const auto& x : list)
-          if (x.rfind("onnx ", 0) == 0) ev.exchange[r.backend][node].push_back(x);
-    }
+// Per backend, per node: what its library ran (backends::Session::lowering), asked once per backend from its
+// worker's current session.
+using Lowerings = std::map<std::string, std::map<std::string, std::vector<std::string>>>;
+const std::map<std::string, std::vector<std::string>>* lowering_of(Lowerings& cache, const Setup& setup,
+                                                                   WorkerSet& workers, const std::string& backend) {
+  if (auto it = cache.find(backend); it != cache.end()) return &it->second;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (setup.backends[i].str() != backend) continue;
+    std::map<std::string, std::vector<std::string>> ops;
+    if (!workers.at(i).lowering(ops).ok()) ops.clear();
+    return &cache.emplace(backend, std::move(ops)).first->second;
   }
-  for (auto& f : ev.findings) {
+  return nullptr;
+}
+
+// Findings [from, end) of `fs`: the library operations behind each finding's node, and the ledgers' labels.
+void attach_lowering(std::vector<oracle::Finding>& fs, size_t from, Lowerings& cache, const Setup& setup,
+                     WorkerSet& workers) {
+  for (size_t k = from; k < fs.size(); ++k) {
+    oracle::Finding& f = fs[k];
     if (f.node.empty()) continue;
     // An optimized-stage finding holds what the optimizer did (its "fused ..." entries); the node's pinned
     // operations follow them, so the two lowerings show side by side and a ledger pattern may name either.
-    if (const auto* ops = lowering_of(f.backend))
+    if (const auto* ops = lowering_of(cache, setup, workers, f.backend))
       if (auto n = ops->find(f.node); n != ops->end()) {
         if (f.stage != oracle::Stage::Optimized) f.lowering.clear();
         f.lowering.insert(f.lowering.end(), n->second.begin(), n->second.end());
@@ -98,12 +90,173 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
     // Blamed on the reference: the ledgers match it per library, each with its own operations.
     if (f.blames_reference())
       for (const auto& library : f.against)
-        if (const auto* ops = lowering_of(library))
+        if (const auto* ops = lowering_of(cache, setup, workers, library))
           if (auto n = ops->find(f.node); n != ops->end()) f.against_lowering[library] = n->second;
   }
   if (setup.known)
-    for (auto& f : ev.findings)
-      if (const oracle::KnownEntry* e = setup.known->match(f)) f.known = e->id;
+    for (size_t k = from; k < fs.size(); ++k)
+      if (const oracle::KnownEntry* e = setup.known->match(fs[k])) fs[k].known = e->id;
+}
+
+oracle::Thresholds thresholds(const Setup& setup) {
+  oracle::Thresholds th = setup.thresholds;
+  th.loss_op = setup.loss;
+  th.dtype = setup.dtype;
+  return th;
+}
+
+// The oracles on the runs, the blamed backends' lowering, the ledgers' labels.
+void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
+                const core::Tensor& target, Evaluation& ev) {
+  ev.findings = oracle::judge(m.graph, ev.runs, thresholds(setup), &inputs, &target);
+  // The library operations behind each finding's node, asked once per backend with findings; and
+  // once per backend that ran the model and reads an exchange form, the form it read (its "onnx ..." entries).
+  Lowerings lowering;
+  for (const auto& r : ev.runs) {
+    if (r.is_reference || r.unsupported || !r.outcome.ok() || r.values.empty()) continue;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (setup.backends[i].str() != r.backend) continue;
+      const worker::BackendInfo* info = workers.at(i).info();
+      if (!info || !info->reads_exchange_form || lowering.count(r.backend)) break;
+      for (const auto& [node, list] : *lowering_of(lowering, setup, workers, r.backend))
+        for (const auto& x : list)
+          if (x.rfind("onnx ", 0) == 0) ev.exchange[r.backend][node].push_back(x);
+    }
+  }
+  attach_lowering(ev.findings, 0, lowering, setup, workers);
+}
+
+// Rows [from, from + n) of `t` along axis 0, in float64.
+core::Tensor rows(const core::Tensor& t, int64_t from, int64_t n) {
+  const core::Tensor x = t.to(core::DType::F64);
+  core::Shape shape = x.shape();
+  const int64_t per = shape[0] ? x.numel() / shape[0] : 0;
+  shape[0] = n;
+  core::Tensor out(core::DType::F64, shape);
+  std::copy(x.f64() + from * per, x.f64() + (from + n) * per, out.f64());
+  return out;
+}
+
+bool same_bits(const core::Tensor& a, const core::Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  const core::Tensor x = a.to(core::DType::F64), y = b.to(core::DType::F64);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double u = x.f64()[i], v = y.f64()[i];
+    if (!(u == v || (std::isnan(u) && std::isnan(v)))) return false;
+  }
+  return true;
+}
+
+// The batch sizes the relation draws from: around the vector widths and blockings libraries choose kernels by.
+const std::vector<int64_t>& relation_batches() {
+  static const std::vector<int64_t> sizes = {3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65};
+  return sizes;
+}
+
+// The batch relation (Setup::batch_relation): the model at a wider batch on every library that ran it, its
+// rows of the model's own samples judged (stage BR). Runs after judge_runs: each worker's session becomes the
+// wide model's, whose lowering the relation's findings then carry.
+void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
+                    Evaluation& ev, Timing& t) {
+  const ir::Graph& g = m.graph;
+  if (g.inputs.empty() || g.inputs[0].type.shape.empty()) return;
+  const int64_t n0 = g.inputs[0].type.shape[0];
+  // The draw: a function of the case's input values (replay and the campaign agree), unless fixed.
+  std::string bytes;
+  for (const auto& [name, v] : inputs) bytes += name + std::string(static_cast<const char*>(v.raw()), v.nbytes());
+  core::Rng rng(core::fnv1a("batch relation " + bytes));
+  int64_t batch = setup.batch_relation.batch, position = setup.batch_relation.position;
+  if (batch <= 0) {
+    std::vector<int64_t> wider;
+    for (int64_t b : relation_batches())
+      if (b > n0) wider.push_back(b);
+    if (wider.empty()) return;
+    batch = rng.pick(wider);
+    const int64_t last = batch - n0;
+    const int64_t where = rng.randint(0, 2);  // the first rows, the last (a vector loop's tail), or anywhere
+    position = where == 0 ? 0 : where == 1 ? last : rng.randint(0, last);
+  }
+  if (batch <= n0) return;
+  position = std::clamp<int64_t>(position, 0, batch - n0);
+  ir::Graph wide = g;
+  std::set<std::string> widened;
+  for (auto& in : wide.inputs)
+    if (!in.type.shape.empty() && in.type.shape[0] == n0) in.type.shape[0] = batch, widened.insert(in.name);
+  wide.types.clear();
+  try {
+    ir::validate(wide, "the batch relation's model");
+  } catch (const core::UserError&) {
+    return;  // a shape rule ties the batch to another size (a reshape's fixed shape)
+  }
+  backends::ValueMap wide_inputs;  // fresh samples, the model's own at rows [position, position + n0)
+  data::complete_inputs(wide, wide_inputs, rng);
+  for (auto& [name, v] : wide_inputs) {
+    const auto own = inputs.find(name);
+    if (own == inputs.end()) continue;
+    if (!widened.count(name)) {
+      v = own->second;
+      continue;
+    }
+    v = v.to(setup.dtype);
+    const core::Tensor x = own->second.to(setup.dtype);
+    const size_t per = x.nbytes() / static_cast<size_t>(n0);
+    std::memcpy(static_cast<char*>(v.raw()) + position * per, x.raw(), x.nbytes());
+  }
+  wide_inputs = rounded(wide_inputs, setup.dtype);
+  // Which values are a function of their own sample alone: the reference's rows equal its run of the model.
+  backends::ValueMap reference;
+  try {
+    ir::Graph rg = wide;
+    for (auto& [name, w] : rg.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+    const auto t0 = std::chrono::steady_clock::now();
+    reference = ref::forward(rg, wide_inputs);
+    t.reference += since(t0);
+  } catch (const std::exception&) {
+    return;
+  }
+  const backends::ValueMap& own = ev.runs[0].values;
+  std::set<std::string> separable;
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) {
+      const auto a = reference.find(o);
+      const auto b = own.find(o);
+      if (a == reference.end() || b == own.end() || a->second.shape().empty() || b->second.shape().empty() ||
+          a->second.shape()[0] != batch || b->second.shape()[0] != n0)
+        continue;
+      if (same_bits(rows(a->second, position, n0), b->second)) separable.insert(o);
+    }
+  if (separable.empty()) return;
+  ev.batch = batch;
+  ev.position = position;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    oracle::BackendRun* r = nullptr;
+    for (auto& run : ev.runs)
+      if (!run.is_reference && run.backend == setup.backends[i].str()) r = &run;
+    if (!r || !r->outcome.ok() || r->unsupported || r->values.empty()) continue;
+    worker::Worker& w = workers.at(i);
+    const auto t0 = std::chrono::steady_clock::now();
+    oracle::BatchRun& b = r->batched;
+    b.ran = true;
+    b.batch = batch;
+    b.position = position;
+    b.outcome = w.compile(wide, backends::CompileOptions{setup.dtype, setup.threads});
+    backends::ValueMap values;
+    if (b.outcome.ok()) b.outcome = w.forward(wide_inputs, true, values);
+    t.batched[setup.backends[i].name] += since(t0);
+    if (!b.outcome.ok()) continue;
+    for (const auto& o : separable) {
+      const auto v = values.find(o);
+      if (v != values.end() && !v->second.shape().empty() && v->second.shape()[0] == batch)
+        b.values.emplace(o, rows(v->second, position, n0));
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t from = ev.findings.size();
+  for (auto& f : oracle::judge_batch_relation(g, ev.runs, thresholds(setup), &inputs))
+    ev.findings.push_back(std::move(f));
+  Lowerings lowering;  // the wide model's sessions now
+  attach_lowering(ev.findings, from, lowering, setup, workers);
+  t.compare += since(t0);
 }
 
 }  // namespace
@@ -129,6 +282,7 @@ double Timing::libraries() const {
   for (const auto& [b, v] : compile) t += v;
   for (const auto& [b, v] : run) t += v;
   for (const auto& [b, v] : optimized) t += v;
+  for (const auto& [b, v] : batched) t += v;
   return t;
 }
 
@@ -142,6 +296,7 @@ void Timing::add(const Timing& o) {
   for (const auto& [k, v] : o.compile) compile[k] += v;
   for (const auto& [k, v] : o.run) run[k] += v;
   for (const auto& [k, v] : o.optimized) optimized[k] += v;
+  for (const auto& [k, v] : o.batched) batched[k] += v;
 }
 
 namespace {
@@ -277,6 +432,7 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   t0 = std::chrono::steady_clock::now();
   judge_runs(m, setup, workers, inputs, target, ev);
   t.compare += since(t0);
+  if (setup.batch_relation.on) batch_relation(m, setup, workers, inputs, ev, t);
   return ev;
 }
 

@@ -42,6 +42,16 @@ struct Setup {
   // pinned run that ran normally; the oracle judges it as stage OC. evaluate_batch (a search's
   // generations) does not make it.
   bool optimized = true;
+  // The batch relation (--batch_relation on, stage BR): after the pinned runs, every graph input whose axis 0
+  // is the first input's (N samples) is widened to a batch drawn per model (sizes around vector widths:
+  // 3 .. 65), the model's own samples placed at a drawn position among fresh ones; each library that ran the
+  // model runs it again so, and oracle::judge_batch_relation judges its rows. The draw is a function of the
+  // case's input values; `batch` > 0 fixes it (replay and reduction of a BR finding, from its bundle), the
+  // position then clamped to fit. evaluate_batch does not make it.
+  struct BatchRelation {
+    bool on = false;
+    int64_t batch = 0, position = 0;
+  } batch_relation;
 };
 
 struct ModelCase {
@@ -58,6 +68,7 @@ struct Timing {
   double generate_ahead = 0;
   std::map<std::string, double> compile, run;  // per backend
   std::map<std::string, double> optimized;     // per backend: the optimized run's compile and run
+  std::map<std::string, double> batched;       // per backend: the batch relation's compile and run
   void add(const Timing& o);
   // The libraries' own time (every backend's compile and run) and the campaign's overhead on the
   // models' hot path: generate, reference, compare and store (reduction is counted apart).
@@ -79,6 +90,8 @@ struct Evaluation {
   // Per backend that ran the model and reads it as exported ONNX: what its lowering says it read,
   // per node ("onnx opset N", "onnx form what=form,...": backends::Session::lowering).
   std::map<std::string, std::map<std::string, std::vector<std::string>>> exchange;
+  // The batch relation's draw when it was made (Setup::batch_relation): the batch and the samples' position.
+  int64_t batch = 0, position = 0;
 };
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);

@@ -228,6 +228,9 @@ int cmd_fuzz(const Options& o) {
   campaign::CampaignOptions opt;
   opt.generator = o.generator;
   opt.setup = setup_of(o);
+  if (o.batch_relation != "on" && o.batch_relation != "off")
+    throw UserError("--batch_relation: expected on or off, got '" + o.batch_relation + "'");
+  opt.setup.batch_relation.on = o.batch_relation == "on";
   opt.rotate_losses = o.loss.empty();  // every loss in turn unless --loss names one
   if (!o.search.empty()) {
     opt.search = search_options_of(o, o.search, o.search_budget);

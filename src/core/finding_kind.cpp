@@ -38,14 +38,16 @@ const char* to_string(Stage s) {
     case Stage::Loss: return "LC";
     case Stage::Backward: return "BC";
     case Stage::Optimized: return "OC";
+    case Stage::Batch: return "BR";
   }
   return "?";
 }
 
 Stage stage_from_string(const std::string& s) {
-  for (const Stage t : {Stage::Compile, Stage::Forward, Stage::Loss, Stage::Backward, Stage::Optimized})
+  for (const Stage t : {Stage::Compile, Stage::Forward, Stage::Loss, Stage::Backward, Stage::Optimized,
+                        Stage::Batch})
     if (s == to_string(t)) return t;
-  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC, BC or OC)");
+  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC, BC, OC or BR)");
 }
 
 }  // namespace quorum::core

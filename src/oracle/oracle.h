@@ -30,6 +30,18 @@ struct OptimizedRun {
   std::map<std::string, std::vector<std::string>> lowering;  // per node, what the optimizer made of it
 };
 
+// The batch relation's run (stage BR): the library's run of the model with the graph inputs' batch axis
+// (axis 0) widened to `batch`, the model's own samples at rows [position, position + N) of it (N: their
+// number) and fresh samples around them. `values` hold, for every node output the float64 reference shows
+// to be a function of its own sample alone (the reference's rows there equal its run of the model, bit for
+// bit), the library's rows [position, position + N): shaped as the pinned run's.
+struct BatchRun {
+  bool ran = false;
+  worker::Outcome outcome;
+  int64_t batch = 0, position = 0;
+  backends::ValueMap values;
+};
+
 // One backend's run of one model. NaN/Inf counts only where another library (not the float64
 // reference, which does not overflow where float32 must) ran the same stage clean. Stages that did not run are empty.
 struct BackendRun {
@@ -50,6 +62,7 @@ struct BackendRun {
   core::Tensor loss_grad;
   backends::ValueMap grads;          // node outputs and weights
   OptimizedRun optimized;
+  BatchRun batched;
 };
 
 // Which rule judges numbers. PerNode: each library node against the catalogue kernel on the
@@ -131,5 +144,12 @@ std::string normalize_message(const std::string& msg);
 // and loss on its own values; without them nodes fed by graph inputs and the loss are not judged).
 std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
                            const backends::ValueMap* inputs = nullptr, const core::Tensor* target = nullptr);
+
+// The batch relation (stage BR), whatever rule judges the numbers: each library's rows of the model's samples
+// in a larger batch (BackendRun::batched) against its own pinned run and the float64 reference, node by node
+// in order, within the whole-graph float32 envelope (oracle/second_run.h); the first node whose rows depart
+// is the finding's (its operands did not). A batched run that failed where the pinned run ran is a crash.
+std::vector<Finding> judge_batch_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
+                                          const Thresholds& th, const backends::ValueMap* inputs);
 
 }  // namespace quorum::oracle

@@ -48,6 +48,7 @@ std::string stage_words(core::Stage stage) {
     case core::Stage::Backward: return "backward";
     case core::Stage::Loss: return "loss";
     case core::Stage::Optimized: return "optimized";
+    case core::Stage::Batch: return "batch relation";
     case core::Stage::Compile: break;
   }
   return "model build";

@@ -12,6 +12,11 @@
 //                           log left in the forward pass): with V under OP's float32 tolerance it moves the
 //                           smallest outputs slightly, below what the per-node rule sees, while a trained
 //                           classifier's near-one-hot outputs change their MAD to the ground truth (quorum detect)
+//   batch-from=OP@N         OP's output is off by +0.5 everywhere when its axis 0 (the batch) is N or more: a
+//                           kernel chosen for large batches that is wrong, which batches of 1 or 2 never reach
+//   tail=OP@W               OP's output rows past the last full block of W (rows W*floor(B/W) .. B-1, B its
+//                           axis 0) are off by +0.5 when B > W: a vector loop over the batch whose remainder is
+//                           mishandled once a full block ran (a batch of B <= W is all remainder, and right)
 //   momentum-twice          multi-step training: SGD's velocity decays twice per step
 //                           (v = m * (m * v) + g): the first step is right, the second is not (docs/trained.md)
 //   fuse-relu-into=OP       an optimizer fault: in the optimized run (CompileOptions::optimized) a relu whose
@@ -59,7 +64,51 @@ struct Faults {
     double value = 0;
   };
   std::vector<Floor> floors;
+  struct Rows {  // batch-from= and tail=
+    std::string op;
+    int64_t n = 0;
+    bool tail = false;
+  };
+  std::vector<Rows> rows;
 };
+
+// "OP@N" of batch-from= and tail=.
+Faults::Rows parse_rows(const std::string& name, const std::string& v) {
+  const auto at = v.find('@');
+  Faults::Rows r;
+  r.tail = name == "tail";
+  try {
+    if (at == std::string::npos || at == 0) throw std::invalid_argument(v);
+    r.op = v.substr(0, at);
+    size_t used = 0;
+    r.n = std::stoll(v.substr(at + 1), &used);
+    if (used != v.size() - at - 1 || r.n < 1) throw std::invalid_argument(v);
+  } catch (const std::exception&) {
+    throw core::UserError("faulty: " + name + "=OP@N expected (e.g. " + name + "=relu@8), got '" + name + "=" + v +
+                          "'");
+  }
+  return r;
+}
+
+// The batch-from and tail faults as forward overrides, on top of `ov`.
+void add_rows(ref::Overrides& ov, const std::vector<Faults::Rows>& faults) {
+  for (const auto& r : faults) {
+    const ops::OpSpec* spec = ops::catalogue().find(r.op);
+    if (!spec) continue;
+    ops::ForwardFn inner = ov.forward.count(r.op) ? ov.forward[r.op] : spec->forward;
+    ov.forward[r.op] = [inner, r](const ops::Inputs& in, const core::Attrs& a) {
+      std::vector<core::Tensor> out = inner(in, a);
+      if (out.empty() || out[0].shape().empty() || out[0].shape()[0] == 0) return out;
+      core::Tensor& y = out[0];
+      const int64_t b = y.shape()[0], per = y.numel() / b;
+      int64_t from = b;  // the first wrong row
+      if (!r.tail && b >= r.n) from = 0;
+      if (r.tail && b > r.n && b % r.n) from = r.n * (b / r.n);
+      for (int64_t i = from * per; i < y.numel(); ++i) y.f64()[i] += 0.5;
+      return out;
+    };
+  }
+}
 
 // "OP@V" of floor=.
 Faults::Floor parse_floor(const std::string& v) {
@@ -157,6 +206,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.fuse_relu_into = value;
     } else if (name == "band" && !value.empty()) {
       f.bands.push_back(parse_band(value));
+    } else if ((name == "batch-from" || name == "tail") && !value.empty()) {
+      f.rows.push_back(parse_rows(name, value));
     } else if (name == "floor" && !value.empty()) {
       f.floors.push_back(parse_floor(value));
     } else if (name == "all-numeric" && value.empty()) {
@@ -168,7 +219,8 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, momentum-twice, all-numeric or a numeric "
+          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, batch-from=OP@N, tail=OP@W, momentum-twice, "
+          "all-numeric or a numeric "
           "fault)");
     }
   }
@@ -281,6 +333,7 @@ class FaultyBackend : public Backend {
     ref::Overrides ov = faulty::numeric_overrides(f_.numeric);
     add_bands(ov, f_.bands);
     add_floors(ov, f_.floors);
+    add_rows(ov, f_.rows);
     if (opt.optimized && !f_.fuse_relu_into.empty()) {
       ir::Graph fused = g;
       std::map<std::string, std::vector<std::string>> lowering;

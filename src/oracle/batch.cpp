@@ -1,0 +1,86 @@
+// The batch relation (stage BR): a library's rows of the model's own samples, computed inside a larger batch,
+// judged against the same library's run of the model and the float64 reference (oracle.h,
+// judge_batch_relation). Inference engines choose kernels, blockings and vector tails by shape; a result for a
+// sample that depends on the batch around it, on its position or on the batch's size is wrong whenever it
+// leaves what a correct float32 evaluation can give (the whole-graph envelope of oracle/second_run.h).
+#include <cmath>
+#include <optional>
+
+#include "oracle/judge_util.h"
+#include "oracle/second_run.h"
+
+namespace quorum::oracle {
+
+using core::Tensor;
+
+std::vector<Finding> judge_batch_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
+                                          const Thresholds& th, const backends::ValueMap* inputs) {
+  std::vector<Finding> out;
+  const BackendRun* ref = nullptr;
+  for (const auto& r : runs)
+    if (r.is_reference) ref = &r;
+  std::vector<std::string> all;  // every node output, in order
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) all.push_back(o);
+  std::optional<backends::ValueMap> envelope;  // computed once, where a plain tolerance first fails
+  for (const auto& r : runs) {
+    const BatchRun& b = r.batched;
+    if (r.is_reference || !b.ran || !r.outcome.ok() || r.values.empty()) continue;
+    const int64_t n0 = g.inputs.empty() || g.inputs[0].type.shape.empty() ? 0 : g.inputs[0].type.shape[0];
+    const std::string mine = "batch-" + std::to_string(n0);
+    const std::string wide = "batch-" + std::to_string(b.batch);
+    Finding base;
+    base.stage = Stage::Batch;
+    base.backend = r.backend;
+    base.against = {"ref", r.backend + " (" + mine + ")"};
+    const std::string where = " (rows " + std::to_string(b.position) + ".." + std::to_string(b.position + n0 - 1) +
+                              " of a batch of " + std::to_string(b.batch) + ")";
+    if (!b.outcome.ok()) {
+      // Quorum's own failures are not the library's; a refusal of the wider batch is the library's answer.
+      if (b.outcome.status == worker::Status::QuorumError || b.outcome.status == worker::Status::ProtocolError ||
+          b.outcome.status == worker::Status::Unsupported)
+        continue;
+      Finding f = base;
+      f.kind = Kind::Crash;
+      f.message = detail::crash_message(b.outcome);
+      f.detail = "the " + wide + " run failed where the " + mine + " run ran" + where + ": " + b.outcome.str();
+      out.push_back(std::move(f));
+      continue;
+    }
+    if (!ref || !inputs) continue;
+    for (const auto& n : g.nodes) {
+      bool found = false;
+      for (const auto& o : n.outputs) {
+        const auto got = b.values.find(o);
+        const auto pin = r.values.find(o);
+        const auto want = ref->values.find(o);
+        if (got == b.values.end() || pin == r.values.end() || want == ref->values.end() ||
+            got->second.shape() != pin->second.shape() || pin->second.shape() != want->second.shape())
+          continue;
+        const Tensor& a = got->second;
+        const Tensor w = detail::rounded_to(want->second, th.dtype);
+        const detail::SecondRunVerdict v = detail::judge_second_run(
+            a, pin->second, w, detail::node_tolerance(g, n, th.dtype, false), [&]() -> const Tensor* {
+              if (!envelope) envelope = detail::graph_envelope(g, *inputs, ref->values, th.dtype, all);
+              const auto ei = envelope->find(o);
+              return ei == envelope->end() ? nullptr : &ei->second;
+            });
+        if (!v.any()) continue;
+        Finding f = base;
+        f.node = n.name;
+        f.op = n.op;
+        f.params = detail::key_params(n);
+        f.kind = v.kind();
+        f.distance = v.produced ? INFINITY : v.worst;
+        f.detail = "value " + detail::second_run_detail(o, v, a, pin->second, w, wide, mine) + where;
+        out.push_back(std::move(f));
+        found = true;
+        break;
+      }
+      if (found) break;  // what follows the first departing node departs with it
+    }
+  }
+  return out;
+}
+
+}  // namespace quorum::oracle

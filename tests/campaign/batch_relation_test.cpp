@@ -1,0 +1,134 @@
+// The batch relation (stage BR): planted batch faults (faulty's batch-from=: a kernel wrong for batches of 8
+// or more; tail=: a vector loop over the batch whose remainder is wrong once a full block ran) are found by
+// the relation and not by the per-node rule on the model's own batch of one, at the node they are in; a value
+// that mixes the samples (a softmax over the batch axis) is not judged; off means no wide run.
+#include <gtest/gtest.h>
+
+#include "campaign/evaluate.h"
+#include "core/rng.h"
+#include "gen/builder.h"
+#include "ir/graph.h"
+#include "ops/registry.h"
+
+namespace quorum::campaign {
+namespace {
+
+// input [1, 3, 8, 8] -> conv2d -> relu -> tanh.
+ModelCase conv_relu_tanh(uint64_t seed = 5) {
+  core::Rng rng(seed);
+  gen::Builder b(rng);
+  const gen::Vid x = b.input({1, 3, 8, 8});
+  const gen::Vid c = *b.layer(ops::op("conv2d"), {x});
+  b.output(b.add("tanh", {b.add("relu", {c})}));
+  ModelCase m{gen::materialize(b.finish("conv_relu_tanh", {}), rng), {}, {}};
+  ir::validate(m.graph, "conv_relu_tanh");
+  complete_case(m, "mse_loss", rng);
+  return m;
+}
+
+Setup relation_setup(const std::string& spec, int64_t batch = 0, int64_t position = 0) {
+  Setup s;
+  s.backends = parse_backends(spec);
+  s.mode = Mode::Infer;
+  s.optimized = false;
+  s.batch_relation.on = true;
+  s.batch_relation.batch = batch;
+  s.batch_relation.position = position;
+  return s;
+}
+
+std::vector<oracle::Finding> of_stage(const Evaluation& ev, core::Stage stage) {
+  std::vector<oracle::Finding> out;
+  for (const auto& f : ev.findings)
+    if (f.stage == stage) out.push_back(f);
+  return out;
+}
+
+TEST(BatchRelation, AKernelWrongForLargeBatchesIsFoundAtItsNode) {
+  const ModelCase m = conv_relu_tanh();
+  {
+    const campaign::Setup setup = relation_setup("faulty:batch-from=relu@8", 16, 3);
+    WorkerSet workers(setup.backends, setup.limits);
+    const Evaluation ev = evaluate(m, setup, workers);
+    EXPECT_EQ(ev.batch, 16);
+    EXPECT_EQ(ev.position, 3);
+    EXPECT_TRUE(ev.runs[1].batched.ran);
+    EXPECT_TRUE(of_stage(ev, core::Stage::Forward).empty()) << "a batch of one is right";
+    const auto br = of_stage(ev, core::Stage::Batch);
+    ASSERT_EQ(br.size(), 1u);
+    EXPECT_EQ(br[0].kind, core::FindingKind::Inconsistency);
+    EXPECT_EQ(br[0].op, "relu") << "the first node whose rows depart, not the output's";
+    EXPECT_EQ(br[0].signature().rfind("inconsistency|BR|faulty:batch-from=relu@8|relu", 0), 0u)
+        << br[0].signature();
+    EXPECT_NE(br[0].detail.find("rows 3..3 of a batch of 16"), std::string::npos) << br[0].detail;
+    EXPECT_NE(br[0].detail.find("beyond the float32 envelope of the batch-1 run"), std::string::npos)
+        << br[0].detail;
+  }
+  {
+    const campaign::Setup setup = relation_setup("faulty:batch-from=relu@8", 7, 6);  // below the fault's size
+    WorkerSet workers(setup.backends, setup.limits);
+    const Evaluation ev = evaluate(m, setup, workers);
+    EXPECT_TRUE(ev.runs[1].batched.ran);
+    EXPECT_TRUE(ev.findings.empty()) << ev.findings[0].detail;
+  }
+}
+
+TEST(BatchRelation, AMishandledTailIsFoundOnlyInTheTail) {
+  const ModelCase m = conv_relu_tanh(9);
+  const auto br_of = [&](int64_t batch, int64_t position) {
+    const campaign::Setup setup = relation_setup("faulty:tail=relu@8", batch, position);
+    WorkerSet workers(setup.backends, setup.limits);
+    const Evaluation ev = evaluate(m, setup, workers);
+    EXPECT_TRUE(of_stage(ev, core::Stage::Forward).empty());
+    return of_stage(ev, core::Stage::Batch).size();
+  };
+  EXPECT_EQ(br_of(17, 16), 1u) << "the last row of 17: the remainder after two blocks of 8";
+  EXPECT_EQ(br_of(17, 0), 0u) << "a row of the first full block";
+  EXPECT_EQ(br_of(8, 7), 0u) << "no remainder";
+  EXPECT_EQ(br_of(5, 4), 0u) << "all remainder, no full block ran";
+}
+
+TEST(BatchRelation, TheDrawIsAFunctionOfTheCaseAndAlwaysWider) {
+  const ModelCase m = conv_relu_tanh();
+  const campaign::Setup setup = relation_setup("faulty:batch-from=relu@3");  // every drawn batch is 3 or more
+  WorkerSet workers(setup.backends, setup.limits);
+  const Evaluation a = evaluate(m, setup, workers), b = evaluate(m, setup, workers);
+  EXPECT_GE(a.batch, 3);
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.position, b.position);
+  EXPECT_LE(a.position, a.batch - 1);
+  EXPECT_EQ(of_stage(a, core::Stage::Batch).size(), 1u);
+}
+
+TEST(BatchRelation, ValuesThatMixTheSamplesAreNotJudgedAndOffMakesNoRun) {
+  // [2, 4] -> softmax over the batch axis -> relu: no value is a function of its own sample.
+  core::Rng rng(4);
+  gen::Builder bl(rng);
+  const gen::Vid x = bl.input({2, 4});
+  bl.output(bl.add("relu", {bl.add("softmax", {x}, {{"axis", int64_t{0}}})}));
+  ModelCase m{gen::materialize(bl.finish("mix", {}), rng), {}, {}};
+  ir::validate(m.graph, "mix");
+  complete_case(m, "mse_loss", rng);
+  const campaign::Setup setup = relation_setup("faulty:batch-from=relu@3", 9, 0);
+  WorkerSet workers(setup.backends, setup.limits);
+  const Evaluation ev = evaluate(m, setup, workers);
+  EXPECT_EQ(ev.batch, 0);
+  EXPECT_FALSE(ev.runs[1].batched.ran);
+  EXPECT_TRUE(ev.findings.empty());
+
+  campaign::Setup off = relation_setup("faulty:batch-from=relu@3", 9, 0);
+  off.batch_relation.on = false;
+  WorkerSet off_workers(off.backends, off.limits);
+  const Evaluation ev_off = evaluate(conv_relu_tanh(), off, off_workers);
+  EXPECT_FALSE(ev_off.runs[1].batched.ran);
+  EXPECT_TRUE(ev_off.findings.empty());
+  // The float64 reference as a library agrees with itself in every batch.
+  const campaign::Setup plain = relation_setup("ref", 33, 32);
+  WorkerSet plain_workers(plain.backends, plain.limits);
+  const Evaluation ev_plain = evaluate(conv_relu_tanh(), plain, plain_workers);
+  EXPECT_TRUE(ev_plain.runs[1].batched.ran);
+  EXPECT_TRUE(ev_plain.findings.empty()) << ev_plain.findings[0].detail;
+}
+
+}  // namespace
+}  // namespace quorum::campaign
