@@ -50,6 +50,8 @@ struct Shared {
   std::mutex mu;
   std::map<core::FindingKind, int64_t> by_kind;  // hits per finding kind
   int64_t optimized = 0;  // hits of the optimized stage (OC), among them
+  int64_t batched = 0;    // hits of the batch relation (BR), among them
+  int64_t widened = 0;    // models the batch relation ran at a wider batch
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
   int64_t recycled = 0;  // worker processes replaced by fresh ones (worker::Limits::recycle_*)
   std::string first_invalid;
@@ -210,6 +212,8 @@ class Run {
       log_ << " findings:";
       for (const auto& k : core::finding_kinds()) log_ << " " << k.name << " " << sh_.by_kind[k.kind];
       if (setup_.optimized) log_ << " (optimized stage " << sh_.optimized << ")";
+      if (setup_.batch_relation.on)
+        log_ << " (batch relation " << sh_.batched << ", on " << sh_.widened << " models widened)";
       log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
       if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
       log_ << " | OLC " << std::setprecision(1) << 100.0 * cov_->parts().olc << "%";
@@ -457,7 +461,12 @@ class Run {
     for (const auto& r : new_roots) sh_.roots.insert(r);
     sh_.new_findings += new_findings;
     sh_.hits += static_cast<int64_t>(ev.findings.size());
-    for (const auto& f : ev.findings) ++sh_.by_kind[f.kind], sh_.optimized += f.stage == core::Stage::Optimized;
+    for (const auto& f : ev.findings) {
+      ++sh_.by_kind[f.kind];
+      sh_.optimized += f.stage == core::Stage::Optimized;
+      sh_.batched += f.stage == core::Stage::Batch;
+    }
+    sh_.widened += ev.batch > 0;
     sh_.timing.add(t);
   }
 
@@ -634,6 +643,7 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
       {"mode", to_string(opt.setup.mode)},
       {"dtype", core::to_string(opt.setup.dtype)},
       {"optimized", opt.setup.optimized ? "on" : "off"},
+      {"batch_relation", opt.setup.batch_relation.on ? "on" : "off"},
       {"loss", opt.rotate_losses ? std::string("every") : opt.setup.loss}};
   settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
   store.check_settings(settings);

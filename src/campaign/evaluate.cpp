@@ -153,56 +153,75 @@ const std::vector<int64_t>& relation_batches() {
   return sizes;
 }
 
-// The batch relation (Setup::batch_relation): the model at a wider batch on every library that ran it, its
-// rows of the model's own samples judged (stage BR). Runs after judge_runs: each worker's session becomes the
-// wide model's, whose lowering the relation's findings then carry.
-void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
-                    Evaluation& ev, Timing& t) {
-  const ir::Graph& g = m.graph;
-  if (g.inputs.empty() || g.inputs[0].type.shape.empty()) return;
-  const int64_t n0 = g.inputs[0].type.shape[0];
-  // The draw: a function of the case's input values (replay and the campaign agree), unless fixed.
+}  // namespace
+
+std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup) {
+  if (g.inputs.empty() || g.inputs[0].type.shape.empty()) return std::nullopt;
+  WideCase w;
+  w.samples = g.inputs[0].type.shape[0];
+  const int64_t n0 = w.samples;
+  // The draw: a function of the case's input values (replay and the campaign agree), unless fixed; the fresh
+  // samples from a stream of their own, so a fixed draw gives the same ones.
   std::string bytes;
   for (const auto& [name, v] : inputs) bytes += name + std::string(static_cast<const char*>(v.raw()), v.nbytes());
   core::Rng rng(core::fnv1a("batch relation " + bytes));
-  int64_t batch = setup.batch_relation.batch, position = setup.batch_relation.position;
-  if (batch <= 0) {
+  core::Rng fresh = rng.derive("fresh samples");
+  w.batch = setup.batch_relation.batch;
+  w.position = setup.batch_relation.position;
+  if (w.batch <= 0) {
     std::vector<int64_t> wider;
     for (int64_t b : relation_batches())
       if (b > n0) wider.push_back(b);
-    if (wider.empty()) return;
-    batch = rng.pick(wider);
-    const int64_t last = batch - n0;
+    if (wider.empty()) return std::nullopt;
+    w.batch = rng.pick(wider);
+    const int64_t last = w.batch - n0;
     const int64_t where = rng.randint(0, 2);  // the first rows, the last (a vector loop's tail), or anywhere
-    position = where == 0 ? 0 : where == 1 ? last : rng.randint(0, last);
+    w.position = where == 0 ? 0 : where == 1 ? last : rng.randint(0, last);
   }
-  if (batch <= n0) return;
-  position = std::clamp<int64_t>(position, 0, batch - n0);
-  ir::Graph wide = g;
-  std::set<std::string> widened;
-  for (auto& in : wide.inputs)
-    if (!in.type.shape.empty() && in.type.shape[0] == n0) in.type.shape[0] = batch, widened.insert(in.name);
-  wide.types.clear();
+  if (w.batch <= n0) return std::nullopt;
+  w.position = std::clamp<int64_t>(w.position, 0, w.batch - n0);
+  w.graph = g;
+  w.graph.form_batch = {w.batch, n0};  // read in the model's own exchange form
+  for (auto& in : w.graph.inputs)
+    if (!in.type.shape.empty() && in.type.shape[0] == n0) in.type.shape[0] = w.batch, w.widened.insert(in.name);
+  w.graph.types.clear();
   try {
-    ir::validate(wide, "the batch relation's model");
+    ir::validate(w.graph, "the batch relation's model");
   } catch (const core::UserError&) {
-    return;  // a shape rule ties the batch to another size (a reshape's fixed shape)
+    return std::nullopt;  // a shape rule ties the batch to another size (a reshape's fixed shape)
   }
-  backends::ValueMap wide_inputs;  // fresh samples, the model's own at rows [position, position + n0)
-  data::complete_inputs(wide, wide_inputs, rng);
-  for (auto& [name, v] : wide_inputs) {
+  data::complete_inputs(w.graph, w.inputs, fresh);
+  for (auto& [name, v] : w.inputs) {
     const auto own = inputs.find(name);
     if (own == inputs.end()) continue;
-    if (!widened.count(name)) {
+    if (!w.widened.count(name)) {
       v = own->second;
       continue;
     }
     v = v.to(setup.dtype);
     const core::Tensor x = own->second.to(setup.dtype);
     const size_t per = x.nbytes() / static_cast<size_t>(n0);
-    std::memcpy(static_cast<char*>(v.raw()) + position * per, x.raw(), x.nbytes());
+    std::memcpy(static_cast<char*>(v.raw()) + w.position * per, x.raw(), x.nbytes());
   }
-  wide_inputs = rounded(wide_inputs, setup.dtype);
+  w.inputs = rounded(w.inputs, setup.dtype);
+  return w;
+}
+
+namespace {
+
+worker::Outcome infers(const ir::Graph& g, worker::Worker& w);  // below
+
+// The batch relation (Setup::batch_relation): the model at a wider batch on every library that ran it, its
+// rows of the model's own samples judged (stage BR). Runs after judge_runs: each worker's session becomes the
+// wide model's, whose lowering the relation's findings then carry.
+void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
+                    Evaluation& ev, Timing& t) {
+  const ir::Graph& g = m.graph;
+  const std::optional<WideCase> wc = wide_case(g, inputs, setup);
+  if (!wc) return;
+  const int64_t n0 = wc->samples, batch = wc->batch, position = wc->position;
+  const ir::Graph& wide = wc->graph;
+  const backends::ValueMap& wide_inputs = wc->inputs;
   // Which values are a function of their own sample alone: the reference's rows equal its run of the model.
   backends::ValueMap reference;
   try {
@@ -239,7 +258,12 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
     b.ran = true;
     b.batch = batch;
     b.position = position;
-    b.outcome = w.compile(wide, backends::CompileOptions{setup.dtype, setup.threads});
+    // What the backend refuses of the wide model (its shape rules, a learned refusal) it is not asked to run.
+    if (setup.refusals)
+      if (auto hit = setup.refusals->match(r->backend, wide))
+        b.outcome = {worker::Status::Unsupported, "not sent: " + hit->refusal.str(), 0, ""};
+    if (b.outcome.ok()) b.outcome = infers(wide, w);
+    if (b.outcome.ok()) b.outcome = w.compile(wide, backends::CompileOptions{setup.dtype, setup.threads});
     backends::ValueMap values;
     if (b.outcome.ok()) b.outcome = w.forward(wide_inputs, true, values);
     t.batched[setup.backends[i].name] += since(t0);
@@ -319,6 +343,17 @@ void take_training(oracle::BackendRun& r, backends::TrainResult&& tr) {
   else r.train_values = std::move(tr.values);
 }
 
+// Whether the backend's supports() takes every node of `g` for inference: ok, or unsupported naming the first
+// node it refuses.
+worker::Outcome infers(const ir::Graph& g, worker::Worker& w) {
+  std::vector<worker::NodeSupport> sup;
+  worker::Outcome o = w.supports(g, false, sup);
+  if (o.ok())
+    for (const auto& s : sup)
+      if (!s.ok && o.ok()) o = {worker::Status::Unsupported, "node '" + s.node + "': " + s.reason, 0, ""};
+  return o;
+}
+
 // Whether backend `i` runs the model: not when a learned refusal or its supports() says no (`r` then
 // holds why). `trains`: whether it trains the model too.
 bool admit(const ir::Graph& g, const Setup& setup, size_t i, worker::Worker& w, oracle::BackendRun& r,
@@ -338,12 +373,7 @@ bool admit(const ir::Graph& g, const Setup& setup, size_t i, worker::Worker& w, 
     }
   }
   // Training where the backend can; inference elsewhere (and always, in both mode).
-  std::vector<worker::NodeSupport> sup;
-  worker::Outcome o = w.supports(g, false, sup);
-  if (o.ok()) {
-    for (const auto& s : sup)
-      if (!s.ok && o.ok()) o = {worker::Status::Unsupported, "node '" + s.node + "': " + s.reason, 0, ""};
-  }
+  worker::Outcome o = infers(g, w);
   // A library that does not train (its Hello says so) would answer no for every node: it is not asked.
   const worker::BackendInfo* info = o.ok() && setup.mode != Mode::Infer ? w.info() : nullptr;
   if (info && info->trains) {

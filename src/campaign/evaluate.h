@@ -2,6 +2,8 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,19 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
 // run again alone on it, so the crash is told to the case that caused it.
 std::vector<Evaluation> evaluate_batch(const std::vector<ModelCase>& ms, const Setup& setup, WorkerSet& workers,
                                        Timing* timing = nullptr);
+
+// The batch relation's case for a model `g` fed `inputs` (as the libraries received them, rounded to the
+// dtype): every graph input whose axis 0 is the first input's (`samples` of them) widened to `batch`, the
+// model's own samples at rows [position, position + samples), fresh samples (data::complete_inputs) around
+// them; the batch and position drawn from the input values, or Setup::batch_relation's when fixed. nullopt
+// where the model has no such axis or its shape rules refuse the wider batch.
+struct WideCase {
+  ir::Graph graph;
+  backends::ValueMap inputs;  // rounded to the dtype
+  std::set<std::string> widened;
+  int64_t samples = 0, batch = 0, position = 0;
+};
+std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup);
 
 // Fills what a model case lacks with data/values.h: inputs for every graph input not given
 // (data::complete_inputs, the one edge-value policy), and a target for the loss

@@ -92,9 +92,9 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   Setup setup = bundle_setup(bundle_dir);
   const std::string blamed = j.at("backend").get<std::string>();
   const core::Stage stage = core::stage_from_string(j.at("stage").get<std::string>());
-  // The optimized run is an inference run: its reduction trains nothing (a cut model's output need not fit
-  // the campaign's loss).
-  if (stage == core::Stage::Optimized) setup.mode = Mode::Infer;
+  // The optimized run and the batch relation's are inference runs: their reduction trains nothing (a cut
+  // model's output need not fit the campaign's loss). A BR bundle's setup fixes the relation's batch.
+  if (core::second_run_stage(stage)) setup.mode = Mode::Infer;
   const bool backward = stage == core::Stage::Backward;
   // What the blamed backend computed (in the pass the finding was judged on); a backend that
   // crashed before computing anything is fed the float64 reference's values (rounded to the
@@ -188,6 +188,9 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
     const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
       for (const auto& f : run(c).findings) {
         if (f.backend != blamed) continue;
+        // A crash of a second run (OC, BR) has its culprit where that run fails: a finding of another stage
+        // (the batch-N run's own NaN) is another cause.
+        if (core::second_run_stage(stage) && f.stage != stage) continue;
         if (core::info(f.kind).signature == core::SignatureBy::Message) return f.message;
         return std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "]";
       }

@@ -36,6 +36,12 @@ struct Graph {
   std::vector<Node> nodes;  // topological order after validate()
   // Type of every value: inputs, initializers and node outputs. Filled (and checked) by validate().
   std::map<std::string, TensorType> types;
+  // The exchange form (ir/onnx_io.h: form_seed, each node's choices) is chosen as for the model whose shapes
+  // have axis 0 `as` where they have `from`: the batch relation's wide model is read in its own model's form.
+  // from 0: the shapes as they are.
+  struct FormBatch {
+    int64_t from = 0, as = 0;
+  } form_batch;
 
   const Node* producer(const std::string& value) const;
   const Node* find_node(const std::string& name) const;

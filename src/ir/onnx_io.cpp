@@ -142,6 +142,12 @@ double recover_double(float f) {
 // Export
 
 // FNV-1a over `s`, starting from `h` mixed in: the form choices' hash (stable across platforms).
+// A shape as the exchange form's choices see it (Graph::form_batch).
+std::string form_shape(const Graph& g, core::Shape s) {
+  if (g.form_batch.from > 0 && !s.empty() && s[0] == g.form_batch.from) s[0] = g.form_batch.as;
+  return core::to_string(s);
+}
+
 uint64_t fnv(const std::string& s, uint64_t h) {
   uint64_t x = 1469598103934665603ull ^ (h * 0x9E3779B97F4A7C15ull);
   for (unsigned char c : s) {
@@ -355,7 +361,7 @@ class Exporter final : public ops::OnnxExport {
   // The node's identity for its choices: what stays when other nodes change.
   uint64_t node_key(const Node& n) const {
     std::string k = n.name + "|" + n.op + "|" + core::to_string(n.attrs);
-    for (const auto& i : n.inputs) k += "|" + core::to_string(g_.types.at(i).shape);
+    for (const auto& i : n.inputs) k += "|" + form_shape(g_, g_.types.at(i).shape);
     return fnv(k, seed_);
   }
   size_t choose(const std::string& what, const std::vector<std::string>& alternatives) override {
@@ -788,7 +794,7 @@ std::string OnnxExported::str() const {
 
 uint64_t form_seed(const Graph& g) {
   std::string k = g.name;
-  for (const auto& in : g.inputs) k += "|" + in.name + ":" + core::to_string(in.type.shape);
+  for (const auto& in : g.inputs) k += "|" + in.name + ":" + form_shape(g, in.type.shape);
   const uint64_t h = fnv(k, 0x51ED);
   return h ? h : 1;
 }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "campaign/bundle.h"
+#include "campaign/evaluate.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "ir/edit.h"
@@ -106,11 +107,27 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   c.train = core::training_stage(c.stage);
   c.loss = setup.loss;
 
-  const ir::Graph g = ir::load_graph((dir / "model.json").string());
+  ir::Graph g = ir::load_graph((dir / "model.json").string());
   ValueMap inputs = read_inputs(dir, g);
   const std::string lib = campaign::bundle_file_name(c.backend);
   ValueMap recorded = campaign::read_recorded_values(dir.string(), c.backend, g, c.train);
   ValueMap recorded_grads = campaign::read_recorded((dir / "grads" / lib).string(), g);
+  // The batch relation: the model at the wide batch its finding was judged in (the bundle's setup fixes it),
+  // every value expected from the float64 reference there; the library's recorded values are its run of the
+  // model's own batch, which is right.
+  if (c.stage == core::Stage::Batch) {
+    ValueMap fed;
+    for (const auto& [name, t] : inputs) fed[name] = t.to(c.dtype);
+    const campaign::Setup here = campaign::bundle_setup(dir.string());
+    if (const auto w = campaign::wide_case(g, fed, here)) {
+      c.detail += "; the program runs the batch of " + std::to_string(w->batch) + ", the model's samples at rows " +
+                  std::to_string(w->position) + ".." + std::to_string(w->position + w->samples - 1);
+      g = w->graph;
+      inputs = w->inputs;
+      recorded.clear();
+      recorded_grads.clear();
+    }
+  }
   c.model = g;
   c.inputs = inputs;
   bool cut = false;
@@ -118,7 +135,8 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   // it. A small model stays whole (a ledger case is minimal already, and graph rewrites such as
   // fusing a pad into a convolution need the neighbours). A detection finding (quorum detect) is a
   // difference of the whole model's prediction: its model stays whole.
-  if (!reduced && g.nodes.size() > kWholeModelNodes && !c.node.empty() && c.kind != core::FindingKind::Detection) {
+  if (!reduced && g.nodes.size() > kWholeModelNodes && !c.node.empty() && c.kind != core::FindingKind::Detection &&
+      c.stage != core::Stage::Batch) {
     bool have = true;
     ValueMap fed;
     for (const auto& n : g.nodes) {

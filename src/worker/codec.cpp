@@ -78,6 +78,8 @@ void Writer::graph(const ir::Graph& g) {
     str(k);
     type(t);
   }
+  i64(g.form_batch.from);
+  i64(g.form_batch.as);
 }
 
 void Reader::take(void* dst, size_t n) {
@@ -216,6 +218,8 @@ ir::Graph Reader::graph() {
     std::string k = str();
     g.types[k] = type();
   }
+  g.form_batch.from = i64();
+  g.form_batch.as = i64();
   return g;
 }
 

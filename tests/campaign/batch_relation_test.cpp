@@ -4,11 +4,16 @@
 // that mixes the samples (a softmax over the batch axis) is not judged; off means no wide run.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "campaign/bundle.h"
 #include "campaign/evaluate.h"
 #include "core/rng.h"
 #include "gen/builder.h"
 #include "ir/graph.h"
+#include "ir/onnx_io.h"
 #include "ops/registry.h"
+#include "report/repro.h"
 
 namespace quorum::campaign {
 namespace {
@@ -128,6 +133,60 @@ TEST(BatchRelation, ValuesThatMixTheSamplesAreNotJudgedAndOffMakesNoRun) {
   const Evaluation ev_plain = evaluate(conv_relu_tanh(), plain, plain_workers);
   EXPECT_TRUE(ev_plain.runs[1].batched.ran);
   EXPECT_TRUE(ev_plain.findings.empty()) << ev_plain.findings[0].detail;
+}
+
+TEST(BatchRelation, TheWideModelIsReadInItsOwnModelsExchangeForm) {
+  // An engine that reads ONNX gets the wide model in the form (opset, each node's choices) of the model's own:
+  // else the relation would compare two exchange forms, not two batches.
+  int differs = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    const ModelCase m = conv_relu_tanh(seed);
+    const campaign::Setup setup = relation_setup("ref", 16, 0);
+    const auto w = wide_case(m.graph, m.inputs, setup);
+    ASSERT_TRUE(w.has_value());
+    const ir::OnnxExported own = ir::onnx_forms(m.graph, ir::seeded_form(m.graph, 11, 17));
+    const ir::OnnxExported wide = ir::onnx_forms(w->graph, ir::seeded_form(w->graph, 11, 17));
+    EXPECT_EQ(own.str(), wide.str());
+    ir::Graph plain = w->graph;
+    plain.form_batch = {};
+    differs += ir::onnx_forms(plain, ir::seeded_form(plain, 11, 17)).str() != own.str();
+  }
+  EXPECT_GT(differs, 0) << "the shapes do choose forms: without form_batch some wide model reads another form";
+}
+
+TEST(BatchRelation, ABundleFixesTheDrawAndItsReproducerCaseIsTheWideBatch) {
+  const ModelCase m = conv_relu_tanh();
+  const campaign::Setup setup = relation_setup("faulty:batch-from=relu@8");
+  WorkerSet workers(setup.backends, setup.limits);
+  Evaluation ev;
+  uint64_t seed = 5;
+  ModelCase c = m;
+  for (; seed < 40 && ev.batch < 8; ++seed) {  // a case whose drawn batch reaches the fault
+    c = conv_relu_tanh(seed);
+    ev = evaluate(c, setup, workers);
+  }
+  ASSERT_GE(ev.batch, 8);
+  const auto br = of_stage(ev, core::Stage::Batch);
+  ASSERT_EQ(br.size(), 1u);
+  const std::string out = ::testing::TempDir() + "/batch_relation_bundle";
+  std::filesystem::remove_all(out);
+  const std::string dir = write_bundle(out, br[0], BundleContext{c, ev, setup, seed, 0, "test", {}, {}, ""});
+  const campaign::Setup fixed = bundle_setup(dir);
+  EXPECT_TRUE(fixed.batch_relation.on);
+  EXPECT_EQ(fixed.batch_relation.batch, ev.batch);
+  EXPECT_EQ(fixed.batch_relation.position, ev.position);
+  // The bundle's case and setup give the same finding again (replay, reduction).
+  WorkerSet again(fixed.backends, fixed.limits);
+  const Evaluation replay = evaluate(c, fixed, again);
+  EXPECT_EQ(replay.batch, ev.batch);
+  ASSERT_EQ(of_stage(replay, core::Stage::Batch).size(), 1u);
+  EXPECT_EQ(of_stage(replay, core::Stage::Batch)[0].signature(), br[0].signature());
+  const backends::ReproCase rc = report::load_repro_case(dir);
+  EXPECT_EQ(rc.stage, core::Stage::Batch);
+  EXPECT_EQ(rc.model.inputs[0].type.shape[0], ev.batch);
+  EXPECT_EQ(rc.expected.at(rc.model.outputs[0]).shape()[0], ev.batch);
+  EXPECT_NE(rc.detail.find("the program runs the batch of " + std::to_string(ev.batch)), std::string::npos);
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace
