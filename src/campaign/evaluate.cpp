@@ -184,6 +184,9 @@ std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& 
   w.graph.form_batch = {w.batch, n0};  // read in the model's own exchange form
   for (auto& in : w.graph.inputs)
     if (!in.type.shape.empty() && in.type.shape[0] == n0) in.type.shape[0] = w.batch, w.widened.insert(in.name);
+  for (auto& n : w.graph.nodes)
+    if (const ops::OpSpec* spec = ops::catalogue().find(n.op); spec && spec->widen_batch)
+      spec->widen_batch(n0, w.batch, n.attrs);
   w.graph.types.clear();
   try {
     ir::validate(w.graph, "the batch relation's model");

@@ -146,6 +146,7 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
   for (const auto& [b, v] : t.compile) std::cout << ", compile " << b << " " << v << " s";
   for (const auto& [b, v] : t.run) std::cout << ", run " << b << " " << v << " s";
   for (const auto& [b, v] : t.optimized) std::cout << ", optimized " << b << " " << v << " s";
+  for (const auto& [b, v] : t.batched) std::cout << ", batch relation " << b << " " << v << " s";
   std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
   const double all_time = t.libraries() + t.overhead() + t.reduce;
   if (t.libraries() > 0)

@@ -251,6 +251,11 @@ struct OpSpec {
   // inputs cannot be joined. Null: elementwise merges (one shape, or shapes that broadcast).
   std::function<bool(InputShaper& in, Attrs& fixed)> prepare_merge;
   std::function<Case(core::Rng&)> sample;
+  // The batch relation (campaign::wide_case): the node's attributes once the model's batch (axis 0 of its
+  // samples) is widened from `from` to `to`, where an attribute spells that size out (reshape's target
+  // shape). Null: no attribute names the batch. The float64 reference then tells whether the widened node
+  // still keeps each sample to itself.
+  std::function<void(int64_t from, int64_t to, Attrs& a)> widen_batch;
   // The ONNX mapping (ops/onnx_map.h). Export writes the node (or a decomposition); null: the
   // operator has no ONNX counterpart. Import entries map ONNX operator types to a hook that emits
   // catalogue nodes for one ONNX node (several types may map to one operator, one type may give a

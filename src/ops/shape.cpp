@@ -772,7 +772,16 @@ std::vector<ReshapingDef> reshaping_ops() {
 }  // namespace
 
 void register_shape(Registry& r) {
-  for (auto& d : reshaping_ops()) r.add(make_reshaping(std::move(d)));
+  for (auto& d : reshaping_ops()) {
+    OpSpec s = make_reshaping(std::move(d));
+    // A target shape that starts with the batch keeps it first.
+    if (s.name == "reshape")
+      s.widen_batch = [](int64_t from, int64_t to, Attrs& a) {
+        std::vector<int64_t> shape = core::attr_ints(a, "shape");
+        if (!shape.empty() && shape[0] == from) shape[0] = to, a["shape"] = core::AttrValue(shape);
+      };
+    r.add(std::move(s));
+  }
 }
 
 }  // namespace quorum::ops

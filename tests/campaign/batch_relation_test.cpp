@@ -8,6 +8,7 @@
 
 #include "campaign/bundle.h"
 #include "campaign/evaluate.h"
+#include "core/attrs.h"
 #include "core/rng.h"
 #include "gen/builder.h"
 #include "ir/graph.h"
@@ -133,6 +134,26 @@ TEST(BatchRelation, ValuesThatMixTheSamplesAreNotJudgedAndOffMakesNoRun) {
   const Evaluation ev_plain = evaluate(conv_relu_tanh(), plain, plain_workers);
   EXPECT_TRUE(ev_plain.runs[1].batched.ran);
   EXPECT_TRUE(ev_plain.findings.empty()) << ev_plain.findings[0].detail;
+}
+
+TEST(BatchRelation, AReshapeThatSpellsTheBatchOutFollowsIt) {
+  // [2, 3, 4] -> reshape [2, 12] -> relu: the target shape names the batch; reshape's OpSpec widens it.
+  core::Rng rng(6);
+  gen::Builder bl(rng);
+  const gen::Vid x = bl.input({2, 3, 4});
+  bl.output(bl.add("relu", {bl.add("reshape", {x}, {{"shape", std::vector<int64_t>{2, 12}}})}));
+  ModelCase m{gen::materialize(bl.finish("reshaped", {}), rng), {}, {}};
+  ir::validate(m.graph, "reshaped");
+  complete_case(m, "mse_loss", rng);
+  const campaign::Setup setup = relation_setup("faulty:batch-from=relu@8", 9, 7);
+  const auto w = wide_case(m.graph, m.inputs, setup);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(core::attr_ints(w->graph.nodes[0].attrs, "shape"), (std::vector<int64_t>{9, 12}));
+  WorkerSet workers(setup.backends, setup.limits);
+  const auto br = of_stage(evaluate(m, setup, workers), core::Stage::Batch);
+  ASSERT_EQ(br.size(), 1u);
+  EXPECT_EQ(br[0].op, "relu");
+  EXPECT_NE(br[0].detail.find("rows 7..8 of a batch of 9"), std::string::npos) << br[0].detail;
 }
 
 TEST(BatchRelation, TheWideModelIsReadInItsOwnModelsExchangeForm) {
