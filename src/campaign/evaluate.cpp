@@ -236,9 +236,16 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   } catch (const std::exception&) {
     return;
   }
+  // A node's outputs are judged only where every operand is (a graph input, a weight, or a judged value): a
+  // value downstream of one that mixes the samples (a softmax over the batch axis) may equal the model's run
+  // by chance (a clip's saturated bound), while the library's operands there legitimately differ.
   const backends::ValueMap& own = ev.runs[0].values;
   std::set<std::string> separable;
-  for (const auto& n : g.nodes)
+  for (const auto& in : g.inputs) separable.insert(in.name);
+  for (const auto& [name, w] : g.initializers) separable.insert(name);
+  for (const auto& n : g.nodes) {
+    if (!std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return separable.count(i); }))
+      continue;
     for (const auto& o : n.outputs) {
       const auto a = reference.find(o);
       const auto b = own.find(o);
@@ -247,6 +254,9 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
         continue;
       if (same_bits(rows(a->second, position, n0), b->second)) separable.insert(o);
     }
+  }
+  for (const auto& in : g.inputs) separable.erase(in.name);
+  for (const auto& [name, w] : g.initializers) separable.erase(name);
   if (separable.empty()) return;
   ev.batch = batch;
   ev.position = position;
