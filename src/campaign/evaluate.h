@@ -113,6 +113,7 @@ std::vector<Evaluation> evaluate_batch(const std::vector<ModelCase>& ms, const S
 struct WideCase {
   ir::Graph graph;
   backends::ValueMap inputs;  // rounded to the dtype
+  backends::ValueMap fresh;   // the same with fresh samples in the model's rows too
   std::set<std::string> widened;
   int64_t samples = 0, batch = 0, position = 0;
 };

@@ -4,6 +4,7 @@
 // that mixes the samples (a softmax over the batch axis) is not judged; off means no wide run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "campaign/bundle.h"
@@ -121,6 +122,21 @@ TEST(BatchRelation, ValuesThatMixTheSamplesAreNotJudgedAndOffMakesNoRun) {
   EXPECT_EQ(ev.batch, 0);
   EXPECT_FALSE(ev.runs[1].batched.ran);
   EXPECT_TRUE(ev.findings.empty());
+
+  // A NaN of the model's sample spread over the whole batch (a log_softmax over axis 0) makes the model's rows
+  // NaN in every batch: equal to its run by chance, while the other rows depend on the sample.
+  {
+    core::Rng r3(8);
+    gen::Builder b3(r3);
+    const gen::Vid x3 = b3.input({1, 4});
+    b3.output(b3.add("relu", {b3.add("log_softmax", {x3}, {{"axis", int64_t{0}}})}));
+    ModelCase m3{gen::materialize(b3.finish("mix_nan", {}), r3), {}, {}};
+    ir::validate(m3.graph, "mix_nan");
+    complete_case(m3, "mse_loss", r3);
+    for (int64_t i = 0; i < 4; ++i) m3.inputs.at(m3.graph.inputs[0].name).f64()[i] = NAN;
+    const Evaluation ev3 = evaluate(m3, setup, workers);
+    EXPECT_EQ(ev3.batch, 0) << "the log_softmax's rows are NaN in every batch, but they spread the sample's NaN";
+  }
 
   campaign::Setup off = relation_setup("faulty:batch-from=relu@3", 9, 0);
   off.batch_relation.on = false;
