@@ -3,8 +3,10 @@
 // judge_batch_relation). Inference engines choose kernels, blockings and vector tails by shape; a result for a
 // sample that depends on the batch around it, on its position or on the batch's size is wrong whenever it
 // leaves what a correct float32 evaluation can give (the whole-graph envelope of oracle/second_run.h).
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "oracle/judge_util.h"
 #include "oracle/second_run.h"
@@ -12,6 +14,23 @@
 namespace quorum::oracle {
 
 using core::Tensor;
+
+namespace {
+
+// Every element of the run `p` where the reference `w` is: within `tol`, NaN for NaN, the same infinity.
+bool plainly_agrees(const Tensor& p, const Tensor& w, const ops::Tolerance& tol) {
+  if (p.shape() != w.shape()) return false;
+  for (int64_t i = 0; i < p.numel(); ++i) {
+    const double y = p.get(i), z = w.get(i);
+    const bool same = std::isnan(z)   ? std::isnan(y)
+                      : std::isinf(z) ? y == z
+                                      : std::abs(y - z) <= tol.atol + tol.rtol * std::abs(z);
+    if (!same) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 std::vector<Finding> judge_batch_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
                                           const Thresholds& th, const backends::ValueMap* inputs) {
@@ -48,7 +67,23 @@ std::vector<Finding> judge_batch_relation(const ir::Graph& g, const std::vector<
       continue;
     }
     if (!ref || !inputs) continue;
+    // A node is judged only where the library's batch-N run agrees with the reference on every operand (within
+    // the plain tolerance, NaN for NaN, the same infinity): downstream of where it departs (the per-node stage's
+    // finding), its batch-N NaN and the reference's may coincide for different causes, while its operands differ.
+    std::set<std::string> agrees;
+    for (const auto& in : g.inputs) agrees.insert(in.name);
+    for (const auto& [name, w] : g.initializers) agrees.insert(name);
     for (const auto& n : g.nodes) {
+      if (!std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return agrees.count(i); }))
+        continue;
+      const ops::Tolerance plain = detail::node_tolerance(g, n, th.dtype, false);
+      for (const auto& o : n.outputs) {
+        const auto pin = r.values.find(o);
+        const auto want = ref->values.find(o);
+        if (pin != r.values.end() && want != ref->values.end() &&
+            plainly_agrees(pin->second, detail::rounded_to(want->second, th.dtype), plain))
+          agrees.insert(o);
+      }
       bool found = false;
       for (const auto& o : n.outputs) {
         const auto got = b.values.find(o);
