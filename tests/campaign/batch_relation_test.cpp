@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "ir/onnx_io.h"
 #include "ops/registry.h"
+#include "support/stage_findings.h"
 #include "report/repro.h"
 
 namespace quorum::campaign {
@@ -42,13 +43,6 @@ Setup relation_setup(const std::string& spec, int64_t batch = 0, int64_t positio
   s.batch_relation.batch = batch;
   s.batch_relation.position = position;
   return s;
-}
-
-std::vector<oracle::Finding> of_stage(const Evaluation& ev, core::Stage stage) {
-  std::vector<oracle::Finding> out;
-  for (const auto& f : ev.findings)
-    if (f.stage == stage) out.push_back(f);
-  return out;
 }
 
 TEST(BatchRelation, AKernelWrongForLargeBatchesIsFoundAtItsNode) {

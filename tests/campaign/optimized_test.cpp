@@ -8,6 +8,7 @@
 #include "gen/builder.h"
 #include "ir/graph.h"
 #include "ops/registry.h"
+#include "support/stage_findings.h"
 
 namespace quorum::campaign {
 namespace {
@@ -33,13 +34,6 @@ Setup faulty_setup(const std::string& spec, bool optimized = true) {
   s.mode = Mode::Infer;
   s.optimized = optimized;
   return s;
-}
-
-std::vector<oracle::Finding> of_stage(const Evaluation& ev, core::Stage stage) {
-  std::vector<oracle::Finding> out;
-  for (const auto& f : ev.findings)
-    if (f.stage == stage) out.push_back(f);
-  return out;
 }
 
 TEST(Optimized, APlantedFusionFaultIsFoundByTheOptimizedRunAndNamed) {
