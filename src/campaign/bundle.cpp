@@ -1,5 +1,8 @@
 // Bundle writing and replay.
 #include "campaign/bundle.h"
+
+#include <algorithm>
+#include <limits>
 #include "campaign/detect.h"
 
 #include "core/rng.h"
@@ -78,6 +81,19 @@ json setup_json(const Setup& s, const Evaluation& ev) {
   return setup_json(fixed);
 }
 
+// An integer field: a JSON integer only (a float would convert with undefined behaviour past the type's range).
+template <class T>
+T integer(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) throw core::UserError(std::string(key) + " is not an integer");
+  const int64_t x = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+                                           : v.get<int64_t>();
+  if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+      static_cast<uint64_t>(x) > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+    throw core::UserError(std::string(key) + " is out of range");
+  return static_cast<T>(x);
+}
+
 Setup setup_from_json(const json& j, const std::string& where) {
   try {
     Setup s;
@@ -86,11 +102,11 @@ Setup setup_from_json(const json& j, const std::string& where) {
     s.backends = parse_backends(list);
     s.mode = mode_from_string(j.at("mode").get<std::string>());
     s.dtype = core::dtype_from_string(j.at("dtype").get<std::string>());
-    s.threads = j.at("threads").get<int>();
+    s.threads = integer<int>(j, "threads");
     s.loss = j.at("loss").get<std::string>();
     s.learning_rate = j.at("learning_rate").get<double>();
     s.limits.timeout_s = j.at("timeout_s").get<double>();
-    s.limits.address_space_mb = j.at("memory_mb").get<uint64_t>();
+    s.limits.address_space_mb = integer<uint64_t>(j, "memory_mb");
     s.thresholds.T = j.at("T").get<double>();
     s.thresholds.eps = j.at("eps").get<double>();
     s.thresholds.relative_metric = j.at("relative_metric").get<bool>();
@@ -102,8 +118,8 @@ Setup setup_from_json(const json& j, const std::string& where) {
     // ... and before the batch relation.
     if (const auto b = j.find("batch_relation"); b != j.end()) {
       s.batch_relation.on = b->at("on").get<bool>();
-      s.batch_relation.batch = b->at("batch").get<int64_t>();
-      s.batch_relation.position = b->at("position").get<int64_t>();
+      s.batch_relation.batch = integer<int64_t>(*b, "batch");
+      s.batch_relation.position = integer<int64_t>(*b, "position");
     }
     return s;
   } catch (const json::exception& e) {
