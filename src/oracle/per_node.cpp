@@ -99,14 +99,17 @@ Verdict verdict(const Tensor& got, const Tensor& want, const ops::Tolerance& tol
       continue;
     }
     if (!std::isfinite(a)) {
-      // NaN for an exact 0 is 0 * inf inside a float32 computation (a zero incoming gradient times
-      // a derivative that overflowed): float32 range, not a library bug. So is an infinity of the
-      // exact result's sign where that result is at the top of float32's range (the mirror of the
-      // rule above: within a factor of 2 of overflow, a product of another evaluation order, g * y / x
-      // for g * (y / x), overflows first).
+      // NaN for an exact 0 from finite operands is 0 * inf inside a float32 computation (a zero
+      // incoming gradient times a derivative that overflowed): float32 range, not a library bug.
+      // From an infinite operand it is judged: the exact 0 is a limit (gelu(-inf), hardswish(-inf)),
+      // and only a float32 evaluation the spread models (a trial NaN there, `explained`) excuses it.
+      // So is an infinity of the exact result's sign where that result is at the top of float32's
+      // range (the mirror of the rule above: within a factor of 2 of overflow, a product of another
+      // evaluation order, g * y / x for g * (y / x), overflows first).
       const bool at_top = std::isinf(a) && (a > 0) == (w > 0) && std::abs(w) >= FLT_MAX / 2;
       const bool judged = std::isnan(a) ? operands_nan_free : operands_finite;
-      if (judged && !(std::isnan(a) && w == 0) && !at_top && !explained(i, a)) {
+      const bool zero_times_overflow = std::isnan(a) && w == 0 && operands_finite;
+      if (judged && !zero_times_overflow && !at_top && !explained(i, a)) {
         ++v.produced;
         if (v.first_nonfinite < 0) v.first_nonfinite = i;
       }

@@ -41,7 +41,23 @@ ModelCase relu_tanh(int64_t index, core::Rng& rng) {
   return m;
 }
 
-Summary run(const std::string& backends, const std::string& out) {
+// x -> gelu, x [1, 8] holding -inf at one element: gelu's limit there is 0, the formula x * Phi(x) as
+// written gives -inf * 0 = NaN.
+ModelCase gelu_at_minus_inf(int64_t, core::Rng& rng) {
+  ModelCase m;
+  ir::Graph& g = m.graph;
+  g.inputs = {{"x", {core::DType::F32, {1, 8}}}};
+  g.nodes.push_back({"gelu0", "gelu", {"x"}, {"gelu0"}, {{"approximate", std::string("none")}}});
+  g.outputs = {"gelu0"};
+  ir::validate(g, "gelu_at_minus_inf");
+  core::Tensor x(core::DType::F64, {1, 8});
+  for (int64_t i = 0; i < 8; ++i) x.f64()[i] = rng.uniform(-1, 1);
+  x.f64()[rng.randint(0, 7)] = -INFINITY;
+  m.inputs["x"] = x;
+  return m;
+}
+
+Summary run(const std::string& backends, const std::string& out, const ModelFactory& gen = relu_tanh) {
   CampaignOptions opt;
   opt.generator = "relu-tanh";
   opt.setup.backends = parse_backends(backends);
@@ -52,7 +68,7 @@ Summary run(const std::string& backends, const std::string& out) {
   opt.quiet = true;
   opt.reduce_runs = 20;
   std::ostringstream log;
-  return run_campaign(opt, relu_tanh, log);
+  return run_campaign(opt, gen, log);
 }
 
 TEST(NonFiniteOperands, ALibrarysNaNForAnInfiniteOperandIsAFindingAtThatNode) {
@@ -67,6 +83,19 @@ TEST(NonFiniteOperands, ALibrarysNaNForAnInfiniteOperandIsAFindingAtThatNode) {
   // values (a NaN elsewhere in x) may leave one unjudged.
   EXPECT_GE(all[0].hits, 2);
   EXPECT_LE(all[0].hits, 3);
+  fs::remove_all(out);
+}
+
+// A limit of 0 is judged too: NaN for an exact 0 is excused only where the operands are finite (0 times a
+// float32 intermediate that overflowed), not where the 0 is a limit at an infinite operand.
+TEST(NonFiniteOperands, ALibrarysNaNAtAZeroLimitIsAFinding) {
+  const std::string out = scratch("zero_limit");
+  const Summary s = run("faulty:inf-as-nan=gelu", out, gelu_at_minus_inf);
+  EXPECT_EQ(s.errors, 0);
+  const auto all = open_sqlite_store(out)->findings();
+  ASSERT_GE(all.size(), 1u);
+  EXPECT_EQ(all[0].signature, "nan|FC|faulty:inf-as-nan=gelu|gelu");
+  EXPECT_EQ(all[0].node, "gelu0");
   fs::remove_all(out);
 }
 

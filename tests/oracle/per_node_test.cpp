@@ -9,6 +9,7 @@
 #include "ir/json_io.h"
 #include "oracle/oracle.h"
 #include "oracle/exact_run.h"
+#include "ops/registry.h"
 #include "ref/interpreter.h"
 
 namespace quorum::oracle {
@@ -1489,6 +1490,107 @@ TEST(PerNode, QuorumsOwnFailureInsideAWorkerIsNotALibraryCrash) {
   EXPECT_TRUE(c.judge_runs({c.run("ref"), c.run("B"), a}).empty());
   a.outcome = {worker::Status::ConversionFailure, "the library refused", 0, ""};
   EXPECT_EQ(c.judge_runs({c.run("ref"), c.run("B"), a}).size(), 1u);
+}
+
+// One elementwise operator on x = {+inf, -inf, 0.5}: its limits at the infinities, where they are numbers,
+// are judged. A library's NaN there is a finding whether the limit is 0 (gelu(-inf), hardswish(-inf),
+// sigmoid(-inf): a formula evaluated as written, -inf * 0) or another number (tanh(+-inf) = +-1), in the
+// forward and in the gradient (an incoming gradient of 1, the derivative's limit a number).
+struct AtInfinity {
+  ir::Graph g;
+  core::Tensor x = core::Tensor::f64({1, 3}, {INFINITY, -INFINITY, 0.5});
+  explicit AtInfinity(const ops::OpSpec& spec, const core::Attrs& attrs = {}) {
+    g.inputs = {{"x", {core::DType::F32, {1, 3}}}};
+    g.nodes.push_back({"y", spec.name, {"x"}, {"y"}, ops::canonical_attrs(spec, attrs)});
+    g.outputs = {"y"};
+    ir::validate(g, spec.name);
+  }
+};
+
+std::vector<const ops::OpSpec*> unary_eltwise() {
+  std::vector<const ops::OpSpec*> out;
+  for (const ops::OpSpec* s : ops::catalogue().all())
+    if (s->family == "eltwise" && s->min_inputs == 1 && s->max_inputs == 1) out.push_back(s);
+  return out;
+}
+
+TEST(PerNode, ALibrarysNaNAtAnActivationsFiniteLimitAtAnInfinityIsAFinding) {
+  int limits = 0, zero_limits = 0;
+  for (const ops::OpSpec* spec : unary_eltwise()) {
+    const AtInfinity t(*spec);
+    const Case c(t.g, {{"x", t.x}}, core::Tensor::f64({1, 3}, {0, 0, 0}));
+    const core::Tensor y = ref::forward(t.g, {{"x", t.x}}).at("y");
+    for (int64_t i = 0; i < 2; ++i) {
+      if (!std::isfinite(y.get(i))) continue;  // the limit is an infinity (relu(+inf)) or none
+      ++limits;
+      zero_limits += y.get(i) == 0;
+      BackendRun a = c.run("A");
+      a.trained = false;
+      a.values["y"].set(i, NAN);
+      const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+      ASSERT_EQ(found.size(), 1u) << spec->name << "(" << t.x.get(i) << "): limit " << y.get(i);
+      EXPECT_EQ(found[0].signature(), "nan|FC|A|" + spec->name);
+    }
+  }
+  // Every activation whose limit is 0 at -inf (relu, gelu, sigmoid, softplus, hardswish, exp, ...) is among them.
+  EXPECT_GE(zero_limits, 8);
+  EXPECT_GE(limits, 16);
+}
+
+TEST(PerNode, ALibrarysNaNGradientAtAFiniteDerivativeLimitAtAnInfinityIsAFinding) {
+  int limits = 0;
+  for (const ops::OpSpec* spec : unary_eltwise()) {
+    if (!spec->vjp) continue;
+    const AtInfinity t(*spec);
+    const Case c(t.g, {{"x", t.x}}, core::Tensor::f64({1, 3}, {0, 0, 0}));
+    const core::Tensor y = ref::forward(t.g, {{"x", t.x}}).at("y");
+    const core::Tensor gy = core::Tensor::f64({1, 3}, {1, 1, 1});
+    const core::Attrs attrs = t.g.nodes[0].attrs;
+    const ops::Inputs in{&t.x};
+    const core::Tensor gx = spec->vjp(in, attrs, {y}, {gy})[0];
+    for (int64_t i = 0; i < 2; ++i) {
+      if (!std::isfinite(gx.get(i))) continue;
+      ++limits;
+      BackendRun a = c.run("A");
+      a.values["y"] = y;
+      a.grads["y"] = gy;
+      a.grads["x"] = gx;
+      for (const auto& f : c.judge_runs({c.run("ref"), a}))
+        ADD_FAILURE() << spec->name << " with the kernel's own gradient: " << f.signature() << ": " << f.detail;
+      a.grads["x"].set(i, NAN);
+      const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+      ASSERT_EQ(found.size(), 1u) << spec->name << "'(" << t.x.get(i) << "): limit " << gx.get(i);
+      EXPECT_EQ(found[0].signature(), "nan|BC|A|" + spec->name);
+    }
+  }
+  EXPECT_GE(limits, 16);
+}
+
+// The one that stays excused: elu's gradient at -inf is gy * alpha * e^x, and libtorch multiplies
+// gy * alpha first; with alpha = 1e30 and gy = 1e10 that product overflows float32, and inf * 0 is
+// NaN where the limit is 0. The spread's float32 evaluation gives that NaN, so it is float32's; with
+// gy = 1 the product fits and the same NaN is a finding.
+TEST(PerNode, ANaNAtAnInfinityThatAFloat32EvaluationGivesIsNotAFinding) {
+  const AtInfinity t(ops::op("elu"), {{"alpha", 1e30}});
+  const Case c(t.g, {{"x", t.x}}, core::Tensor::f64({1, 3}, {0, 0, 0}));
+  const core::Tensor y = ref::forward(t.g, {{"x", t.x}}).at("y");
+  for (const double g : {1e10, 1.0}) {
+    const core::Tensor gy = core::Tensor::f64({1, 3}, {g, g, g});
+    const ops::Inputs in{&t.x};
+    BackendRun a = c.run("A");
+    a.values["y"] = y;
+    a.grads["y"] = gy;
+    a.grads["x"] = ops::op("elu").vjp(in, t.g.nodes[0].attrs, {y}, {gy})[0];
+    ASSERT_EQ(a.grads["x"].get(1), 0);
+    a.grads["x"].set(1, NAN);
+    const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+    if (g > 1) {
+      for (const auto& f : found) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    } else {
+      ASSERT_EQ(found.size(), 1u);
+      EXPECT_EQ(found[0].signature(), "nan|BC|A|elu");
+    }
+  }
 }
 
 }  // namespace

@@ -17,6 +17,9 @@
 //   tail=OP@W               OP's output rows past the last full block of W (rows W*floor(B/W) .. B-1, B its
 //                           axis 0) are off by +0.5 when B > W: a vector loop over the batch whose remainder is
 //                           mishandled once a full block ran (a batch of B <= W is all remainder, and right)
+//   inf-as-nan=OP           OP's output and its operand's gradient are NaN wherever its first operand (element for
+//                           element) is +-inf: a formula evaluated as written (x * Phi(x) = -inf * 0) where the
+//                           operator's limit is a number (gelu(-inf) = 0, hardswish(-inf) = 0, tanh(+-inf) = +-1)
 //   momentum-twice          multi-step training: SGD's velocity decays twice per step
 //                           (v = m * (m * v) + g): the first step is right, the second is not (docs/trained.md)
 //   fuse-relu-into=OP       an optimizer fault: in the optimized run (CompileOptions::optimized) a relu whose
@@ -31,8 +34,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -70,6 +75,7 @@ struct Faults {
     bool tail = false;
   };
   std::vector<Rows> rows;
+  std::set<std::string> inf_as_nan;
 };
 
 // "OP@N" of batch-from= and tail=.
@@ -90,22 +96,56 @@ Faults::Rows parse_rows(const std::string& name, const std::string& v) {
   return r;
 }
 
+// What a planted fault does to an operator's outputs, after the operator (or the fault before it) ran.
+using AfterForward = std::function<void(const ops::Inputs& in, std::vector<core::Tensor>& out)>;
+
+// Wraps OP's forward in `ov` (the override already there, so faults of one operator stack, else the
+// catalogue's kernel) with `after`. An operator no model holds is left alone.
+void wrap_forward(ref::Overrides& ov, const std::string& op, AfterForward after) {
+  const ops::OpSpec* spec = ops::catalogue().find(op);
+  if (!spec) return;
+  ops::ForwardFn inner = ov.forward.count(op) ? ov.forward[op] : spec->forward;
+  ov.forward[op] = [inner, after](const ops::Inputs& in, const core::Attrs& a) {
+    std::vector<core::Tensor> out = inner(in, a);
+    if (!out.empty()) after(in, out);
+    return out;
+  };
+}
+
 // The batch-from and tail faults as forward overrides, on top of `ov`.
 void add_rows(ref::Overrides& ov, const std::vector<Faults::Rows>& faults) {
-  for (const auto& r : faults) {
-    const ops::OpSpec* spec = ops::catalogue().find(r.op);
-    if (!spec) continue;
-    ops::ForwardFn inner = ov.forward.count(r.op) ? ov.forward[r.op] : spec->forward;
-    ov.forward[r.op] = [inner, r](const ops::Inputs& in, const core::Attrs& a) {
-      std::vector<core::Tensor> out = inner(in, a);
-      if (out.empty() || out[0].shape().empty() || out[0].shape()[0] == 0) return out;
+  for (const auto& r : faults)
+    wrap_forward(ov, r.op, [r](const ops::Inputs&, std::vector<core::Tensor>& out) {
+      if (out[0].shape().empty() || out[0].shape()[0] == 0) return;
       core::Tensor& y = out[0];
       const int64_t b = y.shape()[0], per = y.numel() / b;
       int64_t from = b;  // the first wrong row
       if (!r.tail && b >= r.n) from = 0;
       if (r.tail && b > r.n && b % r.n) from = r.n * (b / r.n);
       for (int64_t i = from * per; i < y.numel(); ++i) y.f64()[i] += 0.5;
-      return out;
+    });
+}
+
+// inf-as-nan: NaN at every element whose operand is infinite, in the forward and in the operand's gradient.
+void add_inf_as_nan(ref::Overrides& ov, const std::set<std::string>& ops_named) {
+  auto at_infinities = [](const core::Tensor& x, core::Tensor& y) {
+    if (x.numel() != y.numel()) return;
+    for (int64_t i = 0; i < y.numel(); ++i)
+      if (std::isinf(x.get(i))) y.set(i, std::nan(""));
+  };
+  for (const auto& op : ops_named) {
+    const ops::OpSpec* spec = ops::catalogue().find(op);
+    if (!spec) continue;
+    wrap_forward(ov, op, [at_infinities](const ops::Inputs& in, std::vector<core::Tensor>& out) {
+      if (!in.empty()) at_infinities(*in[0], out[0]);
+    });
+    if (!spec->vjp) continue;
+    ops::VjpFn inner = ov.vjp.count(op) ? ov.vjp[op] : spec->vjp;
+    ov.vjp[op] = [inner, at_infinities](const ops::Inputs& in, const core::Attrs& a, const std::vector<core::Tensor>& y,
+                                        const std::vector<core::Tensor>& gy) {
+      std::vector<core::Tensor> gx = inner(in, a, y, gy);
+      if (!in.empty() && !gx.empty() && gx[0].defined()) at_infinities(*in[0], gx[0]);
+      return gx;
     };
   }
 }
@@ -128,17 +168,10 @@ Faults::Floor parse_floor(const std::string& v) {
 
 // The floor faults as forward overrides, on top of `ov`.
 void add_floors(ref::Overrides& ov, const std::vector<Faults::Floor>& floors) {
-  for (const auto& fl : floors) {
-    const ops::OpSpec* spec = ops::catalogue().find(fl.op);
-    if (!spec) continue;
-    ops::ForwardFn inner = ov.forward.count(fl.op) ? ov.forward[fl.op] : spec->forward;
-    ov.forward[fl.op] = [inner, fl](const ops::Inputs& in, const core::Attrs& a) {
-      std::vector<core::Tensor> out = inner(in, a);
-      if (!out.empty())
-        for (int64_t i = 0; i < out[0].numel(); ++i) out[0].f64()[i] = std::max(out[0].f64()[i], fl.value);
-      return out;
-    };
-  }
+  for (const auto& fl : floors)
+    wrap_forward(ov, fl.op, [fl](const ops::Inputs&, std::vector<core::Tensor>& out) {
+      for (int64_t i = 0; i < out[0].numel(); ++i) out[0].f64()[i] = std::max(out[0].f64()[i], fl.value);
+    });
 }
 
 // "OP@LO..HI" of band=.
@@ -159,13 +192,9 @@ Faults::Band parse_band(const std::string& v) {
 
 // The band faults as forward overrides, on top of `ov` (a numeric fault of the same operator stays).
 void add_bands(ref::Overrides& ov, const std::vector<Faults::Band>& bands) {
-  for (const auto& b : bands) {
-    const ops::OpSpec* spec = ops::catalogue().find(b.op);
-    if (!spec) continue;  // an operator no model holds
-    ops::ForwardFn inner = ov.forward.count(b.op) ? ov.forward[b.op] : spec->forward;
-    ov.forward[b.op] = [inner, b](const ops::Inputs& in, const core::Attrs& a) {
-      std::vector<core::Tensor> out = inner(in, a);
-      if (in.empty() || out.empty()) return out;
+  for (const auto& b : bands)
+    wrap_forward(ov, b.op, [b](const ops::Inputs& in, std::vector<core::Tensor>& out) {
+      if (in.empty()) return;
       const core::Tensor& x = *in[0];
       core::Tensor& y = out[0];
       auto inside = [&](double v) { return v >= b.lo && v <= b.hi; };
@@ -175,9 +204,7 @@ void add_bands(ref::Overrides& ov, const std::vector<Faults::Band>& bands) {
       } else if (std::any_of(x.f64(), x.f64() + x.numel(), inside)) {
         for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] += 1.0;
       }
-      return out;
-    };
-  }
+    });
 }
 
 Faults parse(const std::vector<std::string>& args) {
@@ -208,6 +235,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.bands.push_back(parse_band(value));
     } else if ((name == "batch-from" || name == "tail") && !value.empty()) {
       f.rows.push_back(parse_rows(name, value));
+    } else if (name == "inf-as-nan" && !value.empty()) {
+      f.inf_as_nan.insert(value);
     } else if (name == "floor" && !value.empty()) {
       f.floors.push_back(parse_floor(value));
     } else if (name == "all-numeric" && value.empty()) {
@@ -219,9 +248,8 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, batch-from=OP@N, tail=OP@W, momentum-twice, "
-          "all-numeric or a numeric "
-          "fault)");
+          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, batch-from=OP@N, tail=OP@W, inf-as-nan=OP, "
+          "momentum-twice, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -334,6 +362,7 @@ class FaultyBackend : public Backend {
     add_bands(ov, f_.bands);
     add_floors(ov, f_.floors);
     add_rows(ov, f_.rows);
+    add_inf_as_nan(ov, f_.inf_as_nan);
     if (opt.optimized && !f_.fuse_relu_into.empty()) {
       ir::Graph fused = g;
       std::map<std::string, std::vector<std::string>> lowering;
