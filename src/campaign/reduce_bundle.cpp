@@ -185,8 +185,20 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   // alone began upstream: the same search over what that node depends on.
   if (crash && out.reduction.reproduced) {
     const backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
+    // A node alone may have an output the campaign's loss cannot take (a rank-3 pool's under a loss of
+    // [N, C] predictions): it trains with mse_loss, which takes any shape, as a cut below the loss does.
+    const auto run_alone = [&](const localize::Case& c) {
+      try {
+        return run(c);
+      } catch (const std::exception&) {
+        if (!c.loss.empty()) throw;
+        localize::Case any_shape = c;
+        any_shape.loss = "mse_loss";
+        return run(any_shape);
+      }
+    };
     const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
-      for (const auto& f : run(c).findings) {
+      for (const auto& f : run_alone(c).findings) {
         if (f.backend != blamed) continue;
         // A crash of a second run (OC, BR) has its culprit where that run fails: a finding of another stage
         // (the batch-N run's own NaN) is another cause.

@@ -93,11 +93,13 @@ namespace {
 
 // A campaign of `models` copies of `graph_json` on `backends`, each new finding reduced with 40 runs.
 std::vector<StoredFinding> campaign_of(const std::string& name, const std::string& graph_json,
-                                       const std::string& backends, Mode mode, int64_t models) {
+                                       const std::string& backends, Mode mode, int64_t models,
+                                       const std::string& loss = "") {
   CampaignOptions opt;
   opt.generator = name;
   opt.setup.backends = parse_backends(backends);
   opt.setup.mode = mode;
+  if (!loss.empty()) opt.setup.loss = loss;
   opt.models = models;
   opt.seed = 5;
   opt.reduce_runs = 40;
@@ -216,6 +218,31 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
   EXPECT_EQ(named[0].node, "r");
   EXPECT_EQ(named[0].root_cause, r.root_cause);
   fs::remove_all(fs::path(named[0].bundle).parent_path().parent_path());
+}
+
+TEST(ReduceBundle, AnUpstreamCulpritWhoseOutputTheCampaignsLossCannotTakeIsStillFound) {
+  // The engine's Transpose returns its input, so the MatMul after it fails with NumPy's ValueError. The
+  // campaign trains with categorical_hinge, whose prediction is [N, C]: the model's output (a reshape to
+  // [1, 12]) is, the transpose's alone (rank 3) is not. The transpose alone trains with mse_loss instead
+  // (ONNX Runtime's MaxPool with SAME padding and dilations, a rank-3 pool before a reshape, was keyed to
+  // the reshape for want of it, seed 2719).
+  const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 3]}], "outputs": ["o"],
+    "initializers": [{"name": "w", "dtype": "float32", "shape": [2, 4], "data": [1, 2, 3, 4, 5, 6, 7, 8]}],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [0, 2, 1]}},
+              {"name": "m", "op": "matmul", "inputs": ["t", "w"], "outputs": ["m"]},
+              {"name": "o", "op": "reshape", "inputs": ["m"], "outputs": ["o"], "attrs": {"shape": [1, 12]}}]})";
+  const std::string runner = std::string(QUORUM_SOURCE_DIR) + "/tests/backends/exec_runners/numpy_runner.py";
+  const auto all = campaign_of("rank3_culprit", g, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
+                               Mode::Both, 1, "categorical_hinge");
+  ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
+  EXPECT_EQ(all[0].kind, core::FindingKind::Crash);
+  EXPECT_NE(all[0].signature.find("ValueError"), std::string::npos) << all[0].signature;
+  const BundleReduction r = reduce_bundle(all[0].bundle, 40, nullptr);
+  EXPECT_EQ(r.culprit.node, "t");
+  EXPECT_NE(r.root_cause.find("|transpose|library error: output_Nnpy (value 't'): shape [N,N,N]"), std::string::npos)
+      << r.root_cause;
+  fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
 }
 
 }  // namespace

@@ -6,8 +6,8 @@ usage: /usr/bin/python3 numpy_runner.py [fault=MODE[:OpType]] [pidfile=PATH] [un
        line on stdin, one answer line "STATUS [MESSAGE]" per model on stdout)
 
 DIR holds model.onnx and input_<i>.npy; the runner writes output_<j>.npy (docs/exec-backend.md).
-Without a fault it evaluates Relu, Sigmoid, Tanh, Abs, Neg, Exp, Add, Sub, Mul, Div, MatMul, Gemm
-and Transpose and exits 3 on any other operator. fault=MODE misbehaves instead, on every model or,
+Without a fault it evaluates Relu, Sigmoid, Tanh, Abs, Neg, Exp, Add, Sub, Mul, Div, MatMul, Gemm,
+Transpose and Reshape and exits 3 on any other operator. fault=MODE misbehaves instead, on every model or,
 with :OpType, only on models holding that operator:
   crash    SIGSEGV          exit1    an uncaught Python exception (exit status 1)
   hang     sleep forever, after forking a grandchild that sleeps too (both pids go to pidfile=PATH)
@@ -54,6 +54,8 @@ OPS = {
     "MatMul": lambda x, a: x[0] @ x[1],
     "Gemm": gemm,
     "Transpose": lambda x, a: np.transpose(x[0], a.get("perm")),
+    # A 0 in the target shape copies the input's size there (allowzero 0).
+    "Reshape": lambda x, a: np.reshape(x[0], [int(x[0].shape[i]) if int(v) == 0 else int(v) for i, v in enumerate(x[1])]),
 }
 
 
