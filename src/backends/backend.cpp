@@ -146,4 +146,13 @@ int count_option(const std::string& backend, const std::string& option) {
   return std::stoi(n);
 }
 
+std::string form_option(const std::string& backend, const std::string& option) {
+  const std::string f = option.rfind("form=", 0) == 0 ? option.substr(5) : "";
+  const auto eq = f.find('=');
+  if (eq == 0 || eq == std::string::npos || eq + 1 == f.size())
+    throw core::UserError("backend '" + backend + "': form= takes WHAT=FORM (an exchange form, as a lowering's "
+                          "'onnx form' names it: form=gemm=gemm_pretransposed), got '" + option + "'");
+  return f;
+}
+
 }  // namespace quorum::backends

@@ -230,6 +230,9 @@ std::unique_ptr<Backend> create_backend(const std::vector<std::string>& args);
 std::vector<std::string> spec_options(const std::string& spec);
 // An option "KEY=N" with a count 1..999 (threads=4); UserError naming `backend` for any other value.
 int count_option(const std::string& backend, const std::string& option);
+// An option "form=WHAT=FORM" of an ONNX-reading backend: the exchange form it forces (ir::OnnxForm::force),
+// "WHAT=FORM"; UserError naming `backend` when either side is missing.
+std::string form_option(const std::string& backend, const std::string& option);
 
 // Reference values for comparing a backend: the float64 interpreter run on the same inputs and
 // weights rounded to `dtype` first, so both see identical operands.

@@ -56,6 +56,8 @@ std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownChe
       if (f.backend != s.backends[0].str()) continue;
       c.found.push_back(f.signature());
       if (oracle::base_signature(f.signature()) != want || hit) continue;
+      // An entry with a lowering is its case's finding only where the node ran it (the exchange form forced).
+      if (!e.lowering.empty() && !oracle::KnownPattern{e.signature, e.lowering}.matches(want, f.lowering)) continue;
       hit = true;
       if (opt.out.empty()) continue;
       // The entry's finding as a campaign bundle (labelled with the entry), for reproducers and reports.

@@ -29,13 +29,6 @@ const std::map<std::string, std::string>& reference_exceptions() {
        "ConvTranspose given output_shape: the catalogue takes pads and output_padding, not a target shape"},
       {"node/test_convtranspose_with_kernel",
        "ConvTranspose given output_shape: the catalogue takes pads and output_padding, not a target shape"},
-      {"node/test_gemm_all_attributes",
-       "Gemm with transA=1 and alpha/beta != 1: the catalogue's dense is x W^T + b (matmul has no scaling)"},
-      {"node/test_gemm_alpha", "Gemm with alpha != 1: the catalogue's dense/matmul have no scaling factor"},
-      {"node/test_gemm_beta", "Gemm with beta != 1: the catalogue's dense/matmul have no scaling factor"},
-      {"node/test_gemm_transposeA", "Gemm with transA=1: the catalogue's dense takes x untransposed"},
-      {"pytorch-operator/test_operator_mm",
-       "exported as Gemm with beta = 0 and a dummy C: the catalogue's dense has no scaling factor"},
       {"node/test_*_batchwise",
        "RNN/GRU/LSTM layout=1 (batch-major): the catalogue's recurrent operators are time-major like PyTorch's "
        "default"},

@@ -1,6 +1,9 @@
 // Dense (fully connected, PyTorch Linear layout) and matmul (NumPy matmul with batch
 // broadcasting). Both reduce to row-times-matrix products; matmul's gradients are summed back
 // over broadcast batch dims through the same batch map the forward uses.
+#include <cfloat>
+#include <cmath>
+
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
 #include "ops/registry.h"
@@ -251,10 +254,34 @@ OpSpec make_matmul() {
 
 // ---- ONNX mapping
 
+// The power of two s among {1, 2, 4} (the form's choice `what`, 1 where no other is exact) for which
+// t / s is exact in t's dtype: s * (t / s) = t for every finite element, no quotient below the normal
+// numbers. Dividing by s > 1 keeps products and sums in range where the model's are.
+double exact_power_of_two(OnnxExport& e, const std::string& what, const Tensor* t) {
+  if (!t) return 1.0;
+  const double s = std::vector<double>{1.0, 2.0, 4.0}[e.choose(what, {"1", "2", "4"})];
+  const bool f32 = t->dtype() == core::DType::F32;
+  for (int64_t i = 0; i < t->numel(); ++i) {
+    const double v = t->get(i);
+    if (!std::isfinite(v) || v == 0) continue;
+    const double q = f32 ? static_cast<double>(static_cast<float>(v / s)) : v / s;
+    if (std::abs(q) < (f32 ? FLT_MIN : DBL_MIN) || q * s != v) return 1.0;
+  }
+  return s;
+}
+
+// `t` times `s`, element for element.
+Tensor scaled(const Tensor& t, double s) {
+  Tensor out = t;
+  for (int64_t i = 0; i < out.numel(); ++i) out.set(i, t.get(i) * s);
+  return out;
+}
+
 // 2-D input: Gemm with transB; otherwise MatMul with the transposed weight (+ Add for the bias).
 // Forms: Gemm with transB=1 | the weight written transposed (transB=0) | every Gemm attribute
-// written (transA=0, alpha=beta=1) | MatMul + Add; beyond 2-D the weight transposed by a node or
-// written transposed.
+// written (transA=0, alpha=beta=1) | MatMul + Add | alpha and beta powers of two with the constant
+// weight and bias written divided by them (exactly) | the input transposed by a node, transA=1;
+// beyond 2-D the weight transposed by a node or written transposed.
 void export_dense(OnnxExport& e) {
   const bool bias = e.ai("bias") != 0;
   const Tensor* w = e.initializer(e.in(1));
@@ -271,9 +298,27 @@ void export_dense(OnnxExport& e) {
     return wt;
   };
   if (e.in_shape().size() == 2) {
+    const Tensor* b = bias ? e.initializer(e.in(2)) : nullptr;
     std::vector<std::string> forms = {"gemm_transB", "gemm_explicit", "matmul_add"};
     if (w) forms.push_back("gemm_pretransposed");
+    if (w && (!bias || b)) forms.push_back("gemm_scaled");
+    forms.push_back("gemm_transA");
     const std::string form = forms[e.choose("gemm", forms)];
+    if (form == "gemm_scaled") {
+      const double alpha = exact_power_of_two(e, "alpha", w), beta = bias ? exact_power_of_two(e, "beta", b) : 1.0;
+      std::vector<std::string> ins = {e.in(0), alpha == 1 ? e.in(1) : e.constant(scaled(*w, 1 / alpha), "weight_s")};
+      if (bias) ins.push_back(beta == 1 ? e.in(2) : e.constant(scaled(*b, 1 / beta), "bias_s"));
+      e.final_node("Gemm", ins).set_f("alpha", alpha).set_f("beta", beta).set_i("transB", 1);
+      return;
+    }
+    if (form == "gemm_transA") {
+      auto [tp, xt] = e.helper("Transpose", {e.in(0)}, "input_t");
+      tp->set_ints("perm", {1, 0});
+      std::vector<std::string> ins = {xt, e.in(1)};
+      if (bias) ins.push_back(e.in(2));
+      e.final_node("Gemm", ins).set_i("transA", 1).set_i("transB", 1);
+      return;
+    }
     if (form == "matmul_add") {
       const std::string wt = w && e.choose2("weight", "node", "pretransposed") ? transposed_weight()
                                                                                   : node_transposed();
@@ -297,22 +342,28 @@ void export_dense(OnnxExport& e) {
   e.final_node("Add", {e.h("MatMul", {e.in(0), wt}, "matmul"), e.in(2)});
 }
 
-// Gemm → dense, with a transpose when B is not transposed and an add for a broadcast C.
+// Gemm → dense, with a transpose when A is transposed or B is not, and an add for a broadcast C. alpha and
+// beta scale B and C: folded into them where they are constants, else a mul by the scalar.
 void import_gemm(OnnxImport& m) {
-  if (m.geti("transA", 0) != 0) m.fail("transA=1 is not supported");
-  if (m.getf("alpha", 1.0) != 1.0 || m.getf("beta", 1.0) != 1.0)
-    m.fail("alpha and beta other than 1 are not supported");
-  const std::string x = m.in(0);
-  std::string w = m.in(1);
-  const Shape ws = m.type_of(w).shape;
+  const double alpha = m.getf("alpha", 1.0), beta = m.getf("beta", 1.0);
+  auto times = [&](int i, double s, const std::string& what) {
+    if (s == 1.0) return m.in(i);
+    if (const Tensor* t = m.constant(i)) return m.new_initializer(what, scaled(*t, s));
+    return m.emit("mul", {m.in(i), m.scalar_like(m.in(i), s, what + "_factor")}, {});
+  };
+  std::string x = m.in(0);
+  if (m.geti("transA", 0) != 0) x = m.emit("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0}}});
+  const Shape ws = m.type_of(m.in(1)).shape;
   if (ws.size() != 2) m.fail("B must be 2-D");
+  std::string w = times(1, alpha, "B_alpha");
   if (m.geti("transB", 0) == 0) w = m.emit("transpose", {w}, {{"perm", std::vector<int64_t>{1, 0}}});
   const int64_t units = m.geti("transB", 0) ? ws[0] : ws[1];
-  if (!m.present(2)) {
+  // beta = 0 drops C (ONNX's reference leaves it out: 0 * inf would be NaN).
+  if (!m.present(2) || beta == 0) {
     m.emit_final("dense", {x, w}, {{"units", units}, {"bias", int64_t{0}}});
     return;
   }
-  const std::string c = m.in(2);
+  const std::string c = times(2, beta, "C_beta");
   if (m.type_of(c).shape == Shape{units}) {
     m.emit_final("dense", {x, w, c}, {{"units", units}, {"bias", int64_t{1}}});
     return;

@@ -135,13 +135,15 @@ std::string KnownPattern::str() const {
 const KnownEntry* Ledger::match(const std::string& signature, const std::vector<std::string>& lowering) const {
   const std::string want = base_signature(signature);
   for (const auto& e : entries) {
-    if (base_signature(e.signature) == want) return &e;
+    if (e.lowering.empty() && base_signature(e.signature) == want) return &e;
     for (const auto& p : e.also)
       if (p.exact() && base_signature(p.signature) == want) return &e;
   }
-  for (const auto& e : entries)
+  for (const auto& e : entries) {
+    if (!e.lowering.empty() && KnownPattern{e.signature, e.lowering}.matches(want, lowering)) return &e;
     for (const auto& p : e.also)
       if (!p.exact() && p.matches(want, lowering)) return &e;
+  }
   return nullptr;
 }
 
@@ -212,6 +214,10 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
     if (k.cls != "bug" && k.cls != "convention" && k.cls != "precision")
       throw UserError(where + ": class must be bug, convention or precision, got '" + k.cls + "'");
     k.signature = str(e, "signature", where);
+    for (const auto& op : e.value("lowering", json::array())) {
+      if (!op.is_string()) throw UserError(where + ": \"lowering\" lists library operations (strings)");
+      k.lowering.push_back(op.get<std::string>());
+    }
     k.note = str(e, "note", where);
     for (const auto& s : e.value("also", json::array())) {
       KnownPattern p;

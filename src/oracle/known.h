@@ -42,6 +42,10 @@ struct KnownEntry {
   std::string backend;    // the backend spec the case runs on ("onednn", "faulty:relu-nan-to-zero")
   std::string cls;        // "bug", "convention" or "precision"
   std::string signature;  // the finding the case produces
+  // Where given, the library operations (or exchange form) the finding's node must have run for the
+  // signature to be this entry's, as in KnownPattern: a signature as general as any dense inconsistency
+  // of a library is then this entry's only in that form ("onnx form gemm=gemm_scaled*").
+  std::vector<std::string> lowering;
   // Other forms of the same root cause (the same defect seen through sibling operators, e.g. relu6
   // and clip beside relu, or every operator built on one primitive): campaign findings matching one
   // are labelled with this entry too.
@@ -60,8 +64,9 @@ struct KnownEntry {
 struct Ledger {
   std::vector<KnownEntry> entries;
   // The entry a finding belongs to (backend options aside), or null: first an entry whose signature
-  // or exact `also` signature equals the finding's, then the first whose pattern matches it (with
-  // `lowering`, the library operations the finding's node ran).
+  // (without a lowering) or exact `also` signature equals the finding's, then the first whose pattern
+  // (an entry's signature with its lowering, or an `also` pattern) matches it (with `lowering`, the
+  // library operations the finding's node ran).
   const KnownEntry* match(const std::string& signature, const std::vector<std::string>& lowering = {}) const;
   // A finding's entry: its signature and lowering as above; for a finding blamed on the reference
   // because every library differs from the kernel alike, the entry of the first of them when each

@@ -29,6 +29,11 @@ std::vector<BackendSpec> parse_backends(const std::string& list) {
         if (!opt.empty()) s.options.push_back(opt);
     }
     worker_path(s.name);  // UserError for an unknown name
+    try {
+      check_options(s.name, s.options);  // and for options its worker refuses
+    } catch (const core::UserError& e) {
+      throw core::UserError("--backends " + s.str() + ": " + e.what());
+    }
     out.push_back(std::move(s));
   }
   if (out.empty()) throw core::UserError("--backends: no backend named");

@@ -179,6 +179,18 @@ TEST(Known, ALoweringPatternNamesTheExchangeForm) {
             nullptr);
 }
 
+// An entry's own signature with a lowering: a signature as general as any dense inconsistency with a
+// bias is OpenCV's ignored Gemm alpha and beta only where the node was read in the form gemm=gemm_scaled.
+TEST(Known, AnEntrysSignatureWithALoweringIsThatEntrysOnlyInThatForm) {
+  const oracle::Ledger l = oracle::load_ledgers(oracle::default_ledger_dir());
+  const std::string sig = "inconsistency|FC|opencv|dense|{bias=1}";
+  const oracle::KnownEntry* e = l.match(sig, {"onnx opset 13", "onnx form gemm=gemm_scaled,alpha=2,beta=4"});
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, "opencv-gemm-alpha-beta-ignored");
+  EXPECT_EQ(l.match(sig, {"onnx opset 13", "onnx form gemm=gemm_transB"}), nullptr);
+  EXPECT_EQ(l.match(sig), nullptr);
+}
+
 TEST(Known, AMalformedLedgerIsOneClearError) {
   const std::string dir = ledger_dir("bad", "faulty", R"({"format": "quorum.known", "backend": "faulty", "entries": [
     {"id": "x", "class": "feature", "signature": "s", "note": "n"}]})");

@@ -149,6 +149,9 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"fuzz --mutation_rate 0.1.2 --models 1", "--mutation_rate: expected a number >= 0, got '0.1.2'"},
       {"fuzz --mutation_rate 1.5 --models 1", "--mutation_rate: expected a number from 0 to 1, got '1.5'"},
       {"known --check --backends nosuch", "unknown backend 'nosuch'"},
+      // A backend's options are read by its worker before anything runs: a misspelt one is this line, not a crash.
+      {"run " + example("lenet5.json") + " --backends faulty:frob", "faulty: unknown fault 'frob'"},
+      {"fuzz --models 1 --backends ref,faulty:band=relu", "faulty: band=OP@LO..HI expected"},
       {"fuzz --backends ref --optimized yes --models 1", "--optimized: expected on or off, got 'yes'"},
       {"fuzz --time 5x", "--time: expected a duration like 90s, 10m or 2h, got '5x'"},
       {"fuzz --time -1m", "--time: expected a duration like 90s, 10m or 2h, got '-1m'"},

@@ -82,7 +82,7 @@ TEST(OnnxForms, EveryFormAtEveryOpsetGivesTheReferenceTheSameNumbers) {
     const ref::ValueMap want = ref::forward(g, smp.s.inputs);
     std::vector<std::string> outs = g.outputs;
     for (int opset = kOnnxMinOpset; opset <= kOnnxMaxOpset; ++opset) {
-      for (uint64_t seed = 0; seed < 12; ++seed) {
+      for (uint64_t seed = 0; seed < 24; ++seed) {
         const std::string ctx = smp.ctx + " opset " + std::to_string(opset) + " seed " + std::to_string(seed);
         OnnxExported x;
         try {
@@ -124,6 +124,10 @@ TEST(OnnxForms, EveryFormAtEveryOpsetGivesTheReferenceTheSameNumbers) {
            {"dense", "gemm=gemm_transB"},
            {"dense", "gemm=gemm_explicit"},
            {"dense", "gemm=matmul_add"},
+           {"dense", "gemm=gemm_scaled"},
+           {"dense", "alpha=2"},
+           {"dense", "beta=2"},
+           {"dense", "gemm=gemm_transA"},
            {"conv2d", "attrs=minimal"},
            {"softmax", "softmax=decomposed"},
            {"log_softmax", "softmax=decomposed"},
@@ -135,7 +139,11 @@ TEST(OnnxForms, EveryFormAtEveryOpsetGivesTheReferenceTheSameNumbers) {
            {"max_pool2d", "attrs=minimal"},
            {"add", "operands_order=swapped"},
            {"gelu", "erf_arg=mul_rsqrt2"}})
-    EXPECT_TRUE(seen[op].count(form)) << op << " never exported as " << form;
+    EXPECT_TRUE(seen[op].count(form)) << op << " never exported as " << form << ", only as" << [&] {
+      std::string all;
+      for (const auto& f : seen[op]) all += " " + f;
+      return all;
+    }();
 }
 
 // The form is a function of the model: the same graph gives the same forms and opset; another

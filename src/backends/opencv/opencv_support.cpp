@@ -89,9 +89,10 @@ bool symmetric_pads(const std::vector<int64_t>& pads) {
 }
 
 // Exchange forms 4.6 cannot read (measured on the seed-2314 campaign's models): Conv without
-// kernel_shape (ONNX infers it from W) and Gemm with transB=0 and a constant B (importer bugs, ledger
-// entries opencv-conv-kernel-shape-required and opencv-gemm-const-b-transb0, whose cases force the
-// form through the variant), and the softmax decomposition's broadcast Sub/Div of computed inputs
+// kernel_shape (ONNX infers it from W), Gemm with transB=0 and a constant B or with transA=1, and Gemm
+// with alpha or beta other than 1 (importer bugs, ledger entries opencv-conv-kernel-shape-required,
+// opencv-gemm-const-b-transb0 and opencv-gemm-alpha-beta-ignored, whose cases force the form through the
+// variant), and the softmax decomposition's broadcast Sub/Div of computed inputs
 // (the known broadcast limitation, a ledger note).
 Support form_support(const ir::Node& n, const Variant& v) {
   auto unforced = [&](const std::string& entry) {
@@ -104,6 +105,12 @@ Support form_support(const ir::Node& n, const Variant& v) {
   if (unforced("gemm=gemm_pretransposed"))
     return Support::no("OpenCV 4.6 fails on Gemm with transB=0 and a constant B ('srcMat.cols == weights.cols' "
                        "in fully_connected_layer.cpp:181); exchange form gemm=gemm_pretransposed");
+  if (unforced("gemm=gemm_transA"))
+    return Support::no("OpenCV 4.6's importer ignores Gemm's transA=1 (the same 'srcMat.cols == weights.cols' "
+                       "assertion at forward); exchange form gemm=gemm_transA");
+  if (unforced("gemm=gemm_scaled"))
+    return Support::no("OpenCV 4.6's importer ignores Gemm's alpha and beta with a constant B (it computes A B^T + C); "
+                       "exchange form gemm=gemm_scaled");
   if (unforced("softmax=decomposed"))
     return Support::no("the decomposed (Log)Softmax subtracts a ReduceMax(keepdims=1) from its input: a broadcast of "
                        "two computed inputs, which OpenCV 4.6 fails ('start <= (int)shape.size()' in total); exchange "

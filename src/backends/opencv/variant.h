@@ -43,12 +43,7 @@ inline Variant parse_variant(const std::vector<std::string>& args) {
     } else if (a == "plain") {
       v.plain = true;
     } else if (a.rfind("form=", 0) == 0) {
-      const std::string f = a.substr(5);
-      const auto eq = f.find('=');
-      if (eq == 0 || eq == std::string::npos || eq + 1 == f.size())
-        throw core::UserError("backend 'opencv': form= takes WHAT=FORM (an exchange form, as a lowering's "
-                              "'onnx form' names it: form=gemm=gemm_pretransposed), got '" + a + "'");
-      v.forms.push_back(f);
+      v.forms.push_back(form_option("opencv", a));
     } else {
       throw core::UserError("backend 'opencv': unknown option '" + a + "' (threads=N, opset=N, plain, form=WHAT=FORM)");
     }
@@ -59,14 +54,15 @@ inline Variant parse_variant(const std::vector<std::string>& args) {
 // The ONNX written for OpenCV's importer (the session, supports() and the reproducer writer, which
 // is built without OpenCV, hence inline here): the model's seeded form at an opset from 11 to 17,
 // never one of the forms 4.6 cannot read (opencv_support.cpp form_support, ledger entries
-// opencv-conv-kernel-shape-required and opencv-gemm-const-b-transb0, the softmax decomposition's
-// broadcast), except where the variant forces it; the variant's opset replaces the seeded one, and
-// `plain` the seeded form.
+// opencv-conv-kernel-shape-required, opencv-gemm-const-b-transb0 (transA too) and
+// opencv-gemm-alpha-beta-ignored, the softmax decomposition's broadcast), except where the variant
+// forces it; the variant's opset replaces the seeded one, and `plain` the seeded form.
 inline ir::OnnxForm onnx_form(const ir::Graph& g, const Variant& v = {}) {
   ir::OnnxForm f =
       ir::seeded_form(g, kMinOpset, kMaxOpset,
                       {"conv1d attrs=minimal", "conv2d attrs=minimal", "conv3d attrs=minimal",
-                       "conv_transpose2d attrs=minimal", "gemm=gemm_pretransposed", "softmax=decomposed"});
+                       "conv_transpose2d attrs=minimal", "gemm=gemm_pretransposed", "gemm=gemm_scaled",
+                       "gemm=gemm_transA", "softmax=decomposed"});
   if (v.opset) f.opset = v.opset;
   if (v.plain) f.seed = 0;
   f.force = v.forms;

@@ -8,6 +8,8 @@
 //   ort:arena=off                           enableCpuMemArena false
 //   ort:mode=parallel                       executionMode 'parallel' (inter-op parallelism)
 //   ort:opset=N                             every model at ONNX opset N instead of its seeded opset
+//   ort:plain                               every model in the plain exchange form (form seed 0)
+//   ort:form=WHAT=FORM                      that exchange form wherever a node has the choice (repeatable)
 #pragma once
 #include <sys/stat.h>
 
@@ -36,6 +38,8 @@ struct Variant {
   bool arena = true;
   bool parallel = false;
   int opset = 0;  // 0: the model's seeded opset
+  bool plain = false;              // form seed 0
+  std::vector<std::string> forms;  // "what=form", forced (ir::OnnxForm::force)
 };
 
 inline Variant parse_variant(const std::vector<std::string>& args) {
@@ -58,19 +62,26 @@ inline Variant parse_variant(const std::vector<std::string>& args) {
       if (v.opset < kMinOpset || v.opset > kMaxOpset)
         throw core::UserError("backend 'ort': opset= takes " + std::to_string(kMinOpset) + " to " +
                               std::to_string(kMaxOpset) + ", got '" + a + "'");
+    } else if (a == "plain") {
+      v.plain = true;
+    } else if (a.rfind("form=", 0) == 0) {
+      v.forms.push_back(form_option("ort", a));
     } else {
       throw core::UserError("backend 'ort': unknown option '" + a +
-                            "' (level=disabled|basic|extended|all, threads=N, arena=off, mode=parallel, opset=N)");
+                            "' (level=disabled|basic|extended|all, threads=N, arena=off, mode=parallel, opset=N, "
+                            "plain, form=WHAT=FORM)");
     }
   }
   return v;
 }
 
 // The form a model is written in for ORT: its seeded form at an opset from 11 to 17, or the
-// variant's opset.
+// variant's opset; `plain` the seeded form, and the variant's forced forms wherever a node has them.
 inline ir::OnnxForm onnx_form(const ir::Graph& g, const Variant& v = {}) {
   ir::OnnxForm f = ir::seeded_form(g, kMinOpset, kMaxOpset);
   if (v.opset) f.opset = v.opset;
+  if (v.plain) f.seed = 0;
+  f.force = v.forms;
   return f;
 }
 
