@@ -562,10 +562,28 @@ void export_slice(OnnxExport& e) {
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
-  // Forms: every input given | axes 0..n-1 and unit steps left out (the optional inputs' defaults).
+  // Forms: every input given | axes 0..n-1 and unit steps left out (the optional inputs' defaults) | with
+  // unit steps and nothing emptied, a Pad with negative pads (ONNX's crop: "remove (if negative)").
   bool default_axes = true, unit_steps = true;
   for (size_t i = 0; i < axes.size(); ++i) default_axes = default_axes && axes[i] == static_cast<int64_t>(i);
   for (int64_t st : steps) unit_steps = unit_steps && st == 1;
+  const Shape& x = e.in_shape();
+  const int64_t rank = static_cast<int64_t>(x.size());
+  std::vector<int64_t> crop(2 * x.size(), 0);
+  bool croppable = unit_steps;
+  for (size_t i = 0; i < axes.size() && croppable; ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    const int64_t d = x.at(static_cast<size_t>(a));
+    auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(0, v + d) : std::min(v, d); };
+    const int64_t b = clamp(starts[i]), end = clamp(ends[i]);
+    croppable = end > b;
+    crop[static_cast<size_t>(a)] = -b;
+    crop[static_cast<size_t>(a + rank)] = -(d - end);
+  }
+  if (croppable && e.choose2("slice", "slice", "crop")) {
+    e.final_node("Pad", {e.in(0), e.ints(crop, "pads")});
+    return;
+  }
   std::vector<std::string> ins = {e.in(0), e.ints(starts, "starts"), e.ints(ends, "ends")};
   if (unit_steps && e.choose2("inputs", "all", "minimal")) {
     if (!default_axes) ins.push_back(e.ints(axes, "axes"));
@@ -603,18 +621,46 @@ void export_pad(OnnxExport& e) {
   if (!constant || !e.choose2("mode", "written", "default")) p.set_s("mode", e.as("mode"));
 }
 
+// Negative pads remove elements ("add or remove (if negative)"): a slice of what they remove, then a pad of
+// what the others add (reflect and edge read the cropped tensor).
 void import_pad(OnnxImport& m) {
   Attrs a;
   a["mode"] = m.gets("mode", "constant");
+  std::vector<int64_t> pads;
   if (m.opset() < 11) {
-    a["pads"] = m.getints("pads");
+    pads = m.getints("pads");
     a["value"] = m.getf("value", 0.0);
   } else {
     if (m.present(3)) m.fail("the axes input is not supported");
-    a["pads"] = m.const_ints(1, "pads");
+    pads = m.const_ints(1, "pads");
     a["value"] = m.present(2) ? m.const_scalar(2, "constant_value") : 0.0;
   }
-  m.emit_final("pad", {m.in(0)}, a);
+  const Shape x = m.type_of(m.in(0)).shape;
+  if (pads.size() != 2 * x.size()) m.fail("pads must hold 2 * rank entries");
+  std::vector<int64_t> starts, ends, axes;
+  bool adds = false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int64_t b = pads[i], e = pads[i + x.size()];
+    adds = adds || b > 0 || e > 0;
+    if (b >= 0 && e >= 0) continue;
+    if (std::max<int64_t>(0, -b) + std::max<int64_t>(0, -e) >= x[i]) m.fail("negative pads remove a whole axis");
+    starts.push_back(std::max<int64_t>(0, -b));
+    ends.push_back(x[i] - std::max<int64_t>(0, -e));
+    axes.push_back(static_cast<int64_t>(i));
+  }
+  if (starts.empty()) {
+    a["pads"] = pads;
+    m.emit_final("pad", {m.in(0)}, a);
+    return;
+  }
+  const Attrs sliced = {{"starts", starts}, {"ends", ends}, {"axes", axes}};
+  if (!adds) {
+    m.emit_final("slice", {m.in(0)}, sliced);
+    return;
+  }
+  for (auto& p : pads) p = std::max<int64_t>(0, p);
+  a["pads"] = pads;
+  m.emit_final("pad", {m.emit("slice", {m.in(0)}, sliced)}, a);
 }
 
 // Forms: the shape as the node gives it | every size explicit | the largest size inferred (-1) |

@@ -111,6 +111,9 @@ Support form_support(const ir::Node& n, const Variant& v) {
   if (unforced("gemm=gemm_scaled"))
     return Support::no("OpenCV 4.6's importer ignores Gemm's alpha and beta with a constant B (it computes A B^T + C); "
                        "exchange form gemm=gemm_scaled");
+  if (unforced("slice=crop"))
+    return Support::no("OpenCV 4.6's Pad refuses negative pads, ONNX's crop ('paddings[i].first >= 0' in "
+                       "padding_layer.cpp:50, at import); exchange form slice=crop");
   if (unforced("softmax=decomposed"))
     return Support::no("the decomposed (Log)Softmax subtracts a ReduceMax(keepdims=1) from its input: a broadcast of "
                        "two computed inputs, which OpenCV 4.6 fails ('start <= (int)shape.size()' in total); exchange "
