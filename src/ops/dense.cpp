@@ -372,6 +372,36 @@ void import_gemm(OnnxImport& m) {
   m.emit_final("add", {y, c});
 }
 
+// Forms: MatMul of the two operands | where A is one row ([1, K]) or B one column ([K, 1]), that operand
+// squeezed to a vector ([K]) and the product unsqueezed back (NumPy's 1-D promotion, which ONNX's MatMul
+// takes). Squeeze and Unsqueeze take their axes as an input from opset 13, as an attribute before.
+void export_matmul(OnnxExport& e) {
+  const Shape& a = e.in_shape(0);
+  const Shape& b = e.in_shape(1);
+  std::vector<std::string> forms = {"matrices"};
+  if (a.size() == 2 && a[0] == 1) forms.push_back("a_vector");
+  if (b.size() == 2 && b[1] == 1) forms.push_back("b_vector");
+  const std::string form = forms[e.choose("matmul", forms)];
+  if (form == "matrices") {
+    e.final_node("MatMul", {e.in(0), e.in(1)});
+    return;
+  }
+  const bool row = form == "a_vector";
+  const int64_t axis = row ? 0 : 1;  // the operand's unit axis
+  // Where the product gets it back: before B's last axis, or after A's rows (counted from the front).
+  const int64_t product_axis = row ? static_cast<int64_t>(b.size()) - 2 : static_cast<int64_t>(a.size()) - 1;
+  auto axes_in = [&e](const std::string& v, int64_t ax) {
+    return e.opset() >= 13 ? std::vector<std::string>{v, e.ints({ax}, "axes")} : std::vector<std::string>{v};
+  };
+  auto [q, vec] = e.helper("Squeeze", axes_in(e.in(row ? 0 : 1), axis), row ? "a_vector" : "b_vector");
+  if (e.opset() < 13) q->set_ints("axes", {axis});
+  const std::vector<std::string> operands = row ? std::vector<std::string>{vec, e.in(1)}
+                                                : std::vector<std::string>{e.in(0), vec};
+  const std::string p = e.h("MatMul", operands, "product");
+  OnnxNode& u = e.final_node("Unsqueeze", axes_in(p, product_axis));
+  if (e.opset() < 13) u.set_ints("axes", {product_axis});
+}
+
 void import_matmul(OnnxImport& m) {
   std::string a = m.in(0), b = m.in(1);
   const size_t ra = m.type_of(a).shape.size(), rb = m.type_of(b).shape.size();
@@ -398,7 +428,7 @@ void register_dense(Registry& r) {
   dense.onnx_import = {{{"Gemm"}, import_gemm}};
   r.add(std::move(dense));
   OpSpec matmul = make_matmul();
-  matmul.onnx_export = [](OnnxExport& e) { e.final_node("MatMul", {e.in(0), e.in(1)}); };
+  matmul.onnx_export = export_matmul;
   matmul.onnx_import = {{{"MatMul"}, import_matmul}};
   r.add(std::move(matmul));
 }

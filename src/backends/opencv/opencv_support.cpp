@@ -111,6 +111,12 @@ Support form_support(const ir::Node& n, const Variant& v) {
   if (unforced("gemm=gemm_scaled"))
     return Support::no("OpenCV 4.6's importer ignores Gemm's alpha and beta with a constant B (it computes A B^T + C); "
                        "exchange form gemm=gemm_scaled");
+  if (unforced("matmul=a_vector") || unforced("matmul=b_vector"))
+    return Support::no("OpenCV 4.6 reads a MatMul with a 1-D operand (Squeeze, MatMul, Unsqueeze) only as a computed "
+                       "row times a constant matrix at opsets 11 and 12: from 13 Squeeze's axes input fails "
+                       "('node_proto.input_size() == 1'), a squeezed constant fails ('axis <= inpShape.size()' in "
+                       "parseSqueeze), two computed operands fail in fully_connected_layer.cpp:125; exchange forms "
+                       "matmul=a_vector and matmul=b_vector");
   if (unforced("slice=crop"))
     return Support::no("OpenCV 4.6's Pad refuses negative pads, ONNX's crop ('paddings[i].first >= 0' in "
                        "padding_layer.cpp:50, at import); exchange form slice=crop");
