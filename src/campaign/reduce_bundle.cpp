@@ -16,6 +16,7 @@
 #include "data/values.h"
 #include "ir/edit.h"
 #include "ir/json_io.h"
+#include "ops/registry.h"
 
 namespace quorum::campaign {
 
@@ -35,6 +36,19 @@ bool same_finding(const oracle::Finding& f, const json& want) {
   if (core::info(f.kind).signature == core::SignatureBy::Message)
     return f.message == want.at("message").get<std::string>();
   return true;
+}
+
+// Whether the loss `loss` takes `g`'s output 0 as its prediction (and a target of the same shape, as the
+// campaign draws it).
+bool loss_takes(const std::string& loss, const ir::Graph& g) {
+  try {
+    const ops::OpSpec& spec = ops::op(loss);
+    const core::TensorType& t = g.types.at(g.outputs.at(0));
+    spec.infer({t, t}, ops::canonical_attrs(spec, {}));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 // Audee's genetic search (src/search/) on the reduced one-node case, from fresh random inputs (as
@@ -123,9 +137,13 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   if (hang && hang_timeout_s > 0 && log) *log << "  a hang: each run's time limit " << hang_timeout_s << " s\n";
   // A case cut below the loss trains with its own loss (mse_loss, whose target gives it the
   // recorded incoming gradient), whatever loss the campaign used.
+  // A case whose output the campaign's loss cannot take (a rank-3 pool cut from a model trained on [N, C]
+  // predictions: the ancestors of a crash, a node alone) trains with mse_loss, which takes any shape; the
+  // campaign's loss would make the reference's training refuse the case, and a forward finding look gone.
   auto setup_for = [&](const localize::Case& c) {
     Setup s = setup;
     if (!c.loss.empty()) s.loss = c.loss;
+    else if (setup.mode != Mode::Infer && !loss_takes(s.loss, c.graph)) s.loss = "mse_loss";
     return s;
   };
   auto run = [&](const localize::Case& c) {
@@ -185,20 +203,8 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   // alone began upstream: the same search over what that node depends on.
   if (crash && out.reduction.reproduced) {
     const backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
-    // A node alone may have an output the campaign's loss cannot take (a rank-3 pool's under a loss of
-    // [N, C] predictions): it trains with mse_loss, which takes any shape, as a cut below the loss does.
-    const auto run_alone = [&](const localize::Case& c) {
-      try {
-        return run(c);
-      } catch (const std::exception&) {
-        if (!c.loss.empty()) throw;
-        localize::Case any_shape = c;
-        any_shape.loss = "mse_loss";
-        return run(any_shape);
-      }
-    };
     const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
-      for (const auto& f : run_alone(c).findings) {
+      for (const auto& f : run(c).findings) {
         if (f.backend != blamed) continue;
         // A crash of a second run (OC, BR) has its culprit where that run fails: a finding of another stage
         // (the batch-N run's own NaN) is another cause.

@@ -106,11 +106,22 @@ Tensor reduce_forward(Kind kind, const Tensor& x, const Attrs& a) {
   const double* xp = x.f64();
   switch (kind) {
     case Kind::Sum:
-    case Kind::Mean:
-      for (size_t i = 0; i < sl.of.size(); ++i) yp[sl.of[i]] += xp[i];
-      if (kind == Kind::Mean)
-        for (int64_t k = 0; k < sl.count; ++k) yp[k] /= static_cast<double>(sl.per_slot);
+    case Kind::Mean: {
+      // Each slot's sum is a float32 sum in a float32 implementation (ops::stored_sum): rounded and moved by
+      // its rounding error, which grows with its terms' magnitude, not its result's (a slot holding -1e6 and
+      // 1e6 beside small values: ONNX Runtime's ReduceMean sums in an order set by the row's alignment, so a
+      // sample's mean moved with its position in the batch by one rounding at 1e6, seed 6271).
+      std::vector<double> magnitude(static_cast<size_t>(sl.count), 0.0);
+      for (size_t i = 0; i < sl.of.size(); ++i) {
+        yp[sl.of[i]] += xp[i];
+        if (std::isfinite(xp[i])) magnitude[static_cast<size_t>(sl.of[i])] += std::abs(xp[i]);
+      }
+      for (int64_t k = 0; k < sl.count; ++k) {
+        yp[k] = stored_sum(yp[k], magnitude[static_cast<size_t>(k)], sl.per_slot);
+        if (kind == Kind::Mean) yp[k] /= static_cast<double>(sl.per_slot);
+      }
       break;
+    }
     case Kind::Prod: {
       y.fill(1.0);
       for (size_t i = 0; i < sl.of.size(); ++i) yp[sl.of[i]] *= xp[i];

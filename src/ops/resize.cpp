@@ -159,6 +159,10 @@ OpSpec make_resize(bool bilinear) {
 // (an integer factor, or a power-of-two divisor). Before opset 13 roi and scales are required
 // inputs (empty when unused).
 void export_resize(OnnxExport& e) {
+  // Resize-13 dropped this mode (its successors list half_pixel, pytorch_half_pixel, align_corners,
+  // asymmetric, tf_crop_and_resize); an engine that still reads it there reads an out-of-spec model.
+  if (e.opset() >= 13 && e.as("coordinate_transformation_mode") == "tf_half_pixel_for_nn")
+    e.refuse("coordinate_transformation_mode tf_half_pixel_for_nn is Resize-11's only (removed at opset 13)");
   const Shape& x = e.in_shape();
   const auto& sizes = e.aints("sizes");
   auto exact = [](int64_t in, int64_t out) {

@@ -220,6 +220,27 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
   fs::remove_all(fs::path(named[0].bundle).parent_path().parent_path());
 }
 
+TEST(ReduceBundle, ACaseWhoseOutputTheCampaignsLossCannotTakeIsReducedWithMseLoss) {
+  // The engine's Transpose returns its input: the finding names the transpose (its own value has the wrong
+  // shape). The campaign trains with categorical_hinge ([N, C] predictions): the model's output, a reshape to
+  // [1, 6], is one; the transpose alone ([1, 3, 2]) is not, and the reference's training would refuse it, so
+  // the reducer's one-node case looked gone (seed 2719: ORT's MaxPool before a reshape kept its ancestors).
+  const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 3]}], "outputs": ["o"],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [0, 2, 1]}},
+              {"name": "r", "op": "relu", "inputs": ["t"], "outputs": ["r"]},
+              {"name": "o", "op": "reshape", "inputs": ["r"], "outputs": ["o"], "attrs": {"shape": [1, 6]}}]})";
+  const std::string runner = std::string(QUORUM_SOURCE_DIR) + "/tests/backends/exec_runners/numpy_runner.py";
+  const auto all = campaign_of("rank3_alone", g, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
+                               Mode::Both, 1, "categorical_hinge");
+  ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
+  EXPECT_EQ(all[0].node, "t");
+  const BundleReduction r = reduce_bundle(all[0].bundle, 40, nullptr);
+  EXPECT_TRUE(r.reduction.one_node);
+  EXPECT_EQ(r.nodes_after, 1);
+  fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
+}
+
 TEST(ReduceBundle, AnUpstreamCulpritWhoseOutputTheCampaignsLossCannotTakeIsStillFound) {
   // The engine's Transpose returns its input, so the MatMul after it fails with NumPy's ValueError. The
   // campaign trains with categorical_hinge, whose prediction is [N, C]: the model's output (a reshape to
