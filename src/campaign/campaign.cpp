@@ -659,14 +659,10 @@ std::map<std::string, std::string> library_versions(const CampaignOptions& opt, 
   for (size_t i = 0; i < probe.size(); ++i) {
     worker::BackendInfo info;
     const worker::Outcome o = probe.at(i).hello(info);
-    // A worker that stops at its start with status 2 refused its options (a backend spec's bad
-    // option or value): bad input, said before any model runs.
-    if (!o.ok() && o.message == "worker exited with code 2") {
-      const size_t at = o.stderr_tail.rfind("quorum-worker: ");
-      std::string why = at == std::string::npos ? o.stderr_tail : o.stderr_tail.substr(at + 15);
-      if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+    // A worker that refused its options (a backend spec's bad option or value): bad input, said before any
+    // model runs.
+    if (const std::string why = worker::refused_options(o); !why.empty())
       throw core::UserError("--backends " + opt.setup.backends[i].str() + ": " + why);
-    }
     versions[opt.setup.backends[i].str()] = o.ok() ? info.version : "unavailable: " + o.str();
     log << "backend " << opt.setup.backends[i].str() << ": " << versions[opt.setup.backends[i].str()] << "\n";
   }

@@ -561,10 +561,20 @@ std::vector<Evaluation> evaluate_batch(const std::vector<ModelCase>& ms, const S
   return evs;
 }
 
+bool loss_takes(const std::string& loss, const ir::Graph& g) {
+  try {
+    const ops::OpSpec& spec = ops::op(loss);
+    const core::TensorType& pred = g.types.at(g.outputs.at(0));
+    spec.infer({pred, pred}, ops::canonical_attrs(spec, {}));
+    return true;
+  } catch (const std::exception&) {
+    return false;  // the shape rule refuses this output as a prediction (or no such loss, no output)
+  }
+}
+
 std::vector<std::string> losses_for(const ir::Graph& g) {
   std::vector<std::string> out;
   if (g.outputs.empty() || !g.types.count(g.outputs[0])) return out;
-  const core::TensorType& pred = g.types.at(g.outputs[0]);
   const auto input_ranges = [](const ir::Graph& graph) {
     ref::RangeMap m;
     for (const auto& in : graph.inputs) m[in.name] = data::input_range();
@@ -572,12 +582,7 @@ std::vector<std::string> losses_for(const ir::Graph& g) {
   };
   std::optional<ref::RangeAnalysis> ranges;
   for (const ops::OpSpec* s : ops::catalogue().all()) {
-    if (!s->is_loss) continue;
-    try {
-      s->infer({pred, pred}, ops::canonical_attrs(*s, {}));
-    } catch (const std::exception&) {
-      continue;  // the shape rule refuses this output as a prediction
-    }
+    if (!s->is_loss || !loss_takes(s->name, g)) continue;
     bool fits = true;
     for (const ops::ValidRange& v : s->valid_ranges) {
       if (v.input != 0) continue;

@@ -130,6 +130,9 @@ void complete_case(ModelCase& m, const std::string& loss, core::Rng& rng);
 // campaign's input range): its predictions then sit on or next to the domain's edges where they
 // saturate. In catalogue order.
 std::vector<std::string> losses_for(const ir::Graph& g);
+// Whether the loss `loss`'s shape rule takes `g`'s output 0 as its prediction (with a target of the same
+// shape, as campaigns draw it): the first of losses_for's tests.
+bool loss_takes(const std::string& loss, const ir::Graph& g);
 // One of losses_for(g), drawn from `rng` (mse_loss's family first if none: the catalogue's
 // any-shape loss).
 std::string choose_loss(const ir::Graph& g, core::Rng rng);

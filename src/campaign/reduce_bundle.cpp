@@ -16,7 +16,6 @@
 #include "data/values.h"
 #include "ir/edit.h"
 #include "ir/json_io.h"
-#include "ops/registry.h"
 
 namespace quorum::campaign {
 
@@ -36,19 +35,6 @@ bool same_finding(const oracle::Finding& f, const json& want) {
   if (core::info(f.kind).signature == core::SignatureBy::Message)
     return f.message == want.at("message").get<std::string>();
   return true;
-}
-
-// Whether the loss `loss` takes `g`'s output 0 as its prediction (and a target of the same shape, as the
-// campaign draws it).
-bool loss_takes(const std::string& loss, const ir::Graph& g) {
-  try {
-    const ops::OpSpec& spec = ops::op(loss);
-    const core::TensorType& t = g.types.at(g.outputs.at(0));
-    spec.infer({t, t}, ops::canonical_attrs(spec, {}));
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
 }
 
 // Audee's genetic search (src/search/) on the reduced one-node case, from fresh random inputs (as

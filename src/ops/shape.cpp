@@ -563,24 +563,19 @@ void export_slice(OnnxExport& e) {
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
   // Forms: every input given | axes 0..n-1 and unit steps left out (the optional inputs' defaults) | with
-  // unit steps and nothing emptied, a Pad with negative pads (ONNX's crop: "remove (if negative)").
+  // unit steps, a Pad with negative pads (ONNX's crop: "remove (if negative)").
   bool default_axes = true, unit_steps = true;
   for (size_t i = 0; i < axes.size(); ++i) default_axes = default_axes && axes[i] == static_cast<int64_t>(i);
   for (int64_t st : steps) unit_steps = unit_steps && st == 1;
-  const Shape& x = e.in_shape();
-  const int64_t rank = static_cast<int64_t>(x.size());
-  std::vector<int64_t> crop(2 * x.size(), 0);
-  bool croppable = unit_steps;
-  for (size_t i = 0; i < axes.size() && croppable; ++i) {
-    const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-    const int64_t d = x.at(static_cast<size_t>(a));
-    auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(0, v + d) : std::min(v, d); };
-    const int64_t b = clamp(starts[i]), end = clamp(ends[i]);
-    croppable = end > b;
-    crop[static_cast<size_t>(a)] = -b;
-    crop[static_cast<size_t>(a + rank)] = -(d - end);
-  }
-  if (croppable && e.choose2("slice", "slice", "crop")) {
+  if (unit_steps && e.choose2("slice", "slice", "crop")) {
+    // What the slice removes before and after its window on each axis (slice_plan's clamped bounds).
+    const Shape& x = e.in_shape();
+    const SlicePlan p = slice_plan(x, e.attrs());
+    std::vector<int64_t> crop(2 * x.size(), 0);
+    for (size_t d = 0; d < x.size(); ++d) {
+      crop[d] = -p.start[d];
+      crop[d + x.size()] = -(x[d] - p.start[d] - p.out[d]);
+    }
     e.final_node("Pad", {e.in(0), e.ints(crop, "pads")});
     return;
   }

@@ -101,48 +101,20 @@ std::string worker_path(const std::string& backend) {
   return (dir ? std::string(dir) : exe_dir()) + "/quorum-worker-" + backend;
 }
 
+std::string refused_options(const Outcome& started) {
+  if (started.ok() || started.message != "worker exited with code 2") return "";
+  const std::string prefix = "quorum-worker: ";
+  const size_t at = started.stderr_tail.rfind(prefix);
+  std::string why = at == std::string::npos ? started.stderr_tail : started.stderr_tail.substr(at + prefix.size());
+  why.resize(std::min(why.size(), why.find('\n')));
+  return why.empty() ? "options refused" : why;
+}
+
 void check_options(const std::string& backend, const std::vector<std::string>& options) {
   if (options.empty()) return;
-  const std::string path = worker_path(backend);
-  int err[2];
-  if (::pipe2(err, O_CLOEXEC) != 0) return;  // unchecked: the worker's first call reports it
-  std::vector<std::string> argv_s{path};
-  argv_s.insert(argv_s.end(), options.begin(), options.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(err[0]);
-    ::close(err[1]);
-    return;
-  }
-  if (pid == 0) {
-    ::dup2(err[1], 2);
-    const int devnull = ::open("/dev/null", O_RDWR);
-    if (devnull >= 0) ::dup2(devnull, 0), ::dup2(devnull, 1);
-    ::setenv("QUORUM_WORKER_CHECK", "1", 1);
-    ::execv(path.c_str(), argv.data());
-    ::_exit(127);
-  }
-  ::close(err[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(err[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(err[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 2) return;
-  const std::string prefix = "quorum-worker: ";
-  const size_t at = text.find(prefix);
-  std::string line = at == std::string::npos ? text : text.substr(at + prefix.size());
-  line = line.substr(0, line.find('\n'));
-  throw core::UserError(line.empty() ? "backend '" + backend + "': options refused" : line);
+  Worker w(backend, options, Limits{});
+  BackendInfo info;
+  if (const std::string why = refused_options(w.hello(info)); !why.empty()) throw core::UserError(why);
 }
 
 Worker::Worker(std::string backend, std::vector<std::string> args, Limits limits)

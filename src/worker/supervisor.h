@@ -45,10 +45,12 @@ struct NodeSupport {
 const std::vector<std::string>& available_backends();
 // Path of the worker executable for `backend`; UserError for an unknown backend name.
 std::string worker_path(const std::string& backend);
-// The backend's options as its worker reads them: the worker run with QUORUM_WORKER_CHECK=1 builds the
-// backend and exits. UserError with the worker's own line ("backend 'ort': unknown option ...") when it
-// refuses them (exit status 2), so a misspelt option is one clear line before a campaign starts, not a
-// crash finding. Nothing is run for a spec without options.
+// What a worker's start says of its backend's options: the worker's own line ("backend 'ort': unknown option ...")
+// when it stopped at its start with status 2 (it refused them), else "".
+std::string refused_options(const Outcome& started);
+// The backend's options as its worker reads them: a worker started and asked for its Hello. UserError with
+// refused_options' line when it refuses them, so a misspelt option is one clear line before a command runs
+// anything, not a crash finding. Nothing is run for a spec without options.
 void check_options(const std::string& backend, const std::vector<std::string>& options);
 
 // One case of a batch (Kind::Batch): its weights (empty: the graph's own), inputs and, when the

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <iostream>
 
 #include "core/error.h"
@@ -22,8 +21,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     auto backend = quorum::backends::create_backend(args);
-    // QUORUM_WORKER_CHECK: the options were read (worker::check_options); nothing is served.
-    if (const char* check = std::getenv("QUORUM_WORKER_CHECK"); check && *check) return 0;
     return quorum::worker::serve(*backend, proto_in, proto_out);
   } catch (const quorum::core::UserError& e) {
     std::cerr << "quorum-worker: " << e.what() << std::endl;
