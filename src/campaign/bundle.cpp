@@ -70,7 +70,8 @@ json setup_json(const Setup& s) {
           {"oracle", oracle::to_string(s.thresholds.rule)},
           {"optimized", s.optimized},
           {"batch_relation",
-           {{"on", s.batch_relation.on}, {"batch", s.batch_relation.batch}, {"position", s.batch_relation.position}}}};
+           {{"on", s.batch_relation.on}, {"batch", s.batch_relation.batch}, {"position", s.batch_relation.position}}},
+          {"form_relation", {{"on", s.form_relation.on}, {"draw", s.form_relation.draw}}}};
 }
 
 // The setup a bundle records: the campaign's, with the batch relation's draw for this model fixed (its replay
@@ -120,6 +121,11 @@ Setup setup_from_json(const json& j, const std::string& where) {
       s.batch_relation.on = b->at("on").get<bool>();
       s.batch_relation.batch = integer<int64_t>(*b, "batch");
       s.batch_relation.position = integer<int64_t>(*b, "position");
+    }
+    // ... and before the form relation.
+    if (const auto f = j.find("form_relation"); f != j.end()) {
+      s.form_relation.on = f->at("on").get<bool>();
+      s.form_relation.draw = integer<uint64_t>(*f, "draw");
     }
     return s;
   } catch (const json::exception& e) {

@@ -52,6 +52,7 @@ struct Shared {
   int64_t optimized = 0;  // hits of the optimized stage (OC), among them
   int64_t batched = 0;    // hits of the batch relation (BR), among them
   int64_t widened = 0;    // models the batch relation ran at a wider batch
+  int64_t formed = 0;     // hits of the form relation (FR), among them
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
   int64_t recycled = 0;  // worker processes replaced by fresh ones (worker::Limits::recycle_*)
   std::string first_invalid;
@@ -214,6 +215,7 @@ class Run {
       if (setup_.optimized) log_ << " (optimized stage " << sh_.optimized << ")";
       if (setup_.batch_relation.on)
         log_ << " (batch relation " << sh_.batched << ", on " << sh_.widened << " models widened)";
+      if (setup_.form_relation.on) log_ << " (form relation " << sh_.formed << ")";
       log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
       if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
       log_ << " | OLC " << std::setprecision(1) << 100.0 * cov_->parts().olc << "%";
@@ -465,6 +467,7 @@ class Run {
       ++sh_.by_kind[f.kind];
       sh_.optimized += f.stage == core::Stage::Optimized;
       sh_.batched += f.stage == core::Stage::Batch;
+      sh_.formed += f.stage == core::Stage::Form;
     }
     sh_.widened += ev.batch > 0;
     sh_.timing.add(t);
@@ -644,6 +647,7 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
       {"dtype", core::to_string(opt.setup.dtype)},
       {"optimized", opt.setup.optimized ? "on" : "off"},
       {"batch_relation", opt.setup.batch_relation.on ? "on" : "off"},
+      {"form_relation", opt.setup.form_relation.on ? "on" : "off"},
       {"loss", opt.rotate_losses ? std::string("every") : opt.setup.loss}};
   settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
   store.check_settings(settings);

@@ -307,6 +307,65 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   t.compare += since(t0);
 }
 
+// The exchange form a session's lowering says each node was read in ("opset 12, gemm=matmul_add"): its
+// "onnx opset N" and "onnx form ..." entries.
+std::map<std::string, std::string> read_forms(const std::map<std::string, std::vector<std::string>>& lowering) {
+  std::map<std::string, std::string> out;
+  for (const auto& [node, list] : lowering)
+    for (const auto& x : list) {
+      const std::string what = x.rfind("onnx opset ", 0) == 0 ? x.substr(5)
+                               : x.rfind("onnx form ", 0) == 0 ? x.substr(10)
+                                                               : std::string();
+      if (!what.empty()) out[node] += (out[node].empty() ? "" : ", ") + what;
+    }
+  return out;
+}
+
+// The form relation (Setup::form_relation): the model read in another exchange form (ir::Graph::form_draw) on
+// every library that read it as exported ONNX (Evaluation::exchange) and ran it, every node judged (stage FR).
+// Where the other draw gives every node the form it had (the same opset and spellings), nothing is run.
+void form_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
+                   Evaluation& ev, Timing& t) {
+  if (ev.exchange.empty()) return;
+  ir::Graph other = m.graph;
+  other.form_draw = setup.form_relation.draw;
+  Lowerings lowering;  // the other form's sessions
+  bool any = false;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    oracle::BackendRun* r = nullptr;
+    for (auto& run : ev.runs)
+      if (!run.is_reference && run.backend == setup.backends[i].str()) r = &run;
+    if (!r || !r->outcome.ok() || r->unsupported || r->values.empty() || !ev.exchange.count(r->backend)) continue;
+    worker::Worker& w = workers.at(i);
+    const auto t0 = std::chrono::steady_clock::now();
+    oracle::FormRun& f = r->formed;
+    f.pinned = read_forms(ev.exchange.at(r->backend));
+    f.outcome = {};
+    if (setup.refusals)
+      if (auto hit = setup.refusals->match(r->backend, other))
+        f.outcome = {worker::Status::Unsupported, "not sent: " + hit->refusal.str(), 0, ""};
+    if (f.outcome.ok()) f.outcome = infers(other, w);
+    if (f.outcome.ok()) f.outcome = w.compile(other, backends::CompileOptions{setup.dtype, setup.threads});
+    if (f.outcome.ok()) {
+      f.other = read_forms(*lowering_of(lowering, setup, workers, r->backend));
+      if (f.other == f.pinned) {
+        t.formed[setup.backends[i].name] += since(t0);
+        continue;  // read as it was: the same run again
+      }
+    }
+    f.ran = any = true;
+    if (f.outcome.ok()) f.outcome = w.forward(inputs, true, f.values);
+    t.formed[setup.backends[i].name] += since(t0);
+  }
+  if (!any) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t from = ev.findings.size();
+  for (auto& f : oracle::judge_form_relation(m.graph, ev.runs, thresholds(setup), &inputs))
+    ev.findings.push_back(std::move(f));
+  attach_lowering(ev.findings, from, lowering, setup, workers);
+  t.compare += since(t0);
+}
+
 }  // namespace
 
 Mode mode_from_string(const std::string& s) {
@@ -331,6 +390,7 @@ double Timing::libraries() const {
   for (const auto& [b, v] : run) t += v;
   for (const auto& [b, v] : optimized) t += v;
   for (const auto& [b, v] : batched) t += v;
+  for (const auto& [b, v] : formed) t += v;
   return t;
 }
 
@@ -344,6 +404,7 @@ void Timing::add(const Timing& o) {
   for (const auto& [k, v] : o.compile) compile[k] += v;
   for (const auto& [k, v] : o.run) run[k] += v;
   for (const auto& [k, v] : o.optimized) optimized[k] += v;
+  for (const auto& [k, v] : o.formed) formed[k] += v;
   for (const auto& [k, v] : o.batched) batched[k] += v;
 }
 
@@ -487,6 +548,7 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   judge_runs(m, setup, workers, inputs, target, ev);
   t.compare += since(t0);
   if (setup.batch_relation.on) batch_relation(m, setup, workers, inputs, ev, t);
+  if (setup.form_relation.on) form_relation(m, setup, workers, inputs, ev, t);
   return ev;
 }
 

@@ -54,6 +54,15 @@ struct Setup {
     bool on = false;
     int64_t batch = 0, position = 0;
   } batch_relation;
+  // The form relation (--form_relation on, stage FR): after the pinned runs (and the batch relation's), every
+  // library that read the model as exported ONNX reads it again in its `draw`-th other exchange form
+  // (ir::Graph::form_draw: another opset and other spellings of its nodes, drawn from the model's form seed)
+  // and runs it on the same inputs; oracle::judge_form_relation judges every node. evaluate_batch does not
+  // make it.
+  struct FormRelation {
+    bool on = false;
+    uint64_t draw = 1;
+  } form_relation;
 };
 
 struct ModelCase {
@@ -71,6 +80,7 @@ struct Timing {
   std::map<std::string, double> compile, run;  // per backend
   std::map<std::string, double> optimized;     // per backend: the optimized run's compile and run
   std::map<std::string, double> batched;       // per backend: the batch relation's compile and run
+  std::map<std::string, double> formed;        // per backend: the form relation's compile and run
   void add(const Timing& o);
   // The libraries' own time (every backend's compile and run) and the campaign's overhead on the
   // models' hot path: generate, reference, compare and store (reduction is counted apart).

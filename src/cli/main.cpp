@@ -257,7 +257,7 @@ const std::vector<Command>& commands() {
         "seed",      "out",      "max_nodes", "dataset",        "timeout",       "memory",
         "threads",   "dtype",    "loss",      "learning_rate",  "threshold",     "epsilon",
         "metric",    "oracle",   "reduce",    "invalid_params", "mutation_rate", "model", "optimized",
-        "batch_relation", "ops", "skip_ops", "store",     "shard",          "worker_models", "worker_rss",
+        "batch_relation", "form_relation", "ops", "skip_ops", "store", "shard", "worker_models", "worker_rss",
         "search",    "search_budget", "population", "elite", "crossover", "ga_mutation", "max_ite",
         "cauchy_scale", "level", "fitness", "transfer", "trained", "images", "batch", "top_k", "class_threshold",
         "mad_threshold", "trigger_share", "olc_weights", "n_maxspc", "mcts_visits", "mcts_depth", "backend_share",

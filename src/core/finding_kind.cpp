@@ -39,15 +39,16 @@ const char* to_string(Stage s) {
     case Stage::Backward: return "BC";
     case Stage::Optimized: return "OC";
     case Stage::Batch: return "BR";
+    case Stage::Form: return "FR";
   }
   return "?";
 }
 
 Stage stage_from_string(const std::string& s) {
   for (const Stage t : {Stage::Compile, Stage::Forward, Stage::Loss, Stage::Backward, Stage::Optimized,
-                        Stage::Batch})
+                        Stage::Batch, Stage::Form})
     if (s == to_string(t)) return t;
-  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC, BC, OC or BR)");
+  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC, BC, OC, BR or FR)");
 }
 
 }  // namespace quorum::core

@@ -22,9 +22,9 @@ enum class FindingKind : uint8_t { Inconsistency, NaN, Crash, NaNSwallowed, Dete
 // library's optimizer free to fuse and fold, judged end to end against the reference and the library's own
 // pinned run), or the batch relation (BR: the model's sample evaluated again inside a larger batch by the same
 // library, judged against its own run of the sample and the reference).
-enum class Stage : uint8_t { Compile, Forward, Loss, Backward, Optimized, Batch };
-// The stages judged end to end on a second run of the model by the same library (OC, BR).
-inline bool second_run_stage(Stage s) { return s == Stage::Optimized || s == Stage::Batch; }
+enum class Stage : uint8_t { Compile, Forward, Loss, Backward, Optimized, Batch, Form };
+// The stages judged end to end on a second run of the model by the same library (OC, BR, FR).
+inline bool second_run_stage(Stage s) { return s == Stage::Optimized || s == Stage::Batch || s == Stage::Form; }
 
 // What, beside kind, stage, backend and operator, tells two root causes of a kind apart in a
 // signature: the node's categorical attributes, the failure's (normalised) message, or nothing.
@@ -45,7 +45,7 @@ const char* to_string(FindingKind k);
 // UserError naming the text when it is no kind (a store or bundle written by something else).
 FindingKind finding_kind_from_string(const std::string& s);
 
-const char* to_string(Stage s);  // "compile", "FC", "LC", "BC", "OC", "BR"
+const char* to_string(Stage s);  // "compile", "FC", "LC", "BC", "OC", "BR", "FR"
 Stage stage_from_string(const std::string& s);  // UserError otherwise
 // The loss or the gradients: the stages a training run judges.
 inline bool training_stage(Stage s) { return s == Stage::Loss || s == Stage::Backward; }

@@ -42,6 +42,9 @@ struct Graph {
   struct FormBatch {
     int64_t from = 0, as = 0;
   } form_batch;
+  // The exchange form drawn again (the form relation, campaign::Setup::form_relation): 0 the model's own
+  // seeded form; k > 0 the k-th other draw of its form seed, so of its opset and of every node's choices.
+  uint64_t form_draw = 0;
 
   const Node* producer(const std::string& value) const;
   const Node* find_node(const std::string& name) const;

@@ -795,6 +795,7 @@ std::string OnnxExported::str() const {
 uint64_t form_seed(const Graph& g) {
   std::string k = g.name;
   for (const auto& in : g.inputs) k += "|" + in.name + ":" + form_shape(g, in.type.shape);
+  if (g.form_draw) k += "|draw " + std::to_string(g.form_draw);
   const uint64_t h = fnv(k, 0x51ED);
   return h ? h : 1;
 }

@@ -66,7 +66,7 @@ OnnxExported graph_to_onnx(const Graph& g, const OnnxForm& form);
 OnnxExported onnx_forms(const Graph& g, const OnnxForm& form);
 
 // The form seed of a model: a hash of its name and inputs (a function of the campaign seed and the
-// model index, as the model is), never 0.
+// model index, as the model is) and of its form draw (Graph::form_draw), never 0.
 uint64_t form_seed(const Graph& g);
 // The seeded form for an engine that reads opsets [lo, hi] (clamped to the exporter's): the model's
 // form seed and an opset chosen from it in that range.

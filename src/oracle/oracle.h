@@ -35,11 +35,20 @@ struct OptimizedRun {
 // number) and fresh samples around them. `values` hold, for every node output the float64 reference shows
 // to be a function of its own sample alone (the reference's rows there equal its run of the model, bit for
 // bit), the library's rows [position, position + N): shaped as the pinned run's.
-struct BatchRun {
+struct RelationRun {
   bool ran = false;
   worker::Outcome outcome;
-  int64_t batch = 0, position = 0;
   backends::ValueMap values;
+};
+struct BatchRun : RelationRun {
+  int64_t batch = 0, position = 0;
+};
+
+// The form relation's run (stage FR): the library's pinned run of the model read in another exchange form
+// (ir::Graph::form_draw: another opset, other ONNX spellings of its nodes), on the same inputs; `values` every
+// node output. Per node, the form each run read ("opset 12", "opset 12, gemm=matmul_add").
+struct FormRun : RelationRun {
+  std::map<std::string, std::string> pinned, other;
 };
 
 // One backend's run of one model. NaN/Inf counts only where another library (not the float64
@@ -63,6 +72,7 @@ struct BackendRun {
   backends::ValueMap grads;          // node outputs and weights
   OptimizedRun optimized;
   BatchRun batched;
+  FormRun formed;
 };
 
 // Which rule judges numbers. PerNode: each library node against the catalogue kernel on the
@@ -151,5 +161,11 @@ std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& ru
 // is the finding's (its operands did not). A batched run that failed where the pinned run ran is a crash.
 std::vector<Finding> judge_batch_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
                                           const Thresholds& th, const backends::ValueMap* inputs);
+
+// The form relation (stage FR), whatever rule judges the numbers: each library's run of the model read in
+// another exchange form (BackendRun::formed) against its own pinned run and the float64 reference, node by
+// node as the batch relation; a second run that failed where the pinned run ran is a crash.
+std::vector<Finding> judge_form_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
+                                         const Thresholds& th, const backends::ValueMap* inputs);
 
 }  // namespace quorum::oracle

@@ -1,7 +1,7 @@
 // A second run of a model by the same library, judged end to end (internal to src/oracle/): the optimized
-// run (optimized.cpp) and the batch relation's run (batch.cpp) hold values the library computed another way
-// for the same numbers; each is judged against the float64 reference and the library's own pinned run within
-// an envelope that every correct float32 evaluation of the graph can reach.
+// run (optimized.cpp) and the relations' runs (relation.cpp: batch and form) hold values the library computed
+// another way for the same numbers; each is judged against the float64 reference and the library's own
+// pinned run within an envelope that every correct float32 evaluation of the graph can reach.
 //
 // The envelope is the spread (oracle/spread.h) run over the whole graph: the graph is evaluated again
 // kTrials times, each node's kernel in the trial's float32 model (its stored intermediates rounded and

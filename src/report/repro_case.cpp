@@ -128,6 +128,15 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
       recorded_grads.clear();
     }
   }
+  // The form relation: the model read in the other exchange form its finding was judged in (the bundle's setup
+  // names the draw); the library's recorded values are its run of the model's own form, which is right.
+  if (c.stage == core::Stage::Form) {
+    g.form_draw = campaign::bundle_setup(dir.string()).form_relation.draw;
+    c.detail += "; the program reads the model in its other exchange form (form draw " +
+                std::to_string(g.form_draw) + ")";
+    recorded.clear();
+    recorded_grads.clear();
+  }
   c.model = g;
   c.inputs = inputs;
   bool cut = false;
@@ -136,7 +145,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   // fusing a pad into a convolution need the neighbours). A detection finding (quorum detect) is a
   // difference of the whole model's prediction: its model stays whole.
   if (!reduced && g.nodes.size() > kWholeModelNodes && !c.node.empty() && c.kind != core::FindingKind::Detection &&
-      c.stage != core::Stage::Batch) {
+      c.stage != core::Stage::Batch && c.stage != core::Stage::Form) {
     bool have = true;
     ValueMap fed;
     for (const auto& n : g.nodes) {

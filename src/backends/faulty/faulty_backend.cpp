@@ -26,6 +26,11 @@
 //                           input is an OP node's output that nothing else uses and no one asks for is "fused"
 //                           into it, wrongly: negative values pass at half their size (leaky, alpha 0.5). The
 //                           pinned run is right; the optimized session's lowering says "fused OP+relu"
+//   opset-below=OP@N        a model reader's fault: faulty reads every model as if in its seeded exchange form
+//                           (ir::seeded_form at opsets 11 to 17, its lowering "onnx opset K" per node, as the
+//                           ONNX-reading backends say) and OP's output is off by +0.5 when K < N: an importer
+//                           whose older-opset path is wrong, which the form relation finds where the model's own
+//                           opset is N or more
 //   refuse-op=OP            supports() says no to every node of operator OP, as a library that does not map
 //                           it (repeatable): the campaign's per-backend counts and share policy are tested on it
 // and the numeric faults of numeric_faults.cpp by name (e.g. relu-grad-at-zero), or all-numeric.
@@ -44,10 +49,14 @@
 #include "backends/faulty/numeric_faults.h"
 #include "backends/ref/ref_backend.h"
 #include "core/error.h"
+#include "ir/onnx_io.h"
 #include "ops/registry.h"
 
 namespace quorum::backends {
 namespace {
+
+// The opsets opset-below reads models at (as ONNX Runtime's backend does).
+constexpr int kFormOpsets[2] = {11, 17};
 
 struct Faults {
   std::string crash_on_op;
@@ -75,6 +84,7 @@ struct Faults {
     bool tail = false;
   };
   std::vector<Rows> rows;
+  std::vector<Rows> opset_below;  // opset-below=OP@N (the op and N)
   std::set<std::string> inf_as_nan;
 };
 
@@ -235,6 +245,8 @@ Faults parse(const std::vector<std::string>& args) {
       f.bands.push_back(parse_band(value));
     } else if ((name == "batch-from" || name == "tail") && !value.empty()) {
       f.rows.push_back(parse_rows(name, value));
+    } else if (name == "opset-below" && !value.empty()) {
+      f.opset_below.push_back(parse_rows(name, value));
     } else if (name == "inf-as-nan" && !value.empty()) {
       f.inf_as_nan.insert(value);
     } else if (name == "floor" && !value.empty()) {
@@ -249,7 +261,7 @@ Faults parse(const std::vector<std::string>& args) {
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
           "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, batch-from=OP@N, tail=OP@W, inf-as-nan=OP, "
-          "momentum-twice, all-numeric or a numeric fault)");
+          "opset-below=OP@N, momentum-twice, all-numeric or a numeric fault)");
     }
   }
   return f;
@@ -327,7 +339,8 @@ class FaultySession : public Session {
   std::unique_ptr<Session> inner_;
   ir::Graph g_;
   Faults f_;
-  std::map<std::string, std::vector<std::string>> fused_;  // the optimized run's "fused ..." entries
+  // The optimized run's "fused ..." entries; opset-below's "onnx opset K".
+  std::map<std::string, std::vector<std::string>> fused_;
 };
 
 class FaultyBackend : public Backend {
@@ -338,6 +351,8 @@ class FaultyBackend : public Backend {
   bool trains() const override { return true; }
   // Only with the planted optimizer fault: the reference has no optimizer.
   bool optimizes() const override { return !f_.fuse_relu_into.empty(); }
+  // Only with the planted reader fault.
+  bool reads_exchange_form() const override { return !f_.opset_below.empty(); }
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
     if (f_.refused_ops.count(n.op)) return Support::no("refuse-op: faulty does not map " + n.op);
     return ref_->supports(g, n);
@@ -363,6 +378,16 @@ class FaultyBackend : public Backend {
     add_floors(ov, f_.floors);
     add_rows(ov, f_.rows);
     add_inf_as_nan(ov, f_.inf_as_nan);
+    std::map<std::string, std::vector<std::string>> read;  // opset-below: the opset each node was read at
+    if (!f_.opset_below.empty()) {
+      const int opset = ir::seeded_form(g, kFormOpsets[0], kFormOpsets[1]).opset;
+      for (const auto& n : g.nodes) read[n.name].push_back("onnx opset " + std::to_string(opset));
+      for (const auto& r : f_.opset_below)
+        if (opset < r.n)
+          wrap_forward(ov, r.op, [](const ops::Inputs&, std::vector<core::Tensor>& out) {
+            for (int64_t i = 0; i < out[0].numel(); ++i) out[0].f64()[i] += 0.5;
+          });
+    }
     if (opt.optimized && !f_.fuse_relu_into.empty()) {
       ir::Graph fused = g;
       std::map<std::string, std::vector<std::string>> lowering;
@@ -375,7 +400,7 @@ class FaultyBackend : public Backend {
       }
       return std::make_unique<FaultySession>(make_ref_session(fused, std::move(ov)), g, f_, std::move(lowering));
     }
-    return std::make_unique<FaultySession>(make_ref_session(g, std::move(ov)), g, f_);
+    return std::make_unique<FaultySession>(make_ref_session(g, std::move(ov)), g, f_, std::move(read));
   }
 
  private:
