@@ -149,6 +149,13 @@ const KnownEntry* Ledger::match(const std::string& signature, const std::vector<
 
 const KnownEntry* Ledger::match(const Finding& f) const {
   if (const KnownEntry* e = match(f.signature(), f.lowering)) return e;
+  // The form relation's finding is the library's forward in another exchange form (its lowering that form's):
+  // an entry of the forward stage holds it too.
+  if (f.stage == Stage::Form) {
+    Finding forward = f;
+    forward.stage = Stage::Forward;
+    if (const KnownEntry* e = match(forward.signature(), f.lowering)) return e;
+  }
   if (!f.blames_reference() || f.against.empty()) return nullptr;
   const KnownEntry* first = nullptr;
   for (const auto& library : f.against) {

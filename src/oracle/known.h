@@ -71,7 +71,9 @@ struct Ledger {
   // A finding's entry: its signature and lowering as above; for a finding blamed on the reference
   // because every library differs from the kernel alike, the entry of the first of them when each
   // of them has a known bug with that finding's signature (libraries that share the faulty code:
-  // libtorch's float32 gelu backward is oneDNN's).
+  // libtorch's float32 gelu backward is oneDNN's). A form-relation finding (stage FR: the library's forward
+  // of the model read in another exchange form, its lowering that form's) also belongs to an entry of its
+  // forward stage (FC), so a known importer bug the other form reaches keeps its entry.
   const KnownEntry* match(const Finding& f) const;
   const KnownEntry* find(const std::string& id) const;
 };

@@ -191,6 +191,28 @@ TEST(Known, AnEntrysSignatureWithALoweringIsThatEntrysOnlyInThatForm) {
   EXPECT_EQ(l.match(sig), nullptr);
 }
 
+// A form-relation finding is the library's forward in its other exchange form: the forward entry of that form
+// holds it; the same finding in a form the entry does not name is unknown.
+TEST(Known, AFormRelationFindingBelongsToTheForwardEntryOfItsForm) {
+  const oracle::Ledger l = oracle::load_ledgers(oracle::default_ledger_dir());
+  oracle::Finding f;
+  f.kind = core::FindingKind::Inconsistency;
+  f.stage = core::Stage::Form;
+  f.backend = "opencv";
+  f.node = "dense_0";
+  f.op = "dense";
+  f.params = "{bias=1}";
+  f.lowering = {"onnx opset 13", "onnx form gemm=gemm_scaled,alpha=2,beta=4"};
+  const oracle::KnownEntry* e = l.match(f);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, "opencv-gemm-alpha-beta-ignored");
+  f.lowering = {"onnx opset 13", "onnx form gemm=gemm_transB"};
+  EXPECT_EQ(l.match(f), nullptr);
+  f.stage = core::Stage::Batch;  // the batch relation's findings name their own entries
+  f.lowering = {"onnx opset 13", "onnx form gemm=gemm_scaled,alpha=2,beta=4"};
+  EXPECT_EQ(l.match(f), nullptr);
+}
+
 TEST(Known, AMalformedLedgerIsOneClearError) {
   const std::string dir = ledger_dir("bad", "faulty", R"({"format": "quorum.known", "backend": "faulty", "entries": [
     {"id": "x", "class": "feature", "signature": "s", "note": "n"}]})");
