@@ -197,17 +197,25 @@ void draw_slice(const Shape& x, core::Rng& rng, Attrs& a) {
   Ints starts, ends, steps, listed;
   for (int64_t ax : axes) {
     const int64_t n = x[static_cast<size_t>(ax)];
+    listed.push_back(maybe_negative(rng, ax, rank));
+    if (rng.bernoulli(0.2)) {  // backwards: a negative step
+      const Ints s = ops::backward_slice(n, rng);
+      starts.push_back(s[0]);
+      ends.push_back(s[1]);
+      steps.push_back(s[2]);
+      continue;
+    }
     const int64_t len = rng.randint(1, n);
     const int64_t st = rng.randint(0, n - len), en = st + len;
     starts.push_back(rng.bernoulli(0.2) ? st - n : st);
     ends.push_back(en == n && rng.bernoulli(0.3) ? int64_t{1} << 30 : en);  // clamps to n
     steps.push_back(len > 2 && rng.bernoulli(0.3) ? 2 : 1);
-    listed.push_back(maybe_negative(rng, ax, rank));
   }
   a["starts"] = starts;
   a["ends"] = ends;
   a["axes"] = explicit_axes ? listed : Ints{};
-  a["steps"] = rng.bernoulli(0.3) ? Ints{} : steps;  // [] means every step is 1
+  const bool unit = std::all_of(steps.begin(), steps.end(), [](int64_t s) { return s == 1; });
+  a["steps"] = rng.bernoulli(0.3) && unit ? Ints{} : steps;  // [] means every step is 1
 }
 
 void draw_pad(const Shape& x, core::Rng& rng, Attrs& a) {

@@ -75,6 +75,10 @@ Shape random_shape(core::Rng& rng, int rank, int64_t lo, int64_t hi);
 double random_float(core::Rng& rng, double lo, double hi, int digits = 2);
 // Sometimes spells an axis from the end, as users do (probability 0.3); the shape rules accept both.
 int64_t maybe_negative(core::Rng& rng, int64_t axis, int64_t rank);
+// A backwards slice of an axis of size n: {start, end, step} with a negative step (-1 to -3), non-empty,
+// spelled in one of ONNX's equivalent ways (from the end, clamped, an end before element 0 as -n-1, -100 or
+// INT64_MIN, since -1 counts from the end).
+std::vector<int64_t> backward_slice(int64_t n, core::Rng& rng);
 
 // The dtype every input must share; OpError if they differ or are not floating point.
 DType common_float_dtype(const std::vector<TensorType>& in);

@@ -169,8 +169,32 @@ struct SlicePlan {
   Shape out;
 };
 
-// ONNX Slice with positive steps: a negative start/end counts from the end, then both clamp to
-// [0, dim]; the axis keeps ceil((end - start) / step) elements.
+// ONNX Slice: a negative start/end counts from the end; with a positive step both then clamp to [0, dim] and
+// the axis keeps ceil((end - start) / step) elements, with a negative step start clamps to [0, dim - 1], end to
+// [-1, dim - 1] (-1: through element 0) and the axis keeps ceil((start - end) / -step), from start down.
+}  // namespace
+
+std::vector<int64_t> backward_slice(int64_t n, core::Rng& rng) {
+  // start s in [0, n-1], end e in [-1, s-1] in normal form, then spelled in one of ONNX's ways.
+  const int64_t s = rng.randint(0, n - 1), e = rng.randint(-1, s - 1);
+  int64_t start = s;
+  switch (rng.randint(0, 2)) {
+    case 0: break;
+    case 1: start = s - n; break;                             // counts from the end
+    default: start = s == n - 1 ? int64_t{100} : s; break;  // clamps to n - 1
+  }
+  int64_t end = e;
+  if (e == -1) {  // through element 0: -1 itself would count from the end
+    const int k = static_cast<int>(rng.randint(0, 2));
+    end = k == 0 ? -n - 1 : k == 1 ? int64_t{-100} : std::numeric_limits<int64_t>::min();
+  } else if (rng.bernoulli(0.5)) {
+    end = e - n;
+  }
+  return {start, end, -rng.randint(1, 3)};
+}
+
+namespace {
+
 SlicePlan slice_plan(const Shape& in, const Attrs& a) {
   const auto& starts = core::attr_ints(a, "starts");
   const auto& ends = core::attr_ints(a, "ends");
@@ -194,10 +218,16 @@ SlicePlan slice_plan(const Shape& in, const Attrs& a) {
     const auto d = static_cast<size_t>(dims[i]);
     const int64_t n = in[d];
     const int64_t step = steps.empty() ? 1 : steps[i];
-    QUORUM_REQUIRE(step >= 1, "slice steps must be >= 1, got " + std::to_string(step));
-    auto clamp_index = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
-    const int64_t start = clamp_index(starts[i]), end = clamp_index(ends[i]);
-    const int64_t count = end > start ? (end - start - 1) / step + 1 : 0;
+    QUORUM_REQUIRE(step != 0, "slice steps must not be 0");
+    QUORUM_REQUIRE(step > -kI64Max, "slice step " + std::to_string(step) + " is too large");
+    // (v + n first where v is negative: it cannot overflow, and the clamp bounds everything after it.)
+    auto wrapped = [n](int64_t v) { return v < 0 ? v + n : v; };
+    const int64_t start = step > 0 ? std::clamp<int64_t>(wrapped(starts[i]), 0, n)
+                                   : std::clamp<int64_t>(wrapped(starts[i]), 0, n - 1);
+    const int64_t end = step > 0 ? std::clamp<int64_t>(wrapped(ends[i]), 0, n)
+                                 : std::clamp<int64_t>(wrapped(ends[i]), -1, n - 1);
+    const int64_t count = step > 0 ? (end > start ? (end - start - 1) / step + 1 : 0)
+                                   : (start > end ? (start - end - 1) / -step + 1 : 0);
     QUORUM_REQUIRE(count > 0, "slice along axis " + std::to_string(d) + " (size " + std::to_string(n) + ") from " +
                                   std::to_string(starts[i]) + " to " + std::to_string(ends[i]) + " is empty");
     p.start[d] = start;
@@ -449,6 +479,13 @@ Case sample_slice(core::Rng& rng) {
   std::vector<int64_t> starts, ends, steps;
   for (int64_t ax : axes) {
     const int64_t n = in[static_cast<size_t>(ax < 0 ? ax + rank : ax)];
+    if (rng.bernoulli(0.25)) {  // backwards: a negative step
+      const std::vector<int64_t> s = backward_slice(n, rng);
+      starts.push_back(s[0]);
+      ends.push_back(s[1]);
+      steps.push_back(s[2]);
+      continue;
+    }
     // A non-empty [s, e) in normal form, then spelled in one of ONNX's equivalent ways.
     const int64_t s = rng.randint(0, n - 1), e = rng.randint(s + 1, n);
     switch (rng.randint(0, 2)) {
@@ -777,15 +814,17 @@ std::vector<ReshapingDef> reshaping_ops() {
        export_transpose,
        {{{"Transpose"}, import_transpose}}},
       {"slice",
-       "ONNX Slice with positive steps: for each listed axis, elements start, start+step, ... before end; negative "
-       "start/end count from the end, then clamp to [0, dim]; an empty result is rejected",
+       "ONNX Slice: for each listed axis, elements start, start+step, ... before end (a negative step walks "
+       "backwards); negative start/end count from the end, then clamp to [0, dim] (a negative step: start to "
+       "[0, dim-1], end to [-1, dim-1]); an empty result is rejected",
        {ints_attr("starts", {}, -kInf, kInf, {}, "first index per sliced axis; [] (the default) slices nothing"),
         ints_attr("ends", {}, -kInf, kInf, {}, "exclusive end per sliced axis, same length as starts"),
         ints_attr("axes", {}, -kInf, kInf, {AttrValue(V{0, 0})},
                   "the sliced axes, distinct, negative counts from the end; [] (the default) is derived as "
                   "0..len(starts)-1"),
-        ints_attr("steps", {}, 1, kInf, {AttrValue(V{0})},
-                  "stride per sliced axis, >= 1; [] (the default) is derived as all ones")},
+        ints_attr("steps", {}, -kInf, kInf, {AttrValue(V{0})},
+                  "stride per sliced axis, not 0, negative walks backwards; [] (the default) is derived as all "
+                  "ones")},
        [](const Shape& in, const Attrs& a) { return slice_plan(in, a).out; },
        slice_map,
        sample_slice,

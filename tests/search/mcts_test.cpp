@@ -3,6 +3,8 @@
 // covers more than the random graph generators with the same budget.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "data/dataset.h"
 #include "gen/generator.h"
 #include "ir/json_io.h"
@@ -48,10 +50,12 @@ TEST(Mcts, KeepsModelsThatRaiseCoverageAndCoversMoreThanRandomGraphs) {
   constexpr int kModels = 400;
   const Generated m = generate("mcts", 7, kModels);
   EXPECT_GE(m.raised, kModels * 9 / 10);  // a model that raises nothing is returned only after 16 simulations
-  for (const char* g : {"ws", "rn"}) {
-    const Generated r = generate(g, 7, kModels);
-    EXPECT_GT(m.parts.olc, r.parts.olc) << g << ": " << parts_line(r.parts) << " vs mcts " << parts_line(m.parts);
-  }
+  // On average over seeds: one seed's margin over rn is within the seeds' spread (measured on seeds 7 to 11,
+  // 400 models: MCTS 73.6 to 77.2 % OLC, rn 75.2 to 75.5 %, ws 74.2 to 74.4 %).
+  std::map<std::string, double> mean;
+  for (uint64_t seed = 7; seed <= 11; ++seed)
+    for (const char* g : {"mcts", "ws", "rn"}) mean[g] += generate(g, seed, kModels).parts.olc / 5;
+  for (const char* g : {"ws", "rn"}) EXPECT_GT(mean["mcts"], mean[g]) << g << " " << mean[g] << " vs " << mean["mcts"];
 }
 
 }  // namespace

@@ -199,13 +199,22 @@ void build_slice(Builder& b, const ir::Node& n) {
   const Ints& axes_attr = core::attr_ints(n.attrs, "axes");
   const Ints& steps = core::attr_ints(n.attrs, "steps");
   Ints begin(rank, 0), end(x.shape.begin(), x.shape.end()), stride(rank, 1);
+  int end_mask = 0;
   for (size_t i = 0; i < starts.size(); ++i) {
     const size_t a = axes_attr.empty() ? i : ops::norm_axis(axes_attr[i], rank);
     const int64_t dim = x.shape[a];
-    auto clampi = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
-    begin[a] = clampi(starts[i]);
-    end[a] = clampi(ends[i]);
+    auto wrap = [dim](int64_t v) { return v < 0 ? v + dim : v; };
     stride[a] = steps.empty() ? 1 : steps[i];
+    if (stride[a] > 0) {
+      begin[a] = std::clamp<int64_t>(wrap(starts[i]), 0, dim);
+      end[a] = std::clamp<int64_t>(wrap(ends[i]), 0, dim);
+      continue;
+    }
+    // Backwards: start in [0, dim-1], end in [-1, dim-1]; an end of -1 (through element 0) would count from the
+    // back in StridedSlice, so the end mask runs to the front instead.
+    begin[a] = std::clamp<int64_t>(wrap(starts[i]), 0, dim - 1);
+    end[a] = std::clamp<int64_t>(wrap(ends[i]), -1, dim - 1);
+    if (end[a] == -1) end[a] = 0, end_mask |= 1 << a;
   }
   const Shape& out = out_shape(b.graph(), n);
   const bool unit_steps = std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; });
@@ -213,7 +222,7 @@ void build_slice(Builder& b, const ir::Node& n) {
     b.define(n.outputs[0], b.reshape(b.slice(x, begin, out), out));
     return;
   }
-  b.define(n.outputs[0], b.add(StridedSliceLayer{begin, end, stride, 0}, {x}, out, "strided_slice"));
+  b.define(n.outputs[0], b.add(StridedSliceLayer{begin, end, stride, end_mask}, {x}, out, "strided_slice"));
 }
 
 // `count` copies of the size-1 slice at index i along axis d: Concat doubling, then one Slice.

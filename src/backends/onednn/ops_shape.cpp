@@ -174,7 +174,17 @@ void register_shape(OpTable& t) {
   for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze"})
     t[name] = OpEntry{maker<LoweredKernel>(), {}, {}};
   t["transpose"] = OpEntry{maker<LoweredKernel>(), {}, {}};
-  t["slice"] = OpEntry{maker<SliceKernel>(), {}, {}};
+  // A slice is a reorder of a strided view of its input; oneDNN's memory descriptors have no negative strides.
+  t["slice"] = OpEntry{maker<SliceKernel>(),
+                       [](const ir::Graph&, const ir::Node& n) {
+                         for (int64_t s : core::attr_ints(n.attrs, "steps"))
+                           if (s < 0)
+                             return Support::no("oneDNN 2.6's memory descriptors have no negative strides (a slice "
+                                                "is a reorder of a strided view): steps " +
+                                                core::to_string(core::AttrValue(core::attr_ints(n.attrs, "steps"))));
+                         return Support::yes();
+                       },
+                       {}};
   t["pad"] = OpEntry{maker<PadKernel>(), {}, {}};
 }
 

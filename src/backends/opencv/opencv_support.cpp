@@ -280,6 +280,9 @@ Support slice(const ir::Graph& g, const ir::Node& n) {
                          str(axes));
   }
   const auto& steps = aints(n, "steps");
+  if (std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s < 0; }))
+    return Support::no("OpenCV 4.6 Slice takes positive steps only (measured: slice_layer.cpp asserts 'step >= 1', or "
+                       "'end < 0 || end > start' first), steps " + str(steps));
   const bool stepped = std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s != 1; });
   const bool negative = std::any_of(axes.begin(), axes.end(), [](int64_t a) { return a < 0; });
   if (stepped && negative)

@@ -163,7 +163,8 @@ void add_elementwise(Table& t) {
 
 // ---- shape ----------------------------------------------------------------------------------------
 
-// ONNX Slice with positive steps: negative start/end count from the end, then clamp to [0, dim].
+// ONNX Slice: negative start/end count from the end, then clamp to [0, dim]. at::slice takes positive steps
+// only: a negative step slices the axis flipped (element i at n-1-i), from n-1-start up to n-1-end.
 void lower_slice(const Node& c) {
   const Ints &starts = c.is("starts"), &ends = c.is("ends"), &steps = c.is("steps");
   Ints axes = c.is("axes");
@@ -173,9 +174,18 @@ void lower_slice(const Node& c) {
   for (size_t i = 0; i < starts.size(); ++i) {
     const int d = c.axis(axes[i], c.rank());
     const int64_t len = c.in_shape()[static_cast<size_t>(d)];
-    auto clamp_index = [len](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + len : v, 0, len); };
-    c.y(call("slice", {tensor("y"), int_(d), int_(clamp_index(starts[i])), int_(clamp_index(ends[i])),
-                       int_(steps.empty() ? 1 : steps[i])}),
+    const int64_t step = steps.empty() ? 1 : steps[i];
+    auto wrap = [len](int64_t v) { return v < 0 ? v + len : v; };
+    if (step < 0) {
+      const int64_t start = std::clamp<int64_t>(wrap(starts[i]), 0, len - 1);
+      const int64_t end = std::clamp<int64_t>(wrap(ends[i]), -1, len - 1);
+      c.y(call("torch.flip", {tensor("y"), ints({d})}), "at::flip along axis " + std::to_string(d));
+      c.y(call("slice", {tensor("y"), int_(d), int_(len - 1 - start), int_(len - 1 - end), int_(-step)}),
+          "at::slice along axis " + std::to_string(d) + ", flipped");
+      continue;
+    }
+    auto clamp_index = [&](int64_t v) { return std::clamp<int64_t>(wrap(v), 0, len); };
+    c.y(call("slice", {tensor("y"), int_(d), int_(clamp_index(starts[i])), int_(clamp_index(ends[i])), int_(step)}),
         "at::slice along axis " + std::to_string(d));
   }
 }

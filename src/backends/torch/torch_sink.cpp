@@ -231,6 +231,7 @@ void add_layout(Table& t) {
   t["torch.unsqueeze"] = [](const Args& a) { return TensorList{at::unsqueeze(a.t(0), a.i(1))}; };
   t[".unsqueeze"] = [](const Args& a) { return TensorList{a.t(0).unsqueeze(a.i(1))}; };
   t["torch.permute"] = [](const Args& a) { return TensorList{at::permute(a.t(0), a.ints(1))}; };
+  t["torch.flip"] = [](const Args& a) { return TensorList{a.t(0).flip(a.ints(1))}; };
   t[".movedim"] = [](const Args& a) { return TensorList{a.t(0).movedim(a.i(1), a.i(2))}; };
   t[".select"] = [](const Args& a) { return TensorList{a.t(0).select(a.i(1), a.i(2))}; };
   t[".narrow"] = [](const Args& a) { return TensorList{a.t(0).narrow(a.i(1), a.i(2), a.i(3))}; };
