@@ -158,7 +158,15 @@ std::optional<Vid> instantiate(const Block& block, Builder& b, const std::vector
             s.assign(x.size(), 1);
             s[1] = x[1];
           } else if (r == block_ref::kConstMatrix) {
-            s = {x.back(), b.rng().randint(1, b.limits().max_units)};
+            // A weight [K, H], or, for an operand of rank 3 or more, sometimes a stack of them whose leading
+            // dimensions broadcast against the operand's batch dimensions (each its size or 1, some dropped).
+            if (x.size() >= 3 && b.rng().bernoulli(0.3)) {
+              const auto keep = static_cast<size_t>(b.rng().randint(1, static_cast<int64_t>(x.size()) - 2));
+              for (size_t d = x.size() - 2 - keep; d + 2 < x.size(); ++d)
+                s.push_back(b.rng().bernoulli(0.3) ? 1 : x[d]);
+            }
+            s.push_back(x.back());
+            s.push_back(b.rng().randint(1, b.limits().max_units));
           } else {
             s = {x.back()};
           }

@@ -17,7 +17,7 @@ namespace block_ref {
 constexpr int kAllPorts = -50;      // every input of the block, in order
 constexpr int kConstChannel = -100;  // a weight shaped [1, C, 1, ...] after the op's first input (a bias)
 constexpr int kConstLast = -101;     // a weight shaped [last dim of the first input]
-constexpr int kConstMatrix = -102;   // a weight shaped [last dim of the first input, H]
+constexpr int kConstMatrix = -102;   // a weight [last dim of the first input, H], or a stack [..., K, H]
 constexpr int port(int k) { return -1 - k; }  // block input k
 }  // namespace block_ref
 

@@ -145,6 +145,22 @@ TEST(Coverage, GraphGeneratorsUseEveryOperator) {
   }
 }
 
+// The corpus's matmul weight is sometimes a stack [..., K, H] whose leading dimensions broadcast against the
+// operand's batch dimensions (ONNX MatMul with a constant operand of rank 3 or 4).
+TEST(Coverage, GraphGeneratorsDrawStackedMatmulWeights) {
+  const auto source = data::open_source("random");
+  Stream stream(options("rn", 8), *source);
+  int stacked = 0, flat = 0;
+  for (uint64_t i = 0; i < 600; ++i) {
+    const ir::Graph g = stream.next().graph;
+    for (const auto& n : g.nodes)
+      if (n.op == "matmul" && g.is_initializer(n.inputs[1]))
+        ++(g.initializers.at(n.inputs[1]).shape().size() > 2 ? stacked : flat);
+  }
+  EXPECT_GT(stacked, 0) << flat << " rank-2 weights";
+  EXPECT_GT(flat, stacked);
+}
+
 TEST(Coverage, UnitCyclesTheCatalogue) {
   const auto source = data::open_source("random");
   Stream stream(options("unit", 1), *source);

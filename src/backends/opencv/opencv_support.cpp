@@ -206,6 +206,10 @@ Support same_shapes(const ir::Graph& g, const ir::Node& n) {
 Support matmul(const ir::Graph& g, const ir::Node& n) {
   const core::Shape& a = shape_of(g, n.inputs[0]);
   const core::Shape& b = shape_of(g, n.inputs[1]);
+  if (g.is_initializer(n.inputs[1]) && b.size() > 2)
+    return Support::no("OpenCV 4.6's MatMul importer transposes a constant right operand with cv::transpose, which "
+                       "takes 2-D matrices only (measured: " + core::to_string(b) +
+                       " asserts '_src.dims() <= 2' in matrix_transform.cpp)");
   if (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin()))
     return Support::no("OpenCV 4.6 MatMul of two computed inputs needs equal ranks and equal batch dimensions (" +
                        core::to_string(a) + " x " + core::to_string(b) + " fails in fully_connected_layer)");
