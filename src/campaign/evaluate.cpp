@@ -215,6 +215,26 @@ namespace {
 
 worker::Outcome infers(const ir::Graph& g, worker::Worker& w);  // below
 
+// The run of backend `i` that a relation makes again (after judge_runs): one that ran the model, or null.
+oracle::BackendRun* ran(Evaluation& ev, const Setup& setup, size_t i) {
+  for (auto& run : ev.runs)
+    if (!run.is_reference && run.backend == setup.backends[i].str())
+      return run.outcome.ok() && !run.unsupported && !run.values.empty() ? &run : nullptr;
+  return nullptr;
+}
+
+// A relation's second model `g` compiled on `backend`'s worker: what the backend refuses of it (its support
+// rules, a learned refusal) it is not asked to run.
+worker::Outcome compile_again(const ir::Graph& g, const std::string& backend, const Setup& setup,
+                              worker::Worker& w) {
+  if (setup.refusals)
+    if (auto hit = setup.refusals->match(backend, g))
+      return {worker::Status::Unsupported, "not sent: " + hit->refusal.str(), 0, ""};
+  worker::Outcome o = infers(g, w);
+  if (o.ok()) o = w.compile(g, backends::CompileOptions{setup.dtype, setup.threads});
+  return o;
+}
+
 // The batch relation (Setup::batch_relation): the model at a wider batch on every library that ran it, its
 // rows of the model's own samples judged (stage BR). Runs after judge_runs: each worker's session becomes the
 // wide model's, whose lowering the relation's findings then carry.
@@ -272,22 +292,15 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   ev.batch = batch;
   ev.position = position;
   for (size_t i = 0; i < workers.size(); ++i) {
-    oracle::BackendRun* r = nullptr;
-    for (auto& run : ev.runs)
-      if (!run.is_reference && run.backend == setup.backends[i].str()) r = &run;
-    if (!r || !r->outcome.ok() || r->unsupported || r->values.empty()) continue;
+    oracle::BackendRun* r = ran(ev, setup, i);
+    if (!r) continue;
     worker::Worker& w = workers.at(i);
     const auto t0 = std::chrono::steady_clock::now();
     oracle::BatchRun& b = r->batched;
     b.ran = true;
     b.batch = batch;
     b.position = position;
-    // What the backend refuses of the wide model (its shape rules, a learned refusal) it is not asked to run.
-    if (setup.refusals)
-      if (auto hit = setup.refusals->match(r->backend, wide))
-        b.outcome = {worker::Status::Unsupported, "not sent: " + hit->refusal.str(), 0, ""};
-    if (b.outcome.ok()) b.outcome = infers(wide, w);
-    if (b.outcome.ok()) b.outcome = w.compile(wide, backends::CompileOptions{setup.dtype, setup.threads});
+    b.outcome = compile_again(wide, r->backend, setup, w);
     backends::ValueMap values;
     if (b.outcome.ok()) b.outcome = w.forward(wide_inputs, true, values);
     t.batched[setup.backends[i].name] += since(t0);
@@ -332,29 +345,19 @@ void form_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, c
   Lowerings lowering;  // the other form's sessions
   bool any = false;
   for (size_t i = 0; i < workers.size(); ++i) {
-    oracle::BackendRun* r = nullptr;
-    for (auto& run : ev.runs)
-      if (!run.is_reference && run.backend == setup.backends[i].str()) r = &run;
-    if (!r || !r->outcome.ok() || r->unsupported || r->values.empty() || !ev.exchange.count(r->backend)) continue;
+    oracle::BackendRun* r = ran(ev, setup, i);
+    if (!r || !ev.exchange.count(r->backend)) continue;
     worker::Worker& w = workers.at(i);
     const auto t0 = std::chrono::steady_clock::now();
     oracle::FormRun& f = r->formed;
     f.pinned = read_forms(ev.exchange.at(r->backend));
-    f.outcome = {};
-    if (setup.refusals)
-      if (auto hit = setup.refusals->match(r->backend, other))
-        f.outcome = {worker::Status::Unsupported, "not sent: " + hit->refusal.str(), 0, ""};
-    if (f.outcome.ok()) f.outcome = infers(other, w);
-    if (f.outcome.ok()) f.outcome = w.compile(other, backends::CompileOptions{setup.dtype, setup.threads});
-    if (f.outcome.ok()) {
-      f.other = read_forms(*lowering_of(lowering, setup, workers, r->backend));
-      if (f.other == f.pinned) {
-        t.formed[setup.backends[i].name] += since(t0);
-        continue;  // read as it was: the same run again
-      }
+    f.outcome = compile_again(other, r->backend, setup, w);
+    if (f.outcome.ok()) f.other = read_forms(*lowering_of(lowering, setup, workers, r->backend));
+    // Read as it was (every node in the form it had): the same run again, not made.
+    if (!f.outcome.ok() || f.other != f.pinned) {
+      f.ran = any = true;
+      if (f.outcome.ok()) f.outcome = w.forward(inputs, true, f.values);
     }
-    f.ran = any = true;
-    if (f.outcome.ok()) f.outcome = w.forward(inputs, true, f.values);
     t.formed[setup.backends[i].name] += since(t0);
   }
   if (!any) return;

@@ -8,8 +8,8 @@
 // whenever it leaves what a correct float32 evaluation can give (the whole-graph envelope of
 // oracle/second_run.h).
 #include <algorithm>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -34,10 +34,6 @@ bool plainly_agrees(const Tensor& p, const Tensor& w, const ops::Tolerance& tol)
   }
   return true;
 }
-
-}  // namespace
-
-namespace {
 
 // What tells one relation's second runs apart: which run of a backend it is, and how its findings name it.
 struct Relation {
@@ -73,7 +69,7 @@ std::vector<Finding> judge_relation(const ir::Graph& g, const std::vector<Backen
           b.outcome.status == worker::Status::Unsupported)
         continue;
       Finding f = base;
-      f.against = {"ref", r.backend};
+      f.against = {"ref", r.backend + " (" + rel.mine(r, nullptr) + ")"};
       f.kind = Kind::Crash;
       f.message = detail::crash_message(b.outcome);
       f.detail = "the " + rel.other(r, nullptr) + " run failed where the " + rel.mine(r, nullptr) + " run ran" + where +
