@@ -55,7 +55,6 @@ const std::map<std::string, std::string>& reference_exceptions() {
        "allowzero=1 with a 0 in the shape makes an empty tensor; the catalogue has no empty tensors"},
       {"node/test_slice_start_out_of_bounds",
        "the slice is empty (start 1000 on size 10); the catalogue has no empty tensors"},
-      {"node/test_resize_*cubic*", "Resize mode 'cubic': the catalogue has nearest and linear resize only"},
       {"node/test_resize_downsample_scales_*",
        "Resize given scales that are not output/input (0.6 on size 2 -> 1): ONNX maps coordinates with the given "
        "scale, the catalogue's resize is defined by output sizes (scale = output/input)"},

@@ -1,7 +1,7 @@
-// Spatial resizing of [N, C, H, W] to [N, C, oH, oW] (ONNX Resize with `sizes`, nearest and linear
-// modes). Both axes are separable: each output row/column maps to source taps (one for nearest, two
-// weighted ones for bilinear) computed once per axis, and the forward pass and its VJP walk the
-// same taps, so the gradient is exactly the transpose of the forward map.
+// Spatial resizing of [N, C, H, W] to [N, C, oH, oW] (ONNX Resize with `sizes`, nearest, linear and
+// cubic modes). Both axes are separable: each output row/column maps to source taps (one for
+// nearest, two weighted ones for bilinear, four for cubic) computed once per axis, and the forward
+// pass and its VJP walk the same taps, so the gradient is exactly the transpose of the forward map.
 #include <algorithm>
 #include <cmath>
 
@@ -12,35 +12,82 @@
 namespace quorum::ops {
 namespace {
 
-// One output index's source taps along an axis: value = w0 * x[i0] + w1 * x[i1].
+enum class Interp { Nearest, Linear, Cubic };
+
+// One output index's source taps along an axis: value = sum of w[k] * x[i[k]] for k < n.
 struct Tap {
-  int64_t i0 = 0, i1 = 0;
-  double w0 = 1.0, w1 = 0.0;
+  int n = 1;
+  int64_t i[4] = {0, 0, 0, 0};
+  double w[4] = {1.0, 0.0, 0.0, 0.0};
+  double gain = 1.0;  // cubic: the sum of |w| over the four taps before same-cell taps merge
 };
+
+// ONNX's cubic convolution kernel (Keys) at distance s from the coordinate, coefficient a.
+double cubic_weight(double a, double s) {
+  s = std::abs(s);
+  if (s <= 1.0) return ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
+  if (s < 2.0) return ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a;
+  return 0.0;
+}
+
+// The cubic taps at source coordinate c (not clamped: ONNX reads the edge cell for an index
+// outside the axis): cells floor(c)-1 .. floor(c)+2 at distances 1+t, t, 1-t, 2-t (t = c - floor(c)),
+// as ONNX Runtime and ATen place them. exclude_outside: taps outside [0, in-1] weigh 0 and the
+// others are renormalised to sum 1. The weights, a few float32 operations in a library, are stored.
+Tap cubic_taps(double c, int64_t in, double a, bool exclude_outside) {
+  Tap t;
+  t.n = 4;
+  const double fl = std::floor(c), r = c - fl;
+  const double dist[4] = {1.0 + r, r, 1.0 - r, 2.0 - r};
+  double sum = 0;
+  for (int k = 0; k < 4; ++k) {
+    const auto idx = static_cast<int64_t>(fl) - 1 + k;
+    const bool outside = idx < 0 || idx > in - 1;
+    t.i[k] = std::clamp<int64_t>(idx, 0, in - 1);
+    t.w[k] = exclude_outside && outside ? 0.0 : stored(cubic_weight(a, dist[k]));
+    sum += t.w[k];
+  }
+  if (exclude_outside && sum != 0)
+    for (double& w : t.w) w = stored(w / sum);
+  t.gain = std::abs(t.w[0]) + std::abs(t.w[1]) + std::abs(t.w[2]) + std::abs(t.w[3]);
+  // Taps that read the same edge cell read it once with their summed weight, as the exact
+  // interpolation does: an infinite edge cell then gives its limit, not inf - inf.
+  for (int k = 1; k < 4; ++k)
+    for (int j = 0; j < k; ++j)
+      if (t.w[k] != 0 && t.i[j] == t.i[k]) {
+        t.w[j] += t.w[k];
+        t.w[k] = 0;
+      }
+  return t;
+}
 
 // `lane`: the axis (0 height, 1 width), so the spread's trials round the two axes' coordinates to
 // opposite sides too (ops::stored_sum).
-std::vector<Tap> axis_taps(bool bilinear, const Attrs& a, int64_t in, int64_t out, int lane) {
+std::vector<Tap> axis_taps(Interp kind, const Attrs& a, int64_t in, int64_t out, int lane) {
   const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
   std::vector<Tap> taps(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) {
     const double x = resize_source_coord(ctm, o, in, out);
     Tap& t = taps[static_cast<size_t>(o)];
-    if (bilinear) {
-      // ONNX linear: clamp the coordinate into the input, then interpolate its two neighbours.
-      // The coordinate, a few float32 operations on the output index in a float32 implementation,
-      // is marked stored (ops::stored_sum); the result is continuous in it.
-      const double c = std::clamp(stored_sum(x, std::abs(x) + 0.5, 3, lane), 0.0, static_cast<double>(in - 1));
-      t.i0 = static_cast<int64_t>(std::floor(c));
-      t.i1 = std::min(t.i0 + 1, in - 1);
-      t.w1 = c - static_cast<double>(t.i0);
-      t.w0 = 1.0 - t.w1;
+    // The coordinate, a few float32 operations on the output index in a float32 implementation,
+    // is marked stored (ops::stored_sum).
+    const double c = stored_sum(x, std::abs(x) + 0.5, 3, lane);
+    if (kind == Interp::Linear) {
+      // ONNX linear: clamp the coordinate into the input, then interpolate its two neighbours; the
+      // result is continuous in the coordinate.
+      const double cl = std::clamp(c, 0.0, static_cast<double>(in - 1));
+      t.n = 2;
+      t.i[0] = static_cast<int64_t>(std::floor(cl));
+      t.i[1] = std::min(t.i[0] + 1, in - 1);
+      t.w[1] = cl - static_cast<double>(t.i[0]);
+      t.w[0] = 1.0 - t.w[1];
+    } else if (kind == Interp::Cubic) {
+      t = cubic_taps(c, in, core::attr_f(a, "cubic_coeff_a"), core::attr_i(a, "exclude_outside") != 0);
     } else {
-      // The same stored coordinate: on an exact integer (floor, ceil) or half-way point (the round
-      // modes), a float32 implementation's coordinate (o * float(in / out)) may land on either
-      // side, and so may a float64 one whose scale was rounded (libtorch's upsample_nearest).
-      const double c = stored_sum(x, std::abs(x) + 0.5, 3, lane);
-      t.i0 = t.i1 = std::clamp<int64_t>(resize_round_nearest(core::attr_s(a, "nearest_mode"), c), 0, in - 1);
+      // On an exact integer (floor, ceil) or half-way point (the round modes), a float32
+      // implementation's coordinate (o * float(in / out)) may land on either side, and so may a
+      // float64 one whose scale was rounded (libtorch's upsample_nearest).
+      t.i[0] = std::clamp<int64_t>(resize_round_nearest(core::attr_s(a, "nearest_mode"), c), 0, in - 1);
     }
   }
   return taps;
@@ -56,18 +103,32 @@ Shape resized_shape(const std::string& op, const Shape& x, const Attrs& a) {
   return Shape{x[0], x[1], sizes[0], sizes[1]};
 }
 
-OpSpec make_resize(bool bilinear) {
+// Sum of |w| over one axis's taps for any coordinate, an upper bound (each cubic weight is at most
+// |a+2| + |a+3| + 1 within distance 1 and 48|a| beyond): the range rule's gain per axis.
+double cubic_gain_bound(double a) { return 2.0 * (std::abs(a + 2.0) + std::abs(a + 3.0) + 1.0) + 96.0 * std::abs(a); }
+
+const char* interp_name(Interp k) {
+  return k == Interp::Linear ? "resize_bilinear" : k == Interp::Cubic ? "resize_bicubic" : "resize_nearest";
+}
+
+OpSpec make_resize(Interp kind) {
   OpSpec s;
-  s.name = bilinear ? "resize_bilinear" : "resize_nearest";
+  s.name = interp_name(kind);
   s.family = "resize";
-  s.doc = std::string("Resize [N, C, H, W] to [N, C, sizes[0], sizes[1]] (ONNX Resize, mode ") +
-          (bilinear ? "linear: source coordinate clamped to [0, in-1], then linear interpolation"
-                    : "nearest: source index rounded per nearest_mode, then clamped to [0, in-1]") +
-          "; scale = out/in per axis";
+  const std::string how =
+      kind == Interp::Linear
+          ? "linear: source coordinate clamped to [0, in-1], then linear interpolation"
+          : kind == Interp::Cubic
+                ? "cubic: the four cells floor(x)-1 .. floor(x)+2 (edge cells for indices outside the axis) "
+                  "weighted by Keys' cubic kernel with coefficient cubic_coeff_a; exclude_outside drops the "
+                  "cells outside and renormalises"
+                : "nearest: source index rounded per nearest_mode, then clamped to [0, in-1]";
+  s.doc = "Resize [N, C, H, W] to [N, C, sizes[0], sizes[1]] (ONNX Resize, mode " + how + "); scale = out/in per axis";
   const std::vector<std::string> modes =
-      bilinear ? std::vector<std::string>{"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"}
-               : std::vector<std::string>{"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
-                                          "tf_half_pixel_for_nn"};
+      kind != Interp::Nearest
+          ? std::vector<std::string>{"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"}
+          : std::vector<std::string>{"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                                     "tf_half_pixel_for_nn"};
   s.attrs = {
       ints_attr("sizes", {2, 2}, 1, kInf,
                 {AttrValue(std::vector<int64_t>{0, 0}), AttrValue(std::vector<int64_t>{-1, 4}),
@@ -76,24 +137,41 @@ OpSpec make_resize(bool bilinear) {
       enum_attr("coordinate_transformation_mode", "half_pixel", modes, {"", "half-pixel"},
                 "ONNX: half_pixel (x+0.5)/scale-0.5; asymmetric x/scale; align_corners x*(in-1)/(out-1) (0 if "
                 "out=1); pytorch_half_pixel like half_pixel but 0 if out=1" +
-                    std::string(bilinear ? "" : "; tf_half_pixel_for_nn (x+0.5)/scale")),
+                    std::string(kind == Interp::Nearest ? "; tf_half_pixel_for_nn (x+0.5)/scale" : "")),
   };
-  if (!bilinear)
+  if (kind == Interp::Nearest)
     s.attrs.push_back(enum_attr("nearest_mode", "round_prefer_floor",
                                 {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}, {"round", ""},
                                 "how the source coordinate is rounded to an index (ONNX)"));
+  if (kind == Interp::Cubic) {
+    s.attrs.push_back(float_attr("cubic_coeff_a", -0.75, -kInf, kInf, {AttrValue(std::nan(""))},
+                                 "the cubic kernel's coefficient a (any float, ONNX; -0.75 PyTorch's, -0.5 "
+                                 "TensorFlow's)"));
+    s.attrs.push_back(int_enum_attr("exclude_outside", 0, {0, 1}, {2, -1},
+                                    "1: cells outside the input weigh 0 and the rest are renormalised (ONNX)"));
+  }
   s.tags = {"resize"};
-  s.range = hull_of_inputs;  // nearest copies elements, bilinear takes convex combinations
+  if (kind == Interp::Cubic) {
+    // Cubic weights go negative: each output is within gain^2 times the largest input magnitude
+    // (unbounded with exclude_outside, whose renormalisation divides by the in-range weights' sum).
+    s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs& a) {
+      if (core::attr_i(a, "exclude_outside") != 0 || in.empty()) return std::vector<Interval>{Interval{}};
+      const double g = cubic_gain_bound(core::attr_f(a, "cubic_coeff_a"));
+      return std::vector<Interval>{mul(in[0], Interval{-g * g, g * g})};
+    };
+  } else {
+    s.range = hull_of_inputs;  // nearest copies elements, bilinear takes convex combinations
+  }
   const std::string name = s.name;
   s.infer = [name](const std::vector<TensorType>& in, const Attrs& a) {
     const DType dt = common_float_dtype(in);
     return Signature{{TensorType{dt, resized_shape(name, in[0].shape, a)}}, {}};
   };
-  s.forward = [name, bilinear](const Inputs& in, const Attrs& a) {
+  s.forward = [name, kind](const Inputs& in, const Attrs& a) {
     const Tensor& x = *in[0];
     const Shape ys = resized_shape(name, x.shape(), a);
     const int64_t h = ys[2], w = ys[3], ih = x.dim(2), iw = x.dim(3);
-    const auto ty = axis_taps(bilinear, a, ih, h, 0), tx = axis_taps(bilinear, a, iw, w, 1);
+    const auto ty = axis_taps(kind, a, ih, h, 0), tx = axis_taps(kind, a, iw, w, 1);
     Tensor y(DType::F64, ys);
     for (int64_t p = 0; p < ys[0] * ys[1]; ++p) {
       const double* xp = x.f64() + p * ih * iw;
@@ -103,22 +181,36 @@ OpSpec make_resize(bool bilinear) {
         for (int64_t j = 0; j < w; ++j) {
           const Tap& c = tx[static_cast<size_t>(j)];
           // Zero-weight taps are skipped, not multiplied: a NaN or Inf in a cell the output does
-          // not read must not reach it (0 * NaN), as it reaches no library's result.
-          auto tap = [](double wt, double v) { return wt == 0 ? 0.0 : wt * v; };
-          const double top = tap(c.w0, xp[r.i0 * iw + c.i0]) + tap(c.w1, xp[r.i0 * iw + c.i1]);
-          const double bottom = tap(c.w0, xp[r.i1 * iw + c.i0]) + tap(c.w1, xp[r.i1 * iw + c.i1]);
-          yp[i * w + j] = tap(r.w0, top) + tap(r.w1, bottom);
+          // not read must not reach it (0 * NaN), as the exact interpolation does not read it.
+          // Each row of taps is interpolated along the width, then the rows along the height.
+          // Cubic's weights go negative and sum to 1 with |w| summing to more: a float32
+          // implementation's weighted sum of one large cell read by several taps may overflow
+          // where the exact value fits, so each cubic pass is a stored sum of that magnitude.
+          auto dot = [kind](const Tap& t, auto&& value) {
+            double acc = 0, largest = 0;
+            bool first = true;
+            for (int k = 0; k < t.n; ++k) {
+              if (t.w[k] == 0) continue;
+              const double x = value(t.i[k]);
+              const double v = t.w[k] * x;
+              acc = first ? v : acc + v;
+              if (std::isfinite(x)) largest = std::max(largest, std::abs(x));  // an infinite cell is no overflow
+              first = false;
+            }
+            return kind == Interp::Cubic ? stored_sum(acc, t.gain * largest, 4) : acc;
+          };
+          yp[i * w + j] = dot(r, [&](int64_t ri) { return dot(c, [&](int64_t ci) { return xp[ri * iw + ci]; }); });
         }
       }
     }
     return std::vector<Tensor>{y};
   };
-  s.vjp = [name, bilinear](const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
-                           const std::vector<Tensor>& grad) {
+  s.vjp = [name, kind](const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
+                       const std::vector<Tensor>& grad) {
     const Tensor& x = *in[0];
     const Shape ys = resized_shape(name, x.shape(), a);
     const int64_t h = ys[2], w = ys[3], ih = x.dim(2), iw = x.dim(3);
-    const auto ty = axis_taps(bilinear, a, ih, h, 0), tx = axis_taps(bilinear, a, iw, w, 1);
+    const auto ty = axis_taps(kind, a, ih, h, 0), tx = axis_taps(kind, a, iw, w, 1);
     Tensor gx(DType::F64, x.shape());
     for (int64_t p = 0; p < ys[0] * ys[1]; ++p) {
       const double* gy = grad[0].f64() + p * h * w;
@@ -128,25 +220,31 @@ OpSpec make_resize(bool bilinear) {
         for (int64_t j = 0; j < w; ++j) {
           const Tap& c = tx[static_cast<size_t>(j)];
           const double g = gy[i * w + j];
-          // For nearest every tap has i0 == i1 with weights (1, 0): the zero-weight taps add nothing.
-          if (r.w0 * c.w0 != 0) gp[r.i0 * iw + c.i0] += g * r.w0 * c.w0;
-          if (r.w0 * c.w1 != 0) gp[r.i0 * iw + c.i1] += g * r.w0 * c.w1;
-          if (r.w1 * c.w0 != 0) gp[r.i1 * iw + c.i0] += g * r.w1 * c.w0;
-          if (r.w1 * c.w1 != 0) gp[r.i1 * iw + c.i1] += g * r.w1 * c.w1;
+          for (int ka = 0; ka < r.n; ++ka)
+            for (int kb = 0; kb < c.n; ++kb)
+              if (r.w[ka] * c.w[kb] != 0) gp[r.i[ka] * iw + c.i[kb]] += g * r.w[ka] * c.w[kb];
         }
       }
     }
     return std::vector<Tensor>{gx};
   };
-  s.sample = [bilinear, modes](core::Rng& rng) {
+  s.sample = [kind, modes](core::Rng& rng) {
     Case c;
     c.inputs = {f64t(Shape{rng.randint(1, 2), rng.randint(1, 3), rng.randint(1, 6), rng.randint(1, 6)})};
     // Outputs from 1 (the align_corners / pytorch_half_pixel special case) through up- and downsampling.
     c.attrs["sizes"] = std::vector<int64_t>{rng.randint(1, 9), rng.randint(1, 9)};
     c.attrs["coordinate_transformation_mode"] = rng.pick(modes);
-    if (!bilinear)
+    if (kind == Interp::Nearest)
       c.attrs["nearest_mode"] =
           rng.pick(std::vector<std::string>{"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
+    if (kind == Interp::Cubic) {
+      // PyTorch's and TensorFlow's coefficients most often, else a two-decimal value in [-2, 0] (an
+      // ONNX attribute is float32; a short decimal reads back as itself).
+      const double a = rng.bernoulli(0.6) ? rng.pick(std::vector<double>{-0.75, -0.5})
+                                          : std::round(rng.uniform(-200.0, 0.0)) / 100.0;
+      c.attrs["cubic_coeff_a"] = a;
+      c.attrs["exclude_outside"] = int64_t{rng.bernoulli(0.3) ? 1 : 0};
+    }
     c.gen = {InputGen{}};
     return c;
   };
@@ -193,12 +291,16 @@ void export_resize(OnnxExport& e) {
   if (e.op() == "resize_nearest") {
     p.set_s("mode", "nearest");
     p.set_s("nearest_mode", e.as("nearest_mode"));
+  } else if (e.op() == "resize_bicubic") {
+    p.set_s("mode", "cubic");
+    p.set_f("cubic_coeff_a", e.af("cubic_coeff_a"));
+    p.set_i("exclude_outside", e.ai("exclude_outside"));
   } else {
     p.set_s("mode", "linear");
   }
 }
 
-// Resize → resize_nearest or resize_bilinear by its mode; scales become sizes when exact.
+// Resize → resize_nearest, resize_bilinear or resize_bicubic by its mode; scales become sizes when exact.
 void import_resize(OnnxImport& m) {
   if (m.opset() < 11) m.fail("Resize before opset 11 is not supported");
   const Shape x = m.type_of(m.in(0)).shape;
@@ -234,19 +336,28 @@ void import_resize(OnnxImport& m) {
     m.emit_final("resize_bilinear", {m.in(0)}, a);
     return;
   }
+  if (mode == "cubic") {
+    a["cubic_coeff_a"] = m.getf("cubic_coeff_a", -0.75);
+    a["exclude_outside"] = m.geti("exclude_outside", 0);
+    m.emit_final("resize_bicubic", {m.in(0)}, a);
+    return;
+  }
   m.fail("mode '" + mode + "' is not in the catalogue");
 }
 
 }  // namespace
 
 void register_resize(Registry& r) {
-  OpSpec nearest = make_resize(false);
+  OpSpec nearest = make_resize(Interp::Nearest);
   nearest.onnx_export = export_resize;
   nearest.onnx_import = {{{"Resize"}, import_resize}};  // both modes
   r.add(std::move(nearest));
-  OpSpec bilinear = make_resize(true);
+  OpSpec bilinear = make_resize(Interp::Linear);
   bilinear.onnx_export = export_resize;
   r.add(std::move(bilinear));
+  OpSpec bicubic = make_resize(Interp::Cubic);
+  bicubic.onnx_export = export_resize;
+  r.add(std::move(bicubic));
 }
 
 }  // namespace quorum::ops

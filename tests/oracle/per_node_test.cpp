@@ -1180,6 +1180,28 @@ TEST(PerNode, AFloat32SumThatRoundsPastFloatMaxIsNotAFinding) {
   }
 }
 
+// A cubic resize of one cell at -FLT_MAX: every tap reads the cell, the exact weights sum to 1, but the
+// four products' partial sums pass FLT_MAX in float32 (ONNX Runtime's NaN, seed 9811: a height pass of
+// -inf rows, then -inf times weights of both signs). The same at a quarter of FLT_MAX stays a finding.
+TEST(PerNode, ACubicResizesPartialSumsThatOverflowFloat32AreNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 1, 1]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "resize_bicubic", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"sizes": [3, 7], "cubic_coeff_a": -0.5477380752563477}}]})",
+                                          "cubic_overflow");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2, 1, 1}, {-FLT_MAX, -FLT_MAX / 4})}},
+               core::Tensor(core::DType::F64, {1, 2, 3, 7}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  for (int64_t i = 0; i < 21; ++i)
+    if (i % 7 != 3) a.values["y"].f64()[i] = NAN;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.detail;
+  a.values["y"].f64()[21] = NAN;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
 // Three float32 behaviours of the third unseen seed (9090909), each its own regression:
 // - hard_sigmoid's alpha * x + beta rounds to its bound: 0.4 * 0.99999989 + 0.6 is 1 in float32,
 //   so the derivative is 0 (libtorch and oneDNN), where float64 keeps 0.99999996 and 0.4;

@@ -50,11 +50,12 @@ TEST(Mcts, KeepsModelsThatRaiseCoverageAndCoversMoreThanRandomGraphs) {
   constexpr int kModels = 400;
   const Generated m = generate("mcts", 7, kModels);
   EXPECT_GE(m.raised, kModels * 9 / 10);  // a model that raises nothing is returned only after 16 simulations
-  // On average over seeds: one seed's margin over rn is within the seeds' spread (measured on seeds 7 to 11,
-  // 400 models: MCTS 73.6 to 77.2 % OLC, rn 75.2 to 75.5 %, ws 74.2 to 74.4 %).
+  // On average over seeds: one seed's margin over rn is within the seeds' spread (measured on seeds 7 to 16,
+  // 400 models: MCTS 74.0 to 76.7 % OLC, mean 75.3 %; rn 74.9 to 75.3 %, mean 75.1 %; ws 73.7
+  // to 74.2 %). Five seeds were not enough once the catalogue grew by one operator.
   std::map<std::string, double> mean;
-  for (uint64_t seed = 7; seed <= 11; ++seed)
-    for (const char* g : {"mcts", "ws", "rn"}) mean[g] += generate(g, seed, kModels).parts.olc / 5;
+  for (uint64_t seed = 7; seed <= 16; ++seed)
+    for (const char* g : {"mcts", "ws", "rn"}) mean[g] += generate(g, seed, kModels).parts.olc / 10;
   for (const char* g : {"ws", "rn"}) EXPECT_GT(mean["mcts"], mean[g]) << g << " " << mean[g] << " vs " << mean["mcts"];
 }
 

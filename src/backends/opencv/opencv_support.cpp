@@ -336,6 +336,11 @@ const std::map<std::string, Rule>& rules() {
     m["reduce_sum"] = reduce_sum;
     m["resize_nearest"] = resize_nearest;
     m["resize_bilinear"] = resize_bilinear;
+    m["resize_bicubic"] = [](const ir::Graph&, const ir::Node&) {
+      return Support::no("OpenCV 4.6's Resize layer has no cubic mode (measured: resize_layer.cpp asserts "
+                         "'interpolation == \"nearest\" || interpolation == \"opencv_linear\" || interpolation == "
+                         "\"bilinear\"')");
+    };
     m["flatten"] = flatten;
     m["unsqueeze"] = unsqueeze;
     m["slice"] = slice;

@@ -551,9 +551,19 @@ void lower_global_pool(const Node& c) {
 // ---- resize ---------------------------------------------------------------------------------------
 
 // ATen's resize kernels per axis: upsample_nearest2d ("nearest": floor(o * in/out)),
-// _upsample_nearest_exact2d ("nearest-exact": floor((o + 0.5) * in/out)) and upsample_bilinear2d
-// with align_corners false (half-pixel) or true.
-enum class Kernel { None, Nearest, NearestExact, BilinearHalfPixel, BilinearAlignCorners, Any };
+// _upsample_nearest_exact2d ("nearest-exact": floor((o + 0.5) * in/out)), upsample_bilinear2d and
+// upsample_bicubic2d (Keys' kernel with a = -0.75, edge cells for indices outside the axis) with
+// align_corners false (half-pixel) or true.
+enum class Kernel {
+  None,
+  Nearest,
+  NearestExact,
+  BilinearHalfPixel,
+  BilinearAlignCorners,
+  BicubicHalfPixel,
+  BicubicAlignCorners,
+  Any
+};
 
 struct AxisChoice {
   Kernel kernel = Kernel::None;
@@ -608,21 +618,51 @@ AxisChoice bilinear_axis(const std::string& ctm, int64_t in, int64_t out) {
   return {Kernel::None, "libtorch's bilinear upsampling has no '" + ctm + "' coordinate mode"};
 }
 
-bool is_resize(const std::string& op) { return op == "resize_nearest" || op == "resize_bilinear"; }
+// ATen's bicubic kernel places its taps as ONNX cubic does (floor(x)-1 .. floor(x)+2, edge cells
+// outside), with its coefficient fixed and every tap read; its half-pixel coordinate is not clamped.
+AxisChoice bicubic_axis(const ir::Node& n, int64_t in, int64_t out) {
+  const double a = core::attr_f(n.attrs, "cubic_coeff_a");
+  if (a != -0.75)
+    return {Kernel::None, "libtorch's bicubic upsampling has its cubic coefficient fixed at -0.75, not " +
+                              core::to_string(core::AttrValue(a))};
+  if (core::attr_i(n.attrs, "exclude_outside") != 0)
+    return {Kernel::None, "libtorch's bicubic upsampling reads the edge cell for taps outside the input "
+                          "(no exclude_outside)"};
+  const AxisChoice b = bilinear_axis(core::attr_s(n.attrs, "coordinate_transformation_mode"), in, out);
+  switch (b.kernel) {
+    case Kernel::BilinearHalfPixel:
+      return {Kernel::BicubicHalfPixel, ""};
+    case Kernel::BilinearAlignCorners:
+      return {Kernel::BicubicAlignCorners, ""};
+    case Kernel::None: {
+      std::string why = b.why;
+      if (auto at = why.find("bilinear"); at != std::string::npos) why.replace(at, 8, "bicubic");
+      return {Kernel::None, why};
+    }
+    default:
+      return b;
+  }
+}
+
+bool is_resize(const std::string& op) {
+  return op == "resize_nearest" || op == "resize_bilinear" || op == "resize_bicubic";
+}
 
 // The kernel per axis (H, W) of a resize node.
 std::pair<AxisChoice, AxisChoice> resize_plan(const ir::Graph& g, const ir::Node& n) {
-  const bool bilinear = n.op == "resize_bilinear";
   const std::string& ctm = core::attr_s(n.attrs, "coordinate_transformation_mode");
   const core::Shape& x = g.types.at(n.inputs.at(0)).shape;
   const Ints& sizes = core::attr_ints(n.attrs, "sizes");
   auto axis = [&](size_t i) {
-    return bilinear ? bilinear_axis(ctm, x[i + 2], sizes[i])
-                    : nearest_axis(ctm, core::attr_s(n.attrs, "nearest_mode"), x[i + 2], sizes[i]);
+    if (n.op == "resize_bicubic") return bicubic_axis(n, x[i + 2], sizes[i]);
+    if (n.op == "resize_bilinear") return bilinear_axis(ctm, x[i + 2], sizes[i]);
+    return nearest_axis(ctm, core::attr_s(n.attrs, "nearest_mode"), x[i + 2], sizes[i]);
   };
   AxisChoice h = axis(0), w = axis(1);
   // "Any" follows the other axis, so one ATen call covers both where possible.
-  const Kernel fallback = bilinear ? Kernel::BilinearHalfPixel : Kernel::Nearest;
+  const Kernel fallback = n.op == "resize_bicubic"    ? Kernel::BicubicHalfPixel
+                          : n.op == "resize_bilinear" ? Kernel::BilinearHalfPixel
+                                                      : Kernel::Nearest;
   if (h.kernel == Kernel::Any) h.kernel = w.kernel == Kernel::Any || w.kernel == Kernel::None ? fallback : w.kernel;
   if (w.kernel == Kernel::Any) w.kernel = h.kernel == Kernel::None ? fallback : h.kernel;
   return {h, w};
@@ -636,6 +676,11 @@ CallPtr interpolate(Kernel k, const std::string& x, const Ints& size) {
       break;
     case Kernel::NearestExact:
       args.push_back(kw("mode", str("nearest-exact")));
+      break;
+    case Kernel::BicubicHalfPixel:
+    case Kernel::BicubicAlignCorners:
+      args.push_back(kw("mode", str("bicubic")));
+      args.push_back(kw("align_corners", boolean(k == Kernel::BicubicAlignCorners)));
       break;
     default:
       args.push_back(kw("mode", str("bilinear")));
@@ -659,7 +704,7 @@ void add_spatial(Table& t) {
   t["conv_transpose2d"] = lower_conv_transpose;
   for (const char* op : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"}) t[op] = lower_window_pool;
   for (const char* op : {"global_max_pool", "global_avg_pool"}) t[op] = lower_global_pool;
-  for (const char* op : {"resize_nearest", "resize_bilinear"}) t[op] = lower_resize;
+  for (const char* op : {"resize_nearest", "resize_bilinear", "resize_bicubic"}) t[op] = lower_resize;
 }
 
 const Table& table() {

@@ -79,6 +79,7 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/unsqueeze.h>
+#include <ATen/ops/upsample_bicubic2d.h>
 #include <ATen/ops/upsample_bilinear2d.h>
 #include <ATen/ops/upsample_nearest2d.h>
 #include <ATen/ops/where.h>
@@ -320,13 +321,15 @@ void add_spatial(Table& t) {
   t["F.adaptive_avg_pool2d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool2d(a.t(0), a.ints(1))}; };
   t["F.adaptive_avg_pool3d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool3d(a.t(0), a.ints(1))}; };
   // F.interpolate(x, size=, mode=[, align_corners=]): 'nearest' is upsample_nearest2d,
-  // 'nearest-exact' _upsample_nearest_exact2d, 'bilinear' upsample_bilinear2d.
+  // 'nearest-exact' _upsample_nearest_exact2d, 'bilinear' upsample_bilinear2d, 'bicubic'
+  // upsample_bicubic2d.
   t["F.interpolate"] = [](const Args& a) {
     const at::Tensor x = a.t(0);
     const at::IntArrayRef out(a.ints(1));
     const std::string& mode = a.s(2);
     if (mode == "nearest") return TensorList{at::upsample_nearest2d(x, out)};
     if (mode == "nearest-exact") return TensorList{at::_upsample_nearest_exact2d(x, out)};
+    if (mode == "bicubic") return TensorList{at::upsample_bicubic2d(x, out, a.b(3))};
     return TensorList{at::upsample_bilinear2d(x, out, a.b(3))};
   };
 }

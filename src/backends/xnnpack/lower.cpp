@@ -193,7 +193,7 @@ const std::map<std::string, std::string>& missing_reasons() {
         "not mapped: XNNPACK 2022-02 has no reduction operators (only pooling) to build its masked max and sum";
     r["transpose"] = "XNNPACK 2022-02 has no transpose operator (static transpose came later)";
     r["slice"] = "XNNPACK 2022-02 has no slice operator";
-    r["resize_nearest"] = "XNNPACK 2022-02 resizes only bilinearly";
+    for (const char* op : {"resize_nearest", "resize_bicubic"}) r[op] = "XNNPACK 2022-02 resizes only bilinearly";
     r["reduce_prod"] = "XNNPACK 2022-02 has no product reduction";
     r["layer_norm"] = "XNNPACK 2022-02 has no normalisation operator";
     r["lrn"] = "XNNPACK 2022-02 has no cross-channel normalisation";
