@@ -16,6 +16,7 @@
 #include "data/values.h"
 #include "ir/edit.h"
 #include "ir/json_io.h"
+#include "ref/interpreter.h"
 
 namespace quorum::campaign {
 
@@ -188,7 +189,17 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
   // crash that names a node (the value an engine returned with a wrong shape) whose node runs right
   // alone began upstream: the same search over what that node depends on.
   if (crash && out.reduction.reproduced) {
-    const backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
+    backends::ValueMap reference = read_recorded((dir / "outputs" / "ref").string(), original.graph);
+    // A value whose shape the reduction changed (an attribute set to its default: a pool's strides) is
+    // the float64 reference's on the reduced case itself: a recorded one no longer fits its consumer.
+    try {
+      const localize::Case& rc = out.reduction.reduced;
+      for (auto& [name, v] : ref::forward(rc.graph, rc.inputs)) {
+        const auto it = reference.find(name);
+        if (it == reference.end() || it->second.shape() != v.shape()) reference.insert_or_assign(name, std::move(v));
+      }
+    } catch (const core::UserError&) {
+    }
     const localize::NodeVerdict wrong = [&](const localize::Case& c) -> std::string {
       for (const auto& f : run(c).findings) {
         if (f.backend != blamed) continue;

@@ -220,6 +220,29 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
   fs::remove_all(fs::path(named[0].bundle).parent_path().parent_path());
 }
 
+TEST(ReduceBundle, AnUpstreamCulpritIsFoundWhenTheReductionChangedItsOutputShape) {
+  // The engine's Transpose returns its input: the relu after it gets the wrong shape, and the message
+  // names the relu. Reducing the transpose's perm to its default (reversed) still shows it, and changes
+  // the transpose's shape: the recorded values no longer fit the relu alone, so the reference's values
+  // come from the reduced case itself (seed 9833: ONNX Runtime's dilated SAME MaxPool before a Concat,
+  // whose strides went to their default, was left unattributed).
+  const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 3]}], "outputs": ["r"],
+    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
+              {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [0, 2, 1]}},
+              {"name": "r", "op": "relu", "inputs": ["t"], "outputs": ["r"]}]})";
+  const std::string runner = std::string(QUORUM_SOURCE_DIR) + "/tests/backends/exec_runners/numpy_runner.py";
+  const auto all = campaign_of("reshaped_culprit", g, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
+                               Mode::Infer, 1);
+  ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
+  EXPECT_EQ(all[0].node, "r");
+  std::ostringstream log;
+  const BundleReduction r = reduce_bundle(all[0].bundle, 40, &log);
+  EXPECT_NE(log.str().find("'t' perm -> default"), std::string::npos) << log.str();
+  EXPECT_EQ(r.culprit.node, "t") << log.str();
+  EXPECT_NE(r.root_cause.find("|transpose|library error: output_Nnpy (value 't')"), std::string::npos) << r.root_cause;
+  fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
+}
+
 TEST(ReduceBundle, ACaseWhoseOutputTheCampaignsLossCannotTakeIsReducedWithMseLoss) {
   // The engine's Transpose returns its input: the finding names the transpose (its own value has the wrong
   // shape). The campaign trains with categorical_hinge ([N, C] predictions): the model's output, a reshape to
