@@ -84,7 +84,11 @@ void group_backward(const double* x, const double* dxhat, const std::vector<int6
   }
   mean_d = stored_sum(mean_d / m, mag_d / m, terms);
   const double raw = raw_magnitude(x, dxhat, idx, s);
-  mean_dx = stored_sum(mean_dx / m, mag_dx / m, terms) + float32_range(raw);
+  // libtorch's layer_norm multiplies that raw sum by rstd three times ((db * mean - ds) * a * a * a / N)
+  // before dividing by N, in float32: with rstd up to 1/sqrt(eps) the product overflows where the
+  // gradient fits (batch_norm's own order: batch_norm_vjp).
+  mean_dx = stored_sum(mean_dx / m, mag_dx / m, terms) + float32_range(raw) +
+            float32_range(raw * s.rstd * s.rstd * std::max(1.0, s.rstd));
   for (size_t j = 0; j < idx.size(); ++j) {
     const int64_t i = idx[j];
     // Each element's term multiplies that raw sum by its own x (libtorch: b * x) or x - mean
@@ -181,6 +185,11 @@ std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::
     if (training) {
       // The statistics depend on x; the stored mean/var are unused, so their gradient stays 0.
       group_backward(xp, dxhat.f64(), idx, s, gx.f64());
+      // libtorch computes k = dotp * invstd * invstd / N in float32 from the unscaled gradient (dotp =
+      // sum(dy * (x - mean))) and multiplies by the scale last: with rstd^2 near 1/eps and dy near 1e37
+      // the product overflows where the gradient fits (seed 9833: a scale of 1e-45, every element NaN).
+      const double k_overflow = float32_range(raw_magnitude(xp, gy, idx, s) * s.rstd * s.rstd);
+      for (int64_t i : idx) gx.f64()[i] += k_overflow;
     } else {
       // Implementations fold scale * rstd into one factor (oneDNN) or multiply gy by the scale first
       // (libtorch): either overflows float32 where the gradient fits (scale FLT_MAX, var 0.82: the

@@ -819,6 +819,69 @@ TEST(PerNode, ANormalisationGradientWhoseRawSumsOverflowFloat32IsNotAFinding) {
   EXPECT_EQ(found[0].op, "layer_norm");
 }
 
+// libtorch's batch_norm backward (training) computes k = dotp * invstd * invstd / N in float32, dotp =
+// sum(dy * (x - mean)): with a small variance (invstd^2 near 1e5) and gradients near 1e37 the product
+// passes FLT_MAX where k and the gradient fit (seed 9833: NaN and inf in every element; python3-torch
+// gives the same in float32 and the exact values in float64). A gradient at 1e30 stays a finding.
+TEST(PerNode, ABatchNormGradientWhoseDotTimesRstdSquaredOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [4, 1]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [1], "data": [1e-30]},
+                     {"name": "b", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "m", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "v", "dtype": "float32", "shape": [1], "data": [1]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 1e-05, "training": 1}}]})",
+                                          "bn_dot_rstd_overflow");
+  for (double dy : {1e37, 1e30}) {
+    // mse over 4 elements: dL/dy = (y - t) / 2, so t = y - 2 dy with y ~ 1e-30.
+    const Case c(g, {{"x", core::Tensor::f64({4, 1}, {0, 1e-3f, 0, 0})}}, core::Tensor::f64({4, 1}, {0, -2 * dy, 0, 0}));
+    BackendRun a = c.run("A");
+    for (int64_t i = 0; i < 4; ++i) {
+      ASSERT_LT(std::abs(a.grads.at("x").get(i)), 1e37) << i;  // the exact gradient fits float32
+      a.grads["x"].f64()[i] = i == 1 ? -INFINITY : NAN;
+    }
+    const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+    if (dy > 1e36) {
+      for (const auto& f : found) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    } else {
+      ASSERT_EQ(found.size(), 1u);
+      EXPECT_EQ(found[0].op, "batch_norm");
+    }
+  }
+}
+
+// libtorch's layer_norm backward computes (db * mean - ds) * a * a * a / N in float32 (a = rstd): with a
+// near 316 the third product overflows where the gradient fits (issue-39 rn seed). dy 1e35: the
+// product passes 3e39, the gradient ~3e37; dy 1e30 stays a finding.
+TEST(PerNode, ALayerNormGradientWhoseRawTimesRstdCubedOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 4]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [4], "data": [1, 1, 1, 1]},
+                     {"name": "b", "dtype": "float32", "shape": [4], "data": [0, 0, 0, 0]}],
+    "nodes": [{"name": "y", "op": "layer_norm", "inputs": ["x", "s", "b"], "outputs": ["y"],
+               "attrs": {"axis": -1, "epsilon": 1e-05}}]})",
+                                          "ln_rstd_cubed_overflow");
+  for (double dy : {1e35, 1e30}) {
+    const Case base(g, {{"x", core::Tensor::f64({1, 4}, {0, 1e-3f, 0, 0})}}, core::Tensor::f64({1, 4}, {0, 0, 0, 0}));
+    const core::Tensor y = base.run("ref").values.at("y");
+    const Case c(g, {{"x", core::Tensor::f64({1, 4}, {0, 1e-3f, 0, 0})}},
+                 core::Tensor::f64({1, 4}, {y.get(0), y.get(1) - 2 * dy, y.get(2), y.get(3)}));
+    BackendRun a = c.run("A");
+    for (int64_t i = 0; i < 4; ++i) {
+      ASSERT_LT(std::abs(a.grads.at("x").get(i)), 1e38) << i;  // the exact gradient fits float32
+      a.grads["x"].f64()[i] = NAN;
+    }
+    const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+    if (dy > 1e34) {
+      for (const auto& f : found) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    } else {
+      ASSERT_EQ(found.size(), 1u);
+      EXPECT_EQ(found[0].op, "layer_norm");
+    }
+  }
+}
+
 // Nearest resize rounds a source coordinate that float32 implementations compute as o * float(in /
 // out) (libtorch even in float64: its scale is a float): where the exact coordinate is an integer
 // (floor) or a half-way point (the round modes), it may land on either side. 26 -> 22 with
