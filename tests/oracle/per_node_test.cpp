@@ -835,7 +835,8 @@ TEST(PerNode, ABatchNormGradientWhoseDotTimesRstdSquaredOverflowsFloat32IsNotAFi
                                           "bn_dot_rstd_overflow");
   for (double dy : {1e37, 1e30}) {
     // mse over 4 elements: dL/dy = (y - t) / 2, so t = y - 2 dy with y ~ 1e-30.
-    const Case c(g, {{"x", core::Tensor::f64({4, 1}, {0, 1e-3f, 0, 0})}}, core::Tensor::f64({4, 1}, {0, -2 * dy, 0, 0}));
+    const Case c(g, {{"x", core::Tensor::f64({4, 1}, {0, 1e-3f, 0, 0})}},
+                 core::Tensor::f64({4, 1}, {0, -2 * dy, 0, 0}));
     BackendRun a = c.run("A");
     for (int64_t i = 0; i < 4; ++i) {
       ASSERT_LT(std::abs(a.grads.at("x").get(i)), 1e37) << i;  // the exact gradient fits float32
