@@ -184,6 +184,12 @@ void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int
   a->set_type(onnx::AttributeProto::INTS);
   for (int64_t x : v) a->add_ints(x);
 }
+void set_strings(onnx::NodeProto* n, const std::string& name, const std::vector<std::string>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (const std::string& x : v) a->add_strings(x);
+}
 
 void set_type(onnx::ValueInfoProto* vi, const std::string& name, const TensorType& t) {
   vi->set_name(name);
@@ -211,6 +217,10 @@ class ProtoNode final : public ops::OnnxNode {
   }
   ProtoNode& set_ints(const std::string& name, const std::vector<int64_t>& v) override {
     ir::set_ints(p_, name, v);
+    return *this;
+  }
+  ProtoNode& set_strings(const std::string& name, const std::vector<std::string>& v) override {
+    ir::set_strings(p_, name, v);
     return *this;
   }
 
@@ -563,6 +573,10 @@ class Importer final : public ops::OnnxImport {
   std::vector<int64_t> getints(const std::string& name, std::vector<int64_t> def = {}) const override {
     const auto* a = attr(name);
     return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : def;
+  }
+  std::vector<std::string> getstrings(const std::string& name) const override {
+    const auto* a = attr(name);
+    return a ? std::vector<std::string>(a->strings().begin(), a->strings().end()) : std::vector<std::string>{};
   }
   // True when output i exists and something reads it.
   bool output_used(int i) const override {

@@ -194,12 +194,20 @@ std::vector<Tensor> conv_forward(const ConvGeom& g, const Inputs& in) {
   const double* x = in[0]->f64();
   const double* w = in[1]->f64();
   double* yp = y.f64();
-  for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) { yp[yi] += x[xi] * w[wi]; });
+  SumRange range(y.numel());
+  for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    yp[yi] += x[xi] * w[wi];
+    range.add(yi, x[xi] * w[wi]);
+  });
   if (g.has_bias) {
     const double* b = in[2]->f64();
     const int64_t out_n = core::numel(g.out_sp);
-    for (int64_t i = 0; i < y.numel(); ++i) yp[i] += b[(i / out_n) % g.out_ch];
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      yp[i] += b[(i / out_n) % g.out_ch];
+      range.add(i, b[(i / out_n) % g.out_ch]);
+    }
   }
+  range.mark(y);
   return {y};
 }
 

@@ -66,12 +66,19 @@ OpSpec make_dense() {
     const double* w = in[1]->f64();
     const double* b = g.has_bias ? in[2]->f64() : nullptr;
     double* yp = y.f64();
+    SumRange range(y.numel());
     for (int64_t r = 0; r < g.rows; ++r)
       for (int64_t u = 0; u < g.units; ++u) {
         double acc = b ? b[u] : 0.0;
-        for (int64_t i = 0; i < g.in_features; ++i) acc += x[r * g.in_features + i] * w[u * g.in_features + i];
+        if (b) range.add(r * g.units + u, b[u]);
+        for (int64_t i = 0; i < g.in_features; ++i) {
+          const double term = x[r * g.in_features + i] * w[u * g.in_features + i];
+          acc += term;
+          range.add(r * g.units + u, term);
+        }
         yp[r * g.units + u] = acc;
       }
+    range.mark(y);
     return std::vector<Tensor>{y};
   };
   s.vjp = [](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& grad) {
@@ -195,7 +202,12 @@ OpSpec make_matmul() {
     const double* a = in[0]->f64();
     const double* b = in[1]->f64();
     double* yp = y.f64();
-    for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) { yp[yi] += a[ai] * b[bi]; });
+    SumRange range(y.numel());
+    for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) {
+      yp[yi] += a[ai] * b[bi];
+      range.add(yi, a[ai] * b[bi]);
+    });
+    range.mark(y);
     return std::vector<Tensor>{y};
   };
   s.vjp = [](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& grad) {

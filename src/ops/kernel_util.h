@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ops/op_spec.h"
 
@@ -57,6 +58,25 @@ Tensor sum_to(const Tensor& g, const Shape& in_shape);
 // The adjoint of a gather: a tensor of `shape` whose element o is the sum of g[i] over map[i] == o
 // (map[i] < 0: g[i] goes nowhere), each such sum marked ops::stored_sum.
 Tensor fold(const Tensor& g, const std::vector<int64_t>& map, const Shape& shape);
+
+// The float32 range of a product-summing kernel's sums (dense, matmul, convolution): each output's
+// finite terms' magnitude; where it passes FLT_MAX, some float32 summation order overflows a partial
+// sum (inf, or NaN against a term of the other sign) although the exact sum fits, and the output is
+// marked (ops::float32_range: NaN in the float32 trials). Infinite terms are exact: their sum is ±inf
+// or NaN in every order.
+class SumRange {
+ public:
+  explicit SumRange(int64_t outputs) : magnitude_(static_cast<size_t>(outputs), 0.0) {}
+  void add(int64_t out, double term) {
+    if (std::isfinite(term)) magnitude_[static_cast<size_t>(out)] += std::abs(term);
+  }
+  void mark(Tensor& y) const {
+    for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] += float32_range(magnitude_[static_cast<size_t>(i)]);
+  }
+
+ private:
+  std::vector<double> magnitude_;
+};
 
 // Normalises a possibly negative axis; OpError "axis A out of range for rank R" otherwise.
 int norm_axis(int64_t axis, int rank);

@@ -32,6 +32,7 @@ class OnnxNode {
   virtual OnnxNode& set_f(const std::string& name, double v) = 0;  // stored as float32
   virtual OnnxNode& set_s(const std::string& name, const std::string& v) = 0;
   virtual OnnxNode& set_ints(const std::string& name, const std::vector<int64_t>& v) = 0;
+  virtual OnnxNode& set_strings(const std::string& name, const std::vector<std::string>& v) = 0;
 };
 
 class OnnxExport {
@@ -109,6 +110,7 @@ class OnnxImport {
   virtual double getf(const std::string& attr, double def) const = 0;
   virtual std::string gets(const std::string& attr, const std::string& def) const = 0;
   virtual std::vector<int64_t> getints(const std::string& attr, std::vector<int64_t> def = {}) const = 0;
+  virtual std::vector<std::string> getstrings(const std::string& attr) const = 0;  // empty when absent
   // Constant inputs (initializers, Constant nodes, inputs given values).
   virtual const core::Tensor* constant(int i) const = 0;  // null when absent or computed
   virtual const core::Tensor& need_constant(int i, const std::string& what) const = 0;

@@ -1,4 +1,5 @@
-// Recurrent layers: simple_rnn, lstm and gru over a batch-first X [N, T, F] from a zero state.
+// Recurrent layers: simple_rnn, lstm and gru over a batch-first X [N, T, F] from a zero state, in
+// ONNX's three directions (forward, reverse, bidirectional).
 // Weights use PyTorch's layout and gate order (w_ih [G*H, F], w_hh [G*H, H], b_ih, b_hh [G*H]), so a
 // libtorch backend maps them one to one. One driver runs every cell: each step computes the
 // input and hidden pre-activations gi = W_ih x + b_ih and gh = W_hh h + b_hh, and the cell turns
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
@@ -22,13 +24,36 @@ int gate_count(Cell k) { return k == Cell::Rnn ? 1 : k == Cell::Lstm ? 4 : 3; }
 
 double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
 
+// simple_rnn's activation f (ONNX RNN's `activations`: Tanh by default, Relu, Sigmoid); LSTM and GRU
+// keep ONNX's defaults (sigmoid gates, tanh cell).
+enum class Act { Tanh, Relu, Sigmoid };
+
+Act act_of(const Attrs& a) {
+  if (!a.count("activation")) return Act::Tanh;
+  const std::string& f = core::attr_s(a, "activation");
+  return f == "relu" ? Act::Relu : f == "sigmoid" ? Act::Sigmoid : Act::Tanh;
+}
+
+// ReLU keeps a NaN, as the catalogue's relu does: a float32 state whose sums overflowed (inf - inf) is
+// NaN, whatever a library's ReLU then makes of it.
+double activate(Act f, double x) {
+  return f == Act::Relu ? (x > 0 || std::isnan(x) ? x : 0.0) : f == Act::Sigmoid ? sigmoid(x) : std::tanh(x);
+}
+
+// f'(x) from y = f(x): ReLU's derivative at 0 is 0, as libtorch takes it (NaN at a NaN).
+double activate_grad(Act f, double y) {
+  if (f == Act::Relu) return std::isnan(y) ? y : y > 0 ? 1.0 : 0.0;
+  return f == Act::Sigmoid ? y * (1.0 - y) : 1.0 - y * y;
+}
+
 // One step of one batch row. gi, gh hold G*H pre-activations; c is used by the LSTM only.
-void cell_forward(Cell k, int64_t hs, const double* gi, const double* gh, const double* h_prev, const double* c_prev,
+void cell_forward(Cell k, Act act, int64_t hs, const double* gi, const double* gh, const double* h_prev,
+                  const double* c_prev,
                   double* h, double* c) {
   for (int64_t j = 0; j < hs; ++j) {
     switch (k) {
       case Cell::Rnn:
-        h[j] = stored(std::tanh(gi[j] + gh[j]));
+        h[j] = stored(activate(act, gi[j] + gh[j]));
         break;
       case Cell::Lstm: {
         const double i = stored(sigmoid(gi[j] + gh[j]));
@@ -54,15 +79,16 @@ void cell_forward(Cell k, int64_t hs, const double* gi, const double* gh, const 
 
 // The backward of cell_forward. Given dL/dh and dL/dc of the new state, writes dL/dgi, dL/dgh,
 // the part of dL/dh_prev that bypasses W_hh (GRU's z*h term) and dL/dc_prev.
-void cell_backward(Cell k, int64_t hs, const double* gi, const double* gh, const double* h_prev, const double* c_prev,
+void cell_backward(Cell k, Act act, int64_t hs, const double* gi, const double* gh, const double* h_prev,
+                   const double* c_prev,
                    const double* dh, const double* dc, double* dgi, double* dgh, double* dh_direct, double* dc_prev) {
   for (int64_t j = 0; j < hs; ++j) {
     dh_direct[j] = 0;
     dc_prev[j] = 0;
     switch (k) {
       case Cell::Rnn: {
-        const double y = stored(std::tanh(gi[j] + gh[j]));
-        dgi[j] = dgh[j] = dh[j] * (1.0 - y * y);
+        const double y = stored(activate(act, gi[j] + gh[j]));
+        dgi[j] = dgh[j] = dh[j] * activate_grad(act, y);
         break;
       }
       case Cell::Lstm: {
@@ -97,31 +123,45 @@ void cell_backward(Cell k, int64_t hs, const double* gi, const double* gh, const
   }
 }
 
-// Everything the forward computes, kept for the backward: per row and step the pre-activations,
-// and the states h_t, c_t for t = 0..T (state 0 is the zero initial state).
+// Everything one direction's forward computes, kept for the backward: per row and step (in the
+// order the direction walks the sequence) the pre-activations, and the states h_s, c_s for
+// s = 0..T (state 0 is the zero initial state). Step s reads time index time(s).
 struct Trace {
   int64_t n, t, f, hs, gh;  // batch, steps, features, hidden size, G*H
+  bool back;                // walks the sequence from its last element (ONNX direction reverse)
   std::vector<double> gi_all, gh_all, h_all, c_all;
+  int64_t time(int64_t s) const { return back ? t - 1 - s : s; }
   const double* gi(int64_t b, int64_t s) const { return &gi_all[static_cast<size_t>((b * t + s) * gh)]; }
   const double* ghh(int64_t b, int64_t s) const { return &gh_all[static_cast<size_t>((b * t + s) * gh)]; }
   const double* h(int64_t b, int64_t s) const { return &h_all[static_cast<size_t>((b * (t + 1) + s) * hs)]; }
   const double* c(int64_t b, int64_t s) const { return &c_all[static_cast<size_t>((b * (t + 1) + s) * hs)]; }
 };
 
-Trace run(Cell k, const Inputs& in, int64_t hs) {
+// ONNX's directions: forward, reverse (the sequence read from its end, each output at its own time
+// index), bidirectional (both, with their own weights stacked [forward; reverse] along the rows and
+// the outputs concatenated along the features, as PyTorch's bidirectional layers do).
+int64_t directions(const Attrs& a) { return core::attr_s(a, "direction") == "bidirectional" ? 2 : 1; }
+bool walks_back(const Attrs& a, int64_t d) {
+  const std::string& s = core::attr_s(a, "direction");
+  return s == "reverse" || (s == "bidirectional" && d == 1);
+}
+
+// Direction d's weights are rows [d*G*H, (d+1)*G*H) of each parameter.
+Trace run(Cell k, Act act, const Inputs& in, int64_t hs, int64_t d, bool back) {
   const Tensor& x = *in[0];
-  const double* w_ih = in[1]->f64();
-  const double* w_hh = in[2]->f64();
-  const double* b_ih = in[3]->f64();
-  const double* b_hh = in[4]->f64();
-  Trace tr{x.dim(0), x.dim(1), x.dim(2), hs, gate_count(k) * hs, {}, {}, {}, {}};
+  const int64_t gh_rows = gate_count(k) * hs;
+  const double* w_ih = in[1]->f64() + d * gh_rows * x.dim(2);
+  const double* w_hh = in[2]->f64() + d * gh_rows * hs;
+  const double* b_ih = in[3]->f64() + d * gh_rows;
+  const double* b_hh = in[4]->f64() + d * gh_rows;
+  Trace tr{x.dim(0), x.dim(1), x.dim(2), hs, gh_rows, back, {}, {}, {}, {}};
   tr.gi_all.assign(static_cast<size_t>(tr.n * tr.t * tr.gh), 0.0);
   tr.gh_all.assign(tr.gi_all.size(), 0.0);
   tr.h_all.assign(static_cast<size_t>(tr.n * (tr.t + 1) * hs), 0.0);
   tr.c_all.assign(tr.h_all.size(), 0.0);
   for (int64_t b = 0; b < tr.n; ++b)
     for (int64_t s = 0; s < tr.t; ++s) {
-      const double* xt = x.f64() + (b * tr.t + s) * tr.f;
+      const double* xt = x.f64() + (b * tr.t + tr.time(s)) * tr.f;
       const double* hp = tr.h(b, s);
       double* gi = &tr.gi_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
       double* gh = &tr.gh_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
@@ -141,7 +181,7 @@ Trace run(Cell k, const Inputs& in, int64_t hs) {
         gh[r] = stored_sum(gh[r], mh, hs + 1);
       }
       const size_t next = static_cast<size_t>((b * (tr.t + 1) + s + 1) * hs);
-      cell_forward(k, hs, gi, gh, hp, tr.c(b, s), &tr.h_all[next], &tr.c_all[next]);
+      cell_forward(k, act, hs, gi, gh, hp, tr.c(b, s), &tr.h_all[next], &tr.c_all[next]);
     }
   return tr;
 }
@@ -149,28 +189,38 @@ Trace run(Cell k, const Inputs& in, int64_t hs) {
 bool sequences(const Attrs& a) { return core::attr_i(a, "return_sequences") == 1; }
 
 std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
-  const int64_t hs = core::attr_i(a, "hidden_size");
-  const Trace tr = run(k, in, hs);
-  Tensor y(DType::F64, sequences(a) ? Shape{tr.n, tr.t, hs} : Shape{tr.n, hs});
-  for (int64_t b = 0; b < tr.n; ++b) {
-    if (sequences(a)) {
-      for (int64_t s = 0; s < tr.t; ++s) std::copy_n(tr.h(b, s + 1), hs, y.f64() + (b * tr.t + s) * hs);
-    } else {
-      std::copy_n(tr.h(b, tr.t), hs, y.f64() + b * hs);
+  const int64_t hs = core::attr_i(a, "hidden_size"), dirs = directions(a);
+  const int64_t n = in[0]->dim(0), t = in[0]->dim(1), width = dirs * hs;
+  Tensor y(DType::F64, sequences(a) ? Shape{n, t, width} : Shape{n, width});
+  for (int64_t d = 0; d < dirs; ++d) {
+    const Trace tr = run(k, act_of(a), in, hs, d, walks_back(a, d));
+    for (int64_t b = 0; b < n; ++b) {
+      if (sequences(a)) {
+        for (int64_t s = 0; s < t; ++s)
+          std::copy_n(tr.h(b, s + 1), hs, y.f64() + (b * t + tr.time(s)) * width + d * hs);
+      } else {
+        std::copy_n(tr.h(b, t), hs, y.f64() + b * width + d * hs);
+      }
     }
   }
   return {y};
 }
 
-std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std::vector<Tensor>& grad) {
+// Back-propagation through time for direction d, accumulated into the five gradients.
+void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& grad, int64_t d,
+                       const std::vector<Tensor*>& out) {
   const int64_t hs = core::attr_i(a, "hidden_size");
-  const Trace tr = run(k, in, hs);
+  const Trace tr = run(k, act_of(a), in, hs, d, walks_back(a, d));
+  const int64_t width = directions(a) * hs;
   const double* xp = in[0]->f64();
-  const double* w_ih = in[1]->f64();
-  const double* w_hh = in[2]->f64();
-  const double* gy = grad[0].f64();
-  Tensor gx(DType::F64, in[0]->shape()), gw_ih(DType::F64, in[1]->shape()), gw_hh(DType::F64, in[2]->shape()),
-      gb_ih(DType::F64, in[3]->shape()), gb_hh(DType::F64, in[4]->shape());
+  const double* w_ih = in[1]->f64() + d * tr.gh * tr.f;
+  const double* w_hh = in[2]->f64() + d * tr.gh * hs;
+  const double* gy = grad.f64();
+  double* gx = out[0]->f64();
+  double* gw_ih = out[1]->f64() + d * tr.gh * tr.f;
+  double* gw_hh = out[2]->f64() + d * tr.gh * hs;
+  double* gb_ih = out[3]->f64() + d * tr.gh;
+  double* gb_hh = out[4]->f64() + d * tr.gh;
   const auto h_sz = static_cast<size_t>(hs);
   const auto g_sz = static_cast<size_t>(tr.gh);
   std::vector<double> dh(h_sz), dc(h_sz), dgi(g_sz), dgh(g_sz), dh_direct(h_sz), dc_prev(h_sz);
@@ -180,26 +230,28 @@ std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std:
     for (int64_t s = tr.t - 1; s >= 0; --s) {
       // The output gradient enters at every step (sequences) or only at the last.
       if (sequences(a)) {
-        for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += gy[(b * tr.t + s) * hs + j];
+        const double* g = gy + (b * tr.t + tr.time(s)) * width + d * hs;
+        for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += g[j];
       } else if (s == tr.t - 1) {
-        for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += gy[b * hs + j];
+        for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += gy[b * width + d * hs + j];
       }
       const double* hp = tr.h(b, s);
-      cell_backward(k, hs, tr.gi(b, s), tr.ghh(b, s), hp, tr.c(b, s), dh.data(), dc.data(), dgi.data(), dgh.data(),
+      cell_backward(k, act_of(a), hs, tr.gi(b, s), tr.ghh(b, s), hp, tr.c(b, s), dh.data(), dc.data(), dgi.data(),
+                    dgh.data(),
                     dh_direct.data(), dc_prev.data());
-      const double* xt = xp + (b * tr.t + s) * tr.f;
-      double* gxt = gx.f64() + (b * tr.t + s) * tr.f;
+      const double* xt = xp + (b * tr.t + tr.time(s)) * tr.f;
+      double* gxt = gx + (b * tr.t + tr.time(s)) * tr.f;
       for (int64_t r = 0; r < tr.gh; ++r) {
         const double di = dgi[static_cast<size_t>(r)];
         const double dhh = dgh[static_cast<size_t>(r)];
-        gb_ih.f64()[r] += di;
-        gb_hh.f64()[r] += dhh;
+        gb_ih[r] += di;
+        gb_hh[r] += dhh;
         for (int64_t q = 0; q < tr.f; ++q) {
-          gw_ih.f64()[r * tr.f + q] += di * xt[q];
+          gw_ih[r * tr.f + q] += di * xt[q];
           gxt[q] += w_ih[r * tr.f + q] * di;
         }
         for (int64_t q = 0; q < hs; ++q) {
-          gw_hh.f64()[r * hs + q] += dhh * hp[q];
+          gw_hh[r * hs + q] += dhh * hp[q];
           dh_direct[static_cast<size_t>(q)] += w_hh[r * hs + q] * dhh;
         }
       }
@@ -207,6 +259,13 @@ std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std:
       dc = dc_prev;
     }
   }
+}
+
+std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std::vector<Tensor>& grad) {
+  const int64_t dirs = directions(a);
+  Tensor gx(DType::F64, in[0]->shape()), gw_ih(DType::F64, in[1]->shape()), gw_hh(DType::F64, in[2]->shape()),
+      gb_ih(DType::F64, in[3]->shape()), gb_hh(DType::F64, in[4]->shape());
+  for (int64_t d = 0; d < dirs; ++d) rnn_vjp_direction(k, in, a, grad[0], d, {&gx, &gw_ih, &gw_hh, &gb_ih, &gb_hh});
   return {gx, gw_ih, gw_hh, gb_ih, gb_hh};
 }
 
@@ -217,7 +276,13 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
   s.doc = std::move(doc);
   s.attrs = {int_attr("hidden_size", 4, 1, kInf, {AttrValue(int64_t{0}), AttrValue(int64_t{-1})}, "H, the state size"),
              int_enum_attr("return_sequences", 1, {0, 1}, {2, -1},
-                           "1: output every step [N, T, H]; 0: only the last step [N, H]")};
+                           "1: output every step [N, T, D*H]; 0: only each direction's last step [N, D*H]"),
+             enum_attr("direction", "forward", {"forward", "reverse", "bidirectional"}, {"", "backward"},
+                       "ONNX's direction: reverse reads the sequence from its end; bidirectional (D = 2) runs "
+                       "both with their own weights, outputs concatenated [forward, reverse] as PyTorch does")};
+  if (k == Cell::Rnn)
+    s.attrs.push_back(enum_attr("activation", "tanh", {"tanh", "relu", "sigmoid"}, {"", "elu"},
+                                "f in h' = f(W_ih x + b_ih + W_hh h + b_hh) (ONNX RNN's activations)"));
   s.infer = [k](const std::vector<TensorType>& in, const Attrs& a) {
     const DType dt = common_float_dtype(in);
     const Shape& x = in[0].shape;
@@ -226,8 +291,9 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
     QUORUM_REQUIRE(x[1] >= 1, "recurrent layers need at least one time step");
     QUORUM_REQUIRE(x[2] >= 1, "recurrent layers need at least one input feature");
     const int64_t hs = core::attr_i(a, "hidden_size");
-    const int64_t gh = gate_count(k) * hs;
-    const Shape out = sequences(a) ? Shape{x[0], x[1], hs} : Shape{x[0], hs};
+    const int64_t gh = directions(a) * gate_count(k) * hs;  // every direction's gate rows, stacked
+    const int64_t width = directions(a) * hs;
+    const Shape out = sequences(a) ? Shape{x[0], x[1], width} : Shape{x[0], width};
     return Signature{{TensorType{dt, out}},
                      {{"w_ih", {dt, {gh, x[2]}}, Init::Normal},
                       {"w_hh", {dt, {gh, hs}}, Init::Normal},
@@ -243,11 +309,17 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
     return (in[0].shape[2] + core::attr_i(a, "hidden_size")) * in[0].shape[1];
   };
   s.tags = {"rnn"};
-  s.sample = [](core::Rng& rng) {
+  s.sample = [k](core::Rng& rng) {
     Case c;
     c.inputs = {f64t({rng.randint(1, 2), rng.randint(2, 4), rng.randint(1, 4)})};
     c.attrs["hidden_size"] = rng.randint(1, 4);
     c.attrs["return_sequences"] = int64_t{rng.bernoulli(0.5) ? 1 : 0};
+    const double u = rng.uniform(0.0, 1.0);
+    c.attrs["direction"] = std::string(u < 0.5 ? "forward" : u < 0.75 ? "reverse" : "bidirectional");
+    if (k == Cell::Rnn) {
+      const double v = rng.uniform(0.0, 1.0);
+      c.attrs["activation"] = std::string(v < 0.5 ? "tanh" : v < 0.8 ? "relu" : "sigmoid");
+    }
     return c;
   };
   return s;
@@ -271,18 +343,23 @@ std::vector<int64_t> torch_gate_order(const std::string& type) {
   return {0};
 }
 
-// Rows of `w` [G*H, K] regrouped by gate into ONNX order, written into `dst` from element `off`.
-void reorder_rows(const Tensor& w, const std::vector<int64_t>& order, int64_t hs, Tensor& dst, int64_t off) {
+// Direction d's rows of `w` [D*G*H, K] regrouped by gate into ONNX order, written into `dst` from
+// element `off`.
+void reorder_rows(const Tensor& w, const std::vector<int64_t>& order, int64_t hs, int64_t d, Tensor& dst,
+                  int64_t off) {
   const int64_t k = w.rank() == 2 ? w.dim(1) : 1;
+  const int64_t src = d * static_cast<int64_t>(order.size()) * hs * k;
   for (size_t blk = 0; blk < order.size(); ++blk)
     for (int64_t r = 0; r < hs; ++r)
       for (int64_t c = 0; c < k; ++c)
-        dst.set(off + (static_cast<int64_t>(blk) * hs + r) * k + c, w.get((order[blk] * hs + r) * k + c));
+        dst.set(off + (static_cast<int64_t>(blk) * hs + r) * k + c, w.get(src + (order[blk] * hs + r) * k + c));
 }
 
 void export_rnn(OnnxExport& e) {
   const std::string& op = e.op();
   const int64_t hs = e.ai("hidden_size");
+  const std::string direction = e.as("direction");
+  const int64_t dirs = direction == "bidirectional" ? 2 : 1;
   const auto order = onnx_gate_order(op);
   const int64_t gh = static_cast<int64_t>(order.size()) * hs;
   auto weight = [&e](size_t i) {
@@ -292,11 +369,13 @@ void export_rnn(OnnxExport& e) {
   };
   const Tensor w_ih = weight(1), w_hh = weight(2), b_ih = weight(3), b_hh = weight(4);
   const DType dt = e.dtype();
-  Tensor w(dt, {1, gh, w_ih.dim(1)}), r(dt, {1, gh, hs}), b(dt, {1, 2 * gh});
-  reorder_rows(w_ih, order, hs, w, 0);
-  reorder_rows(w_hh, order, hs, r, 0);
-  reorder_rows(b_ih, order, hs, b, 0);
-  reorder_rows(b_hh, order, hs, b, gh);
+  Tensor w(dt, {dirs, gh, w_ih.dim(1)}), r(dt, {dirs, gh, hs}), b(dt, {dirs, 2 * gh});
+  for (int64_t d = 0; d < dirs; ++d) {
+    reorder_rows(w_ih, order, hs, d, w, d * gh * w_ih.dim(1));
+    reorder_rows(w_hh, order, hs, d, r, d * gh * hs);
+    reorder_rows(b_ih, order, hs, d, b, d * 2 * gh);
+    reorder_rows(b_hh, order, hs, d, b, d * 2 * gh + gh);
+  }
   const std::string wn = e.constant(w, "W"), rn = e.constant(r, "R"), bn = e.constant(b, "B");
   auto [tp, xt] = e.helper("Transpose", {e.in(0)}, "x_time_major");
   tp->set_ints("perm", {1, 0, 2});
@@ -307,7 +386,25 @@ void export_rnn(OnnxExport& e) {
   OnnxNode& p = e.node(type, cell_name, {xt, wn, rn, bn},
                        seq ? std::vector<std::string>{cell_out} : std::vector<std::string>{"", cell_out});
   p.set_i("hidden_size", hs);
+  if (direction != "forward") p.set_s("direction", direction);
+  if (op == "simple_rnn" && e.as("activation") != "tanh") {
+    const std::string f = e.as("activation") == "relu" ? "Relu" : "Sigmoid";
+    p.set_strings("activations", std::vector<std::string>(static_cast<size_t>(dirs), f));
+  }
   if (op == "gru") p.set_i("linear_before_reset", 1);
+  if (dirs == 2) {
+    // Y [T, 2, N, H] -> [T, N, 2, H] -> [T, N, 2H] -> [N, T, 2H]; Y_h [2, N, H] -> [N, 2, H] -> [N, 2H].
+    const Shape& x = e.in_shape(0);
+    auto [q, mid] = e.helper("Transpose", {cell_out}, seq ? "y_tn2h" : "h_n2h");
+    q->set_ints("perm", seq ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{1, 0, 2});
+    if (!seq) {
+      e.final_node("Reshape", {mid, e.ints({x[0], 2 * hs}, "shape")});
+      return;
+    }
+    const std::string flat = e.h("Reshape", {mid, e.ints({x[1], x[0], 2 * hs}, "shape")}, "y_time_major");
+    e.final_node("Transpose", {flat}).set_ints("perm", {1, 0, 2});
+    return;
+  }
   // Squeeze takes its axes as an input from opset 13, as an attribute before.
   auto squeeze_ins = [&e](const std::string& v, int64_t axis) {
     return e.opset() >= 13 ? std::vector<std::string>{v, e.ints({axis}, "axes")} : std::vector<std::string>{v};
@@ -336,9 +433,22 @@ void import_rnn(OnnxImport& m) {
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   const std::string type = m.op_type();
   const std::string op = type == "LSTM" ? "lstm" : type == "GRU" ? "gru" : "simple_rnn";
-  if (m.gets("direction", "forward") != "forward") m.fail("only direction=forward is in the catalogue");
-  if (m.has("activations") || m.has("activation_alpha") || m.has("activation_beta"))
-    m.fail("custom activations are not in the catalogue");
+  const std::string direction = m.gets("direction", "forward");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+    m.fail("direction '" + direction + "' is not an ONNX direction");
+  const int64_t dirs = direction == "bidirectional" ? 2 : 1;
+  std::string activation = "tanh";
+  if (m.has("activations")) {
+    const std::vector<std::string> acts = m.getstrings("activations");
+    if (type != "RNN") m.fail("custom activations of " + type + " are not in the catalogue");
+    if (acts.empty() || std::any_of(acts.begin(), acts.end(), [&](const std::string& f) { return f != acts[0]; }))
+      m.fail("the catalogue's simple_rnn has one activation for every direction");
+    const std::map<std::string, std::string> known = {{"Tanh", "tanh"}, {"Relu", "relu"}, {"Sigmoid", "sigmoid"}};
+    if (!known.count(acts[0])) m.fail("RNN activation " + acts[0] + " is not in the catalogue (Tanh, Relu, Sigmoid)");
+    activation = known.at(acts[0]);
+  }
+  if (m.has("activation_alpha") || m.has("activation_beta"))
+    m.fail("activation_alpha / activation_beta are not in the catalogue");
   if (m.has("clip")) m.fail("clip is not in the catalogue");
   if (m.geti("layout", 0) != 0) m.fail("layout=1 is not supported");
   if (type == "LSTM" && m.geti("input_forget", 0) != 0) m.fail("input_forget=1 is not in the catalogue");
@@ -357,25 +467,29 @@ void import_rnn(OnnxImport& m) {
   if (xt.shape.size() != 3) m.fail("X must be [T, N, F]");
   const Tensor& w = m.need_constant(1, "W");
   const Tensor& r = m.need_constant(2, "R");
-  if (w.shape() != Shape{1, gh, xt.shape[2]} || r.shape() != Shape{1, gh, hs})
-    m.fail("W or R do not match hidden_size " + std::to_string(hs));
-  // k = 0: a bias row of G*H values, else a [G*H, k] matrix.
-  auto regroup = [&](const Tensor& src, int64_t off, int64_t k, const std::string& what) {
-    Tensor dst(xt.dtype, k == 0 ? Shape{gh} : Shape{gh, k});
+  if (w.shape() != Shape{dirs, gh, xt.shape[2]} || r.shape() != Shape{dirs, gh, hs})
+    m.fail("W or R do not match hidden_size " + std::to_string(hs) + " and direction " + direction);
+  // k = 0: a bias row of G*H values per direction, else a [G*H, k] matrix per direction; `off` is
+  // the block's offset inside one direction's slice of `src` (`per_dir` elements long).
+  auto regroup = [&](const Tensor& src, int64_t off, int64_t k, int64_t per_dir, const std::string& what) {
+    Tensor dst(xt.dtype, k == 0 ? Shape{dirs * gh} : Shape{dirs * gh, k});
     k = std::max<int64_t>(k, 1);
-    for (size_t blk = 0; blk < order.size(); ++blk)
-      for (int64_t row = 0; row < hs; ++row)
-        for (int64_t c = 0; c < k; ++c)
-          dst.set((static_cast<int64_t>(blk) * hs + row) * k + c, src.get(off + (order[blk] * hs + row) * k + c));
+    for (int64_t d = 0; d < dirs; ++d)
+      for (size_t blk = 0; blk < order.size(); ++blk)
+        for (int64_t row = 0; row < hs; ++row)
+          for (int64_t c = 0; c < k; ++c)
+            dst.set(((d * static_cast<int64_t>(order.size()) + static_cast<int64_t>(blk)) * hs + row) * k + c,
+                    src.get(d * per_dir + off + (order[blk] * hs + row) * k + c));
     return m.new_initializer(what, dst);
   };
-  Tensor b(xt.dtype, {1, 2 * gh});
+  Tensor b(xt.dtype, {dirs, 2 * gh});
   if (m.present(3)) {
     b = m.need_constant(3, "B");
-    if (b.shape() != Shape{1, 2 * gh}) m.fail("B does not match hidden_size");
+    if (b.shape() != Shape{dirs, 2 * gh}) m.fail("B does not match hidden_size and direction");
   }
-  const std::vector<std::string> params = {regroup(w, 0, xt.shape[2], "w_ih"), regroup(r, 0, hs, "w_hh"),
-                                           regroup(b, 0, 0, "b_ih"), regroup(b, gh, 0, "b_hh")};
+  const std::vector<std::string> params = {regroup(w, 0, xt.shape[2], gh * xt.shape[2], "w_ih"),
+                                           regroup(r, 0, hs, gh * hs, "w_hh"), regroup(b, 0, 0, 2 * gh, "b_ih"),
+                                           regroup(b, gh, 0, 2 * gh, "b_hh")};
   const std::string xb = m.emit("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
   auto ins = [&](const std::string& first) {
     std::vector<std::string> v = {first};
@@ -388,22 +502,42 @@ void import_rnn(OnnxImport& m) {
   auto final_value = [&](int i, const std::string& qop, const std::vector<std::string>& in, const Attrs& a) {
     return m.emit(qop, in, a, m.output(i), i == 1 || !want_h);
   };
+  Attrs cell_attrs = {{"hidden_size", hs}, {"direction", direction}};
+  if (op == "simple_rnn") cell_attrs["activation"] = activation;
+  auto cell = [&](int64_t sequences) {
+    Attrs a = cell_attrs;
+    a["return_sequences"] = sequences;
+    return m.emit(op, ins(xb), a);
+  };
+  if (dirs == 2) {
+    // [N, T, 2H] -> [N, T, 2, H] -> Y [T, 2, N, H]; [N, 2H] -> [N, 2, H] -> Y_h [2, N, H].
+    const int64_t n = xt.shape[1], t = xt.shape[0];
+    if (want_y) {
+      const std::string split = m.emit("reshape", {cell(1)}, {{"shape", std::vector<int64_t>{n, t, 2, hs}}});
+      final_value(0, "transpose", {split}, {{"perm", std::vector<int64_t>{1, 2, 0, 3}}});
+    }
+    if (want_h) {
+      const std::string split = m.emit("reshape", {cell(0)}, {{"shape", std::vector<int64_t>{n, 2, hs}}});
+      final_value(1, "transpose", {split}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+    }
+    return;
+  }
   std::string seq;
   if (want_y) {
-    seq = m.emit(op, ins(xb), {{"hidden_size", hs}, {"return_sequences", int64_t{1}}});
+    seq = cell(1);
     const std::string tm = m.emit("transpose", {seq}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
     final_value(0, "unsqueeze", {tm}, {{"axes", std::vector<int64_t>{1}}});
   }
   if (want_h) {
-    if (want_y) {
+    if (want_y && direction == "forward") {
       const std::string last = m.emit("slice", {seq},
                                       {{"starts", std::vector<int64_t>{-1}},
                                        {"ends", std::vector<int64_t>{kInt64Max}},
                                        {"axes", std::vector<int64_t>{1}}});
       final_value(1, "transpose", {last}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
     } else {
-      const std::string last = m.emit(op, ins(xb), {{"hidden_size", hs}, {"return_sequences", int64_t{0}}});
-      final_value(1, "unsqueeze", {last}, {{"axes", std::vector<int64_t>{0}}});
+      // A reverse cell's final state is its output at time 0; the layer's own last state reads it.
+      final_value(1, "unsqueeze", {cell(0)}, {{"axes", std::vector<int64_t>{0}}});
     }
   }
 }

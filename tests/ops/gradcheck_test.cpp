@@ -123,6 +123,16 @@ std::vector<Widened> widened_values() {
                                  {"ceil_mode", int64_t{1}}}},
       {"max_pool1d", {1, 3, 8}, {{"kernel_shape", V{2}}, {"dilations", V{4}}, {"auto_pad", std::string("SAME_LOWER")},
                                  {"pads", V{0, 0}}}},
+      // ONNX's directions of the recurrent layers (tests/ops/rnn_direction_test.cpp).
+      {"lstm", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"direction", std::string("reverse")}}},
+      {"gru", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"direction", std::string("bidirectional")}}},
+      {"simple_rnn", {2, 3, 2}, {{"hidden_size", int64_t{3}}, {"return_sequences", int64_t{0}},
+                                 {"direction", std::string("bidirectional")}}},
+      {"gru", {2, 4, 1}, {{"hidden_size", int64_t{2}}, {"return_sequences", int64_t{0}},
+                          {"direction", std::string("reverse")}}},
+      {"simple_rnn", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("relu")}}},
+      {"simple_rnn", {1, 4, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("sigmoid")},
+                                 {"direction", std::string("reverse")}}},
   };
 }
 

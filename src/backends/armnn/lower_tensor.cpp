@@ -292,10 +292,14 @@ void build_pad(Builder& b, const ir::Node& n) {
 // The layers one step adds in build_rnn below.
 int64_t rnn_layers_per_step(const std::string& op) { return op == "lstm" ? 18 : op == "gru" ? 21 : 7; }
 
+int64_t rnn_directions(const ir::Node& n) {
+  return core::attr_s(n.attrs, "direction") == "bidirectional" ? 2 : 1;
+}
+
 Support rnn_supports(const ir::Graph& g, const ir::Node& n) {
   const core::Shape& x = g.types.at(n.inputs[0]).shape;
   const int64_t T = x.size() == 3 ? x[1] : 0;
-  return layer_budget(n, T * rnn_layers_per_step(n.op),
+  return layer_budget(n, rnn_directions(n) * T * rnn_layers_per_step(n.op),
                       "unrolled over " + std::to_string(T) + " steps (ArmNN 20.08 has no recurrent layer)");
 }
 
@@ -304,40 +308,57 @@ void build_rnn(Builder& b, const ir::Node& n) {
   const Value x = b.value(n.inputs[0]);
   const int64_t N = x.shape[0], T = x.shape[1], F = x.shape[2], H = core::attr_i(n.attrs, "hidden_size");
   const int64_t G = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
+  const std::string& direction = core::attr_s(n.attrs, "direction");
+  const int64_t dirs = rnn_directions(n);
   const std::vector<float> w_ih = b.floats(n.inputs[1]), w_hh = b.floats(n.inputs[2]), b_ih = b.floats(n.inputs[3]),
                            b_hh = b.floats(n.inputs[4]);
-  b.comment(n.op +
-            " unrolled over time from a zero state: per step FullyConnected(x) + FullyConnected(h), gate slices, "
+  b.comment(n.op + " (" + direction +
+            ") unrolled over time from a zero state: per step FullyConnected(x) + FullyConnected(h), gate slices, "
             "activations");
   auto gate = [&](const Value& v, int64_t k) { return b.slice(v, {0, k * H}, Shape{N, H}); };
   auto sigmoid = [&](const Value& v) { return b.activation(v, AF::Sigmoid); };
   auto tanh = [&](const Value& v) { return b.activation(v, AF::TanH, 1, 1); };
-  Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H}, "zero_state");
-  Value c = h;
-  std::vector<Value> steps;
-  for (int64_t t = 0; t < T; ++t) {
-    const Value xt = b.reshape(b.slice(x, {0, t, 0}, Shape{N, 1, F}), Shape{N, F});
-    const Value gi = fully_connected(b, xt, b.weights(n.inputs[1], w_ih, Shape{G * H, F}),
-                                     b.weights(n.inputs[3], b_ih, Shape{G * H}));
-    const Value gh = fully_connected(b, h, b.weights(n.inputs[2], w_hh, Shape{G * H, H}),
-                                     b.weights(n.inputs[4], b_hh, Shape{G * H}));
-    if (n.op == "simple_rnn") {
-      h = tanh(b.binary(BO::Addition, gi, gh));
-    } else if (n.op == "lstm") {
-      const Value sum = b.binary(BO::Addition, gi, gh);
-      const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)),
-                  o = sigmoid(gate(sum, 3));
-      c = b.binary(BO::Addition, b.binary(BO::Multiplication, f, c), b.binary(BO::Multiplication, i, gg));
-      h = b.binary(BO::Multiplication, o, tanh(c));
-    } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
-      const Value r = sigmoid(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0)));
-      const Value z = sigmoid(b.binary(BO::Addition, gate(gi, 1), gate(gh, 1)));
-      const Value nn = tanh(b.binary(BO::Addition, gate(gi, 2), b.binary(BO::Multiplication, r, gate(gh, 2))));
-      h = b.binary(BO::Addition, nn, b.binary(BO::Multiplication, z, b.binary(BO::Subtraction, h, nn)));
+  // Direction d's rows of a stacked [D*G*H, ...] parameter.
+  auto rows = [&](const std::vector<float>& v, int64_t d) {
+    const auto per = static_cast<int64_t>(v.size()) / dirs;
+    return std::vector<float>(v.begin() + d * per, v.begin() + (d + 1) * per);
+  };
+  std::vector<Value> outputs;  // per direction: [N, T, H] (return_sequences) or the final state [N, H]
+  for (int64_t d = 0; d < dirs; ++d) {
+    const bool back = direction == "reverse" || d == 1;
+    const Weights wi = b.weights(n.inputs[1], rows(w_ih, d), Shape{G * H, F});
+    const Weights bi = b.weights(n.inputs[3], rows(b_ih, d), Shape{G * H});
+    const Weights wh = b.weights(n.inputs[2], rows(w_hh, d), Shape{G * H, H});
+    const Weights bh = b.weights(n.inputs[4], rows(b_hh, d), Shape{G * H});
+    Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H}, "zero_state");
+    Value c = h;
+    std::vector<Value> steps(static_cast<size_t>(T), h);
+    for (int64_t s = 0; s < T; ++s) {
+      const int64_t t = back ? T - 1 - s : s;
+      const Value xt = b.reshape(b.slice(x, {0, t, 0}, Shape{N, 1, F}), Shape{N, F});
+      const Value gi = fully_connected(b, xt, wi, bi);
+      const Value gh = fully_connected(b, h, wh, bh);
+      if (n.op == "simple_rnn") {
+        const std::string& f = core::attr_s(n.attrs, "activation");
+        const Value pre = b.binary(BO::Addition, gi, gh);
+        h = f == "relu" ? b.activation(pre, AF::ReLu) : f == "sigmoid" ? sigmoid(pre) : tanh(pre);
+      } else if (n.op == "lstm") {
+        const Value sum = b.binary(BO::Addition, gi, gh);
+        const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)),
+                    o = sigmoid(gate(sum, 3));
+        c = b.binary(BO::Addition, b.binary(BO::Multiplication, f, c), b.binary(BO::Multiplication, i, gg));
+        h = b.binary(BO::Multiplication, o, tanh(c));
+      } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
+        const Value r = sigmoid(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0)));
+        const Value z = sigmoid(b.binary(BO::Addition, gate(gi, 1), gate(gh, 1)));
+        const Value nn = tanh(b.binary(BO::Addition, gate(gi, 2), b.binary(BO::Multiplication, r, gate(gh, 2))));
+        h = b.binary(BO::Addition, nn, b.binary(BO::Multiplication, z, b.binary(BO::Subtraction, h, nn)));
+      }
+      steps[static_cast<size_t>(t)] = b.reshape(h, Shape{N, 1, H});
     }
-    steps.push_back(b.reshape(h, Shape{N, 1, H}));
+    outputs.push_back(core::attr_i(n.attrs, "return_sequences") == 1 ? b.concat(steps, 1) : h);
   }
-  const Value y = core::attr_i(n.attrs, "return_sequences") == 1 ? b.concat(steps, 1) : h;
+  const Value y = dirs == 1 ? outputs[0] : b.concat(outputs, outputs[0].shape.size() - 1);
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 

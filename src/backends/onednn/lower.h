@@ -161,6 +161,9 @@ struct RnnGeo {
   int64_t n = 0, t = 0, f = 0, h = 0, gates = 1, bias_gates = 1;
   std::vector<int64_t> perm;
   bool seq = false, gru = false;
+  bool reverse = false;  // ONNX direction reverse: unidirectional_right2left, final state at time 0
+  // vanilla RNN's activation, oneDNN's algorithm name: eltwise_tanh, eltwise_relu or eltwise_logistic.
+  std::string activation = "eltwise_tanh";
 };
 RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a);
 

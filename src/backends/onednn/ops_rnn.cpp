@@ -1,8 +1,9 @@
 // simple_rnn, lstm and gru (PyTorch semantics, batch-first, zero initial state, one layer, one
-// direction) on oneDNN's vanilla_rnn (tanh), lstm and lbr_gru primitives, forward and backward: the
-// lowering (lower.cpp) decides the geometry (sizes, gate order `perm`, GRU's fourth bias block) and
-// emits one rnn / rnn_backward step; the backend's sink (ExecSink::rnn / rnn_backward, here) carries
-// it out, as the reproducer's rnn_fwd / rnn_bwd helpers do:
+// direction: left to right, or right to left for ONNX's reverse) on oneDNN's vanilla_rnn (tanh, relu
+// or logistic), lstm and lbr_gru primitives, forward and backward: the lowering (lower.cpp) decides
+// the geometry (sizes, gate order `perm`, GRU's fourth bias block) and emits one rnn / rnn_backward step;
+// the backend's sink (ExecSink::rnn / rnn_backward, here) carries it out, as the reproducer's rnn_fwd /
+// rnn_bwd helpers do:
 //  - X [N, T, F] is oneDNN's "ntc"; the primitive computes in "tnc", so strided reorders convert.
 //  - PyTorch weights [G*H, in] are oneDNN's ldgoi; they are reordered into the primitive's layout.
 //  - Gate order: vanilla/LSTM match PyTorch (i, f, g, o). oneDNN's GRU order is (u, r, o) = PyTorch
@@ -41,8 +42,21 @@ struct RnnMds {
 };
 
 std::string rnn_key(const lw::RnnGeo& g) {
-  return Key() << static_cast<int>(cell_of(g.op)) << g.t << g.n << g.f << g.h;
+  return Key() << static_cast<int>(cell_of(g.op)) << g.t << g.n << g.f << g.h << g.reverse << g.activation;
 }
+
+dnnl::rnn_direction direction(const lw::RnnGeo& g) {
+  return g.reverse ? dnnl::rnn_direction::unidirectional_right2left : dnnl::rnn_direction::unidirectional_left2right;
+}
+
+algorithm vanilla_activation(const lw::RnnGeo& g) {
+  return g.activation == "eltwise_relu"       ? algorithm::eltwise_relu
+         : g.activation == "eltwise_logistic" ? algorithm::eltwise_logistic
+                                              : algorithm::eltwise_tanh;
+}
+
+// The time index of the final state: the last step, or 0 where the layer reads right to left.
+int64_t final_step(const lw::RnnGeo& g) { return g.reverse ? 0 : g.t - 1; }
 
 // Dense ldigo [1, 1, in, G, H] (oneDNN gate order).
 memory::desc ldigo(const lw::RnnGeo& g, int64_t in_dim) { return plain_md({1, 1, in_dim, g.gates, g.h}); }
@@ -107,11 +121,11 @@ PrimRef rnn_fwd_prim(const lw::RnnGeo& g, prop_kind prop) {
   const memory::desc none, &src = md.src, &iter = md.iter, &bias = md.bias, &dst = md.dst;
   const memory::desc wl = any_md({1, 1, g.f, g.gates, g.h}), wi = any_md({1, 1, g.h, g.gates, g.h});
   const std::string key = Key() << rnn_key(g) << static_cast<int>(prop);
-  const auto dir = dnnl::rnn_direction::unidirectional_left2right;
+  const auto dir = direction(g);
   switch (cell_of(g.op)) {
     case Cell::Rnn: {
       const auto& c = cached<dnnl::vanilla_rnn_forward::primitive_desc>(key, [&] {
-        dnnl::vanilla_rnn_forward::desc d(prop, algorithm::eltwise_tanh, dir, src, iter, wl, wi, bias, dst, none);
+        dnnl::vanilla_rnn_forward::desc d(prop, vanilla_activation(g), dir, src, iter, wl, wi, bias, dst, none);
         return dnnl::vanilla_rnn_forward::primitive_desc(d, cpu_engine());
       });
       return PrimRef{c.prim, {c.pd}};
@@ -137,7 +151,7 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
   const RnnMds md(g);
   const memory::desc none, &src = md.src, &iter = md.iter, &bias = md.bias, &dst = md.dst;
   const memory::desc wl = any_md({1, 1, g.f, g.gates, g.h}), wi = any_md({1, 1, g.h, g.gates, g.h});
-  const auto dir = dnnl::rnn_direction::unidirectional_left2right;
+  const auto dir = direction(g);
   // The backward descriptor's hint: a typed RNN primitive descriptor built from a C handle clones it
   // (oneDNN 2.6's rnn_primitive_desc_base calls reset_with_clone), so the temporary owns only its copy.
   const auto& fwd_c = hint.p;
@@ -145,7 +159,7 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
   switch (cell_of(g.op)) {
     case Cell::Rnn: {
       const auto& c = cached<dnnl::vanilla_rnn_backward::primitive_desc>(key, [&] {
-        dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, algorithm::eltwise_tanh, dir, src, iter, wl, wi, bias,
+        dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, vanilla_activation(g), dir, src, iter, wl, wi, bias,
                                            dst, none, src, iter, wl, wi, bias, dst, none);
         return dnnl::vanilla_rnn_backward::primitive_desc(d, cpu_engine(),
                                                           dnnl::vanilla_rnn_forward::primitive_desc(fwd_c.get()));
@@ -219,7 +233,7 @@ void ExecSink::rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::strin
   if (g.seq) {
     copy_view(view_of(saved_.rnn_dst), View{r.ptr(), {g.t, g.n, g.h}, {g.h, g.t * g.h, 1}});
   } else {
-    copy_block(saved_.rnn_dst.ptr() + (g.t - 1) * g.n * g.h, r.ptr(), g.n * g.h);
+    copy_block(saved_.rnn_dst.ptr() + final_step(g) * g.n * g.h, r.ptr(), g.n * g.h);
   }
   put(y, std::move(r));
 }
@@ -234,7 +248,7 @@ void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>&
   if (g.seq) {
     copy_view(View{const_cast<float*>(gy.ptr()), {g.t, g.n, g.h}, {g.h, g.t * g.h, 1}}, view_of(diff_dst));
   } else {
-    copy_block(gy.ptr(), diff_dst.ptr() + (g.t - 1) * g.n * g.h, g.n * g.h);
+    copy_block(gy.ptr(), diff_dst.ptr() + final_step(g) * g.n * g.h, g.n * g.h);
   }
   const Buf wl = user_weights(g, get(in.at(1)).ptr(), g.f), wi = user_weights(g, get(in.at(2)).ptr(), g.h);
   // Diff weights in the primitive's layout, zeroed: the RNN backward accumulates into them.

@@ -536,7 +536,7 @@ inline Vec matmul_fwd(const Dims& ad, const Vec& a, const Dims& bd, const Vec& b
 )CPP"},
     {"rnn", R"CPP(
 // @OP@ with PyTorch semantics (batch-first x [N, T, F], weights [G*H, in], b_ih and b_hh, zero
-// initial state, one layer, left to right) on oneDNN's @FWD@, the way Quorum's backend calls it:
+// initial state, one layer, left to right or right to left) on oneDNN's @FWD@, the way Quorum's backend calls it:
 // src_iter (and dst_iter) are EMPTY descriptors, which oneDNN documents as a zero initial state.
 // x goes in as "tnc"; weights as dense ldigo [1, 1, in, G, H] reordered into the primitive's
 // layout (format_tag::any); one bias per gate, b_ih + b_hh@GRU_NOTE@.
@@ -545,6 +545,7 @@ struct Rnn {
   std::vector<int64_t> perm;  // oneDNN gate k holds PyTorch gate perm[k]
   bool seq;                   // return_sequences
   bool gru;
+  bool rev;                   // ONNX direction reverse: right to left, the final state at time 0
 };
 static const memory::desc none;
 inline memory::desc ldigo(const Rnn& r, int64_t in) { return plain({1, 1, in, r.G, r.H}); }
@@ -564,7 +565,7 @@ inline Vec from_ldigo(const Rnn& r, const Vec& w, int64_t in) {
   return out;
 }
 inline @FWD@::primitive_desc rnn_pd(prop_kind prop, const Rnn& r) {
-  const auto dir = rnn_direction::unidirectional_left2right;
+  const auto dir = r.rev ? rnn_direction::unidirectional_right2left : rnn_direction::unidirectional_left2right;
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
   return @FWD@::primitive_desc(@FWD@::desc(@FWD_ARGS@), eng);
@@ -612,7 +613,8 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
       for (int64_t t = 0; t < r.T; ++t)
         for (int64_t h = 0; h < r.H; ++h) s.y[(size_t)((n * r.T + t) * r.H + h)] = s.dst[(size_t)((t * r.N + n) * r.H + h)];
   } else {
-    s.y.assign(s.dst.begin() + (r.T - 1) * r.N * r.H, s.dst.end());
+    const int64_t last = r.rev ? 0 : r.T - 1;
+    s.y.assign(s.dst.begin() + last * r.N * r.H, s.dst.begin() + (last + 1) * r.N * r.H);
   }
   return s;
 }
@@ -624,7 +626,7 @@ struct RnnGrads {
 // @BWD@ hinted by the forward_training descriptor, src_iter empty as in the forward. The diff
 // weights are zeroed first (the RNN backward accumulates into them).
 inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
-  const auto dir = rnn_direction::unidirectional_left2right;
+  const auto dir = r.rev ? rnn_direction::unidirectional_right2left : rnn_direction::unidirectional_left2right;
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
   @BWD@::primitive_desc pd(@BWD@::desc(@BWD_ARGS@), eng, rnn_pd(prop_kind::forward_training, r));
@@ -635,7 +637,7 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
       for (int64_t t = 0; t < r.T; ++t)
         for (int64_t h = 0; h < r.H; ++h) diff_dst[(size_t)((t * r.N + n) * r.H + h)] = dy[(size_t)((n * r.T + t) * r.H + h)];
   } else {
-    std::copy(dy.begin(), dy.end(), diff_dst.begin() + (r.T - 1) * r.N * r.H);
+    std::copy(dy.begin(), dy.end(), diff_dst.begin() + (r.rev ? 0 : r.T - 1) * r.N * r.H);
   }
   Vec dwl(pd.diff_weights_layer_desc().get_size() / sizeof(float), 0.0f);
   Vec dwi(pd.diff_weights_iter_desc().get_size() / sizeof(float), 0.0f);
@@ -1458,14 +1460,16 @@ class Gen : public lw::StepSink {
     return name;
   }
   std::string rnn_decl(const lw::RnnGeo& g) {
-    if (!rnn_op_.empty() && rnn_op_ != g.op)
-      throw ReproUnsupported("a model with two different recurrent operators (" + rnn_op_ + ", " + g.op + ")");
+    if (!rnn_op_.empty() && (rnn_op_ != g.op || rnn_activation_ != g.activation))
+      throw ReproUnsupported("a model with two different recurrent operators (" + rnn_op_ + " " + rnn_activation_ +
+                             ", " + g.op + " " + g.activation + ")");
     rnn_op_ = g.op;
+    rnn_activation_ = g.activation;
     const std::string name = "rnn_" + node_id();
     lines_.push_back("  const Rnn " + name + "{" + std::to_string(g.n) + ", " + std::to_string(g.t) + ", " +
                      std::to_string(g.f) + ", " + std::to_string(g.h) + ", " + std::to_string(g.gates) + ", " +
                      std::to_string(g.bias_gates) + ", " + dims(g.perm) + ", " + (g.seq ? "true" : "false") + ", " +
-                     (g.gru ? "true" : "false") + "};\n");
+                     (g.gru ? "true" : "false") + ", " + (g.reverse ? "true" : "false") + "};\n");
     need("rnn");
     return name;
   }
@@ -1501,7 +1505,7 @@ class Gen : public lw::StepSink {
   std::map<std::string, size_t> declared_;        // value -> its declaration in lines_
   std::map<std::string, std::string> exprs_;      // temporary -> expression
   std::map<std::string, std::string> names_;      // constant -> C++ name
-  std::string conv_kind_ = "convolution", rnn_op_;
+  std::string conv_kind_ = "convolution", rnn_op_, rnn_activation_;
   int n_compared_ = 0;
   bool judge_ = true;  // false for crash findings: no comparison
   Mode mode_ = Mode::Forward;
@@ -1671,9 +1675,9 @@ ReproProgram Gen::write(const std::string& dir) {
       if (rnn_op_ == "simple_rnn") {
         fwd = "vanilla_rnn_forward";
         bwd = "vanilla_rnn_backward";
-        fargs = "prop, algorithm::eltwise_tanh, dir, src, none, wl, wi, bias, dst, none";
-        bargs = "prop_kind::backward, algorithm::eltwise_tanh, dir, src, none, wl, wi, bias, dst, none, src, none, wl, "
-                "wi, bias, dst, none";
+        fargs = "prop, algorithm::" + rnn_activation_ + ", dir, src, none, wl, wi, bias, dst, none";
+        bargs = "prop_kind::backward, algorithm::" + rnn_activation_ +
+                ", dir, src, none, wl, wi, bias, dst, none, src, none, wl, wi, bias, dst, none";
       } else if (rnn_op_ == "lstm") {
         fwd = "lstm_forward";
         bwd = "lstm_backward";

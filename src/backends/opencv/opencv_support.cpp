@@ -383,8 +383,9 @@ const std::map<std::string, Rule>& rules() {
       return Support::no("OpenCV 4.6 reads GRU only with all 6 inputs (sequence_lens and initial_h given): "
                 "'node_proto.input_size() == 6' fails on the exported 4-input GRU");
     };
-    m["lstm"] = [](const ir::Graph&, const ir::Node&) {
-      if (opset() < 13) return Support::yes();
+    m["lstm"] = [](const ir::Graph&, const ir::Node& n) {
+      // A bidirectional LSTM is exported with Transpose and Reshape after it, no Squeeze.
+      if (opset() < 13 || core::attr_s(n.attrs, "direction") == "bidirectional") return Support::yes();
       return Support::no("the exported LSTM is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "
                 "('node_proto.input_size() == 1' fails in parseSqueeze)");
     };

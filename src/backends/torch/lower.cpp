@@ -372,20 +372,28 @@ void lower_lrn(const Node& c) {
   c.y(call("torch.div", {tensor("x0"), tensor(call("torch.pow", {tensor(base), flt(c.f("beta"))}))}));
 }
 
-// One layer, unidirectional, no dropout, inference semantics (train only matters for dropout),
-// batch first: PyTorch's own weight layout, which the catalogue shares.
+// One layer, no dropout, inference semantics (train only matters for dropout), batch first:
+// PyTorch's own weight layout, which the catalogue shares. Bidirectional is libtorch's own
+// (bidirectional=True, the catalogue's stacked [forward; reverse] rows narrowed into its eight
+// parameters, outputs concatenated as the catalogue's); a reverse-only layer, which torch.nn has no
+// flag for, is the forward layer on the sequence flipped in time, its outputs flipped back.
 void lower_rnn(const Node& c) {
   const auto batch = static_cast<int64_t>(c.in_shape()[0]);
-  c.let("h0", call("torch.zeros", {ints({1, batch, c.i("hidden_size")}), kw("dtype", dtype_of("x0"))}));
-  const std::vector<Arg> rest{tensors({var("x1"), var("x2"), var("x3"), var("x4")}),
-                              boolean(true),
-                              int_(1),
-                              literal(0.0),
-                              boolean(false),
-                              boolean(false),
-                              boolean(true)};
-  const std::string note = "biases, 1 layer, no dropout, eval, unidirectional, batch_first";
-  std::vector<Arg> args{tensor("x0")};
+  const int64_t hs = c.i("hidden_size");
+  const bool bi = c.s("direction") == "bidirectional", rev = c.s("direction") == "reverse";
+  const int64_t dirs = bi ? 2 : 1;
+  c.let("h0", call("torch.zeros", {ints({dirs, batch, hs}), kw("dtype", dtype_of("x0"))}));
+  std::vector<CallPtr> params;
+  for (int64_t d = 0; d < dirs; ++d)
+    for (const char* w : {"x1", "x2", "x3", "x4"}) {
+      const int64_t rows = static_cast<int64_t>(c.g.types.at(c.n.inputs.at(w[1] - '0')).shape[0]) / dirs;
+      params.push_back(bi ? call(".narrow", {tensor(w), int_(0), int_(d * rows), int_(rows)}) : var(w));
+    }
+  const std::vector<Arg> rest{tensors(params), boolean(true), int_(1),    literal(0.0),
+                              boolean(false),  boolean(bi),   boolean(true)};
+  const std::string note = std::string("biases, 1 layer, no dropout, eval, ") +
+                           (bi ? "bidirectional" : "unidirectional") + ", batch_first";
+  std::vector<Arg> args{rev ? tensor(call("torch.flip", {tensor("x0"), ints({1})})) : tensor("x0")};
   if (c.n.op == "lstm") {
     args.push_back(tensors({var("h0"), fn1("torch.zeros_like", var("h0"))}));
     args.insert(args.end(), rest.begin(), rest.end());
@@ -393,11 +401,16 @@ void lower_rnn(const Node& c) {
   } else {
     args.push_back(tensor("h0"));
     args.insert(args.end(), rest.begin(), rest.end());
-    c.sink.assign({"seq", "last"}, call(c.n.op == "gru" ? "torch.gru" : "torch.rnn_tanh", args), note);
+    const bool relu = c.n.op == "simple_rnn" && c.s("activation") == "relu";
+    const char* fn = c.n.op == "gru" ? "torch.gru" : relu ? "torch.rnn_relu" : "torch.rnn_tanh";
+    c.sink.assign({"seq", "last"}, call(fn, args), note);
   }
-  // return_sequences=0 reads the final state h_n [1, N, H] that libtorch returns separately.
+  // return_sequences=0 reads the final state h_n [D, N, H] that libtorch returns separately.
   if (c.i("return_sequences") == 1)
-    c.y(var("seq"));
+    c.y(rev ? call("torch.flip", {tensor("seq"), ints({1})}) : var("seq"));
+  else if (bi)
+    c.y(call("torch.reshape", {tensor(call("torch.permute", {tensor("last"), ints({1, 0, 2})})),
+                               ints({batch, 2 * hs})}));
   else
     c.y(call(".select", {tensor("last"), int_(0), int_(0)}));
 }
@@ -779,6 +792,8 @@ bool has_lowering(const std::string& op) { return table().count(op) > 0; }
 
 Support support(const ir::Graph& g, const ir::Node& n) {
   if (!has_lowering(n.op)) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
+  if (n.op == "simple_rnn" && core::attr_s(n.attrs, "activation") == "sigmoid")
+    return Support::no("torch.nn.RNN's nonlinearity is tanh or relu (at::rnn_tanh, at::rnn_relu): no sigmoid");
   if (is_resize(n.op)) {
     const auto [h, w] = resize_plan(g, n);
     if (h.kernel == Kernel::None) return Support::no(h.why + " (height)");

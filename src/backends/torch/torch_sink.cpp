@@ -64,6 +64,7 @@
 #include <ATen/ops/replication_pad2d.h>
 #include <ATen/ops/replication_pad3d.h>
 #include <ATen/ops/reshape.h>
+#include <ATen/ops/rnn_relu.h>
 #include <ATen/ops/rnn_tanh.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/rsub.h>
@@ -265,6 +266,10 @@ void add_network(Table& t) {
   // batch_first) -> (output, h_n); torch.lstm's hx is [h0, c0] and it returns c_n too.
   t["torch.rnn_tanh"] = [](const Args& a) {
     auto [seq, last] = at::rnn_tanh(a.t(0), a.t(1), a.ts(2), a.b(3), a.i(4), a.f(5), a.b(6), a.b(7), a.b(8));
+    return TensorList{seq, last};
+  };
+  t["torch.rnn_relu"] = [](const Args& a) {
+    auto [seq, last] = at::rnn_relu(a.t(0), a.t(1), a.ts(2), a.b(3), a.i(4), a.f(5), a.b(6), a.b(7), a.b(8));
     return TensorList{seq, last};
   };
   t["torch.gru"] = [](const Args& a) {
