@@ -181,7 +181,10 @@ std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::
       gbias.f64()[c] += gy[i];
       dxhat.f64()[i] = gy[i] * scale[c];
     }
-    if (training) gscale.f64()[c] += float32_range(raw_magnitude(xp, gy, idx, s));
+    // libtorch (either mode) and oneDNN sum dy * (x - mean) before multiplying by rstd: that raw dot overflows
+    // float32 where the gradient fits (seed 9941: var FLT_MAX, dy 1.6e38, x - mean -9137: -inf for -7.8e22).
+    const double raw_overflow = float32_range(raw_magnitude(xp, gy, idx, s));
+    gscale.f64()[c] += raw_overflow;
     if (training) {
       // The statistics depend on x; the stored mean/var are unused, so their gradient stays 0.
       group_backward(xp, dxhat.f64(), idx, s, gx.f64());
@@ -201,6 +204,7 @@ std::vector<Tensor> batch_norm_vjp(const Inputs& in, const Attrs& a, const std::
         // d rstd / d var = -rstd^3 / 2.
         gvar.f64()[c] += d * (xp[i] - s.mean) * -0.5 * s.rstd * s.rstd * s.rstd;
       }
+      gvar.f64()[c] += raw_overflow;
     }
   }
   return {gx, gscale, gbias, gmean, gvar};

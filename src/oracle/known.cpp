@@ -150,11 +150,15 @@ const KnownEntry* Ledger::match(const std::string& signature, const std::vector<
 const KnownEntry* Ledger::match(const Finding& f) const {
   if (const KnownEntry* e = match(f.signature(), f.lowering)) return e;
   // The form relation's finding is the library's forward in another exchange form (its lowering that form's):
-  // an entry of the forward stage holds it too.
+  // an entry of the forward stage holds it too, and for a failure of that run one of the compile stage (the
+  // other form's import crashing: seed 9941, OpenCV's CELU matcher).
   if (f.stage == Stage::Form) {
-    Finding forward = f;
-    forward.stage = Stage::Forward;
-    if (const KnownEntry* e = match(forward.signature(), f.lowering)) return e;
+    for (const Stage s : {Stage::Forward, Stage::Compile}) {
+      if (s == Stage::Compile && f.kind != Kind::Crash) continue;
+      Finding forward = f;
+      forward.stage = s;
+      if (const KnownEntry* e = match(forward.signature(), f.lowering)) return e;
+    }
   }
   if (!f.blames_reference() || f.against.empty()) return nullptr;
   const KnownEntry* first = nullptr;

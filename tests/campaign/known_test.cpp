@@ -213,6 +213,22 @@ TEST(Known, AFormRelationFindingBelongsToTheForwardEntryOfItsForm) {
   EXPECT_EQ(l.match(f), nullptr);
 }
 
+// The other form's run that fails at import is a form-relation crash: the library's compile-stage entry holds it
+// (seed 9941: OpenCV's CELU matcher segfaulted on the model read with the Mul's operands in the given order).
+TEST(Known, AFormRelationCrashBelongsToTheCompileEntry) {
+  const oracle::Ledger l = oracle::load_ledgers(oracle::default_ledger_dir());
+  oracle::Finding f;
+  f.kind = core::FindingKind::Crash;
+  f.stage = core::Stage::Form;
+  f.backend = "opencv";
+  f.message = "crash: SIGSEGV";
+  const oracle::KnownEntry* e = l.match(f);
+  ASSERT_NE(e, nullptr) << f.signature();
+  EXPECT_EQ(e->id, "opencv-celu-fusion-import-crash");
+  f.stage = core::Stage::Batch;  // the batch relation's crashes name their own entries
+  EXPECT_EQ(l.match(f), nullptr);
+}
+
 TEST(Known, AMalformedLedgerIsOneClearError) {
   const std::string dir = ledger_dir("bad", "faulty", R"({"format": "quorum.known", "backend": "faulty", "entries": [
     {"id": "x", "class": "feature", "signature": "s", "note": "n"}]})");

@@ -852,6 +852,35 @@ TEST(PerNode, ABatchNormGradientWhoseDotTimesRstdSquaredOverflowsFloat32IsNotAFi
   }
 }
 
+// In inference mode too, libtorch and oneDNN form the scale's gradient as sum(dy * (x - mean)) * rstd: with
+// var = FLT_MAX (rstd 5.4e-20) the raw dot of dy 1.6e38 and x - mean -9137 overflows although the gradient,
+// -7.8e22, fits (seed 9941, both libraries -inf). dy 1e30 keeps the raw dot in range: a finding.
+TEST(PerNode, AnInferenceBatchNormScaleGradientWhoseRawDotOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [1], "data": [1e-45]},
+                     {"name": "b", "dtype": "float32", "shape": [1], "data": [0.08]},
+                     {"name": "m", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "v", "dtype": "float32", "shape": [1], "data": [3.4028235e+38]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 1e-05, "training": 0}}]})",
+                                          "bn_eval_raw_dot_overflow");
+  for (double dy : {1.6e38, 1e30}) {
+    // mse over 1 element: dL/dy = 2 (y - t), so t = y - dy / 2 with y ~ 0.08.
+    const Case c(g, {{"x", core::Tensor::f64({1, 1}, {-9136.85})}}, core::Tensor::f64({1, 1}, {0.08 - dy / 2}));
+    BackendRun a = c.run("A");
+    ASSERT_LT(std::abs(a.grads.at("s").get(0)), 1e37);  // the exact gradient fits float32
+    a.grads["s"].f64()[0] = -INFINITY;
+    const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+    if (dy > 1e37) {
+      for (const auto& f : found) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    } else {
+      ASSERT_EQ(found.size(), 1u);
+      EXPECT_EQ(found[0].op, "batch_norm");
+    }
+  }
+}
+
 // libtorch's layer_norm backward computes (db * mean - ds) * a * a * a / N in float32 (a = rstd): with a
 // near 316 the third product overflows where the gradient fits (issue-39 rn seed). dy 1e35: the
 // product passes 3e39, the gradient ~3e37; dy 1e30 stays a finding.
