@@ -59,6 +59,12 @@ Tensor sum_to(const Tensor& g, const Shape& in_shape);
 // (map[i] < 0: g[i] goes nowhere), each such sum marked ops::stored_sum.
 Tensor fold(const Tensor& g, const std::vector<int64_t>& map, const Shape& shape);
 
+// The recurrent layers' ONNX `direction` (gru, lstm, simple_rnn): how many directions (2 for bidirectional,
+// whose weights stack [forward; reverse] along the rows), and whether direction d reads the sequence from its
+// end (reverse, and a bidirectional layer's second direction). Defined beside the kernel (rnn.cpp).
+int64_t rnn_directions(const Attrs& a);
+bool rnn_walks_back(const Attrs& a, int64_t d);
+
 // The float32 range of a product-summing kernel's sums (dense, matmul, convolution): each output's
 // finite terms' magnitude; where it passes FLT_MAX, some float32 summation order overflows a partial
 // sum (inf, or NaN against a term of the other sign) although the exact sum fits, and the output is

@@ -48,8 +48,7 @@ double activate_grad(Act f, double y) {
 
 // One step of one batch row. gi, gh hold G*H pre-activations; c is used by the LSTM only.
 void cell_forward(Cell k, Act act, int64_t hs, const double* gi, const double* gh, const double* h_prev,
-                  const double* c_prev,
-                  double* h, double* c) {
+                  const double* c_prev, double* h, double* c) {
   for (int64_t j = 0; j < hs; ++j) {
     switch (k) {
       case Cell::Rnn:
@@ -80,8 +79,8 @@ void cell_forward(Cell k, Act act, int64_t hs, const double* gi, const double* g
 // The backward of cell_forward. Given dL/dh and dL/dc of the new state, writes dL/dgi, dL/dgh,
 // the part of dL/dh_prev that bypasses W_hh (GRU's z*h term) and dL/dc_prev.
 void cell_backward(Cell k, Act act, int64_t hs, const double* gi, const double* gh, const double* h_prev,
-                   const double* c_prev,
-                   const double* dh, const double* dc, double* dgi, double* dgh, double* dh_direct, double* dc_prev) {
+                   const double* c_prev, const double* dh, const double* dc, double* dgi, double* dgh,
+                   double* dh_direct, double* dc_prev) {
   for (int64_t j = 0; j < hs; ++j) {
     dh_direct[j] = 0;
     dc_prev[j] = 0;
@@ -137,15 +136,6 @@ struct Trace {
   const double* c(int64_t b, int64_t s) const { return &c_all[static_cast<size_t>((b * (t + 1) + s) * hs)]; }
 };
 
-// ONNX's directions: forward, reverse (the sequence read from its end, each output at its own time
-// index), bidirectional (both, with their own weights stacked [forward; reverse] along the rows and
-// the outputs concatenated along the features, as PyTorch's bidirectional layers do).
-int64_t directions(const Attrs& a) { return core::attr_s(a, "direction") == "bidirectional" ? 2 : 1; }
-bool walks_back(const Attrs& a, int64_t d) {
-  const std::string& s = core::attr_s(a, "direction");
-  return s == "reverse" || (s == "bidirectional" && d == 1);
-}
-
 // Direction d's weights are rows [d*G*H, (d+1)*G*H) of each parameter.
 Trace run(Cell k, Act act, const Inputs& in, int64_t hs, int64_t d, bool back) {
   const Tensor& x = *in[0];
@@ -189,11 +179,11 @@ Trace run(Cell k, Act act, const Inputs& in, int64_t hs, int64_t d, bool back) {
 bool sequences(const Attrs& a) { return core::attr_i(a, "return_sequences") == 1; }
 
 std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
-  const int64_t hs = core::attr_i(a, "hidden_size"), dirs = directions(a);
+  const int64_t hs = core::attr_i(a, "hidden_size"), dirs = rnn_directions(a);
   const int64_t n = in[0]->dim(0), t = in[0]->dim(1), width = dirs * hs;
   Tensor y(DType::F64, sequences(a) ? Shape{n, t, width} : Shape{n, width});
   for (int64_t d = 0; d < dirs; ++d) {
-    const Trace tr = run(k, act_of(a), in, hs, d, walks_back(a, d));
+    const Trace tr = run(k, act_of(a), in, hs, d, rnn_walks_back(a, d));
     for (int64_t b = 0; b < n; ++b) {
       if (sequences(a)) {
         for (int64_t s = 0; s < t; ++s)
@@ -210,8 +200,9 @@ std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
 void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& grad, int64_t d,
                        const std::vector<Tensor*>& out) {
   const int64_t hs = core::attr_i(a, "hidden_size");
-  const Trace tr = run(k, act_of(a), in, hs, d, walks_back(a, d));
-  const int64_t width = directions(a) * hs;
+  const Act act = act_of(a);
+  const Trace tr = run(k, act, in, hs, d, rnn_walks_back(a, d));
+  const int64_t width = rnn_directions(a) * hs;
   const double* xp = in[0]->f64();
   const double* w_ih = in[1]->f64() + d * tr.gh * tr.f;
   const double* w_hh = in[2]->f64() + d * tr.gh * hs;
@@ -236,9 +227,8 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
         for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += gy[b * width + d * hs + j];
       }
       const double* hp = tr.h(b, s);
-      cell_backward(k, act_of(a), hs, tr.gi(b, s), tr.ghh(b, s), hp, tr.c(b, s), dh.data(), dc.data(), dgi.data(),
-                    dgh.data(),
-                    dh_direct.data(), dc_prev.data());
+      cell_backward(k, act, hs, tr.gi(b, s), tr.ghh(b, s), hp, tr.c(b, s), dh.data(), dc.data(), dgi.data(),
+                    dgh.data(), dh_direct.data(), dc_prev.data());
       const double* xt = xp + (b * tr.t + tr.time(s)) * tr.f;
       double* gxt = gx + (b * tr.t + tr.time(s)) * tr.f;
       for (int64_t r = 0; r < tr.gh; ++r) {
@@ -262,7 +252,7 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
 }
 
 std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std::vector<Tensor>& grad) {
-  const int64_t dirs = directions(a);
+  const int64_t dirs = rnn_directions(a);
   Tensor gx(DType::F64, in[0]->shape()), gw_ih(DType::F64, in[1]->shape()), gw_hh(DType::F64, in[2]->shape()),
       gb_ih(DType::F64, in[3]->shape()), gb_hh(DType::F64, in[4]->shape());
   for (int64_t d = 0; d < dirs; ++d) rnn_vjp_direction(k, in, a, grad[0], d, {&gx, &gw_ih, &gw_hh, &gb_ih, &gb_hh});
@@ -291,8 +281,8 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
     QUORUM_REQUIRE(x[1] >= 1, "recurrent layers need at least one time step");
     QUORUM_REQUIRE(x[2] >= 1, "recurrent layers need at least one input feature");
     const int64_t hs = core::attr_i(a, "hidden_size");
-    const int64_t gh = directions(a) * gate_count(k) * hs;  // every direction's gate rows, stacked
-    const int64_t width = directions(a) * hs;
+    const int64_t gh = rnn_directions(a) * gate_count(k) * hs;  // every direction's gate rows, stacked
+    const int64_t width = rnn_directions(a) * hs;
     const Shape out = sequences(a) ? Shape{x[0], x[1], width} : Shape{x[0], width};
     return Signature{{TensorType{dt, out}},
                      {{"w_ih", {dt, {gh, x[2]}}, Init::Normal},
@@ -359,7 +349,7 @@ void export_rnn(OnnxExport& e) {
   const std::string& op = e.op();
   const int64_t hs = e.ai("hidden_size");
   const std::string direction = e.as("direction");
-  const int64_t dirs = direction == "bidirectional" ? 2 : 1;
+  const int64_t dirs = rnn_directions(e.attrs());
   const auto order = onnx_gate_order(op);
   const int64_t gh = static_cast<int64_t>(order.size()) * hs;
   auto weight = [&e](size_t i) {
@@ -543,6 +533,16 @@ void import_rnn(OnnxImport& m) {
 }
 
 }  // namespace
+
+// ONNX's directions: forward, reverse (the sequence read from its end, each output at its own time
+// index), bidirectional (both, with their own weights stacked [forward; reverse] along the rows and
+// the outputs concatenated along the features, as PyTorch's bidirectional layers do).
+int64_t rnn_directions(const Attrs& a) { return core::attr_s(a, "direction") == "bidirectional" ? 2 : 1; }
+
+bool rnn_walks_back(const Attrs& a, int64_t d) {
+  const std::string& s = core::attr_s(a, "direction");
+  return s == "reverse" || (s == "bidirectional" && d == 1);
+}
 
 void register_rnn(Registry& r) {
   auto add = [&r](OpSpec s, const std::string& onnx_type) {

@@ -292,14 +292,10 @@ void build_pad(Builder& b, const ir::Node& n) {
 // The layers one step adds in build_rnn below.
 int64_t rnn_layers_per_step(const std::string& op) { return op == "lstm" ? 18 : op == "gru" ? 21 : 7; }
 
-int64_t rnn_directions(const ir::Node& n) {
-  return core::attr_s(n.attrs, "direction") == "bidirectional" ? 2 : 1;
-}
-
 Support rnn_supports(const ir::Graph& g, const ir::Node& n) {
   const core::Shape& x = g.types.at(n.inputs[0]).shape;
   const int64_t T = x.size() == 3 ? x[1] : 0;
-  return layer_budget(n, rnn_directions(n) * T * rnn_layers_per_step(n.op),
+  return layer_budget(n, ops::rnn_directions(n.attrs) * T * rnn_layers_per_step(n.op),
                       "unrolled over " + std::to_string(T) + " steps (ArmNN 20.08 has no recurrent layer)");
 }
 
@@ -309,7 +305,8 @@ void build_rnn(Builder& b, const ir::Node& n) {
   const int64_t N = x.shape[0], T = x.shape[1], F = x.shape[2], H = core::attr_i(n.attrs, "hidden_size");
   const int64_t G = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
   const std::string& direction = core::attr_s(n.attrs, "direction");
-  const int64_t dirs = rnn_directions(n);
+  const std::string activation = n.op == "simple_rnn" ? core::attr_s(n.attrs, "activation") : "tanh";
+  const int64_t dirs = ops::rnn_directions(n.attrs);
   const std::vector<float> w_ih = b.floats(n.inputs[1]), w_hh = b.floats(n.inputs[2]), b_ih = b.floats(n.inputs[3]),
                            b_hh = b.floats(n.inputs[4]);
   b.comment(n.op + " (" + direction +
@@ -325,7 +322,7 @@ void build_rnn(Builder& b, const ir::Node& n) {
   };
   std::vector<Value> outputs;  // per direction: [N, T, H] (return_sequences) or the final state [N, H]
   for (int64_t d = 0; d < dirs; ++d) {
-    const bool back = direction == "reverse" || d == 1;
+    const bool back = ops::rnn_walks_back(n.attrs, d);
     const Weights wi = b.weights(n.inputs[1], rows(w_ih, d), Shape{G * H, F});
     const Weights bi = b.weights(n.inputs[3], rows(b_ih, d), Shape{G * H});
     const Weights wh = b.weights(n.inputs[2], rows(w_hh, d), Shape{G * H, H});
@@ -339,9 +336,8 @@ void build_rnn(Builder& b, const ir::Node& n) {
       const Value gi = fully_connected(b, xt, wi, bi);
       const Value gh = fully_connected(b, h, wh, bh);
       if (n.op == "simple_rnn") {
-        const std::string& f = core::attr_s(n.attrs, "activation");
         const Value pre = b.binary(BO::Addition, gi, gh);
-        h = f == "relu" ? b.activation(pre, AF::ReLu) : f == "sigmoid" ? sigmoid(pre) : tanh(pre);
+        h = activation == "relu" ? b.activation(pre, AF::ReLu) : activation == "sigmoid" ? sigmoid(pre) : tanh(pre);
       } else if (n.op == "lstm") {
         const Value sum = b.binary(BO::Addition, gi, gh);
         const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)),

@@ -334,11 +334,9 @@ RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a) {
   g.h = core::attr_i(a, "hidden_size");
   g.seq = core::attr_i(a, "return_sequences") == 1;
   g.gru = op == "gru";
-  g.reverse = core::attr_s(a, "direction") == "reverse";
-  if (op == "simple_rnn") {
-    const std::string& f = core::attr_s(a, "activation");
-    g.activation = f == "relu" ? "eltwise_relu" : f == "sigmoid" ? "eltwise_logistic" : "eltwise_tanh";
-  }
+  g.reverse = ops::rnn_walks_back(a, 0);  // bidirectional layers are refused (node_support)
+  // simple_rnn's activations (tanh, relu, sigmoid) are catalogue operators of one eltwise step each.
+  if (op == "simple_rnn") g.activation = eltwise_chain(core::attr_s(a, "activation"), {})->front().alg;
   g.gates = op == "simple_rnn" ? 1 : op == "lstm" ? 4 : 3;
   g.bias_gates = g.gru ? 4 : g.gates;
   // oneDNN's GRU order is (u, r, o) = PyTorch (z, r, n); vanilla and LSTM match PyTorch.
@@ -377,7 +375,7 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
     if (g.types.count(v) && g.types.at(v).dtype == core::DType::I64)
       return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is int64");
   if (is_resize(n.op)) return resize_support(n, g.types.at(n.inputs[0]).shape, g.types.at(n.outputs[0]).shape);
-  if (is_rnn(n.op) && core::attr_s(n.attrs, "direction") == "bidirectional")
+  if (is_rnn(n.op) && ops::rnn_directions(n.attrs) == 2)
     return Support::no("Quorum lowers oneDNN's unidirectional RNN primitives (left2right, right2left); "
                        "bidirectional_concat, with weights [1, 2, in, G, H], is not lowered");
   return Support::yes();
@@ -857,7 +855,7 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
                    std::to_string(g.t) + " F" + std::to_string(g.f) + " H" + std::to_string(g.h) + " G" +
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
                    std::to_string(g.seq) + " gru " + std::to_string(g.gru) + (g.reverse ? " reverse " : " ") +
-                   (g.op == "simple_rnn" ? g.activation + " " : "") + y + " = " + fmt(in));
+                   (g.op == "simple_rnn" ? std::string(name(g.activation)) + " " : "") + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
 }
 

@@ -162,8 +162,7 @@ struct RnnGeo {
   std::vector<int64_t> perm;
   bool seq = false, gru = false;
   bool reverse = false;  // ONNX direction reverse: unidirectional_right2left, final state at time 0
-  // vanilla RNN's activation, oneDNN's algorithm name: eltwise_tanh, eltwise_relu or eltwise_logistic.
-  std::string activation = "eltwise_tanh";
+  Alg activation = Alg::eltwise_tanh;  // vanilla RNN's: eltwise_chain of simple_rnn's activation (one step)
 };
 RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a);
 

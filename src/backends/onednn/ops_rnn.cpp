@@ -42,17 +42,12 @@ struct RnnMds {
 };
 
 std::string rnn_key(const lw::RnnGeo& g) {
-  return Key() << static_cast<int>(cell_of(g.op)) << g.t << g.n << g.f << g.h << g.reverse << g.activation;
+  return Key() << static_cast<int>(cell_of(g.op)) << g.t << g.n << g.f << g.h << g.reverse
+               << static_cast<int>(g.activation);
 }
 
 dnnl::rnn_direction direction(const lw::RnnGeo& g) {
   return g.reverse ? dnnl::rnn_direction::unidirectional_right2left : dnnl::rnn_direction::unidirectional_left2right;
-}
-
-algorithm vanilla_activation(const lw::RnnGeo& g) {
-  return g.activation == "eltwise_relu"       ? algorithm::eltwise_relu
-         : g.activation == "eltwise_logistic" ? algorithm::eltwise_logistic
-                                              : algorithm::eltwise_tanh;
 }
 
 // The time index of the final state: the last step, or 0 where the layer reads right to left.
@@ -125,7 +120,7 @@ PrimRef rnn_fwd_prim(const lw::RnnGeo& g, prop_kind prop) {
   switch (cell_of(g.op)) {
     case Cell::Rnn: {
       const auto& c = cached<dnnl::vanilla_rnn_forward::primitive_desc>(key, [&] {
-        dnnl::vanilla_rnn_forward::desc d(prop, vanilla_activation(g), dir, src, iter, wl, wi, bias, dst, none);
+        dnnl::vanilla_rnn_forward::desc d(prop, to_dnnl(g.activation), dir, src, iter, wl, wi, bias, dst, none);
         return dnnl::vanilla_rnn_forward::primitive_desc(d, cpu_engine());
       });
       return PrimRef{c.prim, {c.pd}};
@@ -159,7 +154,7 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
   switch (cell_of(g.op)) {
     case Cell::Rnn: {
       const auto& c = cached<dnnl::vanilla_rnn_backward::primitive_desc>(key, [&] {
-        dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, vanilla_activation(g), dir, src, iter, wl, wi, bias,
+        dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, to_dnnl(g.activation), dir, src, iter, wl, wi, bias,
                                            dst, none, src, iter, wl, wi, bias, dst, none);
         return dnnl::vanilla_rnn_backward::primitive_desc(d, cpu_engine(),
                                                           dnnl::vanilla_rnn_forward::primitive_desc(fwd_c.get()));

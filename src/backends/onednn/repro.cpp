@@ -548,6 +548,11 @@ struct Rnn {
   bool rev;                   // ONNX direction reverse: right to left, the final state at time 0
 };
 static const memory::desc none;
+inline rnn_direction direction_of(const Rnn& r) {
+  return r.rev ? rnn_direction::unidirectional_right2left : rnn_direction::unidirectional_left2right;
+}
+// The time index of the final state: the last step, or 0 where the layer reads right to left.
+inline int64_t final_step(const Rnn& r) { return r.rev ? 0 : r.T - 1; }
 inline memory::desc ldigo(const Rnn& r, int64_t in) { return plain({1, 1, in, r.G, r.H}); }
 // PyTorch [G*H, in] -> dense ldigo in oneDNN's gate order, and back.
 inline Vec to_ldigo(const Rnn& r, const Vec& w, int64_t in) {
@@ -565,7 +570,7 @@ inline Vec from_ldigo(const Rnn& r, const Vec& w, int64_t in) {
   return out;
 }
 inline @FWD@::primitive_desc rnn_pd(prop_kind prop, const Rnn& r) {
-  const auto dir = r.rev ? rnn_direction::unidirectional_right2left : rnn_direction::unidirectional_left2right;
+  const auto dir = direction_of(r);
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
   return @FWD@::primitive_desc(@FWD@::desc(@FWD_ARGS@), eng);
@@ -613,7 +618,7 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
       for (int64_t t = 0; t < r.T; ++t)
         for (int64_t h = 0; h < r.H; ++h) s.y[(size_t)((n * r.T + t) * r.H + h)] = s.dst[(size_t)((t * r.N + n) * r.H + h)];
   } else {
-    const int64_t last = r.rev ? 0 : r.T - 1;
+    const int64_t last = final_step(r);
     s.y.assign(s.dst.begin() + last * r.N * r.H, s.dst.begin() + (last + 1) * r.N * r.H);
   }
   return s;
@@ -626,7 +631,7 @@ struct RnnGrads {
 // @BWD@ hinted by the forward_training descriptor, src_iter empty as in the forward. The diff
 // weights are zeroed first (the RNN backward accumulates into them).
 inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
-  const auto dir = r.rev ? rnn_direction::unidirectional_right2left : rnn_direction::unidirectional_left2right;
+  const auto dir = direction_of(r);
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
   @BWD@::primitive_desc pd(@BWD@::desc(@BWD_ARGS@), eng, rnn_pd(prop_kind::forward_training, r));
@@ -637,7 +642,7 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
       for (int64_t t = 0; t < r.T; ++t)
         for (int64_t h = 0; h < r.H; ++h) diff_dst[(size_t)((t * r.N + n) * r.H + h)] = dy[(size_t)((n * r.T + t) * r.H + h)];
   } else {
-    std::copy(dy.begin(), dy.end(), diff_dst.begin() + (r.rev ? 0 : r.T - 1) * r.N * r.H);
+    std::copy(dy.begin(), dy.end(), diff_dst.begin() + final_step(r) * r.N * r.H);
   }
   Vec dwl(pd.diff_weights_layer_desc().get_size() / sizeof(float), 0.0f);
   Vec dwi(pd.diff_weights_iter_desc().get_size() / sizeof(float), 0.0f);
@@ -1460,11 +1465,12 @@ class Gen : public lw::StepSink {
     return name;
   }
   std::string rnn_decl(const lw::RnnGeo& g) {
-    if (!rnn_op_.empty() && (rnn_op_ != g.op || rnn_activation_ != g.activation))
+    const std::string activation = alg(g.activation);
+    if (!rnn_op_.empty() && (rnn_op_ != g.op || rnn_activation_ != activation))
       throw ReproUnsupported("a model with two different recurrent operators (" + rnn_op_ + " " + rnn_activation_ +
-                             ", " + g.op + " " + g.activation + ")");
+                             ", " + g.op + " " + activation + ")");
     rnn_op_ = g.op;
-    rnn_activation_ = g.activation;
+    rnn_activation_ = activation;
     const std::string name = "rnn_" + node_id();
     lines_.push_back("  const Rnn " + name + "{" + std::to_string(g.n) + ", " + std::to_string(g.t) + ", " +
                      std::to_string(g.f) + ", " + std::to_string(g.h) + ", " + std::to_string(g.gates) + ", " +
@@ -1675,8 +1681,8 @@ ReproProgram Gen::write(const std::string& dir) {
       if (rnn_op_ == "simple_rnn") {
         fwd = "vanilla_rnn_forward";
         bwd = "vanilla_rnn_backward";
-        fargs = "prop, algorithm::" + rnn_activation_ + ", dir, src, none, wl, wi, bias, dst, none";
-        bargs = "prop_kind::backward, algorithm::" + rnn_activation_ +
+        fargs = "prop, " + rnn_activation_ + ", dir, src, none, wl, wi, bias, dst, none";
+        bargs = "prop_kind::backward, " + rnn_activation_ +
                 ", dir, src, none, wl, wi, bias, dst, none, src, none, wl, wi, bias, dst, none";
       } else if (rnn_op_ == "lstm") {
         fwd = "lstm_forward";

@@ -380,13 +380,14 @@ void lower_lrn(const Node& c) {
 void lower_rnn(const Node& c) {
   const auto batch = static_cast<int64_t>(c.in_shape()[0]);
   const int64_t hs = c.i("hidden_size");
-  const bool bi = c.s("direction") == "bidirectional", rev = c.s("direction") == "reverse";
-  const int64_t dirs = bi ? 2 : 1;
+  const int64_t dirs = ops::rnn_directions(c.n.attrs);
+  const bool bi = dirs == 2, rev = !bi && ops::rnn_walks_back(c.n.attrs, 0);
   c.let("h0", call("torch.zeros", {ints({dirs, batch, hs}), kw("dtype", dtype_of("x0"))}));
   std::vector<CallPtr> params;
   for (int64_t d = 0; d < dirs; ++d)
-    for (const char* w : {"x1", "x2", "x3", "x4"}) {
-      const int64_t rows = static_cast<int64_t>(c.g.types.at(c.n.inputs.at(w[1] - '0')).shape[0]) / dirs;
+    for (size_t k = 1; k <= 4; ++k) {
+      const std::string w = "x" + std::to_string(k);
+      const int64_t rows = c.in_shape(k)[0] / dirs;
       params.push_back(bi ? call(".narrow", {tensor(w), int_(0), int_(d * rows), int_(rows)}) : var(w));
     }
   const std::vector<Arg> rest{tensors(params), boolean(true), int_(1),    literal(0.0),
