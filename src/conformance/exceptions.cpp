@@ -55,9 +55,11 @@ const std::map<std::string, std::string>& reference_exceptions() {
        "allowzero=1 with a 0 in the shape makes an empty tensor; the catalogue has no empty tensors"},
       {"node/test_slice_start_out_of_bounds",
        "the slice is empty (start 1000 on size 10); the catalogue has no empty tensors"},
-      {"node/test_resize_downsample_scales_*",
-       "Resize given scales that are not output/input (0.6 on size 2 -> 1): ONNX maps coordinates with the given "
-       "scale, the catalogue's resize is defined by output sizes (scale = output/input)"},
+      {"node/test_resize_downsample_scales_*_align_corners",
+       "align_corners with a given scale: ONNX's expected output divides by the fractional length in * scale - 1 "
+       "(its reference implementation's output_width); the spec's formula names length_resized, the output "
+       "tensor's length, which the catalogue and every library here (libtorch, OpenCV, Arm NN, XNNPACK, ONNX "
+       "Runtime 1.30) use"},
       {"node/test_resize_tf_crop_and_resize",
        "coordinate_transformation_mode tf_crop_and_resize (with an roi): not modelled by the catalogue's resize"},
       {"node/test_layer_normalization_*",

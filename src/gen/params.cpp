@@ -289,11 +289,6 @@ Attrs draw_attrs(const ops::OpSpec& spec, const std::vector<TensorType>& in, cor
     a["units"] = rng.randint(1, lim.max_units);
   } else if (spec.attr("hidden_size")) {
     a["hidden_size"] = rng.randint(1, lim.max_units);
-  } else if (spec.attr("sizes") && rank == 4) {
-    Ints sizes;
-    for (size_t i = 2; i < 4; ++i)
-      sizes.push_back(rng.randint(std::max<int64_t>(1, (x[i] + 1) / 2), std::max<int64_t>(2 * x[i], 1)));
-    a["sizes"] = sizes;
   } else if (spec.attr("starts")) {
     if (rank >= 1) draw_slice(x, rng, a);
   } else if (spec.attr("perm")) {

@@ -137,13 +137,31 @@ DType common_float_dtype(const std::vector<TensorType>& in) {
   return in[0].dtype;
 }
 
-double resize_source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out) {
+double resize_source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out, double scale) {
   const auto od = static_cast<double>(o), ind = static_cast<double>(in), outd = static_cast<double>(out);
-  if (mode == "asymmetric") return od * ind / outd;
   if (mode == "align_corners") return out == 1 ? 0.0 : od * (ind - 1.0) / (outd - 1.0);
-  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
   if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
+  if (scale > 0) {
+    if (mode == "asymmetric") return od / scale;
+    if (mode == "tf_half_pixel_for_nn") return (od + 0.5) / scale;
+    return (od + 0.5) / scale - 0.5;  // half_pixel, pytorch_half_pixel
+  }
+  if (mode == "asymmetric") return od * ind / outd;
+  if (mode == "tf_half_pixel_for_nn") return (2.0 * od + 1.0) * ind / (2.0 * outd);
   return (2.0 * od + 1.0) * ind / (2.0 * outd) - 0.5;  // half_pixel, pytorch_half_pixel
+}
+
+double resize_given_scale(const core::Attrs& a, size_t axis) {
+  const auto it = a.find("scales");
+  if (it == a.end()) return 0;
+  const auto& s = std::get<std::vector<double>>(it->second);
+  return axis < s.size() ? s[axis] : 0;
+}
+
+bool resize_scale_matters(const core::Attrs& a, size_t axis, int64_t in, int64_t out) {
+  const double s = resize_given_scale(a, axis);
+  if (s <= 0 || in == 1 || core::attr_s(a, "coordinate_transformation_mode") == "align_corners") return false;
+  return s != static_cast<double>(out) / static_cast<double>(in);
 }
 
 int64_t resize_round_nearest(const std::string& mode, double x) {

@@ -114,7 +114,16 @@ DType common_float_dtype(const std::vector<TensorType>& in);
 // in / out instead of dividing by the scale and keep exact integer ratios as long as possible, so
 // exact half-way points, which decide nearest rounding, stay exact), and nearest_mode's rounding of
 // it. The catalogue's kernel and the backends that check their own rule against ONNX's use both.
-double resize_source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out);
+// `scale` > 0: the scale given to the node (ONNX Resize's `scales` input, out = floor(in * scale)), which
+// every mode but align_corners divides by instead (o / scale, (o + 0.5) / scale - 0.5, ...); 0: out / in.
+double resize_source_coord(const std::string& mode, int64_t o, int64_t in, int64_t out, double scale = 0);
 int64_t resize_round_nearest(const std::string& mode, double x);
+// The resize node's given scale along spatial axis `axis` (0 height, 1 width) from its `scales`
+// attribute, or 0 when it resizes to `sizes` (scale out / in).
+double resize_given_scale(const core::Attrs& a, size_t axis);
+// Whether that given scale moves a source coordinate away from the one out / in gives: scales given,
+// a mode that reads the scale (not align_corners), more than one input cell, and scale != out / in.
+// A library that takes only the output size cannot run such an axis.
+bool resize_scale_matters(const core::Attrs& a, size_t axis, int64_t in, int64_t out);
 
 }  // namespace quorum::ops

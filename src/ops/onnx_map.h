@@ -53,6 +53,7 @@ class OnnxExport {
   double af(const std::string& k) const { return core::attr_f(attrs(), k); }
   const std::string& as(const std::string& k) const { return core::attr_s(attrs(), k); }
   const std::vector<int64_t>& aints(const std::string& k) const { return core::attr_ints(attrs(), k); }
+  const std::vector<double>& afs(const std::string& k) const { return core::attr_floats(attrs(), k); }
 
   // The node producing the Quorum output; it carries the Quorum node's name.
   virtual OnnxNode& final_node(const std::string& type, const std::vector<std::string>& ins) = 0;

@@ -42,6 +42,9 @@ struct AttrSpec {
   std::vector<AttrValue> choices;
   double lo = -kInf, hi = kInf;
   std::vector<AttrValue> invalid;
+  // An optional list (empty by default) whose presence changes the operator's rule (resize's given
+  // scales): a finding's signature records it as name="given" where it is non-empty.
+  bool keyed_when_given = false;
 };
 
 // How the generator should initialise a weight (a parameter input).

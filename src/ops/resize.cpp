@@ -23,11 +23,14 @@ struct Tap {
 };
 
 // ONNX's cubic convolution kernel (Keys) at distance s from the coordinate, coefficient a.
+// The kernel is 0 at distances 1 and 2 for every a; the polynomials, evaluated in floating point, leave a
+// rounding residue there ((a + 2) - (a + 3) + 1 is 2e-16 for a = -0.11), through which a NaN or infinite
+// cell the exact interpolation does not read would leak in. Those distances give the exact 0.
 double cubic_weight(double a, double s) {
   s = std::abs(s);
-  if (s <= 1.0) return ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
-  if (s < 2.0) return ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a;
-  return 0.0;
+  if (s == 1.0 || s >= 2.0) return 0.0;
+  if (s < 1.0) return ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
+  return ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a;
 }
 
 // The cubic taps at source coordinate c (not clamped: ONNX reads the edge cell for an index
@@ -67,7 +70,7 @@ std::vector<Tap> axis_taps(Interp kind, const Attrs& a, int64_t in, int64_t out,
   const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
   std::vector<Tap> taps(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) {
-    const double x = resize_source_coord(ctm, o, in, out);
+    const double x = resize_source_coord(ctm, o, in, out, resize_given_scale(a, static_cast<size_t>(lane)));
     Tap& t = taps[static_cast<size_t>(o)];
     // The coordinate, a few float32 operations on the output index in a float32 implementation,
     // is marked stored (ops::stored_sum).
@@ -93,6 +96,11 @@ std::vector<Tap> axis_taps(Interp kind, const Attrs& a, int64_t in, int64_t out,
   return taps;
 }
 
+// ONNX Resize's output length for a given scale: floor(in * scale).
+int64_t scales_output(int64_t in, double scale) {
+  return static_cast<int64_t>(std::floor(static_cast<double>(in) * scale));
+}
+
 Shape resized_shape(const std::string& op, const Shape& x, const Attrs& a) {
   QUORUM_REQUIRE(x.size() == 4, op + " expects input of rank 4 [N, C, H, W], got rank " + std::to_string(x.size()));
   QUORUM_REQUIRE(x[2] >= 1 && x[3] >= 1, op + " requires a non-empty input plane, got " + core::to_string(x));
@@ -100,7 +108,40 @@ Shape resized_shape(const std::string& op, const Shape& x, const Attrs& a) {
   QUORUM_REQUIRE(sizes.size() == 2, "sizes " + core::to_string(AttrValue(sizes)) + " must have 2 entries [oH, oW]");
   QUORUM_REQUIRE(sizes[0] >= 1 && sizes[1] >= 1,
                  "sizes entries must be >= 1, got " + core::to_string(AttrValue(sizes)));
+  const auto& scales = core::attr_floats(a, "scales");
+  QUORUM_REQUIRE(scales.empty() || scales.size() == 2,
+                 "scales " + core::to_string(AttrValue(scales)) + " must be empty or have 2 entries [sH, sW]");
+  for (size_t i = 0; i < scales.size(); ++i)
+    QUORUM_REQUIRE(scales_output(x[2 + i], scales[i]) == sizes[i],
+                   "scales " + core::to_string(AttrValue(scales)) + " give output floor(" + std::to_string(x[2 + i]) +
+                       " * " + core::to_string(AttrValue(scales[i])) + ") = " +
+                       std::to_string(scales_output(x[2 + i], scales[i])) + ", not sizes[" + std::to_string(i) +
+                       "] = " + std::to_string(sizes[i]));
   return Shape{x[0], x[1], sizes[0], sizes[1]};
+}
+
+// A scale for `in` -> `out` that the coordinate rule reads as given: (out + f) / in with f drawn in
+// [0.1, 0.9] (away from out and out + 1, where floor(in * scale) in float32 could land on the other
+// integer), rounded to float32 as an ONNX `scales` input holds it; 2 in 10 draws an exact power-of-two
+// scale where one gives `out` (2, 0.5: the libraries' integer-factor paths with the scale given).
+double draw_scale(int64_t in, int64_t out, core::Rng& rng) {
+  for (const double p : {0.25, 0.5, 2.0, 4.0})
+    if (static_cast<double>(in) * p == static_cast<double>(out) && rng.bernoulli(0.2)) return p;
+  const double f = rng.uniform(0.1, 0.9);
+  return static_cast<double>(static_cast<float>((static_cast<double>(out) + f) / static_cast<double>(in)));
+}
+
+// Draws `sizes` for input [N, C, H, W] (half to twice each axis) and, 3 in 10 times, `scales` that give them.
+void fit_sizes(const Shape& x, core::Rng& rng, int, Attrs& a) {
+  if (x.size() != 4) return;
+  std::vector<int64_t> sizes;
+  for (size_t i = 2; i < 4; ++i)
+    sizes.push_back(rng.randint(std::max<int64_t>(1, (x[i] + 1) / 2), std::max<int64_t>(2 * x[i], 1)));
+  std::vector<double> scales;
+  if (rng.bernoulli(0.3))
+    for (size_t i = 0; i < 2; ++i) scales.push_back(draw_scale(x[2 + i], sizes[i], rng));
+  a["sizes"] = sizes;
+  a["scales"] = scales;
 }
 
 // Sum of |w| over one axis's taps for any coordinate, an upper bound (each cubic weight is at most
@@ -123,17 +164,24 @@ OpSpec make_resize(Interp kind) {
                   "weighted by Keys' cubic kernel with coefficient cubic_coeff_a; exclude_outside drops the "
                   "cells outside and renormalises"
                 : "nearest: source index rounded per nearest_mode, then clamped to [0, in-1]";
-  s.doc = "Resize [N, C, H, W] to [N, C, sizes[0], sizes[1]] (ONNX Resize, mode " + how + "); scale = out/in per axis";
+  s.doc = "Resize [N, C, H, W] to [N, C, sizes[0], sizes[1]] (ONNX Resize, mode " + how +
+          "); scale = out/in per axis, or the given scales (sizes = floor(in * scale))";
   const std::vector<std::string> modes =
       kind != Interp::Nearest
           ? std::vector<std::string>{"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"}
           : std::vector<std::string>{"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
                                      "tf_half_pixel_for_nn"};
+  AttrSpec scales{"scales", core::AttrKind::Floats, AttrValue(std::vector<double>{}),
+                  "[] (scale = out/in) or [sH, sW] > 0 with sizes = floor(in * scale): the scale every mode but "
+                  "align_corners divides the output coordinate by (ONNX Resize's scales input)",
+                  {}, 0x1p-20, 1e6, {AttrValue(std::vector<double>{0.0, 1.0}), AttrValue(std::vector<double>{1.0})}};
+  scales.keyed_when_given = true;
   s.attrs = {
       ints_attr("sizes", {2, 2}, 1, kInf,
                 {AttrValue(std::vector<int64_t>{0, 0}), AttrValue(std::vector<int64_t>{-1, 4}),
                  AttrValue(std::vector<int64_t>{4})},
                 "output [oH, oW]"),
+      scales,
       enum_attr("coordinate_transformation_mode", "half_pixel", modes, {"", "half-pixel"},
                 "ONNX: half_pixel (x+0.5)/scale-0.5; asymmetric x/scale; align_corners x*(in-1)/(out-1) (0 if "
                 "out=1); pytorch_half_pixel like half_pixel but 0 if out=1" +
@@ -228,11 +276,19 @@ OpSpec make_resize(Interp kind) {
     }
     return std::vector<Tensor>{gx};
   };
+  s.fit_attrs = fit_sizes;
+  // A mutated size no longer matches its given scale: the node resizes to its sizes instead.
+  s.repair_attrs = [](Attrs& a) {
+    if (core::attr_floats(a, "scales").empty()) return false;
+    a["scales"] = std::vector<double>{};
+    return true;
+  };
   s.sample = [kind, modes](core::Rng& rng) {
     Case c;
     c.inputs = {f64t(Shape{rng.randint(1, 2), rng.randint(1, 3), rng.randint(1, 6), rng.randint(1, 6)})};
     // Outputs from 1 (the align_corners / pytorch_half_pixel special case) through up- and downsampling.
-    c.attrs["sizes"] = std::vector<int64_t>{rng.randint(1, 9), rng.randint(1, 9)};
+    const std::vector<int64_t> sizes{rng.randint(1, 9), rng.randint(1, 9)};
+    c.attrs["sizes"] = sizes;
     c.attrs["coordinate_transformation_mode"] = rng.pick(modes);
     if (kind == Interp::Nearest)
       c.attrs["nearest_mode"] =
@@ -245,6 +301,11 @@ OpSpec make_resize(Interp kind) {
       c.attrs["cubic_coeff_a"] = a;
       c.attrs["exclude_outside"] = int64_t{rng.bernoulli(0.3) ? 1 : 0};
     }
+    // Given scales last, so the draws above are those of the sizes-only sampler.
+    if (rng.bernoulli(0.3)) {
+      const Shape& x = c.inputs[0].shape;
+      c.attrs["scales"] = std::vector<double>{draw_scale(x[2], sizes[0], rng), draw_scale(x[3], sizes[1], rng)};
+    }
     c.gen = {InputGen{}};
     return c;
   };
@@ -253,9 +314,9 @@ OpSpec make_resize(Interp kind) {
 
 // ---- ONNX mapping: Resize with `sizes` [N, C, oH, oW].
 
-// Forms: sizes | scales, where every scale out/in is exact in float32 and floor(in * scale) = out
-// (an integer factor, or a power-of-two divisor). Before opset 13 roi and scales are required
-// inputs (empty when unused).
+// A node with given scales writes them (floor(in * scale) = sizes by the shape rule). Otherwise the forms
+// are sizes | scales, where every scale out/in is exact in float32 and floor(in * scale) = out (an integer
+// factor, or a power-of-two divisor). Before opset 13 roi and scales are required inputs (empty when unused).
 void export_resize(OnnxExport& e) {
   // Resize-13 dropped this mode (its successors list half_pixel, pytorch_half_pixel, align_corners,
   // asymmetric, tf_crop_and_resize); an engine that still reads it there reads an out-of-spec model.
@@ -269,8 +330,9 @@ void export_resize(OnnxExport& e) {
     const int64_t q = in / out;
     return (q & (q - 1)) == 0;
   };
+  const std::vector<double> given = e.afs("scales");
   const bool can_scale = exact(x[2], sizes[0]) && exact(x[3], sizes[1]);
-  const bool scales = can_scale && e.choose2("resize", "sizes", "scales");
+  const bool scales = !given.empty() || (can_scale && e.choose2("resize", "sizes", "scales"));
   std::vector<std::string> ins = {e.in(0)};
   const bool old = e.opset() < 13;
   auto empty = [&](core::DType dt, const std::string& what) { return e.constant(Tensor(dt, {0}), what); };
@@ -280,7 +342,8 @@ void export_resize(OnnxExport& e) {
     sc.set(0, 1.0);
     sc.set(1, 1.0);
     for (size_t i = 0; i < 2; ++i)
-      sc.set(static_cast<int64_t>(2 + i), static_cast<double>(sizes[i]) / static_cast<double>(x[2 + i]));
+      sc.set(static_cast<int64_t>(2 + i),
+             given.empty() ? static_cast<double>(sizes[i]) / static_cast<double>(x[2 + i]) : given[i]);
     ins.push_back(e.constant(sc, "scales"));
   } else {
     ins.push_back(old ? empty(core::DType::F32, "scales") : "");
@@ -300,25 +363,31 @@ void export_resize(OnnxExport& e) {
   }
 }
 
-// Resize → resize_nearest, resize_bilinear or resize_bicubic by its mode; scales become sizes when exact.
+// Resize → resize_nearest, resize_bilinear or resize_bicubic by its mode; scales become sizes (floor(in *
+// scale)), and the node keeps them as its `scales` where a scale is not out/in.
 void import_resize(OnnxImport& m) {
   if (m.opset() < 11) m.fail("Resize before opset 11 is not supported");
   const Shape x = m.type_of(m.in(0)).shape;
   if (x.size() != 4) m.fail("only [N, C, H, W] inputs are in the catalogue");
   std::vector<int64_t> sizes;
+  std::vector<double> given;
   if (m.present(3) && m.need_constant(3, "sizes").numel() > 0) {
     sizes = m.const_ints(3, "sizes");
   } else if (m.present(2) && m.need_constant(2, "scales").numel() > 0) {
     const Tensor& s = m.need_constant(2, "scales");
     if (s.numel() != 4) m.fail("scales must have 4 entries");
+    bool exact = true;
     for (int i = 0; i < 4; ++i) {
       const double sc = s.get(i);
-      const auto o = static_cast<int64_t>(std::floor(static_cast<double>(x[static_cast<size_t>(i)]) * sc));
-      if (o < 1 || std::abs(static_cast<double>(o) / static_cast<double>(x[static_cast<size_t>(i)]) - sc) > 1e-6 * sc)
-        m.fail("scale " + std::to_string(sc) + " is not output/input for an input of size " +
-               std::to_string(x[static_cast<size_t>(i)]) + " (the catalogue resizes to sizes)");
+      const auto in = x[static_cast<size_t>(i)];
+      const int64_t o = std::isfinite(sc) && sc > 0 ? scales_output(in, sc) : 0;
+      if (o < 1)
+        m.fail("scale " + std::to_string(sc) + " gives an empty output for an input of size " + std::to_string(in));
       sizes.push_back(o);
+      if (i >= 2) given.push_back(sc);
+      exact = exact && static_cast<double>(o) / static_cast<double>(in) == sc;
     }
+    if (exact) given.clear();
   } else {
     m.fail("needs scales or sizes");
   }
@@ -326,6 +395,7 @@ void import_resize(OnnxImport& m) {
   const std::string mode = m.gets("mode", "nearest");
   Attrs a;
   a["sizes"] = std::vector<int64_t>{sizes[2], sizes[3]};
+  a["scales"] = given;
   a["coordinate_transformation_mode"] = m.gets("coordinate_transformation_mode", "half_pixel");
   if (mode == "nearest") {
     a["nearest_mode"] = m.gets("nearest_mode", "round_prefer_floor");

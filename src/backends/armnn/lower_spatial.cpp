@@ -327,6 +327,11 @@ ResizePlan resize_plan(const ir::Graph& g, const ir::Node& n) {
   const Ints& sizes = core::attr_ints(n.attrs, "sizes");
   AxisModes axes[2];
   for (size_t i = 0; i < 2; ++i)
+    if (ops::resize_scale_matters(n.attrs, i, x[i + 2], sizes[i]))
+      return {0, "ArmNN's ResizeDescriptor takes the target size only (its coordinate scale is in/out); the given "
+                 "scale " + core::to_string(core::AttrValue(ops::resize_given_scale(n.attrs, i))) + " is not " +
+                 std::to_string(sizes[i]) + "/" + std::to_string(x[i + 2]) + (i == 0 ? " (height)" : " (width)")};
+  for (size_t i = 0; i < 2; ++i)
     axes[i] = bilinear ? bilinear_axis(ctm, x[i + 2], sizes[i])
                        : nearest_axis(ctm, core::attr_s(n.attrs, "nearest_mode"), x[i + 2], sizes[i]);
   if (!axes[0].modes) return {0, axes[0].why + " (height)"};

@@ -288,17 +288,19 @@ namespace {
 
 // The first output position (along one axis) where ONNX and oneDNN pick different sources, or -1.
 // oneDNN, with F = out/in: linear x = (o + 0.5) / F - 0.5 clamped (ONNX half_pixel); nearest
-// floor((o + 0.5) / F).
-int64_t first_mismatch(bool linear, const core::Attrs& a, int64_t in, int64_t out) {
+// floor((o + 0.5) / F). Its coordinates come from the dimensions alone, so a node's given scale (ONNX
+// `scales`) that is not out / in shows as a mismatch here.
+int64_t first_mismatch(bool linear, const core::Attrs& a, size_t axis, int64_t in, int64_t out) {
   const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
+  const double scale = ops::resize_given_scale(a, axis);
   for (int64_t o = 0; o < out; ++o) {
     if (linear) {
       const double hi = static_cast<double>(in - 1);
-      const double want = std::clamp(ops::resize_source_coord(ctm, o, in, out), 0.0, hi);
+      const double want = std::clamp(ops::resize_source_coord(ctm, o, in, out, scale), 0.0, hi);
       const double got = std::clamp(ops::resize_source_coord("half_pixel", o, in, out), 0.0, hi);
       if (std::abs(want - got) > 1e-9) return o;
     } else {
-      const double source = ops::resize_source_coord(ctm, o, in, out);
+      const double source = ops::resize_source_coord(ctm, o, in, out, scale);
       const int64_t want =
           std::clamp<int64_t>(ops::resize_round_nearest(core::attr_s(a, "nearest_mode"), source), 0, in - 1);
       const int64_t got = (2 * o + 1) * in / (2 * out);  // floor((o + 0.5) * in / out), exactly
@@ -313,9 +315,11 @@ int64_t first_mismatch(bool linear, const core::Attrs& a, int64_t in, int64_t ou
 Support resize_support(const ir::Node& n, const Shape& x, const Shape& y) {
   const bool linear = n.op == "resize_bilinear";
   for (size_t axis = 2; axis < 4; ++axis) {
-    const int64_t o = first_mismatch(linear, n.attrs, x[axis], y[axis]);
+    const int64_t o = first_mismatch(linear, n.attrs, axis - 2, x[axis], y[axis]);
     if (o < 0) continue;
     std::string mode = core::attr_s(n.attrs, "coordinate_transformation_mode");
+    if (const double s = ops::resize_given_scale(n.attrs, axis - 2); s > 0)
+      mode += " with the given scale " + core::to_string(core::AttrValue(s));
     if (!linear) mode += " with nearest_mode " + core::attr_s(n.attrs, "nearest_mode");
     return Support::no(std::string("oneDNN resampling_") + (linear ? "linear" : "nearest") +
                        " has one coordinate rule (" + (linear ? "half_pixel" : "floor((o + 0.5) * in / out)") + "); " +

@@ -37,6 +37,7 @@ Arg tensors(std::vector<CallPtr> ts) { return {.kind = Arg::Kind::Tensors, .ts =
 Arg int_(int64_t v) { return {.kind = Arg::Kind::Int, .i = v}; }
 Arg ints(Ints v) { return {.kind = Arg::Kind::Ints, .ints = std::move(v)}; }
 Arg flt(double v) { return {.kind = Arg::Kind::Float, .f = v}; }
+Arg flts(std::vector<double> v) { return {.kind = Arg::Kind::Floats, .fs = std::move(v)}; }
 // A constant the mapping itself writes (not an attribute's value).
 Arg literal(double v) { return {.kind = Arg::Kind::Float, .f = v, .literal = true}; }
 Arg boolean(bool v) { return {.kind = Arg::Kind::Bool, .b = v}; }
@@ -584,17 +585,26 @@ struct AxisChoice {
   std::string why;  // when None
 };
 
-// Whether half_pixel's source coordinate (o + 0.5) * in/out - 0.5 lands exactly half-way between
-// two cells for some output o (where ONNX's round_prefer_floor and ATen's round-half-up differ).
-bool half_pixel_has_ties(int64_t in, int64_t out) {
-  for (int64_t o = 0; o < out; ++o)
-    if (((2 * o + 1) * in) % (2 * out) == 0) return true;
+// Whether half_pixel's source coordinate (o + 0.5) * in/out - 0.5 (with a given scale (o + 0.5) / scale
+// - 0.5) lands exactly half-way between two cells for some output o (where ONNX's round_prefer_floor
+// and ATen's round-half-up differ). A float32 scale times a small integer is exact in double.
+bool half_pixel_has_ties(int64_t in, int64_t out, double scale) {
+  for (int64_t o = 0; o < out; ++o) {
+    if (scale > 0) {
+      const double c = (static_cast<double>(o) + 0.5) / scale;
+      if (c == std::floor(c)) return true;
+    } else if (((2 * o + 1) * in) % (2 * out) == 0) {
+      return true;
+    }
+  }
   return false;
 }
 
-AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t in, int64_t out) {
+// `scale`: the node's given scale on this axis (ops::resize_given_scale), 0 for out / in; ATen's
+// kernels divide by it when it is passed on (F.interpolate's scale_factor, recompute_scale_factor=False).
+AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t in, int64_t out, double scale) {
   // One input cell, or an unchanged length with an integral coordinate: every mode picks cell o.
-  if (in == 1 || (in == out && ctm != "tf_half_pixel_for_nn")) return {Kernel::Any, ""};
+  if (in == 1 || (in == out && scale == 0 && ctm != "tf_half_pixel_for_nn")) return {Kernel::Any, ""};
   if ((ctm == "align_corners" || ctm == "pytorch_half_pixel") && out == 1) return {Kernel::Nearest, ""};  // x = 0
   if (ctm == "asymmetric") {
     if (nm == "floor") return {Kernel::Nearest, ""};
@@ -608,7 +618,7 @@ AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t i
   if (ctm == "half_pixel" || ctm == "pytorch_half_pixel") {
     // nearest-exact rounds the half-pixel coordinate half-up, i.e. round_prefer_ceil.
     if (nm == "round_prefer_ceil") return {Kernel::NearestExact, ""};
-    if (nm == "round_prefer_floor" && !half_pixel_has_ties(in, out)) return {Kernel::NearestExact, ""};
+    if (nm == "round_prefer_floor" && !half_pixel_has_ties(in, out, scale)) return {Kernel::NearestExact, ""};
     if (nm == "round_prefer_floor")
       return {Kernel::None, "half_pixel with round_prefer_floor hits exact half-way coordinates for " +
                                 std::to_string(in) + " -> " + std::to_string(out) +
@@ -618,14 +628,14 @@ AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t i
   return {Kernel::None, "libtorch's nearest upsampling has no '" + ctm + "' coordinate mode"};
 }
 
-AxisChoice bilinear_axis(const std::string& ctm, int64_t in, int64_t out) {
+AxisChoice bilinear_axis(const std::string& ctm, int64_t in, int64_t out, double scale) {
   if (in == 1) return {Kernel::Any, ""};
   if (ctm == "align_corners") return {Kernel::BilinearAlignCorners, ""};  // and 0 when out = 1, like ONNX
   if (ctm == "half_pixel") return {Kernel::BilinearHalfPixel, ""};
   if (ctm == "pytorch_half_pixel")
     return {out > 1 ? Kernel::BilinearHalfPixel : Kernel::BilinearAlignCorners, ""};  // out = 1 reads cell 0
   if (ctm == "asymmetric") {
-    if (in == out) return {Kernel::Any, ""};
+    if (in == out && scale == 0) return {Kernel::Any, ""};
     if (out == 1) return {Kernel::BilinearAlignCorners, ""};
     return {Kernel::None, "libtorch's bilinear upsampling has no asymmetric (x / scale) coordinate mode"};
   }
@@ -634,7 +644,7 @@ AxisChoice bilinear_axis(const std::string& ctm, int64_t in, int64_t out) {
 
 // ATen's bicubic kernel places its taps as ONNX cubic does (floor(x)-1 .. floor(x)+2, edge cells
 // outside), with its coefficient fixed and every tap read; its half-pixel coordinate is not clamped.
-AxisChoice bicubic_axis(const ir::Node& n, int64_t in, int64_t out) {
+AxisChoice bicubic_axis(const ir::Node& n, int64_t in, int64_t out, double scale) {
   const double a = core::attr_f(n.attrs, "cubic_coeff_a");
   if (a != -0.75)
     return {Kernel::None, "libtorch's bicubic upsampling has its cubic coefficient fixed at -0.75, not " +
@@ -642,7 +652,7 @@ AxisChoice bicubic_axis(const ir::Node& n, int64_t in, int64_t out) {
   if (core::attr_i(n.attrs, "exclude_outside") != 0)
     return {Kernel::None, "libtorch's bicubic upsampling reads the edge cell for taps outside the input "
                           "(no exclude_outside)"};
-  const AxisChoice b = bilinear_axis(core::attr_s(n.attrs, "coordinate_transformation_mode"), in, out);
+  const AxisChoice b = bilinear_axis(core::attr_s(n.attrs, "coordinate_transformation_mode"), in, out, scale);
   switch (b.kernel) {
     case Kernel::BilinearHalfPixel:
       return {Kernel::BicubicHalfPixel, ""};
@@ -668,9 +678,10 @@ std::pair<AxisChoice, AxisChoice> resize_plan(const ir::Graph& g, const ir::Node
   const core::Shape& x = g.types.at(n.inputs.at(0)).shape;
   const Ints& sizes = core::attr_ints(n.attrs, "sizes");
   auto axis = [&](size_t i) {
-    if (n.op == "resize_bicubic") return bicubic_axis(n, x[i + 2], sizes[i]);
-    if (n.op == "resize_bilinear") return bilinear_axis(ctm, x[i + 2], sizes[i]);
-    return nearest_axis(ctm, core::attr_s(n.attrs, "nearest_mode"), x[i + 2], sizes[i]);
+    const double s = ops::resize_given_scale(n.attrs, i);
+    if (n.op == "resize_bicubic") return bicubic_axis(n, x[i + 2], sizes[i], s);
+    if (n.op == "resize_bilinear") return bilinear_axis(ctm, x[i + 2], sizes[i], s);
+    return nearest_axis(ctm, core::attr_s(n.attrs, "nearest_mode"), x[i + 2], sizes[i], s);
   };
   AxisChoice h = axis(0), w = axis(1);
   // "Any" follows the other axis, so one ATen call covers both where possible.
@@ -682,8 +693,10 @@ std::pair<AxisChoice, AxisChoice> resize_plan(const ir::Graph& g, const ir::Node
   return {h, w};
 }
 
-CallPtr interpolate(Kernel k, const std::string& x, const Ints& size) {
-  std::vector<Arg> args{tensor(x), kw("size", ints(size))};
+// `scales` (given scales, one per axis) empty: F.interpolate to `size`; else F.interpolate by
+// scale_factor with recompute_scale_factor=False, so ATen divides the coordinate by the given scale.
+CallPtr interpolate(Kernel k, const std::string& x, const Ints& size, const std::vector<double>& scales) {
+  std::vector<Arg> args{tensor(x), scales.empty() ? kw("size", ints(size)) : kw("scale_factor", flts(scales))};
   switch (k) {
     case Kernel::Nearest:
       args.push_back(kw("mode", str("nearest")));
@@ -700,17 +713,23 @@ CallPtr interpolate(Kernel k, const std::string& x, const Ints& size) {
       args.push_back(kw("mode", str("bilinear")));
       args.push_back(kw("align_corners", boolean(k == Kernel::BilinearAlignCorners)));
   }
+  if (!scales.empty()) args.push_back(kw("recompute_scale_factor", boolean(false)));
   return call("F.interpolate", args);
 }
 
 void lower_resize(const Node& c) {
   const auto [h, w] = resize_plan(c.g, c.n);
   const Ints& sizes = c.is("sizes");
-  if (h.kernel == w.kernel) return c.y(interpolate(h.kernel, "x0", sizes));
+  const std::vector<double>& scales = core::attr_floats(c.n.attrs, "scales");
+  if (h.kernel == w.kernel) return c.y(interpolate(h.kernel, "x0", sizes, scales));
   // Different kernels per axis: resizing is separable, so resize the height, then the width (a
-  // length kept unchanged is the identity in every ATen kernel).
-  c.let("t", interpolate(h.kernel, "x0", {sizes[0], c.in_shape()[3]}), "height, then width (separable)");
-  c.y(interpolate(w.kernel, "t", sizes));
+  // length kept unchanged, or scaled by 1, is the identity in every ATen kernel).
+  auto only = [&](size_t axis) {
+    if (scales.empty()) return scales;
+    return axis == 0 ? std::vector<double>{scales[0], 1.0} : std::vector<double>{1.0, scales[1]};
+  };
+  c.let("t", interpolate(h.kernel, "x0", {sizes[0], c.in_shape()[3]}, only(0)), "height, then width (separable)");
+  c.y(interpolate(w.kernel, "t", sizes, only(1)));
 }
 
 void add_spatial(Table& t) {
@@ -759,6 +778,15 @@ std::string describe(const Arg& a) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.17g", a.f);
       return s + "float " + buf;
+    }
+    case Arg::Kind::Floats: {
+      s += "(";
+      for (size_t i = 0; i < a.fs.size(); ++i) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.17g", a.fs[i]);
+        s += (i ? ", " : "") + std::string(buf);
+      }
+      return s + ")";
     }
     case Arg::Kind::Bool:
       return s + (a.b ? "true" : "false");

@@ -29,7 +29,7 @@ using CallPtr = std::shared_ptr<const Call>;
 
 // One argument of a call.
 struct Arg {
-  enum class Kind { Tensor, Tensors, Int, Ints, Float, Bool, Str, None, DTypeOf, SizeMinus };
+  enum class Kind { Tensor, Tensors, Int, Ints, Float, Floats, Bool, Str, None, DTypeOf, SizeMinus };
   Kind kind = Kind::None;
   std::string keyword{};      // Python keyword; "" for a positional argument
   CallPtr t{};                // Tensor; DTypeOf: the tensor whose dtype (and device) to use; SizeMinus: whose size
@@ -38,6 +38,7 @@ struct Arg {
   int64_t minus = 0;          // SizeMinus: t.size(i) - minus
   Ints ints{};
   double f = 0;
+  std::vector<double> fs{};  // Floats (a Python tuple)
   bool literal = false;  // Float: a constant of the mapping (1.0, 20.0), not an attribute's value
   bool b = false;
   std::string s{};

@@ -160,6 +160,11 @@ class PythonSink : public torch::Sink {
       case K::Int: return k + std::to_string(a.i);
       case K::Ints: return k + pi(a.ints);
       case K::Float: return k + (a.literal ? decimal(a.f) : pf(a.f));
+      case K::Floats: {
+        std::string s = "(";
+        for (size_t i = 0; i < a.fs.size(); ++i) s += (i ? ", " : "") + pf(a.fs[i]);
+        return k + s + (a.fs.size() == 1 ? ",)" : ")");
+      }
       case K::Bool: return k + pb(a.b);
       case K::Str: return k + ps(a.s);
       case K::None: return k + "None";

@@ -88,6 +88,7 @@
 #include <ATen/ops/zeros_like.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "backends/torch/torch_ops.h"
@@ -121,6 +122,13 @@ class Args {
   }
   const Ints& ints(size_t k) const { return expect(at(k), Arg::Kind::Ints).ints; }
   double f(size_t k) const { return expect(at(k), Arg::Kind::Float).f; }
+  const std::vector<double>& fs(size_t k) const { return expect(at(k), Arg::Kind::Floats).fs; }
+  // The argument with Python keyword `key`, if any.
+  const Arg* keyword(const std::string& key) const {
+    for (const Arg& a : c_.args)
+      if (a.keyword == key) return &a;
+    return nullptr;
+  }
   bool b(size_t k) const { return expect(at(k), Arg::Kind::Bool).b; }
   const std::string& s(size_t k) const { return expect(at(k), Arg::Kind::Str).s; }
   at::TensorOptions options(size_t k) const { return sink_.eval1(*expect(at(k), Arg::Kind::DTypeOf).t).options(); }
@@ -325,17 +333,31 @@ void add_spatial(Table& t) {
   t["F.adaptive_avg_pool1d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool1d(a.t(0), a.ints(1))}; };
   t["F.adaptive_avg_pool2d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool2d(a.t(0), a.ints(1))}; };
   t["F.adaptive_avg_pool3d"] = [](const Args& a) { return TensorList{at::adaptive_avg_pool3d(a.t(0), a.ints(1))}; };
-  // F.interpolate(x, size=, mode=[, align_corners=]): 'nearest' is upsample_nearest2d,
-  // 'nearest-exact' _upsample_nearest_exact2d, 'bilinear' upsample_bilinear2d, 'bicubic'
-  // upsample_bicubic2d.
+  // F.interpolate(x, size= | scale_factor=, mode=[, align_corners=][, recompute_scale_factor=False]):
+  // 'nearest' is upsample_nearest2d, 'nearest-exact' _upsample_nearest_exact2d, 'bilinear'
+  // upsample_bilinear2d, 'bicubic' upsample_bicubic2d. With scale_factor, as torch.nn.functional
+  // does: the output floor(in * scale) in double, and the scales passed on, so the kernels divide
+  // the coordinate by them (recompute_scale_factor=False).
   t["F.interpolate"] = [](const Args& a) {
     const at::Tensor x = a.t(0);
-    const at::IntArrayRef out(a.ints(1));
+    std::vector<int64_t> out;
+    c10::optional<double> sh, sw;
+    if (a.keyword("scale_factor")) {
+      const std::vector<double>& s = a.fs(1);
+      sh = s.at(0);
+      sw = s.at(1);
+      for (size_t i = 0; i < 2; ++i) {
+        const auto in = static_cast<double>(x.size(static_cast<int64_t>(2 + i)));
+        out.push_back(static_cast<int64_t>(std::floor(in * s[i])));
+      }
+    } else {
+      out = a.ints(1);
+    }
     const std::string& mode = a.s(2);
-    if (mode == "nearest") return TensorList{at::upsample_nearest2d(x, out)};
-    if (mode == "nearest-exact") return TensorList{at::_upsample_nearest_exact2d(x, out)};
-    if (mode == "bicubic") return TensorList{at::upsample_bicubic2d(x, out, a.b(3))};
-    return TensorList{at::upsample_bilinear2d(x, out, a.b(3))};
+    if (mode == "nearest") return TensorList{at::upsample_nearest2d(x, out, sh, sw)};
+    if (mode == "nearest-exact") return TensorList{at::_upsample_nearest_exact2d(x, out, sh, sw)};
+    if (mode == "bicubic") return TensorList{at::upsample_bicubic2d(x, out, a.b(3), sh, sw)};
+    return TensorList{at::upsample_bilinear2d(x, out, a.b(3), sh, sw)};
   };
 }
 

@@ -80,6 +80,12 @@ Support resize_supports(const ir::Graph& g, const ir::Node& n) {
   const Shape& x = g.types.at(n.inputs[0]).shape;
   const Shape& y = g.types.at(n.outputs[0]).shape;
   const std::string& mode = core::attr_s(n.attrs, "coordinate_transformation_mode");
+  for (size_t i = 0; i < 2; ++i)
+    if (ops::resize_scale_matters(n.attrs, i, x[i + 2], y[i + 2]))
+      return Support::no("xnn_define_static_resize_bilinear_2d takes the output size only (its coordinate scale is "
+                         "in/out); the given scale " +
+                         core::to_string(core::AttrValue(ops::resize_given_scale(n.attrs, i))) + " is not " +
+                         std::to_string(y[i + 2]) + "/" + std::to_string(x[i + 2]));
   if (mode == "pytorch_half_pixel")
     for (size_t i = 2; i < 4; ++i)
       if (y[i] == 1 && x[i] > 1)
