@@ -60,8 +60,6 @@ const std::map<std::string, std::string>& reference_exceptions() {
        "(its reference implementation's output_width); the spec's formula names length_resized, the output "
        "tensor's length, which the catalogue and every library here (libtorch, OpenCV, Arm NN, XNNPACK, ONNX "
        "Runtime 1.30) use"},
-      {"node/test_resize_tf_crop_and_resize",
-       "coordinate_transformation_mode tf_crop_and_resize (with an roi): not modelled by the catalogue's resize"},
       {"node/test_layer_normalization_*",
        "ONNX's LayerNormalization tests check three outputs (Y, Mean, InvStdDev); the catalogue's layer_norm returns Y "
        "only"},

@@ -158,6 +158,24 @@ double resize_given_scale(const core::Attrs& a, size_t axis) {
   return axis < s.size() ? s[axis] : 0;
 }
 
+double resize_coord(const core::Attrs& a, size_t axis, int64_t o, int64_t in, int64_t out) {
+  const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
+  if (ctm != "tf_crop_and_resize") return resize_source_coord(ctm, o, in, out, resize_given_scale(a, axis));
+  const auto it = a.find("roi");
+  const std::vector<double> none{0.0, 0.0, 1.0, 1.0};
+  const auto& roi = it == a.end() || std::get<std::vector<double>>(it->second).empty()
+                        ? none
+                        : std::get<std::vector<double>>(it->second);
+  const double start = roi[axis], end = roi[axis + 2], span = static_cast<double>(in - 1);
+  if (out == 1) return 0.5 * (start + end) * span;
+  return start * span + static_cast<double>(o) * (end - start) * span / static_cast<double>(out - 1);
+}
+
+bool resize_extrapolates(const core::Attrs& a, double coord, int64_t in) {
+  return core::attr_s(a, "coordinate_transformation_mode") == "tf_crop_and_resize" &&
+         (coord < 0.0 || coord > static_cast<double>(in - 1));
+}
+
 bool resize_scale_matters(const core::Attrs& a, size_t axis, int64_t in, int64_t out) {
   const double s = resize_given_scale(a, axis);
   if (s <= 0 || in == 1 || core::attr_s(a, "coordinate_transformation_mode") == "align_corners") return false;

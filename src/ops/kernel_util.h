@@ -121,6 +121,13 @@ int64_t resize_round_nearest(const std::string& mode, double x);
 // The resize node's given scale along spatial axis `axis` (0 height, 1 width) from its `scales`
 // attribute, or 0 when it resizes to `sizes` (scale out / in).
 double resize_given_scale(const core::Attrs& a, size_t axis);
+// The source coordinate of output `o` along spatial axis `axis` (0 height, 1 width) of a resize node with
+// attributes `a`: resize_source_coord with the node's given scale, or under tf_crop_and_resize the crop's
+// coordinate from `roi` [h_start, w_start, h_end, w_end] (empty: [0, 0, 1, 1]), start * (in - 1) + o *
+// (end - start) * (in - 1) / (out - 1) (out = 1: the crop's centre, (start + end) / 2 * (in - 1)).
+double resize_coord(const core::Attrs& a, size_t axis, int64_t o, int64_t in, int64_t out);
+// tf_crop_and_resize: a coordinate outside [0, in - 1] gives extrapolation_value (ONNX), on any axis.
+bool resize_extrapolates(const core::Attrs& a, double coord, int64_t in);
 // Whether that given scale moves a source coordinate away from the one out / in gives: scales given,
 // a mode that reads the scale (not align_corners), more than one input cell, and scale != out / in.
 // A library that takes only the output size cannot run such an axis.

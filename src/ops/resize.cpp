@@ -20,6 +20,7 @@ struct Tap {
   int64_t i[4] = {0, 0, 0, 0};
   double w[4] = {1.0, 0.0, 0.0, 0.0};
   double gain = 1.0;  // cubic: the sum of |w| over the four taps before same-cell taps merge
+  bool outside = false;  // tf_crop_and_resize: the coordinate is outside the input (extrapolation_value)
 };
 
 // ONNX's cubic convolution kernel (Keys) at distance s from the coordinate, coefficient a.
@@ -67,15 +68,19 @@ Tap cubic_taps(double c, int64_t in, double a, bool exclude_outside) {
 // `lane`: the axis (0 height, 1 width), so the spread's trials round the two axes' coordinates to
 // opposite sides too (ops::stored_sum).
 std::vector<Tap> axis_taps(Interp kind, const Attrs& a, int64_t in, int64_t out, int lane) {
-  const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
+  const bool crop = core::attr_s(a, "coordinate_transformation_mode") == "tf_crop_and_resize";
   std::vector<Tap> taps(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) {
-    const double x = resize_source_coord(ctm, o, in, out, resize_given_scale(a, static_cast<size_t>(lane)));
+    const double x = resize_coord(a, static_cast<size_t>(lane), o, in, out);
     Tap& t = taps[static_cast<size_t>(o)];
     // The coordinate, a few float32 operations on the output index in a float32 implementation,
-    // is marked stored (ops::stored_sum).
-    const double c = stored_sum(x, std::abs(x) + 0.5, 3, lane);
-    if (kind == Interp::Linear) {
+    // is marked stored (ops::stored_sum); the crop's formula has more, with terms up to the input's length.
+    const double c = crop ? stored_sum(x, std::abs(x) + 2.0 * static_cast<double>(in - 1) + 0.5, 5, lane)
+                          : stored_sum(x, std::abs(x) + 0.5, 3, lane);
+    if (resize_extrapolates(a, c, in)) {
+      t.n = 0;
+      t.outside = true;
+    } else if (kind == Interp::Linear) {
       // ONNX linear: clamp the coordinate into the input, then interpolate its two neighbours; the
       // result is continuous in the coordinate.
       const double cl = std::clamp(c, 0.0, static_cast<double>(in - 1));
@@ -111,6 +116,12 @@ Shape resized_shape(const std::string& op, const Shape& x, const Attrs& a) {
   const auto& scales = core::attr_floats(a, "scales");
   QUORUM_REQUIRE(scales.empty() || scales.size() == 2,
                  "scales " + core::to_string(AttrValue(scales)) + " must be empty or have 2 entries [sH, sW]");
+  const auto& roi = core::attr_floats(a, "roi");
+  QUORUM_REQUIRE(roi.empty() || roi.size() == 4,
+                 "roi " + core::to_string(AttrValue(roi)) + " must be empty or [h_start, w_start, h_end, w_end]");
+  QUORUM_REQUIRE(scales.empty() || core::attr_s(a, "coordinate_transformation_mode") != "tf_crop_and_resize",
+                 "tf_crop_and_resize takes sizes: a given scale only sets its output length floor(in * (end - "
+                 "start) * scale), which sizes spell");
   for (size_t i = 0; i < scales.size(); ++i)
     QUORUM_REQUIRE(scales_output(x[2 + i], scales[i]) == sizes[i],
                    "scales " + core::to_string(AttrValue(scales)) + " give output floor(" + std::to_string(x[2 + i]) +
@@ -131,6 +142,21 @@ double draw_scale(int64_t in, int64_t out, core::Rng& rng) {
   return static_cast<double>(static_cast<float>((static_cast<double>(out) + f) / static_cast<double>(in)));
 }
 
+// A crop [h_start, w_start, h_end, w_end] in steps of 1/32 (exact in float32, as ONNX's roi input holds
+// it): starts in [-0.25, 0.625], spans in [0.125, 1.25], so a share of the outputs falls outside the input
+// (extrapolation_value); 1 in 5 axes reversed (end before start, ONNX allows it: the crop read backwards).
+std::vector<double> draw_roi(core::Rng& rng) {
+  std::vector<double> roi(4);
+  for (size_t i = 0; i < 2; ++i) {
+    const double start = static_cast<double>(rng.randint(-8, 20)) / 32.0;
+    const double end = start + static_cast<double>(rng.randint(4, 40)) / 32.0;
+    const bool reversed = rng.bernoulli(0.2);
+    roi[i] = reversed ? end : start;
+    roi[i + 2] = reversed ? start : end;
+  }
+  return roi;
+}
+
 // Draws `sizes` for input [N, C, H, W] (half to twice each axis) and, 3 in 10 times, `scales` that give them.
 void fit_sizes(const Shape& x, core::Rng& rng, int, Attrs& a) {
   if (x.size() != 4) return;
@@ -138,7 +164,9 @@ void fit_sizes(const Shape& x, core::Rng& rng, int, Attrs& a) {
   for (size_t i = 2; i < 4; ++i)
     sizes.push_back(rng.randint(std::max<int64_t>(1, (x[i] + 1) / 2), std::max<int64_t>(2 * x[i], 1)));
   std::vector<double> scales;
-  if (rng.bernoulli(0.3))
+  const auto ctm = a.find("coordinate_transformation_mode");
+  const bool crop = ctm != a.end() && std::get<std::string>(ctm->second) == "tf_crop_and_resize";
+  if (rng.bernoulli(0.3) && !crop)
     for (size_t i = 0; i < 2; ++i) scales.push_back(draw_scale(x[2 + i], sizes[i], rng));
   a["sizes"] = sizes;
   a["scales"] = scales;
@@ -176,16 +204,25 @@ OpSpec make_resize(Interp kind) {
                   "align_corners divides the output coordinate by (ONNX Resize's scales input)",
                   {}, 0x1p-20, 1e6, {AttrValue(std::vector<double>{0.0, 1.0}), AttrValue(std::vector<double>{1.0})}};
   scales.keyed_when_given = true;
+  std::vector<std::string> choices = modes;  // the sampler draws the crop mode apart (its roi with it)
+  choices.push_back("tf_crop_and_resize");
   s.attrs = {
       ints_attr("sizes", {2, 2}, 1, kInf,
                 {AttrValue(std::vector<int64_t>{0, 0}), AttrValue(std::vector<int64_t>{-1, 4}),
                  AttrValue(std::vector<int64_t>{4})},
                 "output [oH, oW]"),
       scales,
-      enum_attr("coordinate_transformation_mode", "half_pixel", modes, {"", "half-pixel"},
+      enum_attr("coordinate_transformation_mode", "half_pixel", choices, {"", "half-pixel"},
                 "ONNX: half_pixel (x+0.5)/scale-0.5; asymmetric x/scale; align_corners x*(in-1)/(out-1) (0 if "
-                "out=1); pytorch_half_pixel like half_pixel but 0 if out=1" +
+                "out=1); pytorch_half_pixel like half_pixel but 0 if out=1; tf_crop_and_resize start*(in-1) + "
+                "x*(end-start)*(in-1)/(out-1) from roi, extrapolation_value outside [0, in-1]" +
                     std::string(kind == Interp::Nearest ? "; tf_half_pixel_for_nn (x+0.5)/scale" : "")),
+      AttrSpec{"roi", core::AttrKind::Floats, AttrValue(std::vector<double>{}),
+               "tf_crop_and_resize's crop [h_start, w_start, h_end, w_end] in normalised coordinates ([]: [0, 0, "
+               "1, 1]); ignored by the other modes (ONNX Resize's roi input)",
+               {}, -16.0, 16.0, {AttrValue(std::vector<double>{0.0, 1.0})}},
+      float_attr("extrapolation_value", 0.0, -kInf, kInf, {AttrValue(std::nan(""))},
+                 "tf_crop_and_resize: the output where a coordinate falls outside the input (ONNX)"),
   };
   if (kind == Interp::Nearest)
     s.attrs.push_back(enum_attr("nearest_mode", "round_prefer_floor",
@@ -199,17 +236,22 @@ OpSpec make_resize(Interp kind) {
                                     "1: cells outside the input weigh 0 and the rest are renormalised (ONNX)"));
   }
   s.tags = {"resize"};
-  if (kind == Interp::Cubic) {
-    // Cubic weights go negative: each output is within gain^2 times the largest input magnitude
-    // (unbounded with exclude_outside, whose renormalisation divides by the in-range weights' sum).
-    s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs& a) {
+  // Nearest copies elements, bilinear takes convex combinations; cubic weights go negative: each output is
+  // within gain^2 times the largest input magnitude (unbounded with exclude_outside, whose renormalisation
+  // divides by the in-range weights' sum). tf_crop_and_resize adds its extrapolation_value.
+  s.range = [kind](const std::vector<Interval>& in, const std::vector<TensorType>& types, const Attrs& a) {
+    std::vector<Interval> r = hull_of_inputs(in, types, a);
+    if (kind == Interp::Cubic) {
       if (core::attr_i(a, "exclude_outside") != 0 || in.empty()) return std::vector<Interval>{Interval{}};
       const double g = cubic_gain_bound(core::attr_f(a, "cubic_coeff_a"));
-      return std::vector<Interval>{mul(in[0], Interval{-g * g, g * g})};
-    };
-  } else {
-    s.range = hull_of_inputs;  // nearest copies elements, bilinear takes convex combinations
-  }
+      r = {mul(in[0], Interval{-g * g, g * g})};
+    }
+    if (core::attr_s(a, "coordinate_transformation_mode") == "tf_crop_and_resize") {
+      const double e = core::attr_f(a, "extrapolation_value");
+      r[0] = hull(r[0], Interval{e, e});
+    }
+    return r;
+  };
   const std::string name = s.name;
   s.infer = [name](const std::vector<TensorType>& in, const Attrs& a) {
     const DType dt = common_float_dtype(in);
@@ -234,6 +276,10 @@ OpSpec make_resize(Interp kind) {
           // Cubic's weights go negative and sum to 1 with |w| summing to more: a float32
           // implementation's weighted sum of one large cell read by several taps may overflow
           // where the exact value fits, so each cubic pass is a stored sum of that magnitude.
+          if (r.outside || c.outside) {
+            yp[i * w + j] = core::attr_f(a, "extrapolation_value");
+            continue;
+          }
           auto dot = [kind](const Tap& t, auto&& value) {
             double acc = 0, largest = 0;
             bool first = true;
@@ -306,6 +352,13 @@ OpSpec make_resize(Interp kind) {
       const Shape& x = c.inputs[0].shape;
       c.attrs["scales"] = std::vector<double>{draw_scale(x[2], sizes[0], rng), draw_scale(x[3], sizes[1], rng)};
     }
+    // tf_crop_and_resize 15 in 100 (drawn apart, so the draws above stay those of the other modes).
+    if (rng.bernoulli(0.15)) {
+      c.attrs["coordinate_transformation_mode"] = std::string("tf_crop_and_resize");
+      c.attrs["roi"] = draw_roi(rng);
+      c.attrs["extrapolation_value"] = rng.pick(std::vector<double>{0.0, 0.0, 1.5, -2.0, 100.0});
+      c.attrs.erase("scales");
+    }
     c.gen = {InputGen{}};
     return c;
   };
@@ -331,12 +384,23 @@ void export_resize(OnnxExport& e) {
     return (q & (q - 1)) == 0;
   };
   const std::vector<double> given = e.afs("scales");
-  const bool can_scale = exact(x[2], sizes[0]) && exact(x[3], sizes[1]);
+  // tf_crop_and_resize: the roi input over all four axes [starts..., ends...]; its output length is
+  // floor(in * (end - start) * scale) with scales, so it is written with sizes.
+  const bool crop = e.as("coordinate_transformation_mode") == "tf_crop_and_resize";
+  const bool can_scale = !crop && exact(x[2], sizes[0]) && exact(x[3], sizes[1]);
   const bool scales = !given.empty() || (can_scale && e.choose2("resize", "sizes", "scales"));
   std::vector<std::string> ins = {e.in(0)};
   const bool old = e.opset() < 13;
   auto empty = [&](core::DType dt, const std::string& what) { return e.constant(Tensor(dt, {0}), what); };
-  ins.push_back(old ? empty(e.dtype(), "roi") : "");
+  if (crop) {
+    std::vector<double> roi = e.afs("roi");
+    if (roi.empty()) roi = {0.0, 0.0, 1.0, 1.0};
+    Tensor r(e.dtype(), {8});
+    for (int64_t i = 0; i < 8; ++i) r.set(i, i % 4 < 2 ? static_cast<double>(i / 4) : roi[(i / 4) * 2 + i % 4 - 2]);
+    ins.push_back(e.constant(r, "roi"));
+  } else {
+    ins.push_back(old ? empty(e.dtype(), "roi") : "");
+  }
   if (scales) {
     Tensor sc(core::DType::F32, {4});
     sc.set(0, 1.0);
@@ -351,6 +415,7 @@ void export_resize(OnnxExport& e) {
   }
   OnnxNode& p = e.final_node("Resize", ins);
   p.set_s("coordinate_transformation_mode", e.as("coordinate_transformation_mode"));
+  if (crop) p.set_f("extrapolation_value", e.af("extrapolation_value"));
   if (e.op() == "resize_nearest") {
     p.set_s("mode", "nearest");
     p.set_s("nearest_mode", e.as("nearest_mode"));
@@ -371,6 +436,18 @@ void import_resize(OnnxImport& m) {
   if (x.size() != 4) m.fail("only [N, C, H, W] inputs are in the catalogue");
   std::vector<int64_t> sizes;
   std::vector<double> given;
+  const std::string ctm = m.gets("coordinate_transformation_mode", "half_pixel");
+  // tf_crop_and_resize's roi [starts..., ends...] over the four axes: N and C must be whole.
+  std::vector<double> span(4, 1.0), roi;
+  if (ctm == "tf_crop_and_resize") {
+    if (!m.present(1)) m.fail("tf_crop_and_resize needs its roi input");
+    const Tensor& r = m.need_constant(1, "roi");
+    if (r.numel() != 8) m.fail("roi must have 8 entries for an input of rank 4");
+    for (int i = 0; i < 2; ++i)
+      if (r.get(i) != 0.0 || r.get(4 + i) != 1.0) m.fail("only H and W can be cropped");
+    roi = {r.get(2), r.get(3), r.get(6), r.get(7)};
+    span = {1.0, 1.0, roi[2] - roi[0], roi[3] - roi[1]};
+  }
   if (m.present(3) && m.need_constant(3, "sizes").numel() > 0) {
     sizes = m.const_ints(3, "sizes");
   } else if (m.present(2) && m.need_constant(2, "scales").numel() > 0) {
@@ -380,14 +457,17 @@ void import_resize(OnnxImport& m) {
     for (int i = 0; i < 4; ++i) {
       const double sc = s.get(i);
       const auto in = x[static_cast<size_t>(i)];
-      const int64_t o = std::isfinite(sc) && sc > 0 ? scales_output(in, sc) : 0;
+      // With a crop, floor(in * (end - start) * scale): the scale only sets the length (the coordinate
+      // comes from the roi), so the node keeps sizes alone.
+      const double f = sc * span[static_cast<size_t>(i)];
+      const int64_t o = std::isfinite(f) && f > 0 ? scales_output(in, f) : 0;
       if (o < 1)
         m.fail("scale " + std::to_string(sc) + " gives an empty output for an input of size " + std::to_string(in));
       sizes.push_back(o);
       if (i >= 2) given.push_back(sc);
       exact = exact && static_cast<double>(o) / static_cast<double>(in) == sc;
     }
-    if (exact) given.clear();
+    if (exact || !roi.empty()) given.clear();
   } else {
     m.fail("needs scales or sizes");
   }
@@ -396,7 +476,11 @@ void import_resize(OnnxImport& m) {
   Attrs a;
   a["sizes"] = std::vector<int64_t>{sizes[2], sizes[3]};
   a["scales"] = given;
-  a["coordinate_transformation_mode"] = m.gets("coordinate_transformation_mode", "half_pixel");
+  a["coordinate_transformation_mode"] = ctm;
+  if (!roi.empty()) {
+    a["roi"] = roi;
+    a["extrapolation_value"] = m.getf("extrapolation_value", 0.0);
+  }
   if (mode == "nearest") {
     a["nearest_mode"] = m.gets("nearest_mode", "round_prefer_floor");
     m.emit_final("resize_nearest", {m.in(0)}, a);

@@ -205,9 +205,9 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
   EXPECT_EQ(r.root_cause, all[0].root_cause);
   fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
 
-  // The same engine where a relu follows the transpose: the wrong shape shows at the relu's output,
-  // and the message names the relu. The relu runs right alone, so the failure began upstream: the
-  // same culprit, the same root cause.
+  // The same engine where a relu follows the transpose: the wrong shape shows at the transpose's output and
+  // at the relu's, and the message names the first in the graph's order (every value is returned): the
+  // transpose itself, the same root cause.
   const std::string g2 = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}], "outputs": ["r"],
     "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
               {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [1, 0]}},
@@ -215,30 +215,41 @@ TEST(ReduceBundle, ACrashThatBeganUpstreamIsKeyedToTheFirstNodeWrongAlone) {
   const auto named = campaign_of("named_crash", g2, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
                                  Mode::Infer, 1);
   ASSERT_EQ(named.size(), 1u) << (named.empty() ? "no finding" : named[0].signature);
-  EXPECT_EQ(named[0].node, "r");
+  EXPECT_EQ(named[0].node, "t");
   EXPECT_EQ(named[0].root_cause, r.root_cause);
   fs::remove_all(fs::path(named[0].bundle).parent_path().parent_path());
 }
 
 TEST(ReduceBundle, AnUpstreamCulpritIsFoundWhenTheReductionChangedItsOutputShape) {
-  // The engine's Transpose returns its input: the relu after it gets the wrong shape, and the message
-  // names the relu. Reducing the transpose's perm to its default (reversed) still shows it, and changes
-  // the transpose's shape: the recorded values no longer fit the relu alone, so the reference's values
-  // come from the reduced case itself (seed 9833: ONNX Runtime's dilated SAME MaxPool before a Concat,
-  // whose strides went to their default, was left unattributed).
+  // The engine's Transpose returns its input, and the Add after it fails with an error that names the Add,
+  // as ONNX Runtime's errors name their node (name_errors=1). Reducing the transpose's perm to its default
+  // (reversed) still shows it, and changes the transpose's shape: the recorded values no longer fit the add
+  // alone, so the reference's values come from the reduced case itself (seed 9833: ONNX Runtime's dilated
+  // SAME MaxPool before a Concat, whose strides went to their default, was left unattributed). The add runs
+  // right alone; the part above it, run whole, names the transpose (the first wrong value in the graph's
+  // order), which is wrong alone: three runs however many nodes come before it (seed 10337: the MaxPool ten
+  // nodes above the Concat was past the campaign's budget when the nodes above were tried alone one by one).
   const std::string g = R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 3]}], "outputs": ["r"],
-    "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
-              {"name": "t", "op": "transpose", "inputs": ["n"], "outputs": ["t"], "attrs": {"perm": [0, 2, 1]}},
-              {"name": "r", "op": "relu", "inputs": ["t"], "outputs": ["r"]}]})";
+    "initializers": [{"name": "c", "dtype": "float32", "shape": [1, 2], "data": [1, 2]}],
+    "nodes": [{"name": "n1", "op": "neg", "inputs": ["x"], "outputs": ["n1"]},
+              {"name": "n2", "op": "neg", "inputs": ["n1"], "outputs": ["n2"]},
+              {"name": "n3", "op": "abs", "inputs": ["n2"], "outputs": ["n3"]},
+              {"name": "n4", "op": "neg", "inputs": ["n3"], "outputs": ["n4"]},
+              {"name": "n5", "op": "tanh", "inputs": ["n4"], "outputs": ["n5"]},
+              {"name": "t", "op": "transpose", "inputs": ["n5"], "outputs": ["t"], "attrs": {"perm": [0, 2, 1]}},
+              {"name": "m", "op": "add", "inputs": ["t", "c"], "outputs": ["m"]},
+              {"name": "r", "op": "relu", "inputs": ["m"], "outputs": ["r"]}]})";
   const std::string runner = std::string(QUORUM_SOURCE_DIR) + "/tests/backends/exec_runners/numpy_runner.py";
-  const auto all = campaign_of("reshaped_culprit", g, "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose",
+  const auto all = campaign_of("reshaped_culprit", g,
+                               "exec:persistent+/usr/bin/python3+" + runner + "+noop=Transpose+name_errors=1",
                                Mode::Infer, 1);
   ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
-  EXPECT_EQ(all[0].node, "r");
+  EXPECT_EQ(all[0].node, "m");
   std::ostringstream log;
   const BundleReduction r = reduce_bundle(all[0].bundle, 40, &log);
   EXPECT_NE(log.str().find("'t' perm -> default"), std::string::npos) << log.str();
   EXPECT_EQ(r.culprit.node, "t") << log.str();
+  EXPECT_LE(r.culprit.runs, 3) << log.str();
   EXPECT_NE(r.root_cause.find("|transpose|library error: output_Nnpy (value 't')"), std::string::npos) << r.root_cause;
   fs::remove_all(fs::path(all[0].bundle).parent_path().parent_path());
 }

@@ -1,8 +1,9 @@
 // Resize with given scales (ONNX Resize's `scales` input, the catalogue's `scales` attribute): every mode but
-// align_corners divides the output coordinate by the given scale, not by out / in, and out = floor(in * scale).
-// The kernel against a direct computation of ONNX's formulas, the shape rule, the sampler's draws, the ONNX
-// round trip (scales written and read back; exact scales read as sizes), and each backend lowering's
-// decision where the scale moves a coordinate (ops::resize_scale_matters).
+// align_corners divides the output coordinate by the given scale, not by out / in, and out = floor(in * scale);
+// and tf_crop_and_resize (roi, extrapolation_value). The kernel against a direct computation of ONNX's
+// formulas, the shape rule, the sampler's draws, the ONNX round trip (scales and roi written and read back;
+// exact scales read as sizes), and each backend lowering's decision where the scale moves a coordinate
+// (ops::resize_scale_matters). The backends' runs and refusals of sampled cases: tests/backends/agreement_test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -168,11 +169,11 @@ TEST(ResizeScales, TheSamplerAndTheGeneratorDrawConsistentScales) {
   }
 }
 
-TEST(ResizeScales, TheOnnxExportWritesTheGivenScalesAndReadsThemBack) {
+TEST(ResizeScales, TheOnnxExportWritesTheGivenScalesAndTheCropAndReadsThemBack) {
   for (const std::string name : {"resize_nearest", "resize_bilinear", "resize_bicubic"}) {
     const OpSpec& spec = op(name);
     core::Rng rng(43);
-    int with_scales = 0;
+    int with_scales = 0, crops = 0;
     for (int k = 0; k < 60; ++k) {
       const Case c = spec.sample(rng);
       ir::Graph g;
@@ -181,6 +182,7 @@ TEST(ResizeScales, TheOnnxExportWritesTheGivenScalesAndReadsThemBack) {
       g.outputs = {"y"};
       ir::validate(g, "resize");
       with_scales += !core::attr_floats(g.nodes[0].attrs, "scales").empty();
+      crops += core::attr_s(g.nodes[0].attrs, "coordinate_transformation_mode") == "tf_crop_and_resize";
       const Tensor x = ramp(c.inputs[0].shape);
       for (int opset : {11, 13, 17}) {
         if (opset >= 13 && core::attr_s(g.nodes[0].attrs, "coordinate_transformation_mode") == "tf_half_pixel_for_nn")
@@ -203,7 +205,77 @@ TEST(ResizeScales, TheOnnxExportWritesTheGivenScalesAndReadsThemBack) {
       }
     }
     EXPECT_GT(with_scales, 8) << name;
+    EXPECT_GT(crops, 3) << name;
   }
+}
+
+TEST(ResizeCrop, CoordinatesFromTheRoiAndTheExtrapolationValueOutside) {
+  // [1, 1, 3, 4] cropped to rows [0.125, 0.875] x columns [-0.25, 1.25] and resized to 4 x 5 (ONNX's
+  // formula: start * (in - 1) + o * (end - start) * (in - 1) / (out - 1)); columns -0.75 and 3.75 lie outside.
+  const Tensor x = ramp({1, 1, 3, 4});
+  const std::vector<double> roi{0.125, -0.25, 0.875, 1.25};
+  const auto y = run("resize_bilinear", x,
+                     {{"sizes", std::vector<int64_t>{4, 5}},
+                      {"coordinate_transformation_mode", "tf_crop_and_resize"},
+                      {"roi", roi},
+                      {"extrapolation_value", 1.5}});
+  auto coord = [&](size_t axis, int64_t o, int64_t in, int64_t out) {
+    const auto span = static_cast<double>(in - 1);
+    const double step = (roi[axis + 2] - roi[axis]) * span / static_cast<double>(out - 1);
+    return roi[axis] * span + static_cast<double>(o) * step;
+  };
+  int outside = 0;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      const double r = coord(0, i, 3, 4), c = coord(1, j, 4, 5);
+      const double got = y[static_cast<size_t>(i * 5 + j)];
+      if (r < 0 || r > 2 || c < 0 || c > 3) {
+        ++outside;
+        EXPECT_EQ(got, 1.5) << i << "," << j;
+        continue;
+      }
+      const auto r0 = static_cast<int64_t>(std::floor(r)), c0 = static_cast<int64_t>(std::floor(c));
+      const int64_t r1 = std::min<int64_t>(r0 + 1, 2), c1 = std::min<int64_t>(c0 + 1, 3);
+      const double wr = r - static_cast<double>(r0), wc = c - static_cast<double>(c0);
+      auto at = [&](int64_t a, int64_t b) { return x.f64()[a * 4 + b]; };
+      const double top = at(r0, c0) * (1 - wc) + at(r0, c1) * wc, bottom = at(r1, c0) * (1 - wc) + at(r1, c1) * wc;
+      const double want = top * (1 - wr) + bottom * wr;
+      EXPECT_NEAR(got, want, 1e-12) << i << "," << j;
+    }
+  EXPECT_EQ(outside, 8);  // columns 0 and 4 of every row
+  // The gradient of an extrapolated output is 0; the rest is the transpose of the taps.
+  const OpSpec& spec = op("resize_bilinear");
+  const core::Attrs a = canonical_attrs(spec, {{"sizes", std::vector<int64_t>{4, 5}},
+                                               {"coordinate_transformation_mode", "tf_crop_and_resize"},
+                                               {"roi", roi}});
+  Tensor gy(core::DType::F64, {1, 1, 4, 5});
+  for (int64_t k = 0; k < 20; ++k) gy.f64()[k] = k % 5 == 0 || k % 5 == 4 ? 1000.0 : 0.0;
+  const Tensor gx = spec.vjp({&x}, a, spec.forward({&x}, a), {gy})[0];
+  for (int64_t k = 0; k < gx.numel(); ++k) EXPECT_EQ(gx.f64()[k], 0.0) << k;
+}
+
+TEST(ResizeCrop, AReversedCropAndOneOutputRow) {
+  // end before start reads the crop backwards; one output reads the crop's centre (start + end) / 2 * (in - 1).
+  Tensor x(core::DType::F64, {1, 1, 1, 5});
+  for (int64_t i = 0; i < 5; ++i) x.f64()[i] = static_cast<double>(10 * i);
+  const auto y = run("resize_nearest", x,
+                     {{"sizes", std::vector<int64_t>{1, 3}},
+                      {"coordinate_transformation_mode", "tf_crop_and_resize"},
+                      {"nearest_mode", "floor"},
+                      {"roi", std::vector<double>{0.0, 1.0, 1.0, 0.25}}});
+  EXPECT_EQ(y, (std::vector<double>{40, 20, 10}));  // columns 4, 2.5, 1
+  const auto z = run("resize_nearest", x,
+                     {{"sizes", std::vector<int64_t>{1, 1}},
+                      {"coordinate_transformation_mode", "tf_crop_and_resize"},
+                      {"nearest_mode", "floor"},
+                      {"roi", std::vector<double>{0.0, 0.25, 1.0, 0.75}}});
+  EXPECT_EQ(z, (std::vector<double>{20}));  // 0.5 * 4
+  const OpSpec& spec = op("resize_bilinear");
+  EXPECT_THROW(spec.infer({{core::DType::F32, {1, 1, 2, 2}}},
+                          canonical_attrs(spec, {{"sizes", std::vector<int64_t>{4, 4}},
+                                                 {"scales", std::vector<double>{2.0, 2.0}},
+                                                 {"coordinate_transformation_mode", "tf_crop_and_resize"}})),
+               core::OpError);
 }
 
 TEST(ResizeScales, AScaleMattersOnlyWhereItMovesACoordinate) {

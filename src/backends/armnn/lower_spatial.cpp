@@ -284,6 +284,8 @@ bool align_corners_ties(int64_t in, int64_t out) {
 
 AxisModes nearest_axis(const std::string& ctm, const std::string& nm, int64_t in, int64_t out) {
   if (in == 1) return {kAny, ""};
+  if (ctm == "tf_crop_and_resize")
+    return {0, "ArmNN's Resize has no crop (tf_crop_and_resize: roi, extrapolation_value)"};
   if (ctm == "tf_half_pixel_for_nn") {
     if (nm == "floor" || (in == out && nm == "round_prefer_floor")) return {kHalfPixel, ""};
     return {0, "tf_half_pixel_for_nn with nearest_mode '" + nm + "' has no ArmNN Resize equivalent"};

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -253,11 +254,23 @@ void ProgramSession::check(const Reply& r) const {
 }
 
 // output_<j>.npy for the j-th ONNX graph output: the real outputs must be there, intermediates
-// may be; each must have the value's dtype and shape exactly.
+// may be; each must have the value's dtype and shape exactly. They are checked in the graph's order, so
+// a wrong value is named where it first appears, not at a graph output it reaches (ONNX Runtime's dilated
+// SAME MaxPool ten nodes above the Concat whose output the crash would have named, seed 10337).
 ValueMap ProgramSession::read_outputs(const ScratchDir& dir, bool keep_intermediates) const {
   ValueMap out;
   const size_t wanted = keep_intermediates ? outputs_.size() : real_outputs_;
-  for (size_t j = 0; j < wanted; ++j) {
+  std::map<std::string, size_t> index;
+  for (size_t j = 0; j < wanted; ++j) index.emplace(outputs_[j], j);
+  std::vector<size_t> order;
+  for (const auto& n : g_.nodes)
+    for (const auto& o : n.outputs)
+      if (const auto it = index.find(o); it != index.end()) {
+        order.push_back(it->second);
+        index.erase(it);
+      }
+  for (const auto& [value, j] : index) order.push_back(j);  // a graph input listed as an output
+  for (const size_t j : order) {
     const std::string& value = outputs_[j];
     const std::string file = "output_" + std::to_string(j) + ".npy";
     const std::string what = file + " (value '" + value + "')";

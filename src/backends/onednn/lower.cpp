@@ -291,16 +291,15 @@ namespace {
 // floor((o + 0.5) / F). Its coordinates come from the dimensions alone, so a node's given scale (ONNX
 // `scales`) that is not out / in shows as a mismatch here.
 int64_t first_mismatch(bool linear, const core::Attrs& a, size_t axis, int64_t in, int64_t out) {
-  const std::string& ctm = core::attr_s(a, "coordinate_transformation_mode");
-  const double scale = ops::resize_given_scale(a, axis);
   for (int64_t o = 0; o < out; ++o) {
+    const double source = ops::resize_coord(a, axis, o, in, out);
+    if (ops::resize_extrapolates(a, source, in)) return o;  // oneDNN has no extrapolation_value
     if (linear) {
       const double hi = static_cast<double>(in - 1);
-      const double want = std::clamp(ops::resize_source_coord(ctm, o, in, out, scale), 0.0, hi);
+      const double want = std::clamp(source, 0.0, hi);
       const double got = std::clamp(ops::resize_source_coord("half_pixel", o, in, out), 0.0, hi);
       if (std::abs(want - got) > 1e-9) return o;
     } else {
-      const double source = ops::resize_source_coord(ctm, o, in, out, scale);
       const int64_t want =
           std::clamp<int64_t>(ops::resize_round_nearest(core::attr_s(a, "nearest_mode"), source), 0, in - 1);
       const int64_t got = (2 * o + 1) * in / (2 * out);  // floor((o + 0.5) * in / out), exactly

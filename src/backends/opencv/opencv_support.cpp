@@ -231,9 +231,13 @@ Support reduce_sum(const ir::Graph&, const ir::Node& n) {
   return Support::yes();
 }
 
+// Measured: onnx_importer.cpp parseResize asserts interp_mode != "tf_crop_and_resize".
+const char* const kNoCrop = "OpenCV 4.6 refuses coordinate_transformation_mode=tf_crop_and_resize at import";
+
 Support resize_nearest(const ir::Graph&, const ir::Node& n) {
   const std::string& ctm = as(n, "coordinate_transformation_mode");
   const std::string& nm = as(n, "nearest_mode");
+  if (ctm == "tf_crop_and_resize") return Support::no(kNoCrop);
   if (ctm == "tf_half_pixel_for_nn")
     return Support::no("OpenCV 4.6 refuses coordinate_transformation_mode=tf_half_pixel_for_nn at import");
   if ((ctm == "asymmetric" && nm == "floor") || (ctm == "align_corners" && nm == "round_prefer_ceil"))
@@ -243,6 +247,7 @@ Support resize_nearest(const ir::Graph&, const ir::Node& n) {
 }
 
 Support resize_bilinear(const ir::Graph& g, const ir::Node& n) {
+  if (as(n, "coordinate_transformation_mode") == "tf_crop_and_resize") return Support::no(kNoCrop);
   if (as(n, "coordinate_transformation_mode") != "pytorch_half_pixel") return Support::yes();
   const core::Shape& x = shape_of(g, n.inputs[0]);
   const auto& sizes = aints(n, "sizes");

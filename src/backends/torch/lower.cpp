@@ -604,7 +604,8 @@ bool half_pixel_has_ties(int64_t in, int64_t out, double scale) {
 // kernels divide by it when it is passed on (F.interpolate's scale_factor, recompute_scale_factor=False).
 AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t in, int64_t out, double scale) {
   // One input cell, or an unchanged length with an integral coordinate: every mode picks cell o.
-  if (in == 1 || (in == out && scale == 0 && ctm != "tf_half_pixel_for_nn")) return {Kernel::Any, ""};
+  if (in == 1 || (in == out && scale == 0 && ctm != "tf_half_pixel_for_nn" && ctm != "tf_crop_and_resize"))
+    return {Kernel::Any, ""};
   if ((ctm == "align_corners" || ctm == "pytorch_half_pixel") && out == 1) return {Kernel::Nearest, ""};  // x = 0
   if (ctm == "asymmetric") {
     if (nm == "floor") return {Kernel::Nearest, ""};
@@ -629,7 +630,7 @@ AxisChoice nearest_axis(const std::string& ctm, const std::string& nm, int64_t i
 }
 
 AxisChoice bilinear_axis(const std::string& ctm, int64_t in, int64_t out, double scale) {
-  if (in == 1) return {Kernel::Any, ""};
+  if (in == 1) return {Kernel::Any, ""};  // every coordinate reads cell 0 (a crop's too: start * 0)
   if (ctm == "align_corners") return {Kernel::BilinearAlignCorners, ""};  // and 0 when out = 1, like ONNX
   if (ctm == "half_pixel") return {Kernel::BilinearHalfPixel, ""};
   if (ctm == "pytorch_half_pixel")

@@ -86,6 +86,9 @@ Support resize_supports(const ir::Graph& g, const ir::Node& n) {
                          "in/out); the given scale " +
                          core::to_string(core::AttrValue(ops::resize_given_scale(n.attrs, i))) + " is not " +
                          std::to_string(y[i + 2]) + "/" + std::to_string(x[i + 2]));
+  if (mode == "tf_crop_and_resize")
+    return Support::no("xnn_define_static_resize_bilinear_2d has no crop (tf_crop_and_resize: roi, "
+                       "extrapolation_value)");
   if (mode == "pytorch_half_pixel")
     for (size_t i = 2; i < 4; ++i)
       if (y[i] == 1 && x[i] > 1)

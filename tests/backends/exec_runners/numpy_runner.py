@@ -17,6 +17,8 @@ with :OpType, only on models holding that operator:
 skew=OpType computes that operator's outputs 1.5 times too large (wrong numbers, exit status 0).
 noop=OpType returns that operator's first input unchanged (a wrong shape for a Transpose): a later
 node then fails with NumPy's own error (exit status 1), which names no node of the model.
+name_errors=1 reports an operator's failure the way ONNX Runtime does, naming the node ("Non-zero status
+code returned while running OpType node. Name:'NAME' Status Message: ...").
 unsupported=4 declares any operator it does not evaluate unsupported the documented way (exit status
 4, "unsupported: OpType" on stderr) instead of exit status 3; refuse=OpType declares that one too,
 and claim=OpType names that operator in the refusal instead of the one refused.
@@ -118,6 +120,12 @@ def run(d, opts):
         inputs = [values[i] for i in n.input]
         if opts.get("noop") == n.op_type:
             values[n.output[0]] = inputs[0]
+        elif opts.get("name_errors") == "1":
+            try:
+                values[n.output[0]] = np.asarray(OPS[n.op_type](inputs, attrs), dtype=inputs[0].dtype)
+            except Exception as e:
+                raise RuntimeError(f"Non-zero status code returned while running {n.op_type} node. "
+                                   f"Name:'{n.name}' Status Message: {e}") from e
         else:
             values[n.output[0]] = np.asarray(OPS[n.op_type](inputs, attrs), dtype=inputs[0].dtype)
         if opts.get("skew") == n.op_type:
