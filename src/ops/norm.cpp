@@ -224,6 +224,7 @@ OpSpec batch_norm_spec() {
   s.doc =
       "y = scale*(x-mean)/sqrt(var+epsilon)+bias per channel of X [N, C, ...]; training=1 normalises with the "
       "batch statistics over N and the spatial dims (biased variance) and ignores the mean/var params";
+  s.mixes_batch = [](const std::vector<TensorType>&, const Attrs& a) { return core::attr_i(a, "training") == 1; };
   s.attrs = {epsilon_attr(), int_enum_attr("training", 0, {0, 1}, {2, -1}, "0: stored mean/var; 1: batch statistics")};
   s.infer = batch_norm_infer;
   s.forward = batch_norm_forward;
@@ -339,6 +340,7 @@ OpSpec layer_norm_spec() {
   s.doc =
       "ONNX LayerNormalization: normalise over dims axis..end (biased variance), then scale and bias shaped "
       "X.shape[axis:]";
+  s.mixes_batch = [](const std::vector<TensorType>& in, const Attrs& a) { return ln_axis(in[0].shape, a) == 0; };
   s.attrs = {int_attr("axis", -1, -kInf, kInf, {AttrValue(int64_t{10}), AttrValue(int64_t{-10})},
                       "first normalised dim; dims axis..end are normalised (negative counts from the end)"),
              epsilon_attr()};

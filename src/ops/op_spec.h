@@ -259,6 +259,12 @@ struct OpSpec {
   // shape). Null: no attribute names the batch. The float64 reference then tells whether the widened node
   // still keeps each sample to itself.
   std::function<void(int64_t from, int64_t to, Attrs& a)> widen_batch;
+  // Whether the node's output for one sample depends on the other samples of its batch (axis 0 of its
+  // first input): training-mode statistics, a softmax, normalisation or reduction over axis 0. The batch
+  // relation never judges such a node or what follows it, even where the reference's rows happen to equal
+  // the model's run (a training-mode batch_norm of a constant input gives its bias whatever the batch).
+  // Null: never.
+  std::function<bool(const std::vector<TensorType>& in, const Attrs& a)> mixes_batch;
   // The ONNX mapping (ops/onnx_map.h). Export writes the node (or a decomposition); null: the
   // operator has no ONNX counterpart. Import entries map ONNX operator types to a hook that emits
   // catalogue nodes for one ONNX node (several types may map to one operator, one type may give a

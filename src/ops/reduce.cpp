@@ -200,6 +200,9 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
   s.family = "reduce";
   s.doc = doc;
   s.tags = {"reduce"};
+  s.mixes_batch = [](const std::vector<TensorType>& in, const Attrs& a) {
+    return !in[0].shape.empty() && reduced_mask(in[0].shape, a)[0];
+  };
   s.attrs = {
       ints_attr("axes", {}, -kInf, kInf, {AttrValue(std::vector<int64_t>{64}), AttrValue(std::vector<int64_t>{0, 0})},
                 "axes to reduce, negative counts from the end, each at most once; [] (the default) reduces "

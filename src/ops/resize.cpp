@@ -34,6 +34,17 @@ double cubic_weight(double a, double s) {
   return ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a;
 }
 
+// The largest term of the kernel's polynomial at distance s: a float32 evaluation of it (ONNX Runtime's
+// GetCubicCoeffs, four roundings) is off by a few units of that term, not of the weight; at distance 2 the
+// exact weight is 0 and ONNX Runtime's float32 one 2^-20 for a = -1.51, which times a large edge cell moves
+// the output visibly (seed 10337). Each weight is therefore a stored sum of that magnitude.
+double cubic_terms(double a, double s) {
+  s = std::abs(s);
+  if (s < 1.0) return std::max({std::abs(a + 2.0), std::abs(a + 3.0), 1.0});
+  if (s > 2.0) return 0.0;
+  return std::abs(a) * std::max({s * s * s, 5.0 * s * s, 8.0 * s, 4.0});  // a s^3, 5a s^2, 8a s, 4a
+}
+
 // The cubic taps at source coordinate c (not clamped: ONNX reads the edge cell for an index
 // outside the axis): cells floor(c)-1 .. floor(c)+2 at distances 1+t, t, 1-t, 2-t (t = c - floor(c)),
 // as ONNX Runtime and ATen place them. exclude_outside: taps outside [0, in-1] weigh 0 and the
@@ -48,7 +59,7 @@ Tap cubic_taps(double c, int64_t in, double a, bool exclude_outside) {
     const auto idx = static_cast<int64_t>(fl) - 1 + k;
     const bool outside = idx < 0 || idx > in - 1;
     t.i[k] = std::clamp<int64_t>(idx, 0, in - 1);
-    t.w[k] = exclude_outside && outside ? 0.0 : stored(cubic_weight(a, dist[k]));
+    t.w[k] = exclude_outside && outside ? 0.0 : stored_sum(cubic_weight(a, dist[k]), cubic_terms(a, dist[k]), 4);
     sum += t.w[k];
   }
   if (exclude_outside && sum != 0)

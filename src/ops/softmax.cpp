@@ -95,6 +95,9 @@ OpSpec make_softmax(const std::string& name, bool log) {
   s.doc = log ? "log(softmax(x)) along `axis`, computed as x - max - log(sum(exp(x - max)))"
               : "exp(x - max) / sum(exp(x - max)) along `axis`";
   s.tags = {"activation"};
+  s.mixes_batch = [](const std::vector<TensorType>& in, const Attrs& a) {
+    return norm_axis(core::attr_i(a, "axis"), static_cast<int>(in[0].shape.size())) == 0;
+  };
   // With the inputs in [lo, hi] and n elements along the axis, a probability lies between
   // 1 / (1 + (n-1) e^(hi-lo)) and 1 / (1 + (n-1) e^(lo-hi)) (one element at an end, the rest at the
   // other); log_softmax is its log, computed as -(w + log(n-1 + e^-w)), w = hi - lo, for the least.

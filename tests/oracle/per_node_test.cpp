@@ -1295,6 +1295,29 @@ TEST(PerNode, ACubicResizesPartialSumsThatOverflowFloat32AreNotAFinding) {
   EXPECT_EQ(found[0].kind, Kind::NaN);
 }
 
+// A cubic weight computed in float32 is off by units of its polynomial's largest term, not of the weight:
+// at distance 2 the exact weight is 0 and ONNX Runtime's float32 GetCubicCoeffs gives 2^-20 for a = -1.51,
+// which times an edge cell of 483 moved the output by 4.6e-4 (seed 10337: align_corners, 2 -> 9). An
+// offset of 2^-14 times the cell (0.03) stays a finding.
+TEST(PerNode, ACubicWeightsFloat32ResidueTimesALargeCellIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "resize_bicubic", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"sizes": [1, 9], "coordinate_transformation_mode": "align_corners",
+                         "cubic_coeff_a": -1.5099999904632568}}]})",
+                                          "cubic_residue");
+  const Case c(g, {{"x", core::Tensor::f64({1, 1, 1, 2}, {0.5, 483.483})}},
+               core::Tensor(core::DType::F64, {1, 1, 1, 9}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["y"].f64()[0] += 483.483 * 0x1p-20;  // output 0 sits on cell 0: the tap at distance 2 reads cell 1
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.detail;
+  a.values["y"].f64()[0] += 483.483 * 0x1p-14;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::Inconsistency);
+}
+
 // Three float32 behaviours of the third unseen seed (9090909), each its own regression:
 // - hard_sigmoid's alpha * x + beta rounds to its bound: 0.4 * 0.99999989 + 0.6 is 1 in float32,
 //   so the derivative is 0 (libtorch and oneDNN), where float64 keeps 0.99999996 and 0.4;
