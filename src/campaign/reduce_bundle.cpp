@@ -226,7 +226,8 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
       int spent = 0;
       std::string at = named;
       try {
-        for (int step = 0; step < 8 && budget - spent > 0; ++step) {
+        // Two steps at most: the named node, then the node the run of the part above it names.
+        for (int step = 0; step < 2 && budget - spent > 0; ++step) {
           const ir::Node* n = base.graph.find_node(at);
           if (!n) break;
           localize::Case alone = base, up = base;
