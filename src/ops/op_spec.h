@@ -42,8 +42,10 @@ struct AttrSpec {
   std::vector<AttrValue> choices;
   double lo = -kInf, hi = kInf;
   std::vector<AttrValue> invalid;
-  // An optional list (empty by default) whose presence changes the operator's rule (resize's given
-  // scales): a finding's signature records it as name="given" where it is non-empty.
+  // An option whose use changes the operator's rule (resize's given scales, a recurrent cell's clip,
+  // LSTM's coupled forget gate): a finding's signature records it only where it differs from its
+  // default, as name="given" (its value where it has choices), so the signatures of the default rule
+  // stay what they were.
   bool keyed_when_given = false;
 };
 

@@ -1,5 +1,8 @@
 // Recurrent layers: simple_rnn, lstm and gru over a batch-first X [N, T, F] from a zero state, in
-// ONNX's three directions (forward, reverse, bidirectional).
+// ONNX's three directions (forward, reverse, bidirectional), with ONNX's cell options: `clip` (every
+// gate's pre-activation clamped to [-clip, clip] before its activation), LSTM's `input_forget` (the
+// forget gate coupled to the input gate, f = 1 - i) and GRU's `linear_before_reset` (0: the reset gate
+// multiplies the state before W_hn, n = tanh(W_in x + b_in + W_hn (r * h) + b_hn)).
 // Weights use PyTorch's layout and gate order (w_ih [G*H, F], w_hh [G*H, H], b_ih, b_hh [G*H]), so a
 // libtorch backend maps them one to one. One driver runs every cell: each step computes the
 // input and hidden pre-activations gi = W_ih x + b_ih and gh = W_hh h + b_hh, and the cell turns
@@ -46,29 +49,55 @@ double activate_grad(Act f, double y) {
   return f == Act::Sigmoid ? y * (1.0 - y) : 1.0 - y * y;
 }
 
-// One step of one batch row. gi, gh hold G*H pre-activations; c is used by the LSTM only.
-void cell_forward(Cell k, Act act, int64_t hs, const double* gi, const double* gh, const double* h_prev,
+// One layer's cell: its kind and ONNX's cell options.
+struct Cfg {
+  Cell k;
+  Act act;
+  double clip;    // 0: none; else each gate's pre-activation clamped to [-clip, clip] (a NaN stays NaN)
+  bool coupled;   // LSTM input_forget: f = 1 - i (the forget gate's own rows unused)
+  bool lbr;       // GRU linear_before_reset: 1 (PyTorch) r * (W_hn h + b_hn); 0: W_hn (r * h) + b_hn
+  double cl(double x) const { return clip > 0 && !std::isnan(x) ? std::clamp(x, -clip, clip) : x; }
+  // d cl(x) / dx: 0 where the clamp holds x at a bound (strictly outside it), 1 elsewhere.
+  double cl_grad(double x) const { return clip > 0 && (x > clip || x < -clip) ? 0.0 : 1.0; }
+  bool lbr0() const { return k == Cell::Gru && !lbr; }
+};
+
+Cfg cfg_of(Cell k, const Attrs& a) {
+  return Cfg{k, act_of(a), a.count("clip") ? core::attr_f(a, "clip") : 0.0,
+             k == Cell::Lstm && a.count("input_forget") && core::attr_i(a, "input_forget") == 1,
+             k != Cell::Gru || !a.count("linear_before_reset") || core::attr_i(a, "linear_before_reset") == 1};
+}
+
+// GRU's reset gate r_j of one step.
+double gru_reset(const Cfg& c, const double* gi, const double* gh, int64_t j) {
+  return stored(sigmoid(c.cl(gi[j] + gh[j])));
+}
+
+// One step of one batch row. gi, gh hold G*H pre-activations (GRU with linear_before_reset 0: gh's n
+// rows are W_hn (r * h) + b_hn); c is used by the LSTM only.
+void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh, const double* h_prev,
                   const double* c_prev, double* h, double* c) {
   for (int64_t j = 0; j < hs; ++j) {
-    switch (k) {
+    switch (cf.k) {
       case Cell::Rnn:
-        h[j] = stored(activate(act, gi[j] + gh[j]));
+        h[j] = stored(activate(cf.act, cf.cl(gi[j] + gh[j])));
         break;
       case Cell::Lstm: {
-        const double i = stored(sigmoid(gi[j] + gh[j]));
-        const double f = stored(sigmoid(gi[hs + j] + gh[hs + j]));
-        const double g = stored(std::tanh(gi[2 * hs + j] + gh[2 * hs + j]));
-        const double o = stored(sigmoid(gi[3 * hs + j] + gh[3 * hs + j]));
+        const double i = stored(sigmoid(cf.cl(gi[j] + gh[j])));
+        const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(gi[hs + j] + gh[hs + j])));
+        const double g = stored(std::tanh(cf.cl(gi[2 * hs + j] + gh[2 * hs + j])));
+        const double o = stored(sigmoid(cf.cl(gi[3 * hs + j] + gh[3 * hs + j])));
         c[j] = stored(f * c_prev[j] + i * g);
         h[j] = stored(o * stored(std::tanh(c[j])));
         break;
       }
       case Cell::Gru: {
-        const double r = stored(sigmoid(gi[j] + gh[j]));
-        const double z = stored(sigmoid(gi[hs + j] + gh[hs + j]));
-        // The reset gate multiplies the hidden pre-activation including b_hn (PyTorch, ONNX
-        // linear_before_reset=1).
-        const double n = stored(std::tanh(gi[2 * hs + j] + r * gh[2 * hs + j]));
+        const double r = gru_reset(cf, gi, gh, j);
+        const double z = stored(sigmoid(cf.cl(gi[hs + j] + gh[hs + j])));
+        // linear_before_reset 1 (PyTorch): the reset gate multiplies the hidden pre-activation
+        // including b_hn; 0: gh's n rows already read r * h.
+        const double hn = cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j];
+        const double n = stored(std::tanh(cf.cl(gi[2 * hs + j] + hn)));
         h[j] = stored((1.0 - z) * n + z * h_prev[j]);
         break;
       }
@@ -77,44 +106,52 @@ void cell_forward(Cell k, Act act, int64_t hs, const double* gi, const double* g
 }
 
 // The backward of cell_forward. Given dL/dh and dL/dc of the new state, writes dL/dgi, dL/dgh,
-// the part of dL/dh_prev that bypasses W_hh (GRU's z*h term) and dL/dc_prev.
-void cell_backward(Cell k, Act act, int64_t hs, const double* gi, const double* gh, const double* h_prev,
+// the part of dL/dh_prev that bypasses W_hh (GRU's z*h term) and dL/dc_prev. A GRU with
+// linear_before_reset 0 leaves its reset gate's rows 0 here: they need W_hn (rnn_vjp_direction).
+void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh, const double* h_prev,
                    const double* c_prev, const double* dh, const double* dc, double* dgi, double* dgh,
                    double* dh_direct, double* dc_prev) {
   for (int64_t j = 0; j < hs; ++j) {
     dh_direct[j] = 0;
     dc_prev[j] = 0;
-    switch (k) {
+    switch (cf.k) {
       case Cell::Rnn: {
-        const double y = stored(activate(act, gi[j] + gh[j]));
-        dgi[j] = dgh[j] = dh[j] * activate_grad(act, y);
+        const double pre = gi[j] + gh[j];
+        const double y = stored(activate(cf.act, cf.cl(pre)));
+        dgi[j] = dgh[j] = dh[j] * activate_grad(cf.act, y) * cf.cl_grad(pre);
         break;
       }
       case Cell::Lstm: {
-        const double i = stored(sigmoid(gi[j] + gh[j]));
-        const double f = stored(sigmoid(gi[hs + j] + gh[hs + j]));
-        const double g = stored(std::tanh(gi[2 * hs + j] + gh[2 * hs + j]));
-        const double o = stored(sigmoid(gi[3 * hs + j] + gh[3 * hs + j]));
+        const double pi = gi[j] + gh[j], pf = gi[hs + j] + gh[hs + j], pg = gi[2 * hs + j] + gh[2 * hs + j],
+                     po = gi[3 * hs + j] + gh[3 * hs + j];
+        const double i = stored(sigmoid(cf.cl(pi)));
+        const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(pf)));
+        const double g = stored(std::tanh(cf.cl(pg)));
+        const double o = stored(sigmoid(cf.cl(po)));
         const double tc = stored(std::tanh(stored(f * c_prev[j] + i * g)));
         const double dct = dc[j] + dh[j] * o * (1.0 - tc * tc);
-        dgi[j] = dgh[j] = dct * g * i * (1.0 - i);
-        dgi[hs + j] = dgh[hs + j] = dct * c_prev[j] * f * (1.0 - f);
-        dgi[2 * hs + j] = dgh[2 * hs + j] = dct * i * (1.0 - g * g);
-        dgi[3 * hs + j] = dgh[3 * hs + j] = dh[j] * tc * o * (1.0 - o);
+        // A coupled forget gate f = 1 - i passes dL/df to i with the opposite sign.
+        const double di = dct * g - (cf.coupled ? dct * c_prev[j] : 0.0);
+        dgi[j] = dgh[j] = di * i * (1.0 - i) * cf.cl_grad(pi);
+        dgi[hs + j] = dgh[hs + j] = cf.coupled ? 0.0 : dct * c_prev[j] * f * (1.0 - f) * cf.cl_grad(pf);
+        dgi[2 * hs + j] = dgh[2 * hs + j] = dct * i * (1.0 - g * g) * cf.cl_grad(pg);
+        dgi[3 * hs + j] = dgh[3 * hs + j] = dh[j] * tc * o * (1.0 - o) * cf.cl_grad(po);
         dc_prev[j] = dct * f;
         break;
       }
       case Cell::Gru: {
-        const double r = stored(sigmoid(gi[j] + gh[j]));
-        const double z = stored(sigmoid(gi[hs + j] + gh[hs + j]));
-        const double n = stored(std::tanh(gi[2 * hs + j] + r * gh[2 * hs + j]));
-        const double dan = dh[j] * (1.0 - z) * (1.0 - n * n);
-        const double dar = dan * gh[2 * hs + j] * r * (1.0 - r);
-        const double daz = dh[j] * (h_prev[j] - n) * z * (1.0 - z);
+        const double r = gru_reset(cf, gi, gh, j);
+        const double pz = gi[hs + j] + gh[hs + j];
+        const double z = stored(sigmoid(cf.cl(pz)));
+        const double pn = gi[2 * hs + j] + (cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j]);
+        const double n = stored(std::tanh(cf.cl(pn)));
+        const double dan = dh[j] * (1.0 - z) * (1.0 - n * n) * cf.cl_grad(pn);
+        const double dar = cf.lbr ? dan * gh[2 * hs + j] * r * (1.0 - r) * cf.cl_grad(gi[j] + gh[j]) : 0.0;
+        const double daz = dh[j] * (h_prev[j] - n) * z * (1.0 - z) * cf.cl_grad(pz);
         dgi[j] = dgh[j] = dar;
         dgi[hs + j] = dgh[hs + j] = daz;
         dgi[2 * hs + j] = dan;
-        dgh[2 * hs + j] = dan * r;
+        dgh[2 * hs + j] = cf.lbr ? dan * r : dan;
         dh_direct[j] = dh[j] * z;
         break;
       }
@@ -137,9 +174,9 @@ struct Trace {
 };
 
 // Direction d's weights are rows [d*G*H, (d+1)*G*H) of each parameter.
-Trace run(Cell k, Act act, const Inputs& in, int64_t hs, int64_t d, bool back) {
+Trace run(const Cfg& cf, const Inputs& in, int64_t hs, int64_t d, bool back) {
   const Tensor& x = *in[0];
-  const int64_t gh_rows = gate_count(k) * hs;
+  const int64_t gh_rows = gate_count(cf.k) * hs;
   const double* w_ih = in[1]->f64() + d * gh_rows * x.dim(2);
   const double* w_hh = in[2]->f64() + d * gh_rows * hs;
   const double* b_ih = in[3]->f64() + d * gh_rows;
@@ -149,6 +186,7 @@ Trace run(Cell k, Act act, const Inputs& in, int64_t hs, int64_t d, bool back) {
   tr.gh_all.assign(tr.gi_all.size(), 0.0);
   tr.h_all.assign(static_cast<size_t>(tr.n * (tr.t + 1) * hs), 0.0);
   tr.c_all.assign(tr.h_all.size(), 0.0);
+  std::vector<double> rh(static_cast<size_t>(hs));
   for (int64_t b = 0; b < tr.n; ++b)
     for (int64_t s = 0; s < tr.t; ++s) {
       const double* xt = x.f64() + (b * tr.t + tr.time(s)) * tr.f;
@@ -157,21 +195,29 @@ Trace run(Cell k, Act act, const Inputs& in, int64_t hs, int64_t d, bool back) {
       double* gh = &tr.gh_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
       for (int64_t r = 0; r < tr.gh; ++r) {
         gi[r] = b_ih[r];
-        double mi = std::abs(b_ih[r]), mh = std::abs(b_hh[r]);
+        double mi = std::abs(b_ih[r]);
         for (int64_t q = 0; q < tr.f; ++q) {
           gi[r] += w_ih[r * tr.f + q] * xt[q];
           mi += std::abs(w_ih[r * tr.f + q] * xt[q]);
         }
-        gh[r] = b_hh[r];
-        for (int64_t q = 0; q < hs; ++q) {
-          gh[r] += w_hh[r * hs + q] * hp[q];
-          mh += std::abs(w_hh[r * hs + q] * hp[q]);
-        }
         gi[r] = stored_sum(gi[r], mi, tr.f + 1);
+      }
+      // GRU with linear_before_reset 0: the n rows read r * h, so the reset gate comes first.
+      const int64_t n_rows = cf.lbr0() ? 2 * hs : tr.gh;
+      for (int64_t r = 0; r < tr.gh; ++r) {
+        if (r == n_rows)
+          for (int64_t q = 0; q < hs; ++q) rh[static_cast<size_t>(q)] = stored(gru_reset(cf, gi, gh, q) * hp[q]);
+        const double* hv = r < n_rows ? hp : rh.data();
+        gh[r] = b_hh[r];
+        double mh = std::abs(b_hh[r]);
+        for (int64_t q = 0; q < hs; ++q) {
+          gh[r] += w_hh[r * hs + q] * hv[q];
+          mh += std::abs(w_hh[r * hs + q] * hv[q]);
+        }
         gh[r] = stored_sum(gh[r], mh, hs + 1);
       }
       const size_t next = static_cast<size_t>((b * (tr.t + 1) + s + 1) * hs);
-      cell_forward(k, act, hs, gi, gh, hp, tr.c(b, s), &tr.h_all[next], &tr.c_all[next]);
+      cell_forward(cf, hs, gi, gh, hp, tr.c(b, s), &tr.h_all[next], &tr.c_all[next]);
     }
   return tr;
 }
@@ -183,7 +229,7 @@ std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
   const int64_t n = in[0]->dim(0), t = in[0]->dim(1), width = dirs * hs;
   Tensor y(DType::F64, sequences(a) ? Shape{n, t, width} : Shape{n, width});
   for (int64_t d = 0; d < dirs; ++d) {
-    const Trace tr = run(k, act_of(a), in, hs, d, rnn_walks_back(a, d));
+    const Trace tr = run(cfg_of(k, a), in, hs, d, rnn_walks_back(a, d));
     for (int64_t b = 0; b < n; ++b) {
       if (sequences(a)) {
         for (int64_t s = 0; s < t; ++s)
@@ -200,8 +246,8 @@ std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
 void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& grad, int64_t d,
                        const std::vector<Tensor*>& out) {
   const int64_t hs = core::attr_i(a, "hidden_size");
-  const Act act = act_of(a);
-  const Trace tr = run(k, act, in, hs, d, rnn_walks_back(a, d));
+  const Cfg cf = cfg_of(k, a);
+  const Trace tr = run(cf, in, hs, d, rnn_walks_back(a, d));
   const int64_t width = rnn_directions(a) * hs;
   const double* xp = in[0]->f64();
   const double* w_ih = in[1]->f64() + d * tr.gh * tr.f;
@@ -214,7 +260,7 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
   double* gb_hh = out[4]->f64() + d * tr.gh;
   const auto h_sz = static_cast<size_t>(hs);
   const auto g_sz = static_cast<size_t>(tr.gh);
-  std::vector<double> dh(h_sz), dc(h_sz), dgi(g_sz), dgh(g_sz), dh_direct(h_sz), dc_prev(h_sz);
+  std::vector<double> dh(h_sz), dc(h_sz), dgi(g_sz), dgh(g_sz), dh_direct(h_sz), dc_prev(h_sz), rv(h_sz), rh(h_sz);
   for (int64_t b = 0; b < tr.n; ++b) {
     std::fill(dh.begin(), dh.end(), 0.0);
     std::fill(dc.begin(), dc.end(), 0.0);
@@ -227,8 +273,22 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
         for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += gy[b * width + d * hs + j];
       }
       const double* hp = tr.h(b, s);
-      cell_backward(k, act, hs, tr.gi(b, s), tr.ghh(b, s), hp, tr.c(b, s), dh.data(), dc.data(), dgi.data(),
-                    dgh.data(), dh_direct.data(), dc_prev.data());
+      const double* gis = tr.gi(b, s);
+      const double* ghs = tr.ghh(b, s);
+      cell_backward(cf, hs, gis, ghs, hp, tr.c(b, s), dh.data(), dc.data(), dgi.data(), dgh.data(), dh_direct.data(),
+                    dc_prev.data());
+      // GRU with linear_before_reset 0: the n rows' W_hn read r * h, so the reset gate's gradient is
+      // (W_hn^T dgh_n) * h, and h's own is (W_hn^T dgh_n) * r.
+      const int64_t n_rows = cf.lbr0() ? 2 * hs : tr.gh;
+      if (cf.lbr0())
+        for (int64_t q = 0; q < hs; ++q) {
+          const auto uq = static_cast<size_t>(q);
+          rv[uq] = gru_reset(cf, gis, ghs, q);
+          rh[uq] = stored(rv[uq] * hp[q]);
+          double u = 0;
+          for (int64_t r = n_rows; r < tr.gh; ++r) u += w_hh[r * hs + q] * dgh[static_cast<size_t>(r)];
+          dgi[uq] = dgh[uq] = u * hp[q] * rv[uq] * (1.0 - rv[uq]) * cf.cl_grad(gis[q] + ghs[q]);
+        }
       const double* xt = xp + (b * tr.t + tr.time(s)) * tr.f;
       double* gxt = gx + (b * tr.t + tr.time(s)) * tr.f;
       for (int64_t r = 0; r < tr.gh; ++r) {
@@ -240,13 +300,21 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
           gw_ih[r * tr.f + q] += di * xt[q];
           gxt[q] += w_ih[r * tr.f + q] * di;
         }
+        const bool reads_rh = r >= n_rows;
         for (int64_t q = 0; q < hs; ++q) {
-          gw_hh[r * hs + q] += dhh * hp[q];
-          dh_direct[static_cast<size_t>(q)] += w_hh[r * hs + q] * dhh;
+          const auto uq = static_cast<size_t>(q);
+          gw_hh[r * hs + q] += dhh * (reads_rh ? rh[uq] : hp[q]);
+          dh_direct[uq] += w_hh[r * hs + q] * dhh * (reads_rh ? rv[uq] : 1.0);
         }
       }
-      dh = dh_direct;
-      dc = dc_prev;
+      // The state gradients a float32 implementation holds: beyond FLT_MAX there (w_hh at FLT_MAX
+      // times a gate's gradient) the next step's products with a zero state are inf * 0 (seed 10371:
+      // libtorch's and oneDNN's dW_hh NaN where the exact one is 7e-43), so a float32 trial is NaN.
+      for (int64_t j = 0; j < hs; ++j) {
+        const auto uj = static_cast<size_t>(j);
+        dh[uj] = dh_direct[uj] + float32_range(std::abs(dh_direct[uj]));
+        dc[uj] = dc_prev[uj] + float32_range(std::abs(dc_prev[uj]));
+      }
     }
   }
 }
@@ -273,6 +341,24 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
   if (k == Cell::Rnn)
     s.attrs.push_back(enum_attr("activation", "tanh", {"tanh", "relu", "sigmoid"}, {"", "elu"},
                                 "f in h' = f(W_ih x + b_ih + W_hh h + b_hh) (ONNX RNN's activations)"));
+  AttrSpec clip = float_attr("clip", 0.0, 0.0, kInf, {AttrValue(-1.0)},
+                             "ONNX's cell clip: 0 none; else each gate's pre-activation is clamped to [-clip, clip] "
+                             "before its activation");
+  clip.keyed_when_given = true;
+  s.attrs.push_back(clip);
+  if (k == Cell::Lstm) {
+    AttrSpec coupled = int_enum_attr("input_forget", 0, {0, 1}, {2, -1},
+                                     "1: the forget gate is coupled to the input gate, f = 1 - i (ONNX input_forget)");
+    coupled.keyed_when_given = true;
+    s.attrs.push_back(coupled);
+  }
+  if (k == Cell::Gru) {
+    AttrSpec lbr = int_enum_attr("linear_before_reset", 1, {0, 1}, {2, -1},
+                                 "1: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)) (PyTorch); "
+                                 "0: n = tanh(W_in x + b_in + W_hn (r * h) + b_hn) (ONNX's default)");
+    lbr.keyed_when_given = true;
+    s.attrs.push_back(lbr);
+  }
   s.infer = [k](const std::vector<TensorType>& in, const Attrs& a) {
     const DType dt = common_float_dtype(in);
     const Shape& x = in[0].shape;
@@ -310,14 +396,22 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
       const double v = rng.uniform(0.0, 1.0);
       c.attrs["activation"] = std::string(v < 0.5 ? "tanh" : v < 0.8 ? "relu" : "sigmoid");
     }
+    // A fifth of the layers clip, at bounds exact in float32 (ONNX's clip is a float attribute), from
+    // ones most pre-activations pass to ones that hold most of them.
+    if (rng.bernoulli(0.2)) {
+      static const double kClips[] = {0.25, 0.5, 1.0, 1.5, 3.0, 8.0};
+      c.attrs["clip"] = kClips[rng.randint(0, 5)];
+    }
+    if (k == Cell::Lstm) c.attrs["input_forget"] = int64_t{rng.bernoulli(0.2) ? 1 : 0};
+    if (k == Cell::Gru) c.attrs["linear_before_reset"] = int64_t{rng.bernoulli(0.4) ? 0 : 1};
     return c;
   };
   return s;
 }
 
 // ---- ONNX mapping: ONNX RNN/LSTM/GRU are time-major [T, N, F] with gate blocks in another order
-// (LSTM i o f c, GRU z r h) and W, R, B stacked per direction; GRU follows PyTorch with
-// linear_before_reset=1.
+// (LSTM i o f c, GRU z r h) and W, R, B stacked per direction; clip, input_forget and
+// linear_before_reset are the attributes of the same names.
 
 // PyTorch gate blocks → ONNX gate blocks: ONNX block k is PyTorch block order[k].
 std::vector<int64_t> onnx_gate_order(const std::string& op) {
@@ -381,7 +475,9 @@ void export_rnn(OnnxExport& e) {
     const std::string f = e.as("activation") == "relu" ? "Relu" : "Sigmoid";
     p.set_strings("activations", std::vector<std::string>(static_cast<size_t>(dirs), f));
   }
-  if (op == "gru") p.set_i("linear_before_reset", 1);
+  if (op == "gru") p.set_i("linear_before_reset", e.ai("linear_before_reset"));
+  if (e.af("clip") > 0) p.set_f("clip", e.af("clip"));
+  if (op == "lstm" && e.ai("input_forget") == 1) p.set_i("input_forget", 1);
   if (dirs == 2) {
     // Y [T, 2, N, H] -> [T, N, 2, H] -> [T, N, 2H] -> [N, T, 2H]; Y_h [2, N, H] -> [N, 2, H] -> [N, 2H].
     const Shape& x = e.in_shape(0);
@@ -439,11 +535,12 @@ void import_rnn(OnnxImport& m) {
   }
   if (m.has("activation_alpha") || m.has("activation_beta"))
     m.fail("activation_alpha / activation_beta are not in the catalogue");
-  if (m.has("clip")) m.fail("clip is not in the catalogue");
+  const double clip = m.getf("clip", 0.0);
+  if (m.has("clip") && !(clip > 0)) m.fail("clip must be positive");
   if (m.geti("layout", 0) != 0) m.fail("layout=1 is not supported");
-  if (type == "LSTM" && m.geti("input_forget", 0) != 0) m.fail("input_forget=1 is not in the catalogue");
-  if (type == "GRU" && m.geti("linear_before_reset", 0) != 1)
-    m.fail("linear_before_reset=0 is not in the catalogue (it follows PyTorch: linear_before_reset=1)");
+  const int64_t input_forget = m.geti("input_forget", 0), lbr = m.geti("linear_before_reset", 0);
+  if (input_forget != 0 && input_forget != 1) m.fail("input_forget must be 0 or 1");
+  if (lbr != 0 && lbr != 1) m.fail("linear_before_reset must be 0 or 1");
   if (m.present(4)) m.fail("sequence_lens is not supported");
   if (!zero_or_absent(m, 5)) m.fail("a non-zero initial_h is not supported");
   if (type == "LSTM" && (!zero_or_absent(m, 6) || !zero_or_absent(m, 7)))
@@ -494,6 +591,9 @@ void import_rnn(OnnxImport& m) {
   };
   Attrs cell_attrs = {{"hidden_size", hs}, {"direction", direction}};
   if (op == "simple_rnn") cell_attrs["activation"] = activation;
+  if (clip > 0) cell_attrs["clip"] = clip;
+  if (op == "lstm") cell_attrs["input_forget"] = input_forget;
+  if (op == "gru") cell_attrs["linear_before_reset"] = lbr;
   auto cell = [&](int64_t sequences) {
     Attrs a = cell_attrs;
     a["return_sequences"] = sequences;
@@ -550,14 +650,15 @@ void register_rnn(Registry& r) {
     s.onnx_import = {{{onnx_type}, import_rnn}};
     r.add(std::move(s));
   };
-  add(rnn_spec(Cell::Rnn, "simple_rnn", "Elman RNN: h' = tanh(W_ih x + b_ih + W_hh h + b_hh), zero initial state"),
+  add(rnn_spec(Cell::Rnn, "simple_rnn", "Elman RNN: h' = f(clip(W_ih x + b_ih + W_hh h + b_hh)), zero initial state"),
       "RNN");
   add(rnn_spec(Cell::Lstm, "lstm",
-               "LSTM with PyTorch gate order i, f, g, o: c' = f*c + i*g, h' = o*tanh(c'), zero initial state"),
+               "LSTM with PyTorch gate order i, f, g, o: c' = f*c + i*g (f = 1 - i with input_forget), "
+               "h' = o*tanh(c'), zero initial state"),
       "LSTM");
   add(rnn_spec(Cell::Gru, "gru",
-               "GRU with PyTorch gate order r, z, n: n = tanh(W_in x + b_in + r*(W_hn h + b_hn)), "
-               "h' = (1-z)*n + z*h, zero initial state"),
+               "GRU with PyTorch gate order r, z, n: n = tanh(W_in x + b_in + r*(W_hn h + b_hn)) "
+               "(linear_before_reset 0: W_hn (r*h) + b_hn), h' = (1-z)*n + z*h, zero initial state"),
       "GRU");
 }
 

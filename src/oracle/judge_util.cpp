@@ -27,25 +27,17 @@ bool has_nan(const core::Tensor& t) {
   return false;
 }
 
-namespace {
-template <class T>
-bool list_empty(const T&) {
-  return false;
-}
-template <class T>
-bool list_empty(const std::vector<T>& v) {
-  return v.empty();
-}
-}  // namespace
-
 std::string key_params(const ir::Node& n) {
   const ops::OpSpec& spec = ops::op(n.op);
   core::Attrs key;
   for (const auto& [name, v] : n.attrs) {
     const ops::AttrSpec* a = spec.attr(name);
-    if (a && !a->choices.empty()) key[name] = v;
-    if (a && a->keyed_when_given && std::visit([](const auto& x) { return !list_empty(x); }, v))
-      key[name] = std::string("given");
+    if (!a) continue;
+    if (!a->keyed_when_given) {
+      if (!a->choices.empty()) key[name] = v;
+    } else if (!(v == a->default_value)) {
+      key[name] = a->choices.empty() ? core::AttrValue(std::string("given")) : v;
+    }
   }
   return core::to_string(key);
 }

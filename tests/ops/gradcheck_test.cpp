@@ -133,6 +133,16 @@ std::vector<Widened> widened_values() {
       {"simple_rnn", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("relu")}}},
       {"simple_rnn", {1, 4, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("sigmoid")},
                                  {"direction", std::string("reverse")}}},
+      // ONNX's cell options (tests/ops/rnn_cell_options_test.cpp): clip, input_forget, linear_before_reset 0.
+      {"lstm", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"clip", 0.5}}},
+      {"lstm", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"input_forget", int64_t{1}}}},
+      {"lstm", {1, 3, 2}, {{"hidden_size", int64_t{3}}, {"input_forget", int64_t{1}}, {"clip", 1.0},
+                           {"direction", std::string("bidirectional")}}},
+      {"gru", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"linear_before_reset", int64_t{0}}}},
+      {"gru", {2, 4, 1}, {{"hidden_size", int64_t{3}}, {"linear_before_reset", int64_t{0}}, {"clip", 0.5},
+                          {"direction", std::string("reverse")}, {"return_sequences", int64_t{0}}}},
+      {"gru", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"clip", 0.25}}},
+      {"simple_rnn", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"clip", 0.5}, {"activation", std::string("relu")}}},
   };
 }
 

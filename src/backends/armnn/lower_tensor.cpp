@@ -288,14 +288,24 @@ void build_pad(Builder& b, const ir::Node& n) {
 // ---- recurrent layers ----------------------------------------------------------------------------
 
 // simple_rnn / lstm / gru unrolled over time (ArmNN 20.08 has no GRU or Elman layer): per step two
-// FullyConnected layers (W_ih x + b_ih, W_hh h + b_hh), gate slices and activations, from a zero state.
+// FullyConnected layers (W_ih x + b_ih, W_hh h + b_hh), gate slices and activations, from a zero state;
+// ONNX's clip a BoundedReLu before each gate's activation, LSTM's input_forget f = 1 - i (a Linear
+// activation), GRU's linear_before_reset 0 a third FullyConnected W_hn (r * h) + b_hn.
+bool rnn_clips(const ir::Node& n) { return core::attr_f(n.attrs, "clip") > 0; }
+bool rnn_coupled(const ir::Node& n) { return n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1; }
+bool rnn_lbr0(const ir::Node& n) { return n.op == "gru" && core::attr_i(n.attrs, "linear_before_reset") == 0; }
+
 // The layers one step adds in build_rnn below.
-int64_t rnn_layers_per_step(const std::string& op) { return op == "lstm" ? 18 : op == "gru" ? 21 : 7; }
+int64_t rnn_layers_per_step(const ir::Node& n) {
+  const int64_t base = n.op == "lstm" ? 18 : n.op == "gru" ? 21 : 7;
+  const int64_t gates = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
+  return base + (rnn_clips(n) ? gates : 0) + (rnn_lbr0(n) ? 4 : 0);
+}
 
 Support rnn_supports(const ir::Graph& g, const ir::Node& n) {
   const core::Shape& x = g.types.at(n.inputs[0]).shape;
   const int64_t T = x.size() == 3 ? x[1] : 0;
-  return layer_budget(n, ops::rnn_directions(n.attrs) * T * rnn_layers_per_step(n.op),
+  return layer_budget(n, ops::rnn_directions(n.attrs) * T * rnn_layers_per_step(n),
                       "unrolled over " + std::to_string(T) + " steps (ArmNN 20.08 has no recurrent layer)");
 }
 
@@ -315,6 +325,9 @@ void build_rnn(Builder& b, const ir::Node& n) {
   auto gate = [&](const Value& v, int64_t k) { return b.slice(v, {0, k * H}, Shape{N, H}); };
   auto sigmoid = [&](const Value& v) { return b.activation(v, AF::Sigmoid); };
   auto tanh = [&](const Value& v) { return b.activation(v, AF::TanH, 1, 1); };
+  const auto clip = static_cast<float>(core::attr_f(n.attrs, "clip"));
+  // BoundedReLu is min(a, max(b, x)): ONNX's clip of a gate's pre-activation.
+  auto cl = [&](const Value& v) { return rnn_clips(n) ? b.activation(v, AF::BoundedReLu, clip, -clip) : v; };
   // Direction d's rows of a stacked [D*G*H, ...] parameter.
   auto rows = [&](const std::vector<float>& v, int64_t d) {
     const auto per = static_cast<int64_t>(v.size()) / dirs;
@@ -327,6 +340,13 @@ void build_rnn(Builder& b, const ir::Node& n) {
     const Weights bi = b.weights(n.inputs[3], rows(b_ih, d), Shape{G * H});
     const Weights wh = b.weights(n.inputs[2], rows(w_hh, d), Shape{G * H, H});
     const Weights bh = b.weights(n.inputs[4], rows(b_hh, d), Shape{G * H});
+    // GRU with linear_before_reset 0: W_hn and b_hn, the n gate's rows (the last H), on their own.
+    auto last_rows = [&](const std::vector<float>& v, int64_t per_row) {
+      const std::vector<float> r = rows(v, d);
+      return std::vector<float>(r.end() - H * per_row, r.end());
+    };
+    const Weights wn = b.weights(n.inputs[2] + "_n", last_rows(w_hh, H), Shape{H, H});
+    const Weights bn = b.weights(n.inputs[4] + "_n", last_rows(b_hh, 1), Shape{H});
     Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H}, "zero_state");
     Value c = h;
     std::vector<Value> steps(static_cast<size_t>(T), h);
@@ -337,17 +357,20 @@ void build_rnn(Builder& b, const ir::Node& n) {
       const Value gh = fully_connected(b, h, wh, bh);
       if (n.op == "simple_rnn") {
         const Value pre = b.binary(BO::Addition, gi, gh);
-        h = activation == "relu" ? b.activation(pre, AF::ReLu) : activation == "sigmoid" ? sigmoid(pre) : tanh(pre);
+        const Value p = cl(pre);
+        h = activation == "relu" ? b.activation(p, AF::ReLu) : activation == "sigmoid" ? sigmoid(p) : tanh(p);
       } else if (n.op == "lstm") {
         const Value sum = b.binary(BO::Addition, gi, gh);
-        const Value i = sigmoid(gate(sum, 0)), f = sigmoid(gate(sum, 1)), gg = tanh(gate(sum, 2)),
-                    o = sigmoid(gate(sum, 3));
+        const Value i = sigmoid(cl(gate(sum, 0))), gg = tanh(cl(gate(sum, 2))), o = sigmoid(cl(gate(sum, 3)));
+        const Value f = rnn_coupled(n) ? b.activation(i, AF::Linear, -1, 1) : sigmoid(cl(gate(sum, 1)));
         c = b.binary(BO::Addition, b.binary(BO::Multiplication, f, c), b.binary(BO::Multiplication, i, gg));
         h = b.binary(BO::Multiplication, o, tanh(c));
       } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
-        const Value r = sigmoid(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0)));
-        const Value z = sigmoid(b.binary(BO::Addition, gate(gi, 1), gate(gh, 1)));
-        const Value nn = tanh(b.binary(BO::Addition, gate(gi, 2), b.binary(BO::Multiplication, r, gate(gh, 2))));
+        const Value r = sigmoid(cl(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0))));
+        const Value z = sigmoid(cl(b.binary(BO::Addition, gate(gi, 1), gate(gh, 1))));
+        const Value hn = rnn_lbr0(n) ? fully_connected(b, b.binary(BO::Multiplication, r, h), wn, bn)
+                                     : b.binary(BO::Multiplication, r, gate(gh, 2));
+        const Value nn = tanh(cl(b.binary(BO::Addition, gate(gi, 2), hn)));
         h = b.binary(BO::Addition, nn, b.binary(BO::Multiplication, z, b.binary(BO::Subtraction, h, nn)));
       }
       steps[static_cast<size_t>(t)] = b.reshape(h, Shape{N, 1, H});

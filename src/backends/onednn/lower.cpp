@@ -337,11 +337,13 @@ RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a) {
   g.h = core::attr_i(a, "hidden_size");
   g.seq = core::attr_i(a, "return_sequences") == 1;
   g.gru = op == "gru";
+  // linear_before_reset 1 is lbr_gru (a fourth bias block for b_hn), 0 the gru primitive.
+  g.lbr = g.gru && core::attr_i(a, "linear_before_reset") == 1;
   g.reverse = ops::rnn_walks_back(a, 0);  // bidirectional layers are refused (node_support)
   // simple_rnn's activations (tanh, relu, sigmoid) are catalogue operators of one eltwise step each.
   if (op == "simple_rnn") g.activation = eltwise_chain(core::attr_s(a, "activation"), {})->front().alg;
   g.gates = op == "simple_rnn" ? 1 : op == "lstm" ? 4 : 3;
-  g.bias_gates = g.gru ? 4 : g.gates;
+  g.bias_gates = g.lbr ? 4 : g.gates;
   // oneDNN's GRU order is (u, r, o) = PyTorch (z, r, n); vanilla and LSTM match PyTorch.
   g.perm = g.gru ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0, 1, 2, 3};
   g.perm.resize(static_cast<size_t>(g.gates));
@@ -381,6 +383,10 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
   if (is_rnn(n.op) && ops::rnn_directions(n.attrs) == 2)
     return Support::no("Quorum lowers oneDNN's unidirectional RNN primitives (left2right, right2left); "
                        "bidirectional_concat, with weights [1, 2, in, G, H], is not lowered");
+  if (is_rnn(n.op) && core::attr_f(n.attrs, "clip") > 0)
+    return Support::no("oneDNN 2.6's RNN primitives have no cell clip (ONNX clip)");
+  if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
+    return Support::no("oneDNN 2.6's lstm has no coupled input and forget gates (ONNX input_forget)");
   return Support::yes();
 }
 
@@ -857,7 +863,8 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
   calls_.push_back(std::string("rnn ") + name(p) + " " + g.op + " N" + std::to_string(g.n) + " T" +
                    std::to_string(g.t) + " F" + std::to_string(g.f) + " H" + std::to_string(g.h) + " G" +
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
-                   std::to_string(g.seq) + " gru " + std::to_string(g.gru) + (g.reverse ? " reverse " : " ") +
+                   std::to_string(g.seq) + " gru " + std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") +
+                   (g.reverse ? " reverse " : " ") +
                    (g.op == "simple_rnn" ? std::string(name(g.activation)) + " " : "") + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
 }
@@ -936,7 +943,7 @@ void RecordingSink::rnn_backward(const RnnGeo& g, const std::vector<std::string>
   calls_.push_back("rnn_backward " + g.op + " N" + std::to_string(g.n) + " T" + std::to_string(g.t) + " F" +
                    std::to_string(g.f) + " H" + std::to_string(g.h) + " G" + std::to_string(g.gates) + " BG" +
                    std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " + std::to_string(g.seq) + " gru " +
-                   std::to_string(g.gru) + " " + fmt(grads) + " = " + fmt(in) + " " + dy);
+                   std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") + " " + fmt(grads) + " = " + fmt(in) + " " + dy);
   inner_.rnn_backward(g, in, dy, grads);
 }
 

@@ -161,6 +161,7 @@ struct RnnGeo {
   int64_t n = 0, t = 0, f = 0, h = 0, gates = 1, bias_gates = 1;
   std::vector<int64_t> perm;
   bool seq = false, gru = false;
+  bool lbr = false;      // GRU linear_before_reset 1: lbr_gru, b_hn in a fourth bias block; 0: gru
   bool reverse = false;  // ONNX direction reverse: unidirectional_right2left, final state at time 0
   Alg activation = Alg::eltwise_tanh;  // vanilla RNN's: eltwise_chain of simple_rnn's activation (one step)
 };

@@ -1,6 +1,6 @@
 // simple_rnn, lstm and gru (PyTorch semantics, batch-first, zero initial state, one layer, one
 // direction: left to right, or right to left for ONNX's reverse) on oneDNN's vanilla_rnn (tanh, relu
-// or logistic), lstm and lbr_gru primitives, forward and backward: the lowering (lower.cpp) decides
+// or logistic), lstm, lbr_gru and (ONNX linear_before_reset 0) gru primitives, forward and backward: the lowering (lower.cpp) decides
 // the geometry (sizes, gate order `perm`, GRU's fourth bias block) and emits one rnn / rnn_backward step;
 // the backend's sink (ExecSink::rnn / rnn_backward, here) carries it out, as the reproducer's rnn_fwd /
 // rnn_bwd helpers do:
@@ -10,7 +10,8 @@
 //    (z, r, n), so gate blocks are permuted with per-gate strided reorders.
 //  - oneDNN has one bias per gate, added once: b = b_ih + b_hh. Linear-before-reset GRU (PyTorch's
 //    n = tanh(W_in x + b_in + r * (W_hn h + b_hn))) has a fourth bias block for b_hn, so
-//    bias = [b_iz+b_hz, b_ir+b_hr, b_in, b_hn].
+//    bias = [b_iz+b_hz, b_ir+b_hr, b_in, b_hn]. The other GRU (n = tanh(W_in x + W_hn (r * h) + b_in
+//    + b_hn)) has three blocks, each b_ih + b_hh.
 //  - Backward accumulates into diff weights/bias, so those start zeroed; d b_ih and d b_hh are both
 //    the library's diff_bias (GRU: the n gate's halves come from the third and fourth blocks).
 #include "backends/onednn/onednn_sink.h"
@@ -18,9 +19,11 @@
 namespace quorum::backends::onednn {
 namespace {
 
-enum class Cell { Rnn, Lstm, Gru };
+enum class Cell { Rnn, Lstm, Gru, LbrGru };
 
-Cell cell_of(const std::string& op) { return op == "lstm" ? Cell::Lstm : op == "gru" ? Cell::Gru : Cell::Rnn; }
+Cell cell_of(const lw::RnnGeo& g) {
+  return g.op == "lstm" ? Cell::Lstm : !g.gru ? Cell::Rnn : g.lbr ? Cell::LbrGru : Cell::Gru;
+}
 
 // oneDNN documents an empty src_iter descriptor as "zero initial state". With it, 2.6.3's vanilla
 // RNN and LSTM backward compute diff_weights_iter from h_t instead of h_{t-1} (possible library
@@ -42,7 +45,7 @@ struct RnnMds {
 };
 
 std::string rnn_key(const lw::RnnGeo& g) {
-  return Key() << static_cast<int>(cell_of(g.op)) << g.t << g.n << g.f << g.h << g.reverse
+  return Key() << static_cast<int>(cell_of(g)) << g.t << g.n << g.f << g.h << g.reverse
                << static_cast<int>(g.activation);
 }
 
@@ -90,10 +93,10 @@ Buf combined_bias(const lw::RnnGeo& g, const Buf& b_ih, const Buf& b_hh) {
   for (int64_t k = 0; k < g.gates; ++k) {
     const int64_t p = g.perm[static_cast<size_t>(k)];
     // GRU's n gate keeps its input half here and its hidden half in block 3.
-    const Buf& src = g.gru && k == 2 ? b_ih : sum;
+    const Buf& src = g.lbr && k == 2 ? b_ih : sum;
     copy_block(src.ptr() + p * g.h, out.ptr() + k * g.h, g.h);
   }
-  if (g.gru) copy_block(b_hh.ptr() + 2 * g.h, out.ptr() + 3 * g.h, g.h);
+  if (g.lbr) copy_block(b_hh.ptr() + 2 * g.h, out.ptr() + 3 * g.h, g.h);
   return out;
 }
 
@@ -117,7 +120,7 @@ PrimRef rnn_fwd_prim(const lw::RnnGeo& g, prop_kind prop) {
   const memory::desc wl = any_md({1, 1, g.f, g.gates, g.h}), wi = any_md({1, 1, g.h, g.gates, g.h});
   const std::string key = Key() << rnn_key(g) << static_cast<int>(prop);
   const auto dir = direction(g);
-  switch (cell_of(g.op)) {
+  switch (cell_of(g)) {
     case Cell::Rnn: {
       const auto& c = cached<dnnl::vanilla_rnn_forward::primitive_desc>(key, [&] {
         dnnl::vanilla_rnn_forward::desc d(prop, to_dnnl(g.activation), dir, src, iter, wl, wi, bias, dst, none);
@@ -129,6 +132,13 @@ PrimRef rnn_fwd_prim(const lw::RnnGeo& g, prop_kind prop) {
       const auto& c = cached<dnnl::lstm_forward::primitive_desc>(key, [&] {
         dnnl::lstm_forward::desc d(prop, dir, src, iter, iter, wl, wi, bias, dst, none, none);
         return dnnl::lstm_forward::primitive_desc(d, cpu_engine());
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+    case Cell::Gru: {
+      const auto& c = cached<dnnl::gru_forward::primitive_desc>(key, [&] {
+        dnnl::gru_forward::desc d(prop, dir, src, iter, wl, wi, bias, dst, none);
+        return dnnl::gru_forward::primitive_desc(d, cpu_engine());
       });
       return PrimRef{c.prim, {c.pd}};
     }
@@ -151,7 +161,7 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
   // (oneDNN 2.6's rnn_primitive_desc_base calls reset_with_clone), so the temporary owns only its copy.
   const auto& fwd_c = hint.p;
   const std::string key = rnn_key(g);
-  switch (cell_of(g.op)) {
+  switch (cell_of(g)) {
     case Cell::Rnn: {
       const auto& c = cached<dnnl::vanilla_rnn_backward::primitive_desc>(key, [&] {
         dnnl::vanilla_rnn_backward::desc d(prop_kind::backward, to_dnnl(g.activation), dir, src, iter, wl, wi, bias,
@@ -166,6 +176,14 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
         dnnl::lstm_backward::desc d(prop_kind::backward, dir, src, iter, iter, wl, wi, bias, dst, none, none, src,
                                     iter, iter, wl, wi, bias, dst, none, none);
         return dnnl::lstm_backward::primitive_desc(d, cpu_engine(), dnnl::lstm_forward::primitive_desc(fwd_c.get()));
+      });
+      return PrimRef{c.prim, {c.pd}};
+    }
+    case Cell::Gru: {
+      const auto& c = cached<dnnl::gru_backward::primitive_desc>(key, [&] {
+        dnnl::gru_backward::desc d(prop_kind::backward, dir, src, iter, wl, wi, bias, dst, none, src, iter, wl, wi,
+                                   bias, dst, none);
+        return dnnl::gru_backward::primitive_desc(d, cpu_engine(), dnnl::gru_forward::primitive_desc(fwd_c.get()));
       });
       return PrimRef{c.prim, {c.pd}};
     }
@@ -220,7 +238,7 @@ void ExecSink::rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::strin
   const Buf zeros(Shape{g.n, g.h});
   if (kExplicitZeroState) {
     args[DNNL_ARG_SRC_ITER] = mem(md.iter, zeros.ptr());
-    if (cell_of(g.op) == Cell::Lstm) args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, zeros.ptr());
+    if (cell_of(g) == Cell::Lstm) args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, zeros.ptr());
   }
   run(f.prim, args);
   // y: [N, T, H] (return_sequences) or the last step [N, H].
@@ -269,7 +287,7 @@ void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>&
   if (kExplicitZeroState) {
     args[DNNL_ARG_SRC_ITER] = mem(md.iter, zeros.ptr());
     args[DNNL_ARG_DIFF_SRC_ITER] = mem(md.iter, diff_h0.ptr());
-    if (cell_of(g.op) == Cell::Lstm) {
+    if (cell_of(g) == Cell::Lstm) {
       args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, zeros.ptr());
       args[DNNL_ARG_DIFF_SRC_ITER_C] = mem(md.iter, diff_c0.ptr());
     }
@@ -285,7 +303,7 @@ void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>&
     const int64_t p = g.perm[static_cast<size_t>(k)];
     copy_block(diff_bias.ptr() + k * g.h, gb_ih.ptr() + p * g.h, g.h);
     // GRU's n gate: the hidden half has its own block (index 3).
-    const int64_t hk = g.gru && k == 2 ? 3 : k;
+    const int64_t hk = g.lbr && k == 2 ? 3 : k;
     copy_block(diff_bias.ptr() + hk * g.h, gb_hh.ptr() + p * g.h, g.h);
   }
   put(grads.at(3), std::move(gb_ih));

@@ -544,7 +544,7 @@ struct Rnn {
   int64_t N, T, F, H, G, BG;
   std::vector<int64_t> perm;  // oneDNN gate k holds PyTorch gate perm[k]
   bool seq;                   // return_sequences
-  bool gru;
+  bool lbr;                   // linear-before-reset GRU: b_hn in a fourth bias block
   bool rev;                   // ONNX direction reverse: right to left, the final state at time 0
 };
 static const memory::desc none;
@@ -595,9 +595,9 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
     for (int64_t h = 0; h < r.H; ++h) {
       const size_t p = (size_t)(r.perm[k] * r.H + h);
       // GRU's n gate keeps its input half here and its hidden half in block 3 (linear-before-reset).
-      s.bias[(size_t)(k * r.H + h)] = r.gru && k == 2 ? b_ih[p] : b_ih[p] + b_hh[p];
+      s.bias[(size_t)(k * r.H + h)] = r.lbr && k == 2 ? b_ih[p] : b_ih[p] + b_hh[p];
     }
-  if (r.gru)
+  if (r.lbr)
     for (int64_t h = 0; h < r.H; ++h) s.bias[(size_t)(3 * r.H + h)] = b_hh[(size_t)(2 * r.H + h)];
   s.dst.assign((size_t)(r.T * r.N * r.H), 0.0f);
   std::unordered_map<int, memory> args{
@@ -674,7 +674,7 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
   g.db_hh.assign((size_t)(r.G * r.H), 0.0f);
   for (int64_t k = 0; k < r.G; ++k)
     for (int64_t h = 0; h < r.H; ++h) {
-      const int64_t hk = r.gru && k == 2 ? 3 : k;  // GRU's n gate: the hidden half is block 3
+      const int64_t hk = r.lbr && k == 2 ? 3 : k;  // GRU's n gate: the hidden half is block 3
       g.db_ih[(size_t)(r.perm[k] * r.H + h)] = diff_bias[(size_t)(k * r.H + h)];
       g.db_hh[(size_t)(r.perm[k] * r.H + h)] = diff_bias[(size_t)(hk * r.H + h)];
     }
@@ -1465,7 +1465,8 @@ class Gen : public lw::StepSink {
     return name;
   }
   std::string rnn_decl(const lw::RnnGeo& g) {
-    const std::string activation = alg(g.activation);
+    // The GRU of ONNX's linear_before_reset 0 is another primitive (gru, not lbr_gru).
+    const std::string activation = g.gru && !g.lbr ? "gru" : alg(g.activation);
     if (!rnn_op_.empty() && (rnn_op_ != g.op || rnn_activation_ != activation))
       throw ReproUnsupported("a model with two different recurrent operators (" + rnn_op_ + " " + rnn_activation_ +
                              ", " + g.op + " " + activation + ")");
@@ -1475,7 +1476,7 @@ class Gen : public lw::StepSink {
     lines_.push_back("  const Rnn " + name + "{" + std::to_string(g.n) + ", " + std::to_string(g.t) + ", " +
                      std::to_string(g.f) + ", " + std::to_string(g.h) + ", " + std::to_string(g.gates) + ", " +
                      std::to_string(g.bias_gates) + ", " + dims(g.perm) + ", " + (g.seq ? "true" : "false") + ", " +
-                     (g.gru ? "true" : "false") + ", " + (g.reverse ? "true" : "false") + "};\n");
+                     (g.lbr ? "true" : "false") + ", " + (g.reverse ? "true" : "false") + "};\n");
     need("rnn");
     return name;
   }
@@ -1690,6 +1691,12 @@ ReproProgram Gen::write(const std::string& dir) {
         fargs = "prop, dir, src, none, none, wl, wi, bias, dst, none, none";
         bargs = "prop_kind::backward, dir, src, none, none, wl, wi, bias, dst, none, none, src, none, none, wl, wi, "
                 "bias, dst, none, none";
+      } else if (rnn_activation_ == "gru") {
+        fwd = "gru_forward";
+        bwd = "gru_backward";
+        fargs = "prop, dir, src, none, wl, wi, bias, dst, none";
+        bargs = "prop_kind::backward, dir, src, none, wl, wi, bias, dst, none, src, none, wl, wi, bias, dst, none";
+        note = " (GRU: n = tanh(W_in x + W_hn (r * h) + b), three blocks,\n// oneDNN gate order (u, r, o) = PyTorch (z, r, n))";
       } else {
         fwd = "lbr_gru_forward";
         bwd = "lbr_gru_backward";

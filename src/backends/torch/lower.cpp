@@ -824,6 +824,12 @@ Support support(const ir::Graph& g, const ir::Node& n) {
   if (!has_lowering(n.op)) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
   if (n.op == "simple_rnn" && core::attr_s(n.attrs, "activation") == "sigmoid")
     return Support::no("torch.nn.RNN's nonlinearity is tanh or relu (at::rnn_tanh, at::rnn_relu): no sigmoid");
+  if (n.attrs.count("clip") && core::attr_f(n.attrs, "clip") > 0)
+    return Support::no("torch.nn's recurrent layers have no cell clip (ONNX clip)");
+  if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
+    return Support::no("torch.nn.LSTM has no coupled input and forget gates (ONNX input_forget)");
+  if (n.op == "gru" && core::attr_i(n.attrs, "linear_before_reset") == 0)
+    return Support::no("torch.nn.GRU applies the reset gate after W_hn (linear_before_reset=1 only)");
   if (is_resize(n.op)) {
     const auto [h, w] = resize_plan(g, n);
     if (h.kernel == Kernel::None) return Support::no(h.why + " (height)");

@@ -1,0 +1,221 @@
+// ONNX's recurrent cell options: `clip` (each gate's pre-activation clamped to [-clip, clip] before its
+// activation), LSTM's `input_forget` (f = 1 - i) and GRU's `linear_before_reset` 0 (n = tanh(W_in x +
+// b_in + W_hn (r * h) + b_hn)). The kernel is checked against ONNX's equations written out here step by
+// step, the export against its own read-back at three opsets, and the signature key against the default
+// rule's (an option in its default state leaves a finding's signature as it was). Gradients are checked
+// against finite differences by GradCheckWidened (gradcheck_test.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/rng.h"
+#include "ir/graph.h"
+#include "ir/onnx_io.h"
+#include "ops/registry.h"
+#include "oracle/judge_util.h"
+#include "ref/interpreter.h"
+
+namespace quorum::ops {
+namespace {
+
+constexpr int64_t kN = 2, kT = 4, kF = 3, kH = 2;
+
+int64_t gates(const std::string& op) { return op == "lstm" ? 4 : op == "gru" ? 3 : 1; }
+
+Tensor filled(const core::Shape& s, double phase, double scale) {
+  Tensor t(core::DType::F64, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = scale * std::sin(1.3 * static_cast<double>(i) + phase);
+  return t;
+}
+
+struct Layer {
+  std::string op;
+  Tensor x, w_ih, w_hh, b_ih, b_hh;
+  Tensor run(const core::Attrs& extra) const {
+    const OpSpec& spec = ops::op(op);
+    core::Attrs a = {{"hidden_size", kH}};
+    for (const auto& [k, v] : extra) a[k] = v;
+    return spec.forward({&x, &w_ih, &w_hh, &b_ih, &b_hh}, canonical_attrs(spec, a))[0];
+  }
+};
+
+// Large weights, so a clip of 1 holds many pre-activations at its bounds.
+Layer layer(const std::string& op) {
+  const int64_t rows = gates(op) * kH;
+  return {op, filled({kN, kT, kF}, 0.1, 1.5), filled({rows, kF}, 0.7, 2.0), filled({rows, kH}, 1.9, 2.0),
+          filled({rows}, 2.3, 1.0), filled({rows}, 3.1, 1.0)};
+}
+
+double sig(double v) { return 1 / (1 + std::exp(-v)); }
+
+// Row j of W [rows, k] times v, plus b_j.
+double affine(const Tensor& w, const Tensor& b, int64_t j, const std::vector<double>& v) {
+  double s = b.f64()[j];
+  for (size_t q = 0; q < v.size(); ++q) s += w.f64()[j * static_cast<int64_t>(v.size()) + static_cast<int64_t>(q)] * v[q];
+  return s;
+}
+
+std::vector<double> step_x(const Tensor& x, int64_t b, int64_t t) {
+  return {x.f64() + (b * kT + t) * kF, x.f64() + (b * kT + t + 1) * kF};
+}
+
+TEST(RnnCellOptions, AClippedCoupledLstmFollowsOnnxsEquations) {
+  const Layer l = layer("lstm");
+  for (double clip : {0.0, 1.0})
+    for (int64_t coupled : {0, 1}) {
+      SCOPED_TRACE("clip " + std::to_string(clip) + " input_forget " + std::to_string(coupled));
+      const Tensor y = l.run({{"clip", clip}, {"input_forget", coupled}});
+      auto cl = [clip](double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
+      for (int64_t b = 0; b < kN; ++b) {
+        std::vector<double> h(kH, 0.0), c(kH, 0.0);
+        for (int64_t t = 0; t < kT; ++t) {
+          const std::vector<double> xt = step_x(l.x, b, t);
+          std::vector<double> hn(kH), cn(kH);
+          for (int64_t j = 0; j < kH; ++j) {
+            auto pre = [&](int64_t gate) {
+              return affine(l.w_ih, l.b_ih, gate * kH + j, xt) + affine(l.w_hh, l.b_hh, gate * kH + j, h);
+            };
+            const double i = sig(cl(pre(0))), f = coupled ? 1 - i : sig(cl(pre(1))), g = std::tanh(cl(pre(2))),
+                         o = sig(cl(pre(3)));
+            const auto uj = static_cast<size_t>(j);
+            cn[uj] = f * c[uj] + i * g;
+            hn[uj] = o * std::tanh(cn[uj]);
+            EXPECT_NEAR(y.f64()[(b * kT + t) * kH + j], hn[uj], 1e-12) << "row " << b << " step " << t;
+          }
+          h = hn;
+          c = cn;
+        }
+      }
+    }
+}
+
+TEST(RnnCellOptions, AGruWithTheResetBeforeItsLinearStepFollowsOnnxsEquations) {
+  const Layer l = layer("gru");
+  for (double clip : {0.0, 0.5})
+    for (int64_t lbr : {0, 1}) {
+      SCOPED_TRACE("clip " + std::to_string(clip) + " linear_before_reset " + std::to_string(lbr));
+      const Tensor y = l.run({{"clip", clip}, {"linear_before_reset", lbr}});
+      auto cl = [clip](double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
+      for (int64_t b = 0; b < kN; ++b) {
+        std::vector<double> h(kH, 0.0);
+        for (int64_t t = 0; t < kT; ++t) {
+          const std::vector<double> xt = step_x(l.x, b, t);
+          std::vector<double> r(kH), z(kH), rh(kH), hn(kH);
+          for (int64_t j = 0; j < kH; ++j) {
+            const auto uj = static_cast<size_t>(j);
+            r[uj] = sig(cl(affine(l.w_ih, l.b_ih, j, xt) + affine(l.w_hh, l.b_hh, j, h)));
+            z[uj] = sig(cl(affine(l.w_ih, l.b_ih, kH + j, xt) + affine(l.w_hh, l.b_hh, kH + j, h)));
+            rh[uj] = r[uj] * h[uj];
+          }
+          for (int64_t j = 0; j < kH; ++j) {
+            const auto uj = static_cast<size_t>(j);
+            const double hidden = lbr ? r[uj] * affine(l.w_hh, l.b_hh, 2 * kH + j, h)
+                                      : affine(l.w_hh, l.b_hh, 2 * kH + j, rh);
+            const double n = std::tanh(cl(affine(l.w_ih, l.b_ih, 2 * kH + j, xt) + hidden));
+            hn[uj] = (1 - z[uj]) * n + z[uj] * h[uj];
+            EXPECT_NEAR(y.f64()[(b * kT + t) * kH + j], hn[uj], 1e-12) << "row " << b << " step " << t;
+          }
+          h = hn;
+        }
+      }
+    }
+}
+
+TEST(RnnCellOptions, EachOptionChangesTheLayerAndAClipAboveEveryPreActivationDoesNot) {
+  for (const char* op : {"simple_rnn", "lstm", "gru"}) {
+    SCOPED_TRACE(op);
+    const Layer l = layer(op);
+    const std::vector<double> plain = [&] {
+      const Tensor y = l.run({});
+      return std::vector<double>(y.f64(), y.f64() + y.numel());
+    }();
+    auto values = [&](const core::Attrs& a) {
+      const Tensor y = l.run(a);
+      return std::vector<double>(y.f64(), y.f64() + y.numel());
+    };
+    EXPECT_EQ(values({{"clip", 1000.0}}), plain);
+    EXPECT_NE(values({{"clip", 0.25}}), plain);
+    if (std::string(op) == "lstm") {
+      EXPECT_NE(values({{"input_forget", int64_t{1}}}), plain);
+    }
+    if (std::string(op) == "gru") {
+      EXPECT_NE(values({{"linear_before_reset", int64_t{0}}}), plain);
+    }
+  }
+}
+
+TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
+  const std::vector<std::pair<std::string, core::Attrs>> cases = {
+      {"lstm", {{"clip", 1.5}, {"input_forget", int64_t{1}}}},
+      {"lstm", {{"clip", 0.5}, {"direction", std::string("reverse")}}},
+      {"gru", {{"linear_before_reset", int64_t{0}}}},
+      {"gru", {{"linear_before_reset", int64_t{0}}, {"clip", 3.0}, {"direction", std::string("bidirectional")}}},
+      {"simple_rnn", {{"clip", 0.25}, {"activation", std::string("relu")}}},
+  };
+  for (const auto& [op, extra] : cases) {
+    SCOPED_TRACE(op + " " + core::to_string(extra));
+    const int64_t dirs = extra.count("direction") && core::attr_s(extra, "direction") == "bidirectional" ? 2 : 1;
+    Layer l = layer(op);
+    auto stack = [dirs](const Tensor& w) {
+      core::Shape s = w.shape();
+      s[0] *= dirs;
+      Tensor out(core::DType::F64, s);
+      for (int64_t i = 0; i < out.numel(); ++i) out.f64()[i] = w.f64()[i % w.numel()] * (i < w.numel() ? 1 : -0.5);
+      return out;
+    };
+    ir::Graph g;
+    g.inputs.push_back({"x", l.x.type()});
+    g.initializers = {{"w_ih", stack(l.w_ih)}, {"w_hh", stack(l.w_hh)}, {"b_ih", stack(l.b_ih)},
+                      {"b_hh", stack(l.b_hh)}};
+    core::Attrs attrs = {{"hidden_size", kH}};
+    for (const auto& [k, v] : extra) attrs[k] = v;
+    g.nodes.push_back({"r", op, {"x", "w_ih", "w_hh", "b_ih", "b_hh"}, {"y"}, canonical_attrs(ops::op(op), attrs)});
+    g.outputs = {"y"};
+    ir::validate(g, "rnn cell options");
+    const Tensor want = ref::forward(g, {{"x", l.x}}).at("y");
+    for (int opset : {11, 13, 17}) {
+      const ir::Graph back = ir::graph_from_onnx(ir::graph_to_onnx(g, ir::OnnxForm{opset, 0}).bytes, "round trip");
+      const Tensor got = ref::forward(back, {{"x", l.x}}).at(back.outputs[0]);
+      ASSERT_EQ(got.numel(), want.numel());
+      EXPECT_EQ(std::vector<double>(got.f64(), got.f64() + got.numel()),
+                std::vector<double>(want.f64(), want.f64() + want.numel()))
+          << "opset " << opset;
+    }
+  }
+}
+
+// An option in its default state leaves a finding's signature as the default rule's; a used one
+// names itself (clip="given", input_forget=1, linear_before_reset=0).
+TEST(RnnCellOptions, OnlyAUsedOptionEntersTheSignature) {
+  auto key = [](const std::string& op, const core::Attrs& extra) {
+    core::Attrs a = {{"hidden_size", int64_t{2}}};
+    for (const auto& [k, v] : extra) a[k] = v;
+    const ir::Node n{"r", op, {"x", "w_ih", "w_hh", "b_ih", "b_hh"}, {"y"}, canonical_attrs(ops::op(op), a)};
+    return oracle::detail::key_params(n);
+  };
+  EXPECT_EQ(key("gru", {}), "{direction=\"forward\", return_sequences=1}");
+  EXPECT_EQ(key("lstm", {{"input_forget", int64_t{0}}, {"clip", 0.0}}), "{direction=\"forward\", return_sequences=1}");
+  EXPECT_EQ(key("gru", {{"linear_before_reset", int64_t{0}}}),
+            "{direction=\"forward\", linear_before_reset=0, return_sequences=1}");
+  EXPECT_EQ(key("lstm", {{"input_forget", int64_t{1}}, {"clip", 0.5}}),
+            "{clip=\"given\", direction=\"forward\", input_forget=1, return_sequences=1}");
+}
+
+TEST(RnnCellOptions, TheSamplerDrawsEveryOption) {
+  core::Rng rng(5);
+  std::map<std::string, int> seen;
+  for (int k = 0; k < 300; ++k) {
+    const Case l = op("lstm").sample(rng), g = op("gru").sample(rng);
+    if (core::attr_f(canonical_attrs(op("lstm"), l.attrs), "clip") > 0) ++seen["clip"];
+    if (core::attr_i(l.attrs, "input_forget") == 1) ++seen["input_forget"];
+    if (core::attr_i(g.attrs, "linear_before_reset") == 0) ++seen["lbr0"];
+  }
+  EXPECT_GT(seen["clip"], 30);
+  EXPECT_GT(seen["input_forget"], 30);
+  EXPECT_GT(seen["lbr0"], 80);
+}
+
+}  // namespace
+}  // namespace quorum::ops
