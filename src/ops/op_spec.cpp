@@ -34,11 +34,7 @@ double moved_sum(double sum, double magnitude, int64_t terms, bool moves, int la
     return std::nan("");
   const double r = rounded(sum);
   if (!g_stored || !moves || !std::isfinite(r)) return r;
-  // Each term's float32 rounding is relative down to FLT_MIN and absolute below it (half the smallest
-  // subnormal, 2^-150): a sum of products in the subnormal range moves by that much per term whatever
-  // the magnitude (seed 10371: 1.4e-45 * -0.505 rounds to -1.4e-45, so 1.4e-45 plus it is 0 in float32
-  // where it is 6.9e-46 exactly, and a ReLU after it is at its kink).
-  return r + draw(lane) * sum_units(terms) * (g_stored->unit * magnitude + 0x1p-150);
+  return r + draw(lane) * sum_units(terms) * g_stored->unit * magnitude;
 }
 }  // namespace
 

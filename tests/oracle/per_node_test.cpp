@@ -227,6 +227,40 @@ TEST(PerNode, ASaturatedGateThatFloat32StoresAsOneIsNotAFinding) {
   EXPECT_EQ(found[0].op, "simple_rnn");
 }
 
+// Seed 10371's ReLU cell (libtorch and oneDNN, training): x_0 = {-0, -0.505}, w_ih = {0.2046, 1.4e-45},
+// b_ih = 1.4e-45, so the exact pre-activation is 6.9e-46 and float32's is 0 (at the kink: no gradient
+// through step 0); w_hh = FLT_MAX makes the state gradient w_hh * dpre_1 pass FLT_MAX. The exact input
+// gradient 7e40 is inf in float32 while a float32 evaluation gives 0, and dW_hh's step-0 term is that
+// overflowed state gradient times the zero initial state: NaN. Neither is a finding; a wrong gradient
+// of the second step (before the overflow) still is.
+TEST(PerNode, AReluCellsGradientAtAFloat32KinkAndPastFloat32sRangeIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 2]}], "outputs": ["h"],
+    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 2], "data": [0.20460916, 1e-45]},
+                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [3.4028235e38]},
+                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [1e-45]},
+                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
+    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
+               "attrs": {"hidden_size": 1, "return_sequences": 1, "activation": "relu"}}]})",
+                                          "relu_cell");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2, 2}, {-0.0, -0.50508046, 0, 0})}},
+               core::Tensor::f64({1, 2, 1}, {0.4, -500}));
+  BackendRun a = c.run("A");
+  a.values["h"].f64()[0] = 0;  // float32's relu(1.4e-45 - 1.4e-45)
+  ASSERT_GT(std::abs(a.grads["x"].f64()[0]), 1e40);
+  a.grads["x"].f64()[0] = a.grads["x"].f64()[1] = 0;
+  a.grads["wi"].f64()[0] = a.grads["wi"].f64()[1] = 0;
+  a.grads["wh"].f64()[0] = NAN;
+  a.grads["bi"].f64()[0] = a.grads["bh"].f64()[0] = a.grads["h"].f64()[1];
+  const std::vector<Finding> none = c.judge_runs({c.run("ref"), a});
+  for (const auto& f : none) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[2] *= 2;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].op, "simple_rnn");
+  EXPECT_EQ(found[0].stage, Stage::Backward);
+}
+
 // An intermediate that overflows float32 although the result fits: hardswish computed as
 // x * relu6(x + 3) / 6 (libtorch) gives inf for x = 1.4458e38 (x * 6 > FLT_MAX), where the kernel
 // gives x. The catalogue marks that product stored, so inf there is float32's; NaN or inf at an
