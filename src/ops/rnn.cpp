@@ -56,6 +56,7 @@ struct Cfg {
   double clip;    // 0: none; else each gate's pre-activation clamped to [-clip, clip] (a NaN stays NaN)
   bool coupled;   // LSTM input_forget: f = 1 - i (the forget gate's own rows unused)
   bool lbr;       // GRU linear_before_reset: 1 (PyTorch) r * (W_hn h + b_hn); 0: W_hn (r * h) + b_hn
+  bool peep;      // LSTM peepholes: p [D*3*H] (i, f, o) adds p_i * c and p_f * c to i and f, p_o * c' to o
   double cl(double x) const { return clip > 0 && !std::isnan(x) ? std::clamp(x, -clip, clip) : x; }
   // d cl(x) / dx: 0 where the clamp holds x at a bound (strictly outside it), 1 elsewhere.
   double cl_grad(double x) const { return clip > 0 && (x > clip || x < -clip) ? 0.0 : 1.0; }
@@ -65,7 +66,8 @@ struct Cfg {
 Cfg cfg_of(Cell k, const Attrs& a) {
   return Cfg{k, act_of(a), a.count("clip") ? core::attr_f(a, "clip") : 0.0,
              k == Cell::Lstm && a.count("input_forget") && core::attr_i(a, "input_forget") == 1,
-             k != Cell::Gru || !a.count("linear_before_reset") || core::attr_i(a, "linear_before_reset") == 1};
+             k != Cell::Gru || !a.count("linear_before_reset") || core::attr_i(a, "linear_before_reset") == 1,
+             k == Cell::Lstm && a.count("peepholes") && core::attr_i(a, "peepholes") == 1};
 }
 
 // GRU's reset gate r_j of one step.
@@ -74,20 +76,21 @@ double gru_reset(const Cfg& c, const double* gi, const double* gh, int64_t j) {
 }
 
 // One step of one batch row. gi, gh hold G*H pre-activations (GRU with linear_before_reset 0: gh's n
-// rows are W_hn (r * h) + b_hn); c is used by the LSTM only.
+// rows are W_hn (r * h) + b_hn); c and p (the direction's peepholes, null without) are the LSTM's.
 void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh, const double* h_prev,
-                  const double* c_prev, double* h, double* c) {
+                  const double* c_prev, const double* p, double* h, double* c) {
   for (int64_t j = 0; j < hs; ++j) {
     switch (cf.k) {
       case Cell::Rnn:
         h[j] = stored(activate(cf.act, cf.cl(gi[j] + gh[j])));
         break;
       case Cell::Lstm: {
-        const double i = stored(sigmoid(cf.cl(gi[j] + gh[j])));
-        const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(gi[hs + j] + gh[hs + j])));
+        const double i = stored(sigmoid(cf.cl(gi[j] + gh[j] + (p ? p[j] * c_prev[j] : 0.0))));
+        const double f = cf.coupled ? stored(1.0 - i)
+                                    : stored(sigmoid(cf.cl(gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : 0.0))));
         const double g = stored(std::tanh(cf.cl(gi[2 * hs + j] + gh[2 * hs + j])));
-        const double o = stored(sigmoid(cf.cl(gi[3 * hs + j] + gh[3 * hs + j])));
         c[j] = stored(f * c_prev[j] + i * g);
+        const double o = stored(sigmoid(cf.cl(gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c[j] : 0.0))));
         h[j] = stored(o * stored(std::tanh(c[j])));
         break;
       }
@@ -109,8 +112,8 @@ void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh,
 // the part of dL/dh_prev that bypasses W_hh (GRU's z*h term) and dL/dc_prev. A GRU with
 // linear_before_reset 0 leaves its reset gate's rows 0 here: they need W_hn (rnn_vjp_direction).
 void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh, const double* h_prev,
-                   const double* c_prev, const double* dh, const double* dc, double* dgi, double* dgh,
-                   double* dh_direct, double* dc_prev) {
+                   const double* c_prev, const double* p, const double* dh, const double* dc, double* dgi,
+                   double* dgh, double* dh_direct, double* dc_prev, double* dp) {
   for (int64_t j = 0; j < hs; ++j) {
     dh_direct[j] = 0;
     dc_prev[j] = 0;
@@ -122,21 +125,33 @@ void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh
         break;
       }
       case Cell::Lstm: {
-        const double pi = gi[j] + gh[j], pf = gi[hs + j] + gh[hs + j], pg = gi[2 * hs + j] + gh[2 * hs + j],
-                     po = gi[3 * hs + j] + gh[3 * hs + j];
+        const double pi = gi[j] + gh[j] + (p ? p[j] * c_prev[j] : 0.0),
+                     pf = gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : 0.0),
+                     pg = gi[2 * hs + j] + gh[2 * hs + j];
         const double i = stored(sigmoid(cf.cl(pi)));
         const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(pf)));
         const double g = stored(std::tanh(cf.cl(pg)));
+        const double c = stored(f * c_prev[j] + i * g);
+        const double po = gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c : 0.0);
         const double o = stored(sigmoid(cf.cl(po)));
-        const double tc = stored(std::tanh(stored(f * c_prev[j] + i * g)));
-        const double dct = dc[j] + dh[j] * o * (1.0 - tc * tc);
+        const double tc = stored(std::tanh(c));
+        const double dpo = dh[j] * tc * o * (1.0 - o) * cf.cl_grad(po);
+        // The output gate's peephole reads the new cell state: its gradient flows into c too.
+        const double dct = dc[j] + dh[j] * o * (1.0 - tc * tc) + (p ? dpo * p[2 * hs + j] : 0.0);
         // A coupled forget gate f = 1 - i passes dL/df to i with the opposite sign.
         const double di = dct * g - (cf.coupled ? dct * c_prev[j] : 0.0);
-        dgi[j] = dgh[j] = di * i * (1.0 - i) * cf.cl_grad(pi);
-        dgi[hs + j] = dgh[hs + j] = cf.coupled ? 0.0 : dct * c_prev[j] * f * (1.0 - f) * cf.cl_grad(pf);
+        const double dpi = di * i * (1.0 - i) * cf.cl_grad(pi);
+        const double dpf = cf.coupled ? 0.0 : dct * c_prev[j] * f * (1.0 - f) * cf.cl_grad(pf);
+        dgi[j] = dgh[j] = dpi;
+        dgi[hs + j] = dgh[hs + j] = dpf;
         dgi[2 * hs + j] = dgh[2 * hs + j] = dct * i * (1.0 - g * g) * cf.cl_grad(pg);
-        dgi[3 * hs + j] = dgh[3 * hs + j] = dh[j] * tc * o * (1.0 - o) * cf.cl_grad(po);
-        dc_prev[j] = dct * f;
+        dgi[3 * hs + j] = dgh[3 * hs + j] = dpo;
+        dc_prev[j] = dct * f + (p ? dpi * p[j] + dpf * p[hs + j] : 0.0);
+        if (dp) {
+          dp[j] += dpi * c_prev[j];
+          dp[hs + j] += dpf * c_prev[j];
+          dp[2 * hs + j] += dpo * c;
+        }
         break;
       }
       case Cell::Gru: {
@@ -181,6 +196,7 @@ Trace run(const Cfg& cf, const Inputs& in, int64_t hs, int64_t d, bool back) {
   const double* w_hh = in[2]->f64() + d * gh_rows * hs;
   const double* b_ih = in[3]->f64() + d * gh_rows;
   const double* b_hh = in[4]->f64() + d * gh_rows;
+  const double* peep = cf.peep ? in[5]->f64() + d * 3 * hs : nullptr;
   Trace tr{x.dim(0), x.dim(1), x.dim(2), hs, gh_rows, back, {}, {}, {}, {}};
   tr.gi_all.assign(static_cast<size_t>(tr.n * tr.t * tr.gh), 0.0);
   tr.gh_all.assign(tr.gi_all.size(), 0.0);
@@ -217,7 +233,7 @@ Trace run(const Cfg& cf, const Inputs& in, int64_t hs, int64_t d, bool back) {
         gh[r] = stored_sum(gh[r], mh, hs + 1);
       }
       const size_t next = static_cast<size_t>((b * (tr.t + 1) + s + 1) * hs);
-      cell_forward(cf, hs, gi, gh, hp, tr.c(b, s), &tr.h_all[next], &tr.c_all[next]);
+      cell_forward(cf, hs, gi, gh, hp, tr.c(b, s), peep, &tr.h_all[next], &tr.c_all[next]);
     }
   return tr;
 }
@@ -258,6 +274,8 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
   double* gw_hh = out[2]->f64() + d * tr.gh * hs;
   double* gb_ih = out[3]->f64() + d * tr.gh;
   double* gb_hh = out[4]->f64() + d * tr.gh;
+  const double* peep = cf.peep ? in[5]->f64() + d * 3 * hs : nullptr;
+  double* gpeep = cf.peep ? out.at(5)->f64() + d * 3 * hs : nullptr;
   const auto h_sz = static_cast<size_t>(hs);
   const auto g_sz = static_cast<size_t>(tr.gh);
   std::vector<double> dh(h_sz), dc(h_sz), dgi(g_sz), dgh(g_sz), dh_direct(h_sz), dc_prev(h_sz), rv(h_sz), rh(h_sz);
@@ -275,8 +293,8 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
       const double* hp = tr.h(b, s);
       const double* gis = tr.gi(b, s);
       const double* ghs = tr.ghh(b, s);
-      cell_backward(cf, hs, gis, ghs, hp, tr.c(b, s), dh.data(), dc.data(), dgi.data(), dgh.data(), dh_direct.data(),
-                    dc_prev.data());
+      cell_backward(cf, hs, gis, ghs, hp, tr.c(b, s), peep, dh.data(), dc.data(), dgi.data(), dgh.data(),
+                    dh_direct.data(), dc_prev.data(), gpeep);
       // GRU with linear_before_reset 0: the n rows' W_hn read r * h, so the reset gate's gradient is
       // (W_hn^T dgh_n) * h, and h's own is (W_hn^T dgh_n) * r.
       const int64_t n_rows = cf.lbr0() ? 2 * hs : tr.gh;
@@ -323,7 +341,11 @@ std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std:
   const int64_t dirs = rnn_directions(a);
   Tensor gx(DType::F64, in[0]->shape()), gw_ih(DType::F64, in[1]->shape()), gw_hh(DType::F64, in[2]->shape()),
       gb_ih(DType::F64, in[3]->shape()), gb_hh(DType::F64, in[4]->shape());
-  for (int64_t d = 0; d < dirs; ++d) rnn_vjp_direction(k, in, a, grad[0], d, {&gx, &gw_ih, &gw_hh, &gb_ih, &gb_hh});
+  std::vector<Tensor*> outs = {&gx, &gw_ih, &gw_hh, &gb_ih, &gb_hh};
+  Tensor gp = in.size() > 5 ? Tensor(DType::F64, in[5]->shape()) : Tensor();
+  if (in.size() > 5) outs.push_back(&gp);
+  for (int64_t d = 0; d < dirs; ++d) rnn_vjp_direction(k, in, a, grad[0], d, outs);
+  if (in.size() > 5) return {gx, gw_ih, gw_hh, gb_ih, gb_hh, gp};
   return {gx, gw_ih, gw_hh, gb_ih, gb_hh};
 }
 
@@ -351,6 +373,11 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
                                      "1: the forget gate is coupled to the input gate, f = 1 - i (ONNX input_forget)");
     coupled.keyed_when_given = true;
     s.attrs.push_back(coupled);
+    AttrSpec peep = int_enum_attr("peepholes", 0, {0, 1}, {2, -1},
+                                  "1: a weight p [D*3*H] (gates i, f, o) adds p_i * c and p_f * c to i and f and p_o * c' "
+                                  "to o (ONNX LSTM's P)");
+    peep.keyed_when_given = true;
+    s.attrs.push_back(peep);
   }
   if (k == Cell::Gru) {
     AttrSpec lbr = int_enum_attr("linear_before_reset", 1, {0, 1}, {2, -1},
@@ -370,11 +397,13 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
     const int64_t gh = rnn_directions(a) * gate_count(k) * hs;  // every direction's gate rows, stacked
     const int64_t width = rnn_directions(a) * hs;
     const Shape out = sequences(a) ? Shape{x[0], x[1], width} : Shape{x[0], width};
-    return Signature{{TensorType{dt, out}},
-                     {{"w_ih", {dt, {gh, x[2]}}, Init::Normal},
-                      {"w_hh", {dt, {gh, hs}}, Init::Normal},
-                      {"b_ih", {dt, {gh}}, Init::Zeros},
-                      {"b_hh", {dt, {gh}}, Init::Zeros}}};
+    Signature sig{{TensorType{dt, out}},
+                  {{"w_ih", {dt, {gh, x[2]}}, Init::Normal},
+                   {"w_hh", {dt, {gh, hs}}, Init::Normal},
+                   {"b_ih", {dt, {gh}}, Init::Zeros},
+                   {"b_hh", {dt, {gh}}, Init::Zeros}}};
+    if (cfg_of(k, a).peep) sig.params.push_back({"p", {dt, {rnn_directions(a) * 3 * hs}}, Init::Normal});
+    return sig;
   };
   s.forward = [k](const Inputs& in, const Attrs& a) { return rnn_forward(k, in, a); };
   s.vjp = [k](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
@@ -403,6 +432,7 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
       c.attrs["clip"] = kClips[rng.randint(0, 5)];
     }
     if (k == Cell::Lstm) c.attrs["input_forget"] = int64_t{rng.bernoulli(0.2) ? 1 : 0};
+    if (k == Cell::Lstm) c.attrs["peepholes"] = int64_t{rng.bernoulli(0.25) ? 1 : 0};
     if (k == Cell::Gru) c.attrs["linear_before_reset"] = int64_t{rng.bernoulli(0.4) ? 0 : 1};
     return c;
   };
@@ -467,7 +497,15 @@ void export_rnn(OnnxExport& e) {
   const std::string type = op == "lstm" ? "LSTM" : op == "gru" ? "GRU" : "RNN";
   const std::string cell_out = e.fresh(e.name() + (seq ? "/Y" : "/Y_h"));
   const std::string cell_name = e.fresh(e.name() + "/" + type);
-  OnnxNode& p = e.node(type, cell_name, {xt, wn, rn, bn},
+  std::vector<std::string> cell_ins = {xt, wn, rn, bn};
+  if (op == "lstm" && e.ai("peepholes") == 1) {
+    // ONNX's P [D, 3H] holds the peepholes in the order i, o, f; the catalogue's p is i, f, o.
+    const Tensor pw = weight(5);
+    Tensor pt(dt, {dirs, 3 * hs});
+    for (int64_t d = 0; d < dirs; ++d) reorder_rows(pw, {0, 2, 1}, hs, d, pt, d * 3 * hs);
+    cell_ins.insert(cell_ins.end(), {"", "", "", e.constant(pt, "P")});
+  }
+  OnnxNode& p = e.node(type, cell_name, cell_ins,
                        seq ? std::vector<std::string>{cell_out} : std::vector<std::string>{"", cell_out});
   p.set_i("hidden_size", hs);
   if (direction != "forward") p.set_s("direction", direction);
@@ -543,8 +581,8 @@ void import_rnn(OnnxImport& m) {
   if (lbr != 0 && lbr != 1) m.fail("linear_before_reset must be 0 or 1");
   if (m.present(4)) m.fail("sequence_lens is not supported");
   if (!zero_or_absent(m, 5)) m.fail("a non-zero initial_h is not supported");
-  if (type == "LSTM" && (!zero_or_absent(m, 6) || !zero_or_absent(m, 7)))
-    m.fail("a non-zero initial_c or peepholes are not supported");
+  if (type == "LSTM" && !zero_or_absent(m, 6)) m.fail("a non-zero initial_c is not supported");
+  const bool peepholes = type == "LSTM" && m.present(7);
   if (type == "LSTM" && m.output_used(2)) m.fail("output Y_c is not supported");
   const int64_t hs = m.geti("hidden_size", 0);
   const auto order = torch_gate_order(type);
@@ -574,9 +612,21 @@ void import_rnn(OnnxImport& m) {
     b = m.need_constant(3, "B");
     if (b.shape() != Shape{dirs, 2 * gh}) m.fail("B does not match hidden_size and direction");
   }
-  const std::vector<std::string> params = {regroup(w, 0, xt.shape[2], gh * xt.shape[2], "w_ih"),
+  std::vector<std::string> params = {regroup(w, 0, xt.shape[2], gh * xt.shape[2], "w_ih"),
                                            regroup(r, 0, hs, gh * hs, "w_hh"), regroup(b, 0, 0, 2 * gh, "b_ih"),
                                            regroup(b, gh, 0, 2 * gh, "b_hh")};
+  if (peepholes) {
+    // ONNX's P [D, 3H] (i, o, f) -> the catalogue's p [D*3H] (i, f, o).
+    const Tensor& pw = m.need_constant(7, "P");
+    if (pw.shape() != Shape{dirs, 3 * hs}) m.fail("P does not match hidden_size and direction");
+    Tensor pc(xt.dtype, {dirs * 3 * hs});
+    const std::vector<int64_t> from = {0, 2, 1};
+    for (int64_t d = 0; d < dirs; ++d)
+      for (int64_t blk = 0; blk < 3; ++blk)
+        for (int64_t row = 0; row < hs; ++row)
+          pc.set((d * 3 + blk) * hs + row, pw.get((d * 3 + from[static_cast<size_t>(blk)]) * hs + row));
+    params.push_back(m.new_initializer("p", pc));
+  }
   const std::string xb = m.emit("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
   auto ins = [&](const std::string& first) {
     std::vector<std::string> v = {first};
@@ -593,6 +643,7 @@ void import_rnn(OnnxImport& m) {
   if (op == "simple_rnn") cell_attrs["activation"] = activation;
   if (clip > 0) cell_attrs["clip"] = clip;
   if (op == "lstm") cell_attrs["input_forget"] = input_forget;
+  if (op == "lstm") cell_attrs["peepholes"] = int64_t{peepholes ? 1 : 0};
   if (op == "gru") cell_attrs["linear_before_reset"] = lbr;
   auto cell = [&](int64_t sequences) {
     Attrs a = cell_attrs;

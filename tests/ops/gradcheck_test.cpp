@@ -142,6 +142,9 @@ std::vector<Widened> widened_values() {
       {"gru", {2, 4, 1}, {{"hidden_size", int64_t{3}}, {"linear_before_reset", int64_t{0}}, {"clip", 0.5},
                           {"direction", std::string("reverse")}, {"return_sequences", int64_t{0}}}},
       {"gru", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"clip", 0.25}}},
+      {"lstm", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"peepholes", int64_t{1}}}},
+      {"lstm", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"peepholes", int64_t{1}}, {"input_forget", int64_t{1}},
+                           {"clip", 1.5}, {"direction", std::string("bidirectional")}}},
       {"simple_rnn", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"clip", 0.5}, {"activation", std::string("relu")}}},
   };
 }

@@ -1,6 +1,7 @@
 // ONNX's recurrent cell options: `clip` (each gate's pre-activation clamped to [-clip, clip] before its
-// activation), LSTM's `input_forget` (f = 1 - i) and GRU's `linear_before_reset` 0 (n = tanh(W_in x +
-// b_in + W_hn (r * h) + b_hn)). The kernel is checked against ONNX's equations written out here step by
+// activation), LSTM's `input_forget` (f = 1 - i) and `peepholes` (ONNX's P: p_i * c and p_f * c added to
+// i and f, p_o * c' to o), and GRU's `linear_before_reset` 0 (n = tanh(W_in x + b_in + W_hn (r * h) +
+// b_hn)). The kernel is checked against ONNX's equations written out here step by
 // step, the export against its own read-back at three opsets, and the signature key against the default
 // rule's (an option in its default state leaves a finding's signature as it was). Gradients are checked
 // against finite differences by GradCheckWidened (gradcheck_test.cpp).
@@ -32,12 +33,15 @@ Tensor filled(const core::Shape& s, double phase, double scale) {
 
 struct Layer {
   std::string op;
-  Tensor x, w_ih, w_hh, b_ih, b_hh;
+  Tensor x, w_ih, w_hh, b_ih, b_hh, p;  // p: the LSTM's peepholes (i, f, o), used where the attrs say so
   Tensor run(const core::Attrs& extra) const {
     const OpSpec& spec = ops::op(op);
     core::Attrs a = {{"hidden_size", kH}};
     for (const auto& [k, v] : extra) a[k] = v;
-    return spec.forward({&x, &w_ih, &w_hh, &b_ih, &b_hh}, canonical_attrs(spec, a))[0];
+    a = canonical_attrs(spec, a);
+    Inputs in = {&x, &w_ih, &w_hh, &b_ih, &b_hh};
+    if (op == "lstm" && core::attr_i(a, "peepholes") == 1) in.push_back(&p);
+    return spec.forward(in, a)[0];
   }
 };
 
@@ -45,7 +49,7 @@ struct Layer {
 Layer layer(const std::string& op) {
   const int64_t rows = gates(op) * kH;
   return {op, filled({kN, kT, kF}, 0.1, 1.5), filled({rows, kF}, 0.7, 2.0), filled({rows, kH}, 1.9, 2.0),
-          filled({rows}, 2.3, 1.0), filled({rows}, 3.1, 1.0)};
+          filled({rows}, 2.3, 1.0), filled({rows}, 3.1, 1.0), filled({3 * kH}, 0.4, 1.5)};
 }
 
 double sig(double v) { return 1 / (1 + std::exp(-v)); }
@@ -64,9 +68,12 @@ std::vector<double> step_x(const Tensor& x, int64_t b, int64_t t) {
 TEST(RnnCellOptions, AClippedCoupledLstmFollowsOnnxsEquations) {
   const Layer l = layer("lstm");
   for (double clip : {0.0, 1.0})
-    for (int64_t coupled : {0, 1}) {
-      SCOPED_TRACE("clip " + std::to_string(clip) + " input_forget " + std::to_string(coupled));
-      const Tensor y = l.run({{"clip", clip}, {"input_forget", coupled}});
+    for (int64_t coupled : {0, 1})
+      for (int64_t peep : {0, 1}) {
+      SCOPED_TRACE("clip " + std::to_string(clip) + " input_forget " + std::to_string(coupled) + " peepholes " +
+                   std::to_string(peep));
+      const Tensor y = l.run({{"clip", clip}, {"input_forget", coupled}, {"peepholes", peep}});
+      auto pp = [&](int64_t k, int64_t j) { return peep ? l.p.f64()[k * kH + j] : 0.0; };
       auto cl = [clip](double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
       for (int64_t b = 0; b < kN; ++b) {
         std::vector<double> h(kH, 0.0), c(kH, 0.0);
@@ -77,10 +84,11 @@ TEST(RnnCellOptions, AClippedCoupledLstmFollowsOnnxsEquations) {
             auto pre = [&](int64_t gate) {
               return affine(l.w_ih, l.b_ih, gate * kH + j, xt) + affine(l.w_hh, l.b_hh, gate * kH + j, h);
             };
-            const double i = sig(cl(pre(0))), f = coupled ? 1 - i : sig(cl(pre(1))), g = std::tanh(cl(pre(2))),
-                         o = sig(cl(pre(3)));
             const auto uj = static_cast<size_t>(j);
+            const double i = sig(cl(pre(0) + pp(0, j) * c[uj])),
+                         f = coupled ? 1 - i : sig(cl(pre(1) + pp(1, j) * c[uj])), g = std::tanh(cl(pre(2)));
             cn[uj] = f * c[uj] + i * g;
+            const double o = sig(cl(pre(3) + pp(2, j) * cn[uj]));
             hn[uj] = o * std::tanh(cn[uj]);
             EXPECT_NEAR(y.f64()[(b * kT + t) * kH + j], hn[uj], 1e-12) << "row " << b << " step " << t;
           }
@@ -139,6 +147,7 @@ TEST(RnnCellOptions, EachOptionChangesTheLayerAndAClipAboveEveryPreActivationDoe
     EXPECT_NE(values({{"clip", 0.25}}), plain);
     if (std::string(op) == "lstm") {
       EXPECT_NE(values({{"input_forget", int64_t{1}}}), plain);
+      EXPECT_NE(values({{"peepholes", int64_t{1}}}), plain);
     }
     if (std::string(op) == "gru") {
       EXPECT_NE(values({{"linear_before_reset", int64_t{0}}}), plain);
@@ -150,6 +159,8 @@ TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
   const std::vector<std::pair<std::string, core::Attrs>> cases = {
       {"lstm", {{"clip", 1.5}, {"input_forget", int64_t{1}}}},
       {"lstm", {{"clip", 0.5}, {"direction", std::string("reverse")}}},
+      {"lstm", {{"peepholes", int64_t{1}}}},
+      {"lstm", {{"peepholes", int64_t{1}}, {"input_forget", int64_t{1}}, {"direction", std::string("bidirectional")}}},
       {"gru", {{"linear_before_reset", int64_t{0}}}},
       {"gru", {{"linear_before_reset", int64_t{0}}, {"clip", 3.0}, {"direction", std::string("bidirectional")}}},
       {"simple_rnn", {{"clip", 0.25}, {"activation", std::string("relu")}}},
@@ -168,10 +179,13 @@ TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
     ir::Graph g;
     g.inputs.push_back({"x", l.x.type()});
     g.initializers = {{"w_ih", stack(l.w_ih)}, {"w_hh", stack(l.w_hh)}, {"b_ih", stack(l.b_ih)},
-                      {"b_hh", stack(l.b_hh)}};
+                      {"b_hh", stack(l.b_hh)}, {"p", stack(l.p)}};
     core::Attrs attrs = {{"hidden_size", kH}};
     for (const auto& [k, v] : extra) attrs[k] = v;
-    g.nodes.push_back({"r", op, {"x", "w_ih", "w_hh", "b_ih", "b_hh"}, {"y"}, canonical_attrs(ops::op(op), attrs)});
+    std::vector<std::string> ins = {"x", "w_ih", "w_hh", "b_ih", "b_hh"};
+    if (extra.count("peepholes")) ins.push_back("p");
+    else g.initializers.erase("p");
+    g.nodes.push_back({"r", op, ins, {"y"}, canonical_attrs(ops::op(op), attrs)});
     g.outputs = {"y"};
     ir::validate(g, "rnn cell options");
     const Tensor want = ref::forward(g, {{"x", l.x}}).at("y");
@@ -210,10 +224,12 @@ TEST(RnnCellOptions, TheSamplerDrawsEveryOption) {
     const Case l = op("lstm").sample(rng), g = op("gru").sample(rng);
     if (core::attr_f(canonical_attrs(op("lstm"), l.attrs), "clip") > 0) ++seen["clip"];
     if (core::attr_i(l.attrs, "input_forget") == 1) ++seen["input_forget"];
+    if (core::attr_i(l.attrs, "peepholes") == 1) ++seen["peepholes"];
     if (core::attr_i(g.attrs, "linear_before_reset") == 0) ++seen["lbr0"];
   }
   EXPECT_GT(seen["clip"], 30);
   EXPECT_GT(seen["input_forget"], 30);
+  EXPECT_GT(seen["peepholes"], 40);
   EXPECT_GT(seen["lbr0"], 80);
 }
 

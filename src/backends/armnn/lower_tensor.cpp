@@ -290,16 +290,18 @@ void build_pad(Builder& b, const ir::Node& n) {
 // simple_rnn / lstm / gru unrolled over time (ArmNN 20.08 has no GRU or Elman layer): per step two
 // FullyConnected layers (W_ih x + b_ih, W_hh h + b_hh), gate slices and activations, from a zero state;
 // ONNX's clip a BoundedReLu before each gate's activation, LSTM's input_forget f = 1 - i (a Linear
-// activation), GRU's linear_before_reset 0 a third FullyConnected W_hn (r * h) + b_hn.
+// activation), GRU's linear_before_reset 0 a third FullyConnected W_hn (r * h) + b_hn, LSTM's peepholes
+// a Multiplication by a constant [1, H] and an Addition per gate.
 bool rnn_clips(const ir::Node& n) { return core::attr_f(n.attrs, "clip") > 0; }
 bool rnn_coupled(const ir::Node& n) { return n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1; }
 bool rnn_lbr0(const ir::Node& n) { return n.op == "gru" && core::attr_i(n.attrs, "linear_before_reset") == 0; }
+bool rnn_peepholes(const ir::Node& n) { return n.op == "lstm" && core::attr_i(n.attrs, "peepholes") == 1; }
 
 // The layers one step adds in build_rnn below.
 int64_t rnn_layers_per_step(const ir::Node& n) {
   const int64_t base = n.op == "lstm" ? 18 : n.op == "gru" ? 21 : 7;
   const int64_t gates = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
-  return base + (rnn_clips(n) ? gates : 0) + (rnn_lbr0(n) ? 4 : 0);
+  return base + (rnn_clips(n) ? gates : 0) + (rnn_lbr0(n) ? 4 : 0) + (rnn_peepholes(n) ? 6 : 0);
 }
 
 Support rnn_supports(const ir::Graph& g, const ir::Node& n) {
@@ -347,6 +349,17 @@ void build_rnn(Builder& b, const ir::Node& n) {
     };
     const Weights wn = b.weights(n.inputs[2] + "_n", last_rows(w_hh, H), Shape{H, H});
     const Weights bn = b.weights(n.inputs[4] + "_n", last_rows(b_hh, 1), Shape{H});
+    // LSTM peepholes: direction d's p_i, p_f, p_o as constants [1, H], added to a gate as p * c.
+    std::vector<Value> peep;
+    if (rnn_peepholes(n)) {
+      const std::vector<float> pd = rows(b.floats(n.inputs[5]), d);
+      for (int64_t k = 0; k < 3; ++k)
+        peep.push_back(b.constant(std::vector<float>(pd.begin() + k * H, pd.begin() + (k + 1) * H), Shape{1, H},
+                                  "peephole"));
+    }
+    auto peeped = [&](const Value& pre, size_t k, const Value& cell) {
+      return peep.empty() ? pre : b.binary(BO::Addition, pre, b.binary(BO::Multiplication, peep[k], cell));
+    };
     Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H}, "zero_state");
     Value c = h;
     std::vector<Value> steps(static_cast<size_t>(T), h);
@@ -361,9 +374,10 @@ void build_rnn(Builder& b, const ir::Node& n) {
         h = activation == "relu" ? b.activation(p, AF::ReLu) : activation == "sigmoid" ? sigmoid(p) : tanh(p);
       } else if (n.op == "lstm") {
         const Value sum = b.binary(BO::Addition, gi, gh);
-        const Value i = sigmoid(cl(gate(sum, 0))), gg = tanh(cl(gate(sum, 2))), o = sigmoid(cl(gate(sum, 3)));
-        const Value f = rnn_coupled(n) ? b.activation(i, AF::Linear, -1, 1) : sigmoid(cl(gate(sum, 1)));
+        const Value i = sigmoid(cl(peeped(gate(sum, 0), 0, c))), gg = tanh(cl(gate(sum, 2)));
+        const Value f = rnn_coupled(n) ? b.activation(i, AF::Linear, -1, 1) : sigmoid(cl(peeped(gate(sum, 1), 1, c)));
         c = b.binary(BO::Addition, b.binary(BO::Multiplication, f, c), b.binary(BO::Multiplication, i, gg));
+        const Value o = sigmoid(cl(peeped(gate(sum, 3), 2, c)));
         h = b.binary(BO::Multiplication, o, tanh(c));
       } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
         const Value r = sigmoid(cl(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0))));

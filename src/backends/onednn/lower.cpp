@@ -387,6 +387,8 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
     return Support::no("oneDNN 2.6's RNN primitives have no cell clip (ONNX clip)");
   if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
     return Support::no("oneDNN 2.6's lstm has no coupled input and forget gates (ONNX input_forget)");
+  if (n.op == "lstm" && core::attr_i(n.attrs, "peepholes") == 1)
+    return Support::no("Quorum does not lower oneDNN's peephole LSTM (weights_peephole [1, 1, 3, H]) yet");
   return Support::yes();
 }
 

@@ -389,6 +389,10 @@ const std::map<std::string, Rule>& rules() {
                 "'node_proto.input_size() == 6' fails on the exported 4-input GRU");
     };
     m["lstm"] = [](const ir::Graph&, const ir::Node& n) {
+      if (core::attr_s(n.attrs, "direction") == "bidirectional" && core::attr_i(n.attrs, "peepholes") == 1)
+        return Support::no("OpenCV 4.6 cannot import a bidirectional LSTM with peepholes: transformBlobs builds each "
+                           "peephole matrix over both directions and LSTMLayerImpl asserts 'blobs[i].rows == N && "
+                           "blobs[i].cols == N' (measured)");
       // A bidirectional LSTM is exported with Transpose and Reshape after it, no Squeeze.
       if (opset() < 13 || core::attr_s(n.attrs, "direction") == "bidirectional") return Support::yes();
       return Support::no("the exported LSTM is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "

@@ -828,6 +828,8 @@ Support support(const ir::Graph& g, const ir::Node& n) {
     return Support::no("torch.nn's recurrent layers have no cell clip (ONNX clip)");
   if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
     return Support::no("torch.nn.LSTM has no coupled input and forget gates (ONNX input_forget)");
+  if (n.op == "lstm" && core::attr_i(n.attrs, "peepholes") == 1)
+    return Support::no("torch.nn.LSTM has no peepholes (ONNX LSTM's P)");
   if (n.op == "gru" && core::attr_i(n.attrs, "linear_before_reset") == 0)
     return Support::no("torch.nn.GRU applies the reset gate after W_hn (linear_before_reset=1 only)");
   if (is_resize(n.op)) {
