@@ -339,6 +339,7 @@ RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a) {
   g.gru = op == "gru";
   // linear_before_reset 1 is lbr_gru (a fourth bias block for b_hn), 0 the gru primitive.
   g.lbr = g.gru && core::attr_i(a, "linear_before_reset") == 1;
+  g.peephole = op == "lstm" && core::attr_i(a, "peepholes") == 1;
   g.reverse = ops::rnn_walks_back(a, 0);  // bidirectional layers are refused (node_support)
   // simple_rnn's activations (tanh, relu, sigmoid) are catalogue operators of one eltwise step each.
   if (op == "simple_rnn") g.activation = eltwise_chain(core::attr_s(a, "activation"), {})->front().alg;
@@ -387,8 +388,6 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
     return Support::no("oneDNN 2.6's RNN primitives have no cell clip (ONNX clip)");
   if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
     return Support::no("oneDNN 2.6's lstm has no coupled input and forget gates (ONNX input_forget)");
-  if (n.op == "lstm" && core::attr_i(n.attrs, "peepholes") == 1)
-    return Support::no("Quorum does not lower oneDNN's peephole LSTM (weights_peephole [1, 1, 3, H]) yet");
   return Support::yes();
 }
 
@@ -866,7 +865,7 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
                    std::to_string(g.t) + " F" + std::to_string(g.f) + " H" + std::to_string(g.h) + " G" +
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
                    std::to_string(g.seq) + " gru " + std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") +
-                   (g.reverse ? " reverse " : " ") +
+                   (g.peephole ? " peephole" : "") + (g.reverse ? " reverse " : " ") +
                    (g.op == "simple_rnn" ? std::string(name(g.activation)) + " " : "") + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
 }
@@ -945,7 +944,8 @@ void RecordingSink::rnn_backward(const RnnGeo& g, const std::vector<std::string>
   calls_.push_back("rnn_backward " + g.op + " N" + std::to_string(g.n) + " T" + std::to_string(g.t) + " F" +
                    std::to_string(g.f) + " H" + std::to_string(g.h) + " G" + std::to_string(g.gates) + " BG" +
                    std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " + std::to_string(g.seq) + " gru " +
-                   std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") + " " + fmt(grads) + " = " + fmt(in) + " " + dy);
+                   std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") + (g.peephole ? " peephole" : "") + " " +
+                   fmt(grads) + " = " + fmt(in) + " " + dy);
   inner_.rnn_backward(g, in, dy, grads);
 }
 

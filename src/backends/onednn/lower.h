@@ -162,6 +162,7 @@ struct RnnGeo {
   std::vector<int64_t> perm;
   bool seq = false, gru = false;
   bool lbr = false;      // GRU linear_before_reset 1: lbr_gru, b_hn in a fourth bias block; 0: gru
+  bool peephole = false;  // LSTM peepholes: weights_peephole [1, 1, 3, H] (i, f, o), input 5
   bool reverse = false;  // ONNX direction reverse: unidirectional_right2left, final state at time 0
   Alg activation = Alg::eltwise_tanh;  // vanilla RNN's: eltwise_chain of simple_rnn's activation (one step)
 };

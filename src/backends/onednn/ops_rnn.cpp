@@ -12,6 +12,8 @@
 //    n = tanh(W_in x + b_in + r * (W_hn h + b_hn))) has a fourth bias block for b_hn, so
 //    bias = [b_iz+b_hz, b_ir+b_hr, b_in, b_hn]. The other GRU (n = tanh(W_in x + W_hn (r * h) + b_in
 //    + b_hn)) has three blocks, each b_ih + b_hh.
+//  - LSTM peepholes (catalogue p [3H], gates i, f, o) are oneDNN's weights_peephole [1, 1, 3, H] in the
+//    same order; a zero descriptor there is the LSTM without them.
 //  - Backward accumulates into diff weights/bias, so those start zeroed; d b_ih and d b_hh are both
 //    the library's diff_bias (GRU: the n gate's halves come from the third and fourth blocks).
 #include "backends/onednn/onednn_sink.h"
@@ -37,15 +39,16 @@ void copy_block(const float* src, float* dst, int64_t n) {
 
 // The plain descriptors of one geometry (iter empty: oneDNN's documented "zero initial state").
 struct RnnMds {
-  memory::desc src, dst, bias, iter;
+  memory::desc src, dst, bias, iter, peephole;
   explicit RnnMds(const lw::RnnGeo& g)
       : src(plain_md({g.t, g.n, g.f})), dst(plain_md({g.t, g.n, g.h})), bias(plain_md({1, 1, g.bias_gates, g.h})) {
     if (kExplicitZeroState) iter = plain_md({1, 1, g.n, g.h});
+    if (g.peephole) peephole = plain_md({1, 1, 3, g.h});
   }
 };
 
 std::string rnn_key(const lw::RnnGeo& g) {
-  return Key() << static_cast<int>(cell_of(g)) << g.t << g.n << g.f << g.h << g.reverse
+  return Key() << static_cast<int>(cell_of(g)) << g.t << g.n << g.f << g.h << g.reverse << g.peephole
                << static_cast<int>(g.activation);
 }
 
@@ -130,7 +133,7 @@ PrimRef rnn_fwd_prim(const lw::RnnGeo& g, prop_kind prop) {
     }
     case Cell::Lstm: {
       const auto& c = cached<dnnl::lstm_forward::primitive_desc>(key, [&] {
-        dnnl::lstm_forward::desc d(prop, dir, src, iter, iter, wl, wi, bias, dst, none, none);
+        dnnl::lstm_forward::desc d(prop, dir, src, iter, iter, wl, wi, md.peephole, bias, dst, none, none);
         return dnnl::lstm_forward::primitive_desc(d, cpu_engine());
       });
       return PrimRef{c.prim, {c.pd}};
@@ -173,8 +176,8 @@ PrimRef rnn_bwd_prim(const lw::RnnGeo& g, const PrimRef::Pd& hint) {
     }
     case Cell::Lstm: {
       const auto& c = cached<dnnl::lstm_backward::primitive_desc>(key, [&] {
-        dnnl::lstm_backward::desc d(prop_kind::backward, dir, src, iter, iter, wl, wi, bias, dst, none, none, src,
-                                    iter, iter, wl, wi, bias, dst, none, none);
+        dnnl::lstm_backward::desc d(prop_kind::backward, dir, src, iter, iter, wl, wi, md.peephole, bias, dst, none,
+                                    none, src, iter, iter, wl, wi, md.peephole, bias, dst, none, none);
         return dnnl::lstm_backward::primitive_desc(d, cpu_engine(), dnnl::lstm_forward::primitive_desc(fwd_c.get()));
       });
       return PrimRef{c.prim, {c.pd}};
@@ -234,6 +237,7 @@ void ExecSink::rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::strin
       {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(g, g.h), wi.ptr()), f.pd.weights_iter_desc())},
       {DNNL_ARG_BIAS, mem(md.bias, saved_.rnn_bias.ptr())},
       {DNNL_ARG_DST_LAYER, mem(md.dst, saved_.rnn_dst.ptr())}};
+  if (g.peephole) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(md.peephole, const_cast<float*>(get(in.at(5)).ptr()));
   keep_workspace(p, f.pd.workspace_desc(), args);
   const Buf zeros(Shape{g.n, g.h});
   if (kExplicitZeroState) {
@@ -284,6 +288,11 @@ void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>&
       {DNNL_ARG_DIFF_WEIGHTS_LAYER, dwl_mem},
       {DNNL_ARG_DIFF_WEIGHTS_ITER, dwi_mem},
       {DNNL_ARG_DIFF_BIAS, mem(md.bias, diff_bias.ptr())}};
+  Buf diff_peephole(Shape{3 * g.h});  // zeroed: the backward accumulates into it
+  if (g.peephole) {
+    args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(md.peephole, const_cast<float*>(get(in.at(5)).ptr()));
+    args[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = mem(md.peephole, diff_peephole.ptr());
+  }
   if (kExplicitZeroState) {
     args[DNNL_ARG_SRC_ITER] = mem(md.iter, zeros.ptr());
     args[DNNL_ARG_DIFF_SRC_ITER] = mem(md.iter, diff_h0.ptr());
@@ -308,6 +317,7 @@ void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>&
   }
   put(grads.at(3), std::move(gb_ih));
   put(grads.at(4), std::move(gb_hh));
+  if (g.peephole) put(grads.at(5), std::move(diff_peephole));
 }
 
 }  // namespace quorum::backends::onednn

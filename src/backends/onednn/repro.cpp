@@ -545,6 +545,7 @@ struct Rnn {
   std::vector<int64_t> perm;  // oneDNN gate k holds PyTorch gate perm[k]
   bool seq;                   // return_sequences
   bool lbr;                   // linear-before-reset GRU: b_hn in a fourth bias block
+  bool peep;                  // LSTM peepholes: weights_peephole [1, 1, 3, H] (i, f, o), the last input
   bool rev;                   // ONNX direction reverse: right to left, the final state at time 0
 };
 static const memory::desc none;
@@ -573,14 +574,16 @@ inline @FWD@::primitive_desc rnn_pd(prop_kind prop, const Rnn& r) {
   const auto dir = direction_of(r);
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
+  const memory::desc pp = r.peep ? plain({1, 1, 3, r.H}) : none;  // a zero descriptor: no peepholes
+  (void)pp;
   return @FWD@::primitive_desc(@FWD@::desc(@FWD_ARGS@), eng);
 }
 struct RnnState {
-  Vec xt, wl, wi, bias, dst, y;
+  Vec xt, wl, wi, bias, dst, y, p;
   memory workspace;
 };
 inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w_ih, const Vec& w_hh,
-                        const Vec& b_ih, const Vec& b_hh) {
+                        const Vec& b_ih, const Vec& b_hh, const Vec& p = Vec()) {
   auto pd = rnn_pd(prop, r);
   show("@FWD@", pd);
   RnnState s;
@@ -606,6 +609,8 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
       {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(r, r.H), s.wi.data()), pd.weights_iter_desc())},
       {DNNL_ARG_BIAS, mem(plain({1, 1, r.BG, r.H}), s.bias.data())},
       {DNNL_ARG_DST_LAYER, mem(plain({r.T, r.N, r.H}), s.dst.data())}};
+  s.p = p;
+  if (r.peep) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(plain({1, 1, 3, r.H}), s.p.data());
   if (prop == prop_kind::forward_training && pd.workspace_desc().get_size() > 0) {
     s.workspace = memory(pd.workspace_desc(), eng);
     args[DNNL_ARG_WORKSPACE] = s.workspace;
@@ -626,7 +631,7 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
 )CPP"},
     {"rnn_bwd", R"CPP(
 struct RnnGrads {
-  Vec dx, dw_ih, dw_hh, db_ih, db_hh;
+  Vec dx, dw_ih, dw_hh, db_ih, db_hh, dp;
 };
 // @BWD@ hinted by the forward_training descriptor, src_iter empty as in the forward. The diff
 // weights are zeroed first (the RNN backward accumulates into them).
@@ -634,6 +639,8 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
   const auto dir = direction_of(r);
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
+  const memory::desc pp = r.peep ? plain({1, 1, 3, r.H}) : none;
+  (void)pp;
   @BWD@::primitive_desc pd(@BWD@::desc(@BWD_ARGS@), eng, rnn_pd(prop_kind::forward_training, r));
   show("@BWD@", pd);
   Vec diff_dst((size_t)(r.T * r.N * r.H), 0.0f);
@@ -649,7 +656,9 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
   const memory dwl_mem(pd.diff_weights_layer_desc(), eng, dwl.data());
   const memory dwi_mem(pd.diff_weights_iter_desc(), eng, dwi.data());
   Vec diff_src((size_t)(r.T * r.N * r.F), 0.0f), diff_bias((size_t)(r.BG * r.H), 0.0f);
-  run(@BWD@(pd), {{DNNL_ARG_SRC_LAYER, mem(src, s.xt.data())},
+  RnnGrads g;
+  g.dp.assign((size_t)(3 * r.H), 0.0f);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, mem(src, s.xt.data())},
                   {DNNL_ARG_WEIGHTS_LAYER, to_layout(mem(ldigo(r, r.F), s.wl.data()), pd.weights_layer_desc())},
                   {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(r, r.H), s.wi.data()), pd.weights_iter_desc())},
                   {DNNL_ARG_BIAS, mem(bias, s.bias.data())},
@@ -659,8 +668,12 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
                   {DNNL_ARG_DIFF_SRC_LAYER, mem(src, diff_src.data())},
                   {DNNL_ARG_DIFF_WEIGHTS_LAYER, dwl_mem},
                   {DNNL_ARG_DIFF_WEIGHTS_ITER, dwi_mem},
-                  {DNNL_ARG_DIFF_BIAS, mem(bias, diff_bias.data())}});
-  RnnGrads g;
+                  {DNNL_ARG_DIFF_BIAS, mem(bias, diff_bias.data())}};
+  if (r.peep) {
+    args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(pp, const_cast<float*>(s.p.data()));
+    args[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = mem(pp, g.dp.data());
+  }
+  run(@BWD@(pd), args);
   g.dx.resize((size_t)(r.N * r.T * r.F));
   for (int64_t n = 0; n < r.N; ++n)
     for (int64_t t = 0; t < r.T; ++t)
@@ -1159,7 +1172,7 @@ class Gen : public lw::StepSink {
     body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << geo;
     for (const auto& i : in) body_ << ", " << ref(i);
     body_ << ");\n  const RnnGrads gr = rnn_bwd(" << geo << ", st, " << ref(dy) << ");\n";
-    bind(grads, {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"});
+    bind(grads, {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh", "gr.dp"});
   }
 
  private:
@@ -1476,7 +1489,8 @@ class Gen : public lw::StepSink {
     lines_.push_back("  const Rnn " + name + "{" + std::to_string(g.n) + ", " + std::to_string(g.t) + ", " +
                      std::to_string(g.f) + ", " + std::to_string(g.h) + ", " + std::to_string(g.gates) + ", " +
                      std::to_string(g.bias_gates) + ", " + dims(g.perm) + ", " + (g.seq ? "true" : "false") + ", " +
-                     (g.lbr ? "true" : "false") + ", " + (g.reverse ? "true" : "false") + "};\n");
+                     (g.lbr ? "true" : "false") + ", " + (g.peephole ? "true" : "false") + ", " +
+                     (g.reverse ? "true" : "false") + "};\n");
     need("rnn");
     return name;
   }
@@ -1688,9 +1702,9 @@ ReproProgram Gen::write(const std::string& dir) {
       } else if (rnn_op_ == "lstm") {
         fwd = "lstm_forward";
         bwd = "lstm_backward";
-        fargs = "prop, dir, src, none, none, wl, wi, bias, dst, none, none";
-        bargs = "prop_kind::backward, dir, src, none, none, wl, wi, bias, dst, none, none, src, none, none, wl, wi, "
-                "bias, dst, none, none";
+        fargs = "prop, dir, src, none, none, wl, wi, pp, bias, dst, none, none";
+        bargs = "prop_kind::backward, dir, src, none, none, wl, wi, pp, bias, dst, none, none, src, none, none, wl, "
+                "wi, pp, bias, dst, none, none";
       } else if (rnn_activation_ == "gru") {
         fwd = "gru_forward";
         bwd = "gru_backward";
