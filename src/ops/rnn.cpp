@@ -498,12 +498,22 @@ void export_rnn(OnnxExport& e) {
   const std::string cell_out = e.fresh(e.name() + (seq ? "/Y" : "/Y_h"));
   const std::string cell_name = e.fresh(e.name() + "/" + type);
   std::vector<std::string> cell_ins = {xt, wn, rn, bn};
-  if (op == "lstm" && e.ai("peepholes") == 1) {
+  // Exchange form rnn_inputs=initial_h: the zero initial state written out as initial_h [D, N, H] (and
+  // initial_c), sequence_lens absent ("") — the six-input GRU an importer may need (OpenCV 4.6's).
+  const bool peep = op == "lstm" && e.ai("peepholes") == 1;
+  if (e.choose2("rnn_inputs", "given", "initial_h")) {
+    const Tensor zero_state(dt, {dirs, e.in_shape(0)[0], hs});
+    cell_ins.insert(cell_ins.end(), {"", e.constant(zero_state, "initial_h")});
+    if (op == "lstm") cell_ins.push_back(e.constant(zero_state, "initial_c"));
+  } else if (peep) {
+    cell_ins.insert(cell_ins.end(), {"", "", ""});
+  }
+  if (peep) {
     // ONNX's P [D, 3H] holds the peepholes in the order i, o, f; the catalogue's p is i, f, o.
     const Tensor pw = weight(5);
     Tensor pt(dt, {dirs, 3 * hs});
     for (int64_t d = 0; d < dirs; ++d) reorder_rows(pw, {0, 2, 1}, hs, d, pt, d * 3 * hs);
-    cell_ins.insert(cell_ins.end(), {"", "", "", e.constant(pt, "P")});
+    cell_ins.push_back(e.constant(pt, "P"));
   }
   OnnxNode& p = e.node(type, cell_name, cell_ins,
                        seq ? std::vector<std::string>{cell_out} : std::vector<std::string>{"", cell_out});

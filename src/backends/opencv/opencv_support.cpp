@@ -384,9 +384,17 @@ const std::map<std::string, Rule>& rules() {
     m["simple_rnn"] = [](const ir::Graph&, const ir::Node&) {
       return Support::no("OpenCV 4.6 has no layer for ONNX RNN (\"Can't create layer of type RNN\")");
     };
-    m["gru"] = [](const ir::Graph&, const ir::Node&) {
-      return Support::no("OpenCV 4.6 reads GRU only with all 6 inputs (sequence_lens and initial_h given): "
-                "'node_proto.input_size() == 6' fails on the exported 4-input GRU");
+    // OpenCV 4.6 reads GRU only with six inputs ('node_proto.input_size() == 6' in parseGRU): its exchange
+    // form always writes initial_h (variant.h avoids rnn_inputs=given for it).
+    m["gru"] = [](const ir::Graph&, const ir::Node& n) {
+      const bool bi = core::attr_s(n.attrs, "direction") == "bidirectional";
+      if (bi && core::attr_i(n.attrs, "return_sequences") == 0)
+        return Support::no("OpenCV 4.6's GRU gives Y only: the Transpose of its Y_h fails ('shapeIt != "
+                           "outShapes.end()' in addLayer, measured)");
+      if (!bi && opset() >= 13)
+        return Support::no("the exported GRU is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "
+                           "('node_proto.input_size() == 1' fails in parseSqueeze)");
+      return Support::yes();
     };
     m["lstm"] = [](const ir::Graph&, const ir::Node& n) {
       if (core::attr_s(n.attrs, "direction") == "bidirectional" && core::attr_i(n.attrs, "peepholes") == 1)
