@@ -189,8 +189,14 @@ TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
     g.outputs = {"y"};
     ir::validate(g, "rnn cell options");
     const Tensor want = ref::forward(g, {{"x", l.x}}).at("y");
-    for (int opset : {11, 13, 17}) {
-      const ir::Graph back = ir::graph_from_onnx(ir::graph_to_onnx(g, ir::OnnxForm{opset, 0}).bytes, "round trip");
+    for (int opset : {11, 13, 17})
+      for (bool written_state : {false, true}) {
+      // The exchange form rnn_inputs=initial_h writes the zero initial state out (OpenCV's six-input GRU).
+      ir::OnnxForm form{opset, 0};
+      if (written_state) form.force = {"rnn_inputs=initial_h"};
+      const ir::OnnxExported out = ir::graph_to_onnx(g, form);
+      EXPECT_EQ(out.str().find("rnn_inputs=initial_h") != std::string::npos, written_state) << out.str();
+      const ir::Graph back = ir::graph_from_onnx(out.bytes, "round trip");
       const Tensor got = ref::forward(back, {{"x", l.x}}).at(back.outputs[0]);
       ASSERT_EQ(got.numel(), want.numel());
       EXPECT_EQ(std::vector<double>(got.f64(), got.f64() + got.numel()),
