@@ -86,8 +86,8 @@ void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh,
         break;
       case Cell::Lstm: {
         const double i = stored(sigmoid(cf.cl(gi[j] + gh[j] + (p ? p[j] * c_prev[j] : 0.0))));
-        const double f = cf.coupled ? stored(1.0 - i)
-                                    : stored(sigmoid(cf.cl(gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : 0.0))));
+        const double pf = gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : 0.0);
+        const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(pf)));
         const double g = stored(std::tanh(cf.cl(gi[2 * hs + j] + gh[2 * hs + j])));
         c[j] = stored(f * c_prev[j] + i * g);
         const double o = stored(sigmoid(cf.cl(gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c[j] : 0.0))));
@@ -374,8 +374,8 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
     coupled.keyed_when_given = true;
     s.attrs.push_back(coupled);
     AttrSpec peep = int_enum_attr("peepholes", 0, {0, 1}, {2, -1},
-                                  "1: a weight p [D*3*H] (gates i, f, o) adds p_i * c and p_f * c to i and f and p_o * c' "
-                                  "to o (ONNX LSTM's P)");
+                                  "1: a weight p [D*3*H] (gates i, f, o) adds p_i * c and p_f * c to i and f and "
+                                  "p_o * c' to o (ONNX LSTM's P)");
     peep.keyed_when_given = true;
     s.attrs.push_back(peep);
   }

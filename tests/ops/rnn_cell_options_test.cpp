@@ -57,7 +57,8 @@ double sig(double v) { return 1 / (1 + std::exp(-v)); }
 // Row j of W [rows, k] times v, plus b_j.
 double affine(const Tensor& w, const Tensor& b, int64_t j, const std::vector<double>& v) {
   double s = b.f64()[j];
-  for (size_t q = 0; q < v.size(); ++q) s += w.f64()[j * static_cast<int64_t>(v.size()) + static_cast<int64_t>(q)] * v[q];
+  const auto k = static_cast<int64_t>(v.size());
+  for (int64_t q = 0; q < k; ++q) s += w.f64()[j * k + q] * v[static_cast<size_t>(q)];
   return s;
 }
 

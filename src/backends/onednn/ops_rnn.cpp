@@ -1,7 +1,8 @@
 // simple_rnn, lstm and gru (PyTorch semantics, batch-first, zero initial state, one layer, one
 // direction: left to right, or right to left for ONNX's reverse) on oneDNN's vanilla_rnn (tanh, relu
-// or logistic), lstm, lbr_gru and (ONNX linear_before_reset 0) gru primitives, forward and backward: the lowering (lower.cpp) decides
-// the geometry (sizes, gate order `perm`, GRU's fourth bias block) and emits one rnn / rnn_backward step;
+// or logistic), lstm, lbr_gru and (ONNX linear_before_reset 0) gru primitives, forward and backward: the
+// lowering (lower.cpp) decides the geometry (sizes, gate order `perm`, GRU's fourth bias block) and emits
+// one rnn / rnn_backward step;
 // the backend's sink (ExecSink::rnn / rnn_backward, here) carries it out, as the reproducer's rnn_fwd /
 // rnn_bwd helpers do:
 //  - X [N, T, F] is oneDNN's "ntc"; the primitive computes in "tnc", so strided reorders convert.

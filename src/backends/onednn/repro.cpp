@@ -1710,7 +1710,8 @@ ReproProgram Gen::write(const std::string& dir) {
         bwd = "gru_backward";
         fargs = "prop, dir, src, none, wl, wi, bias, dst, none";
         bargs = "prop_kind::backward, dir, src, none, wl, wi, bias, dst, none, src, none, wl, wi, bias, dst, none";
-        note = " (GRU: n = tanh(W_in x + W_hn (r * h) + b), three blocks,\n// oneDNN gate order (u, r, o) = PyTorch (z, r, n))";
+        note = " (GRU: n = tanh(W_in x + W_hn (r * h) + b), three blocks,\n"
+               "// oneDNN gate order (u, r, o) = PyTorch (z, r, n))";
       } else {
         fwd = "lbr_gru_forward";
         bwd = "lbr_gru_backward";

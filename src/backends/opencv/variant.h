@@ -56,8 +56,8 @@ inline Variant parse_variant(const std::vector<std::string>& args) {
 // never one of the forms 4.6 cannot read (opencv_support.cpp form_support, ledger entries
 // opencv-conv-kernel-shape-required, opencv-gemm-const-b-transb0 (transA too) and
 // opencv-gemm-alpha-beta-ignored, the softmax decomposition's broadcast, Pad's negative pads, MatMul's 1-D
-// operands, a GRU without initial_h), except where the variant forces it; the variant's opset replaces the seeded one, and `plain`
-// the seeded form.
+// operands, a GRU without initial_h), except where the variant forces it; the variant's opset replaces
+// the seeded one, and `plain` the seeded form.
 inline ir::OnnxForm onnx_form(const ir::Graph& g, const Variant& v = {}) {
   ir::OnnxForm f =
       ir::seeded_form(g, kMinOpset, kMaxOpset,
