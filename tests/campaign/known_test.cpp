@@ -164,6 +164,15 @@ TEST(Known, TheProjectsLedgersKnowEveryMessageFormOfARootCause) {
       {});
   ASSERT_NE(elu, nullptr);
   EXPECT_EQ(elu->id, "opencv-mish-fusion-extra-consumer");
+  // Seed 10381: a Max reading the dropped Softplus is added with one input (eltwise_layer.cpp).
+  const oracle::KnownEntry* max = l.match(
+      "crash|compile|opencv||conversion failure: OpenCV's ONNX importer refused the model: OpenCV(N) ./modules/dnn/"
+      "src/onnx/onnx_importer.cpp:N: error: (-N:Unspecified error) in function 'handleNode' > Node [Max@ai.onnx]:("
+      "onnx_node!maximum_N) parse error: OpenCV(N) ./modules/dnn/src/layers/eltwise_layer.cpp:N: error: (-N:Assertion"
+      " failed) inputs.s",
+      {});
+  ASSERT_NE(max, nullptr);
+  EXPECT_EQ(max->id, "opencv-mish-fusion-extra-consumer");
 }
 
 // An exchange form in the lowering: OpenCV's silent x*B for a square constant B is labelled only when
