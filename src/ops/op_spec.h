@@ -306,6 +306,11 @@ AttrSpec enum_attr(std::string name, std::string def, std::vector<std::string> c
                    std::vector<std::string> invalid, std::string doc);
 AttrSpec int_enum_attr(std::string name, int64_t def, std::vector<int64_t> choices,
                        std::vector<int64_t> invalid, std::string doc);
+// The attribute, keyed in a finding's signature only where it differs from its default (AttrSpec::keyed_when_given).
+inline AttrSpec keyed_when_given(AttrSpec a) {
+  a.keyed_when_given = true;
+  return a;
+}
 
 // Fills defaults for omitted attributes, converts int→float where a float is expected, and checks
 // every value against its domain. Throws OpError naming the attribute on an unknown name, a wrong

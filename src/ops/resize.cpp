@@ -210,11 +210,11 @@ OpSpec make_resize(Interp kind) {
           ? std::vector<std::string>{"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"}
           : std::vector<std::string>{"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
                                      "tf_half_pixel_for_nn"};
-  AttrSpec scales{"scales", core::AttrKind::Floats, AttrValue(std::vector<double>{}),
-                  "[] (scale = out/in) or [sH, sW] > 0 with sizes = floor(in * scale): the scale every mode but "
-                  "align_corners divides the output coordinate by (ONNX Resize's scales input)",
-                  {}, 0x1p-20, 1e6, {AttrValue(std::vector<double>{0.0, 1.0}), AttrValue(std::vector<double>{1.0})}};
-  scales.keyed_when_given = true;
+  const AttrSpec scales = keyed_when_given(
+      AttrSpec{"scales", core::AttrKind::Floats, AttrValue(std::vector<double>{}),
+               "[] (scale = out/in) or [sH, sW] > 0 with sizes = floor(in * scale): the scale every mode but "
+               "align_corners divides the output coordinate by (ONNX Resize's scales input)",
+               {}, 0x1p-20, 1e6, {AttrValue(std::vector<double>{0.0, 1.0}), AttrValue(std::vector<double>{1.0})}});
   std::vector<std::string> choices = modes;  // the sampler draws the crop mode apart (its roi with it)
   choices.push_back("tf_crop_and_resize");
   s.attrs = {

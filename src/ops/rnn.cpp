@@ -363,29 +363,23 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
   if (k == Cell::Rnn)
     s.attrs.push_back(enum_attr("activation", "tanh", {"tanh", "relu", "sigmoid"}, {"", "elu"},
                                 "f in h' = f(W_ih x + b_ih + W_hh h + b_hh) (ONNX RNN's activations)"));
-  AttrSpec clip = float_attr("clip", 0.0, 0.0, kInf, {AttrValue(-1.0)},
-                             "ONNX's cell clip: 0 none; else each gate's pre-activation is clamped to [-clip, clip] "
-                             "before its activation");
-  clip.keyed_when_given = true;
-  s.attrs.push_back(clip);
+  s.attrs.push_back(keyed_when_given(float_attr(
+      "clip", 0.0, 0.0, kInf, {AttrValue(-1.0)},
+      "ONNX's cell clip: 0 none; else each gate's pre-activation is clamped to [-clip, clip] before its activation")));
   if (k == Cell::Lstm) {
-    AttrSpec coupled = int_enum_attr("input_forget", 0, {0, 1}, {2, -1},
-                                     "1: the forget gate is coupled to the input gate, f = 1 - i (ONNX input_forget)");
-    coupled.keyed_when_given = true;
-    s.attrs.push_back(coupled);
-    AttrSpec peep = int_enum_attr("peepholes", 0, {0, 1}, {2, -1},
-                                  "1: a weight p [D*3*H] (gates i, f, o) adds p_i * c and p_f * c to i and f and "
-                                  "p_o * c' to o (ONNX LSTM's P)");
-    peep.keyed_when_given = true;
-    s.attrs.push_back(peep);
+    s.attrs.push_back(keyed_when_given(int_enum_attr(
+        "input_forget", 0, {0, 1}, {2, -1},
+        "1: the forget gate is coupled to the input gate, f = 1 - i (ONNX input_forget)")));
+    s.attrs.push_back(keyed_when_given(int_enum_attr(
+        "peepholes", 0, {0, 1}, {2, -1},
+        "1: a weight p [D*3*H] (gates i, f, o) adds p_i * c and p_f * c to i and f and p_o * c' to o "
+        "(ONNX LSTM's P)")));
   }
-  if (k == Cell::Gru) {
-    AttrSpec lbr = int_enum_attr("linear_before_reset", 1, {0, 1}, {2, -1},
-                                 "1: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)) (PyTorch); "
-                                 "0: n = tanh(W_in x + b_in + W_hn (r * h) + b_hn) (ONNX's default)");
-    lbr.keyed_when_given = true;
-    s.attrs.push_back(lbr);
-  }
+  if (k == Cell::Gru)
+    s.attrs.push_back(keyed_when_given(int_enum_attr(
+        "linear_before_reset", 1, {0, 1}, {2, -1},
+        "1: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)) (PyTorch); "
+        "0: n = tanh(W_in x + b_in + W_hn (r * h) + b_hn) (ONNX's default)")));
   s.infer = [k](const std::vector<TensorType>& in, const Attrs& a) {
     const DType dt = common_float_dtype(in);
     const Shape& x = in[0].shape;
