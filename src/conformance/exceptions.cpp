@@ -32,12 +32,6 @@ const std::map<std::string, std::string>& reference_exceptions() {
       {"node/test_*_batchwise",
        "RNN/GRU/LSTM layout=1 (batch-major): the catalogue's recurrent operators are time-major like PyTorch's "
        "default"},
-      {"node/test_gru_defaults",
-       "GRU linear_before_reset=0: the catalogue's gru follows PyTorch (linear_before_reset=1), a different formula"},
-      {"node/test_gru_seq_length",
-       "GRU linear_before_reset=0: the catalogue's gru follows PyTorch (linear_before_reset=1), a different formula"},
-      {"node/test_gru_with_initial_bias",
-       "GRU linear_before_reset=0: the catalogue's gru follows PyTorch (linear_before_reset=1), a different formula"},
       {"node/test_max_one_input", "Max of one input is the identity; the catalogue's maximum is binary"},
       {"node/test_min_one_input", "Min of one input is the identity; the catalogue's minimum is binary"},
       {"node/test_sum_one_input", "Sum of one input is the identity; the catalogue's sum takes 2..n inputs"},
