@@ -1,8 +1,9 @@
 // Recurrent layers: simple_rnn, lstm and gru over a batch-first X [N, T, F] from a zero state, in
 // ONNX's three directions (forward, reverse, bidirectional), with ONNX's cell options: `clip` (every
 // gate's pre-activation clamped to [-clip, clip] before its activation), LSTM's `input_forget` (the
-// forget gate coupled to the input gate, f = 1 - i) and GRU's `linear_before_reset` (0: the reset gate
-// multiplies the state before W_hn, n = tanh(W_in x + b_in + W_hn (r * h) + b_hn)).
+// forget gate coupled to the input gate, f = 1 - i) and `peepholes` (ONNX's P, a sixth parameter p),
+// and GRU's `linear_before_reset` (0: the reset gate multiplies the state before W_hn,
+// n = tanh(W_in x + b_in + W_hn (r * h) + b_hn)).
 // Weights use PyTorch's layout and gate order (w_ih [G*H, F], w_hh [G*H, H], b_ih, b_hh [G*H]), so a
 // libtorch backend maps them one to one. One driver runs every cell: each step computes the
 // input and hidden pre-activations gi = W_ih x + b_ih and gh = W_hh h + b_hh, and the cell turns
@@ -342,10 +343,11 @@ std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std:
   Tensor gx(DType::F64, in[0]->shape()), gw_ih(DType::F64, in[1]->shape()), gw_hh(DType::F64, in[2]->shape()),
       gb_ih(DType::F64, in[3]->shape()), gb_hh(DType::F64, in[4]->shape());
   std::vector<Tensor*> outs = {&gx, &gw_ih, &gw_hh, &gb_ih, &gb_hh};
-  Tensor gp = in.size() > 5 ? Tensor(DType::F64, in[5]->shape()) : Tensor();
-  if (in.size() > 5) outs.push_back(&gp);
+  const bool peep = cfg_of(k, a).peep;  // the peepholes p are input 5
+  Tensor gp = peep ? Tensor(DType::F64, in[5]->shape()) : Tensor();
+  if (peep) outs.push_back(&gp);
   for (int64_t d = 0; d < dirs; ++d) rnn_vjp_direction(k, in, a, grad[0], d, outs);
-  if (in.size() > 5) return {gx, gw_ih, gw_hh, gb_ih, gb_hh, gp};
+  if (peep) return {gx, gw_ih, gw_hh, gb_ih, gb_hh, gp};
   return {gx, gw_ih, gw_hh, gb_ih, gb_hh};
 }
 
@@ -444,6 +446,10 @@ std::vector<int64_t> onnx_gate_order(const std::string& op) {
   return {0};
 }
 
+// LSTM peepholes: ONNX's P holds the blocks i, o, f, the catalogue's p i, f, o; the swap is its own
+// inverse, so the same order maps either way.
+const std::vector<int64_t> kPeepholeOrder = {0, 2, 1};
+
 // ONNX gate blocks → PyTorch gate blocks: PyTorch block j is ONNX block order[j].
 std::vector<int64_t> torch_gate_order(const std::string& type) {
   if (type == "LSTM") return {0, 2, 3, 1};  // ONNX i o f c → PyTorch i f g o
@@ -506,7 +512,7 @@ void export_rnn(OnnxExport& e) {
     // ONNX's P [D, 3H] holds the peepholes in the order i, o, f; the catalogue's p is i, f, o.
     const Tensor pw = weight(5);
     Tensor pt(dt, {dirs, 3 * hs});
-    for (int64_t d = 0; d < dirs; ++d) reorder_rows(pw, {0, 2, 1}, hs, d, pt, d * 3 * hs);
+    for (int64_t d = 0; d < dirs; ++d) reorder_rows(pw, kPeepholeOrder, hs, d, pt, d * 3 * hs);
     cell_ins.push_back(e.constant(pt, "P"));
   }
   OnnxNode& p = e.node(type, cell_name, cell_ins,
@@ -624,11 +630,10 @@ void import_rnn(OnnxImport& m) {
     const Tensor& pw = m.need_constant(7, "P");
     if (pw.shape() != Shape{dirs, 3 * hs}) m.fail("P does not match hidden_size and direction");
     Tensor pc(xt.dtype, {dirs * 3 * hs});
-    const std::vector<int64_t> from = {0, 2, 1};
     for (int64_t d = 0; d < dirs; ++d)
       for (int64_t blk = 0; blk < 3; ++blk)
         for (int64_t row = 0; row < hs; ++row)
-          pc.set((d * 3 + blk) * hs + row, pw.get((d * 3 + from[static_cast<size_t>(blk)]) * hs + row));
+          pc.set((d * 3 + blk) * hs + row, pw.get((d * 3 + kPeepholeOrder[static_cast<size_t>(blk)]) * hs + row));
     params.push_back(m.new_initializer("p", pc));
   }
   const std::string xb = m.emit("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
@@ -709,7 +714,7 @@ void register_rnn(Registry& r) {
       "RNN");
   add(rnn_spec(Cell::Lstm, "lstm",
                "LSTM with PyTorch gate order i, f, g, o: c' = f*c + i*g (f = 1 - i with input_forget), "
-               "h' = o*tanh(c'), zero initial state"),
+               "h' = o*tanh(c') (peepholes: p_i*c, p_f*c, p_o*c' added to i, f, o), zero initial state"),
       "LSTM");
   add(rnn_spec(Cell::Gru, "gru",
                "GRU with PyTorch gate order r, z, n: n = tanh(W_in x + b_in + r*(W_hn h + b_hn)) "

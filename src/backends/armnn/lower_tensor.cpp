@@ -347,8 +347,11 @@ void build_rnn(Builder& b, const ir::Node& n) {
       const std::vector<float> r = rows(v, d);
       return std::vector<float>(r.end() - H * per_row, r.end());
     };
-    const Weights wn = b.weights(n.inputs[2] + "_n", last_rows(w_hh, H), Shape{H, H});
-    const Weights bn = b.weights(n.inputs[4] + "_n", last_rows(b_hh, 1), Shape{H});
+    std::optional<Weights> wn, bn;
+    if (rnn_lbr0(n)) {
+      wn = b.weights(n.inputs[2] + "_n", last_rows(w_hh, H), Shape{H, H});
+      bn = b.weights(n.inputs[4] + "_n", last_rows(b_hh, 1), Shape{H});
+    }
     // LSTM peepholes: direction d's p_i, p_f, p_o as constants [1, H], added to a gate as p * c.
     std::vector<Value> peep;
     if (rnn_peepholes(n)) {
@@ -382,7 +385,7 @@ void build_rnn(Builder& b, const ir::Node& n) {
       } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
         const Value r = sigmoid(cl(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0))));
         const Value z = sigmoid(cl(b.binary(BO::Addition, gate(gi, 1), gate(gh, 1))));
-        const Value hn = rnn_lbr0(n) ? fully_connected(b, b.binary(BO::Multiplication, r, h), wn, bn)
+        const Value hn = wn ? fully_connected(b, b.binary(BO::Multiplication, r, h), *wn, bn)
                                      : b.binary(BO::Multiplication, r, gate(gh, 2));
         const Value nn = tanh(cl(b.binary(BO::Addition, gate(gi, 2), hn)));
         h = b.binary(BO::Addition, nn, b.binary(BO::Multiplication, z, b.binary(BO::Subtraction, h, nn)));
