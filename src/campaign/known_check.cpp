@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "campaign/bundle.h"
+#include "core/cpu.h"
 #include "core/error.h"
 
 namespace quorum::campaign {
@@ -15,9 +16,23 @@ const char* to_string(KnownCheck::Status s) {
     case KnownCheck::Status::Differs: return "DIFFERS";
     case KnownCheck::Status::NoCase: return "no case";
     case KnownCheck::Status::Skipped: return "skipped";
+    case KnownCheck::Status::NotHere: return "not here";
   }
   return "?";
 }
+
+namespace {
+// What of an entry's needed CPU features this machine lacks: "" when it has them all, otherwise
+// "needs F1, F2; here MODEL, without F2".
+std::string missing_cpu(const oracle::KnownEntry& e) {
+  std::string needs, lacks;
+  for (const auto& f : e.needs_cpu) {
+    needs += (needs.empty() ? "" : ", ") + f;
+    if (!core::cpu_flags().count(f)) lacks += (lacks.empty() ? "" : ", ") + f;
+  }
+  return lacks.empty() ? "" : "needs " + needs + "; here " + core::cpu_model() + ", without " + lacks;
+}
+}  // namespace
 
 std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownCheckOptions& opt) {
   const auto& backends = opt.backends;
@@ -69,9 +84,12 @@ std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownChe
       const BundleContext ctx{m, ev, s, 0, 0, "quorum known --check (entry " + e.id + ")", versions, {}, {}};
       c.bundle = write_bundle(opt.out, labelled, ctx);
     }
+    const std::string lacks = hit ? "" : missing_cpu(e);
     c.status = hit               ? KnownCheck::Status::Reproduces
+               : !lacks.empty()  ? KnownCheck::Status::NotHere
                : c.found.empty() ? KnownCheck::Status::Stale
                                  : KnownCheck::Status::Differs;
+    if (!lacks.empty()) c.why = lacks;
     out.push_back(std::move(c));
   }
   return out;

@@ -41,8 +41,9 @@ int cmd_known(const Options& o) {
     using S = campaign::KnownCheck::Status;
     std::cout << campaign::to_string(c.status) << "  " << c.entry->backend << "  " << c.entry->id;
     if (c.status == S::Reproduces) ++ok;
-    if (c.status == S::Skipped || c.status == S::NoCase) ++skipped;
+    if (c.status == S::Skipped || c.status == S::NoCase || c.status == S::NotHere) ++skipped;
     if (c.status == S::Skipped) std::cout << ": " << c.why;
+    if (c.status == S::NotHere) std::cout << ": not reproduced on this CPU (" << c.why << ")";
     if (c.status == S::Stale)
       std::cout << ": no longer reproduces (fixed in this library version?) - expected " << c.entry->signature;
     if (c.status == S::Differs) {

@@ -248,6 +248,10 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
       k.also.push_back(std::move(p));
     }
     k.link = str(e, "link", where, false);
+    for (const auto& f : e.value("needs_cpu", json::array())) {
+      if (!f.is_string()) throw UserError(where + ": \"needs_cpu\" lists CPU flags as /proc/cpuinfo names them");
+      k.needs_cpu.push_back(f.get<std::string>());
+    }
     if (e.contains("case") && !e.at("case").is_null()) {
       const json& c = e.at("case");
       k.has_case = true;

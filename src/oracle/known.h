@@ -58,6 +58,10 @@ struct KnownEntry {
   core::Tensor target;         // train mode; empty = drawn as campaigns draw it
   std::string loss;            // train mode: the loss the case trains with; empty = the default (mse_loss)
   std::vector<AgreementWaiver> agreement;
+  // The CPU features (as /proc/cpuinfo's flags name them) without which the case does not show: a library
+  // whose kernels are picked by instruction set (oneDNN's lrn_jit:avx512_core, ONNX Runtime's AVX-512 max
+  // pooling) runs another implementation elsewhere. `known --check` says so on a CPU that lacks one.
+  std::vector<std::string> needs_cpu;
   std::string file;  // the ledger it came from
 };
 

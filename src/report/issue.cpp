@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/cpu.h"
 #include "core/fileio.h"
 #include "localize/classify.h"
 #include "ops/registry.h"
@@ -64,11 +65,6 @@ std::string first_line_of_file(const std::string& path, const std::string& key) 
       return v;
     }
   return "";
-}
-
-std::string cpu_model() {
-  std::string m = first_line_of_file("/proc/cpuinfo", "model name\t: ");
-  return m.empty() ? "unknown CPU" : m;
 }
 
 std::string fmt(double v) {
@@ -275,7 +271,7 @@ std::string issue_markdown(const std::string& bundle_dir) {
   md << "# " << issue_title(c) << "\n\n";
   md << "## Environment\n\n";
   md << "- Library: " << c.library_version << "\n";
-  md << "- OS: " << first_line_of_file("/etc/os-release", "PRETTY_NAME=") << ", " << cpu_model() << "\n";
+  md << "- OS: " << first_line_of_file("/etc/os-release", "PRETTY_NAME=") << ", " << core::cpu_model() << "\n";
   md << "- Data type: " << core::to_string(c.dtype) << "\n\n";
   md << "## What happens\n\n";
   md << (c.detail.empty() ? c.signature : c.detail) << ".\n\n";

@@ -27,9 +27,10 @@ std::string ledger_dir(const std::string& name, const std::string& backend, cons
 
 // relu after log: log of a negative input is the model's own NaN, which relu must keep; the planted
 // relu-nan-to-zero fault swallows it.
-std::string entry(const std::string& backend) {
+// `fields`: more of the entry's fields, each followed by a comma.
+std::string entry(const std::string& backend, const std::string& fields = "") {
   return R"({"format": "quorum.known", "backend": "faulty", "entries": [
-    {"id": "faulty-relu-nan", "backend": ")" + backend + R"(", "class": "bug",
+    {"id": "faulty-relu-nan", "backend": ")" + backend + R"(", )" + fields + R"( "class": "bug",
      "signature": "nan-swallowed|FC|faulty|relu", "note": "relu turns NaN into 0",
      "case": {"mode": "infer",
               "model": {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["r"],
@@ -264,6 +265,28 @@ TEST(Known, CheckReproducesAnEntryAndReportsAStaleOne) {
   EXPECT_EQ(stale[0].status, KnownCheck::Status::Stale);
   fs::remove_all(dir);
   fs::remove_all(stale_dir);
+}
+
+TEST(Known, AnEntryThatNeedsACpuFeatureThisMachineLacksIsNotHereNotStale) {
+  // The stale case again, recorded as needing a CPU feature no machine has: the library would pick
+  // another implementation here, so the check names what the case needs instead of calling it fixed.
+  const std::string dir = ledger_dir("nothere", "faulty", entry("faulty", R"("needs_cpu": ["quorum_no_such_flag"],)"));
+  const oracle::Ledger l = oracle::load_ledgers(dir);
+  ASSERT_EQ(l.entries.size(), 1u);
+  EXPECT_EQ(l.entries[0].needs_cpu, std::vector<std::string>{"quorum_no_such_flag"});
+  const auto c = check_known(l, campaign::KnownCheckOptions{});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, KnownCheck::Status::NotHere);
+  EXPECT_NE(c[0].why.find("needs quorum_no_such_flag; here "), std::string::npos) << c[0].why;
+  EXPECT_NE(c[0].why.find("without quorum_no_such_flag"), std::string::npos) << c[0].why;
+  // A case that reproduces is Reproduces whatever it records as needed.
+  const std::string ok_dir =
+      ledger_dir("nothere_ok", "faulty", entry("faulty:relu-nan-to-zero", R"("needs_cpu": ["quorum_no_such_flag"],)"));
+  const auto ok = check_known(oracle::load_ledgers(ok_dir), campaign::KnownCheckOptions{});
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].status, KnownCheck::Status::Reproduces);
+  fs::remove_all(dir);
+  fs::remove_all(ok_dir);
 }
 
 }  // namespace
