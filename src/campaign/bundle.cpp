@@ -303,7 +303,9 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
     } catch (const core::UserError&) {
     }
     // Each backend that read the model as ONNX: the opset and exchange forms it read (its lowering's
-    // "onnx ..." entries), and the very model it read, onnx/<backend>.onnx (the model's form seed).
+    // "onnx ..." entries), and the very model it read, onnx/<backend>.onnx: the model's form seed with each
+    // node's recorded forms (those the engine's own avoid list and variant chose), so the file is the one
+    // the engine loaded.
     json exchange = json::object();
     for (const auto& [backend, nodes] : ctx.evaluation.exchange) {
       json e = {{"form_seed", ir::form_seed(ctx.model.graph)}, {"forms", json::object()}};
@@ -314,7 +316,8 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
         }
       if (e.contains("opset")) {
         try {
-          const ir::OnnxForm form{e["opset"].get<int>(), ir::form_seed(ctx.model.graph)};
+          ir::OnnxForm form{e["opset"].get<int>(), ir::form_seed(ctx.model.graph)};
+          for (const auto& [node, forms] : e["forms"].items()) form.node_forms[node] = forms.get<std::string>();
           core::make_directories((tmp / "onnx").string());
           core::write_file_atomic((tmp / "onnx" / (safe_name(backend) + ".onnx")).string(),
                                   ir::graph_to_onnx(ctx.model.graph, form).bytes);

@@ -233,7 +233,7 @@ class Exporter final : public ops::OnnxExport {
  public:
   Exporter(const Graph& g, const OnnxForm& f, bool dry)
       : g_(g), opset_(f.opset), seed_(f.seed), dry_(dry), avoid_(f.avoid.begin(), f.avoid.end()),
-        force_(f.force.begin(), f.force.end()), outputs_only_(f.outputs_only) {}
+        force_(f.force.begin(), f.force.end()), node_forms_(f.node_forms), outputs_only_(f.outputs_only) {}
 
   std::map<std::string, std::string> forms;
 
@@ -299,6 +299,7 @@ class Exporter final : public ops::OnnxExport {
   bool dry_;
   std::set<std::string> avoid_;
   std::set<std::string> force_;
+  std::map<std::string, std::string> node_forms_;
   bool outputs_only_ = false;
   uint64_t node_key_ = 0;
   onnx::ModelProto m_;
@@ -386,9 +387,16 @@ class Exporter final : public ops::OnnxExport {
       const std::string e = what + "=" + alternatives[i];
       return force_.count(e) > 0 || force_.count(cur_->op + " " + e) > 0;
     };
+    // The node's recorded choice for `what`, when there is one it offers.
+    size_t recorded = alternatives.size();
+    if (const auto it = node_forms_.find(cur_->name); it != node_forms_.end())
+      for (size_t i = 0; i < alternatives.size(); ++i)
+        if (("," + it->second + ",").find("," + what + "=" + alternatives[i] + ",") != std::string::npos) recorded = i;
     size_t f = 0;
     while (f < alternatives.size() && !forced(f)) ++f;
-    if (f < alternatives.size())
+    if (recorded < alternatives.size())
+      k = recorded;
+    else if (f < alternatives.size())
       k = f;
     else
       for (size_t t = 0; t < alternatives.size() && avoided(k); ++t) k = (k + 1) % alternatives.size();

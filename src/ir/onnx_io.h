@@ -48,6 +48,9 @@ struct OnnxForm {
   // Forms to write wherever a node offers them, "what=form" or "op what=form", over the seeded
   // choice and over `avoid` (an execution variant that runs one form on purpose).
   std::vector<std::string> force;
+  // Choices recorded for a node (by name, OnnxExported::forms' "what=form,..."): a node listed takes exactly
+  // these over everything above, so a model is written again in the very form an engine read (a bundle).
+  std::map<std::string, std::string> node_forms;
   // Only the graph's own outputs as ONNX graph outputs (an optimized run: the engine may fuse what no one
   // asks for); otherwise every node output is one too, after them.
   bool outputs_only = false;

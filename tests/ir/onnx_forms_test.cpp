@@ -211,6 +211,28 @@ TEST(OnnxForms, AForcedFormWinsOverTheSeedAndAvoid) {
   for (const auto& f : seeded) EXPECT_EQ(f.find("gemm_pretransposed"), std::string::npos) << f;
 }
 
+// A node's recorded choices (a bundle writing the model an engine read) win over the seed, the forced
+// forms and `avoid`: the export is the recorded one, byte for byte.
+TEST(OnnxForms, ANodesRecordedFormsAreWrittenAgainExactly) {
+  const Graph g = graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}],
+    "outputs": ["y"], "initializers": [{"name": "w", "dtype": "float32", "shape": [4, 3],
+    "data": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}],
+    "nodes": [{"name": "d", "op": "dense", "inputs": ["x", "w"], "outputs": ["d"], "attrs": {"units": 4, "bias": 0}},
+              {"name": "y", "op": "relu", "inputs": ["d"], "outputs": ["y"]}]})",
+                                  "recorded");
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    // What an engine that avoids the pretransposed Gemm read.
+    const OnnxExported read = graph_to_onnx(g, OnnxForm{13, seed, {"gemm=gemm_pretransposed"}});
+    OnnxForm again{13, seed};
+    again.node_forms = read.forms;
+    EXPECT_EQ(graph_to_onnx(g, again).bytes, read.bytes) << read.str();
+    // Recorded as pretransposed: written so, although the same seed with `avoid` never chose it.
+    OnnxForm other{13, seed, {"gemm=gemm_pretransposed"}};
+    other.node_forms["d"] = "gemm=gemm_pretransposed";
+    EXPECT_NE(("," + onnx_forms(g, other).forms.at("d") + ",").find(",gemm=gemm_pretransposed,"), std::string::npos);
+  }
+}
+
 // python3-onnx's own checker (full_check: shape inference too) on every form of every operator at
 // every opset, in one interpreter.
 TEST(OnnxForms, PythonOnnxCheckerAcceptsEveryForm) {
