@@ -452,6 +452,10 @@ struct PerNode {
             });
         return sens.empty() ? Tensor() : sens[0];
       };
+      // A loss is a mean: its float32 sum of at least one term per sample (the prediction's first axis)
+      // overflows where the mean times that count passes float32's range although the mean does not.
+      const double samples = pred.shape().empty() ? 1.0 : static_cast<double>(pred.shape()[0]);
+      if (!grad) j.overflows = [&exact, samples] { return !(std::abs(exact.get(0)) * samples <= FLT_MAX); };
       return judge_tensor(j, th.dtype);
     };
     Verdict v =

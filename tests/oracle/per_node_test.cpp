@@ -35,9 +35,9 @@ struct Case {
   backends::ValueMap in;
   core::Tensor target;
   ref::TrainResult tr;
-  Case(ir::Graph graph, backends::ValueMap inputs, core::Tensor t)
+  Case(ir::Graph graph, backends::ValueMap inputs, core::Tensor t, const std::string& loss = "mse_loss")
       : g(std::move(graph)), in(std::move(inputs)), target(std::move(t)),
-        tr(ref::train(g, in, target, ref::LossSpec{"mse_loss", {}})) {}
+        tr(ref::train(g, in, target, ref::LossSpec{loss, {}})) {}
   BackendRun run(const std::string& name) const { return exact_run(g, tr, name, name == "ref"); }
   // A library whose values are recomputed by the reference from an altered forward value:
   // everything downstream of `value` is right on the library's own inputs.
@@ -620,6 +620,34 @@ TEST(PerNode, TheLossIsJudgedWithTheSpreadOfItsOperands) {
   const auto found = c.judge_runs({c.run("ref"), a});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].stage, Stage::Loss);
+}
+
+// A loss is a mean, and a float32 library sums its terms before dividing: a categorical hinge whose
+// four rows' margins are 1e38 has the mean 1e38 but the sum 4e38, past FLT_MAX, so its inf is float32's
+// (the rn campaign's categorical hinge, mean 8.4e37, inf in oneDNN, libtorch and NumPy alike); with
+// margins of 5e37 the sum fits and inf is a finding.
+TEST(PerNode, ALossWhoseFloat32SumOfTermsOverflowsIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [4, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "relu", "inputs": ["x"], "outputs": ["y"]}]})",
+                                          "hinge_sum");
+  const core::Tensor onehot = core::Tensor::f64({4, 2}, {1, 0, 1, 0, 1, 0, 1, 0});
+  Thresholds th;
+  th.loss_op = "categorical_hinge";
+  for (const double margin : {1e38, 5e37}) {
+    const Case c(g, {{"x", core::Tensor::f64({4, 2}, {0, margin, 0, margin, 0, margin, 0, margin})}}, onehot,
+                 "categorical_hinge");
+    BackendRun a = c.run("A");
+    a.loss = INFINITY;
+    const auto found = c.judge_runs({c.run("ref"), a}, th);
+    if (margin == 1e38) {
+      for (const auto& f : found) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    } else {
+      ASSERT_EQ(found.size(), 1u);
+      EXPECT_EQ(found[0].stage, Stage::Loss);
+      EXPECT_EQ(found[0].kind, Kind::NaN);
+    }
+  }
 }
 
 // A broadcast operand's gradient is a sum over the broadcast axes. Where its terms exceed float32's
