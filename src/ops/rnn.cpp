@@ -315,14 +315,18 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
         const double dhh = dgh[static_cast<size_t>(r)];
         gb_ih[r] += di;
         gb_hh[r] += dhh;
+        // Each step's products a float32 implementation sums (dW_ih = sum_t dpre_t x_t^T, dx_t = W_ih^T dpre_t,
+        // dW_hh = sum_t dpre_t h_t^T): one past FLT_MAX is inf, and two of them of opposite signs NaN, although
+        // the exact sum fits (float32_range: a float32 trial is NaN there).
         for (int64_t q = 0; q < tr.f; ++q) {
-          gw_ih[r * tr.f + q] += di * xt[q];
-          gxt[q] += w_ih[r * tr.f + q] * di;
+          gw_ih[r * tr.f + q] += di * xt[q] + float32_range(std::abs(di * xt[q]));
+          gxt[q] += w_ih[r * tr.f + q] * di + float32_range(std::abs(w_ih[r * tr.f + q] * di));
         }
         const bool reads_rh = r >= n_rows;
         for (int64_t q = 0; q < hs; ++q) {
           const auto uq = static_cast<size_t>(q);
-          gw_hh[r * hs + q] += dhh * (reads_rh ? rh[uq] : hp[q]);
+          const double term = dhh * (reads_rh ? rh[uq] : hp[q]);
+          gw_hh[r * hs + q] += term + float32_range(std::abs(term));
           dh_direct[uq] += w_hh[r * hs + q] * dhh * (reads_rh ? rv[uq] : 1.0);
         }
       }

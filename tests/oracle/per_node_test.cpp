@@ -261,6 +261,36 @@ TEST(PerNode, AReluCellsGradientAtAFloat32KinkAndPastFloat32sRangeIsNotAFinding)
   EXPECT_EQ(found[0].stage, Stage::Backward);
 }
 
+// dW_ih = sum_t dpre_t * x_t^T: per-step products past FLT_MAX (dpre about 3e38 from a target of -3e38,
+// times x = +-100) whose exact sum 1e38 fits (the two steps nearly cancel) are inf - inf = NaN in a float32 library
+// (issue 39's recurrent class: libtorch NaN, oneDNN's FMA inf, PyTorch's own nn.RNN in float32 alike).
+// The operand-magnitude bound misses it: with |x| the cell's pre-activation is 200, tanh saturates and
+// its derivative 0 hides the products. Not a finding; a NaN in the input gradient (w_ih * dpre = 3e38,
+// in range) still is.
+TEST(PerNode, ARecurrentWeightGradientWhoseStepProductsOverflowFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 2]}], "outputs": ["h"],
+    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 2], "data": [1, 1]},
+                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [0]},
+                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
+    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
+               "attrs": {"hidden_size": 1, "return_sequences": 1}}]})",
+                                          "rnn_dw_products");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2, 2}, {100, -100, -100, 100})}},
+               core::Tensor::f64({1, 2, 1}, {-3e38, -2.99e38}));
+  BackendRun a = c.run("A");
+  ASSERT_GT(std::abs(a.grads["wi"].f64()[0]), 1e37);  // 100 * (3e38 - 2.99e38)
+  ASSERT_LT(std::abs(a.grads["wi"].f64()[0]), FLT_MAX);
+  a.grads["wi"].f64()[0] = a.grads["wi"].f64()[1] = NAN;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[0] = NAN;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].op, "simple_rnn");
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
 // An intermediate that overflows float32 although the result fits: hardswish computed as
 // x * relu6(x + 3) / 6 (libtorch) gives inf for x = 1.4458e38 (x * 6 > FLT_MAX), where the kernel
 // gives x. The catalogue marks that product stored, so inf there is float32's; NaN or inf at an
