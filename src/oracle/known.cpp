@@ -115,7 +115,9 @@ bool glob(const std::string& pattern, const std::string& s) {
 
 }  // namespace
 
-bool KnownPattern::matches(const std::string& sig, const std::vector<std::string>& node_lowering) const {
+bool KnownPattern::matches(const std::string& sig, const std::vector<std::string>& node_lowering,
+                           bool flushed) const {
+  if (subnormals_flushed && !flushed) return false;
   if (!glob(base_signature(signature), sig)) return false;
   if (lowering.empty()) return true;
   for (const auto& op : lowering)
@@ -126,14 +128,20 @@ bool KnownPattern::matches(const std::string& sig, const std::vector<std::string
 
 std::string KnownPattern::str() const {
   std::string s = signature;
+  if (subnormals_flushed) s += "  where the operands' subnormals read as zeros explain it";
   if (lowering.empty()) return s;
   s += "  when the node ran ";
   for (size_t i = 0; i < lowering.size(); ++i) s += (i ? (i + 1 == lowering.size() ? " or " : ", ") : "") + lowering[i];
   return s;
 }
 
-const KnownEntry* Ledger::match(const std::string& signature, const std::vector<std::string>& lowering) const {
+const KnownEntry* Ledger::match(const std::string& signature, const std::vector<std::string>& lowering,
+                                bool subnormals_flushed) const {
   const std::string want = base_signature(signature);
+  if (subnormals_flushed)
+    for (const auto& e : entries)
+      for (const auto& p : e.also)
+        if (p.subnormals_flushed && p.matches(want, lowering, true)) return &e;
   for (const auto& e : entries) {
     if (e.lowering.empty() && base_signature(e.signature) == want) return &e;
     for (const auto& p : e.also)
@@ -148,7 +156,7 @@ const KnownEntry* Ledger::match(const std::string& signature, const std::vector<
 }
 
 const KnownEntry* Ledger::match(const Finding& f) const {
-  if (const KnownEntry* e = match(f.signature(), f.lowering)) return e;
+  if (const KnownEntry* e = match(f.signature(), f.lowering, f.subnormals_flushed)) return e;
   // The form relation's finding is the library's forward in another exchange form (its lowering that form's):
   // an entry of the forward stage holds it too, and for a failure of that run one of the compile stage (the
   // other form's import crashing: seed 9941, OpenCV's CELU matcher).
@@ -236,6 +244,10 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
         p.signature = s.get<std::string>();
       } else if (s.is_object() && s.contains("signature") && s.at("signature").is_string()) {
         p.signature = s.at("signature").get<std::string>();
+        const json& flushed = s.value("subnormals_flushed", json(false));
+        if (!flushed.is_boolean())
+          throw UserError(where + ": an \"also\" pattern's \"subnormals_flushed\" is true or false");
+        p.subnormals_flushed = flushed.get<bool>();
         for (const auto& op : s.value("lowering", json::array())) {
           if (!op.is_string())
             throw UserError(where + ": an \"also\" pattern's \"lowering\" lists library operations (strings)");
@@ -243,7 +255,7 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
         }
       } else {
         throw UserError(where + ": \"also\" lists signatures (strings, '*' for any run of characters) or "
-                        "{\"signature\": ..., \"lowering\": [library operations]}");
+                        "{\"signature\": ..., \"lowering\": [library operations], \"subnormals_flushed\": true}");
       }
       k.also.push_back(std::move(p));
     }

@@ -28,12 +28,20 @@ struct AgreementWaiver {
 // run, '*' as in signatures: the same primitive behind several operators ("nan-swallowed|FC|onednn|*"
 // with eltwise_relu covers relu and leaky_relu, and any operator a backend builds on it later), or
 // the exchange form an importer read ("onnx form gemm=gemm_pretransposed*").
+// `subnormals_flushed`, when set, matches only a finding the kernel explains with the operands' subnormals
+// read as zeros (Finding::subnormals_flushed): a library that computes in denormals-are-zero mode is wrong
+// that way in every operator, and the pattern may name them all ("inconsistency|FC|opencv|*") without
+// covering any other inconsistency of theirs. Such patterns are tried before every other.
 struct KnownPattern {
   std::string signature;
   std::vector<std::string> lowering;
-  bool exact() const { return lowering.empty() && signature.find('*') == std::string::npos; }
+  bool subnormals_flushed = false;
+  bool exact() const {
+    return lowering.empty() && !subnormals_flushed && signature.find('*') == std::string::npos;
+  }
   // `signature` with the backend's options already dropped (base_signature).
-  bool matches(const std::string& signature, const std::vector<std::string>& node_lowering) const;
+  bool matches(const std::string& signature, const std::vector<std::string>& node_lowering,
+               bool flushed = false) const;
   std::string str() const;  // for people: the signature, and "when the node ran ..." where given
 };
 
@@ -71,7 +79,8 @@ struct Ledger {
   // (without a lowering) or exact `also` signature equals the finding's, then the first whose pattern
   // (an entry's signature with its lowering, or an `also` pattern) matches it (with `lowering`, the
   // library operations the finding's node ran).
-  const KnownEntry* match(const std::string& signature, const std::vector<std::string>& lowering = {}) const;
+  const KnownEntry* match(const std::string& signature, const std::vector<std::string>& lowering = {},
+                          bool subnormals_flushed = false) const;
   // A finding's entry: its signature and lowering as above; for a finding blamed on the reference
   // because every library differs from the kernel alike, the entry of the first of them when each
   // of them has a known bug with that finding's signature (libraries that share the faulty code:

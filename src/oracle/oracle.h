@@ -132,6 +132,10 @@ struct Finding {
   std::vector<std::string> lowering;
   // Blamed on the reference: each library in `against`'s operations for the node, as `lowering` is for a library.
   std::map<std::string, std::vector<std::string>> against_lowering;
+  // Whether the library's value is what the kernel gives on the library's operands with their float32
+  // subnormals read as signed zeros (the denormals-are-zero mode some libraries compute in): the
+  // per-node rule's evaluation that explains the finding, which a ledger pattern may require.
+  bool subnormals_flushed = false;
   // Whether the libraries agreed with each other against the float64 reference ("ref").
   bool blames_reference() const { return backend == "ref"; }
   // The deduplication key: kind, stage, blamed backend, operator, and the categorical

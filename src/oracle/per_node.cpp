@@ -44,6 +44,7 @@ struct Verdict {
   int64_t worst = -1, first_nonfinite = -1, first_swallowed = -1;
   bool shape_mismatch = false;
   double got_at_worst = 0, want_at_worst = 0;
+  bool subnormals_flushed = false;  // Finding::subnormals_flushed
 };
 
 // `explained(i, got)`: a deviation at element i that a convention allows (ties, kinks). `exact`:
@@ -326,9 +327,48 @@ struct PerNode {
         };
         j.bound = [&, k] { return sum_magnitude(n, held, k); };
         j.overflows = [&, k] { return intermediate_overflow(n, held, k); };
-        note(Stage::Forward, &n, n.outputs[k], ri, judge_tensor(j, th.dtype));
+        Verdict v = judge_tensor(j, th.dtype);
+        if (v.produced || v.swallowed || v.wrong) v.subnormals_flushed = explained_by_flushing(n, held, got->second, k);
+        note(Stage::Forward, &n, n.outputs[k], ri, v);
       }
     }
+  }
+
+  // Whether the library's output k of node n is what the kernel gives on its float32 operands with their
+  // subnormals read as signed zeros (Finding::subnormals_flushed), judged as the output itself is.
+  bool explained_by_flushing(const ir::Node& n, const std::vector<Tensor>& held, const Tensor& got, size_t k) const {
+    if (th.dtype != DType::F32) return false;
+    std::vector<Tensor> flushed;
+    bool any = false;
+    for (const auto& t : held) {
+      Tensor f = t.to(DType::F64);
+      for (int64_t i = 0; i < f.numel(); ++i) {
+        const double x = f.f64()[i];
+        if (x != 0 && std::abs(x) < FLT_MIN) {
+          f.f64()[i] = std::copysign(0.0, x);
+          any = true;
+        }
+      }
+      flushed.push_back(std::move(f));
+    }
+    if (!any) return false;
+    std::vector<Tensor> want;
+    try {
+      want = node_forward(n, flushed);
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (k >= want.size()) return false;
+    Judging j{got, want[k], node_tolerance(g, n, th.dtype, false), all_finite(flushed), nan_free(flushed)};
+    std::vector<Tensor> sens;
+    j.spread = [&] {
+      sens = spread(flushed, want, th.dtype, perturbation_ulps(n, flushed), n.op + "#" + std::to_string(k),
+                    forward_kernel(n));
+      return k < sens.size() ? sens[k] : Tensor();
+    };
+    j.bound = [&] { return sum_magnitude(n, flushed, k); };
+    const Verdict v = judge_tensor(j, th.dtype);
+    return !v.produced && !v.swallowed && !v.wrong;
   }
 
   // For a summing operator (dense, conv, reductions, norms: those with a reduction length), the
@@ -868,6 +908,7 @@ struct PerNode {
     f.op = n ? n->op : th.loss_op;
     f.params = n ? key_params(*n) : "";
     f.distance = j.v.distance;
+    f.subnormals_flushed = j.v.subnormals_flushed;
     const std::string what = j.stage == Stage::Backward ? "gradient of '" + j.value + "'" : "'" + j.value + "'";
     const std::string stage = to_string(j.stage);
     if (kind == Kind::NaN) {

@@ -267,6 +267,36 @@ TEST(Known, CheckReproducesAnEntryAndReportsAStaleOne) {
   fs::remove_all(stale_dir);
 }
 
+// A pattern that requires flushed subnormals labels only a finding they explain, before any other pattern
+// and whatever its operator; the same signature without the flag stays another entry's or unknown.
+TEST(Known, ASubnormalsFlushedPatternLabelsOnlyFindingsFlushingExplains) {
+  const std::string dir = ledger_dir("flushed", "faulty", R"({"format": "quorum.known", "backend": "faulty",
+    "entries": [
+      {"id": "any-dense", "class": "bug", "signature": "nan|FC|faulty|relu", "note": "n",
+       "also": ["inconsistency|FC|faulty|*"]},
+      {"id": "daz", "class": "convention", "signature": "nan|FC|faulty|sqrt", "note": "n",
+       "also": [{"signature": "*|FC|faulty|*", "subnormals_flushed": true}]}]})");
+  const oracle::Ledger l = oracle::load_ledgers(dir);
+  oracle::Finding f;
+  f.kind = oracle::Kind::Inconsistency;
+  f.backend = "faulty:x";
+  f.op = "dense";
+  f.params = "{}";
+  ASSERT_NE(l.match(f), nullptr);
+  EXPECT_EQ(l.match(f)->id, "any-dense");
+  f.subnormals_flushed = true;
+  ASSERT_NE(l.match(f), nullptr);
+  EXPECT_EQ(l.match(f)->id, "daz");
+  f.backend = "torch";
+  EXPECT_EQ(l.match(f), nullptr);
+  const std::string bad = ledger_dir("flushed_bad", "faulty", R"({"format": "quorum.known", "backend": "faulty",
+    "entries": [{"id": "daz", "class": "convention", "signature": "nan|FC|faulty|sqrt", "note": "n",
+       "also": [{"signature": "*|FC|faulty|*", "subnormals_flushed": "yes"}]}]})");
+  EXPECT_THROW(oracle::load_ledgers(bad), core::UserError);
+  fs::remove_all(dir);
+  fs::remove_all(bad);
+}
+
 TEST(Known, AnEntryThatNeedsACpuFeatureThisMachineLacksIsNotHereNotStale) {
   // The stale case again, recorded as needing a CPU feature no machine has: the library would pick
   // another implementation here, so the check names what the case needs instead of calling it fixed.

@@ -291,6 +291,29 @@ TEST(PerNode, ARecurrentWeightGradientWhoseStepProductsOverflowFloat32IsNotAFind
   EXPECT_EQ(found[0].kind, Kind::NaN);
 }
 
+// A library in denormals-are-zero mode (OpenCV, XNNPACK) computes a dense layer's 1e-40 * 1e38 as 0: its
+// output 1 where the exact one is 1.01 is a finding the kernel explains with the subnormal operand read as
+// zero (Finding::subnormals_flushed, which the ledgers' denormals entries require); a value flushing does
+// not explain is a finding without it.
+TEST(PerNode, AFindingThatFlushedSubnormalsExplainSaysSo) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "initializers": [{"name": "w", "dtype": "float32", "shape": [1, 2], "data": [1e38, 1]}],
+    "nodes": [{"name": "y", "op": "dense", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {"units": 1, "bias": 0}}]})",
+                                          "daz_dense");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2}, {1e-40, 1})}}, core::Tensor::f64({1, 1}, {0}));
+  for (const double got : {1.0, 2.0}) {
+    BackendRun a = c.run("A");
+    a.trained = false;
+    ASSERT_NEAR(a.values["y"].f64()[0], 1.01, 1e-6);
+    a.values["y"].f64()[0] = got;
+    const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].kind, Kind::Inconsistency);
+    EXPECT_EQ(found[0].subnormals_flushed, got == 1.0) << got;
+  }
+}
+
 // An intermediate that overflows float32 although the result fits: hardswish computed as
 // x * relu6(x + 3) / 6 (libtorch) gives inf for x = 1.4458e38 (x * 6 > FLT_MAX), where the kernel
 // gives x. The catalogue marks that product stored, so inf there is float32's; NaN or inf at an
