@@ -236,9 +236,15 @@ OpSpec make_window_pool(int d, bool is_max) {
         if (is_max) {
           yp[o] = xp[w.cells[first_max(xp, w)]];
         } else {
-          double sum = 0;
-          for (int64_t c : w.cells) sum += xp[c];
-          yp[o] = sum / static_cast<double>(include_pad ? w.with_pad : static_cast<int64_t>(w.cells.size()));
+          // A float32 sum, as the global pool's (ops::stored_sum): beyond float32's range where it may
+          // round past FLT_MAX although the exact sum fits.
+          double sum = 0, magnitude = 0;
+          for (int64_t c : w.cells) {
+            sum += xp[c];
+            if (std::isfinite(xp[c])) magnitude += std::abs(xp[c]);
+          }
+          const auto terms = static_cast<int64_t>(w.cells.size());
+          yp[o] = stored_sum(sum, magnitude, terms) / static_cast<double>(include_pad ? w.with_pad : terms);
         }
       }
     }

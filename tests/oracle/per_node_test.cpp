@@ -1388,6 +1388,29 @@ TEST(PerNode, AFloat32SumThatRoundsPastFloatMaxIsNotAFinding) {
   }
 }
 
+// The same for a window average: avg_pool1d with one window of 60 cells sums them in float32 too.
+TEST(PerNode, AWindowAveragesFloat32SumThatRoundsPastFloatMaxIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 60]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "avg_pool1d", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"kernel_shape": [60], "strides": [1]}}]})",
+                                          "avgpool_sum_overflow");
+  core::Tensor xs(core::DType::F64, {1, 2, 60});
+  for (int64_t i = 0; i < 60; ++i) {
+    xs.f64()[i] = static_cast<double>(FLT_MAX / 60);
+    xs.f64()[60 + i] = static_cast<double>(FLT_MAX / 200);
+  }
+  const Case c(g, {{"x", xs}}, core::Tensor(core::DType::F64, {1, 2, 1}));
+  BackendRun a = c.run("A");
+  a.trained = false;
+  a.values["y"].f64()[0] = INFINITY;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.detail;
+  a.values["y"].f64()[1] = INFINITY;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
 // A cubic resize of one cell at -FLT_MAX: every tap reads the cell, the exact weights sum to 1, but the
 // four products' partial sums pass FLT_MAX in float32 (ONNX Runtime's NaN, seed 9811: a height pass of
 // -inf rows, then -inf times weights of both signs). The same at a quarter of FLT_MAX stays a finding.
