@@ -131,5 +131,32 @@ TEST(StoredStatistics, TorchVariancesGradientIsNotNanWhereGyTimesScaleOverflowsA
   EXPECT_EQ(r.grads.at("m").get(0), -INFINITY);
 }
 
+TEST(StoredStatistics, TorchVariancesGradientIsNotNanWhereTheNormalisedValueOverflowsAndGyIsZero) {
+  if (!built("torch")) GTEST_SKIP() << "torch backend not built";
+  // Seed 10411: channel 0's stored mean is FLT_MAX, x = 0 and var 0.545, so xhat = -FLT_MAX * 1.35 is
+  // -inf in float32 while the gradient reaching it is 0. The carrier's d/dvar was gy * xhat = 0 * -inf = NaN
+  // where the exact gradient is 0.
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [2], "data": [1, 1]},
+                     {"name": "b", "dtype": "float32", "shape": [2], "data": [0, 0]},
+                     {"name": "m", "dtype": "float32", "shape": [2], "data": [3.4028235e+38, 0]},
+                     {"name": "v", "dtype": "float32", "shape": [2], "data": [0.54486626, 1]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 1e-5, "training": 0}}]})",
+                                          "bn_overflowed_xhat");
+  worker::Worker w("torch", {}, worker::Limits{});
+  ASSERT_TRUE(w.compile(g, CompileOptions{core::DType::F32, 1}).ok());
+  TrainRequest req;
+  req.inputs = {{"x", core::Tensor::f64({1, 2}, {0, 1}).to(core::DType::F32)}};
+  req.target = core::Tensor::f64({1, 2}, {0, 1}).to(core::DType::F32);
+  req.loss = "categorical_hinge";
+  TrainResult r;
+  ASSERT_TRUE(w.train(req, r).ok());
+  ASSERT_EQ(r.grads.at("y").get(0), 0.0);
+  for (const char* p : {"v", "m", "s"}) EXPECT_EQ(r.grads.at(p).get(0), 0.0) << p;
+  EXPECT_TRUE(std::isfinite(r.grads.at("v").get(1)));
+}
+
 }  // namespace
 }  // namespace quorum::backends

@@ -317,16 +317,17 @@ void lower_batch_norm(const Node& c) {
   // libtorch refuses running_mean / running_var that require a gradient ("not differentiable with
   // respect to argument 'running_mean'"), but the catalogue differentiates through them. The
   // output comes from batch_norm on detached statistics; a term equal to zero in value carries
-  // their gradients without changing the output: xhat * qv + qm, with xhat = (x - mean) * rstd and
-  // rstd detached, qv = (var - var.detach()) * s * rstd * rstd * -0.5 and qm = -((mean -
-  // mean.detach()) * s * rstd), zero in value, their derivatives d/dvar and d/dmean of the scaled
-  // normalisation. Autograd multiplies in the reverse order of the statements, so the variance's
-  // gradient is sum(gy * xhat) * -0.5 * rstd * rstd * s, the scale last (as oneDNN's lowering):
-  // multiplying gy by the scale first overflowed float32 where the gradient fits (seed 2613: scale
-  // FLT_MAX, elements dropped; and gy * |scale| = inf times rsqrt's rstd^3 = 0 gave NaN,
-  // tests/backends/stored_statistics_test.cpp). Where xhat is infinite (x = -inf) the term is
-  // inf * 0 = NaN, which would be Quorum's, not libtorch's: it is zeroed there, and nan_to_num's
-  // backward drops that element's gradient.
+  // their gradients without changing the output: (x - mean) * qv + qm, with x and mean detached,
+  // qv = (var - var.detach()) * s * rstd * rstd * rstd * -0.5 and qm = -((mean - mean.detach()) * s * rstd),
+  // zero in value, their derivatives d/dvar and d/dmean of the scaled normalisation. Autograd multiplies
+  // in the reverse order of the statements, so the variance's gradient is
+  // sum(gy * (x - mean)) * -0.5 * rstd * rstd * rstd * s, the catalogue kernel's own order (its float32
+  // mark on that raw dot, ops/norm.cpp) with the scale last (as oneDNN's lowering): multiplying gy by the
+  // scale first overflowed float32 where the gradient fits (seed 2613: scale FLT_MAX, elements dropped;
+  // and gy * |scale| = inf times rsqrt's rstd^3 = 0 gave NaN), and gy * xhat with xhat = (x - mean) * rstd
+  // was 0 * -inf = NaN where a stored mean at FLT_MAX makes xhat overflow and the exact gradient is 0
+  // (seed 10411; tests/backends/stored_statistics_test.cpp). Where x is infinite the term is inf * 0 = NaN
+  // in value, which nan_to_num zeroes; its gradient there is the kernel's (NaN where gy is 0).
   c.y(call("torch.batch_norm",
            {tensor("x0"), tensor("x1"), tensor("x2"), tensor(fn1(".detach", var("x3"))),
             tensor(fn1(".detach", var("x4"))), boolean(false), literal(0.0), flt(eps), boolean(false)}));
@@ -339,17 +340,14 @@ void lower_batch_norm(const Node& c) {
   c.sink.comment("equal to zero in value that carries d/dmean and d/dvar (lower.cpp, lower_batch_norm).");
   c.let("s", call(".reshape", {tensor(fn1(".detach", var("x1"))), ints(shape)}));
   c.let("r", fn1("torch.rsqrt", call("torch.add", {per_channel(fn1(".detach", var("x4"))), flt(eps)})));
-  c.let("xhat",
-        call("torch.mul",
-             {tensor(call("torch.sub", {tensor(fn1(".detach", var("x0"))), per_channel(fn1(".detach", var("x3")))})),
-              tensor("r")}));
+  c.let("xm", call("torch.sub", {tensor(fn1(".detach", var("x0"))), per_channel(fn1(".detach", var("x3")))}));
   c.let("qv", call("torch.sub", {per_channel(var("x4")), per_channel(fn1(".detach", var("x4")))}));
-  for (const char* f : {"s", "r", "r"}) c.let("qv", mul("qv", tensor(f)));
+  for (const char* f : {"s", "r", "r", "r"}) c.let("qv", mul("qv", tensor(f)));
   c.let("qv", mul("qv", literal(-0.5)));
   c.let("qm", call("torch.sub", {per_channel(var("x3")), per_channel(fn1(".detach", var("x3")))}));
   for (const char* f : {"s", "r"}) c.let("qm", mul("qm", tensor(f)));
   c.let("qm", fn1("torch.neg", var("qm")));
-  const CallPtr zero = call("torch.add", {tensor(mul("xhat", tensor("qv"))), tensor("qm")});
+  const CallPtr zero = call("torch.add", {tensor(mul("xm", tensor("qv"))), tensor("qm")});
   c.y(call("torch.add",
            {tensor("y"), tensor(call("torch.nan_to_num", {tensor(zero), literal(0.0), literal(0.0), literal(0.0)}))}));
   c.sink.end_if();
