@@ -217,6 +217,9 @@ campaign::SearchOptions search_options_of(const Options& o, const std::string& m
   p.max_ite = static_cast<int64_t>(o.max_ite);
   if (p.max_ite < 1) throw UserError("--max_ite: at least 1");
   p.cauchy_scale = o.cauchy_scale;
+  if (o.ga_operators != "floats" && o.ga_operators != "audee")
+    throw UserError("--ga_operators: floats or audee, got '" + o.ga_operators + "'");
+  p.float_moves = o.ga_operators == "floats";
   p.budget = static_cast<int64_t>(budget);
   p.level = search::level_from_string(o.level);
   p.fitness = search::fitness_from_string(o.fitness);

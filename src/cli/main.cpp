@@ -258,7 +258,7 @@ const std::vector<Command>& commands() {
         "threads",   "dtype",    "loss",      "learning_rate",  "threshold",     "epsilon",
         "metric",    "oracle",   "reduce",    "invalid_params", "mutation_rate", "model", "optimized",
         "batch_relation", "form_relation", "ops", "skip_ops", "store", "shard", "worker_models", "worker_rss",
-        "search",    "search_budget", "population", "elite", "crossover", "ga_mutation", "max_ite",
+        "search",    "search_budget", "population", "elite", "crossover", "ga_mutation", "ga_operators", "max_ite",
         "cauchy_scale", "level", "fitness", "transfer", "trained", "images", "batch", "top_k", "class_threshold",
         "mad_threshold", "trigger_share", "olc_weights", "n_maxspc", "mcts_visits", "mcts_depth", "backend_share",
         "muffin_epoch"},
@@ -280,7 +280,8 @@ const std::vector<Command>& commands() {
        "search one model's inputs and/or weights for a failure (Audee's genetic search, divergence seeking, "
        "GRIST's gradient-guided NaN/Inf); writes it as a bundle",
        {"method",  "model",  "backends",   "budget",     "level",    "fitness",     "population", "elite",
-        "crossover", "ga_mutation", "max_ite", "cauchy_scale", "seed", "out", "mode", "dtype", "threads", "loss",
+        "crossover", "ga_mutation", "ga_operators", "max_ite", "cauchy_scale", "seed", "out", "mode", "dtype", "threads",
+        "loss",
         "learning_rate", "threshold", "epsilon", "metric", "oracle", "timeout", "memory", "target", "time", "delta",
         "switch_rate", "weights", "data_range", "baseline"},
        cmd_search},

@@ -88,7 +88,8 @@ int cmd_search(const Options& o) {
             << search::to_string(p.level) << ", fitness "
             << (so.method == campaign::SearchMethod::Diverge ? "diverge" : search::to_string(p.fitness))
             << ", population " << p.population << ", elite " << p.elite << ", crossover " << p.crossover
-            << ", mutation " << p.mutation << ", max_ite " << p.max_ite << ", budget " << budget
+            << ", mutation " << p.mutation << " (" << (p.float_moves ? "floats" : "audee") << " operators), max_ite "
+            << p.max_ite << ", budget " << budget
             << " evaluations; seed " << seed << "\n";
   worker::Limits limits = setup.limits;
   campaign::WorkerSet workers(setup.backends, limits);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -124,10 +125,27 @@ std::vector<double> crossover(const std::vector<double>& a, const std::vector<do
   return child;
 }
 
-void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& rng) {
+void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& rng, bool float_moves) {
   for (const auto& s : l.segments)
     for (size_t i = s.offset; i < s.offset + s.size; ++i)
-      if (rng.uniform() < r2) genes[i] += rng.cauchy(0.0, s.scale);
+      if (rng.uniform() < r2) {
+        if (float_moves && rng.bernoulli(0.5))
+          genes[i] = float_move(genes[i], rng);
+        else
+          genes[i] += rng.cauchy(0.0, s.scale);
+      }
+}
+
+double float_move(double x, core::Rng& rng) {
+  switch (rng.index(4)) {
+    case 0: return std::ldexp(x, static_cast<int>(rng.randint(-40, 40)));
+    case 1: return -x;
+    case 2: return rng.pick(data::edge_values());
+    default: {
+      static const std::vector<double> ends = {FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, INFINITY, -INFINITY};
+      return rng.pick(ends);
+    }
+  }
 }
 
 namespace {
@@ -375,11 +393,20 @@ Result genetic_search(const ir::Graph& g, const Candidate& seed, const GaParams&
   Result res;
   const Layout l = layout_of(g, seed, p.level, p.cauchy_scale);
   const std::vector<double> centre = genes_of(seed, l);
-  // The initial population: the seed's genes, each with Cauchy noise.
+  // The initial population: the seed's genes, each with Cauchy noise; with float moves, every other one's
+  // inputs drawn afresh as the campaign draws them (its weights the seed's).
   std::vector<Scored> pop(static_cast<size_t>(std::min<int64_t>(p.population, remaining(p, res))));
-  for (auto& s : pop) {
-    s.genes = centre;
-    mutate(s.genes, l, 1.0, rng);
+  for (size_t i = 0; i < pop.size(); ++i) {
+    if (p.float_moves && i % 2 == 1) {
+      Candidate c = seed;
+      for (const auto& s : l.segments)
+        if (!s.weight) c.inputs.erase(s.name);
+      data::complete_inputs(g, c.inputs, rng);
+      pop[i].genes = genes_of(c, l);
+      continue;
+    }
+    pop[i].genes = centre;
+    mutate(pop[i].genes, l, 1.0, rng);
   }
   bool stop = pop.empty() || run_batch(g, seed, l, pop, p, ev, res);
   res.generations = pop.empty() ? 0 : 1;
@@ -399,7 +426,7 @@ Result genetic_search(const ir::Graph& g, const Candidate& seed, const GaParams&
       const Scored& a = pop[rng.index(parents)];
       const Scored& b = pop[rng.index(parents)];
       c.genes = crossover(a.genes, b.genes, p.crossover, rng);
-      mutate(c.genes, l, p.mutation, rng);
+      mutate(c.genes, l, p.mutation, rng, p.float_moves);
     }
     stop = run_batch(g, seed, l, children, p, ev, res);
     ++res.generations;

@@ -41,6 +41,11 @@ struct GaParams {
   int64_t budget = 0;         // evaluations in all (0: no limit beyond max_ite)
   Level level = Level::Input;
   Fitness fitness = Fitness::Inconsistency;
+  // Quorum's float-aware operators (the default, --ga_operators floats): half the initial population's
+  // inputs drawn as the campaign draws them (data/values.h: edge values, subnormals), and half of the
+  // mutations a float move (float_move) instead of Cauchy noise, so the search leaves a tensor's magnitude.
+  // False (--ga_operators audee): Audee's operators alone, the paper's configuration.
+  bool float_moves = true;
 };
 
 
@@ -77,8 +82,14 @@ Candidate with_genes(const Candidate& base, const Layout& l, const std::vector<d
 
 // Gene-wise crossover: gene i from `a` when U < r1, else from `b`.
 std::vector<double> crossover(const std::vector<double>& a, const std::vector<double>& b, double r1, core::Rng& rng);
-// Each gene, with probability r2, plus Cauchy(0, its segment's scale) noise.
-void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& rng);
+// Each gene, with probability r2, plus Cauchy(0, its segment's scale) noise; with `float_moves`, half of
+// those genes take a float_move instead.
+void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& rng, bool float_moves = false);
+// A move across float32's values, which Cauchy noise around a tensor's median never makes: the value times
+// 2^k (k uniform in [-40, 40]: another binade, toward 0 or toward the range's end), its negation, an edge
+// value the campaign draws (data::edge_values(): signed zeros, +-1, subnormals, +-1e4, +-1e6), or one of
+// float32's ends (+-FLT_MIN, +-FLT_MAX, +-inf); each a quarter of the moves.
+double float_move(double x, core::Rng& rng);
 
 // A test oracle that fired on a trial.
 struct Failure {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <limits>
 
@@ -41,6 +42,36 @@ TEST(Genetic, CrossoverTakesEachGeneFromOneParent) {
   EXPECT_NEAR(from_a / 1000.0, 0.3, 0.05);  // r1 is the share of genes from the first parent
   core::Rng r1(9), r2(9);
   EXPECT_EQ(crossover(a, b, 0.5, r1), crossover(a, b, 0.5, r2));
+}
+
+// The float-aware mutation reaches what Cauchy noise around a tensor's median never does: other binades
+// (tiny and huge magnitudes), the other sign, subnormals and float32's ends; half of a mutation's genes
+// take such a move, the rest Cauchy noise as before.
+TEST(Genetic, FloatMovesReachOtherBinadesSignsSubnormalsAndFloat32sEnds) {
+  core::Rng rng(5);
+  int tiny = 0, huge = 0, negative = 0, subnormal = 0, infinite = 0, top = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const double v = float_move(1.5, rng);
+    const double a = std::fabs(v);
+    tiny += a > 0 && a < 1e-6;
+    huge += a > 1e6 && std::isfinite(a);
+    negative += v < 0;
+    subnormal += a > 0 && a < FLT_MIN;
+    infinite += std::isinf(v);
+    top += a == FLT_MAX;
+  }
+  for (const int n : {tiny, huge, negative, subnormal, infinite, top}) EXPECT_GT(n, 20);
+  const Layout l = one_segment(4000, 2.0);
+  std::vector<double> g(4000, 1.5);
+  mutate(g, l, 1.0, rng, true);
+  int moved = 0;
+  for (double v : g) moved += std::fabs(v) > 1e6 || std::fabs(v) < 1e-6 || std::isinf(v);
+  EXPECT_GT(moved, 400);
+  std::vector<double> c(4000, 1.5);
+  mutate(c, l, 1.0, rng, false);
+  int cauchy_far = 0;
+  for (double v : c) cauchy_far += std::isinf(v) || (std::fabs(v) > 0 && std::fabs(v) < 1e-6);
+  EXPECT_EQ(cauchy_far, 0);
 }
 
 TEST(Genetic, MutationAddsCauchyNoiseAtItsRateAndScale) {
