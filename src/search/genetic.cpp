@@ -142,7 +142,7 @@ double float_move(double x, core::Rng& rng) {
     case 1: return -x;
     case 2: return rng.pick(data::edge_values());
     default: {
-      static const std::vector<double> ends = {FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, INFINITY, -INFINITY};
+      static const std::vector<double> ends = {FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, INFINITY, -INFINITY, NAN};
       return rng.pick(ends);
     }
   }

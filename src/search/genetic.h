@@ -88,7 +88,8 @@ void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& r
 // A move across float32's values, which Cauchy noise around a tensor's median never makes: the value times
 // 2^k (k uniform in [-40, 40]: another binade, toward 0 or toward the range's end), its negation, an edge
 // value the campaign draws (data::edge_values(): signed zeros, +-1, subnormals, +-1e4, +-1e6), or one of
-// float32's ends (+-FLT_MIN, +-FLT_MAX, +-inf); each a quarter of the moves.
+// float32's ends and NaN (+-FLT_MIN, +-FLT_MAX, +-inf, NaN: the campaign's inputs never hold NaN, its models
+// make it inside, so NaN handling at a model's input is reached only this way); each a quarter of the moves.
 double float_move(double x, core::Rng& rng);
 
 // A test oracle that fired on a trial.

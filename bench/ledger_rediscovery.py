@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""The ledger as a rediscovery benchmark for the steered searches (not run by make test or make bench:
+it takes minutes to an hour).
+
+For every ledger entry of class bug with a minimal case, the case's model is searched from fresh
+inputs: its recorded inputs (the values that trigger the bug) are dropped, so `quorum search` draws
+them as a campaign does (data/values.h: uniform values with edge values and subnormals), seeded by
+--seed; the model's weights stay the case's. Each method gets the same evaluation budget and seeds on
+the entry's own backend; a run rediscovers the entry when its first failure is labelled with the
+entry's id. An entry whose trigger lives in the weights is found at the first evaluation by every
+method: the table says so ("weights"), it measures no search.
+
+Usage: /usr/bin/python3 bench/ledger_rediscovery.py [--build build] [--budget 60] [--seeds 2]
+       [--methods random,ga,ga-audee] [--filter TEXT] [--out DIR]
+Prints one markdown row per entry and a summary per method (entries rediscovered on every seed, on
+any seed, median evaluations to the first trigger).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+METHODS = {
+    "random": ["--method", "random"],
+    "ga": ["--method", "ga", "--ga_operators", "floats"],
+    "ga-audee": ["--method", "ga", "--ga_operators", "audee"],
+    "diverge": ["--method", "diverge"],
+}
+
+
+def entries(filter_text):
+    for path in sorted(glob.glob(os.path.join(ROOT, "src/backends/*/known_differences.json"))):
+        ledger = json.load(open(path))
+        for e in ledger["entries"]:
+            if e["class"] != "bug" or not e.get("case"):
+                continue
+            if filter_text and filter_text not in e["id"]:
+                continue
+            e.setdefault("backend", ledger["backend"])
+            yield e
+
+
+def search(quorum, entry, model_path, method, seed, budget, out):
+    case = entry["case"]
+    mode = "both" if case.get("mode") == "train" else "infer"
+    cmd = [quorum, "search", *METHODS[method], "--model", model_path, "--backends", entry["backend"],
+           "--mode", mode, "--budget", str(budget), "--seed", str(seed), "--out", out]
+    if case.get("loss"):
+        cmd += ["--loss", case["loss"]]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {"error": "timeout"}
+    result = re.search(r"^result: (.*)$", p.stdout, re.M)
+    if not result:
+        return {"error": (p.stderr.strip().splitlines() or ["no result"])[-1][:120]}
+    fields = dict(kv.split("=", 1) for kv in result.group(1).split())
+    r = {"found": fields.get("found") == "1", "evaluations": int(fields.get("evaluations", 0)), "known": ""}
+    bundle = re.search(r"^bundle: (.*)$", p.stdout, re.M)
+    if r["found"] and bundle:
+        try:
+            r["known"] = json.load(open(os.path.join(bundle.group(1), "finding.json"))).get("known", "")
+        except (OSError, ValueError):
+            pass
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--budget", type=int, default=60)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--methods", default="random,ga,ga-audee")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    quorum = os.path.join(a.build, "quorum")
+    methods = a.methods.split(",")
+    for m in methods:
+        if m not in METHODS:
+            sys.exit("--methods: one of " + ", ".join(METHODS))
+    work = a.out or tempfile.mkdtemp(prefix="quorum_rediscovery_")
+    os.makedirs(work, exist_ok=True)
+    print("budget %d evaluations, seeds 1..%d, inputs drawn as the campaign draws them; raw results in %s\n"
+          % (a.budget, a.seeds, work))
+    print("| entry | backend | " + " | ".join(methods) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in methods) + " |")
+    summary = {m: {"all": 0, "any": 0, "evals": []} for m in methods}
+    counted = 0
+    raw = open(os.path.join(work, "results.jsonl"), "w")
+    for e in entries(a.filter):
+        model = dict(e["case"]["model"])
+        if not model.get("inputs"):
+            print("| %s | %s | %s |" % (e["id"], e["backend"], " | ".join("no graph input" for _ in methods)))
+            continue
+        model_path = os.path.join(work, e["id"] + ".json")
+        json.dump(model, open(model_path, "w"))
+        cells, firsts = {}, []
+        for m in methods:
+            runs = [search(quorum, e, model_path, m, s, a.budget, os.path.join(work, "out", e["id"], m))
+                    for s in range(1, a.seeds + 1)]
+            for s, r in enumerate(runs, 1):
+                raw.write(json.dumps({"entry": e["id"], "method": m, "seed": s, **r}) + "\n")
+            hits = [r for r in runs if r.get("known") == e["id"]]
+            errors = [r["error"] for r in runs if "error" in r]
+            firsts += [r["evaluations"] for r in hits]
+            others = sorted({r["known"] or "unlabelled" for r in runs if r.get("found") and r.get("known") != e["id"]})
+            cell = "%d/%d" % (len(hits), len(runs))
+            if hits:
+                cell += " (%s)" % ", ".join(str(r["evaluations"]) for r in hits)
+            if others:
+                cell += "; first " + ", ".join(others)
+            if errors:
+                cell += "; error: " + errors[0]
+            cells[m] = (cell, hits, len(runs))
+        weights = firsts and max(firsts) <= 1 and all(len(c[1]) == c[2] for c in cells.values())
+        print("| %s | %s | %s |" % (e["id"], e["backend"],
+                                    " | ".join(("weights " if weights else "") + cells[m][0] for m in methods)))
+        sys.stdout.flush()
+        if weights:
+            continue
+        counted += 1
+        for m in methods:
+            hits = cells[m][1]
+            summary[m]["all"] += len(hits) == cells[m][2]
+            summary[m]["any"] += bool(hits)
+            summary[m]["evals"] += [r["evaluations"] for r in hits]
+    print("\n%d entries whose trigger is in the inputs (the others: no graph input, or found at the first "
+          "evaluation by every method)" % counted)
+    for m in methods:
+        ev = summary[m]["evals"]
+        print("- %s: rediscovered on every seed %d, on some seed %d; median evaluations to the trigger %s"
+              % (m, summary[m]["all"], summary[m]["any"], statistics.median(ev) if ev else "-"))
+
+
+if __name__ == "__main__":
+    main()
