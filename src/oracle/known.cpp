@@ -215,6 +215,17 @@ Ledger parse_ledger(const std::string& text, const std::string& path) {
 }
 
 namespace {
+// Every field of `o` is one this build reads: a field it does not know (a ledger newer than the build, a
+// typo) would otherwise be dropped silently, and a pattern whose condition is dropped covers more than it
+// says (an `also` object's subnormals_flushed read by a build without it labels every finding it matches).
+void known_fields(const json& o, std::initializer_list<const char*> fields, const std::string& where) {
+  for (const auto& [key, value] : o.items()) {
+    bool known = false;
+    for (const char* f : fields) known = known || key == f;
+    if (!known) throw UserError(where + ": unknown field '" + key + "' (a ledger newer than this build?)");
+  }
+}
+
 Ledger parse_ledger_json(const json& j, const std::string& path) {
   if (!j.is_object() || j.value("format", "") != "quorum.known" || !j.contains("entries") ||
       !j.at("entries").is_array())
@@ -228,6 +239,9 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
     k.id = str(e, "id", path + ": an entry");
     const std::string where = path + ": entry '" + k.id + "'";
     if (!ids.insert(k.id).second) throw UserError(where + ": duplicate id");
+    known_fields(e, {"id", "backend", "class", "signature", "lowering", "note", "also", "link", "case", "agreement",
+                     "needs_cpu"},
+                 where);
     k.backend = e.contains("backend") ? str(e, "backend", where) : backend;
     k.cls = str(e, "class", where);
     if (k.cls != "bug" && k.cls != "convention" && k.cls != "precision")
@@ -243,6 +257,7 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
       if (s.is_string()) {
         p.signature = s.get<std::string>();
       } else if (s.is_object() && s.contains("signature") && s.at("signature").is_string()) {
+        known_fields(s, {"signature", "lowering", "subnormals_flushed"}, where + ": an \"also\" pattern");
         p.signature = s.at("signature").get<std::string>();
         const json& flushed = s.value("subnormals_flushed", json(false));
         if (!flushed.is_boolean())

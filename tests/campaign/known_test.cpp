@@ -293,8 +293,23 @@ TEST(Known, ASubnormalsFlushedPatternLabelsOnlyFindingsFlushingExplains) {
     "entries": [{"id": "daz", "class": "convention", "signature": "nan|FC|faulty|sqrt", "note": "n",
        "also": [{"signature": "*|FC|faulty|*", "subnormals_flushed": "yes"}]}]})");
   EXPECT_THROW(oracle::load_ledgers(bad), core::UserError);
+  // A condition this build does not know fails loudly instead of being dropped (the pattern would cover
+  // every finding of the library); so does an unknown field of an entry.
+  const std::string newer = ledger_dir("flushed_newer", "faulty", R"({"format": "quorum.known", "backend": "faulty",
+    "entries": [{"id": "daz", "class": "convention", "signature": "nan|FC|faulty|sqrt", "note": "n",
+       "also": [{"signature": "*|FC|faulty|*", "some_future_condition": true}]}]})");
+  try {
+    oracle::load_ledgers(newer);
+    ADD_FAILURE() << "an unknown pattern field was accepted";
+  } catch (const core::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown field 'some_future_condition'"), std::string::npos) << e.what();
+  }
+  const std::string typo = ledger_dir("entry_typo", "faulty", entry("faulty", R"("needs_cpus": ["avx2"],)"));
+  EXPECT_THROW(oracle::load_ledgers(typo), core::UserError);
   fs::remove_all(dir);
   fs::remove_all(bad);
+  fs::remove_all(newer);
+  fs::remove_all(typo);
 }
 
 TEST(Known, AnEntryThatNeedsACpuFeatureThisMachineLacksIsNotHereNotStale) {
