@@ -280,8 +280,8 @@ const std::vector<Command>& commands() {
        "search one model's inputs and/or weights for a failure (Audee's genetic search, divergence seeking, "
        "GRIST's gradient-guided NaN/Inf); writes it as a bundle",
        {"method",  "model",  "backends",   "budget",     "level",    "fitness",     "population", "elite",
-        "crossover", "ga_mutation", "ga_operators", "max_ite", "cauchy_scale", "seed", "out", "mode", "dtype", "threads",
-        "loss",
+        "crossover", "ga_mutation", "ga_operators", "max_ite", "cauchy_scale", "seed", "out", "mode", "dtype",
+        "threads", "loss",
         "learning_rate", "threshold", "epsilon", "metric", "oracle", "timeout", "memory", "target", "time", "delta",
         "switch_rate", "weights", "data_range", "baseline"},
        cmd_search},
