@@ -71,6 +71,10 @@ Cfg cfg_of(Cell k, const Attrs& a) {
              k == Cell::Lstm && a.count("peepholes") && core::attr_i(a, "peepholes") == 1};
 }
 
+// A value a float32 implementation holds (a product, a state gradient): itself, and NaN in a float32
+// trial where it passes FLT_MAX (ops::float32_range), so that trial accepts what float32 makes of it.
+double held_in_f32(double v) { return v + float32_range(std::abs(v)); }
+
 // GRU's reset gate r_j of one step.
 double gru_reset(const Cfg& c, const double* gi, const double* gh, int64_t j) {
   return stored(sigmoid(c.cl(gi[j] + gh[j])));
@@ -317,16 +321,15 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
         gb_hh[r] += dhh;
         // Each step's products a float32 implementation sums (dW_ih = sum_t dpre_t x_t^T, dx_t = W_ih^T dpre_t,
         // dW_hh = sum_t dpre_t h_t^T): one past FLT_MAX is inf, and two of them of opposite signs NaN, although
-        // the exact sum fits (float32_range: a float32 trial is NaN there).
+        // the exact sum fits (held_in_f32).
         for (int64_t q = 0; q < tr.f; ++q) {
-          gw_ih[r * tr.f + q] += di * xt[q] + float32_range(std::abs(di * xt[q]));
-          gxt[q] += w_ih[r * tr.f + q] * di + float32_range(std::abs(w_ih[r * tr.f + q] * di));
+          gw_ih[r * tr.f + q] += held_in_f32(di * xt[q]);
+          gxt[q] += held_in_f32(w_ih[r * tr.f + q] * di);
         }
         const bool reads_rh = r >= n_rows;
         for (int64_t q = 0; q < hs; ++q) {
           const auto uq = static_cast<size_t>(q);
-          const double term = dhh * (reads_rh ? rh[uq] : hp[q]);
-          gw_hh[r * hs + q] += term + float32_range(std::abs(term));
+          gw_hh[r * hs + q] += held_in_f32(dhh * (reads_rh ? rh[uq] : hp[q]));
           dh_direct[uq] += w_hh[r * hs + q] * dhh * (reads_rh ? rv[uq] : 1.0);
         }
       }
@@ -335,8 +338,8 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
       // libtorch's and oneDNN's dW_hh NaN where the exact one is 7e-43), so a float32 trial is NaN.
       for (int64_t j = 0; j < hs; ++j) {
         const auto uj = static_cast<size_t>(j);
-        dh[uj] = dh_direct[uj] + float32_range(std::abs(dh_direct[uj]));
-        dc[uj] = dc_prev[uj] + float32_range(std::abs(dc_prev[uj]));
+        dh[uj] = held_in_f32(dh_direct[uj]);
+        dc[uj] = held_in_f32(dc_prev[uj]);
       }
     }
   }

@@ -318,25 +318,36 @@ struct PerNode {
       for (size_t k = 0; k < n.outputs.size() && k < want.size(); ++k) {
         auto got = r.values.find(n.outputs[k]);
         if (got == r.values.end()) continue;
-        Judging j{got->second, want[k], tol, finite, nan_free(held)};
-        j.spread = [&, k] {
-          if (sens.empty())
-            sens = spread(held, want, th.dtype, perturbation_ulps(n, held), n.op + "#" + std::to_string(k),
-                          forward_kernel(n));
-          return k < sens.size() ? sens[k] : Tensor();
-        };
-        j.bound = [&, k] { return sum_magnitude(n, held, k); };
+        Judging j = forward_judging(n, held, want, sens, got->second, k, tol);
         j.overflows = [&, k] { return intermediate_overflow(n, held, k); };
         Verdict v = judge_tensor(j, th.dtype);
-        if (v.produced || v.swallowed || v.wrong) v.subnormals_flushed = explained_by_flushing(n, held, got->second, k);
+        if (v.produced || v.swallowed || v.wrong)
+          v.subnormals_flushed = explained_by_flushing(n, held, got->second, k, tol);
         note(Stage::Forward, &n, n.outputs[k], ri, v);
       }
     }
   }
 
+  // How the library's output k of node n is judged against the kernel's `want` on `operands`: the plain
+  // tolerance, then the spread (every output's at once, kept in `sens`) and the sum bound.
+  Judging forward_judging(const ir::Node& n, const std::vector<Tensor>& operands, const std::vector<Tensor>& want,
+                          std::vector<Tensor>& sens, const Tensor& got, size_t k, const ops::Tolerance& tol) const {
+    Judging j{got, want[k], tol, all_finite(operands), nan_free(operands)};
+    j.spread = [&, k] {
+      if (sens.empty())
+        sens = spread(operands, want, th.dtype, perturbation_ulps(n, operands), n.op + "#" + std::to_string(k),
+                      forward_kernel(n));
+      return k < sens.size() ? sens[k] : Tensor();
+    };
+    j.bound = [&, k] { return sum_magnitude(n, operands, k); };
+    return j;
+  }
+
   // Whether the library's output k of node n is what the kernel gives on its float32 operands with their
-  // subnormals read as signed zeros (Finding::subnormals_flushed), judged as the output itself is.
-  bool explained_by_flushing(const ir::Node& n, const std::vector<Tensor>& held, const Tensor& got, size_t k) const {
+  // subnormals read as signed zeros (Finding::subnormals_flushed), judged as the output itself is but for
+  // the intermediate-overflow excuse (flushing only makes operands smaller).
+  bool explained_by_flushing(const ir::Node& n, const std::vector<Tensor>& held, const Tensor& got, size_t k,
+                             const ops::Tolerance& tol) const {
     if (th.dtype != DType::F32) return false;
     std::vector<Tensor> flushed;
     bool any = false;
@@ -359,15 +370,8 @@ struct PerNode {
       return false;
     }
     if (k >= want.size()) return false;
-    Judging j{got, want[k], node_tolerance(g, n, th.dtype, false), all_finite(flushed), nan_free(flushed)};
     std::vector<Tensor> sens;
-    j.spread = [&] {
-      sens = spread(flushed, want, th.dtype, perturbation_ulps(n, flushed), n.op + "#" + std::to_string(k),
-                    forward_kernel(n));
-      return k < sens.size() ? sens[k] : Tensor();
-    };
-    j.bound = [&] { return sum_magnitude(n, flushed, k); };
-    const Verdict v = judge_tensor(j, th.dtype);
+    const Verdict v = judge_tensor(forward_judging(n, flushed, want, sens, got, k, tol), th.dtype);
     return !v.produced && !v.swallowed && !v.wrong;
   }
 

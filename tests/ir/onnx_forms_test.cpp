@@ -187,15 +187,20 @@ TEST(OnnxForms, TheChoiceIsAFunctionOfTheModel) {
   EXPECT_EQ(x.str().rfind("opset 12; " + s.graph.nodes[0].name + " ", 0), 0u) << x.str();
 }
 
-// A forced form (an execution variant running one form on purpose) is written wherever a node offers
-// it, over the seeded choice, over `avoid` and under seed 0; a node without that choice is unchanged.
-TEST(OnnxForms, AForcedFormWinsOverTheSeedAndAvoid) {
-  const Graph g = graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}],
+// A dense layer (its Gemm has forms) and a relu (none), for the tests of a node's forms.
+Graph dense_then_relu(const std::string& name) {
+  return graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}],
     "outputs": ["y"], "initializers": [{"name": "w", "dtype": "float32", "shape": [4, 3],
     "data": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}],
     "nodes": [{"name": "d", "op": "dense", "inputs": ["x", "w"], "outputs": ["d"], "attrs": {"units": 4, "bias": 0}},
               {"name": "y", "op": "relu", "inputs": ["d"], "outputs": ["y"]}]})",
-                                  "forced");
+                         name);
+}
+
+// A forced form (an execution variant running one form on purpose) is written wherever a node offers
+// it, over the seeded choice, over `avoid` and under seed 0; a node without that choice is unchanged.
+TEST(OnnxForms, AForcedFormWinsOverTheSeedAndAvoid) {
+  const Graph g = dense_then_relu("forced");
   std::set<std::string> seeded;
   for (uint64_t seed = 0; seed <= 30; ++seed) {
     OnnxForm f{13, seed, {"gemm=gemm_pretransposed"}};
@@ -214,12 +219,7 @@ TEST(OnnxForms, AForcedFormWinsOverTheSeedAndAvoid) {
 // A node's recorded choices (a bundle writing the model an engine read) win over the seed, the forced
 // forms and `avoid`: the export is the recorded one, byte for byte.
 TEST(OnnxForms, ANodesRecordedFormsAreWrittenAgainExactly) {
-  const Graph g = graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [2, 3]}],
-    "outputs": ["y"], "initializers": [{"name": "w", "dtype": "float32", "shape": [4, 3],
-    "data": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}],
-    "nodes": [{"name": "d", "op": "dense", "inputs": ["x", "w"], "outputs": ["d"], "attrs": {"units": 4, "bias": 0}},
-              {"name": "y", "op": "relu", "inputs": ["d"], "outputs": ["y"]}]})",
-                                  "recorded");
+  const Graph g = dense_then_relu("recorded");
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     // What an engine that avoids the pretransposed Gemm read.
     const OnnxExported read = graph_to_onnx(g, OnnxForm{13, seed, {"gemm=gemm_pretransposed"}});
