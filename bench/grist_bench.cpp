@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = std::clamp(t.f64()[i], range.lo, range.hi);
 
     // Library target: random inputs (the campaign's policy, edge values included) and GRIST.
-    std::optional<campaign::SearchHit> rh, gh;
+    campaign::LibraryHits rh, gh;
     search::Candidate random_start{m.inputs, start.weights};
     const search::GristResult r = search::random_inputs(
         m.graph, random_start, budget, seed, range, campaign::library_evaluate(m.graph, m.target, setup, workers, rh));

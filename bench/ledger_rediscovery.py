@@ -3,17 +3,22 @@
 it takes minutes to an hour).
 
 For every ledger entry of class bug with a minimal case, the case's model is searched from fresh
-inputs: its recorded inputs (the values that trigger the bug) are dropped, so `quorum search` draws
-them as a campaign does (data/values.h: uniform values with edge values and subnormals), seeded by
---seed; the model's weights stay the case's. Each method gets the same evaluation budget and seeds on
-the entry's own backend; a run rediscovers the entry when its first failure is labelled with the
-entry's id. An entry whose trigger lives in the weights is found at the first evaluation by every
-method: the table says so ("weights"), it measures no search.
+inputs: its recorded inputs (the values that trigger the bug) are replaced, seeded by the run's seed,
+either by the campaign's draws (--inputs campaign: `quorum search` draws them as a campaign does,
+data/values.h: uniform values with edge values and subnormals) or by a plain normal distribution
+(--inputs normal: N(0, 1), no edge value); the model's weights stay the case's. Each method gets the
+same evaluation budget and seeds on the entry's own backend, with `--stop_at ENTRY`: a failure another
+ledger entry (or nothing) labels is gone past, so a run rediscovers the entry when it meets it within the
+budget. Random search draws the campaign's inputs whatever --inputs says: it is the campaign's own
+generator, the baseline. An entry whose trigger lives in the weights is found at the first evaluation by
+every method: the table says so ("weights"), it measures no search. grist is GRIST's library target: it
+looks for NaN/Inf only (the entries of another kind are out of its reach) inside the data range [-1, 1].
 
-Usage: /usr/bin/python3 bench/ledger_rediscovery.py [--build build] [--budget 60] [--seeds 2]
-       [--methods random,ga,ga-audee] [--filter TEXT] [--out DIR]
+Usage: /usr/bin/python3 bench/ledger_rediscovery.py [--build build] [--budget 100] [--seeds 3]
+       [--methods random,ga,ga-audee,diverge,grist] [--inputs campaign|normal] [--filter TEXT] [--out DIR]
 Prints one markdown row per entry and a summary per method (entries rediscovered on every seed, on
-any seed, median evaluations to the first trigger).
+any seed, median evaluations to the first trigger over every rediscovery, and over the entries both it
+and random search rediscover).
 """
 import argparse
 import glob
@@ -29,8 +34,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = {
     "random": ["--method", "random"],
     "ga": ["--method", "ga", "--ga_operators", "floats"],
+    "ga-edge": ["--method", "ga", "--ga_operators", "floats", "--fitness", "edge"],
     "ga-audee": ["--method", "ga", "--ga_operators", "audee"],
     "diverge": ["--method", "diverge"],
+    "grist": ["--method", "grist"],
 }
 
 
@@ -46,36 +53,49 @@ def entries(filter_text):
             yield e
 
 
+def normal_start(model, seed, work, entry_id):
+    """A bundle-shaped directory: the model and its graph inputs drawn from N(0, 1), seeded."""
+    import numpy as np
+    d = os.path.join(work, "normal", entry_id, str(seed))
+    os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+    json.dump(model, open(os.path.join(d, "model.json"), "w"))
+    rng = np.random.default_rng(seed)
+    for v in model["inputs"]:
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", v["name"])
+        np.save(os.path.join(d, "inputs", name + ".npy"),
+                rng.standard_normal(v["shape"]).astype(np.float32))
+    return d
+
+
 def search(quorum, entry, model_path, method, seed, budget, out):
     case = entry["case"]
     mode = "both" if case.get("mode") == "train" else "infer"
     cmd = [quorum, "search", *METHODS[method], "--model", model_path, "--backends", entry["backend"],
-           "--mode", mode, "--budget", str(budget), "--seed", str(seed), "--out", out]
+           "--mode", mode, "--budget", str(budget), "--seed", str(seed), "--out", out, "--stop_at", entry["id"]]
     if case.get("loss"):
         cmd += ["--loss", case["loss"]]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
         return {"error": "timeout"}
+    if "nothing to search: the model holds no vulnerable operation" in p.stdout:
+        return {"na": True}
     result = re.search(r"^result: (.*)$", p.stdout, re.M)
     if not result:
         return {"error": (p.stderr.strip().splitlines() or ["no result"])[-1][:120]}
     fields = dict(kv.split("=", 1) for kv in result.group(1).split())
-    r = {"found": fields.get("found") == "1", "evaluations": int(fields.get("evaluations", 0)), "known": ""}
-    bundle = re.search(r"^bundle: (.*)$", p.stdout, re.M)
-    if r["found"] and bundle:
-        try:
-            r["known"] = json.load(open(os.path.join(bundle.group(1), "finding.json"))).get("known", "")
-        except (OSError, ValueError):
-            pass
-    return r
+    known = fields.get("known", "none")
+    met = [m.rsplit("@", 1)[0] for m in fields.get("met", "none").split(",") if m != "none"]
+    return {"found": fields.get("found") == "1", "evaluations": int(fields.get("evaluations", 0)),
+            "known": "" if known == "none" else known, "met": met}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--budget", type=int, default=60)
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--budget", type=int, default=100)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--inputs", default="campaign", choices=["campaign", "normal"])
     ap.add_argument("--methods", default="random,ga,ga-audee")
     ap.add_argument("--filter", default="")
     ap.add_argument("--out", default="")
@@ -87,11 +107,12 @@ def main():
             sys.exit("--methods: one of " + ", ".join(METHODS))
     work = a.out or tempfile.mkdtemp(prefix="quorum_rediscovery_")
     os.makedirs(work, exist_ok=True)
-    print("budget %d evaluations, seeds 1..%d, inputs drawn as the campaign draws them; raw results in %s\n"
-          % (a.budget, a.seeds, work))
+    print("budget %d evaluations, seeds 1..%d, starting inputs %s; raw results in %s\n"
+          % (a.budget, a.seeds, "drawn as the campaign draws them" if a.inputs == "campaign"
+             else "from N(0, 1)", work))
     print("| entry | backend | " + " | ".join(methods) + " |")
     print("| --- | --- | " + " | ".join("---" for _ in methods) + " |")
-    summary = {m: {"all": 0, "any": 0, "evals": []} for m in methods}
+    summary = {m: {"all": 0, "any": 0, "evals": [], "by_entry": {}} for m in methods}
     counted = 0
     raw = open(os.path.join(work, "results.jsonl"), "w")
     for e in entries(a.filter):
@@ -103,40 +124,53 @@ def main():
         json.dump(model, open(model_path, "w"))
         cells, firsts = {}, []
         for m in methods:
-            runs = [search(quorum, e, model_path, m, s, a.budget, os.path.join(work, "out", e["id"], m))
+            runs = [search(quorum, e,
+                           normal_start(model, s, work, e["id"]) if a.inputs == "normal" and m != "random"
+                           else model_path, m, s, a.budget, os.path.join(work, "out", e["id"], m))
                     for s in range(1, a.seeds + 1)]
             for s, r in enumerate(runs, 1):
                 raw.write(json.dumps({"entry": e["id"], "method": m, "seed": s, **r}) + "\n")
+            if all(r.get("na") for r in runs):
+                cells[m] = ("n/a", [], 0)
+                continue
             hits = [r for r in runs if r.get("known") == e["id"]]
             errors = [r["error"] for r in runs if "error" in r]
             firsts += [r["evaluations"] for r in hits]
-            others = sorted({r["known"] or "unlabelled" for r in runs if r.get("found") and r.get("known") != e["id"]})
+            others = sorted({k for r in runs for k in r.get("met", []) if k != e["id"]})
             cell = "%d/%d" % (len(hits), len(runs))
             if hits:
                 cell += " (%s)" % ", ".join(str(r["evaluations"]) for r in hits)
             if others:
-                cell += "; first " + ", ".join(others)
+                cell += "; met " + ", ".join(others)
             if errors:
                 cell += "; error: " + errors[0]
             cells[m] = (cell, hits, len(runs))
-        weights = firsts and max(firsts) <= 1 and all(len(c[1]) == c[2] for c in cells.values())
+        weights = firsts and max(firsts) <= 1 and all(len(c[1]) == c[2] for c in cells.values() if c[2])
         print("| %s | %s | %s |" % (e["id"], e["backend"],
-                                    " | ".join(("weights " if weights else "") + cells[m][0] for m in methods)))
+                                    " | ".join(("weights " if weights and cells[m][2] else "") + cells[m][0]
+                                               for m in methods)))
         sys.stdout.flush()
         if weights:
             continue
         counted += 1
         for m in methods:
             hits = cells[m][1]
-            summary[m]["all"] += len(hits) == cells[m][2]
+            summary[m]["all"] += bool(cells[m][2]) and len(hits) == cells[m][2]
             summary[m]["any"] += bool(hits)
             summary[m]["evals"] += [r["evaluations"] for r in hits]
+            if hits:
+                summary[m]["by_entry"][e["id"]] = [r["evaluations"] for r in hits]
     print("\n%d entries whose trigger is in the inputs (the others: no graph input, or found at the first "
           "evaluation by every method)" % counted)
+    base = summary.get("random", {}).get("by_entry", {})
     for m in methods:
         ev = summary[m]["evals"]
-        print("- %s: rediscovered on every seed %d, on some seed %d; median evaluations to the trigger %s"
-              % (m, summary[m]["all"], summary[m]["any"], statistics.median(ev) if ev else "-"))
+        common = [x for k, v in summary[m]["by_entry"].items() if k in base for x in v]
+        print("- %s: rediscovered on every seed %d, on some seed %d; median evaluations to the trigger %s "
+              "(on the %d entries random search also rediscovers: %s)"
+              % (m, summary[m]["all"], summary[m]["any"], statistics.median(ev) if ev else "-",
+                 len([k for k in summary[m]["by_entry"] if k in base]),
+                 statistics.median(common) if common else "-"))
 
 
 if __name__ == "__main__":

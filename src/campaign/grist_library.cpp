@@ -1,17 +1,27 @@
 // GRIST's library target.
 #include "campaign/grist_library.h"
 
+#include <algorithm>
+
 namespace quorum::campaign {
 
 search::Evaluate library_evaluate(const ir::Graph& g, const core::Tensor& target, const Setup& setup,
-                                  WorkerSet& workers, std::optional<SearchHit>& hit) {
-  return [&g, target, &setup, &workers, &hit](const search::Candidate& c, const ref::VulnerableSite*) {
+                                  WorkerSet& workers, LibraryHits& hits) {
+  return [&g, target, &setup, &workers, &hits](const search::Candidate& c, const ref::VulnerableSite*) {
     ModelCase m{search::with_weights(g, c.weights), c.inputs, target};
     Evaluation ev = evaluate(m, setup, workers);
+    ++hits.evaluations;
     for (const auto& f : ev.findings) {
       if (f.kind != oracle::Kind::NaN) continue;
+      if (!hits.stop.stops(f.known)) {
+        const bool seen =
+            std::any_of(hits.met.begin(), hits.met.end(), [&](const search::Met& x) { return x.known == f.known; });
+        if (!seen) hits.met.push_back({f.known, hits.evaluations});
+        if (!hits.first_known) hits.first_known = SearchHit{m, ev, f};
+        continue;
+      }
       search::Verdict v{true, f.backend + ": " + f.detail};
-      if (!hit) hit = SearchHit{std::move(m), std::move(ev), f};
+      if (!hits.hit) hits.hit = SearchHit{std::move(m), std::move(ev), f};
       return v;
     }
     return search::Verdict{};

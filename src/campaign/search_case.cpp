@@ -67,16 +67,18 @@ Searched search_case(const ModelCase& m, const SearchOptions& o, const Setup& se
     search::GristOptions g;
     g.seed = rng.next_u64();
     g.budget = p.budget > 0 ? p.budget : 200;
-    std::optional<SearchHit> hit;
-    const search::Evaluate eval = library_evaluate(m.graph, m.target, setup, workers, hit);
+    LibraryHits hits;
+    hits.stop = p.stop;
+    const search::Evaluate eval = library_evaluate(m.graph, m.target, setup, workers, hits);
     const search::GristResult r = search::grist(m.graph, seed, g, eval);
     s.result.evaluations = r.evaluations;
     s.result.seconds = r.seconds;
     s.result.generations = r.iterations;
+    s.result.met = hits.met;
     s.model = m;
-    if (hit) {
+    if (auto& hit = hits.result()) {
       s.result.found = true;
-      s.result.failure = {"nan", hit->finding.detail};
+      s.result.failure = {"nan", hit->finding.detail, hit->finding.known};
       s.model = std::move(hit->model);
       s.evaluation = std::move(hit->evaluation);
     }

@@ -36,6 +36,8 @@ campaign::Setup setup_of(const Options& o);
 // A search method and the genetic search's flags (--population, --elite, ...) with `budget` evaluations.
 campaign::SearchOptions search_options_of(const Options& o, const std::string& method, uint64_t budget);
 int cmd_search(const Options& o);
+// One line per known failure a search went past (--stop_at): "met: ID at evaluation N".
+void print_met(const std::vector<search::Met>& met, const std::string& stop_at);
 // `quorum search --method grist` (grist_command.cpp): GRIST's gradient-guided NaN/Inf search.
 int cmd_grist(const Options& o);
 // The worker limits --timeout, --memory, --worker_models and --worker_rss give.

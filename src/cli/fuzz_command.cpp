@@ -223,6 +223,7 @@ campaign::SearchOptions search_options_of(const Options& o, const std::string& m
   p.budget = static_cast<int64_t>(budget);
   p.level = search::level_from_string(o.level);
   p.fitness = search::fitness_from_string(o.fitness);
+  p.stop = search::stop_rule_from_string(o.stop_at);
   if (p.fitness == search::Fitness::Diverge && s.method != campaign::SearchMethod::Diverge)
     throw UserError("--fitness diverge: use --method diverge");
   return s;

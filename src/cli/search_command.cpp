@@ -71,6 +71,12 @@ std::string general(double v) {
 
 }  // namespace
 
+void print_met(const std::vector<search::Met>& met, const std::string& stop_at) {
+  for (const auto& m : met)
+    std::cout << "met: " << (m.known.empty() ? "unlabelled" : m.known) << " at evaluation " << m.evaluation
+              << " (gone past: --stop_at " << stop_at << ")\n";
+}
+
 int cmd_search(const Options& o) {
   if (o.method == "grist") return cmd_grist(o);  // gradient-guided, on the reference's VJPs: grist_command.cpp
   const campaign::SearchOptions so = search_options_of(o, o.method, o.budget);  // an unknown method first
@@ -100,6 +106,7 @@ int cmd_search(const Options& o) {
   for (size_t i = 0; i < r.best_by_generation.size(); ++i)
     std::cout << "generation " << i + 1 << ": best fitness " << r.best_by_generation[i] << "\n";
   const double per_gen = r.generations > 0 ? r.seconds / static_cast<double>(r.generations) : 0.0;
+  print_met(r.met, o.stop_at);
   std::cout << (r.found ? "found: " + r.failure.oracle + " - " + r.failure.detail
                         : "no failure within the budget; best fitness " + general(r.best))
             << "\n"
@@ -121,9 +128,10 @@ int cmd_search(const Options& o) {
     std::cout << "bundle: " << bundle << "\nreplay: " << campaign::replay_command(bundle) << "\n";
   }
   std::cout << "result: method=" << campaign::to_string(so.method) << " found=" << (r.found ? 1 : 0)
-            << " oracle=" << (r.found ? r.failure.oracle : "none") << " evaluations=" << r.evaluations
-            << " generations=" << r.generations << " best=" << general(r.best)
-            << " seconds=" << r.seconds << "\n";
+            << " oracle=" << (r.found ? r.failure.oracle : "none")
+            << " known=" << (r.found && !r.failure.known.empty() ? r.failure.known : "none")
+            << " evaluations=" << r.evaluations << " generations=" << r.generations << " best=" << general(r.best)
+            << " seconds=" << r.seconds << " met=" << search::met_text(r.met) << "\n";
   return 0;
 }
 

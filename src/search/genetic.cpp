@@ -7,9 +7,12 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "data/values.h"
+#include "ref/ranges.h"
+#include "search/grist.h"
 
 namespace quorum::search {
 
@@ -36,7 +39,8 @@ Fitness fitness_from_string(const std::string& s) {
   if (s == "inconsistency") return Fitness::Inconsistency;
   if (s == "nan") return Fitness::Nan;
   if (s == "diverge") return Fitness::Diverge;
-  throw UserError("--fitness: expected inconsistency, nan or diverge, got '" + s + "'");
+  if (s == "edge") return Fitness::Edge;
+  throw UserError("--fitness: expected inconsistency, nan, diverge or edge, got '" + s + "'");
 }
 
 const char* to_string(Fitness f) {
@@ -44,8 +48,38 @@ const char* to_string(Fitness f) {
     case Fitness::Inconsistency: return "inconsistency";
     case Fitness::Nan: return "nan";
     case Fitness::Diverge: return "diverge";
+    case Fitness::Edge: return "edge";
   }
   return "?";
+}
+
+bool StopRule::stops(const std::string& known) const {
+  switch (kind) {
+    case Kind::First: return true;
+    case Kind::Unknown: return known.empty();
+    case Kind::Entry: return known == entry;
+  }
+  return true;
+}
+
+StopRule stop_rule_from_string(const std::string& s) {
+  if (s.empty()) throw UserError("--stop_at: expected unknown, first or a ledger entry's id");
+  StopRule r;
+  if (s == "unknown") r.kind = StopRule::Kind::Unknown;
+  else if (s == "first") r.kind = StopRule::Kind::First;
+  else {
+    r.kind = StopRule::Kind::Entry;
+    r.entry = s;
+  }
+  return r;
+}
+
+std::string met_text(const std::vector<Met>& met) {
+  std::string s;
+  for (const auto& m : met)
+    s += (s.empty() ? "" : ",") + (m.known.empty() ? std::string("unlabelled") : m.known) + "@" +
+         std::to_string(m.evaluation);
+  return s.empty() ? "none" : s;
 }
 
 namespace {
@@ -216,27 +250,31 @@ bool clear_margin(const Tensor* ref, int64_t row, int64_t a, int64_t b) {
 }  // namespace
 
 std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
+  // A crash the verdicts hold as a finding is told as that finding (with its ledger label).
   for (const auto& r : t.runs) {
     const auto s = r.outcome.status;
-    if (s == worker::Status::Crash || s == worker::Status::Timeout || s == worker::Status::OutOfMemory)
-      return Failure{"crash", r.backend + ": " + r.outcome.str()};
+    const bool judged = std::any_of(t.findings.begin(), t.findings.end(),
+                                    [&](const oracle::Finding& f) { return f.backend == r.backend; });
+    if (!judged && (s == worker::Status::Crash || s == worker::Status::Timeout || s == worker::Status::OutOfMemory))
+      return Failure{"crash", r.backend + ": " + r.outcome.str(), ""};
   }
   if (!t.findings.empty()) {
     const oracle::Finding& f = t.findings[0];
-    return Failure{"verdict", std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "] " +
-                                  f.backend + " " + f.op + (f.node.empty() ? "" : " at '" + f.node + "'")};
+    return Failure{"verdict",
+                   std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "] " + f.backend + " " +
+                       f.op + (f.node.empty() ? "" : " at '" + f.node + "'") +
+                       (f.known.empty() ? "" : " (known: " + f.known + ")"),
+                   f.known};
   }
   const oracle::BackendRun* ref = reference(t);
-  for (const auto& r : t.runs) {
-    if (r.is_reference || !r.outcome.ok()) continue;
-    for (const auto& [name, v] : r.values) {
-      if (all_finite(v)) continue;
-      if (!ref) return Failure{"nan", r.backend + ": NaN/Inf at '" + name + "'"};
-      auto it = ref->values.find(name);
-      if (it != ref->values.end() && all_finite(it->second))
-        return Failure{"nan", r.backend + ": NaN/Inf at '" + name + "' where the reference is finite"};
+  // With the reference, the per-node rule has judged every NaN/Inf already (one left unjudged there is
+  // float32's): only a run without one needs this check.
+  if (!ref)
+    for (const auto& r : t.runs) {
+      if (!r.outcome.ok()) continue;
+      for (const auto& [name, v] : r.values)
+        if (!all_finite(v)) return Failure{"nan", r.backend + ": NaN/Inf at '" + name + "'", ""};
     }
-  }
   const auto libs = libraries(g, t);
   const Tensor* ref_out = ref ? logits(g, *ref) : nullptr;
   std::vector<std::pair<const oracle::BackendRun*, const Tensor*>> sides;
@@ -250,7 +288,8 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
         if (a[row] != b[row] && clear_margin(ref_out, static_cast<int64_t>(row), a[row], b[row]))
           return Failure{"label", sides[i].first->backend + " says " + std::to_string(a[row]) + ", " +
                                       sides[k].first->backend + " says " + std::to_string(b[row]) + " (row " +
-                                      std::to_string(row) + ")"};
+                                      std::to_string(row) + ")",
+                         ""};
     }
   return std::nullopt;
 }
@@ -314,8 +353,34 @@ double divergence(const ir::Graph& g, const Trial& t) {
   return best;
 }
 
-double fitness_of(const ir::Graph& g, const Trial& t, Fitness f) {
+double edge_closeness(const ir::Graph& g, const Trial& t, const Candidate* c) {
+  const oracle::BackendRun* ref = reference(t);
+  double best = 0;
+  for (const ref::VulnerableSite& site : ref::vulnerable_sites(g)) {
+    const Tensor* operand = nullptr;
+    if (ref) {
+      auto it = ref->values.find(site.value);
+      if (it != ref->values.end()) operand = &it->second;
+    }
+    if (!operand && c) {
+      auto in = c->inputs.find(site.value);
+      auto w = c->weights.find(site.value);
+      operand = in != c->inputs.end() ? &in->second : w != c->weights.end() ? &w->second : nullptr;
+    }
+    if (!operand) {
+      auto it = g.initializers.find(site.value);
+      if (it != g.initializers.end()) operand = &it->second;
+    }
+    if (!operand) continue;
+    const SuspectLoss sl = suspect_loss(site, *operand);
+    if (std::isfinite(sl.loss)) best = std::max(best, 1 / (1 + sl.loss));
+  }
+  return best;
+}
+
+double fitness_of(const ir::Graph& g, const Trial& t, Fitness f, const Candidate* c) {
   if (f == Fitness::Diverge) return divergence(g, t);
+  if (f == Fitness::Edge) return fitness_of(g, t, Fitness::Inconsistency) + edge_closeness(g, t, c);
   const auto libs = libraries(g, t);
   if (f == Fitness::Nan) {
     double best = 0;
@@ -323,11 +388,13 @@ double fitness_of(const ir::Graph& g, const Trial& t, Fitness f) {
       const Tensor d = logits(g, *l)->to(core::DType::F64);
       double lo = std::numeric_limits<double>::infinity(), hi = -lo;
       for (int64_t i = 0; i < d.numel(); ++i) {
-        if (std::isnan(d.f64()[i])) continue;
+        // NaN/Inf are the oracles' to judge; an infinity a float move put at the input would otherwise give
+        // every candidate holding one the same unbeatable spread.
+        if (!std::isfinite(d.f64()[i])) continue;
         lo = std::min(lo, d.f64()[i]);
         hi = std::max(hi, d.f64()[i]);
       }
-      if (hi >= lo) best = std::max(best, std::isfinite(hi - lo) ? hi - lo : 1e300);
+      if (hi >= lo) best = std::max(best, std::isfinite(hi - lo) ? hi - lo : DBL_MAX);
     }
     return best;
   }
@@ -351,9 +418,29 @@ struct Scored {
   double fitness = 0;
 };
 
-// Evaluates one batch; returns true (filling `res`) when an oracle fired.
+// A search's running state: its result so far and the first known failure it went past (StopRule).
+struct State {
+  Result res;
+  std::optional<Result> first_known;
+  // Ends the search: with nothing else found, the first known failure met is the result.
+  Result finish(std::chrono::steady_clock::time_point t0) {
+    if (!res.found && first_known) {
+      res.found = true;
+      res.failure = first_known->failure;
+      res.candidate = std::move(first_known->candidate);
+      res.trial = std::move(first_known->trial);
+    }
+    res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return std::move(res);
+  }
+};
+
+// Evaluates one batch; returns true (filling `st.res`) when an oracle fired that the stop rule stops at. A
+// failure it goes past is met (the first of each ledger entry listed) and scores 0: a known bug is no
+// progress toward another.
 bool run_batch(const ir::Graph& g, const Candidate& base, const Layout& l, std::vector<Scored>& batch,
-               const GaParams& p, Evaluator& ev, Result& res, std::vector<Candidate>* explicit_candidates = nullptr) {
+               const GaParams& p, Evaluator& ev, State& st, std::vector<Candidate>* explicit_candidates = nullptr) {
+  Result& res = st.res;
   std::vector<Candidate> cands;
   if (explicit_candidates) cands = *explicit_candidates;
   else
@@ -361,15 +448,27 @@ bool run_batch(const ir::Graph& g, const Candidate& base, const Layout& l, std::
   std::vector<Trial> trials = ev.evaluate(cands);
   for (size_t i = 0; i < trials.size() && i < batch.size(); ++i) {
     ++res.evaluations;
-    batch[i].fitness = fitness_of(g, trials[i], p.fitness);
+    batch[i].fitness = fitness_of(g, trials[i], p.fitness, &cands[i]);
     if (!std::isfinite(batch[i].fitness)) batch[i].fitness = 1e300;
     if (auto f = failure_of(g, trials[i])) {
-      res.found = true;
-      res.failure = *f;
-      res.candidate = std::move(cands[i]);
-      res.trial = std::move(trials[i]);
-      res.best = std::max(res.best, batch[i].fitness);
-      return true;
+      if (p.stop.stops(f->known)) {
+        res.found = true;
+        res.failure = *f;
+        res.candidate = std::move(cands[i]);
+        res.trial = std::move(trials[i]);
+        res.best = std::max(res.best, batch[i].fitness);
+        return true;
+      }
+      const bool seen = std::any_of(res.met.begin(), res.met.end(), [&](const Met& m) { return m.known == f->known; });
+      if (!seen) res.met.push_back({f->known, res.evaluations});
+      if (!st.first_known) {
+        st.first_known = Result{};
+        st.first_known->failure = *f;
+        st.first_known->candidate = cands[i];
+        st.first_known->trial = trials[i];
+      }
+      batch[i].fitness = 0;
+      continue;
     }
     if (batch[i].fitness > res.best || res.trial.runs.empty()) {
       res.best = std::max(res.best, batch[i].fitness);
@@ -386,29 +485,55 @@ int64_t remaining(const GaParams& p, const Result& r) {
 
 }  // namespace
 
+namespace {
+
+// Genes whose input segments are drawn afresh as the campaign draws inputs (data/values.h), the
+// weights' genes `from`'s.
+std::vector<double> fresh_inputs(const ir::Graph& g, const Candidate& seed, const Layout& l,
+                                 const std::vector<double>& from, core::Rng& rng) {
+  Candidate c = seed;
+  for (const auto& s : l.segments)
+    if (!s.weight) c.inputs.erase(s.name);
+  data::complete_inputs(g, c.inputs, rng);
+  std::vector<double> genes = genes_of(c, l);
+  for (const auto& s : l.segments)
+    if (s.weight)
+      std::copy(from.begin() + static_cast<long>(s.offset), from.begin() + static_cast<long>(s.offset + s.size),
+                genes.begin() + static_cast<long>(s.offset));
+  return genes;
+}
+
+bool has_inputs(const Layout& l) {
+  return std::any_of(l.segments.begin(), l.segments.end(), [](const Segment& s) { return !s.weight; });
+}
+
+}  // namespace
+
 Result genetic_search(const ir::Graph& g, const Candidate& seed, const GaParams& p, Evaluator& ev, core::Rng& rng) {
   if (p.population < 2) throw UserError("--population: at least 2");
   if (p.elite < 1 || p.elite >= p.population) throw UserError("--elite: from 1 to --population - 1");
   const auto t0 = Clock::now();
-  Result res;
+  State st;
+  Result& res = st.res;
   const Layout l = layout_of(g, seed, p.level, p.cauchy_scale);
   const std::vector<double> centre = genes_of(seed, l);
-  // The initial population: the seed's genes, each with Cauchy noise; with float moves, every other one's
-  // inputs drawn afresh as the campaign draws them (its weights the seed's).
+  // With float moves and inputs to draw: three of four of the first generation's inputs drawn afresh as the
+  // campaign draws them (random search's whole budget is such draws), and half of each later generation's
+  // children immigrants whose inputs are such draws (their weights bred): on the ledger's bugs
+  // (bench/ledger_rediscovery.py) fewer draws lose the bugs one edge value triggers, more lose those a float
+  // move reaches (NaN or an infinity at the input).
+  const bool draws = p.float_moves && has_inputs(l);
+  // The initial population: the seed's genes, each with Cauchy noise, or fresh inputs (above).
   std::vector<Scored> pop(static_cast<size_t>(std::min<int64_t>(p.population, remaining(p, res))));
   for (size_t i = 0; i < pop.size(); ++i) {
-    if (p.float_moves && i % 2 == 1) {
-      Candidate c = seed;
-      for (const auto& s : l.segments)
-        if (!s.weight) c.inputs.erase(s.name);
-      data::complete_inputs(g, c.inputs, rng);
-      pop[i].genes = genes_of(c, l);
+    if (draws && i % 4 != 0) {
+      pop[i].genes = fresh_inputs(g, seed, l, centre, rng);
       continue;
     }
     pop[i].genes = centre;
     mutate(pop[i].genes, l, 1.0, rng);
   }
-  bool stop = pop.empty() || run_batch(g, seed, l, pop, p, ev, res);
+  bool stop = pop.empty() || run_batch(g, seed, l, pop, p, ev, st);
   res.generations = pop.empty() ? 0 : 1;
   auto best_of = [](const std::vector<Scored>& v) {
     double b = 0;
@@ -427,19 +552,20 @@ Result genetic_search(const ir::Graph& g, const Candidate& seed, const GaParams&
       const Scored& b = pop[rng.index(parents)];
       c.genes = crossover(a.genes, b.genes, p.crossover, rng);
       mutate(c.genes, l, p.mutation, rng, p.float_moves);
+      if (draws && rng.bernoulli(0.5)) c.genes = fresh_inputs(g, seed, l, c.genes, rng);
     }
-    stop = run_batch(g, seed, l, children, p, ev, res);
+    stop = run_batch(g, seed, l, children, p, ev, st);
     ++res.generations;
     for (auto& c : children) pop.push_back(std::move(c));
     res.best_by_generation.push_back(best_of(pop));
   }
-  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  return res;
+  return st.finish(t0);
 }
 
 Result random_search(const ir::Graph& g, const Candidate& seed, const GaParams& p, Evaluator& ev, core::Rng& rng) {
   const auto t0 = Clock::now();
-  Result res;
+  State st;
+  Result& res = st.res;
   const Layout l = layout_of(g, seed, Level::Input, p.cauchy_scale);
   const int64_t budget = p.budget > 0 ? p.budget : p.population + (p.max_ite - 1) * (p.population - p.elite);
   while (res.evaluations < budget) {
@@ -452,13 +578,12 @@ Result random_search(const ir::Graph& g, const Candidate& seed, const GaParams& 
       cands.push_back(std::move(c));
     }
     std::vector<Scored> batch(cands.size());
-    const bool stop = run_batch(g, seed, l, batch, p, ev, res, &cands);
+    const bool stop = run_batch(g, seed, l, batch, p, ev, st, &cands);
     ++res.generations;
     res.best_by_generation.push_back(res.best);
     if (stop) break;
   }
-  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  return res;
+  return st.finish(t0);
 }
 
 }  // namespace quorum::search

@@ -25,11 +25,27 @@ const char* to_string(Level l);
 
 // What the search maximises. Inconsistency: mean absolute difference at the logits (graph output 0)
 // between two backends (the largest over pairs of libraries; with one library, it against the
-// reference). Nan: the spread max - min at the logits. Diverge: one library away from the others and
+// reference). Nan: the spread max - min of the finite logits. Diverge: one library away from the others and
 // from the reference where they agree, over every node's value and gradient (divergence()).
-enum class Fitness { Inconsistency, Nan, Diverge };
-Fitness fitness_from_string(const std::string& s);  // inconsistency|nan|diverge; UserError otherwise
+// Edge: the inconsistency plus how near the vulnerable operands (OpSpec::valid_ranges, ref::vulnerable_sites)
+// come to their invalid boundaries on the reference's values: the largest 1 / (1 + distance) over the sites
+// (GRIST's suspect loss, without its gradients), so the fitness is not flat before an overflow, a log of a
+// subnormal or a division by a tiny value fires.
+enum class Fitness { Inconsistency, Nan, Diverge, Edge };
+Fitness fitness_from_string(const std::string& s);  // inconsistency|nan|diverge|edge; UserError otherwise
 const char* to_string(Fitness f);
+
+// Where a search stops. A failure the campaign's verdicts label with a known-issue ledger entry
+// (Finding::known) is a bug already filed: by default the search goes on past it for one the ledgers do not
+// know, and keeps the first known failure it met as its result only when it finds nothing else.
+struct StopRule {
+  enum class Kind { Unknown, First, Entry } kind = Kind::Unknown;
+  std::string entry;  // Kind::Entry: the only ledger entry to stop at (a rediscovery run, bench/)
+  // Whether a failure labelled `known` ("" for none) ends the search.
+  bool stops(const std::string& known) const;
+};
+// "unknown", "first" or a ledger entry's id; UserError for an empty text.
+StopRule stop_rule_from_string(const std::string& s);
 
 struct GaParams {
   int64_t population = 20;    // n
@@ -41,11 +57,13 @@ struct GaParams {
   int64_t budget = 0;         // evaluations in all (0: no limit beyond max_ite)
   Level level = Level::Input;
   Fitness fitness = Fitness::Inconsistency;
-  // Quorum's float-aware operators (the default, --ga_operators floats): half the initial population's
-  // inputs drawn as the campaign draws them (data/values.h: edge values, subnormals), and half of the
-  // mutations a float move (float_move) instead of Cauchy noise, so the search leaves a tensor's magnitude.
+  // Quorum's float-aware operators (the default, --ga_operators floats): three of four of the initial
+  // population's inputs drawn as the campaign draws them (data/values.h: edge values, subnormals), half
+  // of each later generation's children immigrants with such inputs, and half of the mutations a float move
+  // (float_move) instead of Cauchy noise, so the search leaves a tensor's magnitude.
   // False (--ga_operators audee): Audee's operators alone, the paper's configuration.
   bool float_moves = true;
+  StopRule stop;
 };
 
 
@@ -96,16 +114,31 @@ double float_move(double x, core::Rng& rng);
 struct Failure {
   std::string oracle;  // crash, nan, verdict, label
   std::string detail;
+  std::string known;  // verdict: the ledger entry that labels its first finding ("" for none)
 };
 // The first oracle that fires: crash (a library's worker died or hung), verdict (the campaign's
-// findings), nan (a library's NaN/Inf in any layer where the float64 reference is finite), label
-// (libraries' top-1 labels at graph output 0 differ where the reference's margin is clear).
+// findings), nan (a library's NaN/Inf where no float64 reference ran to judge it; with a reference the
+// per-node rule's verdicts judge every NaN/Inf), label (libraries' top-1 labels at graph output 0 differ
+// where the reference's margin is clear).
 std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t);
-double fitness_of(const ir::Graph& g, const Trial& t, Fitness f);
+// `c`: the candidate the trial ran (Edge reads the operands that are graph inputs or weights from it).
+double fitness_of(const ir::Graph& g, const Trial& t, Fitness f, const Candidate* c = nullptr);
+// Edge's term: the largest 1 / (1 + distance to the invalid region) over the graph's vulnerable operands on the
+// reference's values (1 where one is inside it; 0 without a vulnerable operand).
+double edge_closeness(const ir::Graph& g, const Trial& t, const Candidate* c);
 // Divergence: over every node output (and, for trained runs, every gradient) the largest
 // d_j - max_{k != j} d_k, d = Chebyshev distance to the reference over (1 + max |reference|); a
 // library's NaN/Inf where the reference is finite counts 1e3 (less when another library has it too).
 double divergence(const ir::Graph& g, const Trial& t);
+
+// A known failure the search met and went past (StopRule): its ledger entry and the evaluation (1-based).
+struct Met {
+  std::string known;
+  int64_t evaluation = 0;
+};
+
+// "ID@N,ID@N" (an unlabelled failure: "unlabelled"), or "none".
+std::string met_text(const std::vector<Met>& met);
 
 struct Result {
   bool found = false;
@@ -116,6 +149,7 @@ struct Result {
   std::vector<double> best_by_generation;
   int64_t evaluations = 0, generations = 0;
   double seconds = 0;
+  std::vector<Met> met;  // each known entry met and gone past, at its first evaluation
 };
 
 // Audee's Algorithm 1 from `seed` (its genes are the population's centre).

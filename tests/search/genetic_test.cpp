@@ -7,9 +7,11 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "campaign/search_case.h"
 #include "ir/graph.h"
+#include "oracle/known.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
 
@@ -111,32 +113,51 @@ TEST(Genetic, GenesRoundTripThroughTheLayout) {
   EXPECT_EQ(genes_of(d, l), genes);
 }
 
-// x[1, 32] -> relu: the model whose relu the band fault perturbs for operands in [5, 5.5]. The
-// campaign's random inputs (uniform in [-1, 1), edge values 0, ±1, denormals, ±1e4, ±1e6) never
-// fall there.
-campaign::ModelCase band_model() {
+// x[1, 32] -> OP: the model whose OP a band fault perturbs (relu in [5, 5.5]: the campaign's random inputs,
+// uniform in [-1, 1) with edge values 0, ±1, denormals, ±1e4, ±1e6, never fall there).
+campaign::ModelCase band_model(const std::string& op = "relu") {
   campaign::ModelCase m;
   m.graph.inputs.push_back({"x", {core::DType::F32, {1, 32}}});
-  m.graph.nodes.push_back({"relu", "relu", {"x"}, {"relu"}, {}});
-  m.graph.outputs = {"relu"};
+  m.graph.nodes.push_back({op, op, {"x"}, {op}, {}});
+  m.graph.outputs = {op};
   ir::validate(m.graph, "band");
   core::Rng rng(1);
   campaign::complete_case(m, "mse_loss", rng);
   return m;
 }
 
-campaign::Searched run(campaign::SearchMethod method, uint64_t seed, Fitness f = Fitness::Nan) {
-  const campaign::ModelCase m = band_model();
+struct Planted {
+  std::string backend = "faulty:band=relu@5..5.5", op = "relu";
+  campaign::SearchMethod method = campaign::SearchMethod::Ga;
+  Fitness fitness = Fitness::Nan;
+  bool float_moves = true;
+  int64_t budget = 200;
+  std::shared_ptr<const oracle::Ledger> known;
+  StopRule stop;
+};
+
+campaign::Searched run(const Planted& p, uint64_t seed) {
+  const campaign::ModelCase m = band_model(p.op);
   campaign::Setup setup;
-  setup.backends = campaign::parse_backends("faulty:band=relu@5..5.5");
+  setup.backends = campaign::parse_backends(p.backend);
   setup.mode = campaign::Mode::Infer;
+  setup.known = p.known;
   campaign::WorkerSet workers(setup.backends, setup.limits);
   campaign::SearchOptions o;
-  o.method = method;
-  o.ga.budget = 200;
-  o.ga.fitness = f;
+  o.method = p.method;
+  o.ga.budget = p.budget;
+  o.ga.fitness = p.fitness;
+  o.ga.float_moves = p.float_moves;
+  o.ga.stop = p.stop;
   core::Rng rng(seed);
   return campaign::search_case(m, o, setup, workers, rng);
+}
+
+campaign::Searched run(campaign::SearchMethod method, uint64_t seed, Fitness f = Fitness::Nan) {
+  Planted p;
+  p.method = method;
+  p.fitness = f;
+  return run(p, seed);
 }
 
 TEST(Genetic, FindsTheBandFaultRandomInputsOfTheSameBudgetMiss) {
@@ -156,6 +177,63 @@ TEST(Genetic, FindsTheBandFaultRandomInputsOfTheSameBudgetMiss) {
   const campaign::Searched random = run(campaign::SearchMethod::Random, 1);
   EXPECT_FALSE(random.result.found) << random.result.failure.detail;
   EXPECT_EQ(random.result.evaluations, 200);
+}
+
+// The planted faults the float-aware operators exist for: one that needs a subnormal operand, one that needs a
+// value near FLT_MAX. Audee's operators (Cauchy noise around the inputs' median magnitude) miss both in the
+// budget in which the float-aware GA finds them.
+TEST(Genetic, FloatAwareOperatorsFindFaultsAtSubnormalsAndNearFltMaxAudeesMiss) {
+  for (const std::string band : {"tanh@1e-41..1e-39", "tanh@1e37..3.5e38"}) {
+    Planted p;
+    p.backend = "faulty:band=" + band;
+    p.op = "tanh";
+    p.budget = 100;
+    p.float_moves = false;
+    const campaign::Searched audee = run(p, 2);
+    EXPECT_FALSE(audee.result.found) << band << ": " << audee.result.failure.detail;
+    EXPECT_EQ(audee.result.evaluations, 100) << band;
+    p.float_moves = true;
+    const campaign::Searched floats = run(p, 2);
+    ASSERT_TRUE(floats.result.found) << band;
+    EXPECT_EQ(floats.result.failure.oracle, "verdict") << band;
+    ASSERT_FALSE(floats.evaluation.findings.empty()) << band;
+    EXPECT_EQ(floats.evaluation.findings[0].op, "tanh") << band;
+  }
+}
+
+// A failure a ledger knows is a bug already filed: the search goes past it (listed as met) and keeps it as
+// the result only when it finds nothing else; --stop_at first stops there; an entry's id stops only there.
+TEST(Genetic, GoesPastAKnownFailureAndKeepsItOnlyWhenNothingElseIsFound) {
+  Planted p;
+  p.budget = 60;
+  p.known = std::make_shared<const oracle::Ledger>(oracle::parse_ledger(
+      R"({"format": "quorum.known", "backend": "faulty", "entries": [
+    {"id": "faulty-relu-band", "class": "bug", "signature": "inconsistency|FC|faulty|relu|{}", "note": "the planted band"}]})",
+      "test ledger"));
+  const campaign::Searched past = run(p, 1);
+  ASSERT_TRUE(past.result.found);
+  EXPECT_EQ(past.result.failure.known, "faulty-relu-band");
+  EXPECT_EQ(past.result.evaluations, 60);  // it went on to the end of the budget
+  ASSERT_EQ(past.result.met.size(), 1u);
+  EXPECT_EQ(past.result.met[0].known, "faulty-relu-band");
+  EXPECT_EQ(met_text(past.result.met), "faulty-relu-band@" + std::to_string(past.result.met[0].evaluation));
+  ASSERT_FALSE(past.evaluation.findings.empty());
+  EXPECT_EQ(past.evaluation.findings[0].known, "faulty-relu-band");
+
+  p.stop = stop_rule_from_string("first");
+  const campaign::Searched first = run(p, 1);
+  ASSERT_TRUE(first.result.found);
+  EXPECT_TRUE(first.result.met.empty());
+  EXPECT_EQ(first.result.evaluations, past.result.met[0].evaluation);
+
+  p.stop = stop_rule_from_string("faulty-relu-band");
+  const campaign::Searched entry = run(p, 1);
+  EXPECT_EQ(entry.result.evaluations, past.result.met[0].evaluation);
+  EXPECT_TRUE(entry.result.met.empty());
+  p.stop = stop_rule_from_string("another-entry");
+  const campaign::Searched other = run(p, 1);
+  EXPECT_EQ(other.result.met.size(), 1u);
+  EXPECT_EQ(other.result.evaluations, 60);
 }
 
 TEST(Genetic, IsDeterministicForASeed) {

@@ -133,14 +133,15 @@ TEST(Grist, LibraryTargetFindsAPlantedFaultRandomInputsMiss) {
   opt.budget = budget;
   const Candidate start = start_of(g, 4, opt.data_range);
 
-  std::optional<campaign::SearchHit> random_hit;
+  campaign::LibraryHits random_hits;
   const GristResult random = random_inputs(g, start, budget, 4, opt.data_range,
-                                           campaign::library_evaluate(g, target, setup, workers, random_hit));
+                                           campaign::library_evaluate(g, target, setup, workers, random_hits));
   EXPECT_FALSE(random.triggered());
   EXPECT_EQ(random.evaluations, budget);
 
-  std::optional<campaign::SearchHit> hit;
-  const GristResult r = grist(g, start, opt, campaign::library_evaluate(g, target, setup, workers, hit));
+  campaign::LibraryHits hits;
+  const GristResult r = grist(g, start, opt, campaign::library_evaluate(g, target, setup, workers, hits));
+  const std::optional<campaign::SearchHit>& hit = hits.hit;
   ASSERT_TRUE(r.triggered());
   EXPECT_LE(r.first_trigger, budget);
   ASSERT_TRUE(hit.has_value());
