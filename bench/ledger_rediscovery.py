@@ -15,7 +15,8 @@ every method: the table says so ("weights"), it measures no search. grist is GRI
 looks for NaN/Inf only (the entries of another kind are out of its reach) inside the data range [-1, 1].
 
 Usage: /usr/bin/python3 bench/ledger_rediscovery.py [--build build] [--budget 100] [--seeds 3]
-       [--methods random,ga,ga-audee,diverge,grist] [--inputs campaign|normal] [--filter TEXT] [--out DIR]
+       [--methods random,ga,ga-edge,ga-audee,diverge,grist] [--inputs campaign|normal] [--filter TEXT]
+       [--out DIR] [--from DIR/results.jsonl,...: tabulate earlier runs instead]
 Prints one markdown row per entry and a summary per method (entries rediscovered on every seed, on
 any seed, median evaluations to the first trigger over every rediscovery, and over the entries both it
 and random search rediscover).
@@ -90,6 +91,67 @@ def search(quorum, entry, model_path, method, seed, budget, out):
             "known": "" if known == "none" else known, "met": met}
 
 
+def cell_of(runs, entry_id):
+    """(markdown cell, the runs that rediscovered the entry, runs counted; 0: not applicable)."""
+    if all(r.get("na") for r in runs):
+        return ("n/a", [], 0)
+    hits = [r for r in runs if r.get("known") == entry_id]
+    errors = [r["error"] for r in runs if "error" in r]
+    others = sorted({k for r in runs for k in r.get("met", []) if k != entry_id})
+    cell = "%d/%d" % (len(hits), len(runs))
+    if hits:
+        cell += " (%s)" % ", ".join(str(r["evaluations"]) for r in hits)
+    if others:
+        cell += "; met " + ", ".join(others)
+    if errors:
+        cell += "; error: " + errors[0]
+    return (cell, hits, len(runs))
+
+
+def tabulate(order, results, methods):
+    """One row per entry, then the summary. `results`: entry -> method -> runs (seed order)."""
+    print("| entry | backend | " + " | ".join(methods) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in methods) + " |")
+    summary = {m: {"all": 0, "any": 0, "evals": [], "by_entry": {}} for m in methods}
+    counted = 0
+    for entry_id, backend in order:
+        if entry_id not in results:
+            print("| %s | %s | %s |" % (entry_id, backend, " | ".join("no graph input" for _ in methods)))
+            continue
+        cells = {m: cell_of(results[entry_id].get(m, []), entry_id) for m in methods}
+        # Found at the first evaluation by every method that looks for any failure (GRIST looks for NaN/Inf
+        # only): the trigger is in the weights or the model itself.
+        general = [c for m, c in cells.items() if m != "grist" and c[2]]
+        firsts = [r["evaluations"] for c in general for r in c[1]]
+        weights = bool(general) and all(len(c[1]) == c[2] for c in general) and max(firsts) <= 1
+        print("| %s | %s | %s |" % (entry_id, backend,
+                                    " | ".join(("weights " if weights and cells[m][2] else "") + cells[m][0]
+                                               for m in methods)))
+        sys.stdout.flush()
+        if weights:
+            continue
+        counted += 1
+        for m in methods:
+            cell, hits, n = cells[m]
+            summary[m]["all"] += bool(n) and len(hits) == n
+            summary[m]["any"] += bool(hits)
+            summary[m]["evals"] += [r["evaluations"] for r in hits]
+            if hits:
+                summary[m]["by_entry"][entry_id] = [r["evaluations"] for r in hits]
+    print("\n%d entries whose trigger is in the inputs (the others: no graph input, or found at the first "
+          "evaluation by every method)" % counted)
+    base = summary.get("random", {}).get("by_entry", {})
+    for m in methods:
+        ev = summary[m]["evals"]
+        both = [k for k in summary[m]["by_entry"] if k in base]
+        mine = [x for k in both for x in summary[m]["by_entry"][k]]
+        theirs = [x for k in both for x in base[k]]
+        print("- %s: rediscovered on every seed %d, on some seed %d; median evaluations to the trigger %s; "
+              "on the %d entries it and random search both rediscover: %s against random's %s"
+              % (m, summary[m]["all"], summary[m]["any"], statistics.median(ev) if ev else "-", len(both),
+                 statistics.median(mine) if mine else "-", statistics.median(theirs) if theirs else "-"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -99,78 +161,45 @@ def main():
     ap.add_argument("--methods", default="random,ga,ga-audee")
     ap.add_argument("--filter", default="")
     ap.add_argument("--out", default="")
+    ap.add_argument("--from", dest="from_", default="",
+                    help="tabulate earlier runs' results.jsonl files (comma-separated) instead of running")
     a = ap.parse_args()
     quorum = os.path.join(a.build, "quorum")
     methods = a.methods.split(",")
     for m in methods:
         if m not in METHODS:
             sys.exit("--methods: one of " + ", ".join(METHODS))
+    order = [(e["id"], e["backend"]) for e in entries(a.filter)]
+    results = {}
+    if a.from_:
+        for path in a.from_.split(","):
+            for line in open(path):
+                r = json.loads(line)
+                if r["method"] in methods:
+                    results.setdefault(r.pop("entry"), {}).setdefault(r.pop("method"), []).append(r)
+        print("tabulated from %s\n" % a.from_)
+        tabulate(order, results, methods)
+        return
     work = a.out or tempfile.mkdtemp(prefix="quorum_rediscovery_")
     os.makedirs(work, exist_ok=True)
     print("budget %d evaluations, seeds 1..%d, starting inputs %s; raw results in %s\n"
           % (a.budget, a.seeds, "drawn as the campaign draws them" if a.inputs == "campaign"
              else "from N(0, 1)", work))
-    print("| entry | backend | " + " | ".join(methods) + " |")
-    print("| --- | --- | " + " | ".join("---" for _ in methods) + " |")
-    summary = {m: {"all": 0, "any": 0, "evals": [], "by_entry": {}} for m in methods}
-    counted = 0
     raw = open(os.path.join(work, "results.jsonl"), "w")
     for e in entries(a.filter):
         model = dict(e["case"]["model"])
         if not model.get("inputs"):
-            print("| %s | %s | %s |" % (e["id"], e["backend"], " | ".join("no graph input" for _ in methods)))
             continue
         model_path = os.path.join(work, e["id"] + ".json")
         json.dump(model, open(model_path, "w"))
-        cells, firsts = {}, []
         for m in methods:
-            runs = [search(quorum, e,
-                           normal_start(model, s, work, e["id"]) if a.inputs == "normal" and m != "random"
-                           else model_path, m, s, a.budget, os.path.join(work, "out", e["id"], m))
-                    for s in range(1, a.seeds + 1)]
-            for s, r in enumerate(runs, 1):
+            for s in range(1, a.seeds + 1):
+                start = normal_start(model, s, work, e["id"]) if a.inputs == "normal" and m != "random" else model_path
+                r = search(quorum, e, start, m, s, a.budget, os.path.join(work, "out", e["id"], m))
                 raw.write(json.dumps({"entry": e["id"], "method": m, "seed": s, **r}) + "\n")
-            if all(r.get("na") for r in runs):
-                cells[m] = ("n/a", [], 0)
-                continue
-            hits = [r for r in runs if r.get("known") == e["id"]]
-            errors = [r["error"] for r in runs if "error" in r]
-            firsts += [r["evaluations"] for r in hits]
-            others = sorted({k for r in runs for k in r.get("met", []) if k != e["id"]})
-            cell = "%d/%d" % (len(hits), len(runs))
-            if hits:
-                cell += " (%s)" % ", ".join(str(r["evaluations"]) for r in hits)
-            if others:
-                cell += "; met " + ", ".join(others)
-            if errors:
-                cell += "; error: " + errors[0]
-            cells[m] = (cell, hits, len(runs))
-        weights = firsts and max(firsts) <= 1 and all(len(c[1]) == c[2] for c in cells.values() if c[2])
-        print("| %s | %s | %s |" % (e["id"], e["backend"],
-                                    " | ".join(("weights " if weights and cells[m][2] else "") + cells[m][0]
-                                               for m in methods)))
-        sys.stdout.flush()
-        if weights:
-            continue
-        counted += 1
-        for m in methods:
-            hits = cells[m][1]
-            summary[m]["all"] += bool(cells[m][2]) and len(hits) == cells[m][2]
-            summary[m]["any"] += bool(hits)
-            summary[m]["evals"] += [r["evaluations"] for r in hits]
-            if hits:
-                summary[m]["by_entry"][e["id"]] = [r["evaluations"] for r in hits]
-    print("\n%d entries whose trigger is in the inputs (the others: no graph input, or found at the first "
-          "evaluation by every method)" % counted)
-    base = summary.get("random", {}).get("by_entry", {})
-    for m in methods:
-        ev = summary[m]["evals"]
-        common = [x for k, v in summary[m]["by_entry"].items() if k in base for x in v]
-        print("- %s: rediscovered on every seed %d, on some seed %d; median evaluations to the trigger %s "
-              "(on the %d entries random search also rediscovers: %s)"
-              % (m, summary[m]["all"], summary[m]["any"], statistics.median(ev) if ev else "-",
-                 len([k for k in summary[m]["by_entry"] if k in base]),
-                 statistics.median(common) if common else "-"))
+                results.setdefault(e["id"], {}).setdefault(m, []).append(r)
+        raw.flush()
+    tabulate(order, results, methods)
 
 
 if __name__ == "__main__":

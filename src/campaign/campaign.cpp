@@ -313,7 +313,10 @@ class Run {
         core::Rng rng = gen::case_rng(seed_, static_cast<uint64_t>(index)).derive("search");
         Searched found = search_case(m, opt_.search, setup, workers, rng, &t);
         searched = true;
-        if (!found.evaluation.findings.empty()) {
+        if (found.result.found) {
+          // A failure of the search's own oracles (a top-1 label the verdicts do not hold) is recorded as
+          // `quorum search` records it.
+          if (found.evaluation.findings.empty()) found.evaluation.findings.push_back(search_finding(found));
           search_found = true;
           method = to_string(opt_.search.method);
           m = std::move(found.model);

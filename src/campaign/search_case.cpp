@@ -54,6 +54,29 @@ std::vector<search::Trial> WorkerEvaluator::evaluate(const std::vector<search::C
   return out;
 }
 
+oracle::Finding search_finding(const Searched& s) {
+  if (!s.evaluation.findings.empty()) return s.evaluation.findings[0];
+  oracle::Finding f;
+  const search::Oracle oracle = s.result.failure.oracle;
+  f.kind = oracle == search::Oracle::Nan     ? oracle::Kind::NaN
+           : oracle == search::Oracle::Crash ? oracle::Kind::Crash
+                                             : oracle::Kind::Inconsistency;
+  for (const auto& r : s.evaluation.runs)
+    if (!r.is_reference) {
+      f.backend = r.backend;
+      break;
+    }
+  const ir::Graph& g = s.model.graph;
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs)
+      if (!g.outputs.empty() && o == g.outputs[0]) {
+        f.node = n.name;
+        f.op = n.op;
+      }
+  f.detail = std::string("search oracle '") + search::to_string(oracle) + "': " + s.result.failure.detail;
+  return f;
+}
+
 Searched search_case(const ModelCase& m, const SearchOptions& o, const Setup& setup, WorkerSet& workers,
                      core::Rng& rng, Timing* timing) {
   WorkerEvaluator ev(m, setup, workers, timing);
@@ -78,7 +101,7 @@ Searched search_case(const ModelCase& m, const SearchOptions& o, const Setup& se
     s.model = m;
     if (auto& hit = hits.result()) {
       s.result.found = true;
-      s.result.failure = {"nan", hit->finding.detail, hit->finding.known};
+      s.result.failure = {search::Oracle::Nan, hit->finding.detail, hit->finding.known};
       s.model = std::move(hit->model);
       s.evaluation = std::move(hit->evaluation);
     }

@@ -47,6 +47,11 @@ struct Searched {
   Evaluation evaluation;   // its runs and findings
 };
 
+// The finding a search's failure is recorded as: the campaign's first verdict, or, for an oracle of the
+// search's own (a top-1 label, a NaN/Inf or a crash the verdicts do not hold), one that says so at the
+// model's output (kind NaN, Crash or Inconsistency; its detail "search oracle '...': ...").
+oracle::Finding search_finding(const Searched& s);
+
 // Runs the method from the case `m` (its inputs and weights are the search's centre).
 Searched search_case(const ModelCase& m, const SearchOptions& o, const Setup& setup, WorkerSet& workers,
                      core::Rng& rng, Timing* timing = nullptr);

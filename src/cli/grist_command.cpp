@@ -117,11 +117,12 @@ int cmd_grist(const Options& o) {
   const uint64_t seed = core::Rng::resolve_seed(o.seed);
   core::Rng rng(seed);
   const ops::Interval range = parse_data_range(o.data_range);
-  for (const auto& in : g.inputs)  // inputs a bundle does not give: uniform in the data range
+  // Inputs a bundle does not give: drawn as the campaign draws them (uniform in the data range, with its edge
+  // values). The search's steps keep every element inside the data range or, one that starts outside it,
+  // no farther out than it started.
+  for (const auto& in : g.inputs)
     if (!l.inputs.count(in.name))
-      l.inputs.emplace(in.name, data::random_with_edges(in.type.shape, rng, range.lo, range.hi, 0.0));
-  for (auto& [name, t] : l.inputs)
-    for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = std::clamp(t.f64()[i], range.lo, range.hi);
+      l.inputs.emplace(in.name, data::random_with_edges(in.type.shape, rng, range.lo, range.hi));
   search::Candidate start{l.inputs, search::graph_weights(g)};
   const std::string out = o.out.empty() ? "search" : o.out;
 

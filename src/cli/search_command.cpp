@@ -40,29 +40,6 @@ campaign::ModelCase load_case(const std::string& path, const std::string& loss, 
   return m;
 }
 
-// The finding a bundle is written for: the campaign's verdict, or, for an oracle of the search's own
-// (a top-1 label, a NaN/Inf or a crash the verdicts do not count), one that says so at the output.
-oracle::Finding finding_of(const campaign::Searched& s) {
-  if (!s.evaluation.findings.empty()) return s.evaluation.findings[0];
-  oracle::Finding f;
-  const std::string& oracle = s.result.failure.oracle;
-  f.kind = oracle == "nan" ? oracle::Kind::NaN : oracle == "crash" ? oracle::Kind::Crash : oracle::Kind::Inconsistency;
-  for (const auto& r : s.evaluation.runs)
-    if (!r.is_reference) {
-      f.backend = r.backend;
-      break;
-    }
-  const ir::Graph& g = s.model.graph;
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs)
-      if (!g.outputs.empty() && o == g.outputs[0]) {
-        f.node = n.name;
-        f.op = n.op;
-      }
-  f.detail = "search oracle '" + oracle + "': " + s.result.failure.detail;
-  return f;
-}
-
 std::string general(double v) {
   std::ostringstream os;
   os << std::setprecision(6) << v;
@@ -107,7 +84,7 @@ int cmd_search(const Options& o) {
     std::cout << "generation " << i + 1 << ": best fitness " << r.best_by_generation[i] << "\n";
   const double per_gen = r.generations > 0 ? r.seconds / static_cast<double>(r.generations) : 0.0;
   print_met(r.met, o.stop_at);
-  std::cout << (r.found ? "found: " + r.failure.oracle + " - " + r.failure.detail
+  std::cout << (r.found ? std::string("found: ") + search::to_string(r.failure.oracle) + " - " + r.failure.detail
                         : "no failure within the budget; best fitness " + general(r.best))
             << "\n"
             << r.evaluations << " evaluations in " << r.generations << " generations, " << std::fixed
@@ -124,11 +101,11 @@ int cmd_search(const Options& o) {
     }
     const campaign::BundleContext ctx{s.model, s.evaluation, setup, seed, 0, o.command_line, versions,
                                       "",      campaign::to_string(so.method)};
-    const std::string bundle = campaign::write_bundle(out, finding_of(s), ctx);
+    const std::string bundle = campaign::write_bundle(out, campaign::search_finding(s), ctx);
     std::cout << "bundle: " << bundle << "\nreplay: " << campaign::replay_command(bundle) << "\n";
   }
   std::cout << "result: method=" << campaign::to_string(so.method) << " found=" << (r.found ? 1 : 0)
-            << " oracle=" << (r.found ? r.failure.oracle : "none")
+            << " oracle=" << (r.found ? search::to_string(r.failure.oracle) : "none")
             << " known=" << (r.found && !r.failure.known.empty() ? r.failure.known : "none")
             << " evaluations=" << r.evaluations << " generations=" << r.generations << " best=" << general(r.best)
             << " seconds=" << r.seconds << " met=" << search::met_text(r.met) << "\n";

@@ -74,6 +74,16 @@ StopRule stop_rule_from_string(const std::string& s) {
   return r;
 }
 
+const char* to_string(Oracle o) {
+  switch (o) {
+    case Oracle::Crash: return "crash";
+    case Oracle::Nan: return "nan";
+    case Oracle::Verdict: return "verdict";
+    case Oracle::Label: return "label";
+  }
+  return "?";
+}
+
 std::string met_text(const std::vector<Met>& met) {
   std::string s;
   for (const auto& m : met)
@@ -256,11 +266,11 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
     const bool judged = std::any_of(t.findings.begin(), t.findings.end(),
                                     [&](const oracle::Finding& f) { return f.backend == r.backend; });
     if (!judged && (s == worker::Status::Crash || s == worker::Status::Timeout || s == worker::Status::OutOfMemory))
-      return Failure{"crash", r.backend + ": " + r.outcome.str(), ""};
+      return Failure{Oracle::Crash, r.backend + ": " + r.outcome.str(), ""};
   }
   if (!t.findings.empty()) {
     const oracle::Finding& f = t.findings[0];
-    return Failure{"verdict",
+    return Failure{Oracle::Verdict,
                    std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "] " + f.backend + " " +
                        f.op + (f.node.empty() ? "" : " at '" + f.node + "'") +
                        (f.known.empty() ? "" : " (known: " + f.known + ")"),
@@ -273,7 +283,7 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
     for (const auto& r : t.runs) {
       if (!r.outcome.ok()) continue;
       for (const auto& [name, v] : r.values)
-        if (!all_finite(v)) return Failure{"nan", r.backend + ": NaN/Inf at '" + name + "'", ""};
+        if (!all_finite(v)) return Failure{Oracle::Nan, r.backend + ": NaN/Inf at '" + name + "'", ""};
     }
   const auto libs = libraries(g, t);
   const Tensor* ref_out = ref ? logits(g, *ref) : nullptr;
@@ -286,7 +296,7 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
       if (a.size() != b.size()) continue;
       for (size_t row = 0; row < a.size(); ++row)
         if (a[row] != b[row] && clear_margin(ref_out, static_cast<int64_t>(row), a[row], b[row]))
-          return Failure{"label", sides[i].first->backend + " says " + std::to_string(a[row]) + ", " +
+          return Failure{Oracle::Label, sides[i].first->backend + " says " + std::to_string(a[row]) + ", " +
                                       sides[k].first->backend + " says " + std::to_string(b[row]) + " (row " +
                                       std::to_string(row) + ")",
                          ""};

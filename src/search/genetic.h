@@ -111,8 +111,10 @@ void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& r
 double float_move(double x, core::Rng& rng);
 
 // A test oracle that fired on a trial.
+enum class Oracle { Crash, Nan, Verdict, Label };
+const char* to_string(Oracle o);  // crash, nan, verdict, label
 struct Failure {
-  std::string oracle;  // crash, nan, verdict, label
+  Oracle oracle = Oracle::Verdict;
   std::string detail;
   std::string known;  // verdict: the ledger entry that labels its first finding ("" for none)
 };

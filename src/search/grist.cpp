@@ -96,8 +96,11 @@ class Search {
     if (original) {
       s.c.inputs = start_.inputs;
     } else {
+      // Drawn as the campaign draws inputs (uniform in the data range, with its edge values: subnormals,
+      // +-1e4, +-1e6), so the windows those values open are reached; the steps below never carry an element
+      // farther out of the data range than it started.
       for (const auto& in : g_.inputs)
-        s.c.inputs[in.name] = data::random_with_edges(in.type.shape, rng_, opt_.data_range.lo, opt_.data_range.hi, 0.0);
+        s.c.inputs[in.name] = data::random_with_edges(in.type.shape, rng_, opt_.data_range.lo, opt_.data_range.hi);
     }
     s.linear_left = opt_.weights ? opt_.linear_rounds : 0;
     return s;
@@ -220,7 +223,9 @@ class Search {
         const double gi = gx.get(i);
         if (!std::isfinite(gi) || gi == 0) continue;
         const double want = x.f64()[i] - step * sign(gi);
-        const double got = std::clamp(want, opt_.data_range.lo, opt_.data_range.hi);
+        const double here = x.f64()[i];
+        const double got =
+            std::clamp(want, std::min(opt_.data_range.lo, here), std::max(opt_.data_range.hi, here));
         if (got != want) ++clipped;
         if (got != x.f64()[i]) ++moved;
         x.f64()[i] = got;

@@ -3,9 +3,11 @@
 // distance of its operand's nearest element to the nearest invalid boundary (ref/ranges.h); its
 // gradients with respect to the graph inputs and the weights come from the float64 reference's
 // own VJPs, back-propagated from the operand (ref::backward). Inputs take sign steps clipped to the
-// data range; weights take linear steps toward a point at the boundary, then sign steps. A few
-// samples are kept; each iteration the least important (importance: how much a sample's steps
-// lowered its loss and moved it, less how much was clipped) are replaced by fresh ones. A target is
+// data range (an element that started outside it, an edge value, no farther out than it started);
+// weights take linear steps toward a point at the boundary, then sign steps. A few samples are kept;
+// each iteration the least important (importance: how much a sample's steps lowered its loss and
+// moved it, less how much was clipped) are replaced by fresh ones, drawn as the campaign draws inputs
+// (uniform in the data range with its edge values: subnormals, +-1e4, +-1e6). A target is
 // left when its loss trend is flat or its share of the budget is spent.
 //
 // The search runs nothing but the reference itself: what counts as a trigger is the caller's

@@ -163,7 +163,7 @@ campaign::Searched run(campaign::SearchMethod method, uint64_t seed, Fitness f =
 TEST(Genetic, FindsTheBandFaultRandomInputsOfTheSameBudgetMiss) {
   const campaign::Searched ga = run(campaign::SearchMethod::Ga, 1);
   ASSERT_TRUE(ga.result.found) << "best " << ga.result.best;
-  EXPECT_EQ(ga.result.failure.oracle, "verdict");
+  EXPECT_EQ(ga.result.failure.oracle, Oracle::Verdict);
   ASSERT_FALSE(ga.evaluation.findings.empty());
   EXPECT_EQ(ga.evaluation.findings[0].op, "relu");
   EXPECT_EQ(ga.evaluation.findings[0].backend, "faulty:band=relu@5..5.5");
@@ -195,7 +195,7 @@ TEST(Genetic, FloatAwareOperatorsFindFaultsAtSubnormalsAndNearFltMaxAudeesMiss) 
     p.float_moves = true;
     const campaign::Searched floats = run(p, 2);
     ASSERT_TRUE(floats.result.found) << band;
-    EXPECT_EQ(floats.result.failure.oracle, "verdict") << band;
+    EXPECT_EQ(floats.result.failure.oracle, Oracle::Verdict) << band;
     ASSERT_FALSE(floats.evaluation.findings.empty()) << band;
     EXPECT_EQ(floats.evaluation.findings[0].op, "tanh") << band;
   }
@@ -234,6 +234,31 @@ TEST(Genetic, GoesPastAKnownFailureAndKeepsItOnlyWhenNothingElseIsFound) {
   const campaign::Searched other = run(p, 1);
   EXPECT_EQ(other.result.met.size(), 1u);
   EXPECT_EQ(other.result.evaluations, 60);
+}
+
+// A failure of the search's own label oracle (no verdict holds it) is recorded, by `quorum search` and by a
+// campaign's --search alike, as an inconsistency at the model's output that names the oracle.
+TEST(Genetic, ALabelFailureTheVerdictsDoNotHoldIsRecordedAtTheOutput) {
+  campaign::Searched s;
+  s.model = band_model();
+  s.result.found = true;
+  s.result.failure = {Oracle::Label, "faulty says 3, ref says 1 (row 0)", ""};
+  oracle::BackendRun ref, lib;
+  ref.backend = "ref";
+  ref.is_reference = true;
+  lib.backend = "faulty";
+  s.evaluation.runs = {ref, lib};
+  const oracle::Finding f = campaign::search_finding(s);
+  EXPECT_EQ(f.kind, oracle::Kind::Inconsistency);
+  EXPECT_EQ(f.backend, "faulty");
+  EXPECT_EQ(f.node, "relu");
+  EXPECT_EQ(f.detail, "search oracle 'label': faulty says 3, ref says 1 (row 0)");
+  // With a verdict, the verdict.
+  oracle::Finding v;
+  v.op = "relu";
+  v.detail = "a verdict";
+  s.evaluation.findings = {v};
+  EXPECT_EQ(campaign::search_finding(s).detail, "a verdict");
 }
 
 TEST(Genetic, IsDeterministicForASeed) {
@@ -299,7 +324,7 @@ TEST(Fitness, InconsistencyAndSpreadAtTheLogits) {
   // A changed top-1 label with a clear margin is a failure; the verdicts come first.
   t.runs[2] = run_of("b", {3, 2});
   ASSERT_TRUE(failure_of(g, t).has_value());
-  EXPECT_EQ(failure_of(g, t)->oracle, "label");
+  EXPECT_EQ(failure_of(g, t)->oracle, Oracle::Label);
 }
 
 }  // namespace
