@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "data/values.h"
+#include "oracle/judge_util.h"
 #include "ref/ranges.h"
 #include "search/grist.h"
 
@@ -225,13 +226,6 @@ double mean_abs_diff(const Tensor& a, const Tensor& b) {
   return s / static_cast<double>(x.numel());
 }
 
-bool all_finite(const Tensor& t) {
-  const Tensor d = t.to(core::DType::F64);
-  for (int64_t i = 0; i < d.numel(); ++i)
-    if (!std::isfinite(d.f64()[i])) return false;
-  return true;
-}
-
 // Top-1 label per row over the last axis.
 std::vector<int64_t> labels(const Tensor& t) {
   const Tensor d = t.to(core::DType::F64);
@@ -283,7 +277,8 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
     for (const auto& r : t.runs) {
       if (!r.outcome.ok()) continue;
       for (const auto& [name, v] : r.values)
-        if (!all_finite(v)) return Failure{Oracle::Nan, r.backend + ": NaN/Inf at '" + name + "'", ""};
+        if (oracle::detail::has_nonfinite(v))
+          return Failure{Oracle::Nan, r.backend + ": NaN/Inf at '" + name + "'", ""};
     }
   const auto libs = libraries(g, t);
   const Tensor* ref_out = ref ? logits(g, *ref) : nullptr;

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/values.h"
+#include "oracle/judge_util.h"
 
 namespace quorum::search {
 
@@ -19,12 +20,6 @@ namespace {
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-bool all_finite(const Tensor& t) {
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (!std::isfinite(t.get(i))) return false;
-  return true;
 }
 
 double sign(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }
@@ -359,7 +354,7 @@ std::string first_nonfinite_node(const ir::Graph& g, const ref::ValueMap& values
   for (const auto& n : g.nodes)
     for (const auto& o : n.outputs) {
       auto it = values.find(o);
-      if (it != values.end() && !all_finite(it->second)) return n.name;
+      if (it != values.end() && oracle::detail::has_nonfinite(it->second)) return n.name;
     }
   return "";
 }
