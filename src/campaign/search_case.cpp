@@ -61,11 +61,9 @@ oracle::Finding search_finding(const Searched& s) {
   f.kind = oracle == search::Oracle::Nan     ? oracle::Kind::NaN
            : oracle == search::Oracle::Crash ? oracle::Kind::Crash
                                              : oracle::Kind::Inconsistency;
+  f.backend = s.result.failure.backend;
   for (const auto& r : s.evaluation.runs)
-    if (!r.is_reference) {
-      f.backend = r.backend;
-      break;
-    }
+    if (!r.is_reference && f.backend.empty()) f.backend = r.backend;
   const ir::Graph& g = s.model.graph;
   for (const auto& n : g.nodes)
     for (const auto& o : n.outputs)
@@ -101,7 +99,7 @@ Searched search_case(const ModelCase& m, const SearchOptions& o, const Setup& se
     s.model = m;
     if (auto& hit = hits.result()) {
       s.result.found = true;
-      s.result.failure = {search::Oracle::Nan, hit->finding.detail, hit->finding.known};
+      s.result.failure = {search::Oracle::Nan, hit->finding.detail, hit->finding.known, hit->finding.backend};
       s.model = std::move(hit->model);
       s.evaluation = std::move(hit->evaluation);
     }

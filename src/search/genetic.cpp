@@ -227,6 +227,8 @@ double mean_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 // Top-1 label per row over the last axis.
+// -1 for a row holding NaN or an infinity: it has no top-1 label (a NaN compares false, so the largest element
+// would be an accident of the order), and the per-node rule has judged how the value got there.
 std::vector<int64_t> labels(const Tensor& t) {
   const Tensor d = t.to(core::DType::F64);
   const int64_t c = d.shape().empty() ? 1 : d.shape().back();
@@ -234,7 +236,8 @@ std::vector<int64_t> labels(const Tensor& t) {
   if (c <= 1) return out;
   for (int64_t r = 0; r * c < d.numel(); ++r) {
     const double* p = d.f64() + r * c;
-    out.push_back(std::max_element(p, p + c) - p);
+    const bool finite = std::all_of(p, p + c, [](double v) { return std::isfinite(v); });
+    out.push_back(finite ? std::max_element(p, p + c) - p : -1);
   }
   return out;
 }
@@ -260,7 +263,7 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
     const bool judged = std::any_of(t.findings.begin(), t.findings.end(),
                                     [&](const oracle::Finding& f) { return f.backend == r.backend; });
     if (!judged && (s == worker::Status::Crash || s == worker::Status::Timeout || s == worker::Status::OutOfMemory))
-      return Failure{Oracle::Crash, r.backend + ": " + r.outcome.str(), ""};
+      return Failure{Oracle::Crash, r.backend + ": " + r.outcome.str(), "", r.backend};
   }
   if (!t.findings.empty()) {
     const oracle::Finding& f = t.findings[0];
@@ -268,7 +271,7 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
                    std::string(core::to_string(f.kind)) + " [" + core::to_string(f.stage) + "] " + f.backend + " " +
                        f.op + (f.node.empty() ? "" : " at '" + f.node + "'") +
                        (f.known.empty() ? "" : " (known: " + f.known + ")"),
-                   f.known};
+                   f.known, f.backend};
   }
   const oracle::BackendRun* ref = reference(t);
   // With the reference, the per-node rule has judged every NaN/Inf already (one left unjudged there is
@@ -278,7 +281,7 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
       if (!r.outcome.ok()) continue;
       for (const auto& [name, v] : r.values)
         if (oracle::detail::has_nonfinite(v))
-          return Failure{Oracle::Nan, r.backend + ": NaN/Inf at '" + name + "'", ""};
+          return Failure{Oracle::Nan, r.backend + ": NaN/Inf at '" + name + "'", "", r.backend};
     }
   const auto libs = libraries(g, t);
   const Tensor* ref_out = ref ? logits(g, *ref) : nullptr;
@@ -289,12 +292,17 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
     for (size_t k = i + 1; k < sides.size(); ++k) {
       const auto a = labels(*sides[i].second), b = labels(*sides[k].second);
       if (a.size() != b.size()) continue;
-      for (size_t row = 0; row < a.size(); ++row)
-        if (a[row] != b[row] && clear_margin(ref_out, static_cast<int64_t>(row), a[row], b[row]))
-          return Failure{Oracle::Label, sides[i].first->backend + " says " + std::to_string(a[row]) + ", " +
-                                      sides[k].first->backend + " says " + std::to_string(b[row]) + " (row " +
-                                      std::to_string(row) + ")",
-                         ""};
+      for (size_t row = 0; row < a.size(); ++row) {
+        if (a[row] < 0 || b[row] < 0 || a[row] == b[row]) continue;
+        if (!clear_margin(ref_out, static_cast<int64_t>(row), a[row], b[row])) continue;
+        // Blamed: the library whose label is not the reference's (the first, when neither is or no reference ran).
+        const auto want = ref_out ? labels(*ref_out) : std::vector<int64_t>{};
+        const bool second = row < want.size() && a[row] == want[row] && sides[k].first != ref;
+        return Failure{Oracle::Label,
+                       sides[i].first->backend + " says " + std::to_string(a[row]) + ", " + sides[k].first->backend +
+                           " says " + std::to_string(b[row]) + " (row " + std::to_string(row) + ")",
+                       "", (second ? sides[k] : sides[i]).first->backend};
+      }
     }
   return std::nullopt;
 }

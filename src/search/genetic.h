@@ -117,11 +117,12 @@ struct Failure {
   Oracle oracle = Oracle::Verdict;
   std::string detail;
   std::string known;  // verdict: the ledger entry that labels its first finding ("" for none)
+  std::string backend;  // the library blamed (label: the one whose top-1 label is not the reference's)
 };
 // The first oracle that fires: crash (a library's worker died or hung), verdict (the campaign's
 // findings), nan (a library's NaN/Inf where no float64 reference ran to judge it; with a reference the
 // per-node rule's verdicts judge every NaN/Inf), label (libraries' top-1 labels at graph output 0 differ
-// where the reference's margin is clear).
+// where the reference's margin is clear; a row holding NaN or an infinity has no label).
 std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t);
 // `c`: the candidate the trial ran (Edge reads the operands that are graph inputs or weights from it).
 double fitness_of(const ir::Graph& g, const Trial& t, Fitness f, const Candidate* c = nullptr);

@@ -242,7 +242,7 @@ TEST(Genetic, ALabelFailureTheVerdictsDoNotHoldIsRecordedAtTheOutput) {
   campaign::Searched s;
   s.model = band_model();
   s.result.found = true;
-  s.result.failure = {Oracle::Label, "faulty says 3, ref says 1 (row 0)", ""};
+  s.result.failure = {Oracle::Label, "faulty says 3, ref says 1 (row 0)", "", "faulty"};
   oracle::BackendRun ref, lib;
   ref.backend = "ref";
   ref.is_reference = true;
@@ -325,6 +325,24 @@ TEST(Fitness, InconsistencyAndSpreadAtTheLogits) {
   t.runs[2] = run_of("b", {3, 2});
   ASSERT_TRUE(failure_of(g, t).has_value());
   EXPECT_EQ(failure_of(g, t)->oracle, Oracle::Label);
+  EXPECT_EQ(failure_of(g, t)->backend, "b");  // a says 1 as the reference does: b is blamed
+}
+
+// Seed 10463 (fuzz --search ga): a row holding NaN or an infinity has no top-1 label. OpenCV's dense row
+// [-inf, nan, nan, nan] read as label 0 and ORT's all-NaN softmax row as label 0, each against a finite row,
+// after a float32 overflow upstream that the per-node rule judged; both were reported as label failures.
+TEST(Fitness, ARowHoldingNanOrAnInfinityHasNoLabel) {
+  ir::Graph g;
+  g.outputs = {"y"};
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  Trial t{{run_of("ref", {-103062, 50776, 8857, -221647}, true), run_of("torch", {-103062, 50776, 8857, -221647}),
+           run_of("opencv", {-inf, nan, nan, nan})},
+          {}};
+  EXPECT_FALSE(failure_of(g, t).has_value());
+  t = {{run_of("ref", {0, 1, 0}, true), run_of("ort", {nan, nan, nan})}, {}};
+  EXPECT_FALSE(failure_of(g, t).has_value());
+  t = {{run_of("ref", {0, 1, 0}, true), run_of("ort", {inf, 1, 0})}, {}};
+  EXPECT_FALSE(failure_of(g, t).has_value());
 }
 
 }  // namespace
