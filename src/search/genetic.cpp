@@ -141,6 +141,19 @@ Layout layout_of(const ir::Graph& g, const Candidate& seed, Level level, double 
       auto it = seed.weights.find(name);
       add(true, name, it != seed.weights.end() ? it->second : t);
     }
+  // Next to 0 (log's, sqrt's, a division's edge) the neighbours that matter are float32's smallest: its
+  // subnormals and FLT_MIN; elsewhere one part in 2^20 either side.
+  for (const ref::VulnerableSite& site : ref::vulnerable_sites(g))
+    for (const ops::ValidRange& r : site.valid)
+      for (const double b : {r.lo, r.hi}) {
+        if (!std::isfinite(b)) continue;
+        const double d = std::ldexp(std::fabs(b), -20);
+        const std::vector<double> near =
+            b == 0 ? std::vector<double>{0.0, 1.4e-45, -1.4e-45, 1e-40, -1e-40, FLT_MIN, -FLT_MIN}
+                   : std::vector<double>{b, b + d, b - d};
+        for (const double v : near)
+          if (std::find(l.edges.begin(), l.edges.end(), v) == l.edges.end()) l.edges.push_back(v);
+      }
   return l;
 }
 
@@ -175,17 +188,17 @@ void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& r
     for (size_t i = s.offset; i < s.offset + s.size; ++i)
       if (rng.uniform() < r2) {
         if (float_moves && rng.bernoulli(0.5))
-          genes[i] = float_move(genes[i], rng);
+          genes[i] = float_move(genes[i], rng, &l.edges);
         else
           genes[i] += rng.cauchy(0.0, s.scale);
       }
 }
 
-double float_move(double x, core::Rng& rng) {
+double float_move(double x, core::Rng& rng, const std::vector<double>* edges) {
   switch (rng.index(4)) {
     case 0: return std::ldexp(x, static_cast<int>(rng.randint(-40, 40)));
     case 1: return -x;
-    case 2: return rng.pick(data::edge_values());
+    case 2: return edges && !edges->empty() && rng.bernoulli(0.5) ? rng.pick(*edges) : rng.pick(data::edge_values());
     default: {
       static const std::vector<double> ends = {FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, INFINITY, -INFINITY, NAN};
       return rng.pick(ends);
@@ -242,18 +255,6 @@ std::vector<int64_t> labels(const Tensor& t) {
   return out;
 }
 
-// A clear margin: the reference's logits of the two labels differ by more than 1e-3 of the row's scale.
-bool clear_margin(const Tensor* ref, int64_t row, int64_t a, int64_t b) {
-  if (!ref) return true;
-  const Tensor d = ref->to(core::DType::F64);
-  const int64_t c = d.shape().back();
-  const double* p = d.f64() + row * c;
-  double scale = 1;
-  for (int64_t i = 0; i < c; ++i)
-    if (std::isfinite(p[i])) scale = std::max(scale, std::fabs(p[i]));
-  return std::fabs(p[a] - p[b]) > 1e-3 * scale;
-}
-
 }  // namespace
 
 std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
@@ -273,35 +274,27 @@ std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t) {
                        (f.known.empty() ? "" : " (known: " + f.known + ")"),
                    f.known, f.backend};
   }
-  const oracle::BackendRun* ref = reference(t);
-  // With the reference, the per-node rule has judged every NaN/Inf already (one left unjudged there is
-  // float32's): only a run without one needs this check.
-  if (!ref)
-    for (const auto& r : t.runs) {
-      if (!r.outcome.ok()) continue;
-      for (const auto& [name, v] : r.values)
-        if (oracle::detail::has_nonfinite(v))
-          return Failure{Oracle::Nan, r.backend + ": NaN/Inf at '" + name + "'", "", r.backend};
-    }
+  // With the reference, the per-node rule has judged every node already: a NaN/Inf it left unjudged, or a top-1
+  // label it does not hold, is float32's (seed 10477: five label flips, each after float32 differences an
+  // ill-conditioned graph amplified with every node within its spread). Only a run without one needs these.
+  if (reference(t)) return std::nullopt;
+  for (const auto& r : t.runs) {
+    if (!r.outcome.ok()) continue;
+    for (const auto& [name, v] : r.values)
+      if (oracle::detail::has_nonfinite(v))
+        return Failure{Oracle::Nan, r.backend + ": NaN/Inf at '" + name + "'", "", r.backend};
+  }
   const auto libs = libraries(g, t);
-  const Tensor* ref_out = ref ? logits(g, *ref) : nullptr;
-  std::vector<std::pair<const oracle::BackendRun*, const Tensor*>> sides;
-  for (const auto* l : libs) sides.push_back({l, logits(g, *l)});
-  if (sides.size() == 1 && ref_out) sides.push_back({ref, ref_out});
-  for (size_t i = 0; i < sides.size(); ++i)
-    for (size_t k = i + 1; k < sides.size(); ++k) {
-      const auto a = labels(*sides[i].second), b = labels(*sides[k].second);
+  for (size_t i = 0; i < libs.size(); ++i)
+    for (size_t k = i + 1; k < libs.size(); ++k) {
+      const auto a = labels(*logits(g, *libs[i])), b = labels(*logits(g, *libs[k]));
       if (a.size() != b.size()) continue;
       for (size_t row = 0; row < a.size(); ++row) {
         if (a[row] < 0 || b[row] < 0 || a[row] == b[row]) continue;
-        if (!clear_margin(ref_out, static_cast<int64_t>(row), a[row], b[row])) continue;
-        // Blamed: the library whose label is not the reference's (the first, when neither is or no reference ran).
-        const auto want = ref_out ? labels(*ref_out) : std::vector<int64_t>{};
-        const bool second = row < want.size() && a[row] == want[row] && sides[k].first != ref;
         return Failure{Oracle::Label,
-                       sides[i].first->backend + " says " + std::to_string(a[row]) + ", " + sides[k].first->backend +
-                           " says " + std::to_string(b[row]) + " (row " + std::to_string(row) + ")",
-                       "", (second ? sides[k] : sides[i]).first->backend};
+                       libs[i]->backend + " says " + std::to_string(a[row]) + ", " + libs[k]->backend + " says " +
+                           std::to_string(b[row]) + " (row " + std::to_string(row) + ")",
+                       "", libs[i]->backend};
       }
     }
   return std::nullopt;

@@ -91,6 +91,10 @@ struct Segment {
 struct Layout {
   std::vector<Segment> segments;
   size_t genes = 0;
+  // The model's own values worth a float move: the finite boundaries of its vulnerable operands' valid ranges
+  // (OpSpec::valid_ranges: exp's overflow edge, log's 0, ...), each with its neighbours just inside and outside
+  // (next to 0: float32's subnormals and FLT_MIN, both signs).
+  std::vector<double> edges;
 };
 // The genes of `level` in `g` with the values of `seed` (float inputs only; every float initializer).
 Layout layout_of(const ir::Graph& g, const Candidate& seed, Level level, double cauchy_scale);
@@ -108,7 +112,8 @@ void mutate(std::vector<double>& genes, const Layout& l, double r2, core::Rng& r
 // value the campaign draws (data::edge_values(): signed zeros, +-1, subnormals, +-1e4, +-1e6), or one of
 // float32's ends and NaN (+-FLT_MIN, +-FLT_MAX, +-inf, NaN: the campaign's inputs never hold NaN, its models
 // make it inside, so NaN handling at a model's input is reached only this way); each a quarter of the moves.
-double float_move(double x, core::Rng& rng);
+// With `edges` (Layout::edges), the edge-value move picks from the model's own boundaries half the time.
+double float_move(double x, core::Rng& rng, const std::vector<double>* edges = nullptr);
 
 // A test oracle that fired on a trial.
 enum class Oracle { Crash, Nan, Verdict, Label };
@@ -117,12 +122,12 @@ struct Failure {
   Oracle oracle = Oracle::Verdict;
   std::string detail;
   std::string known;  // verdict: the ledger entry that labels its first finding ("" for none)
-  std::string backend;  // the library blamed (label: the one whose top-1 label is not the reference's)
+  std::string backend;  // the library blamed (label: the first of the two)
 };
 // The first oracle that fires: crash (a library's worker died or hung), verdict (the campaign's
-// findings), nan (a library's NaN/Inf where no float64 reference ran to judge it; with a reference the
-// per-node rule's verdicts judge every NaN/Inf), label (libraries' top-1 labels at graph output 0 differ
-// where the reference's margin is clear; a row holding NaN or an infinity has no label).
+// findings), and, only where no float64 reference ran (with one, the per-node rule has judged every node:
+// what it leaves is float32's), nan (a library's NaN/Inf anywhere) and label (two libraries' top-1 labels at
+// graph output 0 differ; a row holding NaN or an infinity has no label).
 std::optional<Failure> failure_of(const ir::Graph& g, const Trial& t);
 // `c`: the candidate the trial ran (Edge reads the operands that are graph inputs or weights from it).
 double fitness_of(const ir::Graph& g, const Trial& t, Fitness f, const Candidate* c = nullptr);
