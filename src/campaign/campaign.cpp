@@ -314,8 +314,9 @@ class Run {
         Searched found = search_case(m, opt_.search, setup, workers, rng, &t);
         searched = true;
         if (found.result.found) {
-          // A failure of the search's own oracles (a top-1 label the verdicts do not hold) is recorded as
-          // `quorum search` records it.
+          // A failure of the search's own oracles (a crash the verdicts do not hold; its nan and label checks
+          // fire only without the reference, which a campaign always runs) is recorded as `quorum search`
+          // records it.
           if (found.evaluation.findings.empty()) found.evaluation.findings.push_back(search_finding(found));
           search_found = true;
           method = to_string(opt_.search.method);

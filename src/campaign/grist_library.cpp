@@ -1,8 +1,6 @@
 // GRIST's library target.
 #include "campaign/grist_library.h"
 
-#include <algorithm>
-
 namespace quorum::campaign {
 
 search::Evaluate library_evaluate(const ir::Graph& g, const core::Tensor& target, const Setup& setup,
@@ -14,9 +12,7 @@ search::Evaluate library_evaluate(const ir::Graph& g, const core::Tensor& target
     for (const auto& f : ev.findings) {
       if (f.kind != oracle::Kind::NaN) continue;
       if (!hits.stop.stops(f.known)) {
-        const bool seen =
-            std::any_of(hits.met.begin(), hits.met.end(), [&](const search::Met& x) { return x.known == f.known; });
-        if (!seen) hits.met.push_back({f.known, hits.evaluations});
+        search::add_met(hits.met, f.known, hits.evaluations);
         if (!hits.first_known) hits.first_known = SearchHit{m, ev, f};
         continue;
       }

@@ -50,7 +50,7 @@ std::string general(double v) {
 
 void print_met(const std::vector<search::Met>& met, const std::string& stop_at) {
   for (const auto& m : met)
-    std::cout << "met: " << (m.known.empty() ? "unlabelled" : m.known) << " at evaluation " << m.evaluation
+    std::cout << "met: " << m.name() << " at evaluation " << m.evaluation
               << " (gone past: --stop_at " << stop_at << ")\n";
 }
 

@@ -85,11 +85,14 @@ const char* to_string(Oracle o) {
   return "?";
 }
 
+void add_met(std::vector<Met>& met, const std::string& known, int64_t evaluation) {
+  if (std::none_of(met.begin(), met.end(), [&](const Met& m) { return m.known == known; }))
+    met.push_back({known, evaluation});
+}
+
 std::string met_text(const std::vector<Met>& met) {
   std::string s;
-  for (const auto& m : met)
-    s += (s.empty() ? "" : ",") + (m.known.empty() ? std::string("unlabelled") : m.known) + "@" +
-         std::to_string(m.evaluation);
+  for (const auto& m : met) s += (s.empty() ? "" : ",") + m.name() + "@" + std::to_string(m.evaluation);
   return s.empty() ? "none" : s;
 }
 
@@ -465,8 +468,7 @@ bool run_batch(const ir::Graph& g, const Candidate& base, const Layout& l, std::
         res.best = std::max(res.best, batch[i].fitness);
         return true;
       }
-      const bool seen = std::any_of(res.met.begin(), res.met.end(), [&](const Met& m) { return m.known == f->known; });
-      if (!seen) res.met.push_back({f->known, res.evaluations});
+      add_met(res.met, f->known, res.evaluations);
       if (!st.first_known) {
         st.first_known = Result{};
         st.first_known->failure = *f;
@@ -489,19 +491,19 @@ int64_t remaining(const GaParams& p, const Result& r) {
   return p.budget > 0 ? p.budget - r.evaluations : std::numeric_limits<int64_t>::max();
 }
 
-}  // namespace
-
-namespace {
-
-// Genes whose input segments are drawn afresh as the campaign draws inputs (data/values.h), the
-// weights' genes `from`'s.
-std::vector<double> fresh_inputs(const ir::Graph& g, const Candidate& seed, const Layout& l,
-                                 const std::vector<double>& from, core::Rng& rng) {
+// `seed` with the inputs of `l`'s input segments drawn afresh as the campaign draws inputs (data/values.h).
+Candidate drawn_inputs(const ir::Graph& g, const Candidate& seed, const Layout& l, core::Rng& rng) {
   Candidate c = seed;
   for (const auto& s : l.segments)
     if (!s.weight) c.inputs.erase(s.name);
   data::complete_inputs(g, c.inputs, rng);
-  std::vector<double> genes = genes_of(c, l);
+  return c;
+}
+
+// Genes whose input segments are drawn afresh (drawn_inputs), the weights' genes `from`'s.
+std::vector<double> fresh_inputs(const ir::Graph& g, const Candidate& seed, const Layout& l,
+                                 const std::vector<double>& from, core::Rng& rng) {
+  std::vector<double> genes = genes_of(drawn_inputs(g, seed, l, rng), l);
   for (const auto& s : l.segments)
     if (s.weight)
       std::copy(from.begin() + static_cast<long>(s.offset), from.begin() + static_cast<long>(s.offset + s.size),
@@ -577,12 +579,7 @@ Result random_search(const ir::Graph& g, const Candidate& seed, const GaParams& 
   while (res.evaluations < budget) {
     const int64_t n = std::min<int64_t>(p.population, budget - res.evaluations);
     std::vector<Candidate> cands;
-    for (int64_t i = 0; i < n; ++i) {
-      Candidate c = seed;
-      for (const auto& s : l.segments) c.inputs.erase(s.name);
-      data::complete_inputs(g, c.inputs, rng);
-      cands.push_back(std::move(c));
-    }
+    for (int64_t i = 0; i < n; ++i) cands.push_back(drawn_inputs(g, seed, l, rng));
     std::vector<Scored> batch(cands.size());
     const bool stop = run_batch(g, seed, l, batch, p, ev, st, &cands);
     ++res.generations;

@@ -143,7 +143,10 @@ double divergence(const ir::Graph& g, const Trial& t);
 struct Met {
   std::string known;
   int64_t evaluation = 0;
+  std::string name() const { return known.empty() ? "unlabelled" : known; }
 };
+// Adds the failure labelled `known` met at `evaluation` unless its entry is listed already (each at its first).
+void add_met(std::vector<Met>& met, const std::string& known, int64_t evaluation);
 
 // "ID@N,ID@N" (an unlabelled failure: "unlabelled"), or "none".
 std::string met_text(const std::vector<Met>& met);
