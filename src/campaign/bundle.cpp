@@ -71,14 +71,20 @@ json setup_json(const Setup& s) {
           {"optimized", s.optimized},
           {"batch_relation",
            {{"on", s.batch_relation.on}, {"batch", s.batch_relation.batch}, {"position", s.batch_relation.position}}},
-          {"form_relation", {{"on", s.form_relation.on}, {"draw", s.form_relation.draw}}}};
+          {"form_relation", {{"on", s.form_relation.on}, {"draw", s.form_relation.draw}}},
+          {"position_relation",
+           {{"on", s.position_relation.on},
+            {"axis", s.position_relation.axis},
+            {"length", s.position_relation.length},
+            {"position", s.position_relation.position}}}};
 }
 
-// The setup a bundle records: the campaign's, with the batch relation's draw for this model fixed (its replay
-// and reduction widen the batch as the campaign did).
+// The setup a bundle records: the campaign's, with the relations' draws for this model fixed (its replay and
+// reduction widen the batch and the axis as the campaign did).
 json setup_json(const Setup& s, const Evaluation& ev) {
   Setup fixed = s;
   if (ev.batch > 0) fixed.batch_relation.batch = ev.batch, fixed.batch_relation.position = ev.position;
+  if (ev.positioned.length > 0) fixed.position_relation = ev.positioned;
   return setup_json(fixed);
 }
 
@@ -126,6 +132,13 @@ Setup setup_from_json(const json& j, const std::string& where) {
     if (const auto f = j.find("form_relation"); f != j.end()) {
       s.form_relation.on = f->at("on").get<bool>();
       s.form_relation.draw = integer<uint64_t>(*f, "draw");
+    }
+    // ... and before the position relation.
+    if (const auto p = j.find("position_relation"); p != j.end()) {
+      s.position_relation.on = p->at("on").get<bool>();
+      s.position_relation.axis = integer<int>(*p, "axis");
+      s.position_relation.length = integer<int64_t>(*p, "length");
+      s.position_relation.position = integer<int64_t>(*p, "position");
     }
     return s;
   } catch (const json::exception& e) {

@@ -53,6 +53,8 @@ struct Shared {
   int64_t batched = 0;    // hits of the batch relation (BR), among them
   int64_t widened = 0;    // models the batch relation ran at a wider batch
   int64_t formed = 0;     // hits of the form relation (FR), among them
+  int64_t positioned = 0;  // hits of the position relation (PR), among them
+  int64_t placed = 0;      // models the position relation ran with a wider axis
   int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
   int64_t recycled = 0;  // worker processes replaced by fresh ones (worker::Limits::recycle_*)
   std::string first_invalid;
@@ -216,6 +218,8 @@ class Run {
       if (setup_.batch_relation.on)
         log_ << " (batch relation " << sh_.batched << ", on " << sh_.widened << " models widened)";
       if (setup_.form_relation.on) log_ << " (form relation " << sh_.formed << ")";
+      if (setup_.position_relation.on)
+        log_ << " (position relation " << sh_.positioned << ", on " << sh_.placed << " models widened)";
       log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
       if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
       log_ << " | OLC " << std::setprecision(1) << 100.0 * cov_->parts().olc << "%";
@@ -472,8 +476,10 @@ class Run {
       sh_.optimized += f.stage == core::Stage::Optimized;
       sh_.batched += f.stage == core::Stage::Batch;
       sh_.formed += f.stage == core::Stage::Form;
+      sh_.positioned += f.stage == core::Stage::Position;
     }
     sh_.widened += ev.batch > 0;
+    sh_.placed += ev.positioned.length > 0;
     sh_.timing.add(t);
   }
 
@@ -652,6 +658,7 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
       {"optimized", opt.setup.optimized ? "on" : "off"},
       {"batch_relation", opt.setup.batch_relation.on ? "on" : "off"},
       {"form_relation", opt.setup.form_relation.on ? "on" : "off"},
+      {"position_relation", opt.setup.position_relation.on ? "on" : "off"},
       {"loss", opt.rotate_losses ? std::string("every") : opt.setup.loss}};
   settings.insert(opt.draw_settings.begin(), opt.draw_settings.end());
   store.check_settings(settings);

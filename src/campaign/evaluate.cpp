@@ -126,16 +126,22 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
   attach_lowering(ev.findings, 0, lowering, setup, workers);
 }
 
-// Rows [from, from + n) of `t` along axis 0, in float64.
-core::Tensor rows(const core::Tensor& t, int64_t from, int64_t n) {
+// The elements [from, from + n) of `t` along `axis`, in float64.
+core::Tensor slab(const core::Tensor& t, size_t axis, int64_t from, int64_t n) {
   const core::Tensor x = t.to(core::DType::F64);
   core::Shape shape = x.shape();
-  const int64_t per = shape[0] ? x.numel() / shape[0] : 0;
-  shape[0] = n;
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < shape.size(); ++i) (i < axis ? outer : inner) *= i == axis ? 1 : shape[i];
+  const int64_t length = shape[axis];
+  shape[axis] = n;
   core::Tensor out(core::DType::F64, shape);
-  std::copy(x.f64() + from * per, x.f64() + (from + n) * per, out.f64());
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy(x.f64() + (o * length + from) * inner, x.f64() + (o * length + from + n) * inner,
+              out.f64() + o * n * inner);
   return out;
 }
+
+core::Tensor rows(const core::Tensor& t, int64_t from, int64_t n) { return slab(t, 0, from, n); }
 
 bool same_bits(const core::Tensor& a, const core::Tensor& b) {
   if (a.shape() != b.shape()) return false;
@@ -155,43 +161,71 @@ const std::vector<int64_t>& relation_batches() {
 
 }  // namespace
 
-std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup) {
-  if (g.inputs.empty() || g.inputs[0].type.shape.empty()) return std::nullopt;
-  WideCase w;
-  w.samples = g.inputs[0].type.shape[0];
-  const int64_t n0 = w.samples;
-  // The draw: a function of the case's input values (replay and the campaign agree), unless fixed; the fresh
-  // samples from a stream of their own, so a fixed draw gives the same ones.
+namespace {
+
+// `x` written into `v` (a tensor of its dtype and rank, longer along `axis`) at offset `position` of `axis`.
+void place(core::Tensor& v, const core::Tensor& x, size_t axis, int64_t position) {
+  const core::Shape& shape = x.shape();
+  int64_t outer = 1;
+  for (size_t i = 0; i < axis; ++i) outer *= shape[i];
+  const size_t block = outer ? x.nbytes() / static_cast<size_t>(outer) : 0;  // one outer index's slab of x
+  const size_t per = shape[axis] ? block / static_cast<size_t>(shape[axis]) : 0;  // one position of it
+  const size_t wide = per * static_cast<size_t>(v.shape()[axis]);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(static_cast<char*>(v.raw()) + o * wide + position * per,
+                static_cast<const char*>(x.raw()) + o * block, block);
+}
+
+// A function of the case's input values: the relations' draws (replay and the campaign agree).
+core::Rng drawn_for(const std::string& what, const backends::ValueMap& inputs) {
   std::string bytes;
   for (const auto& [name, v] : inputs) bytes += name + std::string(static_cast<const char*>(v.raw()), v.nbytes());
-  core::Rng rng(core::fnv1a("batch relation " + bytes));
-  core::Rng fresh = rng.derive("fresh samples");
-  w.batch = setup.batch_relation.batch;
-  w.position = setup.batch_relation.position;
-  if (w.batch <= 0) {
-    std::vector<int64_t> wider;
-    for (int64_t b : relation_batches())
-      if (b > n0) wider.push_back(b);
-    if (wider.empty()) return std::nullopt;
-    w.batch = rng.pick(wider);
-    const int64_t last = w.batch - n0;
-    const int64_t where = rng.randint(0, 2);  // the first rows, the last (a vector loop's tail), or anywhere
-    w.position = where == 0 ? 0 : where == 1 ? last : rng.randint(0, last);
-  }
-  if (w.batch <= n0) return std::nullopt;
-  w.position = std::clamp<int64_t>(w.position, 0, w.batch - n0);
+  return core::Rng(core::fnv1a(what + bytes));
+}
+
+// A wider length and an offset for `n0` positions: the first, the last (a vector loop's tail) or anywhere.
+bool draw_wider(int64_t n0, core::Rng& rng, int64_t& size, int64_t& position) {
+  std::vector<int64_t> wider;
+  for (int64_t b : relation_batches())
+    if (b > n0) wider.push_back(b);
+  if (wider.empty()) return false;
+  size = rng.pick(wider);
+  const int64_t last = size - n0;
+  const int64_t where = rng.randint(0, 2);
+  position = where == 0 ? 0 : where == 1 ? last : rng.randint(0, last);
+  return true;
+}
+
+// The model `g` with axis `axis` of the graph inputs of the first input's rank that have its length there
+// widened to `size`, the model's values (`inputs`) at `position` and fresh ones (from `fresh`) around them;
+// nullopt where a shape rule refuses. Along the batch, the operators that spell it out follow
+// (OpSpec::widen_batch).
+std::optional<WideCase> widen(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup,
+                              size_t axis, int64_t size, int64_t position, core::Rng& fresh) {
+  const core::Shape& first = g.inputs[0].type.shape;
+  WideCase w;
+  w.axis = static_cast<int>(axis);
+  w.samples = first[axis];
+  const int64_t n0 = w.samples;
+  if (size <= n0) return std::nullopt;
+  w.batch = size;
+  w.position = std::clamp<int64_t>(position, 0, size - n0);
   w.graph = g;
-  w.graph.form_batch = {w.batch, n0};  // read in the model's own exchange form
-  for (auto& in : w.graph.inputs)
-    if (!in.type.shape.empty() && in.type.shape[0] == n0) in.type.shape[0] = w.batch, w.widened.insert(in.name);
-  for (auto& n : w.graph.nodes)
-    if (const ops::OpSpec* spec = ops::catalogue().find(n.op); spec && spec->widen_batch)
-      spec->widen_batch(n0, w.batch, n.attrs);
+  w.graph.form_batch = {size, n0, static_cast<int64_t>(axis)};  // read in the model's own exchange form
+  for (auto& in : w.graph.inputs) {
+    core::Shape& shape = in.type.shape;
+    if ((axis == 0 ? !shape.empty() : shape.size() == first.size()) && shape[axis] == n0)
+      shape[axis] = size, w.widened.insert(in.name);
+  }
+  if (axis == 0)
+    for (auto& n : w.graph.nodes)
+      if (const ops::OpSpec* spec = ops::catalogue().find(n.op); spec && spec->widen_batch)
+        spec->widen_batch(n0, size, n.attrs);
   w.graph.types.clear();
   try {
-    ir::validate(w.graph, "the batch relation's model");
+    ir::validate(w.graph, "a relation's wider model");
   } catch (const core::UserError&) {
-    return std::nullopt;  // a shape rule ties the batch to another size (a reshape's fixed shape)
+    return std::nullopt;  // a shape rule ties the axis to another length (a reshape's fixed shape)
   }
   data::complete_inputs(w.graph, w.inputs, fresh);
   w.fresh = rounded(w.inputs, setup.dtype);
@@ -203,12 +237,46 @@ std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& 
       continue;
     }
     v = v.to(setup.dtype);
-    const core::Tensor x = own->second.to(setup.dtype);
-    const size_t per = x.nbytes() / static_cast<size_t>(n0);
-    std::memcpy(static_cast<char*>(v.raw()) + w.position * per, x.raw(), x.nbytes());
+    place(v, own->second.to(setup.dtype), axis, w.position);
   }
   w.inputs = rounded(w.inputs, setup.dtype);
   return w;
+}
+
+}  // namespace
+
+std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup) {
+  if (g.inputs.empty() || g.inputs[0].type.shape.empty()) return std::nullopt;
+  // The fresh samples from a stream of their own, so a fixed draw gives the same ones.
+  core::Rng rng = drawn_for("batch relation ", inputs);
+  core::Rng fresh = rng.derive("fresh samples");
+  int64_t size = setup.batch_relation.batch, position = setup.batch_relation.position;
+  if (size <= 0 && !draw_wider(g.inputs[0].type.shape[0], rng, size, position)) return std::nullopt;
+  return widen(g, inputs, setup, 0, size, position, fresh);
+}
+
+std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup) {
+  if (g.inputs.empty() || g.inputs[0].type.shape.size() < 2) return std::nullopt;
+  const core::Shape& first = g.inputs[0].type.shape;
+  const Setup::PositionRelation& fixed = setup.position_relation;
+  core::Rng rng = drawn_for("position relation ", inputs);
+  core::Rng fresh = rng.derive("fresh values");
+  if (fixed.length > 0) {
+    if (fixed.axis < 1 || static_cast<size_t>(fixed.axis) >= first.size()) return std::nullopt;
+    return widen(g, inputs, setup, static_cast<size_t>(fixed.axis), fixed.length, fixed.position, fresh);
+  }
+  // The last axis half the time (the one vector loops run along), else any; the others in turn where the drawn
+  // one is tied to its length.
+  const size_t rank = first.size();
+  const auto last = static_cast<int64_t>(rank - 1);
+  const size_t start = static_cast<size_t>(rng.randint(0, 1) ? last : rng.randint(1, last));
+  for (size_t k = 0; k + 1 < rank; ++k) {
+    const size_t axis = 1 + (start - 1 + k) % (rank - 1);
+    int64_t size = 0, position = 0;
+    if (!draw_wider(first[axis], rng, size, position)) continue;
+    if (auto w = widen(g, inputs, setup, axis, size, position, fresh)) return w;
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -327,6 +395,102 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   t.compare += since(t0);
 }
 
+// The position relation (Setup::position_relation): the model with one more axis widened (positioned_case) on
+// every library that ran it, its positions of the model's values judged (stage PR) wherever the float64
+// reference shows them decided by those values alone: per element, the reference's value there equals its run of
+// the model bit for bit (not NaN). A node is judged only where every operand is a graph input, a weight or a
+// judged value. Runs after the batch relation: each worker's session becomes the wider model's.
+void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
+                       Evaluation& ev, Timing& t) {
+  const ir::Graph& g = m.graph;
+  const std::optional<WideCase> wc = positioned_case(g, inputs, setup);
+  if (!wc) return;
+  const int64_t n0 = wc->samples, length = wc->batch, position = wc->position;
+  backends::ValueMap reference;
+  try {
+    ir::Graph rg = wc->graph;
+    for (auto& [name, w] : rg.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+    const auto t0 = std::chrono::steady_clock::now();
+    reference = ref::forward(rg, wc->inputs);
+    t.reference += since(t0);
+  } catch (const std::exception&) {
+    return;
+  }
+  // Per judged value: the axis that holds the widened one, and which of its elements the model's values decide.
+  struct Judged {
+    size_t axis = 0;
+    std::vector<bool> decided;
+  };
+  std::map<std::string, Judged> judged;
+  std::set<std::string> operands;
+  for (const auto& in : g.inputs) operands.insert(in.name);
+  for (const auto& [name, w] : g.initializers) operands.insert(name);
+  const backends::ValueMap& own = ev.runs[0].values;
+  for (const auto& n : g.nodes) {
+    if (!std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return operands.count(i); }))
+      continue;
+    for (const auto& o : n.outputs) {
+      const auto a = reference.find(o);
+      const auto b = own.find(o);
+      if (a == reference.end() || b == own.end()) continue;
+      const core::Shape& wide = a->second.shape();
+      const core::Shape& mine = b->second.shape();
+      if (wide.size() != mine.size()) continue;
+      std::vector<size_t> differ;
+      for (size_t k = 0; k < wide.size(); ++k)
+        if (wide[k] != mine[k]) differ.push_back(k);
+      if (differ.size() != 1 || wide[differ[0]] != length || mine[differ[0]] != n0) continue;
+      const core::Tensor x = slab(a->second, differ[0], position, n0), y = b->second.to(core::DType::F64);
+      Judged j{differ[0], std::vector<bool>(static_cast<size_t>(y.numel()))};
+      bool any = false;
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const double u = x.f64()[i], v = y.f64()[i];
+        any |= j.decided[static_cast<size_t>(i)] = u == v && !std::isnan(u);
+      }
+      if (!any) continue;
+      operands.insert(o);
+      judged.emplace(o, std::move(j));
+    }
+  }
+  if (judged.empty()) return;
+  ev.positioned = {true, wc->axis, length, position};
+  for (size_t i = 0; i < workers.size(); ++i) {
+    oracle::BackendRun* r = ran(ev, setup, i);
+    if (!r) continue;
+    worker::Worker& w = workers.at(i);
+    const auto t0 = std::chrono::steady_clock::now();
+    oracle::PositionRun& p = r->positioned;
+    p.ran = true;
+    p.axis = wc->axis;
+    p.length = length;
+    p.position = position;
+    p.samples = n0;
+    p.outcome = compile_again(wc->graph, r->backend, setup, w);
+    backends::ValueMap values;
+    if (p.outcome.ok()) p.outcome = w.forward(wc->inputs, true, values);
+    t.positioned[setup.backends[i].name] += since(t0);
+    if (!p.outcome.ok()) continue;
+    for (const auto& [o, j] : judged) {
+      const auto v = values.find(o);
+      const auto pin = r->values.find(o);
+      if (v == values.end() || pin == r->values.end() || v->second.shape() != reference.at(o).shape()) continue;
+      core::Tensor mine = slab(v->second, j.axis, position, n0);
+      const core::Tensor pinned = pin->second.to(core::DType::F64);
+      if (mine.shape() != pinned.shape()) continue;
+      for (int64_t e = 0; e < mine.numel(); ++e)
+        if (!j.decided[static_cast<size_t>(e)]) mine.f64()[e] = pinned.f64()[e];
+      p.values.emplace(o, std::move(mine));
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t from = ev.findings.size();
+  for (auto& f : oracle::judge_position_relation(g, ev.runs, thresholds(setup), &inputs))
+    ev.findings.push_back(std::move(f));
+  Lowerings lowering;  // the wider model's sessions now
+  attach_lowering(ev.findings, from, lowering, setup, workers);
+  t.compare += since(t0);
+}
+
 // The exchange form a session's lowering says each node was read in ("opset 12, gemm=matmul_add"): its
 // "onnx opset N" and "onnx form ..." entries.
 std::map<std::string, std::string> read_forms(const std::map<std::string, std::vector<std::string>>& lowering) {
@@ -401,6 +565,7 @@ double Timing::libraries() const {
   for (const auto& [b, v] : optimized) t += v;
   for (const auto& [b, v] : batched) t += v;
   for (const auto& [b, v] : formed) t += v;
+  for (const auto& [b, v] : positioned) t += v;
   return t;
 }
 
@@ -416,6 +581,7 @@ void Timing::add(const Timing& o) {
   for (const auto& [k, v] : o.optimized) optimized[k] += v;
   for (const auto& [k, v] : o.formed) formed[k] += v;
   for (const auto& [k, v] : o.batched) batched[k] += v;
+  for (const auto& [k, v] : o.positioned) positioned[k] += v;
 }
 
 namespace {
@@ -559,6 +725,7 @@ Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   t.compare += since(t0);
   if (setup.batch_relation.on) batch_relation(m, setup, workers, inputs, ev, t);
   if (setup.form_relation.on) form_relation(m, setup, workers, inputs, ev, t);
+  if (setup.position_relation.on) position_relation(m, setup, workers, inputs, ev, t);
   return ev;
 }
 

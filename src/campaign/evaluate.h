@@ -63,6 +63,20 @@ struct Setup {
     bool on = false;
     uint64_t draw = 1;
   } form_relation;
+  // The position relation (--position_relation on, stage PR): after the pinned runs, one axis other than the
+  // batch of the first graph input (the last one half the time; N positions) is widened, in every graph input
+  // of its rank that has N there, to a length drawn as the batch relation draws batches, the model's own values
+  // at a drawn offset and fresh values around them; each library that ran the model runs it again so, and
+  // oracle::judge_position_relation judges its positions of the model's values wherever the float64 reference
+  // shows them decided by those values alone (a convolution's border, which reads the fresh neighbours, is not).
+  // An axis the model's shape rules tie to its length (a dense layer's features, a reshape's shape) is not
+  // drawn. The draw is a function of the case's input values; `length` > 0 fixes it (with `axis`; the offset
+  // then clamped to fit). evaluate_batch does not make it.
+  struct PositionRelation {
+    bool on = false;
+    int axis = 0;
+    int64_t length = 0, position = 0;
+  } position_relation;
 };
 
 struct ModelCase {
@@ -81,6 +95,7 @@ struct Timing {
   std::map<std::string, double> optimized;     // per backend: the optimized run's compile and run
   std::map<std::string, double> batched;       // per backend: the batch relation's compile and run
   std::map<std::string, double> formed;        // per backend: the form relation's compile and run
+  std::map<std::string, double> positioned;    // per backend: the position relation's compile and run
   void add(const Timing& o);
   // The libraries' own time (every backend's compile and run) and the campaign's overhead on the
   // models' hot path: generate, reference, compare and store (reduction is counted apart).
@@ -104,6 +119,8 @@ struct Evaluation {
   std::map<std::string, std::map<std::string, std::vector<std::string>>> exchange;
   // The batch relation's draw when it was made (Setup::batch_relation): the batch and the samples' position.
   int64_t batch = 0, position = 0;
+  // The position relation's draw when it was made (Setup::position_relation; length 0: not made).
+  Setup::PositionRelation positioned;
 };
 
 Evaluation evaluate(const ModelCase& m, const Setup& setup, WorkerSet& workers, Timing* timing = nullptr);
@@ -125,9 +142,13 @@ struct WideCase {
   backends::ValueMap inputs;  // rounded to the dtype
   backends::ValueMap fresh;   // the same with fresh samples in the model's rows too
   std::set<std::string> widened;
-  int64_t samples = 0, batch = 0, position = 0;
+  int axis = 0;  // the widened axis: 0 (the batch), or the position relation's
+  int64_t samples = 0, batch = 0, position = 0;  // along `axis`: the model's length, the wide one, the offset
 };
 std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup);
+// The position relation's case (Setup::position_relation): the same along the drawn axis (`batch` its wide
+// length), or nullopt where no axis other than the first input's batch can be widened.
+std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup);
 
 // Fills what a model case lacks with data/values.h: inputs for every graph input not given
 // (data::complete_inputs, the one edge-value policy), and a target for the loss

@@ -148,6 +148,7 @@ void print_summary(const campaign::Summary& s, const std::string& out, const std
   for (const auto& [b, v] : t.optimized) std::cout << ", optimized " << b << " " << v << " s";
   for (const auto& [b, v] : t.batched) std::cout << ", batch relation " << b << " " << v << " s";
   for (const auto& [b, v] : t.formed) std::cout << ", form relation " << b << " " << v << " s";
+  for (const auto& [b, v] : t.positioned) std::cout << ", position relation " << b << " " << v << " s";
   std::cout << ", compare " << t.compare << " s, store " << t.store << " s, reduce " << t.reduce << " s\n";
   const double all_time = t.libraries() + t.overhead() + t.reduce;
   if (t.libraries() > 0)
@@ -240,6 +241,9 @@ int cmd_fuzz(const Options& o) {
   if (o.form_relation != "on" && o.form_relation != "off")
     throw UserError("--form_relation: expected on or off, got '" + o.form_relation + "'");
   opt.setup.form_relation.on = o.form_relation == "on";
+  if (o.position_relation != "on" && o.position_relation != "off")
+    throw UserError("--position_relation: expected on or off, got '" + o.position_relation + "'");
+  opt.setup.position_relation.on = o.position_relation == "on";
   opt.rotate_losses = o.loss.empty();  // every loss in turn unless --loss names one
   if (!o.search.empty()) {
     opt.search = search_options_of(o, o.search, o.search_budget);

@@ -40,15 +40,16 @@ const char* to_string(Stage s) {
     case Stage::Optimized: return "OC";
     case Stage::Batch: return "BR";
     case Stage::Form: return "FR";
+    case Stage::Position: return "PR";
   }
   return "?";
 }
 
 Stage stage_from_string(const std::string& s) {
   for (const Stage t : {Stage::Compile, Stage::Forward, Stage::Loss, Stage::Backward, Stage::Optimized,
-                        Stage::Batch, Stage::Form})
+                        Stage::Batch, Stage::Form, Stage::Position})
     if (s == to_string(t)) return t;
-  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC, BC, OC, BR or FR)");
+  throw UserError("unknown finding stage '" + s + "' (expected compile, FC, LC, BC, OC, BR, FR or PR)");
 }
 
 }  // namespace quorum::core

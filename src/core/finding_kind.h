@@ -21,10 +21,14 @@ enum class FindingKind : uint8_t { Inconsistency, NaN, Crash, NaNSwallowed, Dete
 // gradients (BC), or the optimized run (OC: the model compiled with only its graph outputs asked for, the
 // library's optimizer free to fuse and fold, judged end to end against the reference and the library's own
 // pinned run), or the batch relation (BR: the model's sample evaluated again inside a larger batch by the same
-// library, judged against its own run of the sample and the reference).
-enum class Stage : uint8_t { Compile, Forward, Loss, Backward, Optimized, Batch, Form };
-// The stages judged end to end on a second run of the model by the same library (OC, BR, FR).
-inline bool second_run_stage(Stage s) { return s == Stage::Optimized || s == Stage::Batch || s == Stage::Form; }
+// library, judged against its own run of the sample and the reference), the form relation (FR: the model read in
+// another exchange form) or the position relation (PR: the model's values placed at a drawn offset of a longer
+// axis, judged where they decide the result alone).
+enum class Stage : uint8_t { Compile, Forward, Loss, Backward, Optimized, Batch, Form, Position };
+// The stages judged end to end on a second run of the model by the same library (OC, BR, FR, PR).
+inline bool second_run_stage(Stage s) {
+  return s == Stage::Optimized || s == Stage::Batch || s == Stage::Form || s == Stage::Position;
+}
 
 // What, beside kind, stage, backend and operator, tells two root causes of a kind apart in a
 // signature: the node's categorical attributes, the failure's (normalised) message, or nothing.
@@ -45,7 +49,7 @@ const char* to_string(FindingKind k);
 // UserError naming the text when it is no kind (a store or bundle written by something else).
 FindingKind finding_kind_from_string(const std::string& s);
 
-const char* to_string(Stage s);  // "compile", "FC", "LC", "BC", "OC", "BR", "FR"
+const char* to_string(Stage s);  // "compile", "FC", "LC", "BC", "OC", "BR", "FR", "PR"
 Stage stage_from_string(const std::string& s);  // UserError otherwise
 // The loss or the gradients: the stages a training run judges.
 inline bool training_stage(Stage s) { return s == Stage::Loss || s == Stage::Backward; }

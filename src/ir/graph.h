@@ -37,10 +37,11 @@ struct Graph {
   // Type of every value: inputs, initializers and node outputs. Filled (and checked) by validate().
   std::map<std::string, TensorType> types;
   // The exchange form (ir/onnx_io.h: form_seed, each node's choices) is chosen as for the model whose shapes
-  // have axis 0 `as` where they have `from`: the batch relation's wide model is read in its own model's form.
-  // from 0: the shapes as they are.
+  // have `as` at axis `axis` where they have `from`: the batch relation's wide model (axis 0) and the position
+  // relation's (another axis) are read in their own model's form. from 0: the shapes as they are.
   struct FormBatch {
     int64_t from = 0, as = 0;
+    int64_t axis = 0;
   } form_batch;
   // The exchange form drawn again (the form relation, campaign::Setup::form_relation): 0 the model's own
   // seeded form; k > 0 the k-th other draw of its form seed, so of its opset and of every node's choices.

@@ -144,7 +144,8 @@ double recover_double(float f) {
 // FNV-1a over `s`, starting from `h` mixed in: the form choices' hash (stable across platforms).
 // A shape as the exchange form's choices see it (Graph::form_batch).
 std::string form_shape(const Graph& g, core::Shape s) {
-  if (g.form_batch.from > 0 && !s.empty() && s[0] == g.form_batch.from) s[0] = g.form_batch.as;
+  const auto axis = static_cast<size_t>(g.form_batch.axis);
+  if (g.form_batch.from > 0 && axis < s.size() && s[axis] == g.form_batch.from) s[axis] = g.form_batch.as;
   return core::to_string(s);
 }
 

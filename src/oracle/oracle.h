@@ -51,6 +51,18 @@ struct FormRun : RelationRun {
   std::map<std::string, std::string> pinned, other;
 };
 
+// The position relation's run (stage PR): the library's run of the model with axis `axis` of the graph inputs
+// that share the first input's length N there widened to `length`, the model's own values at positions
+// [position, position + N) and fresh values around them. `values` hold, for every node output that keeps the
+// widened axis (at whatever axis of its own), the library's positions [position, position + N) there, shaped as
+// the pinned run's; an element the float64 reference does not show to be decided by the model's own positions
+// alone (its value there differs from its run of the model, bit for bit, or is NaN: a convolution's border
+// that reads the fresh neighbours) holds the pinned run's value, so it agrees.
+struct PositionRun : RelationRun {
+  int axis = 0;
+  int64_t length = 0, position = 0, samples = 0;
+};
+
 // One backend's run of one model. NaN/Inf counts only where another library (not the float64
 // reference, which does not overflow where float32 must) ran the same stage clean. Stages that did not run are empty.
 struct BackendRun {
@@ -73,6 +85,7 @@ struct BackendRun {
   OptimizedRun optimized;
   BatchRun batched;
   FormRun formed;
+  PositionRun positioned;
 };
 
 // Which rule judges numbers. PerNode: each library node against the catalogue kernel on the
@@ -171,5 +184,11 @@ std::vector<Finding> judge_batch_relation(const ir::Graph& g, const std::vector<
 // node as the batch relation; a second run that failed where the pinned run ran is a crash.
 std::vector<Finding> judge_form_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
                                          const Thresholds& th, const backends::ValueMap* inputs);
+
+// The position relation (stage PR), whatever rule judges the numbers: each library's positions of the model's
+// values along a longer axis (BackendRun::positioned) against its own pinned run and the float64 reference,
+// node by node as the batch relation; a second run that failed where the pinned run ran is a crash.
+std::vector<Finding> judge_position_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
+                                             const Thresholds& th, const backends::ValueMap* inputs);
 
 }  // namespace quorum::oracle

@@ -4,9 +4,11 @@
 // batch; inference engines choose kernels, blockings and vector tails by shape, and a result for a sample that
 // depends on the batch around it, on its position or on the batch's size is wrong. The form relation (stage
 // FR): the same model read in another exchange form (another opset, other choices among the ONNX spellings of
-// a node); an importer that reads one spelling right and an equivalent one wrong is wrong. Either is wrong
-// whenever it leaves what a correct float32 evaluation can give (the whole-graph envelope of
-// oracle/second_run.h).
+// a node); an importer that reads one spelling right and an equivalent one wrong is wrong. The position relation
+// (stage PR): the model's values placed at an offset of a longer axis (a channel, a row, a column); a kernel whose
+// result for a position depends on where it lies (a vector loop's tail, a blocked layout's last block) or on the
+// axis's length is wrong. Each is wrong whenever it leaves what a correct float32 evaluation can give (the
+// whole-graph envelope of oracle/second_run.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -166,6 +168,22 @@ std::vector<Finding> judge_form_relation(const ir::Graph& g, const std::vector<B
   rel.other = [](const BackendRun& r, const ir::Node* n) { return form_of(r.formed.other, n, "other form"); };
   rel.mine = [](const BackendRun& r, const ir::Node* n) { return form_of(r.formed.pinned, n, "own form"); };
   rel.where = [](const BackendRun&) { return std::string(" (the model read in another exchange form)"); };
+  return judge_relation(g, runs, th, inputs, rel);
+}
+
+std::vector<Finding> judge_position_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
+                                             const Thresholds& th, const backends::ValueMap* inputs) {
+  Relation rel;
+  rel.stage = Stage::Position;
+  rel.run = [](const BackendRun& r) -> const RelationRun& { return r.positioned; };
+  const auto length = [](int64_t n) { return "length-" + std::to_string(n); };
+  rel.other = [length](const BackendRun& r, const ir::Node*) { return length(r.positioned.length); };
+  rel.mine = [length](const BackendRun& r, const ir::Node*) { return length(r.positioned.samples); };
+  rel.where = [](const BackendRun& r) {
+    const PositionRun& p = r.positioned;
+    return " (positions " + std::to_string(p.position) + ".." + std::to_string(p.position + p.samples - 1) +
+           " of input axis " + std::to_string(p.axis) + " widened to " + std::to_string(p.length) + ")";
+  };
   return judge_relation(g, runs, th, inputs, rel);
 }
 

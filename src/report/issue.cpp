@@ -51,6 +51,7 @@ std::string stage_words(core::Stage stage) {
     case core::Stage::Optimized: return "optimized";
     case core::Stage::Batch: return "batch relation";
     case core::Stage::Form: return "form relation";
+    case core::Stage::Position: return "position relation";
     case core::Stage::Compile: break;
   }
   return "model build";

@@ -115,13 +115,18 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   // The batch relation: the model at the wide batch its finding was judged in (the bundle's setup fixes it),
   // every value expected from the float64 reference there; the library's recorded values are its run of the
   // model's own batch, which is right.
-  if (c.stage == core::Stage::Batch) {
+  // The position relation likewise, at the wider axis.
+  if (c.stage == core::Stage::Batch || c.stage == core::Stage::Position) {
     ValueMap fed;
     for (const auto& [name, t] : inputs) fed[name] = t.to(c.dtype);
     const campaign::Setup here = campaign::bundle_setup(dir.string());
-    if (const auto w = campaign::wide_case(g, fed, here)) {
-      c.detail += "; the program runs the batch of " + std::to_string(w->batch) + ", the model's samples at rows " +
-                  std::to_string(w->position) + ".." + std::to_string(w->position + w->samples - 1);
+    const bool batch = c.stage == core::Stage::Batch;
+    if (const auto w = batch ? campaign::wide_case(g, fed, here) : campaign::positioned_case(g, fed, here)) {
+      const std::string span = std::to_string(w->position) + ".." + std::to_string(w->position + w->samples - 1);
+      c.detail += batch ? "; the program runs the batch of " + std::to_string(w->batch) +
+                              ", the model's samples at rows " + span
+                        : "; the program runs input axis " + std::to_string(w->axis) + " widened to " +
+                              std::to_string(w->batch) + ", the model's values at positions " + span;
       g = w->graph;
       inputs = w->inputs;
       recorded.clear();
@@ -145,7 +150,7 @@ backends::ReproCase load_repro_case(const std::string& bundle_dir) {
   // fusing a pad into a convolution need the neighbours). A detection finding (quorum detect) is a
   // difference of the whole model's prediction: its model stays whole.
   if (!reduced && g.nodes.size() > kWholeModelNodes && !c.node.empty() && c.kind != core::FindingKind::Detection &&
-      c.stage != core::Stage::Batch && c.stage != core::Stage::Form) {
+      c.stage != core::Stage::Batch && c.stage != core::Stage::Form && c.stage != core::Stage::Position) {
     bool have = true;
     ValueMap fed;
     for (const auto& n : g.nodes) {

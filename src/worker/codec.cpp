@@ -80,6 +80,7 @@ void Writer::graph(const ir::Graph& g) {
   }
   i64(g.form_batch.from);
   i64(g.form_batch.as);
+  i64(g.form_batch.axis);
   i64(static_cast<int64_t>(g.form_draw));
 }
 
@@ -221,6 +222,7 @@ ir::Graph Reader::graph() {
   }
   g.form_batch.from = i64();
   g.form_batch.as = i64();
+  g.form_batch.axis = i64();
   g.form_draw = static_cast<uint64_t>(i64());
   return g;
 }

@@ -17,6 +17,8 @@
 //   tail=OP@W               OP's output rows past the last full block of W (rows W*floor(B/W) .. B-1, B its
 //                           axis 0) are off by +0.5 when B > W: a vector loop over the batch whose remainder is
 //                           mishandled once a full block ran (a batch of B <= W is all remainder, and right)
+//   last-tail=OP@W          the same along OP's output's last axis (positions W*floor(L/W) .. L-1 of every row,
+//                           L its length): a vector loop along a row whose remainder is mishandled
 //   inf-as-nan=OP           OP's output and its operand's gradient are NaN wherever its first operand (element for
 //                           element) is +-inf: a formula evaluated as written (x * Phi(x) = -inf * 0) where the
 //                           operator's limit is a number (gelu(-inf) = 0, hardswish(-inf) = 0, tanh(+-inf) = +-1)
@@ -78,10 +80,11 @@ struct Faults {
     double value = 0;
   };
   std::vector<Floor> floors;
-  struct Rows {  // batch-from= and tail=
+  struct Rows {  // batch-from=, tail= and last-tail=
     std::string op;
     int64_t n = 0;
     bool tail = false;
+    bool last = false;  // along the last axis, not the batch
   };
   std::vector<Rows> rows;
   std::vector<Rows> opset_below;  // opset-below=OP@N (the op and N)
@@ -92,7 +95,8 @@ struct Faults {
 Faults::Rows parse_rows(const std::string& name, const std::string& v) {
   const auto at = v.find('@');
   Faults::Rows r;
-  r.tail = name == "tail";
+  r.tail = name == "tail" || name == "last-tail";
+  r.last = name == "last-tail";
   try {
     if (at == std::string::npos || at == 0) throw std::invalid_argument(v);
     r.op = v.substr(0, at);
@@ -126,13 +130,16 @@ void wrap_forward(ref::Overrides& ov, const std::string& op, AfterForward after)
 void add_rows(ref::Overrides& ov, const std::vector<Faults::Rows>& faults) {
   for (const auto& r : faults)
     wrap_forward(ov, r.op, [r](const ops::Inputs&, std::vector<core::Tensor>& out) {
-      if (out[0].shape().empty() || out[0].shape()[0] == 0) return;
+      if (out[0].shape().empty() || out[0].numel() == 0) return;
       core::Tensor& y = out[0];
-      const int64_t b = y.shape()[0], per = y.numel() / b;
-      int64_t from = b;  // the first wrong row
+      // The axis's length b; each of `outer` runs along it holds b blocks of `per` elements.
+      const int64_t b = r.last ? y.shape().back() : y.shape()[0], per = r.last ? 1 : y.numel() / b;
+      const int64_t outer = r.last ? y.numel() / b : 1;
+      int64_t from = b;  // the first wrong position
       if (!r.tail && b >= r.n) from = 0;
       if (r.tail && b > r.n && b % r.n) from = r.n * (b / r.n);
-      for (int64_t i = from * per; i < y.numel(); ++i) y.f64()[i] += 0.5;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = from * per; i < b * per; ++i) y.f64()[o * b * per + i] += 0.5;
     });
 }
 
@@ -243,7 +250,7 @@ Faults parse(const std::vector<std::string>& args) {
       f.fuse_relu_into = value;
     } else if (name == "band" && !value.empty()) {
       f.bands.push_back(parse_band(value));
-    } else if ((name == "batch-from" || name == "tail") && !value.empty()) {
+    } else if ((name == "batch-from" || name == "tail" || name == "last-tail") && !value.empty()) {
       f.rows.push_back(parse_rows(name, value));
     } else if (name == "opset-below" && !value.empty()) {
       f.opset_below.push_back(parse_rows(name, value));
@@ -260,8 +267,8 @@ Faults parse(const std::vector<std::string>& args) {
       throw core::UserError(
           "faulty: unknown fault '" + a +
           "' (crash-on-op=OP, abort-on-attribute=A[:V], hang-on-shape=D, leak-until-oom, leak-per-model=MIB, "
-          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, batch-from=OP@N, tail=OP@W, inf-as-nan=OP, "
-          "opset-below=OP@N, momentum-twice, all-numeric or a numeric fault)");
+          "refuse-op=OP, fuse-relu-into=OP, band=OP@LO..HI, floor=OP@V, batch-from=OP@N, tail=OP@W, "
+          "last-tail=OP@W, inf-as-nan=OP, opset-below=OP@N, momentum-twice, all-numeric or a numeric fault)");
     }
   }
   return f;

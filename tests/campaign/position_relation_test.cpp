@@ -1,0 +1,159 @@
+// The position relation (stage PR): a planted fault in a vector loop's tail along a row (faulty's last-tail=: the
+// positions past the last full block of W are wrong once a full block ran) is found by the relation and not by the
+// per-node rule on the model's own row of W or fewer, at the node it is in; a convolution's border, which reads
+// the fresh neighbours in the wider run, is not judged; an axis a shape rule ties to its length is not drawn; a
+// bundle fixes the draw and its reproducer runs the wider model.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "campaign/bundle.h"
+#include "campaign/evaluate.h"
+#include "core/attrs.h"
+#include "core/rng.h"
+#include "gen/builder.h"
+#include "ir/graph.h"
+#include "ops/registry.h"
+#include "report/repro.h"
+#include "support/stage_findings.h"
+
+namespace quorum::campaign {
+namespace {
+
+// input [1, 3, 8] -> conv1d (kernel 3, pads 1: its first and last outputs read the padding) -> relu -> tanh.
+ModelCase conv_relu_tanh(uint64_t seed = 5) {
+  core::Rng rng(seed);
+  gen::Builder b(rng);
+  const gen::Vid x = b.input({1, 3, 8});
+  const gen::Vid c = *b.place(ops::op("conv1d"), {x},
+                              {{"kernel_shape", std::vector<int64_t>{3}}, {"pads", std::vector<int64_t>{1, 1}},
+                               {"strides", std::vector<int64_t>{1}}, {"dilations", std::vector<int64_t>{1}}});
+  b.output(b.add("tanh", {b.add("relu", {c})}));
+  ModelCase m{gen::materialize(b.finish("conv_relu_tanh", {}), rng), {}, {}};
+  ir::validate(m.graph, "conv_relu_tanh");
+  complete_case(m, "mse_loss", rng);
+  return m;
+}
+
+Setup relation_setup(const std::string& spec, int axis = 0, int64_t length = 0, int64_t position = 0) {
+  Setup s;
+  s.backends = parse_backends(spec);
+  s.mode = Mode::Infer;
+  s.optimized = false;
+  s.position_relation.on = true;
+  s.position_relation.axis = axis;
+  s.position_relation.length = length;
+  s.position_relation.position = position;
+  return s;
+}
+
+TEST(PositionRelation, AMishandledRowTailIsFoundOnlyInTheTailAndNotByThePerNodeRule) {
+  const ModelCase m = conv_relu_tanh();
+  const auto pr_of = [&](int64_t length, int64_t position) {
+    const campaign::Setup setup = relation_setup("faulty:last-tail=relu@8", 2, length, position);
+    WorkerSet workers(setup.backends, setup.limits);
+    const Evaluation ev = evaluate(m, setup, workers);
+    EXPECT_TRUE(of_stage(ev, core::Stage::Forward).empty()) << "a row of 8 has no remainder";
+    EXPECT_EQ(ev.positioned.length, length);
+    EXPECT_TRUE(ev.runs[1].positioned.ran);
+    return of_stage(ev, core::Stage::Position);
+  };
+  const auto tail = pr_of(17, 9);
+  ASSERT_EQ(tail.size(), 1u) << "positions 9..16 of 17: the last is the remainder after two blocks of 8";
+  EXPECT_EQ(tail[0].op, "relu") << "the first node whose positions depart, not the output's";
+  EXPECT_EQ(tail[0].signature().rfind("inconsistency|PR|faulty:last-tail=relu@8|relu", 0), 0u)
+      << tail[0].signature();
+  EXPECT_NE(tail[0].detail.find("positions 9..16 of input axis 2 widened to 17"), std::string::npos)
+      << tail[0].detail;
+  EXPECT_NE(tail[0].detail.find("beyond the float32 envelope of the length-8 run"), std::string::npos)
+      << tail[0].detail;
+  EXPECT_TRUE(pr_of(17, 0).empty()) << "positions of the first full block";
+  EXPECT_TRUE(pr_of(16, 8).empty()) << "no remainder";
+}
+
+TEST(PositionRelation, AConvolutionsBorderIsNotJudgedSoTheReferenceAgreesWithItself) {
+  // The conv's first and last outputs read the padding in the model's run and fresh neighbours in the wider
+  // run: judged, the reference as a library would depart from its own run there.
+  for (const int64_t position : {int64_t{0}, int64_t{5}, int64_t{25}}) {
+    const campaign::Setup setup = relation_setup("ref", 2, 33, position);
+    WorkerSet workers(setup.backends, setup.limits);
+    const Evaluation ev = evaluate(conv_relu_tanh(), setup, workers);
+    EXPECT_TRUE(ev.runs[1].positioned.ran);
+    EXPECT_TRUE(ev.findings.empty()) << ev.findings[0].detail;
+    EXPECT_FALSE(ev.runs[1].positioned.values.empty());
+  }
+  // The channel axis: the conv mixes the channels, so its output is decided by no position alone; the model's
+  // input is judged nowhere and the wider model is not run.
+  const campaign::Setup channels = relation_setup("faulty:last-tail=relu@8", 1, 9, 2);
+  WorkerSet workers(channels.backends, channels.limits);
+  const Evaluation ev = evaluate(conv_relu_tanh(), channels, workers);
+  EXPECT_EQ(ev.positioned.length, 0);
+  EXPECT_FALSE(ev.runs[1].positioned.ran);
+}
+
+TEST(PositionRelation, TheDrawSkipsAnAxisTiedToItsLengthAndIsAFunctionOfTheCase) {
+  // [2, 3, 5] -> dense (5 features: the last axis is tied to the weight) -> relu: only axis 1 can be widened.
+  core::Rng rng(4);
+  gen::Builder bl(rng);
+  const gen::Vid x = bl.input({2, 3, 5});
+  bl.output(bl.add("relu", {bl.add("dense", {x}, {{"units", int64_t{4}}})}));
+  ModelCase m{gen::materialize(bl.finish("dense", {}), rng), {}, {}};
+  ir::validate(m.graph, "dense");
+  complete_case(m, "mse_loss", rng);
+  const campaign::Setup setup = relation_setup("ref");
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    ModelCase c = m;
+    c.inputs.clear();
+    core::Rng r(seed);
+    complete_case(c, "mse_loss", r);
+    const auto w = positioned_case(c.graph, c.inputs, setup);
+    ASSERT_TRUE(w.has_value());
+    EXPECT_EQ(w->axis, 1);
+    EXPECT_GT(w->batch, 3);
+    EXPECT_LE(w->position, w->batch - 3);
+    const auto again = positioned_case(c.graph, c.inputs, setup);
+    EXPECT_EQ(again->batch, w->batch);
+    EXPECT_EQ(again->position, w->position);
+  }
+  // A model of rank 1 has no axis but its batch.
+  core::Rng r1(2);
+  gen::Builder b1(r1);
+  b1.output(b1.add("relu", {b1.input({4})}));
+  ModelCase v{gen::materialize(b1.finish("vector", {}), r1), {}, {}};
+  ir::validate(v.graph, "vector");
+  complete_case(v, "mse_loss", r1);
+  EXPECT_FALSE(positioned_case(v.graph, v.inputs, setup).has_value());
+}
+
+TEST(PositionRelation, ABundleFixesTheDrawAndItsReproducerCaseIsTheWiderModel) {
+  const ModelCase m = conv_relu_tanh();
+  const campaign::Setup setup = relation_setup("faulty:last-tail=relu@8", 2, 17, 9);
+  WorkerSet workers(setup.backends, setup.limits);
+  const Evaluation ev = evaluate(m, setup, workers);
+  const auto pr = of_stage(ev, core::Stage::Position);
+  ASSERT_EQ(pr.size(), 1u);
+  const std::string out = ::testing::TempDir() + "/position_relation_bundle";
+  std::filesystem::remove_all(out);
+  campaign::Setup drawn = setup;  // the campaign's setup draws; the bundle records the draw
+  drawn.position_relation = {true, 0, 0, 0};
+  const std::string dir = write_bundle(out, pr[0], BundleContext{m, ev, drawn, 5, 0, "test", {}, {}, ""});
+  const campaign::Setup fixed = bundle_setup(dir);
+  EXPECT_TRUE(fixed.position_relation.on);
+  EXPECT_EQ(fixed.position_relation.axis, 2);
+  EXPECT_EQ(fixed.position_relation.length, 17);
+  EXPECT_EQ(fixed.position_relation.position, 9);
+  WorkerSet again(fixed.backends, fixed.limits);
+  const Evaluation replay = evaluate(m, fixed, again);
+  ASSERT_EQ(of_stage(replay, core::Stage::Position).size(), 1u);
+  EXPECT_EQ(of_stage(replay, core::Stage::Position)[0].signature(), pr[0].signature());
+  const backends::ReproCase rc = report::load_repro_case(dir);
+  EXPECT_EQ(rc.stage, core::Stage::Position);
+  EXPECT_EQ(rc.model.inputs[0].type.shape[2], 17);
+  EXPECT_EQ(rc.expected.at(rc.model.outputs[0]).shape()[2], 17);
+  EXPECT_NE(rc.detail.find("input axis 2 widened to 17, the model's values at positions 9..16"), std::string::npos)
+      << rc.detail;
+  std::filesystem::remove_all(out);
+}
+
+}  // namespace
+}  // namespace quorum::campaign
