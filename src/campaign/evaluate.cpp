@@ -196,12 +196,44 @@ bool draw_wider(int64_t n0, core::Rng& rng, int64_t& size, int64_t& position) {
   return true;
 }
 
+// The longest run of `g`'s first nodes (in order) that is valid as the graph `g` holds them, every graph input
+// still read, its values not read within it the outputs: nullopt where that is no node, or drops an input.
+std::optional<ir::Graph> valid_prefix(const ir::Graph& g) {
+  auto first = [&g](size_t k) {
+    ir::Graph p = g;
+    p.nodes.resize(k);
+    p.outputs.clear();
+    std::set<std::string> read;
+    for (const auto& n : p.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+    for (const auto& n : p.nodes)
+      for (const auto& o : n.outputs)
+        if (!read.count(o)) p.outputs.push_back(o);
+    for (auto it = p.initializers.begin(); it != p.initializers.end();)
+      it = read.count(it->first) ? std::next(it) : p.initializers.erase(it);
+    for (const auto& in : p.inputs)
+      if (!read.count(in.name)) throw core::UserError("input '" + in.name + "' is no longer read");
+    p.types.clear();
+    ir::validate(p, "a relation's wider model");
+    return p;
+  };
+  std::optional<ir::Graph> best;
+  for (size_t k = 1; k < g.nodes.size(); ++k) {
+    try {
+      best = first(k);
+    } catch (const core::UserError&) {
+      break;
+    }
+  }
+  return best;
+}
+
 // The model `g` with axis `axis` of the graph inputs of the first input's rank that have its length there
 // widened to `size`, the model's values (`inputs`) at `position` and fresh ones (from `fresh`) around them;
-// nullopt where a shape rule refuses. Along the batch, the operators that spell it out follow
-// (OpSpec::widen_batch).
+// nullopt where a shape rule refuses, or with `prefix`, the longest valid run of its first nodes
+// (valid_prefix: a convolution before the dense layer its flattened width feeds). Along the batch, the
+// operators that spell it out follow (OpSpec::widen_batch).
 std::optional<WideCase> widen(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup,
-                              size_t axis, int64_t size, int64_t position, core::Rng& fresh) {
+                              size_t axis, int64_t size, int64_t position, core::Rng& fresh, bool prefix) {
   const core::Shape& first = g.inputs[0].type.shape;
   WideCase w;
   w.axis = static_cast<int>(axis);
@@ -225,7 +257,10 @@ std::optional<WideCase> widen(const ir::Graph& g, const backends::ValueMap& inpu
   try {
     ir::validate(w.graph, "a relation's wider model");
   } catch (const core::UserError&) {
-    return std::nullopt;  // a shape rule ties the axis to another length (a reshape's fixed shape)
+    // A shape rule ties the axis to another length (a reshape's fixed shape, a dense layer's features).
+    std::optional<ir::Graph> p = prefix ? valid_prefix(w.graph) : std::nullopt;
+    if (!p) return std::nullopt;
+    w.graph = std::move(*p);
   }
   data::complete_inputs(w.graph, w.inputs, fresh);
   w.fresh = rounded(w.inputs, setup.dtype);
@@ -252,7 +287,7 @@ std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& 
   core::Rng fresh = rng.derive("fresh samples");
   int64_t size = setup.batch_relation.batch, position = setup.batch_relation.position;
   if (size <= 0 && !draw_wider(g.inputs[0].type.shape[0], rng, size, position)) return std::nullopt;
-  return widen(g, inputs, setup, 0, size, position, fresh);
+  return widen(g, inputs, setup, 0, size, position, fresh, false);
 }
 
 std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup) {
@@ -263,7 +298,7 @@ std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::Valu
   core::Rng fresh = rng.derive("fresh values");
   if (fixed.length > 0) {
     if (fixed.axis < 1 || static_cast<size_t>(fixed.axis) >= first.size()) return std::nullopt;
-    return widen(g, inputs, setup, static_cast<size_t>(fixed.axis), fixed.length, fixed.position, fresh);
+    return widen(g, inputs, setup, static_cast<size_t>(fixed.axis), fixed.length, fixed.position, fresh, true);
   }
   // The last axis half the time (the one vector loops run along), else any; the others in turn where the drawn
   // one is tied to its length.
@@ -274,7 +309,7 @@ std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::Valu
     const size_t axis = 1 + (start - 1 + k) % (rank - 1);
     int64_t size = 0, position = 0;
     if (!draw_wider(first[axis], rng, size, position)) continue;
-    if (auto w = widen(g, inputs, setup, axis, size, position, fresh)) return w;
+    if (auto w = widen(g, inputs, setup, axis, size, position, fresh, true)) return w;
   }
   return std::nullopt;
 }
@@ -397,9 +432,11 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
 
 // The position relation (Setup::position_relation): the model with one more axis widened (positioned_case) on
 // every library that ran it, its positions of the model's values judged (stage PR) wherever the float64
-// reference shows them decided by those values alone: per element, the reference's value there equals its run of
-// the model bit for bit (not NaN). A node is judged only where every operand is a graph input, a weight or a
-// judged value. Runs after the batch relation: each worker's session becomes the wider model's.
+// reference shows them decided by those values alone: per value that keeps the widened axis (the one axis
+// longer than in the model's run), at the offset where the most of its nonzero elements equal the model's run,
+// per element, the reference's value there equals its run of the model bit for bit (not NaN). A node is judged
+// only where every operand is a graph input, a weight or a judged value. Runs after the batch relation: each
+// worker's session becomes the wider model's.
 void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
                        Evaluation& ev, Timing& t) {
   const ir::Graph& g = m.graph;
@@ -419,6 +456,7 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
   // Per judged value: the axis that holds the widened one, and which of its elements the model's values decide.
   struct Judged {
     size_t axis = 0;
+    int64_t at = 0;  // the offset of the model's positions along it
     std::vector<bool> decided;
   };
   std::map<std::string, Judged> judged;
@@ -439,15 +477,25 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       std::vector<size_t> differ;
       for (size_t k = 0; k < wide.size(); ++k)
         if (wide[k] != mine[k]) differ.push_back(k);
-      if (differ.size() != 1 || wide[differ[0]] != length || mine[differ[0]] != n0) continue;
-      const core::Tensor x = slab(a->second, differ[0], position, n0), y = b->second.to(core::DType::F64);
-      Judged j{differ[0], std::vector<bool>(static_cast<size_t>(y.numel()))};
-      bool any = false;
+      if (differ.size() != 1 || wide[differ[0]] <= mine[differ[0]]) continue;
+      // Where the model's positions went (a convolution without padding moves them, a stride divides the
+      // offset): the offset of the value's own positions that the most nonzero elements match.
+      const core::Tensor y = b->second.to(core::DType::F64);
+      const int64_t here = mine[differ[0]];
+      int64_t best = -1, most = 0;
+      for (int64_t at = 0; at + here <= wide[differ[0]]; ++at) {
+        const core::Tensor x = slab(a->second, differ[0], at, here);
+        int64_t same = 0;
+        for (int64_t i = 0; i < y.numel(); ++i) same += x.f64()[i] == y.f64()[i] && y.f64()[i] != 0;
+        if (same > most) best = at, most = same;
+      }
+      if (best < 0) continue;
+      const core::Tensor x = slab(a->second, differ[0], best, here);
+      Judged j{differ[0], best, std::vector<bool>(static_cast<size_t>(y.numel()))};
       for (int64_t i = 0; i < y.numel(); ++i) {
         const double u = x.f64()[i], v = y.f64()[i];
-        any |= j.decided[static_cast<size_t>(i)] = u == v && !std::isnan(u);
+        j.decided[static_cast<size_t>(i)] = u == v && !std::isnan(u);
       }
-      if (!any) continue;
       operands.insert(o);
       judged.emplace(o, std::move(j));
     }
@@ -474,7 +522,7 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       const auto v = values.find(o);
       const auto pin = r->values.find(o);
       if (v == values.end() || pin == r->values.end() || v->second.shape() != reference.at(o).shape()) continue;
-      core::Tensor mine = slab(v->second, j.axis, position, n0);
+      core::Tensor mine = slab(v->second, j.axis, j.at, pin->second.shape()[j.axis]);
       const core::Tensor pinned = pin->second.to(core::DType::F64);
       if (mine.shape() != pinned.shape()) continue;
       for (int64_t e = 0; e < mine.numel(); ++e)

@@ -395,31 +395,26 @@ LrnGeom lrn_geom(const Shape& s, const Attrs& a) {
           core::attr_f(a, "bias")};
 }
 
-// The denominator base d = bias + alpha/size * (sum of squares over the channel window). The
-// window sum is a stored sum of the magnitude of every square up to the window's end: float32
-// implementations that slide it along the channel axis as a running sum (OpenCV: the entering
-// square added, the leaving one subtracted) keep the rounding of everything before (a 1e4 absorbs
-// the 0.5^2 of a later channel, whose window then sums to 0).
+// The denominator base d = bias + alpha/size * (sum of squares over the channel window), a stored sum of
+// the window's own squares. An implementation that slides the sum along the channel axis as a running
+// sum (the entering square added, the leaving one subtracted) carries the rounding of squares outside
+// the window: a 1e4 two channels before moves a 0.5 by 8 % (OpenCV), and from 1e6 the sum cancels to
+// inf or NaN (ONNX Runtime). That is no rounding of this formula, so it is judged (ledger entries
+// ort-lrn-running-sum, opencv-lrn-running-sum; the position relation found it).
 Tensor lrn_base(const Tensor& x, const LrnGeom& g) {
   Tensor d(DType::F64, x.shape());
   const double* xp = x.f64();
   for (int64_t b = 0; b < g.n; ++b)
-    for (int64_t k = 0; k < g.sp; ++k) {
-      double running = 0;  // the squares of channels 0 .. the window's end
-      int64_t seen = 0;
+    for (int64_t k = 0; k < g.sp; ++k)
       for (int64_t ch = 0; ch < g.c; ++ch) {
         double sum = 0;
-        for (int64_t j = std::max<int64_t>(0, ch - g.before); j <= std::min(g.c - 1, ch + g.after); ++j) {
+        const int64_t from = std::max<int64_t>(0, ch - g.before), to = std::min(g.c - 1, ch + g.after);
+        for (int64_t j = from; j <= to; ++j) {
           const double v = xp[(b * g.c + j) * g.sp + k];
           sum += v * v;
         }
-        for (; seen <= std::min(g.c - 1, ch + g.after); ++seen) {
-          const double v = xp[(b * g.c + seen) * g.sp + k];
-          running += v * v;
-        }
-        d.f64()[(b * g.c + ch) * g.sp + k] = g.bias + g.alpha_n * stored_sum(sum, running, seen);
+        d.f64()[(b * g.c + ch) * g.sp + k] = g.bias + g.alpha_n * stored_sum(sum, sum, to - from + 1);
       }
-    }
   return d;
 }
 

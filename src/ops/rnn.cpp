@@ -28,8 +28,9 @@ int gate_count(Cell k) { return k == Cell::Rnn ? 1 : k == Cell::Lstm ? 4 : 3; }
 
 double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
 
-// simple_rnn's activation f (ONNX RNN's `activations`: Tanh by default, Relu, Sigmoid); LSTM and GRU
-// keep ONNX's defaults (sigmoid gates, tanh cell).
+// The cell's activation (ONNX's `activations`: Tanh by default, Relu, Sigmoid): simple_rnn's f; LSTM's g and h
+// (the cell input and the output's cell activation, ONNX's second and third) and GRU's g (the new gate n, its
+// second); the gates stay sigmoid (ONNX's first).
 enum class Act { Tanh, Relu, Sigmoid };
 
 Act act_of(const Attrs& a) {
@@ -93,10 +94,10 @@ void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh,
         const double i = stored(sigmoid(cf.cl(gi[j] + gh[j] + (p ? p[j] * c_prev[j] : 0.0))));
         const double pf = gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : 0.0);
         const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(pf)));
-        const double g = stored(std::tanh(cf.cl(gi[2 * hs + j] + gh[2 * hs + j])));
+        const double g = stored(activate(cf.act, cf.cl(gi[2 * hs + j] + gh[2 * hs + j])));
         c[j] = stored(f * c_prev[j] + i * g);
         const double o = stored(sigmoid(cf.cl(gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c[j] : 0.0))));
-        h[j] = stored(o * stored(std::tanh(c[j])));
+        h[j] = stored(o * stored(activate(cf.act, c[j])));
         break;
       }
       case Cell::Gru: {
@@ -105,7 +106,7 @@ void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh,
         // linear_before_reset 1 (PyTorch): the reset gate multiplies the hidden pre-activation
         // including b_hn; 0: gh's n rows already read r * h.
         const double hn = cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j];
-        const double n = stored(std::tanh(cf.cl(gi[2 * hs + j] + hn)));
+        const double n = stored(activate(cf.act, cf.cl(gi[2 * hs + j] + hn)));
         h[j] = stored((1.0 - z) * n + z * h_prev[j]);
         break;
       }
@@ -135,21 +136,21 @@ void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh
                      pg = gi[2 * hs + j] + gh[2 * hs + j];
         const double i = stored(sigmoid(cf.cl(pi)));
         const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(pf)));
-        const double g = stored(std::tanh(cf.cl(pg)));
+        const double g = stored(activate(cf.act, cf.cl(pg)));
         const double c = stored(f * c_prev[j] + i * g);
         const double po = gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c : 0.0);
         const double o = stored(sigmoid(cf.cl(po)));
-        const double tc = stored(std::tanh(c));
+        const double tc = stored(activate(cf.act, c));
         const double dpo = dh[j] * tc * o * (1.0 - o) * cf.cl_grad(po);
         // The output gate's peephole reads the new cell state: its gradient flows into c too.
-        const double dct = dc[j] + dh[j] * o * (1.0 - tc * tc) + (p ? dpo * p[2 * hs + j] : 0.0);
+        const double dct = dc[j] + dh[j] * o * activate_grad(cf.act, tc) + (p ? dpo * p[2 * hs + j] : 0.0);
         // A coupled forget gate f = 1 - i passes dL/df to i with the opposite sign.
         const double di = dct * g - (cf.coupled ? dct * c_prev[j] : 0.0);
         const double dpi = di * i * (1.0 - i) * cf.cl_grad(pi);
         const double dpf = cf.coupled ? 0.0 : dct * c_prev[j] * f * (1.0 - f) * cf.cl_grad(pf);
         dgi[j] = dgh[j] = dpi;
         dgi[hs + j] = dgh[hs + j] = dpf;
-        dgi[2 * hs + j] = dgh[2 * hs + j] = dct * i * (1.0 - g * g) * cf.cl_grad(pg);
+        dgi[2 * hs + j] = dgh[2 * hs + j] = dct * i * activate_grad(cf.act, g) * cf.cl_grad(pg);
         dgi[3 * hs + j] = dgh[3 * hs + j] = dpo;
         dc_prev[j] = dct * f + (p ? dpi * p[j] + dpf * p[hs + j] : 0.0);
         if (dp) {
@@ -164,8 +165,8 @@ void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh
         const double pz = gi[hs + j] + gh[hs + j];
         const double z = stored(sigmoid(cf.cl(pz)));
         const double pn = gi[2 * hs + j] + (cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j]);
-        const double n = stored(std::tanh(cf.cl(pn)));
-        const double dan = dh[j] * (1.0 - z) * (1.0 - n * n) * cf.cl_grad(pn);
+        const double n = stored(activate(cf.act, cf.cl(pn)));
+        const double dan = dh[j] * (1.0 - z) * activate_grad(cf.act, n) * cf.cl_grad(pn);
         const double dar = cf.lbr ? dan * gh[2 * hs + j] * r * (1.0 - r) * cf.cl_grad(gi[j] + gh[j]) : 0.0;
         const double daz = dh[j] * (h_prev[j] - n) * z * (1.0 - z) * cf.cl_grad(pz);
         dgi[j] = dgh[j] = dar;
@@ -372,6 +373,13 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
   if (k == Cell::Rnn)
     s.attrs.push_back(enum_attr("activation", "tanh", {"tanh", "relu", "sigmoid"}, {"", "elu"},
                                 "f in h' = f(W_ih x + b_ih + W_hh h + b_hh) (ONNX RNN's activations)"));
+  else
+    s.attrs.push_back(keyed_when_given(enum_attr(
+        "activation", "tanh", {"tanh", "relu", "sigmoid"}, {"", "elu"},
+        k == Cell::Lstm ? "the cell's activation g in c' = f*c + i*g(...) and h in h' = o*h(c'); the gates stay "
+                          "sigmoid (ONNX LSTM's activations [Sigmoid, g, h] with g = h)"
+                        : "the new gate's activation g in n = g(...); the gates stay sigmoid (ONNX GRU's activations "
+                          "[Sigmoid, g])")));
   s.attrs.push_back(keyed_when_given(float_attr(
       "clip", 0.0, 0.0, kInf, {AttrValue(-1.0)},
       "ONNX's cell clip: 0 none; else each gate's pre-activation is clamped to [-clip, clip] before its activation")));
@@ -427,6 +435,9 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
     if (k == Cell::Rnn) {
       const double v = rng.uniform(0.0, 1.0);
       c.attrs["activation"] = std::string(v < 0.5 ? "tanh" : v < 0.8 ? "relu" : "sigmoid");
+    } else {  // a fifth of the gated cells with another activation
+      const double v = rng.uniform(0.0, 1.0);
+      c.attrs["activation"] = std::string(v < 0.8 ? "tanh" : v < 0.9 ? "relu" : "sigmoid");
     }
     // A fifth of the layers clip, at bounds exact in float32 (ONNX's clip is a float attribute), from
     // ones most pre-activations pass to ones that hold most of them.
@@ -526,9 +537,14 @@ void export_rnn(OnnxExport& e) {
                        seq ? std::vector<std::string>{cell_out} : std::vector<std::string>{"", cell_out});
   p.set_i("hidden_size", hs);
   if (direction != "forward") p.set_s("direction", direction);
-  if (op == "simple_rnn" && e.as("activation") != "tanh") {
+  if (e.as("activation") != "tanh") {  // per direction: RNN's f, GRU's Sigmoid and g, LSTM's Sigmoid, g and h
     const std::string f = e.as("activation") == "relu" ? "Relu" : "Sigmoid";
-    p.set_strings("activations", std::vector<std::string>(static_cast<size_t>(dirs), f));
+    std::vector<std::string> each = {f};
+    if (op == "lstm") each = {"Sigmoid", f, f};
+    if (op == "gru") each = {"Sigmoid", f};
+    std::vector<std::string> acts;
+    for (int64_t d = 0; d < dirs; ++d) acts.insert(acts.end(), each.begin(), each.end());
+    p.set_strings("activations", acts);
   }
   if (op == "gru") p.set_i("linear_before_reset", e.ai("linear_before_reset"));
   if (e.af("clip") > 0) p.set_f("clip", e.af("clip"));
@@ -580,13 +596,24 @@ void import_rnn(OnnxImport& m) {
   const int64_t dirs = direction == "bidirectional" ? 2 : 1;
   std::string activation = "tanh";
   if (m.has("activations")) {
+    // Per direction: RNN's f; GRU's f, g; LSTM's f, g, h. The catalogue's gates are sigmoid (f), and its one
+    // cell activation is g (and LSTM's h = g), the same for every direction.
     const std::vector<std::string> acts = m.getstrings("activations");
-    if (type != "RNN") m.fail("custom activations of " + type + " are not in the catalogue");
-    if (acts.empty() || std::any_of(acts.begin(), acts.end(), [&](const std::string& f) { return f != acts[0]; }))
-      m.fail("the catalogue's simple_rnn has one activation for every direction");
+    const size_t per = type == "RNN" ? 1 : type == "GRU" ? 2 : 3;
+    if (acts.size() != per * static_cast<size_t>(dirs)) m.fail("activations needs " + std::to_string(per) +
+                                                               " entries per direction");
     const std::map<std::string, std::string> known = {{"Tanh", "tanh"}, {"Relu", "relu"}, {"Sigmoid", "sigmoid"}};
-    if (!known.count(acts[0])) m.fail("RNN activation " + acts[0] + " is not in the catalogue (Tanh, Relu, Sigmoid)");
-    activation = known.at(acts[0]);
+    const std::string& g = acts[per == 1 ? 0 : 1];
+    for (size_t i = 0; i < acts.size(); ++i) {
+      const size_t at = i % per;
+      const std::string& want = per > 1 && at == 0 ? std::string("Sigmoid") : g;
+      if (acts[i] != want)
+        m.fail(per > 1 && at == 0 ? type + " gate activation " + acts[i] + " is not in the catalogue (Sigmoid)"
+                                  : "the catalogue's " + type + " has one cell activation for every place and "
+                                    "direction");
+    }
+    if (!known.count(g)) m.fail(type + " activation " + g + " is not in the catalogue (Tanh, Relu, Sigmoid)");
+    activation = known.at(g);
   }
   if (m.has("activation_alpha") || m.has("activation_beta"))
     m.fail("activation_alpha / activation_beta are not in the catalogue");
@@ -656,7 +683,7 @@ void import_rnn(OnnxImport& m) {
     return m.emit(qop, in, a, m.output(i), i == 1 || !want_h);
   };
   Attrs cell_attrs = {{"hidden_size", hs}, {"direction", direction}};
-  if (op == "simple_rnn") cell_attrs["activation"] = activation;
+  cell_attrs["activation"] = activation;
   if (clip > 0) cell_attrs["clip"] = clip;
   if (op == "lstm") cell_attrs["input_forget"] = input_forget;
   if (op == "lstm") cell_attrs["peepholes"] = int64_t{peepholes ? 1 : 0};
@@ -721,11 +748,12 @@ void register_rnn(Registry& r) {
       "RNN");
   add(rnn_spec(Cell::Lstm, "lstm",
                "LSTM with PyTorch gate order i, f, g, o: c' = f*c + i*g (f = 1 - i with input_forget), "
-               "h' = o*tanh(c') (peepholes: p_i*c, p_f*c, p_o*c' added to i, f, o), zero initial state"),
+               "h' = o*act(c'), g = act(...) with act tanh, relu or sigmoid (peepholes: p_i*c, p_f*c, p_o*c' "
+               "added to i, f, o), zero initial state"),
       "LSTM");
   add(rnn_spec(Cell::Gru, "gru",
-               "GRU with PyTorch gate order r, z, n: n = tanh(W_in x + b_in + r*(W_hn h + b_hn)) "
-               "(linear_before_reset 0: W_hn (r*h) + b_hn), h' = (1-z)*n + z*h, zero initial state"),
+               "GRU with PyTorch gate order r, z, n: n = act(W_in x + b_in + r*(W_hn h + b_hn)), act tanh, relu "
+               "or sigmoid (linear_before_reset 0: W_hn (r*h) + b_hn), h' = (1-z)*n + z*h, zero initial state"),
       "GRU");
 }
 

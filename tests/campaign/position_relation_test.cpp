@@ -125,6 +125,35 @@ TEST(PositionRelation, TheDrawSkipsAnAxisTiedToItsLengthAndIsAFunctionOfTheCase)
   EXPECT_FALSE(positioned_case(v.graph, v.inputs, setup).has_value());
 }
 
+TEST(PositionRelation, AModelWhoseHeadTiesTheAxisRunsItsNodesBeforeTheHead) {
+  // [1, 3, 8] -> conv1d (unpadded: the model's positions move by the offset of its window) -> relu -> flatten ->
+  // dense: the dense layer's features tie the last axis, so the wider model is its first three nodes (the
+  // flattened width is no position axis: not judged).
+  core::Rng rng(7);
+  gen::Builder bl(rng);
+  const gen::Vid x = bl.input({1, 3, 8});
+  const gen::Vid c = *bl.place(ops::op("conv1d"), {x},
+                               {{"kernel_shape", std::vector<int64_t>{3}}, {"pads", std::vector<int64_t>{0, 0}},
+                                {"strides", std::vector<int64_t>{1}}, {"dilations", std::vector<int64_t>{1}}});
+  const gen::Vid f = bl.add("flatten", {bl.add("relu", {c})});
+  bl.output(bl.add("dense", {f}, {{"units", int64_t{3}}}));
+  ModelCase m{gen::materialize(bl.finish("headed", {}), rng), {}, {}};
+  ir::validate(m.graph, "headed");
+  complete_case(m, "mse_loss", rng);
+  const campaign::Setup setup = relation_setup("faulty:last-tail=relu@8", 2, 17, 9);
+  const auto w = positioned_case(m.graph, m.inputs, setup);
+  ASSERT_TRUE(w.has_value());
+  ASSERT_EQ(w->graph.nodes.size(), 3u);
+  EXPECT_EQ(w->graph.nodes.back().op, "flatten");
+  EXPECT_EQ(w->graph.outputs, std::vector<std::string>{w->graph.nodes.back().outputs[0]});
+  WorkerSet workers(setup.backends, setup.limits);
+  const Evaluation ev = evaluate(m, setup, workers);
+  const auto pr = of_stage(ev, core::Stage::Position);
+  ASSERT_EQ(pr.size(), 1u);
+  EXPECT_EQ(pr[0].op, "relu");
+  EXPECT_TRUE(of_stage(ev, core::Stage::Forward).empty());
+}
+
 TEST(PositionRelation, ABundleFixesTheDrawAndItsReproducerCaseIsTheWiderModel) {
   const ModelCase m = conv_relu_tanh();
   const campaign::Setup setup = relation_setup("faulty:last-tail=relu@8", 2, 17, 9);

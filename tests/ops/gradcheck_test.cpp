@@ -146,6 +146,12 @@ std::vector<Widened> widened_values() {
       {"lstm", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"peepholes", int64_t{1}}, {"input_forget", int64_t{1}},
                            {"clip", 1.5}, {"direction", std::string("bidirectional")}}},
       {"simple_rnn", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"clip", 0.5}, {"activation", std::string("relu")}}},
+      {"lstm", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("sigmoid")}}},
+      {"lstm", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("relu")}, {"peepholes", int64_t{1}},
+                           {"direction", std::string("bidirectional")}}},
+      {"gru", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("sigmoid")},
+                          {"linear_before_reset", int64_t{0}}}},
+      {"gru", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("relu")}}},
   };
 }
 

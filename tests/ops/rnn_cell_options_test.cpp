@@ -1,9 +1,10 @@
 // ONNX's recurrent cell options: `clip` (each gate's pre-activation clamped to [-clip, clip] before its
 // activation), LSTM's `input_forget` (f = 1 - i) and `peepholes` (ONNX's P: p_i * c and p_f * c added to
-// i and f, p_o * c' to o), and GRU's `linear_before_reset` 0 (n = tanh(W_in x + b_in + W_hn (r * h) +
-// b_hn)). The kernel is checked against ONNX's equations written out here step by
-// step, the export against its own read-back at three opsets, and the signature key against the default
-// rule's (an option in its default state leaves a finding's signature as it was). Gradients are checked
+// i and f, p_o * c' to o), GRU's `linear_before_reset` 0 (n = tanh(W_in x + b_in + W_hn (r * h) +
+// b_hn)), and the gated cells' `activation` (LSTM's g and h, GRU's g: tanh, relu or sigmoid). The kernel is
+// checked against ONNX's equations written out here step by step, the export against its own read-back at
+// three opsets, and the signature key against the default rule's (an option in its default state leaves a
+// finding's signature as it was). Gradients are checked
 // against finite differences by GradCheckWidened (gradcheck_test.cpp).
 #include <gtest/gtest.h>
 
@@ -54,6 +55,11 @@ Layer layer(const std::string& op) {
 
 double sig(double v) { return 1 / (1 + std::exp(-v)); }
 
+// ONNX's Tanh, Relu and Sigmoid by the catalogue's names.
+double act(const std::string& f, double v) {
+  return f == "relu" ? std::max(v, 0.0) : f == "sigmoid" ? sig(v) : std::tanh(v);
+}
+
 // Row j of W [rows, k] times v, plus b_j.
 double affine(const Tensor& w, const Tensor& b, int64_t j, const std::vector<double>& v) {
   double s = b.f64()[j];
@@ -68,12 +74,13 @@ std::vector<double> step_x(const Tensor& x, int64_t b, int64_t t) {
 
 TEST(RnnCellOptions, AClippedCoupledLstmFollowsOnnxsEquations) {
   const Layer l = layer("lstm");
+  for (const std::string fn : {"tanh", "relu", "sigmoid"})
   for (double clip : {0.0, 1.0})
     for (int64_t coupled : {0, 1})
       for (int64_t peep : {0, 1}) {
       SCOPED_TRACE("clip " + std::to_string(clip) + " input_forget " + std::to_string(coupled) + " peepholes " +
-                   std::to_string(peep));
-      const Tensor y = l.run({{"clip", clip}, {"input_forget", coupled}, {"peepholes", peep}});
+                   std::to_string(peep) + " activation " + fn);
+      const Tensor y = l.run({{"clip", clip}, {"input_forget", coupled}, {"peepholes", peep}, {"activation", fn}});
       auto pp = [&](int64_t k, int64_t j) { return peep ? l.p.f64()[k * kH + j] : 0.0; };
       auto cl = [clip](double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
       for (int64_t b = 0; b < kN; ++b) {
@@ -87,10 +94,10 @@ TEST(RnnCellOptions, AClippedCoupledLstmFollowsOnnxsEquations) {
             };
             const auto uj = static_cast<size_t>(j);
             const double i = sig(cl(pre(0) + pp(0, j) * c[uj])),
-                         f = coupled ? 1 - i : sig(cl(pre(1) + pp(1, j) * c[uj])), g = std::tanh(cl(pre(2)));
+                         f = coupled ? 1 - i : sig(cl(pre(1) + pp(1, j) * c[uj])), g = act(fn, cl(pre(2)));
             cn[uj] = f * c[uj] + i * g;
             const double o = sig(cl(pre(3) + pp(2, j) * cn[uj]));
-            hn[uj] = o * std::tanh(cn[uj]);
+            hn[uj] = o * act(fn, cn[uj]);
             EXPECT_NEAR(y.f64()[(b * kT + t) * kH + j], hn[uj], 1e-12) << "row " << b << " step " << t;
           }
           h = hn;
@@ -102,10 +109,12 @@ TEST(RnnCellOptions, AClippedCoupledLstmFollowsOnnxsEquations) {
 
 TEST(RnnCellOptions, AGruWithTheResetBeforeItsLinearStepFollowsOnnxsEquations) {
   const Layer l = layer("gru");
+  for (const std::string fn : {"tanh", "relu", "sigmoid"})
   for (double clip : {0.0, 0.5})
     for (int64_t lbr : {0, 1}) {
-      SCOPED_TRACE("clip " + std::to_string(clip) + " linear_before_reset " + std::to_string(lbr));
-      const Tensor y = l.run({{"clip", clip}, {"linear_before_reset", lbr}});
+      SCOPED_TRACE("clip " + std::to_string(clip) + " linear_before_reset " + std::to_string(lbr) + " activation " +
+                   fn);
+      const Tensor y = l.run({{"clip", clip}, {"linear_before_reset", lbr}, {"activation", fn}});
       auto cl = [clip](double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
       for (int64_t b = 0; b < kN; ++b) {
         std::vector<double> h(kH, 0.0);
@@ -122,7 +131,7 @@ TEST(RnnCellOptions, AGruWithTheResetBeforeItsLinearStepFollowsOnnxsEquations) {
             const auto uj = static_cast<size_t>(j);
             const double hidden = lbr ? r[uj] * affine(l.w_hh, l.b_hh, 2 * kH + j, h)
                                       : affine(l.w_hh, l.b_hh, 2 * kH + j, rh);
-            const double n = std::tanh(cl(affine(l.w_ih, l.b_ih, 2 * kH + j, xt) + hidden));
+            const double n = act(fn, cl(affine(l.w_ih, l.b_ih, 2 * kH + j, xt) + hidden));
             hn[uj] = (1 - z[uj]) * n + z[uj] * h[uj];
             EXPECT_NEAR(y.f64()[(b * kT + t) * kH + j], hn[uj], 1e-12) << "row " << b << " step " << t;
           }
@@ -146,6 +155,8 @@ TEST(RnnCellOptions, EachOptionChangesTheLayerAndAClipAboveEveryPreActivationDoe
     };
     EXPECT_EQ(values({{"clip", 1000.0}}), plain);
     EXPECT_NE(values({{"clip", 0.25}}), plain);
+    EXPECT_NE(values({{"activation", std::string("relu")}}), plain);
+    EXPECT_NE(values({{"activation", std::string("sigmoid")}}), plain);
     if (std::string(op) == "lstm") {
       EXPECT_NE(values({{"input_forget", int64_t{1}}}), plain);
       EXPECT_NE(values({{"peepholes", int64_t{1}}}), plain);
@@ -165,6 +176,10 @@ TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
       {"gru", {{"linear_before_reset", int64_t{0}}}},
       {"gru", {{"linear_before_reset", int64_t{0}}, {"clip", 3.0}, {"direction", std::string("bidirectional")}}},
       {"simple_rnn", {{"clip", 0.25}, {"activation", std::string("relu")}}},
+      {"lstm", {{"activation", std::string("relu")}, {"direction", std::string("bidirectional")}}},
+      {"lstm", {{"activation", std::string("sigmoid")}, {"peepholes", int64_t{1}}}},
+      {"gru", {{"activation", std::string("relu")}, {"linear_before_reset", int64_t{0}}}},
+      {"gru", {{"activation", std::string("sigmoid")}, {"direction", std::string("bidirectional")}}},
   };
   for (const auto& [op, extra] : cases) {
     SCOPED_TRACE(op + " " + core::to_string(extra));
@@ -222,6 +237,9 @@ TEST(RnnCellOptions, OnlyAUsedOptionEntersTheSignature) {
             "{direction=\"forward\", linear_before_reset=0, return_sequences=1}");
   EXPECT_EQ(key("lstm", {{"input_forget", int64_t{1}}, {"clip", 0.5}}),
             "{clip=\"given\", direction=\"forward\", input_forget=1, return_sequences=1}");
+  EXPECT_EQ(key("gru", {{"activation", std::string("tanh")}}), "{direction=\"forward\", return_sequences=1}");
+  EXPECT_EQ(key("lstm", {{"activation", std::string("relu")}}),
+            "{activation=\"relu\", direction=\"forward\", return_sequences=1}");
 }
 
 TEST(RnnCellOptions, TheSamplerDrawsEveryOption) {
@@ -233,7 +251,11 @@ TEST(RnnCellOptions, TheSamplerDrawsEveryOption) {
     if (core::attr_i(l.attrs, "input_forget") == 1) ++seen["input_forget"];
     if (core::attr_i(l.attrs, "peepholes") == 1) ++seen["peepholes"];
     if (core::attr_i(g.attrs, "linear_before_reset") == 0) ++seen["lbr0"];
+    if (core::attr_s(l.attrs, "activation") != "tanh") ++seen["lstm activation"];
+    if (core::attr_s(g.attrs, "activation") == "sigmoid") ++seen["gru sigmoid"];
   }
+  EXPECT_GT(seen["lstm activation"], 30);
+  EXPECT_GT(seen["gru sigmoid"], 10);
   EXPECT_GT(seen["clip"], 30);
   EXPECT_GT(seen["input_forget"], 30);
   EXPECT_GT(seen["peepholes"], 40);

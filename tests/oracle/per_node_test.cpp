@@ -1239,11 +1239,13 @@ TEST(PerNode, ASubnormalGradientScaledBeforeAnInfiniteDerivativeIsFloat32s) {
   EXPECT_EQ(found[0].kind, Kind::NaN);
 }
 
-// Two float32 algorithms the catalogue marks (they were OpenCV's precision entries): LRN's window
-// sum slid along the channels as a running sum (a 1e4 absorbs a later channel's 0.5^2), and
-// log_softmax computed as log(softmax(x)) (a probability below float32's range gives -inf). Their
-// results are float32's; a value off elsewhere is still found.
-TEST(PerNode, RunningSumsAndLogOfSoftmaxAreFloat32Algorithms) {
+// log_softmax computed as log(softmax(x)) (a probability below float32's range gives -inf) is a float32
+// algorithm the catalogue marks (it was OpenCV's precision entry); a value off elsewhere is still found. LRN's
+// window sum slid along the channels as a running sum is not: its error grows with the squares outside the
+// window (a 1e4 before a 0.5 whose window is itself moves it by 8 %; ONNX Runtime's gives inf from 1e6 where
+// every square is finite; PyTorch's is right), so it is found (ledger entries opencv-lrn-running-sum,
+// ort-lrn-running-sum).
+TEST(PerNode, LogOfSoftmaxIsAFloat32AlgorithmAndARunningWindowSumIsNot) {
   const ir::Graph lrn = ir::graph_from_json(R"({
     "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 1, 1]}], "outputs": ["y"],
     "nodes": [{"name": "y", "op": "lrn", "inputs": ["x"], "outputs": ["y"],
@@ -1253,7 +1255,9 @@ TEST(PerNode, RunningSumsAndLogOfSoftmaxAreFloat32Algorithms) {
   BackendRun a = c.run("A");
   a.trained = false;
   a.values["y"] = core::Tensor::f64({1, 2, 1, 1}, {3.1333868e-4f, 0.42443076f});
-  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  const std::vector<Finding> running = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(running.size(), 1u);
+  EXPECT_EQ(running[0].signature(), "inconsistency|FC|A|lrn|{}");
   const Case d(lrn, {{"x", core::Tensor::f64({1, 2, 1, 1}, {1, 0.5})}}, core::Tensor(core::DType::F64, {1, 2, 1, 1}));
   BackendRun b = d.run("A");
   b.trained = false;

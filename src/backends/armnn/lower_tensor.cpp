@@ -317,7 +317,8 @@ void build_rnn(Builder& b, const ir::Node& n) {
   const int64_t N = x.shape[0], T = x.shape[1], F = x.shape[2], H = core::attr_i(n.attrs, "hidden_size");
   const int64_t G = n.op == "lstm" ? 4 : n.op == "gru" ? 3 : 1;
   const std::string& direction = core::attr_s(n.attrs, "direction");
-  const std::string activation = n.op == "simple_rnn" ? core::attr_s(n.attrs, "activation") : "tanh";
+  // simple_rnn's f; LSTM's g and h, GRU's g (the gates stay sigmoid).
+  const std::string activation = n.attrs.count("activation") ? core::attr_s(n.attrs, "activation") : "tanh";
   const int64_t dirs = ops::rnn_directions(n.attrs);
   const std::vector<float> w_ih = b.floats(n.inputs[1]), w_hh = b.floats(n.inputs[2]), b_ih = b.floats(n.inputs[3]),
                            b_hh = b.floats(n.inputs[4]);
@@ -327,6 +328,9 @@ void build_rnn(Builder& b, const ir::Node& n) {
   auto gate = [&](const Value& v, int64_t k) { return b.slice(v, {0, k * H}, Shape{N, H}); };
   auto sigmoid = [&](const Value& v) { return b.activation(v, AF::Sigmoid); };
   auto tanh = [&](const Value& v) { return b.activation(v, AF::TanH, 1, 1); };
+  auto act = [&](const Value& v) {
+    return activation == "relu" ? b.activation(v, AF::ReLu) : activation == "sigmoid" ? sigmoid(v) : tanh(v);
+  };
   const auto clip = static_cast<float>(core::attr_f(n.attrs, "clip"));
   // BoundedReLu is min(a, max(b, x)): ONNX's clip of a gate's pre-activation.
   auto cl = [&](const Value& v) { return rnn_clips(n) ? b.activation(v, AF::BoundedReLu, clip, -clip) : v; };
@@ -374,20 +378,20 @@ void build_rnn(Builder& b, const ir::Node& n) {
       if (n.op == "simple_rnn") {
         const Value pre = b.binary(BO::Addition, gi, gh);
         const Value p = cl(pre);
-        h = activation == "relu" ? b.activation(p, AF::ReLu) : activation == "sigmoid" ? sigmoid(p) : tanh(p);
+        h = act(p);
       } else if (n.op == "lstm") {
         const Value sum = b.binary(BO::Addition, gi, gh);
-        const Value i = sigmoid(cl(peeped(gate(sum, 0), 0, c))), gg = tanh(cl(gate(sum, 2)));
+        const Value i = sigmoid(cl(peeped(gate(sum, 0), 0, c))), gg = act(cl(gate(sum, 2)));
         const Value f = rnn_coupled(n) ? b.activation(i, AF::Linear, -1, 1) : sigmoid(cl(peeped(gate(sum, 1), 1, c)));
         c = b.binary(BO::Addition, b.binary(BO::Multiplication, f, c), b.binary(BO::Multiplication, i, gg));
         const Value o = sigmoid(cl(peeped(gate(sum, 3), 2, c)));
-        h = b.binary(BO::Multiplication, o, tanh(c));
+        h = b.binary(BO::Multiplication, o, act(c));
       } else {  // gru: h' = (1 - z) * n + z * h = n + z * (h - n)
         const Value r = sigmoid(cl(b.binary(BO::Addition, gate(gi, 0), gate(gh, 0))));
         const Value z = sigmoid(cl(b.binary(BO::Addition, gate(gi, 1), gate(gh, 1))));
         const Value hn = wn ? fully_connected(b, b.binary(BO::Multiplication, r, h), *wn, bn)
                                      : b.binary(BO::Multiplication, r, gate(gh, 2));
-        const Value nn = tanh(cl(b.binary(BO::Addition, gate(gi, 2), hn)));
+        const Value nn = act(cl(b.binary(BO::Addition, gate(gi, 2), hn)));
         h = b.binary(BO::Addition, nn, b.binary(BO::Multiplication, z, b.binary(BO::Subtraction, h, nn)));
       }
       steps[static_cast<size_t>(t)] = b.reshape(h, Shape{N, 1, H});

@@ -388,6 +388,9 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
     return Support::no("oneDNN 2.6's RNN primitives have no cell clip (ONNX clip)");
   if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
     return Support::no("oneDNN 2.6's lstm has no coupled input and forget gates (ONNX input_forget)");
+  if ((n.op == "lstm" || n.op == "gru") && n.attrs.count("activation") && core::attr_s(n.attrs, "activation") != "tanh")
+    return Support::no("oneDNN 2.6's " + n.op + " primitives fix their activations (sigmoid gates, tanh cell): "
+                       "only the vanilla RNN takes an activation kind");
   return Support::yes();
 }
 

@@ -387,6 +387,8 @@ const std::map<std::string, Rule>& rules() {
     // OpenCV 4.6 reads GRU only with six inputs ('node_proto.input_size() == 6' in parseGRU): its exchange
     // form always writes initial_h (variant.h avoids rnn_inputs=given for it).
     m["gru"] = [](const ir::Graph&, const ir::Node& n) {
+      if (n.attrs.count("activation") && core::attr_s(n.attrs, "activation") != "tanh")
+        return Support::no("OpenCV 4.6's GRU importer refuses the activations attribute (measured)");
       const bool bi = core::attr_s(n.attrs, "direction") == "bidirectional";
       if (bi && core::attr_i(n.attrs, "return_sequences") == 0)
         return Support::no("OpenCV 4.6's GRU gives Y only: the Transpose of its Y_h fails ('shapeIt != "
@@ -397,6 +399,9 @@ const std::map<std::string, Rule>& rules() {
       return Support::yes();
     };
     m["lstm"] = [](const ir::Graph&, const ir::Node& n) {
+      // LSTMLayerImpl takes Sigmoid and Tanh for each of f, g and h, and no other function (measured).
+      if (n.attrs.count("activation") && core::attr_s(n.attrs, "activation") == "relu")
+        return Support::no("OpenCV 4.6's LSTM takes Sigmoid and Tanh activations only, not Relu (measured)");
       if (core::attr_s(n.attrs, "direction") == "bidirectional" && core::attr_i(n.attrs, "peepholes") == 1)
         return Support::no("OpenCV 4.6 cannot import a bidirectional LSTM with peepholes: transformBlobs builds each "
                            "peephole matrix over both directions and LSTMLayerImpl asserts 'blobs[i].rows == N && "

@@ -822,6 +822,9 @@ Support support(const ir::Graph& g, const ir::Node& n) {
   if (!has_lowering(n.op)) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
   if (n.op == "simple_rnn" && core::attr_s(n.attrs, "activation") == "sigmoid")
     return Support::no("torch.nn.RNN's nonlinearity is tanh or relu (at::rnn_tanh, at::rnn_relu): no sigmoid");
+  if ((n.op == "lstm" || n.op == "gru") && n.attrs.count("activation") && core::attr_s(n.attrs, "activation") != "tanh")
+    return Support::no("torch.nn." + std::string(n.op == "lstm" ? "LSTM" : "GRU") +
+                       "'s cell activation is tanh (ONNX activations)");
   if (n.attrs.count("clip") && core::attr_f(n.attrs, "clip") > 0)
     return Support::no("torch.nn's recurrent layers have no cell clip (ONNX clip)");
   if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
