@@ -69,9 +69,10 @@ struct Setup {
   // at a drawn offset and fresh values around them; each library that ran the model runs it again so, and
   // oracle::judge_position_relation judges its positions of the model's values wherever the float64 reference
   // shows them decided by those values alone (a convolution's border, which reads the fresh neighbours, is not).
-  // An axis the model's shape rules tie to its length (a dense layer's features, a reshape's shape) is not
-  // drawn. The draw is a function of the case's input values; `length` > 0 fixes it (with `axis`; the offset
-  // then clamped to fit). evaluate_batch does not make it.
+  // Where a shape rule ties the axis to its length (a dense head's features, a reshape's shape), the wider
+  // model is the longest valid run of the model's first nodes; an axis that ties the first node is not drawn.
+  // The draw is a function of the case's input values; `length` > 0 fixes it (with `axis`; the offset then
+  // clamped to fit). evaluate_batch does not make it.
   struct PositionRelation {
     bool on = false;
     int axis = 0;
@@ -147,7 +148,8 @@ struct WideCase {
 };
 std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup);
 // The position relation's case (Setup::position_relation): the same along the drawn axis (`batch` its wide
-// length), or nullopt where no axis other than the first input's batch can be widened.
+// length; the graph the longest valid run of the model's first nodes where a later one ties the axis), or
+// nullopt where no axis other than the first input's batch can be widened.
 std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup);
 
 // Fills what a model case lacks with data/values.h: inputs for every graph input not given
