@@ -126,20 +126,7 @@ void judge_runs(const ModelCase& m, const Setup& setup, WorkerSet& workers, cons
   attach_lowering(ev.findings, 0, lowering, setup, workers);
 }
 
-// The elements [from, from + n) of `t` along `axis`, in float64.
-core::Tensor slab(const core::Tensor& t, size_t axis, int64_t from, int64_t n) {
-  const core::Tensor x = t.to(core::DType::F64);
-  core::Shape shape = x.shape();
-  int64_t outer = 1, inner = 1;
-  for (size_t i = 0; i < shape.size(); ++i) (i < axis ? outer : inner) *= i == axis ? 1 : shape[i];
-  const int64_t length = shape[axis];
-  shape[axis] = n;
-  core::Tensor out(core::DType::F64, shape);
-  for (int64_t o = 0; o < outer; ++o)
-    std::copy(x.f64() + (o * length + from) * inner, x.f64() + (o * length + from + n) * inner,
-              out.f64() + o * n * inner);
-  return out;
-}
+using core::slab;
 
 core::Tensor rows(const core::Tensor& t, int64_t from, int64_t n) { return slab(t, 0, from, n); }
 
@@ -443,12 +430,12 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
   const std::optional<WideCase> wc = positioned_case(g, inputs, setup);
   if (!wc) return;
   const int64_t n0 = wc->samples, length = wc->batch, position = wc->position;
-  backends::ValueMap reference;
+  oracle::PositionCase wider{wc->graph, wc->inputs, {}, {}};
+  for (auto& [name, w] : wider.graph.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+  backends::ValueMap& reference = wider.reference;
   try {
-    ir::Graph rg = wc->graph;
-    for (auto& [name, w] : rg.initializers) w = w.to(setup.dtype).to(core::DType::F64);
     const auto t0 = std::chrono::steady_clock::now();
-    reference = ref::forward(rg, wc->inputs);
+    reference = ref::forward(wider.graph, wider.inputs);
     t.reference += since(t0);
   } catch (const std::exception&) {
     return;
@@ -479,17 +466,23 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
         if (wide[k] != mine[k]) differ.push_back(k);
       if (differ.size() != 1 || wide[differ[0]] <= mine[differ[0]]) continue;
       // Where the model's positions went (a convolution without padding moves them, a stride divides the
-      // offset): the offset of the value's own positions that the most nonzero elements match.
+      // offset): the offset of the value's own positions that the most nonzero elements match, the input's own
+      // offset where that is one of them; a value that matches as well at two other offsets (x / -x is -1
+      // wherever x is not 0) is not judged.
       const core::Tensor y = b->second.to(core::DType::F64);
       const int64_t here = mine[differ[0]];
-      int64_t best = -1, most = 0;
+      std::vector<int64_t> matches;  // per offset
       for (int64_t at = 0; at + here <= wide[differ[0]]; ++at) {
         const core::Tensor x = slab(a->second, differ[0], at, here);
         int64_t same = 0;
         for (int64_t i = 0; i < y.numel(); ++i) same += x.f64()[i] == y.f64()[i] && y.f64()[i] != 0;
-        if (same > most) best = at, most = same;
+        matches.push_back(same);
       }
-      if (best < 0) continue;
+      const int64_t most = *std::max_element(matches.begin(), matches.end());
+      int64_t best = position < static_cast<int64_t>(matches.size()) && matches[position] == most ? position : -1;
+      if (best < 0 && std::count(matches.begin(), matches.end(), most) == 1)
+        best = std::max_element(matches.begin(), matches.end()) - matches.begin();
+      if (most == 0 || best < 0) continue;
       const core::Tensor x = slab(a->second, differ[0], best, here);
       Judged j{differ[0], best, std::vector<bool>(static_cast<size_t>(y.numel()))};
       for (int64_t i = 0; i < y.numel(); ++i) {
@@ -497,6 +490,7 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
         j.decided[static_cast<size_t>(i)] = u == v && !std::isnan(u);
       }
       operands.insert(o);
+      wider.placed.emplace(o, std::make_pair(j.axis, j.at));
       judged.emplace(o, std::move(j));
     }
   }
@@ -532,7 +526,7 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
   }
   const auto t0 = std::chrono::steady_clock::now();
   const size_t from = ev.findings.size();
-  for (auto& f : oracle::judge_position_relation(g, ev.runs, thresholds(setup), &inputs))
+  for (auto& f : oracle::judge_position_relation(g, ev.runs, thresholds(setup), &inputs, wider))
     ev.findings.push_back(std::move(f));
   Lowerings lowering;  // the wider model's sessions now
   attach_lowering(ev.findings, from, lowering, setup, workers);

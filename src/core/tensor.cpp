@@ -130,4 +130,18 @@ std::vector<int64_t> strides_of(const Shape& shape) {
   return s;
 }
 
+Tensor slab(const Tensor& t, size_t axis, int64_t from, int64_t n) {
+  const Tensor x = t.to(DType::F64);
+  Shape shape = x.shape();
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < shape.size(); ++i) (i < axis ? outer : inner) *= i == axis ? 1 : shape[i];
+  const int64_t length = shape[axis];
+  shape[axis] = n;
+  Tensor out(DType::F64, shape);
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy(x.f64() + (o * length + from) * inner, x.f64() + (o * length + from + n) * inner,
+              out.f64() + o * n * inner);
+  return out;
+}
+
 }  // namespace quorum::core

@@ -93,4 +93,7 @@ class Tensor {
 // Row-major strides of a shape, in elements.
 std::vector<int64_t> strides_of(const Shape& shape);
 
+// The elements [from, from + n) of `t` along `axis` (within its length), in float64.
+Tensor slab(const Tensor& t, size_t axis, int64_t from, int64_t n);
+
 }  // namespace quorum::core

@@ -63,6 +63,16 @@ struct PositionRun : RelationRun {
   int64_t length = 0, position = 0, samples = 0;
 };
 
+// What the position relation's judge needs of the wider model, once for every library: the model, its inputs
+// and the float64 reference's values (its float32 envelope is that model's: fresh values a softmax over the
+// widened axis takes in may make a float32 NaN the float64 limit does not show), and per judged value the axis
+// that holds the widened one and the offset of the model's positions along it.
+struct PositionCase {
+  ir::Graph graph;
+  backends::ValueMap inputs, reference;
+  std::map<std::string, std::pair<size_t, int64_t>> placed;
+};
+
 // One backend's run of one model. NaN/Inf counts only where another library (not the float64
 // reference, which does not overflow where float32 must) ran the same stage clean. Stages that did not run are empty.
 struct BackendRun {
@@ -187,8 +197,10 @@ std::vector<Finding> judge_form_relation(const ir::Graph& g, const std::vector<B
 
 // The position relation (stage PR), whatever rule judges the numbers: each library's positions of the model's
 // values along a longer axis (BackendRun::positioned) against its own pinned run and the float64 reference,
-// node by node as the batch relation; a second run that failed where the pinned run ran is a crash.
+// node by node as the batch relation, within the wider model's float32 envelope at those positions; a second
+// run that failed where the pinned run ran is a crash.
 std::vector<Finding> judge_position_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
-                                             const Thresholds& th, const backends::ValueMap* inputs);
+                                             const Thresholds& th, const backends::ValueMap* inputs,
+                                             const PositionCase& wide);
 
 }  // namespace quorum::oracle

@@ -45,6 +45,9 @@ struct Relation {
   // detail adds after the value.
   std::function<std::string(const BackendRun&, const ir::Node* n)> other, mine;
   std::function<std::string(const BackendRun&)> where;
+  // The envelope of value `o` at the second run's elements, where it is not the model's own (the position
+  // relation's wider model); null: the model's.
+  std::function<const Tensor*(const std::string& o)> envelope;
 };
 
 std::vector<Finding> judge_relation(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
@@ -110,6 +113,7 @@ std::vector<Finding> judge_relation(const ir::Graph& g, const std::vector<Backen
         const Tensor w = detail::rounded_to(want->second, th.dtype);
         const detail::SecondRunVerdict v = detail::judge_second_run(
             a, pin->second, w, detail::node_tolerance(g, n, th.dtype, false), [&]() -> const Tensor* {
+              if (rel.envelope) return rel.envelope(o);
               if (!envelope) envelope = detail::graph_envelope(g, *inputs, ref->values, th.dtype, all);
               const auto ei = envelope->find(o);
               return ei == envelope->end() ? nullptr : &ei->second;
@@ -172,8 +176,26 @@ std::vector<Finding> judge_form_relation(const ir::Graph& g, const std::vector<B
 }
 
 std::vector<Finding> judge_position_relation(const ir::Graph& g, const std::vector<BackendRun>& runs,
-                                             const Thresholds& th, const backends::ValueMap* inputs) {
+                                             const Thresholds& th, const backends::ValueMap* inputs,
+                                             const PositionCase& wide) {
   Relation rel;
+  std::optional<backends::ValueMap> whole;  // the wider model's envelope, made where first asked for
+  std::map<std::string, Tensor> at;         // and at each value's positions of the model
+  rel.envelope = [&](const std::string& o) -> const Tensor* {
+    if (const auto it = at.find(o); it != at.end()) return &it->second;
+    const auto p = wide.placed.find(o);
+    const auto ref = std::find_if(runs.begin(), runs.end(), [](const BackendRun& r) { return r.is_reference; });
+    if (p == wide.placed.end() || ref == runs.end() || !ref->values.count(o)) return nullptr;
+    if (!whole) {
+      std::vector<std::string> all;
+      for (const auto& n : wide.graph.nodes) all.insert(all.end(), n.outputs.begin(), n.outputs.end());
+      whole = detail::graph_envelope(wide.graph, wide.inputs, wide.reference, th.dtype, all);
+    }
+    const auto e = whole->find(o);
+    if (e == whole->end()) return nullptr;
+    const int64_t n = ref->values.at(o).shape()[p->second.first];
+    return &at.emplace(o, core::slab(e->second, p->second.first, p->second.second, n)).first->second;
+  };
   rel.stage = Stage::Position;
   rel.run = [](const BackendRun& r) -> const RelationRun& { return r.positioned; };
   const auto length = [](int64_t n) { return "length-" + std::to_string(n); };
