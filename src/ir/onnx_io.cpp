@@ -370,10 +370,12 @@ class Exporter final : public ops::OnnxExport {
     return name;
   }
 
-  // The node's identity for its choices: what stays when other nodes change.
+  // The node's identity for its choices: what stays when other nodes change. A weight's shape is the model's
+  // own in a relation's wider model too (an LSTM's [4H, F] is no batch of 4: seed 10513).
   uint64_t node_key(const Node& n) const {
     std::string k = n.name + "|" + n.op + "|" + core::to_string(n.attrs);
-    for (const auto& i : n.inputs) k += "|" + form_shape(g_, g_.types.at(i).shape);
+    for (const auto& i : n.inputs)
+      k += "|" + (g_.is_initializer(i) ? core::to_string(g_.types.at(i).shape) : form_shape(g_, g_.types.at(i).shape));
     return fnv(k, seed_);
   }
   size_t choose(const std::string& what, const std::vector<std::string>& alternatives) override {
