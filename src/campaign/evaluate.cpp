@@ -325,6 +325,17 @@ worker::Outcome compile_again(const ir::Graph& g, const std::string& backend, co
   return o;
 }
 
+// A relation's second model `g` run on `w` (compile_again, then the pinned forward pass on `inputs`) into `run`;
+// its values where it ran.
+backends::ValueMap run_again(const ir::Graph& g, const backends::ValueMap& inputs, const std::string& backend,
+                             const Setup& setup, worker::Worker& w, oracle::RelationRun& run) {
+  run.ran = true;
+  run.outcome = compile_again(g, backend, setup, w);
+  backends::ValueMap values;
+  if (run.outcome.ok()) run.outcome = w.forward(inputs, true, values);
+  return values;
+}
+
 // The batch relation (Setup::batch_relation): the model at a wider batch on every library that ran it, its
 // rows of the model's own samples judged (stage BR). Runs after judge_runs: each worker's session becomes the
 // wide model's, whose lowering the relation's findings then carry.
@@ -394,12 +405,9 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
     worker::Worker& w = workers.at(i);
     const auto t0 = std::chrono::steady_clock::now();
     oracle::BatchRun& b = r->batched;
-    b.ran = true;
     b.batch = batch;
     b.position = position;
-    b.outcome = compile_again(wide, r->backend, setup, w);
-    backends::ValueMap values;
-    if (b.outcome.ok()) b.outcome = w.forward(wide_inputs, true, values);
+    const backends::ValueMap values = run_again(wide, wide_inputs, r->backend, setup, w, b);
     t.batched[setup.backends[i].name] += since(t0);
     if (!b.outcome.ok()) continue;
     for (const auto& o : separable) {
@@ -502,14 +510,11 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
     worker::Worker& w = workers.at(i);
     const auto t0 = std::chrono::steady_clock::now();
     oracle::PositionRun& p = r->positioned;
-    p.ran = true;
     p.axis = wc->axis;
     p.length = length;
     p.position = position;
     p.samples = n0;
-    p.outcome = compile_again(wc->graph, r->backend, setup, w);
-    backends::ValueMap values;
-    if (p.outcome.ok()) p.outcome = w.forward(wc->inputs, true, values);
+    const backends::ValueMap values = run_again(wc->graph, wc->inputs, r->backend, setup, w, p);
     t.positioned[setup.backends[i].name] += since(t0);
     if (!p.outcome.ok()) continue;
     for (const auto& [o, j] : judged) {
