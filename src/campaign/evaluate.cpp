@@ -215,12 +215,14 @@ std::optional<ir::Graph> valid_prefix(const ir::Graph& g) {
 }
 
 // The model `g` with axis `axis` of the graph inputs of the first input's rank that have its length there
-// widened to `size`, the model's values (`inputs`) at `position` and fresh ones (from `fresh`) around them;
+// widened to `size`, the model's values (`inputs`) at `position` and fresh ones (from `fresh`, edge values at
+// `edge_rate`) around them;
 // nullopt where a shape rule refuses, or with `prefix`, the longest valid run of its first nodes
 // (valid_prefix: a convolution before the dense layer its flattened width feeds). Along the batch, the
 // operators that spell it out follow (OpSpec::widen_batch).
 std::optional<WideCase> widen(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup,
-                              size_t axis, int64_t size, int64_t position, core::Rng& fresh, bool prefix) {
+                              size_t axis, int64_t size, int64_t position, core::Rng& fresh, bool prefix,
+                              double edge_rate) {
   const core::Shape& first = g.inputs[0].type.shape;
   WideCase w;
   w.axis = static_cast<int>(axis);
@@ -249,7 +251,7 @@ std::optional<WideCase> widen(const ir::Graph& g, const backends::ValueMap& inpu
     if (!p) return std::nullopt;
     w.graph = std::move(*p);
   }
-  data::complete_inputs(w.graph, w.inputs, fresh);
+  data::complete_inputs(w.graph, w.inputs, fresh, edge_rate);
   w.fresh = rounded(w.inputs, setup.dtype);
   for (auto& [name, v] : w.inputs) {
     const auto own = inputs.find(name);
@@ -274,7 +276,7 @@ std::optional<WideCase> wide_case(const ir::Graph& g, const backends::ValueMap& 
   core::Rng fresh = rng.derive("fresh samples");
   int64_t size = setup.batch_relation.batch, position = setup.batch_relation.position;
   if (size <= 0 && !draw_wider(g.inputs[0].type.shape[0], rng, size, position)) return std::nullopt;
-  return widen(g, inputs, setup, 0, size, position, fresh, false);
+  return widen(g, inputs, setup, 0, size, position, fresh, false, data::kEdgeRate);
 }
 
 std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::ValueMap& inputs, const Setup& setup) {
@@ -285,7 +287,7 @@ std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::Valu
   core::Rng fresh = rng.derive("fresh values");
   if (fixed.length > 0) {
     if (fixed.axis < 1 || static_cast<size_t>(fixed.axis) >= first.size()) return std::nullopt;
-    return widen(g, inputs, setup, static_cast<size_t>(fixed.axis), fixed.length, fixed.position, fresh, true);
+    return widen(g, inputs, setup, static_cast<size_t>(fixed.axis), fixed.length, fixed.position, fresh, true, 0);
   }
   // The last axis half the time (the one vector loops run along), else any; the others in turn where the drawn
   // one is tied to its length.
@@ -296,7 +298,7 @@ std::optional<WideCase> positioned_case(const ir::Graph& g, const backends::Valu
     const size_t axis = 1 + (start - 1 + k) % (rank - 1);
     int64_t size = 0, position = 0;
     if (!draw_wider(first[axis], rng, size, position)) continue;
-    if (auto w = widen(g, inputs, setup, axis, size, position, fresh, true)) return w;
+    if (auto w = widen(g, inputs, setup, axis, size, position, fresh, true, 0)) return w;
   }
   return std::nullopt;
 }

@@ -66,7 +66,9 @@ struct Setup {
   // The position relation (--position_relation on, stage PR): after the pinned runs, one axis other than the
   // batch of the first graph input (the last one half the time; N positions) is widened, in every graph input
   // of its rank that has N there, to a length drawn as the batch relation draws batches, the model's own values
-  // at a drawn offset and fresh values around them; each library that ran the model runs it again so, and
+  // at a drawn offset and fresh values around them (plain uniform draws without edge values: the model's own
+  // values carry those; a fresh infinity a softmax over the widened axis takes in would make float32's NaN
+  // where the float64 limit equals the model's run, seed 10531); each library that ran the model runs it again so, and
   // oracle::judge_position_relation judges its positions of the model's values wherever the float64 reference
   // shows them decided by those values alone (a convolution's border, which reads the fresh neighbours, is not).
   // Where a shape rule ties the axis to its length (a dense head's features, a reshape's shape), the wider
