@@ -35,14 +35,19 @@ backends::ValueMap rounded(const backends::ValueMap& m, core::DType dtype) {
 
 
 // The float64 reference on the same rounded inputs and weights, in-process.
+// `g` with its weights as the libraries hold them: rounded to the run's dtype, in float64 for the reference.
+ir::Graph with_weights_rounded(ir::Graph g, core::DType dtype) {
+  for (auto& [name, w] : g.initializers) w = w.to(dtype).to(core::DType::F64);
+  return g;
+}
+
 oracle::BackendRun reference_run(const ModelCase& m, const Setup& setup, const backends::ValueMap& inputs,
                                  const core::Tensor& target) {
   const bool want_train = setup.mode != Mode::Infer;
   oracle::BackendRun r;
   r.backend = "ref";
   r.is_reference = true;
-  ir::Graph g = m.graph;
-  for (auto& [name, w] : g.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+  const ir::Graph g = with_weights_rounded(m.graph, setup.dtype);
   if (want_train) {
     ref::TrainResult tr = ref::train(g, inputs, target, ref::LossSpec{setup.loss, {}});
     r.trained = true;
@@ -355,8 +360,7 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   // every row NaN, the model's rows then equal its run's NaN by chance).
   backends::ValueMap reference, without;
   try {
-    ir::Graph rg = wide;
-    for (auto& [name, w] : rg.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+    const ir::Graph rg = with_weights_rounded(wide, setup.dtype);
     const auto t0 = std::chrono::steady_clock::now();
     reference = ref::forward(rg, wide_inputs);
     without = ref::forward(rg, wc->fresh);
@@ -440,8 +444,7 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
   const std::optional<WideCase> wc = positioned_case(g, inputs, setup);
   if (!wc) return;
   const int64_t n0 = wc->samples, length = wc->batch, position = wc->position;
-  oracle::PositionCase wider{wc->graph, wc->inputs, {}, {}};
-  for (auto& [name, w] : wider.graph.initializers) w = w.to(setup.dtype).to(core::DType::F64);
+  oracle::PositionCase wider{with_weights_rounded(wc->graph, setup.dtype), wc->inputs, {}, {}};
   backends::ValueMap& reference = wider.reference;
   try {
     const auto t0 = std::chrono::steady_clock::now();
