@@ -72,8 +72,7 @@ int cmd_worker(const Options& o) {
 int run_on_backends(const ir::Graph& g, const ref::ValueMap& inputs, const core::Tensor* target, const Options& o) {
   campaign::Setup setup;
   setup.backends = campaign::parse_backends(o.backends);
-  setup.dtype = core::dtype_from_string(o.dtype);
-  if (setup.dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
+  setup.dtype = compute_dtype(o);
   setup.threads = static_cast<int>(o.threads);
   setup.limits = limits_of(o);
   setup.mode = target ? campaign::Mode::Both : campaign::Mode::Infer;

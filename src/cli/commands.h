@@ -44,6 +44,9 @@ int cmd_grist(const Options& o);
 worker::Limits limits_of(const Options& o);
 // --ops / --skip_ops into the generator options (UserError for an operator not in the catalogue).
 void restrict_ops(const Options& o, gen::GenOptions& opt);
+// --dtype: the precision the libraries compute in (float32 or float64; int8, quantized models, computes
+// their float parts in float32); UserError naming the choices otherwise. `quantized`: whether it is int8.
+core::DType compute_dtype(const Options& o, bool* quantized = nullptr);
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
 // `campaign`: the campaign it is for (a learning generator, mcts, reads its coverage: generators.h).
 campaign::ModelFactory model_factory(const Options& o, campaign::CampaignOptions* campaign = nullptr);

@@ -184,8 +184,11 @@ campaign::Setup setup_of(const Options& o) {
   campaign::Setup setup;
   setup.backends = campaign::parse_backends(o.backends.empty() ? "torch,onednn" : o.backends);
   setup.mode = campaign::mode_from_string(o.mode);
-  setup.dtype = core::dtype_from_string(o.dtype);
-  if (setup.dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
+  bool quantized = false;
+  setup.dtype = compute_dtype(o, &quantized);
+  if (quantized && setup.mode == campaign::Mode::Train)
+    throw UserError("--dtype int8: quantized models run inference only (--mode infer)");
+  if (quantized) setup.mode = campaign::Mode::Infer;  // both: the inference half
   setup.threads = static_cast<int>(o.threads);
   setup.loss = o.loss.empty() ? "mse_loss" : o.loss;
   if (!ops::op(setup.loss).is_loss) throw UserError("--loss: operator '" + setup.loss + "' is not a loss");

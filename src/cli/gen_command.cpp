@@ -92,6 +92,7 @@ int cmd_gen(const Options& o) {
   opt.invalid_params = o.invalid_params;
   opt.mutation_rate = o.mutation_rate;
   restrict_ops(o, opt);
+  compute_dtype(o, &opt.quantized);
   if (o.invalid_params && o.generator != "zoo")
     throw UserError("gen: --invalid_params applies to the zoo generator only");
   if (!o.model.empty()) {

@@ -33,6 +33,14 @@ void restrict_ops(const Options& o, gen::GenOptions& opt) {
                               "' is not a catalogue operator (quorum ops lists them)");
 }
 
+core::DType compute_dtype(const Options& o, bool* quantized) {
+  if (quantized) *quantized = o.dtype == "int8";
+  if (o.dtype == "int8") return core::DType::F32;
+  if (o.dtype != "float32" && o.dtype != "f32" && o.dtype != "float64" && o.dtype != "f64")
+    throw core::UserError("--dtype: expected float32, float64 or int8 (quantized models), got '" + o.dtype + "'");
+  return core::dtype_from_string(o.dtype);
+}
+
 search::CoverageOptions coverage_options(const Options& o) {
   search::CoverageOptions c;
   search::parse_weights(o.olc_weights, c);
@@ -63,6 +71,7 @@ campaign::ModelFactory model_factory(const Options& o, campaign::CampaignOptions
   opt.mutation_rate = o.mutation_rate;
   restrict_ops(o, opt);
   mcts_options(o, opt);
+  compute_dtype(o, &opt.quantized);
   opt.seed = o.seed;  // gen --index: the campaign's; a campaign tells its own (CampaignOptions::on_seed)
   campaign::DrawOptions draw;
   draw.backend_share = o.backend_share;

@@ -159,8 +159,7 @@ int cmd_grist(const Options& o) {
   if (library) {
     setup.backends = campaign::parse_backends(o.backends);
     setup.mode = o.given.count("mode") ? campaign::mode_from_string(o.mode) : campaign::Mode::Infer;
-    setup.dtype = core::dtype_from_string(o.dtype);
-    if (setup.dtype == core::DType::I64) throw UserError("--dtype: libraries compute in float32 or float64");
+    setup.dtype = compute_dtype(o);
     setup.thresholds.dtype = setup.dtype;
     setup.limits = limits_of(o);
     setup.known = std::make_shared<const oracle::Ledger>(oracle::load_ledgers(oracle::default_ledger_dir()));

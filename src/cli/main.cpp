@@ -248,7 +248,7 @@ const std::vector<Command>& commands() {
        "generate models (JSON) with a named generator; with --seed S --index I: campaign model I, inputs, target",
        {"generator", "count", "seed", "out", "max_nodes", "dataset", "invalid_params", "mutation_rate", "model",
         "index", "loss", "ops", "skip_ops", "olc_weights", "n_maxspc", "mcts_visits", "mcts_depth", "backends",
-        "backend_share", "muffin_epoch", "timeout", "memory"},
+        "backend_share", "muffin_epoch", "timeout", "memory", "dtype"},
        cmd_gen},
       {"fuzz",
        "fuzz --backends LIST --time 10m|--models N | fuzz --generator zoo --trained DIR --backends LIST [--models N]",

@@ -19,6 +19,9 @@ std::string descr_of(DType d) {
     case DType::F32: return "<f4";
     case DType::F64: return "<f8";
     case DType::I64: return "<i8";
+    case DType::I8: return "|i1";
+    case DType::U8: return "|u1";
+    case DType::I32: return "<i4";
   }
   return "";
 }
@@ -93,9 +96,15 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   // Byte order: '<' little-endian, '>' big-endian (swapped on read), '=' native.
   const char order = descr.empty() ? '?' : descr[0];
   const std::string kind = descr.size() > 1 ? descr.substr(1) : "";
-  if ((order != '<' && order != '>' && order != '=') || (kind != "f4" && kind != "f8" && kind != "i8"))
-    throw UserError(what + ": unsupported npy dtype '" + descr + "' (expected f4, f8 or i8, either byte order)");
-  const DType dtype = kind == "f4" ? DType::F32 : kind == "f8" ? DType::F64 : DType::I64;
+  static const std::pair<const char*, DType> kKinds[] = {{"f4", DType::F32}, {"f8", DType::F64}, {"i8", DType::I64},
+                                                        {"i1", DType::I8},  {"u1", DType::U8},  {"i4", DType::I32}};
+  const auto* known =
+      std::find_if(std::begin(kKinds), std::end(kKinds), [&](const auto& k) { return kind == k.first; });
+  const bool one_byte = known != std::end(kKinds) && dtype_size(known->second) == 1;  // numpy writes '|' for them
+  if ((order != '<' && order != '>' && order != '=' && !(order == '|' && one_byte)) || known == std::end(kKinds))
+    throw UserError(what + ": unsupported npy dtype '" + descr +
+                    "' (expected f4, f8, i8, i4, i1 or u1, either byte order)");
+  const DType dtype = known->second;
   const std::string fortran = header_field(header, "fortran_order", what);
   if (fortran != "False" && fortran != "True") throw UserError(what + ": malformed npy fortran_order " + fortran);
   std::string shape_text = header_field(header, "shape", what);

@@ -1,6 +1,7 @@
 // Tensor storage and conversions.
 #include "core/tensor.h"
 
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
@@ -32,6 +33,9 @@ std::string to_string(DType dtype) {
     case DType::F32: return "float32";
     case DType::F64: return "float64";
     case DType::I64: return "int64";
+    case DType::I8: return "int8";
+    case DType::U8: return "uint8";
+    case DType::I32: return "int32";
   }
   return "?";
 }
@@ -40,7 +44,26 @@ DType dtype_from_string(const std::string& s) {
   if (s == "float32" || s == "f32") return DType::F32;
   if (s == "float64" || s == "f64") return DType::F64;
   if (s == "int64" || s == "i64") return DType::I64;
-  throw UserError("unknown dtype '" + s + "' (expected float32, float64 or int64)");
+  if (s == "int8" || s == "i8") return DType::I8;
+  if (s == "uint8" || s == "u8") return DType::U8;
+  if (s == "int32" || s == "i32") return DType::I32;
+  throw UserError("unknown dtype '" + s + "' (expected float32, float64, int64, int8, uint8 or int32)");
+}
+
+std::pair<double, double> dtype_range(DType dtype) {
+  switch (dtype) {
+    case DType::I8: return {-128, 127};
+    case DType::U8: return {0, 255};
+    case DType::I32: return {-2147483648.0, 2147483647.0};
+    case DType::I64: return {-0x1p63, 0x1p63 - 1024};
+    default: return {-HUGE_VAL, HUGE_VAL};
+  }
+}
+
+bool representable(DType dtype, double v) {
+  if (is_float(dtype)) return true;
+  const auto [lo, hi] = dtype_range(dtype);
+  return v == std::nearbyint(v) && v >= lo && v <= hi;
 }
 
 std::string to_string(const TensorType& t) { return to_string(t.dtype) + to_string(t.shape); }

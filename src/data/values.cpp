@@ -78,14 +78,16 @@ ops::Interval input_range(double lo, double hi, double edge_rate) {
   return r;
 }
 
-Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng) {
-  return gen ? ops::fill_input({core::DType::F64, shape}, *gen, rng) : random_with_edges(shape, rng);
+Tensor input_value(const core::TensorType& type, const ops::InputGen* gen, core::Rng& rng) {
+  if (!core::is_float(type.dtype)) return ops::fill_input(type, ops::InputGen{}, rng);  // integers of its type
+  return gen ? ops::fill_input({core::DType::F64, type.shape}, *gen, rng) : random_with_edges(type.shape, rng);
 }
 
 void complete_inputs(const ir::Graph& g, ref::ValueMap& inputs, core::Rng& rng, double edge_rate) {
   for (const auto& in : g.inputs) {
     if (inputs.count(in.name)) continue;
-    inputs.emplace(in.name, random_with_edges(in.type.shape, rng, -1.0, 1.0, edge_rate));
+    if (!core::is_float(in.type.dtype)) inputs.emplace(in.name, ops::fill_input(in.type, ops::InputGen{}, rng));
+    else inputs.emplace(in.name, random_with_edges(in.type.shape, rng, -1.0, 1.0, edge_rate));
   }
 }
 

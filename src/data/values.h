@@ -32,8 +32,9 @@ Tensor random_with_edges(const Shape& shape, core::Rng& rng, double lo = -1.0, d
 ops::Interval input_range(double lo = -1.0, double hi = 1.0, double edge_rate = kEdgeRate);
 
 // One graph input's value: drawn as the operator case's InputGen asks (a unit model's operand
-// ranges, one-hot, probabilities) when `gen` is given, else random_with_edges.
-Tensor input_value(const Shape& shape, const ops::InputGen* gen, core::Rng& rng);
+// ranges, one-hot, probabilities) when `gen` is given, else random_with_edges; a quantized input:
+// integers over its type's range.
+Tensor input_value(const core::TensorType& type, const ops::InputGen* gen, core::Rng& rng);
 
 // Draws every graph input `inputs` lacks (random_with_edges, in graph-input order); `edge_rate` 0
 // gives plain uniform values for checks that want a smooth neighbourhood (finite differences) or

@@ -29,6 +29,8 @@ struct Model {
   // The layer types the generator chose by name, each with how often (Muffin: its fitness counts'
   // increments), so a campaign can sum them over its models (GenOptions::layer_counts).
   std::map<std::string, int64_t> picks;
+  // Quantize the model once its weights and batch are drawn (GenOptions::quantized; gen/quantize.h).
+  bool quantize = false;
 };
 
 // Draws every pending weight with ops::init_param (in creation order) in the dtype its ParamSpec

@@ -8,6 +8,7 @@
 
 #include "data/values.h"
 #include "gen/generators.h"
+#include "gen/quantize.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
 
@@ -62,6 +63,30 @@ class Restricted : public Generator {
   GenOptions opt_;
 };
 
+// --dtype int8: the inner generator's models, marked to be quantized once drawn (finish_model). Their
+// operators are the inner generator's and the quantized ones that replace them.
+class Quantizing : public Generator {
+ public:
+  explicit Quantizing(std::unique_ptr<Generator> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  std::vector<std::string> operators() const override {
+    std::vector<std::string> v = inner_->operators();
+    for (const ops::OpSpec* s : ops::catalogue().all())
+      if (s->is_quantized && std::find(v.begin(), v.end(), s->name) == v.end()) v.push_back(s->name);
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+  Model generate(uint64_t index, core::Rng& rng) override {
+    Model m = inner_->generate(index, rng);
+    m.quantize = true;
+    return m;
+  }
+  void outcome(uint64_t index, bool success) override { inner_->outcome(index, success); }
+
+ private:
+  std::unique_ptr<Generator> inner_;
+};
+
 }  // namespace
 
 std::unique_ptr<Generator> make_unrestricted(const GenOptions& opt, const data::Source& source) {
@@ -84,6 +109,7 @@ std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Sou
         throw core::UserError(std::string(list == &opt.only_ops ? "--ops" : "--skip_ops") + ": '" + op +
                               "' is not a catalogue operator (quorum ops lists them)");
   if (auto g = make_unrestricted(opt, source)) {
+    if (opt.quantized) g = std::make_unique<Quantizing>(std::move(g));
     if (opt.only_ops.empty() && opt.skip_ops.empty()) return g;
     return std::make_unique<Restricted>(std::move(g), opt);
   }
@@ -122,8 +148,9 @@ Generated finish_model(Model m, core::Rng& model_rng, const data::Source& source
   out.invalid_by_design = m.invalid_by_design;
   out.note = m.note;
   const std::vector<ops::InputGen> gens = m.input_gen;
+  const bool quantize = m.quantize;
   out.graph = materialize(std::move(m), wr);
-  const ir::Graph& g = out.graph;
+  ir::Graph& g = out.graph;
   if (g.inputs.size() == 1 && out.data.source == source.name() && g.inputs[0].type.shape == out.data.input) {
     data::Batch b = source.batch(out.data, dr);
     out.inputs.emplace(g.inputs[0].name, std::move(b.input));
@@ -134,7 +161,15 @@ Generated finish_model(Model m, core::Rng& model_rng, const data::Source& source
   } else {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const auto& in = g.inputs[i];
-      out.inputs.emplace(in.name, data::input_value(in.type.shape, i < gens.size() ? &gens[i] : nullptr, dr));
+      out.inputs.emplace(in.name, data::input_value(in.type, i < gens.size() ? &gens[i] : nullptr, dr));
+    }
+  }
+  if (quantize) {
+    core::Rng qr = model_rng.derive("quantize");
+    try {
+      quantize_model(g, out.inputs, qr);
+    } catch (const std::exception& e) {  // a model the reference cannot run stays float; check_model says why
+      out.note += (out.note.empty() ? "" : "; ") + std::string("not quantized: ") + e.what();
     }
   }
   return out;

@@ -42,7 +42,7 @@ inline int fitness_pick(const std::vector<int64_t>& counts, const std::vector<bo
   return last;  // the last candidate also absorbs rounding at the end of the range
 }
 
-// Names of the non-loss catalogue operators a random-architecture generator may place.
+// The catalogue operators a random-architecture generator may place: neither losses nor quantized ones.
 std::vector<const ops::OpSpec*> layer_operators();
 
 }  // namespace quorum::gen

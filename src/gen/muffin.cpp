@@ -99,7 +99,7 @@ class Muffin : public Generator {
 std::vector<const ops::OpSpec*> layer_operators() {
   std::vector<const ops::OpSpec*> v;
   for (const ops::OpSpec* s : ops::catalogue().all())
-    if (!s->is_loss) v.push_back(s);
+    if (!s->is_loss && !s->is_quantized) v.push_back(s);
   return v;
 }
 

@@ -420,7 +420,7 @@ std::unique_ptr<Generator> make_mutate(const GenOptions& opt, const data::Source
 void mutate_weights(ir::Graph& g, core::Rng& rng, double rate) {
   std::vector<std::string> names;
   for (const auto& [name, w] : g.initializers)
-    if (w.dtype() != core::DType::I64 && w.numel() > 0) names.push_back(name);
+    if (core::is_float(w.dtype()) && w.numel() > 0) names.push_back(name);
   if (names.empty()) return;
   std::vector<bool> pick(names.size());
   bool any = false;

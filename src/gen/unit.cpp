@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "gen/generators.h"
+#include "ops/quant_util.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {
@@ -37,11 +38,23 @@ bool fits(const ops::OpSpec& spec, const std::vector<TensorType>& in, Attrs& a) 
   }
 }
 
+// A quantized operand of a unit model: the float input quantized to `type` by a quantize_linear whose scale
+// and zero point are drawn; `gen` (the input's value range, when it has one) then spans the type's range
+// and a little more, so both ends saturate now and then.
+Vid quantize_input(Builder& b, Vid x, core::DType type, ops::InputGen* gen, core::Rng& rng) {
+  const std::string t = type == core::DType::U8 ? "uint8" : "int8";
+  const double scale = ops::draw_scale(rng);
+  const int64_t zp = ops::draw_zero_point(rng, t);
+  const auto [lo, hi] = core::dtype_range(type);
+  if (gen) *gen = ops::InputGen{(lo - 8 - static_cast<double>(zp)) * scale, (hi + 8 - static_cast<double>(zp)) * scale};
+  return b.add("quantize_linear", {x}, {{"scale", scale}, {"zero_point", zp}, {"to", t}});
+}
+
 class Unit : public Generator {
  public:
   Unit(const GenOptions& opt, const data::Source& source) : opt_(opt), source_(source) {
     for (const ops::OpSpec* s : ops::catalogue().all())
-      if (op_allowed(opt, s->name)) ops_.push_back(s);  // --ops / --skip_ops
+      if (op_allowed(opt, s->name) && s->is_quantized == opt.quantized) ops_.push_back(s);  // --ops / --skip_ops
     if (ops_.empty()) throw core::UserError("unit: --ops/--skip_ops leave no operator");
   }
 
@@ -72,7 +85,11 @@ class Unit : public Generator {
       attrs[changed.back()] = base.at(changed.back());
       changed.pop_back();
     }
-    for (auto& t : c.inputs) t.dtype = core::DType::F32;
+    std::vector<core::DType> quantized;  // per data input: its int8/uint8 type, made by a quantize_linear
+    for (auto& t : c.inputs) {
+      quantized.push_back(t.dtype);
+      t.dtype = core::DType::F32;
+    }
 
     Builder b(rng, opt_.limits);
     b.set_guard_probability(0);  // the operator alone, as its sampler meant its inputs
@@ -87,6 +104,11 @@ class Unit : public Generator {
       d = source_.spec(rng, data::Want::Any);
       const Vid x = b.input(d.input);
       for (const auto& t : c.inputs) in.push_back(b.to_shape(x, t.shape));
+    }
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!core::is_quantized(quantized[i])) continue;
+      if (source_.name() == "random" && gens.size() <= i) gens.resize(i + 1);  // InputGen{} for the others
+      in[i] = quantize_input(b, in[i], quantized[i], i < gens.size() ? &gens[i] : nullptr, rng);
     }
     Vid y = b.add(spec.name, in, attrs);
     if (!spec.is_loss && d.task != data::Task::None) y = b.head(y, d);

@@ -16,13 +16,16 @@ SingleNode single_node_graph(const ops::OpSpec& spec, ops::Case c, core::Rng& rn
   n.attrs = c.attrs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const std::string name = "in" + std::to_string(i);
-    g.inputs.push_back({name, {dtype, c.inputs[i].shape}});
-    s.inputs.emplace(name, m.inputs[i].to(dtype).to(core::DType::F64));
+    // Quantized inputs keep their integer type; the others take the run's.
+    const core::DType t = core::is_float(c.inputs[i].dtype) ? dtype : c.inputs[i].dtype;
+    g.inputs.push_back({name, {t, c.inputs[i].shape}});
+    s.inputs.emplace(name, m.inputs[i].to(t).to(core::DType::F64));
     n.inputs.push_back(name);
   }
   for (size_t p = 0; p < m.sig.params.size(); ++p) {
     const std::string name = spec.name + "." + m.sig.params[p].name;
-    g.initializers.emplace(name, m.inputs[c.inputs.size() + p].to(dtype));
+    const core::DType t = m.sig.params[p].type.dtype;
+    g.initializers.emplace(name, m.inputs[c.inputs.size() + p].to(core::is_float(t) ? dtype : t));
     n.inputs.push_back(name);
   }
   for (size_t o = 0; o < m.sig.outputs.size(); ++o) {

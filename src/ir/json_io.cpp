@@ -152,7 +152,12 @@ Graph graph_from_json(const std::string& text, const std::string& where, const V
       if (static_cast<int64_t>(data.size()) != tensor.numel())
         r.fail(ctx, "has " + std::to_string(data.size()) + " values, shape " + core::to_string(t.shape) + " needs " +
                         std::to_string(tensor.numel()));
-      for (size_t i = 0; i < data.size(); ++i) tensor.set(static_cast<int64_t>(i), r.num(data[i], ctx));
+      for (size_t i = 0; i < data.size(); ++i) {
+        const double v = r.num(data[i], ctx);
+        if (!core::representable(t.dtype, v))
+          r.fail(ctx, "value " + data[i].dump() + " is not a " + core::to_string(t.dtype) + " value");
+        tensor.set(static_cast<int64_t>(i), v);
+      }
       if (g.initializers.count(name)) r.fail("", "initializer '" + name + "' is defined twice");
       g.initializers.emplace(name, std::move(tensor));
     }
@@ -205,6 +210,7 @@ std::string graph_to_json(const Graph& g) {
     json data = json::array();
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (t.dtype() == core::DType::I64) data.push_back(t.i64()[i]);
+      else if (!core::is_float(t.dtype())) data.push_back(static_cast<int64_t>(t.get(i)));
       else if (t.dtype() == core::DType::F32) data.push_back(number(shortest_f32(t.f32()[i])));
       else data.push_back(number(t.f64()[i]));
     }

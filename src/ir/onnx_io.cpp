@@ -38,6 +38,9 @@ int32_t onnx_elem_type(DType d) {
     case DType::F32: return onnx::TensorProto::FLOAT;
     case DType::F64: return onnx::TensorProto::DOUBLE;
     case DType::I64: return onnx::TensorProto::INT64;
+    case DType::I8: return onnx::TensorProto::INT8;
+    case DType::U8: return onnx::TensorProto::UINT8;
+    case DType::I32: return onnx::TensorProto::INT32;
   }
   return onnx::TensorProto::UNDEFINED;
 }
@@ -47,6 +50,9 @@ bool dtype_of_elem(int32_t t, DType& d) {
     case onnx::TensorProto::FLOAT: d = DType::F32; return true;
     case onnx::TensorProto::DOUBLE: d = DType::F64; return true;
     case onnx::TensorProto::INT64: d = DType::I64; return true;
+    case onnx::TensorProto::INT8: d = DType::I8; return true;
+    case onnx::TensorProto::UINT8: d = DType::U8; return true;
+    case onnx::TensorProto::INT32: d = DType::I32; return true;
     default: return false;
   }
 }
@@ -120,9 +126,18 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
       }
       return t;
     }
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8: {  // quantized values: raw bytes, or one per int32_data entry
+      check_count(p.int32_data_size(), 1);
+      Tensor t(p.data_type() == onnx::TensorProto::INT8 ? DType::I8 : DType::U8, shape);
+      if (raw && n > 0) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
+      else
+        for (int64_t i = 0; i < n; ++i) t.set(i, p.int32_data(static_cast<int>(i)));
+      return t;
+    }
     default:
       throw UserError(what + " has data type " + elem_type_name(p.data_type()) +
-                      " (supported: FLOAT, DOUBLE, INT64, INT32)");
+                      " (supported: FLOAT, DOUBLE, INT64, INT32, INT8, UINT8)");
   }
 }
 
@@ -693,7 +708,7 @@ class Importer final : public ops::OnnxImport {
   }
   bool is_const(const std::string& v, double want, double tol) const {
     auto it = consts_.find(v);
-    if (it == consts_.end() || it->second.numel() != 1 || it->second.dtype() == DType::I64) return false;
+    if (it == consts_.end() || it->second.numel() != 1 || !core::is_float(it->second.dtype())) return false;
     return std::abs(it->second.get(0) - want) <= tol;
   }
   // The other input of a two-input node, if one of its inputs is `v`.

@@ -9,6 +9,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
+#include "ops/quant_util.h"
 #include "ops/registry.h"
 
 namespace quorum::ops {
@@ -418,6 +419,84 @@ OpSpec make_conv_transpose2d() {
 
 // ---- ONNX mapping
 
+// ---- qlinear_conv2d: ONNX QLinearConv, per tensor ------------------------------------------------
+
+// y = saturate(round_half_even((sum (x - x_zp)(w - w_zp) + bias) * x_scale w_scale / y_scale) + y_zp): the
+// convolution of the zero-point-shifted operands (padding holds x_zp, so its shifted value is 0), an int32
+// bias in units of x_scale * w_scale, one requantization.
+OpSpec make_qlinear_conv2d() {
+  OpSpec s;
+  s.name = "qlinear_conv2d";
+  s.family = "quant";
+  s.is_quantized = true;
+  s.doc = "ONNX QLinearConv over 2 spatial dims, per-tensor scales: y = saturate(round_half_even((sum (x - x_zp)"
+          "(w - w_zp) + bias) * x_scale * w_scale / y_scale) + y_zp); weight [out_channels, C/group, kH, kW] int8 "
+          "or uint8, optional int32 bias";
+  s.attrs = common_attrs(2);
+  s.attrs.push_back(enum_attr("auto_pad", "NOTSET", kAutoPadModes, {"SAME", "same", ""}, "as conv2d's"));
+  for (const char* p : {"x_", "w_", "y_"})
+    for (auto& a : quant_attrs(p)) s.attrs.push_back(a);
+  s.attrs.push_back(quant_type_attr("w_type"));
+  s.attrs.push_back(quant_type_attr("to"));
+  s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
+    QUORUM_REQUIRE(core::is_quantized(in[0].dtype),
+                   "qlinear_conv2d takes an int8 or uint8 input, got " + core::to_string(in[0].dtype));
+    const DType w = quant_dtype(a, "w_type"), to = quant_dtype(a, "to");
+    check_zero_point(a, "x_zero_point", in[0].dtype);
+    check_zero_point(a, "w_zero_point", w);
+    check_zero_point(a, "y_zero_point", to);
+    const ConvGeom g = conv_geometry("qlinear_conv2d", in[0], a, 2, false);
+    Signature sig;
+    sig.outputs = {TensorType{to, g.out_shape()}};
+    sig.params = {ParamSpec{"weight", TensorType{w, g.weight_shape()}, Init::Normal}};
+    if (g.has_bias) sig.params.push_back(ParamSpec{"bias", TensorType{DType::I32, {g.out_ch}}, Init::Zeros});
+    return sig;
+  };
+  s.forward = [](const Inputs& in, const Attrs& a) {
+    const ConvGeom g = conv_geometry("qlinear_conv2d", in[0]->type(), a, 2, false);
+    const double xzp = static_cast<double>(core::attr_i(a, "x_zero_point"));
+    const double wzp = static_cast<double>(core::attr_i(a, "w_zero_point"));
+    Tensor x = map1(*in[0], [xzp](double v) { return v - xzp; }), w = map1(*in[1], [wzp](double v) { return v - wzp; });
+    Tensor acc(DType::F64, g.out_shape());  // exact: integer sums far below 2^53
+    for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) { acc.f64()[yi] += x.f64()[xi] * w.f64()[wi]; });
+    const int64_t out_n = core::numel(g.out_sp);
+    const double m =
+        requant_multiplier(quant_scale(a, "x_scale"), quant_scale(a, "w_scale"), quant_scale(a, "y_scale"));
+    const double yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
+    const DType to = quant_dtype(a, "to");
+    for (int64_t i = 0; i < acc.numel(); ++i) {
+      const double sum = acc.f64()[i] + (g.has_bias ? in[2]->f64()[(i / out_n) % g.out_ch] : 0.0);
+      acc.f64()[i] = requantize(stored(stored(sum) * m), yzp, to);
+    }
+    return std::vector<Tensor>{acc};
+  };
+  s.tol_f32 = {0, 0};
+  s.tol_f64 = {0, 0};
+  s.range = [](const std::vector<Interval>&, const std::vector<TensorType>&, const Attrs& a) {
+    const auto [lo, hi] = core::dtype_range(quant_dtype(a, "to"));
+    return std::vector<Interval>{{lo, hi}};
+  };
+  s.tags = {"quantized", "nondifferentiable"};
+  s.sample = [conv = make_conv(2).sample](core::Rng& rng) {
+    Case c = conv(rng);
+    const std::string xt = rng.bernoulli(0.5) ? "int8" : "uint8", wt = rng.bernoulli(0.7) ? "int8" : "uint8";
+    const std::string to = rng.bernoulli(0.8) ? xt : xt == "int8" ? "uint8" : "int8";  // tools keep the type
+    c.inputs[0].dtype = xt == "int8" ? DType::I8 : DType::U8;
+    const double xs = draw_scale(rng), ws = draw_scale(rng);
+    int64_t terms = c.inputs[0].shape[1] / core::attr_i(c.attrs, "group");
+    for (int64_t k : core::attr_ints(c.attrs, "kernel_shape")) terms *= k;
+    // The output scale near the accumulator's typical size, so the result neither always saturates nor rounds to 0.
+    const double ys = static_cast<float>(xs * ws * 64 * std::sqrt(static_cast<double>(terms)) *
+                                         std::exp2(static_cast<double>(rng.randint(-3, 3))));
+    c.attrs["x_scale"] = xs, c.attrs["x_zero_point"] = draw_zero_point(rng, xt);
+    c.attrs["w_scale"] = ws, c.attrs["w_zero_point"] = draw_zero_point(rng, wt), c.attrs["w_type"] = wt;
+    c.attrs["y_scale"] = ys, c.attrs["y_zero_point"] = draw_zero_point(rng, to), c.attrs["to"] = to;
+    c.gen.clear();
+    return c;
+  };
+  return s;
+}
+
 bool all_equal(const std::vector<int64_t>& v, int64_t x) {
   return std::all_of(v.begin(), v.end(), [x](int64_t y) { return y == x; });
 }
@@ -488,6 +567,53 @@ void import_conv_transpose(OnnxImport& m) {
   m.emit_final("conv_transpose2d", m.inputs(), a);
 }
 
+// Forms as export_conv's; the scales and zero points are constant inputs.
+void export_qlinear_conv(OnnxExport& e) {
+  const DType w = quant_dtype(e.attrs(), "w_type"), to = quant_dtype(e.attrs(), "to");
+  std::vector<std::string> ins = {e.in(0), scale_constant(e, e.af("x_scale"), "x_scale"),
+                                  zero_point_constant(e, e.ai("x_zero_point"), e.dtype(), "x_zero_point"), e.in(1),
+                                  scale_constant(e, e.af("w_scale"), "w_scale"),
+                                  zero_point_constant(e, e.ai("w_zero_point"), w, "w_zero_point"),
+                                  scale_constant(e, e.af("y_scale"), "y_scale"),
+                                  zero_point_constant(e, e.ai("y_zero_point"), to, "y_zero_point")};
+  if (e.ai("bias")) ins.push_back(e.in(2));
+  const bool minimal = e.choose2("attrs", "all", "minimal");
+  OnnxNode& p = e.final_node("QLinearConv", ins);
+  auto put = [&](const char* k, int64_t def) {
+    if (!minimal || !all_equal(e.aints(k), def)) p.set_ints(k, e.aints(k));
+  };
+  if (!minimal) p.set_ints("kernel_shape", e.aints("kernel_shape"));
+  put("strides", 1);
+  put("dilations", 1);
+  if (!minimal || e.ai("group") != 1) p.set_i("group", e.ai("group"));
+  if (e.as("auto_pad") == "NOTSET") put("pads", 0);
+  else p.set_s("auto_pad", e.as("auto_pad"));
+}
+
+void import_qlinear_conv(OnnxImport& m) {
+  const Shape w = m.type_of(m.in(3)).shape;
+  if (w.size() != 4) m.fail("only 2 spatial dims are in the catalogue (qlinear_conv2d)");
+  Attrs a;
+  conv_common(m, a);
+  if (!m.has("kernel_shape")) a["kernel_shape"] = std::vector<int64_t>(w.begin() + 2, w.end());
+  a["out_channels"] = w[0];
+  a["auto_pad"] = m.gets("auto_pad", "NOTSET");
+  if (core::attr_s(a, "auto_pad") != "NOTSET") a.erase("pads");
+  const auto [xs, xzp, xt] = import_quant_params(m, 1, "x");
+  const auto [ws, wzp, wt] = import_quant_params(m, 4, "w");
+  const auto [ys, yzp, yt] = import_quant_params(m, 6, "y");
+  a["x_scale"] = xs, a["x_zero_point"] = xzp, a["w_scale"] = ws, a["w_zero_point"] = wzp;
+  a["w_type"] = core::to_string(wt);
+  a["y_scale"] = ys, a["y_zero_point"] = yzp, a["to"] = core::to_string(yt);
+  std::vector<std::string> ins = {m.in(0), m.in(3)};
+  a["bias"] = int64_t{m.present(8) ? 1 : 0};
+  if (m.present(8)) {  // an int32 initializer reads as int64; the catalogue's bias is int32
+    core::Tensor b = m.need_constant(8, "bias").to(DType::I32);
+    ins.push_back(m.new_initializer("bias", b));
+  }
+  m.emit_final("qlinear_conv2d", ins, a);
+}
+
 }  // namespace
 
 void register_conv(Registry& r) {
@@ -501,6 +627,10 @@ void register_conv(Registry& r) {
   t.onnx_export = export_conv;
   t.onnx_import = {{{"ConvTranspose"}, import_conv_transpose}};
   r.add(std::move(t));
+  OpSpec q = make_qlinear_conv2d();
+  q.onnx_export = export_qlinear_conv;
+  q.onnx_import = {{{"QLinearConv"}, import_qlinear_conv}};
+  r.add(std::move(q));
 }
 
 }  // namespace quorum::ops

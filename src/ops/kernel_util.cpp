@@ -130,7 +130,7 @@ double random_float(core::Rng& rng, double lo, double hi, int digits) {
 DType common_float_dtype(const std::vector<TensorType>& in) {
   QUORUM_CHECK(!in.empty(), "no inputs");
   for (const auto& t : in) {
-    QUORUM_REQUIRE(t.dtype != DType::I64, "input must be floating point, got int64");
+    QUORUM_REQUIRE(core::is_float(t.dtype), "input must be floating point, got " + core::to_string(t.dtype));
     QUORUM_REQUIRE(t.dtype == in[0].dtype,
                    "inputs mix " + core::to_string(in[0].dtype) + " and " + core::to_string(t.dtype));
   }

@@ -9,6 +9,12 @@ Tensor fill_input(const TensorType& t, const InputGen& gen, core::Rng& rng) {
   Tensor x(DType::F64, t.shape);
   double* p = x.f64();
   const int64_t n = x.numel();
+  if (core::is_quantized(t.dtype)) {  // a quantized value: integers over the dtype's whole range
+    const auto [lo, hi] = core::dtype_range(t.dtype);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<double>(rng.randint(static_cast<int64_t>(lo), static_cast<int64_t>(hi)));
+    return x;
+  }
   if (gen.fill == Fill::Uniform) {
     for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(gen.lo, gen.hi);
     return x;
@@ -34,6 +40,12 @@ Tensor init_param(const ParamSpec& ps, core::Rng& rng) {
   int64_t fan_in = 1;
   for (size_t i = 1; i < ps.type.shape.size(); ++i) fan_in *= ps.type.shape[i];
   const double scale = std::sqrt(2.0 / static_cast<double>(std::max<int64_t>(fan_in, 1)));
+  if (!core::is_float(ps.type.dtype)) {  // quantized weights over their range; an int32 bias of a few thousand
+    const auto [lo, hi] = core::dtype_range(ps.type.dtype);
+    const auto a = static_cast<int64_t>(std::max(lo, -4096.0)), b = static_cast<int64_t>(std::min(hi, 4096.0));
+    for (int64_t i = 0; i < w.numel(); ++i) p[i] = static_cast<double>(rng.randint(a, b));
+    return w;
+  }
   for (int64_t i = 0; i < w.numel(); ++i) {
     switch (ps.init) {
       case Init::Normal: p[i] = rng.normal(0.0, scale); break;

@@ -278,6 +278,9 @@ struct OpSpec {
   };
   std::vector<OnnxImportEntry> onnx_import;
   bool is_loss = false;
+  // A quantized operator (int8/uint8 values, ops/quant_util.h): drawn only into quantized models
+  // (gen::quantize), never by the float generators.
+  bool is_quantized = false;
   // "activation", "reshaping", "vulnerable", "pool", ...; "squares": computes sums of squares of its
   // operands (variances, squared errors), so a float32 computation overflows once an operand
   // exceeds sqrt(FLT_MAX / reduction length) although the result fits.

@@ -57,6 +57,7 @@ const Registry& catalogue() {
     register_resize(r);
     register_rnn(r);
     register_loss(r);
+    register_quant(r);
     return r;
   }();
   return reg;

@@ -40,5 +40,6 @@ void register_shape(Registry& r);
 void register_resize(Registry& r);
 void register_rnn(Registry& r);
 void register_loss(Registry& r);
+void register_quant(Registry& r);
 
 }  // namespace quorum::ops

@@ -39,7 +39,7 @@ const std::vector<std::string>& operator_types() {
   static const std::vector<std::string> types = [] {
     std::vector<std::string> v;
     for (const ops::OpSpec* s : ops::catalogue().all())
-      if (!s->is_loss) v.push_back(s->name);
+      if (!s->is_loss && !s->is_quantized) v.push_back(s->name);
     std::sort(v.begin(), v.end());
     return v;
   }();

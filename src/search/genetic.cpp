@@ -98,8 +98,6 @@ std::string met_text(const std::vector<Met>& met) {
 
 namespace {
 
-bool is_float(core::DType d) { return d == core::DType::F32 || d == core::DType::F64; }
-
 // The noise scale of a segment: `scale` times the median |value| of its finite values (robust to the
 // edge values random inputs carry), at least 1e-3.
 double segment_scale(const Tensor& t, double scale) {
@@ -136,11 +134,11 @@ Layout layout_of(const ir::Graph& g, const Candidate& seed, Level level, double 
   if (level != Level::Weights)
     for (const auto& in : g.inputs) {
       auto it = seed.inputs.find(in.name);
-      if (it != seed.inputs.end() && is_float(in.type.dtype)) add(false, in.name, it->second);
+      if (it != seed.inputs.end() && core::is_float(in.type.dtype)) add(false, in.name, it->second);
     }
   if (level != Level::Input)
     for (const auto& [name, t] : g.initializers) {
-      if (!is_float(t.dtype())) continue;
+      if (!core::is_float(t.dtype())) continue;
       auto it = seed.weights.find(name);
       add(true, name, it != seed.weights.end() ? it->second : t);
     }

@@ -132,7 +132,7 @@ std::string Reader::str() {
 core::TensorType Reader::type() {
   core::TensorType t;
   const uint8_t d = u8();
-  if (d > 2) malformed("dtype");
+  if (d > static_cast<uint8_t>(core::DType::I32)) malformed("dtype");
   t.dtype = static_cast<core::DType>(d);
   const uint32_t rank = u32();
   if (rank > 16) malformed("rank");

@@ -310,8 +310,8 @@ Support supports(const ir::Graph& g, const ir::Node& n) {
   for (const auto* names : {&n.inputs, &n.outputs})
     for (const auto& v : *names) {
       const core::TensorType& t = g.types.at(v);
-      if (t.dtype == core::DType::I64)
-        return Support::no("this backend maps float32 tensors only; value '" + v + "' is int64");
+      if (!core::is_float(t.dtype))
+        return Support::no("this backend maps float32 tensors only; value '" + v + "' is " + core::to_string(t.dtype));
       if (t.shape.size() > max_rank(n.op))
         return Support::no("ArmNN 20.08 maps rank <= " + std::to_string(max_rank(n.op)) + " for '" + n.op +
                            "' (its layers assert on more); value '" + v + "' has rank " +

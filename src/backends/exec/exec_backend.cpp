@@ -48,7 +48,7 @@ class ExecBackend : public Backend {
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
     if (cfg_.argv.empty()) throw ConversionError(kNeedProgram);
-    if (opt.dtype == core::DType::I64) throw ConversionError("exec: models compute in float32 or float64");
+    if (!core::is_float(opt.dtype)) throw ConversionError("exec: models compute in float32 or float64");
     ir::Graph typed = in_dtype(g, opt.dtype);
     const ir::OnnxForm form = onnx_form(cfg_, typed);
     std::string bytes = onnx_for_library(typed, form);

@@ -48,12 +48,12 @@ std::vector<std::string> onnx_outputs(const ir::Graph& g, size_t& real) {
 
 ir::Graph in_dtype(ir::Graph g, core::DType dtype) {
   auto convert = [&](core::TensorType& t) {
-    if (t.dtype != core::DType::I64) t.dtype = dtype;
+    if (core::is_float(t.dtype)) t.dtype = dtype;
   };
   for (auto& in : g.inputs) convert(in.type);
   for (auto& [name, t] : g.types) convert(t);
   for (auto& [name, w] : g.initializers)
-    if (w.dtype() != core::DType::I64 && w.dtype() != dtype) w = w.to(dtype);
+    if (core::is_float(w.dtype()) && w.dtype() != dtype) w = w.to(dtype);
   return g;
 }
 

@@ -239,6 +239,21 @@ void tanh_inf_as_nan(ref::Overrides& ov) {
   };
 }
 
+// A quantized product whose output zero point is added twice (once by the requantization, once more when
+// storing), saturated to the output type.
+void qlinear_zero_point_twice(ref::Overrides& ov) {
+  for (const char* name : {"qlinear_conv2d", "qlinear_matmul"}) {
+    const ops::OpSpec& spec = ops::op(name);
+    ov.forward[name] = [&spec](const Inputs& in, const Attrs& a) {
+      std::vector<Tensor> y = spec.forward(in, a);
+      const auto [lo, hi] = core::dtype_range(core::attr_s(a, "to") == "uint8" ? core::DType::U8 : core::DType::I8);
+      const auto zp = static_cast<double>(core::attr_i(a, "y_zero_point"));
+      for (int64_t i = 0; i < y[0].numel(); ++i) y[0].f64()[i] = std::clamp(y[0].f64()[i] + zp, lo, hi);
+      return y;
+    };
+  }
+}
+
 }  // namespace
 
 const std::vector<NumericFault>& numeric_faults() {
@@ -261,6 +276,7 @@ const std::vector<NumericFault>& numeric_faults() {
       {"gelu-tanh-as-exact", "gelu with approximate = tanh computes the exact erf form", "FC"},
       {"exp-overflow-early", "exp returns +inf for operands in (20, 88.72], where float32 is finite", "FC"},
       {"tanh-inf-as-nan", "tanh of an infinite operand is NaN (inf / inf), where the limit is ±1", "FC"},
+      {"qlinear-zero-point-twice", "a quantized convolution or matmul adds its output zero point twice", "FC"},
   };
   return f;
 }
@@ -278,6 +294,7 @@ ref::Overrides numeric_overrides(const std::set<std::string>& names) {
     else if (n == "transpose-grad-as-reshape") transpose_grad_as_reshape(ov);
     else if (n == "loss-grad-x2") ov.loss_grad_scale = 2.0;
     else if (n == "relu-nan-to-zero") relu_nan_to_zero(ov);
+    else if (n == "qlinear-zero-point-twice") qlinear_zero_point_twice(ov);
     else if (n == "elu-alpha-ignored") with_attrs(ov, {"elu"}, elu_alpha_ignored);
     else if (n == "leaky-relu-big-alpha-halved") with_attrs(ov, {"leaky_relu"}, leaky_relu_big_alpha_halved);
     else if (n == "softmax-axis0-on-last") with_attrs(ov, {"softmax"}, softmax_axis0_on_last);

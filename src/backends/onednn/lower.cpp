@@ -378,8 +378,9 @@ Dims inverse_transpose_strides(const Shape& x, const core::Attrs& a) {
 
 Support node_support(const ir::Graph& g, const ir::Node& n) {
   for (const auto& v : n.inputs)
-    if (g.types.count(v) && g.types.at(v).dtype == core::DType::I64)
-      return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is int64");
+    if (g.types.count(v) && !core::is_float(g.types.at(v).dtype))
+      return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is " +
+                         core::to_string(g.types.at(v).dtype));
   if (is_resize(n.op)) return resize_support(n, g.types.at(n.inputs[0]).shape, g.types.at(n.outputs[0]).shape);
   if (is_rnn(n.op) && ops::rnn_directions(n.attrs) == 2)
     return Support::no("Quorum lowers oneDNN's unidirectional RNN primitives (left2right, right2left); "

@@ -29,14 +29,23 @@ namespace {
 constexpr double kTimeLimit = 20;  // seconds per model; below the supervisor's --timeout (60)
 
 // What ORT 1.30's CPU kernels refuse on purpose, with their own words.
-Support declared_refusal(const ir::Node& n) {
-  if (n.op == "conv1d" || n.op == "conv2d" || n.op == "conv3d") {
+Support declared_refusal(const ir::Graph& g, const ir::Node& n) {
+  if (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") {
+    const core::DType x = g.types.at(n.inputs[0]).dtype;
+    if (x == core::DType::I8 && core::attr_s(n.attrs, "w_type") == "uint8")
+      return Support::no("ORT 1.30 has no QLinearConv or QLinearMatMul kernel for an int8 input with uint8 weights "
+                         "('Could not find an implementation for QLinearConv(10)' at load)");
+    if (core::to_string(x) != core::attr_s(n.attrs, "to"))
+      return Support::no("ORT 1.30's QLinearConv and QLinearMatMul kernels give the input's type (uint8 or int8): "
+                         "another output type has no implementation at load");
+  }
+  if (n.op == "conv1d" || n.op == "conv2d" || n.op == "conv3d" || n.op == "qlinear_conv2d") {
     const std::string& pad = core::attr_s(n.attrs, "auto_pad");
     const auto& d = core::attr_ints(n.attrs, "dilations");
     if ((pad == "SAME_UPPER" || pad == "SAME_LOWER") &&
         std::any_of(d.begin(), d.end(), [](int64_t v) { return v != 1; }))
       return Support::no(
-          "ORT 1.30's Conv: 'Dilation not supported for AutoPadType::SAME_UPPER or "
+          "ORT 1.30's Conv and QLinearConv: 'Dilation not supported for AutoPadType::SAME_UPPER or "
           "AutoPadType::SAME_LOWER' (a run-time error for any dilation other than 1)");
   }
   if (n.op == "lrn" && core::attr_i(n.attrs, "size") % 2 == 0)
@@ -139,12 +148,12 @@ class OrtBackend : public Backend {
   // by the agreement test); what it lacks (a kernel for an operator, or for a type) the runner answers
   // as unsupported, naming the ONNX operator, and the campaign learns it.
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
-    if (Support s = declared_refusal(n); !s.ok) return s;
+    if (Support s = declared_refusal(g, n); !s.ok) return s;
     return exec::exporter_support(g, n, onnx_form(g, variant_).opset);
   }
 
   std::unique_ptr<Session> compile(const ir::Graph& g, const CompileOptions& opt) override {
-    if (opt.dtype == core::DType::I64) throw ConversionError("ort: models compute in float32 or float64");
+    if (!core::is_float(opt.dtype)) throw ConversionError("ort: models compute in float32 or float64");
     Variant v = variant_;
     if (opt.optimized) v.level = "all";
     ir::Graph typed = exec::in_dtype(g, opt.dtype);

@@ -55,6 +55,14 @@ std::string js_array(const core::Tensor& t, std::string* ort_type = nullptr) {
       data = t.i64();
       bytes = 8 * t.numel();
       break;
+    case core::DType::I8:
+    case core::DType::U8:
+    case core::DType::I32:
+      array = t.dtype() == core::DType::I8 ? "Int8Array" : t.dtype() == core::DType::U8 ? "Uint8Array" : "Int32Array";
+      type = t.dtype() == core::DType::I8 ? "int8" : t.dtype() == core::DType::U8 ? "uint8" : "int32";
+      data = t.raw();
+      bytes = t.nbytes();
+      break;
   }
   if (ort_type) *ort_type = type;
   return std::string("typed(") + array + ", '" + base64(data, bytes) + "')";

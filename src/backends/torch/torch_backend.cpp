@@ -39,6 +39,9 @@ at::ScalarType scalar_type(core::DType d) {
     case core::DType::F32: return at::kFloat;
     case core::DType::F64: return at::kDouble;
     case core::DType::I64: return at::kLong;
+    case core::DType::I8: return at::kChar;
+    case core::DType::U8: return at::kByte;
+    case core::DType::I32: return at::kInt;
   }
   return at::kDouble;
 }

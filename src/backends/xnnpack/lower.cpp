@@ -208,8 +208,8 @@ const std::map<std::string, std::string>& missing_reasons() {
 Support supports(const ir::Graph& g, const ir::Node& n) {
   for (const auto& v : n.inputs) {
     const core::TensorType& t = g.types.at(v);
-    if (t.dtype == core::DType::I64)
-      return Support::no("XNNPACK float32 operators cannot take int64 input '" + v + "'");
+    if (!core::is_float(t.dtype))
+      return Support::no("XNNPACK float32 operators cannot take " + core::to_string(t.dtype) + " input '" + v + "'");
     if (t.shape.size() > kMaxRank)
       return Support::no("XNNPACK tensors have at most 6 dims, '" + v + "' has " + std::to_string(t.shape.size()));
   }

@@ -1,0 +1,241 @@
+// Quantized operators (ONNX's linear quantization): QuantizeLinear, DequantizeLinear and
+// QLinearMatMul with a constant right operand. The quantized convolution (qlinear_conv2d) lives in
+// conv.cpp beside the convolution it shares its geometry with; the requantization rule both use is
+// in quant_util.h. Values are int8 or uint8 (the output's type is the `to` attribute, ONNX's zero
+// point type); scales are float32 and zero points integers of the value's type, given as
+// attributes and written to ONNX as constant inputs. The float64 kernels are exact: integer sums,
+// one rounding half to even, saturation; a float32 implementation's division or multiplier is
+// marked stored, so a library whose float32 arithmetic lands on the other side of a tie is inside
+// the spread.
+#include <cfloat>
+#include <cmath>
+
+#include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
+#include "ops/quant_util.h"
+#include "ops/registry.h"
+
+namespace quorum::ops {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// y = saturate(round(x / scale) + zero_point)
+OpSpec make_quantize() {
+  OpSpec s;
+  s.name = "quantize_linear";
+  s.family = "quant";
+  s.is_quantized = true;
+  s.doc = "ONNX QuantizeLinear, per tensor: y = saturate(round_half_even(x / scale) + zero_point) in int8 or uint8";
+  s.attrs = quant_attrs("");
+  s.attrs.push_back(quant_type_attr("to"));
+  s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
+    QUORUM_REQUIRE(core::is_float(in[0].dtype),
+                   "quantize_linear quantizes a float input, got " + core::to_string(in[0].dtype));
+    const DType to = quant_dtype(a, "to");
+    check_zero_point(a, "zero_point", to);
+    return Signature{{TensorType{to, in[0].shape}}, {}};
+  };
+  s.forward = [](const Inputs& in, const Attrs& a) {
+    const DType to = quant_dtype(a, "to");
+    const double scale = quant_scale(a, "scale"), zp = static_cast<double>(core::attr_i(a, "zero_point"));
+    Tensor y(DType::F64, in[0]->shape());
+    for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] = requantize(stored(in[0]->f64()[i] / scale), zp, to);
+    return std::vector<Tensor>{y};
+  };
+  s.tol_f32 = {0, 0};
+  s.tol_f64 = {0, 0};
+  s.range = [](const std::vector<Interval>&, const std::vector<TensorType>&, const Attrs& a) {
+    const auto [lo, hi] = core::dtype_range(quant_dtype(a, "to"));
+    return std::vector<Interval>{{lo, hi}};
+  };
+  s.tags = {"quantized", "nondifferentiable"};
+  s.sample = [](core::Rng& rng) {
+    Case c;
+    c.inputs = {f64t(random_shape(rng, static_cast<int>(rng.randint(1, 4)), 1, 5))};
+    const std::string to = rng.bernoulli(0.5) ? "int8" : "uint8";
+    const double scale = draw_scale(rng);
+    c.attrs = {{"scale", scale}, {"zero_point", draw_zero_point(rng, to)}, {"to", to}};
+    // Wide enough to saturate at both ends, with ties (x / scale = k + 0.5) when scale is a power of two.
+    c.gen = {InputGen{-300 * scale, 300 * scale}};
+    return c;
+  };
+  s.onnx_export = [](OnnxExport& e) {
+    if (e.dtype() != DType::F32) e.refuse("QuantizeLinear quantizes float32 values");
+    const DType to = quant_dtype(e.attrs(), "to");
+    e.final_node("QuantizeLinear", {e.in(0), scale_constant(e, e.af("scale"), "scale"),
+                                    zero_point_constant(e, e.ai("zero_point"), to, "zero_point")});
+  };
+  s.onnx_import = {{{"QuantizeLinear"}, [](OnnxImport& m) {
+                      const auto [scale, zp, to] = import_quant_params(m, 1, "y");
+                      m.emit_final("quantize_linear", {m.in(0)},
+                                   {{"scale", scale}, {"zero_point", zp}, {"to", core::to_string(to)}});
+                    }}};
+  return s;
+}
+
+// y = (x - zero_point) * scale, float32
+OpSpec make_dequantize() {
+  OpSpec s;
+  s.name = "dequantize_linear";
+  s.family = "quant";
+  s.is_quantized = true;
+  s.doc = "ONNX DequantizeLinear, per tensor: y = (x - zero_point) * scale, from int8 or uint8 to float32";
+  s.attrs = quant_attrs("");
+  s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
+    QUORUM_REQUIRE(core::is_quantized(in[0].dtype),
+                   "dequantize_linear takes an int8 or uint8 input, got " + core::to_string(in[0].dtype));
+    check_zero_point(a, "zero_point", in[0].dtype);
+    return Signature{{TensorType{DType::F32, in[0].shape}}, {}};
+  };
+  s.forward = [](const Inputs& in, const Attrs& a) {
+    const double scale = quant_scale(a, "scale"), zp = static_cast<double>(core::attr_i(a, "zero_point"));
+    Tensor y(DType::F64, in[0]->shape());
+    for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] = (in[0]->f64()[i] - zp) * scale;
+    return std::vector<Tensor>{y};
+  };
+  s.tol_f32 = {0, 1e-7};
+  s.range = [](const std::vector<Interval>& in, const std::vector<TensorType>&, const Attrs& a) {
+    const double scale = quant_scale(a, "scale"), zp = static_cast<double>(core::attr_i(a, "zero_point"));
+    return std::vector<Interval>{{(in[0].lo - zp) * scale, (in[0].hi - zp) * scale}};
+  };
+  s.tags = {"quantized", "nondifferentiable"};
+  s.sample = [](core::Rng& rng) {
+    Case c;
+    const std::string type = rng.bernoulli(0.5) ? "int8" : "uint8";
+    c.inputs = {TensorType{type == "int8" ? DType::I8 : DType::U8,
+                           random_shape(rng, static_cast<int>(rng.randint(1, 4)), 1, 5)}};
+    c.attrs = {{"scale", draw_scale(rng)}, {"zero_point", draw_zero_point(rng, type)}};
+    return c;
+  };
+  s.onnx_export = [](OnnxExport& e) {
+    e.final_node("DequantizeLinear", {e.in(0), scale_constant(e, e.af("scale"), "scale"),
+                                      zero_point_constant(e, e.ai("zero_point"), e.dtype(), "zero_point")});
+  };
+  s.onnx_import = {{{"DequantizeLinear"}, [](OnnxImport& m) {
+                      const auto [scale, zp, type] = import_quant_params(m, 1, "x");
+                      if (type != m.type_of(m.in(0)).dtype) m.fail("the zero point's type differs from the input's");
+                      m.emit_final("dequantize_linear", {m.in(0)}, {{"scale", scale}, {"zero_point", zp}});
+                    }}};
+  return s;
+}
+
+// QLinearMatMul with a constant weight [K, units]: y = requantize(sum_k (a - a_zp)(w - w_zp), a_scale w_scale /
+// y_scale)
+OpSpec make_qlinear_matmul() {
+  OpSpec s;
+  s.name = "qlinear_matmul";
+  s.family = "quant";
+  s.is_quantized = true;
+  s.doc =
+      "ONNX QLinearMatMul of a quantized input [..., K] and a quantized constant weight [K, units]: "
+      "y = saturate(round_half_even(sum (a - a_zp)(w - w_zp) * a_scale * w_scale / y_scale) + y_zp)";
+  s.attrs = {int_attr("units", 1, 1, kInf, {AttrValue(int64_t{0})}, "output features (the weight's columns)")};
+  for (const char* p : {"a_", "w_", "y_"})
+    for (auto& a : quant_attrs(p)) s.attrs.push_back(a);
+  s.attrs.push_back(quant_type_attr("w_type"));
+  s.attrs.push_back(quant_type_attr("to"));
+  s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
+    const TensorType& x = in[0];
+    QUORUM_REQUIRE(core::is_quantized(x.dtype),
+                   "qlinear_matmul takes an int8 or uint8 input, got " + core::to_string(x.dtype));
+    QUORUM_REQUIRE(x.shape.size() >= 2,
+                   "qlinear_matmul expects an input of rank >= 2 [..., M, K], got " + core::to_string(x.shape));
+    const DType w = quant_dtype(a, "w_type"), to = quant_dtype(a, "to");
+    check_zero_point(a, "a_zero_point", x.dtype);
+    check_zero_point(a, "w_zero_point", w);
+    check_zero_point(a, "y_zero_point", to);
+    const int64_t units = core::attr_i(a, "units");
+    QUORUM_REQUIRE(units >= 1, "units must be >= 1, got " + str(units));
+    Shape y = x.shape;
+    y.back() = units;
+    Signature sig;
+    sig.outputs = {TensorType{to, y}};
+    sig.params = {ParamSpec{"weight", TensorType{w, {x.shape.back(), units}}, Init::Normal}};
+    return sig;
+  };
+  s.forward = [](const Inputs& in, const Attrs& a) {
+    const int64_t k = in[0]->shape().back(), units = core::attr_i(a, "units");
+    const int64_t rows = in[0]->numel() / std::max<int64_t>(k, 1);
+    Shape ys = in[0]->shape();
+    ys.back() = units;
+    Tensor y(DType::F64, ys);
+    const double azp = static_cast<double>(core::attr_i(a, "a_zero_point"));
+    const double wzp = static_cast<double>(core::attr_i(a, "w_zero_point"));
+    const double yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
+    const double m =
+        requant_multiplier(quant_scale(a, "a_scale"), quant_scale(a, "w_scale"), quant_scale(a, "y_scale"));
+    const DType to = quant_dtype(a, "to");
+    const double* x = in[0]->f64();
+    const double* w = in[1]->f64();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t u = 0; u < units; ++u) {
+        double acc = 0;  // exact: |terms| <= 255^2, far fewer than 2^37 of them
+        for (int64_t i = 0; i < k; ++i) acc += (x[r * k + i] - azp) * (w[i * units + u] - wzp);
+        y.f64()[r * units + u] = requantize(stored(stored(acc) * m), yzp, to);
+      }
+    return std::vector<Tensor>{y};
+  };
+  s.tol_f32 = {0, 0};
+  s.tol_f64 = {0, 0};
+  s.range = [](const std::vector<Interval>&, const std::vector<TensorType>&, const Attrs& a) {
+    const auto [lo, hi] = core::dtype_range(quant_dtype(a, "to"));
+    return std::vector<Interval>{{lo, hi}};
+  };
+  s.tags = {"quantized", "nondifferentiable"};
+  s.sample = [](core::Rng& rng) {
+    Case c;
+    const std::string at = rng.bernoulli(0.5) ? "int8" : "uint8", wt = rng.bernoulli(0.7) ? "int8" : "uint8";
+    const std::string to = rng.bernoulli(0.8) ? at : at == "int8" ? "uint8" : "int8";  // tools keep the type
+    Shape x = random_shape(rng, static_cast<int>(rng.randint(1, 2)), 1, 3);
+    x.push_back(rng.randint(1, 16));
+    c.inputs = {TensorType{at == "int8" ? DType::I8 : DType::U8, x}};
+    const double as = draw_scale(rng), ws = draw_scale(rng);
+    // The output scale near the accumulator's typical size, so the result neither always saturates nor rounds to 0.
+    const double ys = static_cast<float>(as * ws * 64 * std::sqrt(static_cast<double>(x.back())) *
+                                         std::exp2(static_cast<double>(rng.randint(-3, 3))));
+    c.attrs = {{"units", rng.randint(1, 6)},
+               {"a_scale", as},
+               {"a_zero_point", draw_zero_point(rng, at)},
+               {"w_scale", ws},
+               {"w_zero_point", draw_zero_point(rng, wt)},
+               {"w_type", wt},
+               {"y_scale", ys},
+               {"y_zero_point", draw_zero_point(rng, to)},
+               {"to", to}};
+    return c;
+  };
+  s.onnx_export = [](OnnxExport& e) {
+    const DType w = quant_dtype(e.attrs(), "w_type"), to = quant_dtype(e.attrs(), "to");
+    e.final_node("QLinearMatMul", {e.in(0), scale_constant(e, e.af("a_scale"), "a_scale"),
+                                   zero_point_constant(e, e.ai("a_zero_point"), e.dtype(), "a_zero_point"), e.in(1),
+                                   scale_constant(e, e.af("w_scale"), "w_scale"),
+                                   zero_point_constant(e, e.ai("w_zero_point"), w, "w_zero_point"),
+                                   scale_constant(e, e.af("y_scale"), "y_scale"),
+                                   zero_point_constant(e, e.ai("y_zero_point"), to, "y_zero_point")});
+  };
+  s.onnx_import = {{{"QLinearMatMul"}, [](OnnxImport& m) {
+                      const Shape w = m.type_of(m.in(3)).shape;
+                      if (w.size() != 2 || !m.constant(3))
+                        m.fail("the right operand must be a constant matrix [K, N] (qlinear_matmul's weight)");
+                      Attrs a = {{"units", w[1]}};
+                      const auto [as, azp, at] = import_quant_params(m, 1, "a");
+                      const auto [ws, wzp, wt] = import_quant_params(m, 4, "b");
+                      const auto [ys, yzp, yt] = import_quant_params(m, 6, "y");
+                      a["a_scale"] = as, a["a_zero_point"] = azp, a["w_scale"] = ws, a["w_zero_point"] = wzp;
+                      a["y_scale"] = ys, a["y_zero_point"] = yzp;
+                      a["w_type"] = core::to_string(wt), a["to"] = core::to_string(yt);
+                      m.emit_final("qlinear_matmul", {m.in(0), m.in(3)}, a);
+                    }}};
+  return s;
+}
+
+}  // namespace
+
+void register_quant(Registry& r) {
+  r.add(make_quantize());
+  r.add(make_dequantize());
+  r.add(make_qlinear_matmul());
+}
+
+}  // namespace quorum::ops

@@ -1,0 +1,86 @@
+// Shared pieces of the quantized operators (quant_util.h).
+#include "ops/quant_util.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/kernel_util.h"
+#include "ops/onnx_map.h"
+
+namespace quorum::ops {
+
+std::vector<AttrSpec> quant_attrs(const std::string& prefix) {
+  return {float_attr(prefix + "scale", 1.0, FLT_MIN, FLT_MAX, {AttrValue(0.0), AttrValue(-1.0)},
+                     "quantization scale (float32, > 0)"),
+          int_attr(prefix + "zero_point", 0, -128, 255, {AttrValue(int64_t{256}), AttrValue(int64_t{-129})},
+                   "zero point, a value of the quantized type")};
+}
+
+AttrSpec quant_type_attr(const std::string& name) {
+  return enum_attr(name, "int8", {"int8", "uint8"}, {"int4", "int16"}, "quantized type");
+}
+
+DType quant_dtype(const Attrs& a, const std::string& name) {
+  return core::attr_s(a, name) == "uint8" ? DType::U8 : DType::I8;
+}
+
+void check_zero_point(const Attrs& a, const std::string& name, DType type) {
+  const int64_t zp = core::attr_i(a, name);
+  QUORUM_REQUIRE(core::representable(type, static_cast<double>(zp)),
+                 name + " " + std::to_string(zp) + " is not a " + core::to_string(type) + " value");
+}
+
+double quant_scale(const Attrs& a, const std::string& name) {
+  return static_cast<double>(static_cast<float>(core::attr_f(a, name)));
+}
+
+double requantize(double r, double zero_point, DType type) {
+  if (std::isnan(r)) return r;
+  const auto [lo, hi] = core::dtype_range(type);
+  return std::clamp(std::nearbyint(r) + zero_point, lo, hi);
+}
+
+double requant_multiplier(double a_scale, double b_scale, double y_scale) {
+  return stored(stored(a_scale * b_scale) / y_scale);
+}
+
+double draw_scale(core::Rng& rng) {
+  if (rng.bernoulli(1.0 / 3)) return std::exp2(static_cast<double>(rng.randint(-10, 0)));
+  return static_cast<float>(std::exp2(rng.uniform(-10, 0)));
+}
+
+int64_t draw_zero_point(core::Rng& rng, const std::string& type) {
+  const int64_t lo = type == "uint8" ? 0 : -128, hi = lo + 255;
+  if (rng.bernoulli(0.25)) return rng.bernoulli(0.5) ? lo : hi;
+  if (rng.bernoulli(0.3)) return type == "uint8" ? 128 : 0;
+  return rng.randint(lo, hi);
+}
+
+std::string scale_constant(OnnxExport& e, double scale, const std::string& what) {
+  core::Tensor t(DType::F32, {});
+  t.set(0, scale);
+  return e.constant(t, what);
+}
+
+std::string zero_point_constant(OnnxExport& e, int64_t zp, DType type, const std::string& what) {
+  core::Tensor t(type, {});
+  t.set(0, static_cast<double>(zp));
+  return e.constant(t, what);
+}
+
+std::tuple<double, int64_t, DType> import_quant_params(OnnxImport& m, int i, const std::string& what) {
+  if (m.has("axis") && m.type_of(m.in(i)).shape.size() > 0 && core::numel(m.type_of(m.in(i)).shape) > 1)
+    m.fail(what + ": per-axis scales are not in the catalogue");
+  const core::Tensor& s = m.need_constant(i, what + "_scale");
+  if (s.numel() != 1)
+    m.fail(what + "_scale must be one value (per tensor), it has shape " + core::to_string(s.shape()));
+  const double scale = s.get(0);
+  if (!m.present(i + 1)) return {scale, 0, DType::U8};
+  const core::Tensor& z = m.need_constant(i + 1, what + "_zero_point");
+  if (z.numel() != 1 || !core::is_quantized(z.dtype())) m.fail(what + "_zero_point must be one int8 or uint8 value");
+  return {scale, static_cast<int64_t>(z.get(0)), z.dtype()};
+}
+
+}  // namespace quorum::ops

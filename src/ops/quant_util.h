@@ -1,0 +1,42 @@
+// What the quantized operators share (quant.cpp, and conv.cpp's qlinear_conv2d): their attributes,
+// ONNX's requantization rule, the draws of scales and zero points, and the scale and zero-point
+// constants of their ONNX nodes.
+#pragma once
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ops/op_spec.h"
+
+namespace quorum::ops {
+
+class OnnxExport;
+class OnnxImport;
+
+// The attributes <prefix>scale (float32, > 0) and <prefix>zero_point (an integer of the value's type).
+std::vector<AttrSpec> quant_attrs(const std::string& prefix);
+// An attribute naming a quantized type: "int8" or "uint8".
+AttrSpec quant_type_attr(const std::string& name);
+DType quant_dtype(const Attrs& a, const std::string& name);
+// Fails (OpError) when the zero point `name` is not a value of `type`.
+void check_zero_point(const Attrs& a, const std::string& name, DType type);
+// The scale `name` as the float32 a library holds.
+double quant_scale(const Attrs& a, const std::string& name);
+// ONNX's requantization of a real value r (already divided by the output scale):
+// saturate(round_half_even(r) + zero_point) in `type`; NaN stays NaN (undefined).
+double requantize(double r, double zero_point, DType type);
+// The multiplier of a quantized product, a_scale * b_scale / y_scale, as float32 implementations
+// form it (two stored roundings).
+double requant_multiplier(double a_scale, double b_scale, double y_scale);
+// Draws: a float32 scale (a power of two a third of the time, so ties x / scale = k + 1/2 occur);
+// a zero point of `type` ("int8"/"uint8"), at its ends a quarter of the time.
+double draw_scale(core::Rng& rng);
+int64_t draw_zero_point(core::Rng& rng, const std::string& type);
+// ONNX constants: a float32 scalar scale, and a zero point of `type`.
+std::string scale_constant(OnnxExport& e, double scale, const std::string& what);
+std::string zero_point_constant(OnnxExport& e, int64_t zp, DType type, const std::string& what);
+// The scale (input i) and zero point (input i + 1, default uint8 0) of an ONNX quantized node, per
+// tensor; `what` names them in a failure.
+std::tuple<double, int64_t, DType> import_quant_params(OnnxImport& m, int i, const std::string& what);
+
+}  // namespace quorum::ops
