@@ -91,7 +91,9 @@ OpSpec make_dequantize() {
   s.forward = [](const Inputs& in, const Attrs& a) {
     const double scale = quant_scale(a, "scale"), zp = static_cast<double>(core::attr_i(a, "zero_point"));
     Tensor y(DType::F64, in[0]->shape());
-    for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] = (in[0]->f64()[i] - zp) * scale;
+    // (x - zp) * scale, exact; a float32 implementation may form x * scale - zp * scale (two roundings,
+    // whose difference cancels when x is near zp): stored marks both.
+    for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] = stored(in[0]->f64()[i] * scale) - stored(zp * scale);
     return std::vector<Tensor>{y};
   };
   s.tol_f32 = {0, 1e-7};

@@ -12,10 +12,14 @@
 namespace quorum::ops {
 
 std::vector<AttrSpec> quant_attrs(const std::string& prefix) {
+  AttrSpec zp = int_attr(prefix + "zero_point", 0, -128, 255, {AttrValue(int64_t{256}), AttrValue(int64_t{-129})},
+                         "zero point, a value of the quantized type");
+  // A weight's zero point other than 0 (asymmetric weights) is its own path in libraries that assume symmetric
+  // weights: a finding's signature says so (w_zero_point="given").
+  if (prefix == "w_") zp = keyed_when_given(zp);
   return {float_attr(prefix + "scale", 1.0, FLT_MIN, FLT_MAX, {AttrValue(0.0), AttrValue(-1.0)},
                      "quantization scale (float32, > 0)"),
-          int_attr(prefix + "zero_point", 0, -128, 255, {AttrValue(int64_t{256}), AttrValue(int64_t{-129})},
-                   "zero point, a value of the quantized type")};
+          zp};
 }
 
 AttrSpec quant_type_attr(const std::string& name) {

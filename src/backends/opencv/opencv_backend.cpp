@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "backends/opencv/opencv_support.h"
+#include "backends/opencv/quantizer_names.h"
 #include "core/error.h"
 #include "ir/onnx_io.h"
 
@@ -66,8 +67,9 @@ std::vector<std::vector<std::pair<std::string, std::string>>> fused_groups(const
 
 class OpencvSession : public Session {
  public:
-  OpencvSession(const ir::Graph& g, cv::dnn::Net net, ir::OnnxExported form, bool optimized)
-      : g_(g), net_(std::move(net)), form_(std::move(form)), optimized_(optimized) {
+  OpencvSession(const ir::Graph& g, cv::dnn::Net net, ir::OnnxExported form, bool optimized,
+                std::map<std::string, std::string> back)
+      : g_(g), net_(std::move(net)), form_(std::move(form)), optimized_(optimized), back_(std::move(back)) {
     for (const auto& n : g_.nodes) {
       if (n.outputs.size() != 1)
         throw ConversionError("node '" + n.name + "' (" + n.op + ") has " + std::to_string(n.outputs.size()) +
@@ -108,7 +110,10 @@ class OpencvSession : public Session {
       throw std::runtime_error("OpenCV returned " + std::to_string(blobs.size()) + " blobs for " +
                                std::to_string(values.size()) + " requested layers");
     ValueMap out;
-    for (size_t i = 0; i < values.size(); ++i) out.emplace(values[i], from_mat(blobs[i], values[i]));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const auto it = back_.find(values[i]);
+      out.emplace(it == back_.end() ? values[i] : it->second, from_mat(blobs[i], values[i]));
+    }
     // What the fusion made of the layers ("fused Convolution+ReLU" on each layer of the group).
     if (optimized_)
       for (const auto& group : fused_groups(net_.dump())) {
@@ -133,6 +138,8 @@ class OpencvSession : public Session {
   // dropped unit axes), so only the element count must agree.
   core::Tensor from_mat(const cv::Mat& m, const std::string& value) const {
     const core::Shape& shape = g_.types.at(value).shape;
+    const core::DType dtype = g_.types.at(value).dtype;
+    if (core::is_quantized(dtype)) return from_int8_mat(m, value, dtype);
     core::Tensor t(core::DType::F32, shape);
     if (m.type() != CV_32F)
       throw std::runtime_error("OpenCV returned '" + value + "' with Mat type " + std::to_string(m.type()) +
@@ -146,12 +153,29 @@ class OpencvSession : public Session {
     return t;
   }
 
+  // A quantized value: OpenCV's int8 layers hold int8 (CV_8S), a uint8 value as u - 128 (its importer shifts
+  // uint8 tensors and zero points into int8), so 128 is added back.
+  core::Tensor from_int8_mat(const cv::Mat& m, const std::string& value, core::DType dtype) const {
+    core::Tensor t(dtype, g_.types.at(value).shape);
+    if (m.type() != CV_8S)
+      throw std::runtime_error("OpenCV returned the quantized '" + value + "' with Mat type " +
+                               std::to_string(m.type()) + ", not CV_8S");
+    if (static_cast<int64_t>(m.total()) != t.numel())
+      throw std::runtime_error("OpenCV returned '" + value + "' with shape " + mat_shape(m) + ", Quorum's shape is " +
+                               core::to_string(t.shape()));
+    const cv::Mat c = m.isContinuous() ? m : m.clone();
+    const double shift = dtype == core::DType::U8 ? 128 : 0;
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, static_cast<double>(c.ptr<int8_t>()[i]) + shift);
+    return t;
+  }
+
   ir::Graph g_;
   cv::dnn::Net net_;
   ir::OnnxExported form_;  // the opset and forms, without the bytes
   std::map<std::string, std::string> layer_of_;  // Quorum value -> OpenCV layer
   bool optimized_ = false;  // compiled for the optimized run (only the graph outputs asked for)
   std::map<std::string, std::string> fused_;  // layer -> "fused TYPE+TYPE..." after an optimized run
+  std::map<std::string, std::string> back_;   // quantizer_names' value names -> the graph's
 };
 
 class OpencvBackend : public Backend {
@@ -186,9 +210,11 @@ class OpencvBackend : public Backend {
     cv::setNumThreads(variant_.threads > 0 ? variant_.threads : std::max(1, opt.threads));
     // The importer logs every refusal before throwing it; the exception carries the same text.
     cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
-    ir::OnnxForm form = onnx_form(g, variant_);
+    std::map<std::string, std::string> back;
+    const ir::Graph named = quantizer_names(g, back);
+    ir::OnnxForm form = onnx_form(named, variant_);
     form.outputs_only = opt.optimized;
-    const std::string bytes = onnx_for_library(g, form);
+    const std::string bytes = onnx_for_library(named, form);
     cv::dnn::Net net;
     try {
       net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
@@ -198,8 +224,8 @@ class OpencvBackend : public Backend {
     if (net.empty()) throw ConversionError("OpenCV's ONNX importer returned an empty network");
     net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
     net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
-    ir::OnnxExported chosen = ir::onnx_forms(g, form);
-    return std::make_unique<OpencvSession>(g, std::move(net), std::move(chosen), opt.optimized);
+    ir::OnnxExported chosen = ir::onnx_forms(named, form);
+    return std::make_unique<OpencvSession>(named, std::move(net), std::move(chosen), opt.optimized, std::move(back));
   }
 
  private:

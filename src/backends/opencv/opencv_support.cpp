@@ -98,7 +98,7 @@ Support form_support(const ir::Node& n, const Variant& v) {
   auto unforced = [&](const std::string& entry) {
     return form_has(n, entry) && std::find(v.forms.begin(), v.forms.end(), entry) == v.forms.end();
   };
-  if (unforced("attrs=minimal") && (n.op.rfind("conv", 0) == 0))
+  if (unforced("attrs=minimal") && (n.op.rfind("conv", 0) == 0 || n.op == "qlinear_conv2d"))
     return Support::no("OpenCV 4.6's importer needs Conv's kernel_shape, which ONNX lets it infer from the weight "
                        "('kernel_size (or kernel_h and kernel_w) not specified' in getKernelSize); exchange form "
                        "attrs=minimal");
@@ -337,6 +337,11 @@ const std::map<std::string, Rule>& rules() {
       return Support::yes();
     };
     m["matmul"] = matmul;
+    // The int8 layers of the importer's quantized path (quantizer naming: the backend's quantizer_names).
+    m["quantize_linear"] = m["dequantize_linear"] = m["qlinear_matmul"] = [](const ir::Graph&, const ir::Node&) {
+      return Support::yes();
+    };
+    m["qlinear_conv2d"] = conv;
     m["batch_norm"] = batch_norm;
     m["reduce_sum"] = reduce_sum;
     m["resize_nearest"] = resize_nearest;
@@ -450,6 +455,12 @@ Support node_support(const ir::Graph& g, const ir::Node& n, const Variant& v) {
       const core::TensorType& t = g.types.at(n.inputs[i]);
       if (t.dtype == core::DType::I64)
         return Support::no("OpenCV DNN blobs here are float32, input '" + n.inputs[i] + "' is int64");
+      const bool graph_input = std::any_of(g.inputs.begin(), g.inputs.end(),
+                                           [&](const ir::ValueInfo& in) { return in.name == n.inputs[i]; });
+      if (graph_input && !core::is_float(t.dtype))
+        return Support::no("OpenCV 4.6's Net::setInput converts a network input to float32: a quantized graph "
+                           "input reaches its int8 layers as float (QLinearConv: 'input.type() == CV_8S' fails) or, "
+                           "uint8, unshifted (DequantizeLinear off by 128 * scale); quantize a float input instead");
       if (t.shape.size() < 2 && !shape_agnostic_ops().count(n.op))
         return Support::no("OpenCV 4.6 blobs have at least 2 dimensions: a rank-" + std::to_string(t.shape.size()) +
                            " input is run as [n, 1], so this layer fails or reads the wrong axis");

@@ -1,6 +1,7 @@
 // Which catalogue nodes OpenCV DNN 4.6 can run once exported to ONNX, and why not. Kept apart
 // from opencv_backend.cpp: it reads only the Quorum graph, never OpenCV headers.
 #pragma once
+#include <map>
 #include <optional>
 
 #include "backends/backend.h"

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backends/opencv/opencv_support.h"
+#include "backends/opencv/quantizer_names.h"
 #include "backends/repro.h"
 #include "core/fileio.h"
 #include "core/npy.h"
@@ -71,8 +72,11 @@ void python_program(const ReproCase& c, const std::string& dir, const std::vecto
       py << "print('every layer requested (no fusion):')\nquorum_check(" << quoted(v) << ", pinned[" << quoted(v)
          << "], np.load(os.path.join(HERE, " << quoted(file) << ")), ATOL, RTOL)\nprint('only the outputs "
          << "requested (OpenCV fuses):')\n";
-    py << "bad += quorum_check(" << quoted(v) << ", blobs[" << quoted(v) << "], np.load(os.path.join(HERE, "
-       << quoted(file) << ")), ATOL, RTOL)\n";
+    // OpenCV holds a uint8 value as int8 shifted by 128 (its importer moves uint8 tensors into int8).
+    const bool u8 = c.model.types.count(v) && c.model.types.at(v).dtype == core::DType::U8;
+    const std::string got = u8 ? "(blobs[" + quoted(v) + "].astype(np.float64) + 128)" : "blobs[" + quoted(v) + "]";
+    py << "bad += quorum_check(" << quoted(v) << ", " << got << ", np.load(os.path.join(HERE, " << quoted(file)
+       << ")), ATOL, RTOL)\n";
   }
   py << "sys.exit(1 if bad else 0)\n";
   write_repro_file(p, dir, p.main, py.str());
@@ -153,7 +157,8 @@ ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
   try {
     ir::OnnxForm form = opencv::onnx_form(c.model, opencv::parse_variant(spec_options(c.backend)));
     form.outputs_only = c.stage == core::Stage::Optimized;  // as the optimized run wrote it
-    onnx = ir::graph_to_onnx(c.model, form).bytes;
+    std::map<std::string, std::string> back;
+    onnx = ir::graph_to_onnx(opencv::quantizer_names(c.model, back), form).bytes;
   } catch (const std::exception& e) {
     throw ReproUnsupported(std::string("Quorum's ONNX exporter failed: ") + e.what());
   }

@@ -62,7 +62,7 @@ inline ir::OnnxForm onnx_form(const ir::Graph& g, const Variant& v = {}) {
   ir::OnnxForm f =
       ir::seeded_form(g, kMinOpset, kMaxOpset,
                       {"conv1d attrs=minimal", "conv2d attrs=minimal", "conv3d attrs=minimal",
-                       "conv_transpose2d attrs=minimal", "gemm=gemm_pretransposed", "gemm=gemm_scaled",
+                       "conv_transpose2d attrs=minimal", "qlinear_conv2d attrs=minimal", "gemm=gemm_pretransposed", "gemm=gemm_scaled",
                        "gemm=gemm_transA", "softmax=decomposed", "slice=crop", "matmul=a_vector",
                        "matmul=b_vector", "gru rnn_inputs=given"});
   if (v.opset) f.opset = v.opset;
