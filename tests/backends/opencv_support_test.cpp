@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "ir/json_io.h"
+#include "run_quorum.h"
 #include "worker/supervisor.h"
 
 namespace quorum::backends {
@@ -51,6 +52,29 @@ TEST(OpenCVSupport, WhatTheExporterCannotWriteIsAnAbstention) {
   const worker::Outcome o = w.compile(g, CompileOptions{core::DType::F32, 1});
   EXPECT_EQ(o.status, worker::Status::Unsupported) << o.message;
   EXPECT_NE(o.message.find("no ONNX 1.12 form"), std::string::npos) << o.message;
+}
+
+// OpenCV's int8 path imports only under ONNX Runtime's quantizer naming (quantizer_names) and holds uint8 as int8
+// shifted by 128: the ledger's int8 cases reproduce (a broken naming would fail the import instead, a broken shift
+// the values), and a quantized graph input is one refusal with its reason.
+TEST(OpenCVSupport, TheInt8PathRunsUnderTheQuantizerNaming) {
+  const auto& have = worker::available_backends();
+  if (std::find(have.begin(), have.end(), "opencv") == have.end()) GTEST_SKIP() << "opencv backend not built";
+  for (const char* id : {"opencv-qlinear-weight-zero-point-ignored", "opencv-quantize-float-to-int-overflow"}) {
+    const testing::Result r = testing::run_quorum(std::string("known --check --filter ") + id, "opencv_int8");
+    EXPECT_NE(r.out.find("reproduces  opencv  " + std::string(id)), std::string::npos) << r.out << r.err;
+  }
+  const ir::Graph g = ir::graph_from_json(
+      R"({"inputs": [{"name": "x", "dtype": "uint8", "shape": [1, 4]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "dequantize_linear", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"scale": 0.5, "zero_point": 128}}]})",
+      "dq");
+  worker::Worker w("opencv", {}, worker::Limits{});
+  std::vector<worker::NodeSupport> sup;
+  ASSERT_TRUE(w.supports(g, false, sup).ok());
+  ASSERT_EQ(sup.size(), 1u);
+  EXPECT_FALSE(sup[0].ok);
+  EXPECT_NE(sup[0].reason.find("converts a network input to float32"), std::string::npos) << sup[0].reason;
 }
 
 }  // namespace

@@ -161,5 +161,22 @@ TEST(OrtBackend, ShortCampaignReportsNothingTheLedgerDoesNotKnow) {
   fs::remove_all(out);
 }
 
+// Quantized models: ONNX Runtime's int8 kernels (QuantizeLinear, QLinearConv, QLinearMatMul, DequantizeLinear; in
+// the optimized run its NHWC QLinearConv) agree exactly with the reference's integer arithmetic on every unit case
+// it takes; the type combinations it has no kernel for are refused with the reason, not crashes.
+TEST(OrtBackend, QuantizedUnitModelsAgreeExactly) {
+  REQUIRE_ORT();
+  const fs::path out = testing::scratch("ort_test") / "int8";
+  fs::remove_all(out);
+  const testing::Result r = testing::run_quorum(
+      "fuzz --generator unit --dtype int8 --backends ort --models 48 --seed 17 --out " + out.string(), "ort_test");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("no findings"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("has no QLinearConv or QLinearMatMul kernel"), std::string::npos) << r.out;
+  const auto store = campaign::open_sqlite_store(out.string());
+  EXPECT_EQ(store->models_done(), 48);
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace quorum::worker
