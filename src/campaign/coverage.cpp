@@ -17,7 +17,8 @@ std::vector<std::string> mapped_operators(worker::Worker& w,
     bool ok = false;
     for (uint64_t k = 0; k < 4 && !ok; ++k) {
       core::Rng rng(k + 1);
-      const ir::SingleNode sn = ir::single_node_graph(*spec, spec->sample(rng), rng);
+      ir::SingleNode sn = ir::single_node_graph(*spec, spec->sample(rng), rng);
+      ir::quantized_inputs_from_float(sn);  // as the generated quantized models give them
       std::vector<worker::NodeSupport> s;
       const worker::Outcome out = w.supports(sn.graph, false, s);
       if (!out.ok()) {

@@ -27,6 +27,12 @@ std::vector<size_t> targets_of(uint64_t seed, uint64_t index, const TargetPolicy
 Model generate_for(const GenOptions& opt, const data::Source& source, uint64_t index, core::Rng& rng,
                    const TargetPolicy& p, const std::vector<size_t>& which) {
   if (which.empty()) return make_generator(opt, source)->generate(index, rng);
+  // Quantized models (--dtype int8): the unit generator places the quantized operators, the others float layers
+  // that finish_model quantizes; make_unrestricted below does not mark them, so the draw does.
+  std::vector<const ops::OpSpec*> placeable = layer_operators();
+  if (opt.quantized)
+    for (const ops::OpSpec* s : ops::catalogue().all())
+      if (s->is_quantized) placeable.push_back(s);
   // The operators every chosen target maps.
   std::set<std::string> mapped(p.targets.at(which[0]).ops.begin(), p.targets.at(which[0]).ops.end());
   for (size_t k = 1; k < which.size(); ++k) {
@@ -41,13 +47,14 @@ Model generate_for(const GenOptions& opt, const data::Source& source, uint64_t i
   for (int d = 0; d < kTargetDraws; ++d) {
     GenOptions t = opt;
     t.only_ops.clear();
-    for (const ops::OpSpec* s : layer_operators())
+    for (const ops::OpSpec* s : placeable)
       if (mapped.count(s->name) && op_allowed(opt, s->name)) t.only_ops.push_back(s->name);
     // Targets that map none of the layers the generator could place: a free model.
     if (t.only_ops.empty()) return make_generator(opt, source)->generate(index, rng);
     t.skip_ops.clear();
     t.limits.glue.assign(mapped.begin(), mapped.end());
     Model m = make_unrestricted(t, source)->generate(index, rng);
+    m.quantize = opt.quantized;
     bool allowed = true, inside = true;
     for (const auto& n : m.graph.nodes) {
       if (!op_allowed(opt, n.op)) {

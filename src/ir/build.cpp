@@ -38,4 +38,25 @@ SingleNode single_node_graph(const ops::OpSpec& spec, ops::Case c, core::Rng& rn
   return s;
 }
 
+void quantized_inputs_from_float(SingleNode& s) {
+  Graph& g = s.graph;
+  std::vector<Node> front;
+  for (auto& in : g.inputs) {
+    if (!core::is_quantized(in.type.dtype)) continue;
+    const std::string q = in.name;  // the quantized value keeps its name; the float input is new
+    in.name = q + "_float";
+    front.push_back(Node{q + "_quantize", "quantize_linear", {in.name}, {q},
+                         {{"scale", 1.0}, {"zero_point", int64_t{0}}, {"to", core::to_string(in.type.dtype)}}});
+    in.type.dtype = core::DType::F32;
+    auto it = s.inputs.find(q);
+    Tensor v = it->second;
+    s.inputs.erase(it);
+    s.inputs.emplace(in.name, std::move(v));
+  }
+  if (front.empty()) return;
+  g.nodes.insert(g.nodes.begin(), front.begin(), front.end());
+  g.types.clear();
+  validate(g, g.name);
+}
+
 }  // namespace quorum::ir

@@ -16,4 +16,9 @@ struct SingleNode {
 SingleNode single_node_graph(const ops::OpSpec& spec, ops::Case c, core::Rng& rng,
                              core::DType dtype = core::DType::F32);
 
+// The graph with each quantized (int8/uint8) graph input made by a quantize_linear (scale 1, zero point 0) of a
+// float graph input holding the same integers: the node sees the same values, from a float input as in the
+// generated quantized models (a library that cannot take a quantized network input still runs it).
+void quantized_inputs_from_float(SingleNode& s);
+
 }  // namespace quorum::ir

@@ -54,7 +54,7 @@ inline Variant parse_variant(const std::vector<std::string>& args) {
 // The ONNX written for OpenCV's importer (the session, supports() and the reproducer writer, which
 // is built without OpenCV, hence inline here): the model's seeded form at an opset from 11 to 17,
 // never one of the forms 4.6 cannot read (opencv_support.cpp form_support, ledger entries
-// opencv-conv-kernel-shape-required, opencv-gemm-const-b-transb0 (transA too) and
+// opencv-conv-kernel-shape-required (QLinearConv too), opencv-gemm-const-b-transb0 (transA too) and
 // opencv-gemm-alpha-beta-ignored, the softmax decomposition's broadcast, Pad's negative pads, MatMul's 1-D
 // operands, a GRU without initial_h), except where the variant forces it; the variant's opset replaces
 // the seeded one, and `plain` the seeded form.
@@ -62,8 +62,8 @@ inline ir::OnnxForm onnx_form(const ir::Graph& g, const Variant& v = {}) {
   ir::OnnxForm f =
       ir::seeded_form(g, kMinOpset, kMaxOpset,
                       {"conv1d attrs=minimal", "conv2d attrs=minimal", "conv3d attrs=minimal",
-                       "conv_transpose2d attrs=minimal", "qlinear_conv2d attrs=minimal", "gemm=gemm_pretransposed", "gemm=gemm_scaled",
-                       "gemm=gemm_transA", "softmax=decomposed", "slice=crop", "matmul=a_vector",
+                       "conv_transpose2d attrs=minimal", "qlinear_conv2d attrs=minimal", "gemm=gemm_pretransposed",
+                       "gemm=gemm_scaled", "gemm=gemm_transA", "softmax=decomposed", "slice=crop", "matmul=a_vector",
                        "matmul=b_vector", "gru rnn_inputs=given"});
   if (v.opset) f.opset = v.opset;
   if (v.plain) f.seed = 0;
