@@ -427,8 +427,6 @@ OpSpec make_conv_transpose2d() {
 OpSpec make_qlinear_conv2d() {
   OpSpec s;
   s.name = "qlinear_conv2d";
-  s.family = "quant";
-  s.is_quantized = true;
   s.doc = "ONNX QLinearConv over 2 spatial dims, per-tensor scales: y = saturate(round_half_even((sum (x - x_zp)"
           "(w - w_zp) + bias) * x_scale * w_scale / y_scale) + y_zp); weight [out_channels, C/group, kH, kW] int8 "
           "or uint8, optional int32 bias";
@@ -470,13 +468,7 @@ OpSpec make_qlinear_conv2d() {
     }
     return std::vector<Tensor>{acc};
   };
-  s.tol_f32 = {0, 0};
-  s.tol_f64 = {0, 0};
-  s.range = [](const std::vector<Interval>&, const std::vector<TensorType>&, const Attrs& a) {
-    const auto [lo, hi] = core::dtype_range(quant_dtype(a, "to"));
-    return std::vector<Interval>{{lo, hi}};
-  };
-  s.tags = {"quantized", "nondifferentiable"};
+  quantized_output(s);
   s.sample = [conv = make_conv(2).sample](core::Rng& rng) {
     Case c = conv(rng);
     const std::string xt = rng.bernoulli(0.5) ? "int8" : "uint8", wt = rng.bernoulli(0.7) ? "int8" : "uint8";

@@ -24,8 +24,6 @@ std::string str(int64_t v) { return std::to_string(v); }
 OpSpec make_quantize() {
   OpSpec s;
   s.name = "quantize_linear";
-  s.family = "quant";
-  s.is_quantized = true;
   s.doc = "ONNX QuantizeLinear, per tensor: y = saturate(round_half_even(x / scale) + zero_point) in int8 or uint8";
   s.attrs = quant_attrs("");
   s.attrs.push_back(quant_type_attr("to"));
@@ -43,13 +41,7 @@ OpSpec make_quantize() {
     for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] = requantize(stored(in[0]->f64()[i] / scale), zp, to);
     return std::vector<Tensor>{y};
   };
-  s.tol_f32 = {0, 0};
-  s.tol_f64 = {0, 0};
-  s.range = [](const std::vector<Interval>&, const std::vector<TensorType>&, const Attrs& a) {
-    const auto [lo, hi] = core::dtype_range(quant_dtype(a, "to"));
-    return std::vector<Interval>{{lo, hi}};
-  };
-  s.tags = {"quantized", "nondifferentiable"};
+  quantized_output(s);
   s.sample = [](core::Rng& rng) {
     Case c;
     c.inputs = {f64t(random_shape(rng, static_cast<int>(rng.randint(1, 4)), 1, 5))};
@@ -78,8 +70,6 @@ OpSpec make_quantize() {
 OpSpec make_dequantize() {
   OpSpec s;
   s.name = "dequantize_linear";
-  s.family = "quant";
-  s.is_quantized = true;
   s.doc = "ONNX DequantizeLinear, per tensor: y = (x - zero_point) * scale, from int8 or uint8 to float32";
   s.attrs = quant_attrs("");
   s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
@@ -101,7 +91,7 @@ OpSpec make_dequantize() {
     const double scale = quant_scale(a, "scale"), zp = static_cast<double>(core::attr_i(a, "zero_point"));
     return std::vector<Interval>{{(in[0].lo - zp) * scale, (in[0].hi - zp) * scale}};
   };
-  s.tags = {"quantized", "nondifferentiable"};
+  quantized_operator(s);
   s.sample = [](core::Rng& rng) {
     Case c;
     const std::string type = rng.bernoulli(0.5) ? "int8" : "uint8";
@@ -127,8 +117,6 @@ OpSpec make_dequantize() {
 OpSpec make_qlinear_matmul() {
   OpSpec s;
   s.name = "qlinear_matmul";
-  s.family = "quant";
-  s.is_quantized = true;
   s.doc =
       "ONNX QLinearMatMul of a quantized input [..., K] and a quantized constant weight [K, units]: "
       "y = saturate(round_half_even(sum (a - a_zp)(w - w_zp) * a_scale * w_scale / y_scale) + y_zp)";
@@ -178,13 +166,7 @@ OpSpec make_qlinear_matmul() {
       }
     return std::vector<Tensor>{y};
   };
-  s.tol_f32 = {0, 0};
-  s.tol_f64 = {0, 0};
-  s.range = [](const std::vector<Interval>&, const std::vector<TensorType>&, const Attrs& a) {
-    const auto [lo, hi] = core::dtype_range(quant_dtype(a, "to"));
-    return std::vector<Interval>{{lo, hi}};
-  };
-  s.tags = {"quantized", "nondifferentiable"};
+  quantized_output(s);
   s.sample = [](core::Rng& rng) {
     Case c;
     const std::string at = rng.bernoulli(0.5) ? "int8" : "uint8", wt = rng.bernoulli(0.7) ? "int8" : "uint8";

@@ -62,6 +62,22 @@ int64_t draw_zero_point(core::Rng& rng, const std::string& type) {
   return rng.randint(lo, hi);
 }
 
+void quantized_operator(OpSpec& s) {
+  s.family = "quant";
+  s.is_quantized = true;
+  s.tags = {"quantized", "nondifferentiable"};
+}
+
+void quantized_output(OpSpec& s) {
+  quantized_operator(s);
+  s.tol_f32 = {0, 0};
+  s.tol_f64 = {0, 0};
+  s.range = [](const std::vector<Interval>&, const std::vector<TensorType>&, const Attrs& a) {
+    const auto [lo, hi] = core::dtype_range(quant_dtype(a, "to"));
+    return std::vector<Interval>{{lo, hi}};
+  };
+}
+
 std::string scale_constant(OnnxExport& e, double scale, const std::string& what) {
   core::Tensor t(DType::F32, {});
   t.set(0, scale);

@@ -32,6 +32,11 @@ double requant_multiplier(double a_scale, double b_scale, double y_scale);
 // a zero point of `type` ("int8"/"uint8"), at its ends a quarter of the time.
 double draw_scale(core::Rng& rng);
 int64_t draw_zero_point(core::Rng& rng, const std::string& type);
+// What every quantized operator shares: family "quant", drawn only into quantized models, not differentiable.
+void quantized_operator(OpSpec& s);
+// ... and for one whose output is quantized to the type its attribute `to` names: judged exactly (tolerance 0;
+// the float32 roundings a library may make are the spread's), every value in that type's range.
+void quantized_output(OpSpec& s);
 // ONNX constants: a float32 scalar scale, and a zero point of `type`.
 std::string scale_constant(OnnxExport& e, double scale, const std::string& what);
 std::string zero_point_constant(OnnxExport& e, int64_t zp, DType type, const std::string& what);
