@@ -110,7 +110,8 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
     ir::Node q{n.name + "/quantize", "quantize_linear", {n.inputs[0]}, {fresh(g, n.inputs[0] + "/q")}, {}};
     q.attrs = {{"scale", x.scale}, {"zero_point", x.zero_point}, {"to", x.type}};
     g.types[q.outputs[0]] = {};  // reserves the name
-    ir::Node c{n.name, "", {q.outputs[0]}, {fresh(g, n.outputs[0] + "/q")}, n.attrs};
+    // The convolution keeps its own attributes; qlinear_matmul has only its units (set below) besides these.
+    ir::Node c{n.name, "", {q.outputs[0]}, {fresh(g, n.outputs[0] + "/q")}, n.op == "conv2d" ? n.attrs : core::Attrs{}};
     g.types[c.outputs[0]] = {};
     const std::string p = n.op == "conv2d" ? "x_" : "a_";
     c.attrs[p + "scale"] = x.scale, c.attrs[p + "zero_point"] = x.zero_point;
@@ -132,10 +133,6 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
       }
     } else {
       c.op = "qlinear_matmul";
-      c.attrs.clear();
-      c.attrs[p + "scale"] = x.scale, c.attrs[p + "zero_point"] = x.zero_point;
-      c.attrs["w_scale"] = wq.scale, c.attrs["w_zero_point"] = wq.zero_point, c.attrs["w_type"] = wq.type;
-      c.attrs["y_scale"] = y.scale, c.attrs["y_zero_point"] = y.zero_point, c.attrs["to"] = y.type;
       // dense's weight is [units, K] (PyTorch Linear): qlinear_matmul takes [K, units]
       Tensor wt = w;
       if (n.op == "dense") {

@@ -478,8 +478,7 @@ OpSpec make_qlinear_conv2d() {
     int64_t terms = c.inputs[0].shape[1] / core::attr_i(c.attrs, "group");
     for (int64_t k : core::attr_ints(c.attrs, "kernel_shape")) terms *= k;
     // The output scale near the accumulator's typical size, so the result neither always saturates nor rounds to 0.
-    const double ys = static_cast<float>(xs * ws * 64 * std::sqrt(static_cast<double>(terms)) *
-                                         std::exp2(static_cast<double>(rng.randint(-3, 3))));
+    const double ys = draw_output_scale(rng, xs, ws, terms);
     c.attrs["x_scale"] = xs, c.attrs["x_zero_point"] = draw_zero_point(rng, xt);
     c.attrs["w_scale"] = ws, c.attrs["w_zero_point"] = draw_zero_point(rng, wt), c.attrs["w_type"] = wt;
     c.attrs["y_scale"] = ys, c.attrs["y_zero_point"] = draw_zero_point(rng, to), c.attrs["to"] = to;
@@ -491,6 +490,20 @@ OpSpec make_qlinear_conv2d() {
 
 bool all_equal(const std::vector<int64_t>& v, int64_t x) {
   return std::all_of(v.begin(), v.end(), [x](int64_t y) { return y == x; });
+}
+
+// The list attribute `k`, unless the minimal form leaves it to its default (every entry `def`).
+void put_list(OnnxExport& e, OnnxNode& p, bool minimal, const char* k, int64_t def) {
+  if (!minimal || !all_equal(e.aints(k), def)) p.set_ints(k, e.aints(k));
+}
+
+// A convolution's window: kernel_shape (the minimal form leaves it to be inferred from the weight), strides,
+// dilations and group.
+void put_window(OnnxExport& e, OnnxNode& p, bool minimal) {
+  if (!minimal) p.set_ints("kernel_shape", e.aints("kernel_shape"));
+  put_list(e, p, minimal, "strides", 1);
+  put_list(e, p, minimal, "dilations", 1);
+  if (!minimal || e.ai("group") != 1) p.set_i("group", e.ai("group"));
 }
 
 // Forms: every attribute written | the minimal node (kernel_shape inferred from the weight, strides,
@@ -505,13 +518,8 @@ void export_conv(OnnxExport& e) {
   const bool valid = explicit_pads && !transpose && all_equal(e.aints("pads"), 0) &&
                      e.choose2("zero_pads", "pads", "auto_pad_valid");
   OnnxNode& p = e.final_node(transpose ? "ConvTranspose" : "Conv", ins);
-  auto put = [&](const char* k, int64_t def) {
-    if (!minimal || !all_equal(e.aints(k), def)) p.set_ints(k, e.aints(k));
-  };
-  if (!minimal) p.set_ints("kernel_shape", e.aints("kernel_shape"));
-  put("strides", 1);
-  put("dilations", 1);
-  if (!minimal || e.ai("group") != 1) p.set_i("group", e.ai("group"));
+  auto put = [&](const char* k, int64_t def) { put_list(e, p, minimal, k, def); };
+  put_window(e, p, minimal);
   if (transpose) {
     put("pads", 0);
     put("output_padding", 0);
@@ -561,24 +569,12 @@ void import_conv_transpose(OnnxImport& m) {
 
 // Forms as export_conv's; the scales and zero points are constant inputs.
 void export_qlinear_conv(OnnxExport& e) {
-  const DType w = quant_dtype(e.attrs(), "w_type"), to = quant_dtype(e.attrs(), "to");
-  std::vector<std::string> ins = {e.in(0), scale_constant(e, e.af("x_scale"), "x_scale"),
-                                  zero_point_constant(e, e.ai("x_zero_point"), e.dtype(), "x_zero_point"), e.in(1),
-                                  scale_constant(e, e.af("w_scale"), "w_scale"),
-                                  zero_point_constant(e, e.ai("w_zero_point"), w, "w_zero_point"),
-                                  scale_constant(e, e.af("y_scale"), "y_scale"),
-                                  zero_point_constant(e, e.ai("y_zero_point"), to, "y_zero_point")};
+  std::vector<std::string> ins = qlinear_operands(e, "x_");
   if (e.ai("bias")) ins.push_back(e.in(2));
   const bool minimal = e.choose2("attrs", "all", "minimal");
   OnnxNode& p = e.final_node("QLinearConv", ins);
-  auto put = [&](const char* k, int64_t def) {
-    if (!minimal || !all_equal(e.aints(k), def)) p.set_ints(k, e.aints(k));
-  };
-  if (!minimal) p.set_ints("kernel_shape", e.aints("kernel_shape"));
-  put("strides", 1);
-  put("dilations", 1);
-  if (!minimal || e.ai("group") != 1) p.set_i("group", e.ai("group"));
-  if (e.as("auto_pad") == "NOTSET") put("pads", 0);
+  put_window(e, p, minimal);
+  if (e.as("auto_pad") == "NOTSET") put_list(e, p, minimal, "pads", 0);
   else p.set_s("auto_pad", e.as("auto_pad"));
 }
 
@@ -591,12 +587,7 @@ void import_qlinear_conv(OnnxImport& m) {
   a["out_channels"] = w[0];
   a["auto_pad"] = m.gets("auto_pad", "NOTSET");
   if (core::attr_s(a, "auto_pad") != "NOTSET") a.erase("pads");
-  const auto [xs, xzp, xt] = import_quant_params(m, 1, "x");
-  const auto [ws, wzp, wt] = import_quant_params(m, 4, "w");
-  const auto [ys, yzp, yt] = import_quant_params(m, 6, "y");
-  a["x_scale"] = xs, a["x_zero_point"] = xzp, a["w_scale"] = ws, a["w_zero_point"] = wzp;
-  a["w_type"] = core::to_string(wt);
-  a["y_scale"] = ys, a["y_zero_point"] = yzp, a["to"] = core::to_string(yt);
+  import_qlinear_params(m, "x_", "w", a);
   std::vector<std::string> ins = {m.in(0), m.in(3)};
   a["bias"] = int64_t{m.present(8) ? 1 : 0};
   if (m.present(8)) {  // an int32 initializer reads as int64; the catalogue's bias is int32

@@ -176,8 +176,7 @@ OpSpec make_qlinear_matmul() {
     c.inputs = {TensorType{at == "int8" ? DType::I8 : DType::U8, x}};
     const double as = draw_scale(rng), ws = draw_scale(rng);
     // The output scale near the accumulator's typical size, so the result neither always saturates nor rounds to 0.
-    const double ys = static_cast<float>(as * ws * 64 * std::sqrt(static_cast<double>(x.back())) *
-                                         std::exp2(static_cast<double>(rng.randint(-3, 3))));
+    const double ys = draw_output_scale(rng, as, ws, x.back());
     c.attrs = {{"units", rng.randint(1, 6)},
                {"a_scale", as},
                {"a_zero_point", draw_zero_point(rng, at)},
@@ -189,26 +188,13 @@ OpSpec make_qlinear_matmul() {
                {"to", to}};
     return c;
   };
-  s.onnx_export = [](OnnxExport& e) {
-    const DType w = quant_dtype(e.attrs(), "w_type"), to = quant_dtype(e.attrs(), "to");
-    e.final_node("QLinearMatMul", {e.in(0), scale_constant(e, e.af("a_scale"), "a_scale"),
-                                   zero_point_constant(e, e.ai("a_zero_point"), e.dtype(), "a_zero_point"), e.in(1),
-                                   scale_constant(e, e.af("w_scale"), "w_scale"),
-                                   zero_point_constant(e, e.ai("w_zero_point"), w, "w_zero_point"),
-                                   scale_constant(e, e.af("y_scale"), "y_scale"),
-                                   zero_point_constant(e, e.ai("y_zero_point"), to, "y_zero_point")});
-  };
+  s.onnx_export = [](OnnxExport& e) { e.final_node("QLinearMatMul", qlinear_operands(e, "a_")); };
   s.onnx_import = {{{"QLinearMatMul"}, [](OnnxImport& m) {
                       const Shape w = m.type_of(m.in(3)).shape;
                       if (w.size() != 2 || !m.constant(3))
                         m.fail("the right operand must be a constant matrix [K, N] (qlinear_matmul's weight)");
                       Attrs a = {{"units", w[1]}};
-                      const auto [as, azp, at] = import_quant_params(m, 1, "a");
-                      const auto [ws, wzp, wt] = import_quant_params(m, 4, "b");
-                      const auto [ys, yzp, yt] = import_quant_params(m, 6, "y");
-                      a["a_scale"] = as, a["a_zero_point"] = azp, a["w_scale"] = ws, a["w_zero_point"] = wzp;
-                      a["y_scale"] = ys, a["y_zero_point"] = yzp;
-                      a["w_type"] = core::to_string(wt), a["to"] = core::to_string(yt);
+                      import_qlinear_params(m, "a_", "b", a);
                       m.emit_final("qlinear_matmul", {m.in(0), m.in(3)}, a);
                     }}};
   return s;

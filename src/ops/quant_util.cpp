@@ -78,6 +78,32 @@ void quantized_output(OpSpec& s) {
   };
 }
 
+double draw_output_scale(core::Rng& rng, double x_scale, double w_scale, int64_t terms) {
+  return static_cast<float>(x_scale * w_scale * 64 * std::sqrt(static_cast<double>(terms)) *
+                            std::exp2(static_cast<double>(rng.randint(-3, 3))));
+}
+
+std::vector<std::string> qlinear_operands(OnnxExport& e, const std::string& x) {
+  const DType w = quant_dtype(e.attrs(), "w_type"), to = quant_dtype(e.attrs(), "to");
+  return {e.in(0),
+          scale_constant(e, e.af(x + "scale"), x + "scale"),
+          zero_point_constant(e, e.ai(x + "zero_point"), e.dtype(), x + "zero_point"),
+          e.in(1),
+          scale_constant(e, e.af("w_scale"), "w_scale"),
+          zero_point_constant(e, e.ai("w_zero_point"), w, "w_zero_point"),
+          scale_constant(e, e.af("y_scale"), "y_scale"),
+          zero_point_constant(e, e.ai("y_zero_point"), to, "y_zero_point")};
+}
+
+void import_qlinear_params(OnnxImport& m, const std::string& x, const std::string& w, Attrs& a) {
+  const auto [xs, xzp, xt] = import_quant_params(m, 1, x.substr(0, x.size() - 1));
+  const auto [ws, wzp, wt] = import_quant_params(m, 4, w);
+  const auto [ys, yzp, yt] = import_quant_params(m, 6, "y");
+  a[x + "scale"] = xs, a[x + "zero_point"] = xzp;
+  a["w_scale"] = ws, a["w_zero_point"] = wzp, a["w_type"] = core::to_string(wt);
+  a["y_scale"] = ys, a["y_zero_point"] = yzp, a["to"] = core::to_string(yt);
+}
+
 std::string scale_constant(OnnxExport& e, double scale, const std::string& what) {
   core::Tensor t(DType::F32, {});
   t.set(0, scale);

@@ -40,6 +40,15 @@ void quantized_output(OpSpec& s);
 // ONNX constants: a float32 scalar scale, and a zero point of `type`.
 std::string scale_constant(OnnxExport& e, double scale, const std::string& what);
 std::string zero_point_constant(OnnxExport& e, int64_t zp, DType type, const std::string& what);
+// An output scale near a product's typical accumulator (x_scale * w_scale * 64 * sqrt(terms), times 2^k for a
+// drawn k in [-3, 3], as float32), so a sampled case neither always saturates nor rounds to 0.
+double draw_output_scale(core::Rng& rng, double x_scale, double w_scale, int64_t terms);
+// QLinearConv's and QLinearMatMul's first eight operands in ONNX's order: the input, its scale and zero point
+// (attributes <x>scale, <x>zero_point), the weight (input 1), w_scale, w_zero_point, y_scale, y_zero_point.
+std::vector<std::string> qlinear_operands(OnnxExport& e, const std::string& x);
+// The same read back into attributes: <x>scale, <x>zero_point, w_scale, w_zero_point, w_type, y_scale,
+// y_zero_point, to; `w` names the weight in a failure (ONNX calls QLinearMatMul's "b").
+void import_qlinear_params(OnnxImport& m, const std::string& x, const std::string& w, Attrs& a);
 // The scale (input i) and zero point (input i + 1, default uint8 0) of an ONNX quantized node, per
 // tensor; `what` names them in a failure.
 std::tuple<double, int64_t, DType> import_quant_params(OnnxImport& m, int i, const std::string& what);
