@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "ops/quant_util.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {
@@ -65,11 +66,11 @@ QParams weight_params(const Tensor& w, core::Rng& rng) {
 
 DType dtype_of(const std::string& type) { return type == "uint8" ? DType::U8 : DType::I8; }
 
-Tensor quantized(const Tensor& w, const QParams& q, const core::Shape& shape) {
-  Tensor out(dtype_of(q.type), shape);
-  const auto [lo, hi] = core::dtype_range(out.dtype());
+// `w` quantized as QuantizeLinear does (ops::requantize) into `type`, in `shape`.
+Tensor quantized(const Tensor& w, double scale, int64_t zero_point, DType type, const core::Shape& shape) {
+  Tensor out(type, shape);
   for (int64_t i = 0; i < w.numel(); ++i)
-    out.set(i, std::clamp(std::nearbyint(w.get(i) / q.scale) + static_cast<double>(q.zero_point), lo, hi));
+    out.set(i, ops::requantize(w.get(i) / scale, static_cast<double>(zero_point), type));
   return out;
 }
 
@@ -120,15 +121,12 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
     const std::string wname = fresh(g, n.inputs[1] + "/q");
     if (n.op == "conv2d") {
       c.op = "qlinear_conv2d";
-      g.initializers[wname] = quantized(w, wq, w.shape());
+      g.initializers[wname] = quantized(w, wq.scale, wq.zero_point, dtype_of(wq.type), w.shape());
       c.inputs.push_back(wname);
       if (core::attr_i(n.attrs, "bias") == 1) {
         const Tensor b = g.initializers.at(n.inputs[2]).to(DType::F64);
-        Tensor bq(DType::I32, b.shape());
-        for (int64_t i = 0; i < b.numel(); ++i)
-          bq.set(i, std::clamp(std::nearbyint(b.get(i) / (x.scale * wq.scale)), -2147483648.0, 2147483647.0));
         const std::string bname = fresh(g, n.inputs[2] + "/q");
-        g.initializers[bname] = bq;
+        g.initializers[bname] = quantized(b, x.scale * wq.scale, 0, DType::I32, b.shape());
         c.inputs.push_back(bname);
       }
     } else {
@@ -142,7 +140,7 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
           for (int64_t i = 0; i < k; ++i) wt.f64()[i * units + u] = w.f64()[u * k + i];
       }
       c.attrs["units"] = wt.dim(1);
-      g.initializers[wname] = quantized(wt, wq, wt.shape());
+      g.initializers[wname] = quantized(wt, wq.scale, wq.zero_point, dtype_of(wq.type), wt.shape());
       c.inputs.push_back(wname);
     }
     ir::Node d{n.name + "/dequantize", "dequantize_linear", {c.outputs[0]}, {n.outputs[0]}, {}};
