@@ -43,6 +43,10 @@ TEST(Sinks, ReceiveTheSameCallsForEveryCatalogueOperator) {
     }
     ops_lowered += lowered;
     ops_backward += backward;
+    // The int8 operators go through both sinks (oneDNN's int8 reorders, convolution and matmul).
+    if (spec->is_quantized) {
+      EXPECT_TRUE(lowered) << spec->name << ": no int8 case lowered by both sinks";
+    }
     // The recurrent cells go through both sinks, forward and backward.
     if (is_rnn(spec->name)) {
       EXPECT_TRUE(backward) << spec->name << ": no backward steps compared";
@@ -85,6 +89,11 @@ class NullSink : public StepSink {
   void lrn(Prop, const LrnGeo&, const std::string&, const std::string&) override {}
   void resample(Prop, const ResampleGeo&, const std::string&, const std::string&) override {}
   void rnn(Prop, const RnnGeo&, const std::vector<std::string>&, const std::string&) override {}
+  void qreorder(const QReorderGeo&, const std::string&, const std::string&) override {}
+  void qconv(const ConvGeo&, const QuantAttr&, const std::string&, const std::string&, const std::string&,
+             const std::string&) override {}
+  void qmatmul(const QMatmulGeo&, const QuantAttr&, const std::string&, const std::string&,
+               const std::string&) override {}
   void zeros(const Dims&, const std::string&) override {}
   void broadcast(const Shape&, const std::string&, const Shape&, const std::string&) override {}
   void eltwise_backward(const Eltwise&, const Dims&, const std::string&, const std::string&,

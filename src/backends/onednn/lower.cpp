@@ -376,7 +376,166 @@ Dims inverse_transpose_strides(const Shape& x, const core::Attrs& a) {
   return out;
 }
 
+// ---------------------------------------------------------------- int8
+
+const char* name(DataType t) {
+  switch (t) {
+    case DataType::f32:
+      return "f32";
+    case DataType::s8:
+      return "s8";
+    case DataType::u8:
+      return "u8";
+    case DataType::s32:
+      return "s32";
+  }
+  return "?";
+}
+
+bool is_quantized_op(const std::string& op) {
+  return op == "quantize_linear" || op == "dequantize_linear" || op == "qlinear_conv2d" || op == "qlinear_matmul";
+}
+
+namespace {
+
+DataType data_type(core::DType t) {
+  if (t == core::DType::I8) return DataType::s8;
+  if (t == core::DType::U8) return DataType::u8;
+  if (t == core::DType::I32) return DataType::s32;
+  return DataType::f32;
+}
+DataType quant_type(const core::Attrs& a, const std::string& k) {
+  return core::attr_s(a, k) == "uint8" ? DataType::u8 : DataType::s8;
+}
+float f32_attr(const core::Attrs& a, const std::string& k) { return static_cast<float>(core::attr_f(a, k)); }
+int32_t zp_attr(const core::Attrs& a, const std::string& k) { return static_cast<int32_t>(core::attr_i(a, k)); }
+std::string input_prefix(const std::string& op) { return op == "qlinear_conv2d" ? "x_" : "a_"; }
+
+// oneDNN 2.6 adds an int32 bias to the accumulator in float32 (measured: float(acc) + float(bias), then the
+// output scale): exact, and so ONNX's one rounding of the integer sum, when the bias is a float32 integer and
+// the accumulator cannot reach 2^24.
+constexpr double kFloatExact = 16777216.0;  // 2^24
+
+Support qconv_support(const ir::Graph& g, const ir::Node& n) {
+  const core::Attrs& a = n.attrs;
+  const int64_t wzp = core::attr_i(a, "w_zero_point");
+  const bool u8w = core::attr_s(a, "w_type") == "uint8";
+  if (!u8w && wzp != 0)
+    return Support::no("oneDNN 2.6's int8 convolution takes no weights zero point (set_zero_points on "
+                       "DNNL_ARG_WEIGHTS is refused for convolution): int8 w_zero_point " +
+                       std::to_string(wzp));
+  if (u8w && wzp != 128)
+    return Support::no("oneDNN 2.6's int8 convolution takes s8 weights without a zero point: uint8 weights map "
+                       "exactly (shifted into s8) only with w_zero_point 128, got " +
+                       std::to_string(wzp));
+  if (core::attr_i(a, "bias") != 1) return Support::yes();
+  const std::string& b = n.inputs.at(2);
+  const auto it = g.initializers.find(b);
+  if (it == g.initializers.end())
+    return Support::no("the int32 bias of an int8 convolution is a constant here (oneDNN adds it in float32; "
+                       "its exactness is checked on its values), '" + b + "' is not an initializer");
+  bool nonzero = false;
+  for (int64_t i = 0; i < it->second.numel(); ++i) {
+    const double v = it->second.get(i);
+    nonzero = nonzero || v != 0;
+    if (static_cast<double>(static_cast<float>(v)) != v)
+      return Support::no("oneDNN 2.6 adds the int32 bias in float32 (float(acc) + float(bias), measured); bias " +
+                         std::to_string(static_cast<int64_t>(v)) + " is no float32 integer, which ONNX's exact "
+                         "integer sum keeps");
+  }
+  if (!nonzero) return Support::yes();
+  // The accumulator's bound: terms x - x_zp of the input type times w - w_zp.
+  const auto [lo, hi] = core::dtype_range(g.types.at(n.inputs[0]).dtype);
+  const double xzp = static_cast<double>(core::attr_i(a, "x_zero_point"));
+  const double dx = std::max(xzp - lo, hi - xzp);
+  const Shape& w = g.types.at(n.inputs[1]).shape;
+  const double terms = static_cast<double>(core::numel(w) / w[0]);
+  const double bound = terms * dx * 128.0;
+  if (bound >= kFloatExact)
+    return Support::no("oneDNN 2.6 adds the int32 bias to the accumulator in float32 (float(acc) + float(bias), "
+                       "measured): with " + std::to_string(static_cast<int64_t>(terms)) +
+                       " terms the accumulator can reach 2^24, two roundings where ONNX rounds the integer sum once");
+  return Support::yes();
+}
+
+}  // namespace
+
+Support quant_support(const ir::Graph& g, const ir::Node& n) {
+  if (n.op == "qlinear_conv2d") return qconv_support(g, n);
+  return Support::yes();
+}
+
+std::vector<core::DType> in_types(const ir::Graph& g, const ir::Node& n) {
+  std::vector<core::DType> t;
+  for (const auto& v : n.inputs) t.push_back(g.types.count(v) ? g.types.at(v).dtype : core::DType::F32);
+  return t;
+}
+
+QuantAttr quant_attr(const ir::Node& n, const std::vector<core::DType>& in_types) {
+  if (in_types.empty()) throw ConversionError("the int8 lowering of '" + n.op + "' needs its operands' types");
+  const core::Attrs& a = n.attrs;
+  const std::string x = input_prefix(n.op);
+  QuantAttr q;
+  q.src = data_type(in_types[0]);
+  q.dst = quant_type(a, "to");
+  const float xs = f32_attr(a, x + "scale"), ws = f32_attr(a, "w_scale"), ys = f32_attr(a, "y_scale");
+  const float xw = xs * ws;  // float32, rounded: the multiplier ONNX Runtime forms (the reference's stored one)
+  q.scale = xw / ys;
+  q.src_zp = zp_attr(a, x + "zero_point");
+  q.wei_zp = zp_attr(a, "w_zero_point") - (quant_type(a, "w_type") == DataType::u8 ? 128 : 0);
+  q.dst_zp = zp_attr(a, "y_zero_point");
+  return q;
+}
+
+QMatmulGeo qmatmul_geo(const Shape& x, const core::Attrs& a) {
+  QMatmulGeo g;
+  g.k = x.back();
+  g.n = core::attr_i(a, "units");
+  g.rows = core::numel(x) / std::max<int64_t>(g.k, 1);
+  return g;
+}
+
+namespace {
+
+// quantize_linear and dequantize_linear as one reorder each; qlinear_conv2d and qlinear_matmul as one int8
+// convolution or matmul, uint8 weights shifted into s8 first.
+void lower_quantized(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out,
+                     const std::vector<core::DType>& types, StepSink& sink) {
+  if (types.empty()) throw ConversionError("the int8 lowering of '" + n.op + "' needs its operands' types");
+  const core::Attrs& a = n.attrs;
+  const std::string& y = n.outputs.at(0);
+  const std::string& x0 = n.inputs.at(0);
+  if (n.op == "quantize_linear") {
+    // oneDNN's reorder multiplies: x * (1 / scale) in float32.
+    sink.qreorder({dims_of(in[0]), DataType::f32, quant_type(a, "to"), 1.0f / f32_attr(a, "scale"), 0,
+                   zp_attr(a, "zero_point")},
+                  x0, y);
+    return;
+  }
+  if (n.op == "dequantize_linear") {
+    sink.qreorder({dims_of(in[0]), data_type(types[0]), DataType::f32, f32_attr(a, "scale"), zp_attr(a, "zero_point"),
+                   0},
+                  x0, y);
+    return;
+  }
+  const QuantAttr q = quant_attr(n, types);
+  std::string w = n.inputs.at(1);
+  if (quant_type(a, "w_type") == DataType::u8) {
+    sink.eltwise({Alg::eltwise_linear, 1, -128}, dims_of(in[1]), w, "%w_s8");  // exact: integers below 2^24
+    w = "%w_s8";
+  }
+  if (n.op == "qlinear_conv2d") {
+    const ConvGeo g = conv_geo(n.op, in[0], out[0], a);
+    sink.qconv(g, q, x0, w, g.bias ? n.inputs.at(2) : std::string(), y);
+  } else {
+    sink.qmatmul(qmatmul_geo(in[0], a), q, x0, w, y);
+  }
+}
+
+}  // namespace
+
 Support node_support(const ir::Graph& g, const ir::Node& n) {
+  if (is_quantized_op(n.op)) return quant_support(g, n);
   for (const auto& v : n.inputs)
     if (g.types.count(v) && !core::is_float(g.types.at(v).dtype))
       return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is " +
@@ -401,12 +560,17 @@ bool forward_mapped(const std::string& op) {
   return is_reshape(op) || std::find(eltwise_ops().begin(), eltwise_ops().end(), op) != eltwise_ops().end() ||
          op == "softsign" || binary_alg(op) || op == "sum" || op == "concat" || op == "transpose" || reduce_alg(op) ||
          op == "softmax" || op == "log_softmax" || is_pool(op) || is_conv(op) || op == "dense" || op == "matmul" ||
-         op == "batch_norm" || op == "lrn" || op == "layer_norm" || is_resize(op) || is_rnn(op);
+         op == "batch_norm" || op == "lrn" || op == "layer_norm" || is_resize(op) || is_rnn(op) ||
+         is_quantized_op(op);
 }
 
 void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, Prop prop,
-                   StepSink& sink) {
+                   StepSink& sink, const std::vector<core::DType>& types) {
   sink.node(n);
+  if (is_quantized_op(n.op)) {
+    lower_quantized(n, in, out, types, sink);
+    return;
+  }
   const std::string& y = n.outputs.at(0);
   const Shape& x = in.at(0);
   const Shape& ys = out.at(0);
@@ -835,6 +999,32 @@ void RecordingSink::conv(Prop p, const ConvGeo& g, const std::string& x, const s
                    std::to_string(g.oc) + " bias " + std::to_string(g.bias) + " truncated " +
                    std::to_string(g.truncated) + " " + y + " = " + fmt(std::vector<std::string>{x, w, b}));
   inner_.conv(p, g, x, w, b, y);
+}
+void RecordingSink::qreorder(const QReorderGeo& g, const std::string& x, const std::string& y) {
+  calls_.push_back(std::string("qreorder ") + fmt(g.dims) + " " + name(g.src) + " -> " + name(g.dst) + " scale " +
+                   fmt(g.scale) + " src_zp " + std::to_string(g.src_zp) + " dst_zp " + std::to_string(g.dst_zp) + " " +
+                   y + " = " + x);
+  inner_.qreorder(g, x, y);
+}
+namespace {
+std::string fmt_q(const QuantAttr& q) {
+  return std::string(name(q.src)) + " x s8 -> " + name(q.dst) + " scale " + fmt(q.scale) + " zp " +
+         std::to_string(q.src_zp) + "," + std::to_string(q.wei_zp) + "," + std::to_string(q.dst_zp);
+}
+}  // namespace
+void RecordingSink::qconv(const ConvGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
+                          const std::string& b, const std::string& y) {
+  calls_.push_back("qconv " + fmt_q(q) + " " + fmt(g.src) + " -> " + fmt(g.dst) + " s" + fmt(g.strides) + " d" +
+                   fmt(g.dil) + " pl" + fmt(g.pad_l) + " pr" + fmt(g.pad_r) + " w" + fmt(g.w_dims) + " oc " +
+                   std::to_string(g.oc) + " bias " + std::to_string(g.bias) + " " + y + " = " +
+                   fmt(std::vector<std::string>{x, w, b}));
+  inner_.qconv(g, q, x, w, b, y);
+}
+void RecordingSink::qmatmul(const QMatmulGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
+                            const std::string& y) {
+  calls_.push_back("qmatmul " + fmt_q(q) + " rows " + std::to_string(g.rows) + " k " + std::to_string(g.k) + " n " +
+                   std::to_string(g.n) + " " + y + " = " + x + " @ " + w);
+  inner_.qmatmul(g, q, x, w, y);
 }
 void RecordingSink::dense(Prop p, const DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
                           const std::string& y) {

@@ -173,6 +173,37 @@ Dims transpose_strides(const Shape& x, const core::Attrs& a);
 // Its backward: the strides that read y (dense) in x's axis order.
 Dims inverse_transpose_strides(const Shape& x, const core::Attrs& a);
 
+// ---- int8 (quantize_linear, dequantize_linear, qlinear_conv2d, qlinear_matmul) ----
+// Quantized values (int8, uint8; an int32 bias) live in the backend's float32 buffers as exact integers; a
+// step's memory of data type `s8`/`u8`/`s32` is a reorder of that buffer (exact), its result one back.
+enum class DataType { f32, s8, u8, s32 };
+const char* name(DataType t);
+// One reorder with an output scale and zero points (mask 0): oneDNN computes
+// dst = saturate(nearbyint(scale * (src - src_zp) + dst_zp)) in float32. QuantizeLinear is src f32, scale
+// 1 / y_scale (float32), dst_zp y_zero_point; DequantizeLinear is dst f32, scale x_scale, src_zp x_zero_point.
+struct QReorderGeo {
+  Dims dims;
+  DataType src = DataType::f32, dst = DataType::f32;
+  float scale = 1;
+  int32_t src_zp = 0, dst_zp = 0;
+};
+// An int8 convolution's or matmul's types and attributes: output scale x_scale * w_scale / y_scale in float32
+// (set_output_scales, mask 0; oneDNN 2.6 adds the bias to the float32 accumulator before it), src, weights and
+// dst zero points (set_zero_points, mask 0, given when non-zero). Weights are always s8: uint8 weights are
+// shifted by -128 first (an eltwise_linear step, exact), their zero point with them.
+struct QuantAttr {
+  DataType src = DataType::s8, dst = DataType::s8;
+  float scale = 1;
+  int32_t src_zp = 0, wei_zp = 0, dst_zp = 0;
+};
+// qlinear_matmul as oneDNN's matmul of x viewed as [rows, K] and the weight [K, N].
+struct QMatmulGeo {
+  int64_t rows = 0, k = 0, n = 0;
+};
+// Whether an int8 node maps, or why not (what oneDNN 2.6's int8 primitives cannot express exactly).
+Support quant_support(const ir::Graph& g, const ir::Node& n);
+bool is_quantized_op(const std::string& op);
+
 // Whether the node maps as this lowering maps it, or why not (float32 operands; resize rules).
 // Whether oneDNN has the operator at all is the backend's op table.
 Support node_support(const ir::Graph& g, const ir::Node& n);
@@ -228,6 +259,14 @@ class StepSink {
   virtual void resample(Prop p, const ResampleGeo& g, const std::string& x, const std::string& y) = 0;
   // x, w_ih, w_hh, b_ih, b_hh.
   virtual void rnn(Prop p, const RnnGeo& g, const std::vector<std::string>& in, const std::string& y) = 0;
+
+  // ---- int8 steps (inference only)
+  virtual void qreorder(const QReorderGeo& g, const std::string& x, const std::string& y) = 0;
+  // b empty: no bias; the weight w is s8 (already shifted when it was uint8).
+  virtual void qconv(const ConvGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
+                     const std::string& b, const std::string& y) = 0;
+  virtual void qmatmul(const QMatmulGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
+                       const std::string& y) = 0;
 
   // ---- backward steps (after the node's forward_training; the sink keeps what that forward left:
   // pooling/lrn workspaces, normalisation statistics). grad(v) names the gradient of v: of an
@@ -301,6 +340,11 @@ class RecordingSink : public StepSink {
   void lrn(Prop p, const LrnGeo& g, const std::string& x, const std::string& y) override;
   void resample(Prop p, const ResampleGeo& g, const std::string& x, const std::string& y) override;
   void rnn(Prop p, const RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+  void qreorder(const QReorderGeo& g, const std::string& x, const std::string& y) override;
+  void qconv(const ConvGeo& g, const QuantAttr& q, const std::string& x, const std::string& w, const std::string& b,
+             const std::string& y) override;
+  void qmatmul(const QMatmulGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
+               const std::string& y) override;
   void zeros(const Dims& d, const std::string& y) override;
   void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) override;
   void eltwise_backward(const Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,
@@ -329,8 +373,13 @@ class RecordingSink : public StepSink {
 
 // Lowers node n's forward (operand shapes `in`, result shapes `out`) into `sink`. Throws
 // ConversionError for an operator it does not map.
+// `in_types`: the operands' data types, which the int8 operators need (their steps' data types).
 void lower_forward(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, Prop prop,
-                   StepSink& sink);
+                   StepSink& sink, const std::vector<core::DType>& in_types = {});
+std::vector<core::DType> in_types(const ir::Graph& g, const ir::Node& n);
+// An int8 node's attributes as lower_forward gives them to qconv / qmatmul, and qlinear_matmul's geometry.
+QuantAttr quant_attr(const ir::Node& n, const std::vector<core::DType>& in_types);
+QMatmulGeo qmatmul_geo(const Shape& x, const core::Attrs& a);
 bool forward_mapped(const std::string& op);  // lower_forward maps it
 
 // Lowers node n's backward into `sink`: reads grad(output), adds to grad(input) for every input the

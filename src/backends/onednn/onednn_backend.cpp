@@ -31,6 +31,7 @@ const OpTable& op_table() {
     register_resize(t);
     register_rnn(t);
     register_loss(t);
+    register_quant(t);
     return t;
   }();
   return table;

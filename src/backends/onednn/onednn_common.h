@@ -26,9 +26,11 @@ using dnnl::prop_kind;
 using Dims = memory::dims;
 
 // A dense row-major float32 tensor. oneDNN 2.6 has no float64 on CPU, so every value lives here.
+// A quantized value (int8, uint8, an int32 bias) is held as its exact integers, `dtype` naming its type.
 struct Buf {
   Shape shape;
   std::vector<float> data;
+  core::DType dtype = core::DType::F32;
   Buf() = default;
   explicit Buf(Shape s) : shape(std::move(s)), data(static_cast<size_t>(core::numel(shape)), 0.0f) {}
   int64_t numel() const { return static_cast<int64_t>(data.size()); }
@@ -220,6 +222,7 @@ class Kernel {
 
   ir::Node node_;
   std::vector<Shape> in_shapes_, out_shapes_;
+  std::vector<core::DType> in_types_;  // the operands' types (the int8 steps' data types)
 };
 
 using SupportFn = std::function<Support(const ir::Graph&, const ir::Node&)>;
@@ -244,6 +247,7 @@ void register_shape(OpTable& t);
 void register_resize(OpTable& t);
 void register_rnn(OpTable& t);
 void register_loss(OpTable& t);
+void register_quant(OpTable& t);
 
 // Losses over a prediction and a target of the same shape, shared by the loss operators and
 // train_step. `grad` is d loss / d prediction.

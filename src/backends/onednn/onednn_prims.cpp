@@ -20,11 +20,17 @@ Buf buf_from_tensor(const core::Tensor& t) {
     std::memcpy(b.ptr(), t.f32(), static_cast<size_t>(b.numel()) * sizeof(float));
   } else {
     for (int64_t i = 0; i < b.numel(); ++i) b.data[static_cast<size_t>(i)] = static_cast<float>(t.get(i));
+    if (core::is_quantized(t.dtype()) || t.dtype() == core::DType::I32) b.dtype = t.dtype();
   }
   return b;
 }
 
 core::Tensor tensor_from_buf(const Buf& b) {
+  if (b.dtype != core::DType::F32) {
+    core::Tensor q(b.dtype, b.shape);
+    for (int64_t i = 0; i < b.numel(); ++i) q.set(i, static_cast<double>(b.data[static_cast<size_t>(i)]));
+    return q;
+  }
   core::Tensor t(core::DType::F32, b.shape);
   std::memcpy(t.f32(), b.ptr(), static_cast<size_t>(b.numel()) * sizeof(float));
   return t;
@@ -321,6 +327,7 @@ void Env::add_grad(const std::string& name, Buf g) {
 Kernel::Kernel(const ir::Graph& g, const ir::Node& n) : node_(n) {
   for (const auto& i : n.inputs) in_shapes_.push_back(g.types.at(i).shape);
   for (const auto& o : n.outputs) out_shapes_.push_back(g.types.at(o).shape);
+  in_types_ = onednn_lower::in_types(g, n);
 }
 
 }  // namespace quorum::backends::onednn

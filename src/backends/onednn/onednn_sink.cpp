@@ -326,6 +326,130 @@ void ExecSink::conv(lw::Prop p, const lw::ConvGeo& g, const std::string& x, cons
                       : conv_forward<dnnl::convolution_forward>(p, g, xb, wb, bias, post_ops_, post_op_operands()));
 }
 
+// ---- int8: quantized buffers hold exact integers in float32; each operand is reordered into the
+// primitive's data type and layout (exact), the result back into a float32 buffer of the output's type.
+
+memory::data_type to_dnnl(lw::DataType t) {
+  switch (t) {
+    case lw::DataType::s8:
+      return memory::data_type::s8;
+    case lw::DataType::u8:
+      return memory::data_type::u8;
+    case lw::DataType::s32:
+      return memory::data_type::s32;
+    case lw::DataType::f32:
+      break;
+  }
+  return memory::data_type::f32;
+}
+
+namespace {
+
+core::DType quorum_dtype(lw::DataType t) {
+  if (t == lw::DataType::s8) return core::DType::I8;
+  if (t == lw::DataType::u8) return core::DType::U8;
+  if (t == lw::DataType::s32) return core::DType::I32;
+  return core::DType::F32;
+}
+
+memory::desc typed_md(const Dims& d, lw::DataType t) { return memory::desc(d, to_dnnl(t), dense_strides(d)); }
+memory::desc typed_any(const Dims& d, lw::DataType t) { return memory::desc(d, to_dnnl(t), memory::format_tag::any); }
+
+// set_output_scales (mask 0) and set_zero_points (mask 0) for each non-zero zero point.
+dnnl::primitive_attr quant_primitive_attr(float scale, int32_t src_zp, int32_t wei_zp, int32_t dst_zp) {
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(0, {scale});
+  if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zp});
+  if (wei_zp) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {wei_zp});
+  if (dst_zp) attr.set_zero_points(DNNL_ARG_DST, 0, {dst_zp});
+  return attr;
+}
+
+std::string quant_key(const lw::QuantAttr& q) {
+  return Key() << lw::name(q.src) << lw::name(q.dst) << q.scale << q.src_zp << q.wei_zp << q.dst_zp;
+}
+
+// A float32 buffer's integers as a memory of `want` (exact reorders: plain f32 -> plain `t` -> want).
+memory quantized_operand(const Buf& b, const Dims& d, lw::DataType t, const memory::desc& want) {
+  const memory user = mem(plain_md(d), b.ptr());
+  if (t == lw::DataType::f32) return to_layout(user, want);
+  memory typed(typed_md(d, t), cpu_engine());
+  reorder_into(user, typed);
+  return to_layout(typed, want);
+}
+
+// The primitive's result `m` (dims d, type t) as a float32 buffer of that type.
+Buf quantized_result(const memory& m, const Dims& d, lw::DataType t) {
+  Buf r(Shape(d.begin(), d.end()));
+  r.dtype = quorum_dtype(t);
+  reorder_into(m, mem(plain_md(d), r.ptr()));
+  return r;
+}
+
+}  // namespace
+
+const Cached<dnnl::reorder::primitive_desc>& qreorder_pd(const lw::QReorderGeo& g) {
+  const std::string key = Key() << g.dims << lw::name(g.src) << lw::name(g.dst) << g.scale << g.src_zp << g.dst_zp;
+  return cached<dnnl::reorder::primitive_desc>(key, [&] {
+    return dnnl::reorder::primitive_desc(cpu_engine(), typed_md(g.dims, g.src), cpu_engine(), typed_md(g.dims, g.dst),
+                                         quant_primitive_attr(g.scale, g.src_zp, 0, g.dst_zp));
+  });
+}
+
+const Cached<dnnl::convolution_forward::primitive_desc>& qconv_pd(const lw::ConvGeo& g, const lw::QuantAttr& q) {
+  return cached<dnnl::convolution_forward::primitive_desc>(Key() << conv_key(g) << quant_key(q), [&] {
+    const memory::desc src = typed_any(g.src, q.src), wei = typed_any(g.w_dims, lw::DataType::s8),
+                       dst = typed_any(g.dst, q.dst);
+    const auto alg = algorithm::convolution_direct;
+    const auto prop = prop_kind::forward_inference;
+    auto d = g.bias ? dnnl::convolution_forward::desc(prop, alg, src, wei, typed_md({g.oc}, lw::DataType::s32), dst,
+                                                      g.strides, g.dil, g.pad_l, g.pad_r)
+                    : dnnl::convolution_forward::desc(prop, alg, src, wei, dst, g.strides, g.dil, g.pad_l, g.pad_r);
+    return dnnl::convolution_forward::primitive_desc(d, quant_primitive_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp),
+                                                     cpu_engine());
+  });
+}
+
+const Cached<dnnl::matmul::primitive_desc>& qmatmul_pd(const lw::QMatmulGeo& g, const lw::QuantAttr& q) {
+  return cached<dnnl::matmul::primitive_desc>(Key() << g.rows << g.k << g.n << quant_key(q), [&] {
+    dnnl::matmul::desc d(typed_md({g.rows, g.k}, q.src), typed_md({g.k, g.n}, lw::DataType::s8),
+                         typed_md({g.rows, g.n}, q.dst));
+    return dnnl::matmul::primitive_desc(d, quant_primitive_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp),
+                                        cpu_engine());
+  });
+}
+
+void ExecSink::qreorder(const lw::QReorderGeo& g, const std::string& x, const std::string& y) {
+  const auto& f = qreorder_pd(g);
+  const memory src = quantized_operand(get(x), g.dims, g.src, typed_md(g.dims, g.src));
+  memory dst(typed_md(g.dims, g.dst), cpu_engine());
+  run(f.prim, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+  put(y, quantized_result(dst, g.dims, g.dst));
+}
+
+void ExecSink::qconv(const lw::ConvGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
+                     const std::string& b, const std::string& y) {
+  const auto& f = qconv_pd(g, q);
+  std::unordered_map<int, memory> args;
+  args[DNNL_ARG_SRC] = quantized_operand(get(x), g.src, q.src, f.pd.src_desc());
+  args[DNNL_ARG_WEIGHTS] = quantized_operand(get(w), g.w_dims, lw::DataType::s8, f.pd.weights_desc());
+  if (!b.empty()) args[DNNL_ARG_BIAS] = quantized_operand(get(b), {g.oc}, lw::DataType::s32, f.pd.bias_desc());
+  memory dst(f.pd.dst_desc(), cpu_engine());
+  args[DNNL_ARG_DST] = dst;
+  run(f.prim, args);
+  put(y, quantized_result(dst, g.dst, q.dst));
+}
+
+void ExecSink::qmatmul(const lw::QMatmulGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
+                       const std::string& y) {
+  const auto& f = qmatmul_pd(g, q);
+  memory dst(f.pd.dst_desc(), cpu_engine());
+  run(f.prim, {{DNNL_ARG_SRC, quantized_operand(get(x), {g.rows, g.k}, q.src, f.pd.src_desc())},
+               {DNNL_ARG_WEIGHTS, quantized_operand(get(w), {g.k, g.n}, lw::DataType::s8, f.pd.weights_desc())},
+               {DNNL_ARG_DST, dst}});
+  put(y, quantized_result(dst, {g.rows, g.n}, q.dst));
+}
+
 void ExecSink::dense(lw::Prop p, const lw::DenseGeo& g, const std::string& x, const std::string& w,
                      const std::string& b, const std::string& y) {
   const auto& f = dense_fwd_pd(g, to_dnnl(p), post_ops_);
@@ -634,12 +758,13 @@ void ExecSink::resample_backward(const lw::ResampleGeo& g, const std::string&, c
 }
 
 void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
-                     const std::vector<Shape>& out_shapes, bool training, Saved& saved, const PostOps* po) {
+                     const std::vector<Shape>& out_shapes, bool training, Saved& saved, const PostOps* po,
+                     const std::vector<core::DType>& in_types) {
   saved.values.clear();
   ExecSink sink(env, n, in_shapes, out_shapes, training, saved);
   sink.fuse(po);
   lw::lower_forward(n, in_shapes, out_shapes, training ? lw::Prop::forward_training : lw::Prop::forward_inference,
-                    sink);
+                    sink, in_types);
 }
 
 void lowered_backward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
@@ -681,7 +806,7 @@ std::vector<std::string> library_sink_calls(const ir::Graph& g) {
       ExecSink exec(env, n, ins, outs, training, training ? saved[k] : local_saved);
       RecordingSink rec(exec);
       try {
-        lower_forward(n, ins, outs, p, rec);
+        lower_forward(n, ins, outs, p, rec, in_types(g, n));
       } catch (const ConversionError& e) {
         return {std::string("refused by the library's sink: ") + e.what()};
       }

@@ -79,6 +79,12 @@ const Cached<typename Fwd::primitive_desc>& conv_fwd_pd(const lw::ConvGeo& g, pr
   });
 }
 
+// The int8 primitives (cached by geometry, data types, scale and zero points).
+memory::data_type to_dnnl(lw::DataType t);
+const Cached<dnnl::reorder::primitive_desc>& qreorder_pd(const lw::QReorderGeo& g);
+const Cached<dnnl::convolution_forward::primitive_desc>& qconv_pd(const lw::ConvGeo& g, const lw::QuantAttr& q);
+const Cached<dnnl::matmul::primitive_desc>& qmatmul_pd(const lw::QMatmulGeo& g, const lw::QuantAttr& q);
+
 // What a node's forward keeps for its backward.
 struct Saved {
   std::map<std::string, Buf> values;  // values the node defined besides its outputs (chain steps, softsign's den.)
@@ -126,6 +132,11 @@ class ExecSink : public lw::StepSink {
   void lrn(lw::Prop p, const lw::LrnGeo& g, const std::string& x, const std::string& y) override;
   void resample(lw::Prop p, const lw::ResampleGeo& g, const std::string& x, const std::string& y) override;
   void rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override;
+  void qreorder(const lw::QReorderGeo& g, const std::string& x, const std::string& y) override;
+  void qconv(const lw::ConvGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
+             const std::string& b, const std::string& y) override;
+  void qmatmul(const lw::QMatmulGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
+               const std::string& y) override;
   void zeros(const Dims& d, const std::string& y) override;
   void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) override;
   void eltwise_backward(const lw::Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,
@@ -167,8 +178,10 @@ class ExecSink : public lw::StepSink {
 };
 
 // Runs node n's forward through the lowering and the ExecSink (with `po`, its primitive's post-ops).
+// `in_types`: the operands' types (the int8 steps need them).
 void lowered_forward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
-                     const std::vector<Shape>& out_shapes, bool training, Saved& saved, const PostOps* po = nullptr);
+                     const std::vector<Shape>& out_shapes, bool training, Saved& saved, const PostOps* po = nullptr,
+                     const std::vector<core::DType>& in_types = {});
 // Runs node n's backward through the lowering and the ExecSink, after lowered_forward(training).
 void lowered_backward(Env& env, const ir::Node& n, const std::vector<Shape>& in_shapes,
                       const std::vector<Shape>& out_shapes, Saved& saved);
@@ -181,7 +194,7 @@ class LoweredKernel : public Kernel {
  public:
   using Kernel::Kernel;
   void forward(Env& env, bool training) override {
-    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_);
+    lowered_forward(env, node_, in_shapes_, out_shapes_, training, saved_, nullptr, in_types_);
   }
   void backward(Env& env) override { lowered_backward(env, node_, in_shapes_, out_shapes_, saved_); }
 

@@ -101,6 +101,84 @@ struct Block {
 };
 
 const Block kBlocks[] = {
+    {"quant", R"CPP(
+// int8 (ONNX's linear quantization), as Quorum's backend runs it: quantized values are exact integers in
+// float32 buffers; each operand is reordered into the primitive's data type (plain f32 -> plain type -> the
+// primitive's layout, exact) and the result back into float32. Output scale: set_output_scales (mask 0);
+// zero points: set_zero_points (mask 0), given when non-zero. uint8 weights come shifted into s8 (-128).
+using qdt = memory::data_type;
+struct QAttr {
+  qdt src, dst;
+  float scale;
+  int32_t src_zp, wei_zp, dst_zp;
+};
+inline memory::desc typed(const Dims& d, qdt t) { return memory::desc(d, t, dense_strides(d)); }
+inline primitive_attr quant_attr(float scale, int32_t src_zp, int32_t wei_zp, int32_t dst_zp) {
+  primitive_attr attr;
+  attr.set_output_scales(0, {scale});
+  if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zp});
+  if (wei_zp) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {wei_zp});
+  if (dst_zp) attr.set_zero_points(DNNL_ARG_DST, 0, {dst_zp});
+  return attr;
+}
+inline memory q_operand(const Vec& b, const Dims& d, qdt t, const memory::desc& want) {
+  const memory user = mem(plain(d), b.data());
+  if (t == qdt::f32) return to_layout(user, want);
+  memory m(typed(d, t), eng);
+  reorder_into(user, m);
+  return to_layout(m, want);
+}
+inline Vec q_result(const memory& m, const Dims& d) {
+  Vec r(numel(d));
+  reorder_into(m, mem(plain(d), r.data()));
+  return r;
+}
+// One reorder with an output scale and zero points: dst = saturate(nearbyint(scale * (src - src_zp) + dst_zp)).
+inline Vec qreorder_op(const Dims& d, qdt src, qdt dst, float scale, int32_t src_zp, int32_t dst_zp, const Vec& x) {
+  reorder::primitive_desc pd(eng, typed(d, src), eng, typed(d, dst), quant_attr(scale, src_zp, 0, dst_zp));
+  show("reorder", pd);
+  const memory s = q_operand(x, d, src, typed(d, src));
+  memory o(typed(d, dst), eng);
+  run(reorder(pd), {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, o}});
+  return q_result(o, d);
+}
+// matmul of x [rows, k] (plain, the source type) and w [k, n] (plain s8) into [rows, n] (the destination type).
+inline Vec qmatmul_fwd(int64_t rows, int64_t k, int64_t n, const QAttr& q, const Vec& x, const Vec& w) {
+  matmul::primitive_desc pd(matmul::desc(typed({rows, k}, q.src), typed({k, n}, qdt::s8), typed({rows, n}, q.dst)),
+                            quant_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp), eng);
+  show("matmul", pd);
+  memory dst(pd.dst_desc(), eng);
+  run(matmul(pd), {{DNNL_ARG_SRC, q_operand(x, {rows, k}, q.src, pd.src_desc())},
+                   {DNNL_ARG_WEIGHTS, q_operand(w, {k, n}, qdt::s8, pd.weights_desc())},
+                   {DNNL_ARG_DST, dst}});
+  return q_result(dst, {rows, n});
+}
+// int8 convolution_forward (forward_inference) with format_tag::any: s8/u8 source, s8 weights [OC, C, k...]
+// (grouped [G, OC/G, C/G, k...]), s32 bias; dil counts from 0, pads explicit.
+struct QConvGeo {
+  Dims src, dst, w, strides, dil, pad_l, pad_r;
+  int64_t oc;
+  bool bias;
+};
+inline Vec qconv_fwd(const QConvGeo& g, const QAttr& q, const Vec& x, const Vec& w, const Vec& b) {
+  auto any = [](const Dims& d, qdt t) { return memory::desc(d, t, memory::format_tag::any); };
+  const auto prop = prop_kind::forward_inference;
+  const auto alg = algorithm::convolution_direct;
+  auto d = g.bias ? convolution_forward::desc(prop, alg, any(g.src, q.src), any(g.w, qdt::s8), typed({g.oc}, qdt::s32),
+                                              any(g.dst, q.dst), g.strides, g.dil, g.pad_l, g.pad_r)
+                  : convolution_forward::desc(prop, alg, any(g.src, q.src), any(g.w, qdt::s8), any(g.dst, q.dst),
+                                              g.strides, g.dil, g.pad_l, g.pad_r);
+  convolution_forward::primitive_desc pd(d, quant_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp), eng);
+  show("convolution_forward", pd);
+  memory dst(pd.dst_desc(), eng);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, q_operand(x, g.src, q.src, pd.src_desc())},
+                                       {DNNL_ARG_WEIGHTS, q_operand(w, g.w, qdt::s8, pd.weights_desc())},
+                                       {DNNL_ARG_DST, dst}};
+  if (g.bias) args[DNNL_ARG_BIAS] = q_operand(b, {g.oc}, qdt::s32, pd.bias_desc());
+  run(convolution_forward(pd), args);
+  return q_result(dst, g.dst);
+}
+)CPP"},
     {"postops", R"CPP(
 // Post-ops (the optimized run): a consumer node attached to its producer's primitive, as framework
 // integrations fuse them. An eltwise post-op (alg, alpha, beta; scale 1), or a binary one whose second
@@ -1053,6 +1131,35 @@ class Gen : public lw::StepSink {
     define(y, e + ").y");
   }
 
+  // ---- int8 steps
+  void qreorder(const lw::QReorderGeo& g, const std::string& x, const std::string& y) override {
+    need("quant");
+    define(y, "qreorder_op(" + dims(g.dims) + ", " + qdt(g.src) + ", " + qdt(g.dst) + ", " + flt(g.scale) + ", " +
+                  std::to_string(g.src_zp) + ", " + std::to_string(g.dst_zp) + ", " + ref(x) + ")");
+  }
+  void qconv(const lw::ConvGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
+             const std::string& b, const std::string& y) override {
+    need("quant");
+    const std::string name = "qconv_" + node_id();
+    lines_.push_back("  const QConvGeo " + name + "{" + dims(g.src) + ", " + dims(g.dst) + ", " + dims(g.w_dims) +
+                     ", " + dims(g.strides) + ", " + dims(g.dil) + ", " + dims(g.pad_l) + ", " + dims(g.pad_r) +
+                     ", " + std::to_string(g.oc) + ", " + (g.bias ? "true" : "false") + "};\n");
+    const std::string ex = ref(x), ew = ref(w), eb = b.empty() ? "Vec{}" : ref(b);
+    define(y, "qconv_fwd(" + name + ", " + qattr(q) + ", " + ex + ", " + ew + ", " + eb + ")");
+  }
+  void qmatmul(const lw::QMatmulGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
+               const std::string& y) override {
+    need("quant");
+    const std::string ex = ref(x), ew = ref(w);
+    define(y, "qmatmul_fwd(" + std::to_string(g.rows) + ", " + std::to_string(g.k) + ", " + std::to_string(g.n) +
+                  ", " + qattr(q) + ", " + ex + ", " + ew + ")");
+  }
+  static std::string qdt(lw::DataType t) { return std::string("qdt::") + lw::name(t); }
+  static std::string qattr(const lw::QuantAttr& q) {
+    return "QAttr{" + qdt(q.src) + ", " + qdt(q.dst) + ", " + flt(q.scale) + ", " + std::to_string(q.src_zp) + ", " +
+           std::to_string(q.wei_zp) + ", " + std::to_string(q.dst_zp) + "}";
+  }
+
   // ---- backward steps
   void zeros(const Dims& d, const std::string& y) override {
     if (skip_) return;
@@ -1542,7 +1649,7 @@ void Gen::forward_node(const ir::Node& n) {
   if (!lw::forward_mapped(n.op))
     throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
   check_supported(c_.model, n);
-  lw::lower_forward(n, shapes(n.inputs), shapes(n.outputs), prop_of_case(), *this);
+  lw::lower_forward(n, shapes(n.inputs), shapes(n.outputs), prop_of_case(), *this, lw::in_types(c_.model, n));
   flush();
 }
 
@@ -1778,7 +1885,7 @@ std::vector<std::string> writer_sink_calls(const ir::Graph& g) {
         if (!forward_mapped(n.op)) return {"refused: not lowered: " + n.op};
         const Support s = node_support(g, n);
         if (!s.ok) return {"refused: " + s.reason};
-        lower_forward(n, gen.shapes(n.inputs), gen.shapes(n.outputs), p, rec);
+        lower_forward(n, gen.shapes(n.inputs), gen.shapes(n.outputs), p, rec, in_types(g, n));
         gen.flush();
       }
     } catch (const ReproUnsupported& e) {
