@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 
 #include "backends/xnnpack/lower.h"
 #include "campaign/campaign.h"
@@ -79,6 +80,33 @@ TEST(XnnpackSinks, GeneratedModelsLowerAlikeIntoBothSinks) {
   EXPECT_GT(segments, t.compared) << "some model needs more than one subgraph";
   EXPECT_GE(t.lines, 500u) << "calls recorded";
   std::printf("%d models lowered (%zu calls, %d subgraphs), %d refused\n", t.compared, t.lines, segments, t.refused);
+}
+
+// Quantized models (--dtype int8): the unit generator's quantized operators and the float generators' models
+// rewritten by the quantizer lower alike into both sinks, with quantized values, converts and qs8/qu8 products.
+TEST(XnnpackSinks, QuantizedModelsLowerAlikeIntoBothSinks) {
+  Tally t;
+  std::map<std::string, int> calls;
+  for (const char* generator : {"unit", "muffin", "zoo"}) {
+    gen::GenOptions opt;
+    opt.generator = generator;
+    opt.quantized = true;
+    const campaign::ModelFactory factory = campaign::generator_factory(opt, "random");
+    for (int64_t i = 0; i < 60; ++i) {
+      const campaign::ModelCase m = campaign::draw_case(factory, 2027, i, "mse_loss");
+      if (!agree(m.graph, std::string(generator) + " int8 model " + std::to_string(i), t)) continue;
+      for (const auto& line : library_sink_calls(m.graph))
+        for (const char* c : {"xnn_define_convert", "xnn_define_convolution_2d", "xnn_define_fully_connected",
+                              "quantized_static", "qint8", "quint8"})
+          calls[c] += line.find(c) != std::string::npos;
+    }
+  }
+  EXPECT_GE(t.compared, 20) << "quantized models lowered";
+  EXPECT_GT(t.refused, 0) << "what XNNPACK cannot take is refused alike";
+  for (const char* c : {"xnn_define_convert", "xnn_define_convolution_2d", "xnn_define_fully_connected",
+                        "quantized_static", "qint8", "quint8"})
+    EXPECT_GT(calls[c], 0) << c;
+  std::printf("%d quantized models lowered (%zu calls), %d refused\n", t.compared, t.lines, t.refused);
 }
 
 }  // namespace

@@ -22,6 +22,13 @@ std::vector<float> f32_values(const core::Tensor& t) {
   return std::vector<float>(f.f32(), f.f32() + f.numel());
 }
 
+std::vector<int32_t> int_values(const core::Tensor& t) {
+  std::vector<int32_t> v;
+  v.reserve(static_cast<size_t>(t.numel()));
+  for (double x : t.values()) v.push_back(static_cast<int32_t>(x));
+  return v;
+}
+
 std::vector<float> to_channels_last(const core::Tensor& t) {
   const std::vector<float> in = f32_values(t);
   const Shape& x = t.shape();
@@ -67,6 +74,29 @@ const char* call_name(Binary op) {
   return names[static_cast<size_t>(op)];
 }
 
+bool Quant::operator<(const Quant& o) const {
+  if (type != o.type) return type < o.type;
+  if (!quantized()) return false;
+  return scale != o.scale ? scale < o.scale : zero_point < o.zero_point;
+}
+
+const char* datatype_name(QType t) {
+  static const char* const names[] = {"xnn_datatype_fp32", "xnn_datatype_qint8", "xnn_datatype_quint8",
+                                      "xnn_datatype_qint32"};
+  return names[static_cast<size_t>(t)];
+}
+
+std::string quant_text(const Quant& q) {
+  if (!q.quantized()) return "fp32";
+  return std::string(datatype_name(q.type) + 13) + " scale " + c_literal(q.scale, true) + " zero point " +
+         std::to_string(q.zero_point);
+}
+
+core::DType host_dtype(QType t) {
+  static const core::DType types[] = {core::DType::F32, core::DType::I8, core::DType::U8, core::DType::I32};
+  return types[static_cast<size_t>(t)];
+}
+
 // ---- segments ----
 
 void Segments::close() {
@@ -88,53 +118,72 @@ void Segments::begin_node(const ir::Node& n, Layout l) {
   sink_.begin_node(n, l);
 }
 
-std::optional<Layout> Segments::layout_in_segment(const std::string& value) const {
+std::optional<std::pair<Layout, Quant>> Segments::in_segment(const std::string& value) const {
   const auto it = produced_.find(value);
   if (it == produced_.end()) return std::nullopt;
   return it->second;
 }
 
-ValueId Segments::value(const std::string& name, Layout l) {
-  const auto key = std::make_pair(name, l);
+std::optional<Layout> Segments::layout_in_segment(const std::string& value) const {
+  const auto it = produced_.find(value);
+  if (it == produced_.end()) return std::nullopt;
+  return it->second.first;
+}
+
+ValueId Segments::value(const std::string& name, Layout l, const Quant& q) {
+  const auto key = std::make_tuple(name, l, q);
   if (const auto it = ids_.find(key); it != ids_.end()) return it->second;
   if (produced_.count(name))
-    throw std::logic_error("value '" + name + "' is wanted in a layout its producer did not write");
+    throw std::logic_error("value '" + name + "' is wanted in a layout or datatype its producer did not write");
   const Shape& shape = g_.types.at(name).shape;
   const ValueId id = next_++;
   if (g_.is_initializer(name)) {
     const core::Tensor& w = g_.initializers.at(name);
-    sink_.weight_value(id, name, l, xnn_dims(shape, l), l == Layout::Plain ? f32_values(w) : to_channels_last(w));
+    if (q.quantized()) {
+      if (l != Layout::Plain) throw std::logic_error("quantized initializer '" + name + "' wanted channels-last");
+      sink_.quantized_static(id, xnn_dims(shape, l), int_values(w), q, "weight '" + name + "'");
+    } else {
+      sink_.weight_value(id, name, l, xnn_dims(shape, l), l == Layout::Plain ? f32_values(w) : to_channels_last(w));
+    }
   } else {
-    sink_.external_input(id, name, l, xnn_dims(shape, l), static_cast<uint32_t>(inputs_.size() + outputs_.size()));
-    inputs_.push_back({name, l, id, shape});
+    sink_.external_input(id, name, l, xnn_dims(shape, l), static_cast<uint32_t>(inputs_.size() + outputs_.size()), q);
+    inputs_.push_back({name, l, id, shape, q});
   }
   ids_[key] = id;
   return id;
 }
 
-ValueId Segments::define_output(const std::string& name, Layout l) {
+ValueId Segments::define_output(const std::string& name, Layout l, const Quant& q) {
   const ValueId id = next_++;
   const Shape& shape = g_.types.at(name).shape;
   if (exposed_ && !exposed_->count(name)) {
-    sink_.internal_value(id, xnn_dims(shape, l));  // only this segment reads it: XNNPACK may fuse through it
+    sink_.internal_value(id, xnn_dims(shape, l), q);  // only this segment reads it: XNNPACK may fuse through it
   } else {
-    sink_.external_output(id, name, l, xnn_dims(shape, l), static_cast<uint32_t>(inputs_.size() + outputs_.size()));
-    outputs_.push_back({name, l, id, shape});
+    sink_.external_output(id, name, l, xnn_dims(shape, l), static_cast<uint32_t>(inputs_.size() + outputs_.size()),
+                          q);
+    outputs_.push_back({name, l, id, shape, q});
   }
-  produced_[name] = l;
-  ids_[{name, l}] = id;
+  produced_[name] = {l, q};
+  ids_[{name, l, q}] = id;
   return id;
 }
 
-ValueId Segments::internal(const Dims& dims) {
+ValueId Segments::internal(const Dims& dims, const Quant& q) {
   const ValueId id = next_++;
-  sink_.internal_value(id, dims);
+  sink_.internal_value(id, dims, q);
   return id;
 }
 
 ValueId Segments::constant(std::vector<float> data, const Dims& dims, const std::string& what) {
   const ValueId id = next_++;
   sink_.static_value(id, dims, std::move(data), what);
+  return id;
+}
+
+ValueId Segments::quantized_constant(std::vector<int32_t> data, const Dims& dims, const Quant& q,
+                                     const std::string& what) {
+  const ValueId id = next_++;
+  sink_.quantized_static(id, dims, std::move(data), q, what);
   return id;
 }
 
@@ -174,6 +223,7 @@ const OpTable& op_table() {
     register_conv_pool(t);
     register_elementwise(t);
     register_shape(t);
+    register_quantized(t);
     return t;
   }();
   return table;
@@ -206,9 +256,11 @@ const std::map<std::string, std::string>& missing_reasons() {
 }  // namespace
 
 Support supports(const ir::Graph& g, const ir::Node& n) {
+  const auto it = op_table().find(n.op);
+  const bool quantized_op = it != op_table().end() && it->second.quant;  // checks its own dtypes
   for (const auto& v : n.inputs) {
     const core::TensorType& t = g.types.at(v);
-    if (!core::is_float(t.dtype))
+    if (!core::is_float(t.dtype) && !quantized_op)
       return Support::no("XNNPACK float32 operators cannot take " + core::to_string(t.dtype) + " input '" + v + "'");
     if (t.shape.size() > kMaxRank)
       return Support::no("XNNPACK tensors have at most 6 dims, '" + v + "' has " + std::to_string(t.shape.size()));
@@ -218,7 +270,6 @@ Support supports(const ir::Graph& g, const ir::Node& n) {
       return Support::no("XNNPACK tensors have at most 6 dims, '" + v + "' has more");
   // Filters, biases and batch_norm statistics are packed when the subgraph is defined.
   if (Support w = constant_weights(g, n, "XNNPACK"); !w.ok) return w;
-  const auto it = op_table().find(n.op);
   if (it == op_table().end()) {
     const auto why = missing_reasons().find(n.op);
     return Support::no(why != missing_reasons().end() ? why->second
@@ -241,14 +292,17 @@ Support lower(const ir::Graph& g, Sink& sink, const std::set<std::string>* expos
     }
     const Layout l = op.layout ? op.layout(g, n, segments.layout_in_segment(n.inputs.at(0))) : Layout::Plain;
     for (size_t i = 0; i < ir::data_input_count(n); ++i) {
-      const auto have = segments.layout_in_segment(n.inputs[i]);
-      if (have && *have != l) {
-        segments.close();  // the value goes through the host, where its layout changes
+      const auto have = segments.in_segment(n.inputs[i]);
+      const Quant want = op.quant ? op.quant(g, n, false, i) : kFloat;
+      if (have && (have->first != l || have->second != want)) {
+        // The value goes through the host, where its layout changes or its integers are read under the
+        // consumer's scale and zero point (an XNNPACK value has one quantization).
+        segments.close();
         break;
       }
     }
     segments.begin_node(n, l);
-    NodeLowering c(segments, g, n, l);
+    NodeLowering c(segments, g, n, l, op.quant);
     op.define(c);
   }
   segments.close();
@@ -288,7 +342,7 @@ std::string externals_text(const std::vector<External>& v) {
   std::string s = "[";
   for (const auto& e : v)
     s += (s.size() > 1 ? ", " : "") + id(e.id) + " '" + e.value + "' " + layout_name(e.layout) + " " +
-         core::to_string(e.shape);
+         core::to_string(e.shape) + (e.quant.quantized() ? " " + quant_text(e.quant) : "");
   return s + "]";
 }
 
@@ -307,18 +361,18 @@ class RecordingSink : public Sink {
     inner_.begin_node(node, layout);
   }
 
-  void external_input(ValueId v, const std::string& value, Layout layout, const Dims& dims,
-                      uint32_t external) override {
+  void external_input(ValueId v, const std::string& value, Layout layout, const Dims& dims, uint32_t external,
+                      const Quant& q) override {
     log("external_input " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " external " +
-        std::to_string(external));
-    inner_.external_input(v, value, layout, dims, external);
+        std::to_string(external) + " " + quant_text(q));
+    inner_.external_input(v, value, layout, dims, external, q);
   }
 
-  void external_output(ValueId v, const std::string& value, Layout layout, const Dims& dims,
-                       uint32_t external) override {
+  void external_output(ValueId v, const std::string& value, Layout layout, const Dims& dims, uint32_t external,
+                       const Quant& q) override {
     log("external_output " + id(v) + " '" + value + "' " + layout_name(layout) + " " + dims_text(dims) + " external " +
-        std::to_string(external));
-    inner_.external_output(v, value, layout, dims, external);
+        std::to_string(external) + " " + quant_text(q));
+    inner_.external_output(v, value, layout, dims, external, q);
   }
 
   void weight_value(ValueId v, const std::string& value, Layout layout, const Dims& dims,
@@ -333,9 +387,18 @@ class RecordingSink : public Sink {
     inner_.static_value(v, dims, std::move(data), what);
   }
 
-  void internal_value(ValueId v, const Dims& dims) override {
-    log("internal_value " + id(v) + " " + dims_text(dims));
-    inner_.internal_value(v, dims);
+  void internal_value(ValueId v, const Dims& dims, const Quant& q) override {
+    log("internal_value " + id(v) + " " + dims_text(dims) + " " + quant_text(q));
+    inner_.internal_value(v, dims, q);
+  }
+
+  void quantized_static(ValueId v, const Dims& dims, std::vector<int32_t> data, const Quant& q,
+                        const std::string& what) override {
+    const std::string bytes(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(int32_t));
+    std::ostringstream h;
+    h << data.size() << " integers #" << std::hex << core::fnv1a(bytes);
+    log("quantized_static " + id(v) + " " + dims_text(dims) + " " + h.str() + " " + quant_text(q) + " (" + what + ")");
+    inner_.quantized_static(v, dims, std::move(data), q, what);
   }
 
   void unary(Unary op, ValueId x, ValueId y) override {
@@ -436,6 +499,11 @@ class RecordingSink : public Sink {
     log("xnn_define_static_resize_bilinear_2d " + std::to_string(height) + "x" + std::to_string(width) + " " + id(x) +
         " -> " + id(y) + " flags " + flag_names(flags));
     inner_.static_resize_bilinear_2d(height, width, x, y, flags);
+  }
+
+  void convert(ValueId x, ValueId y) override {
+    log("xnn_define_convert " + id(x) + " -> " + id(y));
+    inner_.convert(x, y);
   }
 
   void end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) override {

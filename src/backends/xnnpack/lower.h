@@ -15,6 +15,10 @@
 // an external output, so the host sees every intermediate — except in the optimized run
 // (CompileOptions::optimized, lower_fusion.cpp), where only the values the host needs leave their
 // segment and the rest are internal, so XNNPACK's subgraph optimizer may fuse through them.
+//
+// Quantized values (Quorum's int8/uint8) are qint8/quint8 tensors with a per-tensor scale and zero point
+// (Quant); an XNNPACK value has one quantization, so a node that reads a value under another scale or zero
+// point than its producer wrote it with also starts a new segment (lower_quant.cpp).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -36,6 +40,29 @@ enum class Layout { Plain, ChannelsLast };
 Dims xnn_dims(const Shape& logical, Layout layout);
 // `t` in float32, row-major [N, C, S...] permuted to channels-last [N, S..., C].
 std::vector<float> to_channels_last(const core::Tensor& t);
+
+// A value's XNNPACK datatype: float32, or quantized per tensor (xnn_define_quantized_tensor_value) with a
+// float32 scale and an integer zero point. Quorum's I8/U8 values are qint8/quint8, a quantized
+// convolution's int32 bias qint32 (scale x_scale * w_scale, zero point 0).
+enum class QType { F32, QInt8, QUInt8, QInt32 };
+struct Quant {
+  QType type = QType::F32;
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+  bool quantized() const { return type != QType::F32; }
+  bool operator==(const Quant& o) const {
+    return type == o.type && (!quantized() || (scale == o.scale && zero_point == o.zero_point));
+  }
+  bool operator!=(const Quant& o) const { return !(*this == o); }
+  bool operator<(const Quant& o) const;
+};
+const Quant kFloat{};
+// "xnn_datatype_qint8", ...
+const char* datatype_name(QType t);
+// "qint8 scale S zero point Z" (the float32 scale as an exact literal), "fp32".
+std::string quant_text(const Quant& q);
+// The host dtype of an XNNPACK datatype (F32, I8, U8, I32).
+core::DType host_dtype(QType t);
 
 // A value of the subgraph being defined, numbered by the lowering from 0 in each segment; each sink
 // maps it to its own id (XNNPACK's value id, a C++ variable name).
@@ -80,6 +107,7 @@ struct External {
   Layout layout;
   ValueId id;
   Shape shape;
+  Quant quant;  // float32, or its quantization (the host holds it as I8/U8)
 };
 
 // concat on the operator API: one strided xnn_copy_nc_x32 per input into the output buffer.
@@ -110,14 +138,19 @@ class Sink {
   // xnn_define_tensor_value: graph values crossing the segment (external id `external`), an
   // initializer read as a data input (`data` already in `layout`), a constant the lowering made
   // (`what` says what it holds), an internal value.
+  // `q`: xnn_define_tensor_value for float32, xnn_define_quantized_tensor_value otherwise.
   virtual void external_input(ValueId id, const std::string& value, Layout layout, const Dims& dims,
-                              uint32_t external) = 0;
+                              uint32_t external, const Quant& q) = 0;
   virtual void external_output(ValueId id, const std::string& value, Layout layout, const Dims& dims,
-                               uint32_t external) = 0;
+                               uint32_t external, const Quant& q) = 0;
   virtual void weight_value(ValueId id, const std::string& value, Layout layout, const Dims& dims,
                             std::vector<float> data) = 0;
   virtual void static_value(ValueId id, const Dims& dims, std::vector<float> data, const std::string& what) = 0;
-  virtual void internal_value(ValueId id, const Dims& dims) = 0;
+  virtual void internal_value(ValueId id, const Dims& dims, const Quant& q) = 0;
+  // xnn_define_quantized_tensor_value with static data (a quantized filter, an int32 bias), each element
+  // an integer of q's type.
+  virtual void quantized_static(ValueId id, const Dims& dims, std::vector<int32_t> data, const Quant& q,
+                                const std::string& what) = 0;
 
   // Node definitions (flags 0 unless a parameter says otherwise).
   virtual void unary(Unary op, ValueId x, ValueId y) = 0;
@@ -142,6 +175,9 @@ class Sink {
   virtual void static_constant_pad(const Dims& pre, const Dims& post, float value, ValueId x, ValueId y) = 0;
   virtual void softmax(ValueId x, ValueId y) = 0;
   virtual void static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) = 0;
+  // xnn_define_convert: float32 to quantized (quantize_linear) or back (dequantize_linear), as x's and y's
+  // datatypes say.
+  virtual void convert(ValueId x, ValueId y) = 0;
 
   // The segment is complete: build and run it with these external values (ids in definition order).
   virtual void end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) = 0;
@@ -155,11 +191,12 @@ class NullSink : public Sink {
  public:
   void begin_subgraph() override {}
   void begin_node(const ir::Node&, Layout) override {}
-  void external_input(ValueId, const std::string&, Layout, const Dims&, uint32_t) override {}
-  void external_output(ValueId, const std::string&, Layout, const Dims&, uint32_t) override {}
+  void external_input(ValueId, const std::string&, Layout, const Dims&, uint32_t, const Quant&) override {}
+  void external_output(ValueId, const std::string&, Layout, const Dims&, uint32_t, const Quant&) override {}
   void weight_value(ValueId, const std::string&, Layout, const Dims&, std::vector<float>) override {}
   void static_value(ValueId, const Dims&, std::vector<float>, const std::string&) override {}
-  void internal_value(ValueId, const Dims&) override {}
+  void internal_value(ValueId, const Dims&, const Quant&) override {}
+  void quantized_static(ValueId, const Dims&, std::vector<int32_t>, const Quant&, const std::string&) override {}
   void unary(Unary, ValueId, ValueId) override {}
   void arithmetic(Arithmetic, float, float, ValueId, ValueId, ValueId) override {}
   void binary(Binary, ValueId, ValueId, ValueId) override {}
@@ -178,6 +215,7 @@ class NullSink : public Sink {
   void static_constant_pad(const Dims&, const Dims&, float, ValueId, ValueId) override {}
   void softmax(ValueId, ValueId) override {}
   void static_resize_bilinear_2d(size_t, size_t, ValueId, ValueId, uint32_t) override {}
+  void convert(ValueId, ValueId) override {}
   void end_subgraph(const std::vector<External>&, const std::vector<External>&) override {}
   void concat(const ir::Node&, const Concat&) override {}
 };
@@ -188,7 +226,7 @@ Support supports(const ir::Graph& g, const ir::Node& n);
 // Lowers `g` (its nodes in order) into `sink`. When a node is unsupported nothing reaches the sink
 // and the answer says "node 'N' (op): <reason>". `exposed` null (the pinned run, the reproducer): every
 // node output is an external output of its segment. Otherwise only the node outputs it names are; the
-// others are internal values (segments are the same either way: they follow layouts only).
+// others are internal values (segments are the same either way: they follow layouts and quantizations).
 Support lower(const ir::Graph& g, Sink& sink, const std::set<std::string>* exposed = nullptr);
 
 // The optimized run (lower_fusion.cpp). The node outputs the host must see when only the graph's

@@ -65,6 +65,12 @@ Geometry window(const ir::Node& n, const Shape& x, const Shape& y, bool is_pool)
   return g;
 }
 
+}  // namespace
+
+Window2d conv_window(const ir::Node& n, const Shape& x, const Shape& y) { return window(n, x, y, false).w; }
+
+namespace {
+
 Window2d node_window(const NodeLowering& c, bool is_pool) {
   return window(c.node, c.in_shape(0), c.out_shape(), is_pool).w;
 }
@@ -92,19 +98,8 @@ void define_conv(NodeLowering& c) {
   const size_t ch = static_cast<size_t>(x[1]);
   const size_t groups = static_cast<size_t>(core::attr_i(c.attrs(), "group"));
   const size_t kh = w.kh, kw = w.kw, taps = kh * kw;
-  const std::vector<float> src = f32_values(wt);
   const bool depthwise = groups == ch && groups > 1;
-  std::vector<float> filter(oc * taps * cg);
-  // ONNX [OC, Cg, kh, kw] -> OHWI [OC, kh, kw, Cg]; depthwise [1, kh, kw, OC] (Cg = 1).
-  for (size_t o = 0; o < oc; ++o)
-    for (size_t i = 0; i < cg; ++i)
-      for (size_t t = 0; t < taps; ++t) {
-        const float v = src[(o * cg + i) * taps + t];
-        if (depthwise)
-          filter[t * oc + o] = v;
-        else
-          filter[(o * taps + t) * cg + i] = v;
-      }
+  std::vector<float> filter = xnn_filter(f32_values(wt), oc, cg, taps, depthwise);
   const ValueId x_id = c.input(0);
   const ValueId f_id = c.constant(std::move(filter), depthwise ? Dims{1, kh, kw, oc} : Dims{oc, kh, kw, cg},
                                   "filter '" + c.node.inputs[1] + "' " + (depthwise ? "[1, kH, kW, C*M]" : "OHWI"));

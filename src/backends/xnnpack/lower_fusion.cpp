@@ -13,12 +13,12 @@ namespace {
 
 // Pass one of the optimized lowering: the pinned lowering into a sink that defines nothing and notes the
 // node outputs read outside the segment that writes them (an external input of a later segment, an input
-// of a host-side operator). Segments follow layouts only, so pass two has the same segments.
+// of a host-side operator). Segments follow layouts and quantizations only, so pass two has the same segments.
 class CrossingSink : public NullSink {
  public:
   explicit CrossingSink(std::set<std::string>& read) : read_(read) {}
 
-  void external_input(ValueId, const std::string& value, Layout, const Dims&, uint32_t) override {
+  void external_input(ValueId, const std::string& value, Layout, const Dims&, uint32_t, const Quant&) override {
     read_.insert(value);
   }
   void concat(const ir::Node&, const Concat& c) override {
@@ -103,16 +103,16 @@ class FusionSink : public Sink {
     owner_ = node.name;
     inner_.begin_node(node, layout);
   }
-  void external_input(ValueId v, const std::string& value, Layout layout, const Dims& dims,
-                      uint32_t external) override {
+  void external_input(ValueId v, const std::string& value, Layout layout, const Dims& dims, uint32_t external,
+                      const Quant& q) override {
     define(v, dims).external = true;
-    inner_.external_input(v, value, layout, dims, external);
+    inner_.external_input(v, value, layout, dims, external, q);
   }
-  void external_output(ValueId v, const std::string& value, Layout layout, const Dims& dims,
-                       uint32_t external) override {
+  void external_output(ValueId v, const std::string& value, Layout layout, const Dims& dims, uint32_t external,
+                       const Quant& q) override {
     SgValue& x = define(v, dims);
     x.external = x.external_output = true;
-    inner_.external_output(v, value, layout, dims, external);
+    inner_.external_output(v, value, layout, dims, external, q);
   }
   void weight_value(ValueId v, const std::string& value, Layout layout, const Dims& dims,
                     std::vector<float> data) override {
@@ -123,9 +123,14 @@ class FusionSink : public Sink {
     define(v, dims);
     inner_.static_value(v, dims, std::move(data), what);
   }
-  void internal_value(ValueId v, const Dims& dims) override {
+  void internal_value(ValueId v, const Dims& dims, const Quant& q) override {
     define(v, dims);
-    inner_.internal_value(v, dims);
+    inner_.internal_value(v, dims, q);
+  }
+  void quantized_static(ValueId v, const Dims& dims, std::vector<int32_t> data, const Quant& q,
+                        const std::string& what) override {
+    define(v, dims);
+    inner_.quantized_static(v, dims, std::move(data), q, what);
   }
 
   void unary(Unary op, ValueId x, ValueId y) override {
@@ -200,6 +205,10 @@ class FusionSink : public Sink {
   void static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) override {
     node("xnn_define_static_resize_bilinear_2d", {x}, y);
     inner_.static_resize_bilinear_2d(height, width, x, y, flags);
+  }
+  void convert(ValueId x, ValueId y) override {
+    node("xnn_define_convert", {x}, y);
+    inner_.convert(x, y);
   }
 
   void end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) override {

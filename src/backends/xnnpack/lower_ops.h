@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <tuple>
 #include <string>
 
 #include "backends/xnnpack/lower.h"
@@ -11,7 +12,7 @@
 namespace quorum::backends::xnnpack {
 
 // The segments of one model. Nodes are added in topological order; a node that needs a value in
-// another layout than the one it has in the current segment closes the segment.
+// another layout or quantization than the one it has in the current segment closes the segment.
 class Segments {
  public:
   // `exposed`: the node outputs defined as external outputs (null: all; lower() in lower.h).
@@ -21,12 +22,15 @@ class Segments {
 
   // Opens a segment unless one is open; tells the sink which node comes.
   void begin_node(const ir::Node& n, Layout l);
-  // The value `name` in layout `l`: defined once per segment (an external input, or an initializer
-  // as a static value).
-  ValueId value(const std::string& name, Layout l);
-  ValueId define_output(const std::string& name, Layout l);
-  ValueId internal(const Dims& dims);
+  // The value `name` in layout `l` and datatype `q`: defined once per segment (an external input, or an
+  // initializer as a static value).
+  ValueId value(const std::string& name, Layout l, const Quant& q);
+  ValueId define_output(const std::string& name, Layout l, const Quant& q);
+  ValueId internal(const Dims& dims, const Quant& q = kFloat);
   ValueId constant(std::vector<float> data, const Dims& dims, const std::string& what);
+  ValueId quantized_constant(std::vector<int32_t> data, const Dims& dims, const Quant& q, const std::string& what);
+  // The layout and datatype the value's producer wrote it in, when that was in the open segment.
+  std::optional<std::pair<Layout, Quant>> in_segment(const std::string& value) const;
   std::optional<Layout> layout_in_segment(const std::string& value) const;
   Sink& sink() { return sink_; }
 
@@ -37,20 +41,29 @@ class Segments {
   bool open_ = false;
   ValueId next_ = 0;
   std::vector<External> inputs_, outputs_;
-  std::map<std::string, Layout> produced_;  // node outputs defined in the open segment
-  std::map<std::pair<std::string, Layout>, ValueId> ids_;
+  std::map<std::string, std::pair<Layout, Quant>> produced_;  // node outputs defined in the open segment
+  std::map<std::tuple<std::string, Layout, Quant>, ValueId> ids_;
 };
+
+// The XNNPACK datatype a node wants its data input i in (output = false) or writes its output i in;
+// null in an op entry: float32 throughout.
+using QuantFn = std::function<Quant(const ir::Graph&, const ir::Node&, bool output, size_t i)>;
 
 // What an operator's lowering sees: its node, its layout, the segment and the sink.
 class NodeLowering {
  public:
-  NodeLowering(Segments& s, const ir::Graph& g, const ir::Node& n, Layout l)
-      : s_(s), graph(g), node(n), layout(l), sink(s.sink()) {}
-  ValueId input(size_t i) { return s_.value(node.inputs.at(i), layout); }  // data input i, in the node's layout
-  ValueId output(size_t i = 0) { return s_.define_output(node.outputs.at(i), layout); }
+  NodeLowering(Segments& s, const ir::Graph& g, const ir::Node& n, Layout l, const QuantFn& q)
+      : s_(s), quant_(q), graph(g), node(n), layout(l), sink(s.sink()) {}
+  // Data input i, in the node's layout and the datatype the node wants it in.
+  ValueId input(size_t i) { return s_.value(node.inputs.at(i), layout, quant(false, i)); }
+  ValueId output(size_t i = 0) { return s_.define_output(node.outputs.at(i), layout, quant(true, i)); }
+  Quant quant(bool output, size_t i) const { return quant_ ? quant_(graph, node, output, i) : kFloat; }
   ValueId temp(const Dims& dims) { return s_.internal(dims); }
   ValueId constant(std::vector<float> data, const Dims& dims, const std::string& what) {
     return s_.constant(std::move(data), dims, what);
+  }
+  ValueId quantized_constant(std::vector<int32_t> data, const Dims& dims, const Quant& q, const std::string& what) {
+    return s_.quantized_constant(std::move(data), dims, q, what);
   }
   ValueId scalar(float v);
   // A static reshape of `id` into a new internal value of dims `dims`.
@@ -64,6 +77,7 @@ class NodeLowering {
 
  private:
   Segments& s_;
+  const QuantFn& quant_;
 
  public:
   const ir::Graph& graph;
@@ -74,6 +88,8 @@ class NodeLowering {
 
 // A node's values as float32, row-major.
 std::vector<float> f32_values(const core::Tensor& t);
+// A quantized initializer's elements (int8, uint8, int32) as integers.
+std::vector<int32_t> int_values(const core::Tensor& t);
 size_t prod(const Shape& s, size_t from, size_t to);
 
 using SupportFn = std::function<Support(const ir::Graph&, const ir::Node&)>;
@@ -85,16 +101,40 @@ using DefineFn = std::function<void(NodeLowering&)>;
 using HostFn = std::function<void(const ir::Graph&, const ir::Node&, Sink&)>;
 
 struct OpEntry {
+  OpEntry(SupportFn s = {}, LayoutFn l = {}, DefineFn d = {}, HostFn h = {}, QuantFn q = {})
+      : supports(std::move(s)), layout(std::move(l)), define(std::move(d)), host(std::move(h)), quant(std::move(q)) {}
   SupportFn supports;  // null: every case of the operator maps
   LayoutFn layout;     // null: Plain
   DefineFn define;     // subgraph operators
   HostFn host;         // operator-API operators (define is null)
+  QuantFn quant;       // null: float32 values
 };
 using OpTable = std::map<std::string, OpEntry>;
 
 void register_conv_pool(OpTable& t);
 void register_elementwise(OpTable& t);
 void register_shape(OpTable& t);
+void register_quantized(OpTable& t);  // lower_quant.cpp
+
+// A convolution's geometry from its window attributes (kernel_shape, strides, pads, dilations, auto_pad), y its
+// declared output shape (lower_conv_pool.cpp).
+Window2d conv_window(const ir::Node& n, const Shape& x, const Shape& y);
+// ONNX's filter [OC, Cg, kH, kW] (taps = kH * kW) in XNNPACK's layout: OHWI [OC, kH, kW, Cg], or a depthwise
+// convolution's [1, kH, kW, OC] (Cg = 1).
+template <class T>
+std::vector<T> xnn_filter(const std::vector<T>& src, size_t oc, size_t cg, size_t taps, bool depthwise) {
+  std::vector<T> filter(oc * taps * cg);
+  for (size_t o = 0; o < oc; ++o)
+    for (size_t i = 0; i < cg; ++i)
+      for (size_t t = 0; t < taps; ++t) {
+        const T v = src[(o * cg + i) * taps + t];
+        if (depthwise)
+          filter[t * oc + o] = v;
+        else
+          filter[(o * taps + t) * cg + i] = v;
+      }
+  return filter;
+}
 
 // Layout rules shared by the families.
 Layout plain_layout(const ir::Graph&, const ir::Node&, std::optional<Layout>);

@@ -53,6 +53,18 @@ Ncs ncs(const core::Shape& x) {
   return v;
 }
 
+// The C type a program holds an XNNPACK datatype's elements in.
+const char* ctype(xnnpack::QType t) {
+  static const char* const names[] = {"float", "int8_t", "uint8_t", "int32_t"};
+  return names[static_cast<size_t>(t)];
+}
+// ... and a graph value of `dtype` (float32, int8, uint8).
+const char* host_ctype(core::DType dtype) {
+  if (dtype == core::DType::I8) return "int8_t";
+  if (dtype == core::DType::U8) return "uint8_t";
+  return "float";
+}
+
 core::Tensor f32_tensor(const std::vector<float>& v) {
   core::Tensor t(core::DType::F32, {static_cast<int64_t>(v.size())});
   std::copy(v.begin(), v.end(), t.f32());
@@ -86,11 +98,13 @@ class WriterSink : public xnnpack::Sink {
          << "\n";
   }
 
-  void external_input(ValueId id, const std::string& value, Layout l, const Dims& d, uint32_t external) override {
-    external_value(id, value, l, d, external, "XNN_VALUE_FLAG_EXTERNAL_INPUT");
+  void external_input(ValueId id, const std::string& value, Layout l, const Dims& d, uint32_t external,
+                      const xnnpack::Quant& q) override {
+    external_value(id, value, l, d, external, "XNN_VALUE_FLAG_EXTERNAL_INPUT", q);
   }
-  void external_output(ValueId id, const std::string& value, Layout l, const Dims& d, uint32_t external) override {
-    external_value(id, value, l, d, external, "XNN_VALUE_FLAG_EXTERNAL_OUTPUT");
+  void external_output(ValueId id, const std::string& value, Layout l, const Dims& d, uint32_t external,
+                       const xnnpack::Quant& q) override {
+    external_value(id, value, l, d, external, "XNN_VALUE_FLAG_EXTERNAL_OUTPUT", q);
   }
 
   void weight_value(ValueId id, const std::string& value, Layout l, const Dims& d, std::vector<float> v) override {
@@ -108,8 +122,19 @@ class WriterSink : public xnnpack::Sink {
     line("const uint32_t " + name(id, "kid" + n) + " = tensor(sg, " + dims_lit(d) + ", k" + n + ");");
   }
 
-  void internal_value(ValueId id, const Dims& d) override {
-    line("const uint32_t " + name(id, "t" + std::to_string(++temps_)) + " = tensor(sg, " + dims_lit(d) + ", nullptr);");
+  void internal_value(ValueId id, const Dims& d, const xnnpack::Quant& q) override {
+    line("const uint32_t " + name(id, "t" + std::to_string(++temps_)) + " = " + tensor_call(q, d, "nullptr") + ";");
+  }
+
+  void quantized_static(ValueId id, const Dims& d, std::vector<int32_t> v, const xnnpack::Quant& q,
+                        const std::string& what) override {
+    const std::string n = std::to_string(++consts_);
+    data << "// " << what << ", " << xnnpack::quant_text(q) << "\n"
+         << "static const " << ctype(q.type) << " k" << n << "[" << std::max<size_t>(1, v.size()) << "] = {";
+    for (size_t i = 0; i < v.size(); ++i)
+      data << (i % 16 == 0 ? "\n    " : "") << v[i] << (i + 1 < v.size() ? ", " : "");
+    data << (v.empty() ? "0" : "") << "};\n";
+    line("const uint32_t " + name(id, "kid" + n) + " = " + tensor_call(q, d, "k" + n) + ";");
   }
 
   void unary(xnnpack::Unary op, ValueId x, ValueId y) override { call(call_name(op), ids({x, y}) + ", 0"); }
@@ -175,6 +200,7 @@ class WriterSink : public xnnpack::Sink {
                                                dims_lit(post) + ".data(), " + flit(value) + ", " + ids({x, y}) + ", 0");
   }
   void softmax(ValueId x, ValueId y) override { call("xnn_define_softmax", ids({x, y}) + ", 0"); }
+  void convert(ValueId x, ValueId y) override { call("xnn_define_convert", ids({x, y}) + ", 0"); }
   void static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) override {
     call("xnn_define_static_resize_bilinear_2d",
          num(height) + ", " + num(width) + ", " + ids({x, y}) + ", " + xnnpack::flag_names(flags));
@@ -201,10 +227,20 @@ class WriterSink : public xnnpack::Sink {
     return s;
   }
   void external_value(ValueId id, const std::string& value, Layout l, const Dims& d, uint32_t external,
-                      const char* flag) {
-    line("const uint32_t " + name(id, value_name(value, l)) + " = tensor(sg, " + dims_lit(d) + ", nullptr, " +
-         std::to_string(external) + ", " + flag + ");  // '" + value + "'" +
+                      const char* flag, const xnnpack::Quant& q) {
+    // A quantized value is named by its lowering id too: two nodes may read it under two quantizations.
+    const std::string n = value_name(value, l) + (q.quantized() ? "_q" + std::to_string(id) : "");
+    line("const uint32_t " + name(id, n) + " = " +
+         tensor_call(q, d, "nullptr", std::to_string(external) + ", " + flag) + ";  // '" + value + "'" +
          (l == Layout::ChannelsLast ? " (NHWC)" : ""));
+  }
+  // tensor(sg, dims, data[, external, flags]) for float32, qtensor(sg, datatype, zero point, scale, ...) else.
+  static std::string tensor_call(const xnnpack::Quant& q, const Dims& d, const std::string& data,
+                                 const std::string& external = "") {
+    const std::string rest = dims_lit(d) + ", " + data + (external.empty() ? "" : ", " + external) + ")";
+    if (!q.quantized()) return "tensor(sg, " + rest;
+    return "qtensor(sg, " + std::string(xnnpack::datatype_name(q.type)) + ", /*zero_point*/ " +
+           std::to_string(q.zero_point) + ", /*scale*/ " + flit(q.scale) + ", " + rest;
   }
   void line(const std::string& s) { seg_ << "    " << s << "\n"; }
   void call(const std::string& fn, const std::string& args) {
@@ -242,8 +278,8 @@ void WriterSink::end_subgraph(const std::vector<xnnpack::External>& inputs,
     } else {
       const Ncs v = ncs(e.shape);
       const std::string buf = "nhwc" + std::to_string(staged++);
-      body << "    std::vector<float> " << buf << " = to_channels_last(" << host(e.value) << ", " << v.n << ", " << v.c
-           << ", " << v.s << ");  // '" << e.value << "' NCHW -> NHWC\n";
+      body << "    auto " << buf << " = to_channels_last(" << host(e.value) << ", " << v.n << ", " << v.c << ", "
+           << v.s << ");  // '" << e.value << "' NCHW -> NHWC\n";
       ext += "{" + names_.at(e.id) + ", " + buf + ".data()}, ";
     }
   }
@@ -253,7 +289,7 @@ void WriterSink::end_subgraph(const std::vector<xnnpack::External>& inputs,
     } else {
       const Ncs v = ncs(e.shape);
       const std::string buf = "nhwc" + std::to_string(staged++);
-      body << "    std::vector<float> " << buf << "(" << host(e.value) << ".size());\n";
+      body << "    std::vector<" << ctype(e.quant.type) << "> " << buf << "(" << host(e.value) << ".size());\n";
       ext += "{" + names_.at(e.id) + ", " + buf + ".data()}, ";
       after.push_back("from_channels_last(" + buf + ", " + host(e.value) + ", " + std::to_string(v.n) + ", " +
                       std::to_string(v.c) + ", " + std::to_string(v.s) + ");  // '" + e.value + "' NHWC -> NCHW");
@@ -310,16 +346,28 @@ static uint32_t tensor(xnn_subgraph_t sg, std::vector<size_t> dims, const float*
         "xnn_define_tensor_value");
   return id;
 }
+// The same for a quantized value (per-tensor scale and zero point).
+static uint32_t qtensor(xnn_subgraph_t sg, xnn_datatype type, int32_t zero_point, float scale,
+                        std::vector<size_t> dims, const void* data, uint32_t external_id = XNN_INVALID_VALUE_ID,
+                        uint32_t flags = 0) {
+  uint32_t id = XNN_INVALID_VALUE_ID;
+  check(xnn_define_quantized_tensor_value(sg, type, zero_point, scale, dims.size(), dims.data(), data, external_id,
+                                          flags, &id),
+        "xnn_define_quantized_tensor_value");
+  return id;
+}
 
 // Row-major [N, C, S...] <-> channels-last [N, S..., C] (S: the spatial cells).
-static std::vector<float> to_channels_last(const std::vector<float>& x, size_t N, size_t C, size_t S) {
-  std::vector<float> y(x.size());
+template <class T>
+static std::vector<T> to_channels_last(const std::vector<T>& x, size_t N, size_t C, size_t S) {
+  std::vector<T> y(x.size());
   for (size_t n = 0; n < N; ++n)
     for (size_t c = 0; c < C; ++c)
       for (size_t s = 0; s < S; ++s) y[(n * S + s) * C + c] = x[(n * C + c) * S + s];
   return y;
 }
-static void from_channels_last(const std::vector<float>& y, std::vector<float>& x, size_t N, size_t C, size_t S) {
+template <class T>
+static void from_channels_last(const std::vector<T>& y, std::vector<T>& x, size_t N, size_t C, size_t S) {
   for (size_t n = 0; n < N; ++n)
     for (size_t c = 0; c < C; ++c)
       for (size_t s = 0; s < S; ++s) x[(n * C + c) * S + s] = y[(n * S + s) * C + c];
@@ -350,7 +398,7 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
     throw ReproUnsupported(s.reason);
   }
   // Beside the optimized form, the pinned one (every node output external, nothing fused), when its weights
-  // and constants are the ones the optimized form declares (they are: segments follow layouts only).
+  // and constants are the ones the optimized form declares (they are: segments follow layouts and quantizations only).
   std::unique_ptr<WriterSink> pinned;
   if (optimized) {
     pinned = std::make_unique<WriterSink>();
@@ -431,18 +479,24 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
        "    if (std::fgets(v, sizeof v, f) && v[0]) std::printf(\"installed libxnnpack0 %s\\n\", v);\n"
        "    pclose(f);\n  }\n";
   s << "  check(xnn_initialize(/*allocator=*/nullptr), \"xnn_initialize\");\n\n";
+  // A compared value as the float pointer quorum_check takes (a quantized value's integers as floats).
+  auto got = [&](const std::string& v) {
+    const std::string h = "v_" + identifier(v);
+    if (!core::is_quantized(c.model.types.at(v).dtype)) return h + ".data()";
+    return "std::vector<float>(" + h + ".begin(), " + h + ".end()).data()";
+  };
   // The host values and the model's calls, in `indent`.
   auto model = [&](const WriterSink& w, const std::string& indent) {
     std::ostringstream m;
     m << "  // Host values (row-major, logical layout).\n";
     for (const auto& in : c.model.inputs) {
       const std::string id = identifier(in.name);
-      m << "  std::vector<float> v_" << id << "(in_" << id << ", in_" << id << " + " << core::numel(in.type.shape)
-        << ");\n";
+      m << "  std::vector<" << host_ctype(in.type.dtype) << "> v_" << id << "(in_" << id << ", in_" << id << " + "
+        << core::numel(in.type.shape) << ");\n";
     }
     for (const auto& n : c.model.nodes)
       for (const auto& o : n.outputs)
-        m << "  std::vector<float> v_" << identifier(o) << "("
+        m << "  std::vector<" << host_ctype(c.model.types.at(o).dtype) << "> v_" << identifier(o) << "("
           << std::max<int64_t>(1, core::numel(c.model.types.at(o).shape)) << ");  // '" << o << "' "
           << core::to_string(c.model.types.at(o).shape) << "\n";
     m << "\n" << w.body.str();
@@ -459,8 +513,8 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
       s << "  const double atol = " << c_literal(c.tol.atol, false) << ", rtol = " << c_literal(c.tol.rtol, false)
         << ";\n  int bad = 0;\n";
       for (const auto& v : compared)
-        s << "  bad += quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v)
-          << ", " << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
+        s << "  bad += quorum_check(" << quoted(v) << ", " << got(v) << ", want_" << identifier(v) << ", "
+          << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
       s << "  return bad ? 1 : 0;\n}\n";
     }
   } else {
@@ -472,15 +526,15 @@ ReproProgram write_repro_xnnpack(const ReproCase& c, const std::string& dir) {
       s << "  std::printf(\"every node output external (no fusion):\\n\");\n";
       s << "  fail_status = 2;  // the pinned form failing is not the finding\n  {\n" << model(*pinned, "  ");
       for (const auto& v : compared)
-        s << "    quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v) << ", "
+        s << "    quorum_check(" << quoted(v) << ", " << got(v) << ", want_" << identifier(v) << ", "
           << c.expected.at(v).numel() << ", atol, rtol);\n";
       s << "  }\n  fail_status = FAIL_STATUS;\n";
     }
     s << "  std::printf(\"only the graph outputs external (XNNPACK fuses):\\n\");\n";
     s << "  int bad = 0;\n  {\n" << model(gen, "  ");
     for (const auto& v : compared)
-      s << "    bad += quorum_check(" << quoted(v) << ", v_" << identifier(v) << ".data(), want_" << identifier(v)
-        << ", " << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
+      s << "    bad += quorum_check(" << quoted(v) << ", " << got(v) << ", want_" << identifier(v) << ", "
+        << c.expected.at(v).numel() << ", atol, rtol) != 0;\n";
     s << "  }\n";
     if (crash)
       s << "  std::printf(\"the optimized model built and ran without a library failure\\n\");\n  return 0;\n}\n";

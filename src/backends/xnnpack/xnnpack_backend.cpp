@@ -37,8 +37,10 @@ class XnnpackSession : public Session {
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
     ValueMap values;
+    // Float inputs in float32; a quantized (int8/uint8) input keeps its type, which its segment reads.
     for (const GraphInput& in : bind_graph_inputs(g_, inputs))
-      values.emplace(in.info.name, in.value.to(core::DType::F32));
+      values.emplace(in.info.name, core::is_quantized(in.info.type.dtype) ? in.value.to(in.info.type.dtype)
+                                                                         : in.value.to(core::DType::F32));
     for (auto& step : steps_) step->run(values);
     // An optimized session's intermediates are internal to their subgraphs: only the graph outputs exist.
     const bool all = keep_intermediates && !optimized_;
@@ -71,7 +73,8 @@ class XnnpackBackend : public Backend {
 
   // XNNPACK has no version function; the Debian package version is read at configure time.
   std::string version() const override {
-    return std::string("XNNPACK ") + QUORUM_XNNPACK_PACKAGE_VERSION + " (Debian libxnnpack0, float32, no thread pool)";
+    return std::string("XNNPACK ") + QUORUM_XNNPACK_PACKAGE_VERSION +
+           " (Debian libxnnpack0, float32 and qs8/qu8, no thread pool)";
   }
 
   bool trains() const override { return false; }

@@ -21,8 +21,8 @@ void check_run(xnn_status s, const std::string& call);
 
 core::Tensor from_channels_last(const std::vector<float>& data, const Shape& logical);
 
-// One runnable piece of the compiled model, reading and writing the host value map (float32,
-// logical layout).
+// One runnable piece of the compiled model, reading and writing the host value map (float32, or
+// int8/uint8 for quantized values; logical layout).
 class Step {
  public:
   virtual ~Step() = default;
@@ -30,7 +30,8 @@ class Step {
 };
 
 // Buffers the library reads at run time or packs at runtime creation (weights, constants); they
-// must outlive every runtime and operator built from them.
+// must outlive every runtime and operator built from them. A quantized constant's bytes (int8, uint8 or
+// int32 elements) are kept in a float vector of enough elements, which only serves as aligned storage.
 using ConstantStore = std::deque<std::vector<float>>;
 
 // The backend's sink: each segment becomes an XNNPACK subgraph, turned into a runtime
@@ -49,14 +50,16 @@ class LibrarySink : public Sink {
 
   void begin_subgraph() override;
   void begin_node(const ir::Node& node, Layout layout) override;
-  void external_input(ValueId id, const std::string& value, Layout layout, const Dims& dims,
-                      uint32_t external) override;
-  void external_output(ValueId id, const std::string& value, Layout layout, const Dims& dims,
-                       uint32_t external) override;
+  void external_input(ValueId id, const std::string& value, Layout layout, const Dims& dims, uint32_t external,
+                      const Quant& q) override;
+  void external_output(ValueId id, const std::string& value, Layout layout, const Dims& dims, uint32_t external,
+                       const Quant& q) override;
   void weight_value(ValueId id, const std::string& value, Layout layout, const Dims& dims,
                     std::vector<float> data) override;
   void static_value(ValueId id, const Dims& dims, std::vector<float> data, const std::string& what) override;
-  void internal_value(ValueId id, const Dims& dims) override;
+  void internal_value(ValueId id, const Dims& dims, const Quant& q) override;
+  void quantized_static(ValueId id, const Dims& dims, std::vector<int32_t> data, const Quant& q,
+                        const std::string& what) override;
   void unary(Unary op, ValueId x, ValueId y) override;
   void arithmetic(Arithmetic op, float min, float max, ValueId a, ValueId b, ValueId y) override;
   void binary(Binary op, ValueId a, ValueId b, ValueId y) override;
@@ -78,14 +81,15 @@ class LibrarySink : public Sink {
   void static_constant_pad(const Dims& pre, const Dims& post, float value, ValueId x, ValueId y) override;
   void softmax(ValueId x, ValueId y) override;
   void static_resize_bilinear_2d(size_t height, size_t width, ValueId x, ValueId y, uint32_t flags) override;
+  void convert(ValueId x, ValueId y) override;
   void end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) override;
   void concat(const ir::Node& node, const Concat& c) override;
 
  private:
   uint32_t xid(ValueId v) const { return v == kNoValue ? XNN_INVALID_VALUE_ID : ids_.at(v); }
   void bind(ValueId v, uint32_t xnn_id);
-  uint32_t define_tensor(const Dims& dims, const float* data, uint32_t external, uint32_t flags,
-                         const std::string& what);
+  uint32_t define_tensor(const Dims& dims, const void* data, uint32_t external, uint32_t flags,
+                         const std::string& what, const Quant& q = kFloat);
   // Notes `call` under the node and checks its status.
   void check(xnn_status s, const char* call);
 

@@ -5,6 +5,7 @@
 // through the host, permuted there when the next segment wants them in another layout. concat runs
 // as its own step on the operator API.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "backends/xnnpack/xnnpack_common.h"
@@ -58,7 +59,20 @@ struct IoValue {
   Layout layout;
   uint32_t id;
   Shape shape;
+  core::DType dtype;  // the host's: F32, or I8/U8 for a quantized value
 };
+
+// Row-major [N, C, S] to [N, S, C] (to_last) or back, on elements of `size` bytes (S: the spatial cells).
+void permute(const uint8_t* in, uint8_t* out, const Shape& logical, size_t size, bool to_last) {
+  const size_t n = static_cast<size_t>(logical[0]), c = static_cast<size_t>(logical[1]);
+  const size_t sp = static_cast<size_t>(core::numel(logical)) / std::max<size_t>(1, n * c);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < c; ++j)
+      for (size_t k = 0; k < sp; ++k) {
+        const size_t plain = (i * c + j) * sp + k, last = (i * sp + k) * c + j;
+        std::memcpy(out + (to_last ? last : plain) * size, in + (to_last ? plain : last) * size, size);
+      }
+}
 
 // A runtime built from one subgraph; external values are bound and permuted at every run.
 class SegmentStep : public Step {
@@ -69,35 +83,40 @@ class SegmentStep : public Step {
 
   void run(ValueMap& values) override {
     std::vector<xnn_external_value> bind;
-    std::vector<std::vector<float>> staged;  // channels-last copies of inputs, and every output
+    std::vector<core::Tensor> staged;  // channels-last copies of inputs, and every output
     staged.reserve(inputs_.size() + outputs_.size());
     for (const auto& in : inputs_) {
       core::Tensor& t = values.at(in.name);
+      if (t.dtype() != in.dtype)
+        throw std::logic_error("value '" + in.name + "' is " + core::to_string(t.dtype()) + ", the segment reads " +
+                               core::to_string(in.dtype));
       if (in.layout == Layout::Plain) {
-        bind.push_back({in.id, t.f32()});
+        bind.push_back({in.id, t.raw()});
       } else {
-        staged.push_back(to_channels_last(t));
-        bind.push_back({in.id, staged.back().data()});
+        staged.emplace_back(in.dtype, in.shape);
+        permute(static_cast<const uint8_t*>(t.raw()), static_cast<uint8_t*>(staged.back().raw()), in.shape,
+                core::dtype_size(in.dtype), true);
+        bind.push_back({in.id, staged.back().raw()});
       }
     }
     const size_t first_out = staged.size();
     for (const auto& out : outputs_) {
-      staged.emplace_back(static_cast<size_t>(core::numel(out.shape)));
-      bind.push_back({out.id, staged.back().data()});
+      staged.emplace_back(out.dtype, out.shape);
+      bind.push_back({out.id, staged.back().raw()});
     }
     check_run(xnn_setup_runtime(rt_, bind.size(), bind.data()), "xnn_setup_runtime");
     check_run(xnn_invoke_runtime(rt_), "xnn_invoke_runtime");
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const IoValue& out = outputs_[i];
-      std::vector<float>& data = staged[first_out + i];
-      core::Tensor t;
+      core::Tensor& data = staged[first_out + i];
       if (out.layout == Layout::Plain) {
-        t = core::Tensor(core::DType::F32, out.shape);
-        std::copy(data.begin(), data.end(), t.f32());
+        values.insert_or_assign(out.name, std::move(data));
       } else {
-        t = from_channels_last(data, out.shape);
+        core::Tensor t(out.dtype, out.shape);
+        permute(static_cast<const uint8_t*>(data.raw()), static_cast<uint8_t*>(t.raw()), out.shape,
+                core::dtype_size(out.dtype), false);
+        values.insert_or_assign(out.name, std::move(t));
       }
-      values.insert_or_assign(out.name, std::move(t));
     }
   }
 
@@ -161,20 +180,39 @@ void LibrarySink::bind(ValueId v, uint32_t xnn_id) {
   ids_[v] = xnn_id;
 }
 
-uint32_t LibrarySink::define_tensor(const Dims& dims, const float* data, uint32_t external, uint32_t flags,
-                                    const std::string& what) {
+namespace {
+
+xnn_datatype xnn_type(QType t) {
+  static const xnn_datatype types[] = {xnn_datatype_fp32, xnn_datatype_qint8, xnn_datatype_quint8,
+                                       xnn_datatype_qint32};
+  return types[static_cast<size_t>(t)];
+}
+
+}  // namespace
+
+uint32_t LibrarySink::define_tensor(const Dims& dims, const void* data, uint32_t external, uint32_t flags,
+                                    const std::string& what, const Quant& q) {
   uint32_t id = XNN_INVALID_VALUE_ID;
-  check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, dims.size(), dims.data(), data, external, flags, &id),
-               where_ + ": xnn_define_tensor_value (" + what + ")");
+  if (!q.quantized()) {
+    check_define(xnn_define_tensor_value(sg_, xnn_datatype_fp32, dims.size(), dims.data(), data, external, flags, &id),
+                 where_ + ": xnn_define_tensor_value (" + what + ")");
+  } else {
+    check_define(xnn_define_quantized_tensor_value(sg_, xnn_type(q.type), q.zero_point, q.scale, dims.size(),
+                                                   dims.data(), data, external, flags, &id),
+                 where_ + ": xnn_define_quantized_tensor_value (" + what + ")");
+  }
   return id;
 }
 
-void LibrarySink::external_input(ValueId v, const std::string& value, Layout, const Dims& dims, uint32_t external) {
-  bind(v, define_tensor(dims, nullptr, external, XNN_VALUE_FLAG_EXTERNAL_INPUT, "external input '" + value + "'"));
+void LibrarySink::external_input(ValueId v, const std::string& value, Layout, const Dims& dims, uint32_t external,
+                                 const Quant& q) {
+  bind(v, define_tensor(dims, nullptr, external, XNN_VALUE_FLAG_EXTERNAL_INPUT, "external input '" + value + "'", q));
 }
 
-void LibrarySink::external_output(ValueId v, const std::string& value, Layout, const Dims& dims, uint32_t external) {
-  bind(v, define_tensor(dims, nullptr, external, XNN_VALUE_FLAG_EXTERNAL_OUTPUT, "external output '" + value + "'"));
+void LibrarySink::external_output(ValueId v, const std::string& value, Layout, const Dims& dims, uint32_t external,
+                                  const Quant& q) {
+  bind(v,
+       define_tensor(dims, nullptr, external, XNN_VALUE_FLAG_EXTERNAL_OUTPUT, "external output '" + value + "'", q));
 }
 
 void LibrarySink::weight_value(ValueId v, const std::string&, Layout, const Dims& dims, std::vector<float> data) {
@@ -187,8 +225,27 @@ void LibrarySink::static_value(ValueId v, const Dims& dims, std::vector<float> d
   bind(v, define_tensor(dims, constants_.back().data(), XNN_INVALID_VALUE_ID, 0, "static"));
 }
 
-void LibrarySink::internal_value(ValueId v, const Dims& dims) {
-  bind(v, define_tensor(dims, nullptr, XNN_INVALID_VALUE_ID, 0, "internal"));
+void LibrarySink::internal_value(ValueId v, const Dims& dims, const Quant& q) {
+  bind(v, define_tensor(dims, nullptr, XNN_INVALID_VALUE_ID, 0, "internal", q));
+}
+
+void LibrarySink::quantized_static(ValueId v, const Dims& dims, std::vector<int32_t> data, const Quant& q,
+                                   const std::string& what) {
+  const size_t size = core::dtype_size(host_dtype(q.type));
+  std::vector<float> store((data.size() * size + sizeof(float) - 1) / sizeof(float) + 1);
+  auto* bytes = reinterpret_cast<uint8_t*>(store.data());
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (q.type == QType::QInt8) {
+      const auto e = static_cast<int8_t>(data[i]);
+      std::memcpy(bytes + i, &e, 1);
+    } else if (q.type == QType::QUInt8) {
+      bytes[i] = static_cast<uint8_t>(data[i]);
+    } else {
+      std::memcpy(bytes + i * size, &data[i], size);
+    }
+  }
+  constants_.push_back(std::move(store));
+  bind(v, define_tensor(dims, constants_.back().data(), XNN_INVALID_VALUE_ID, 0, "static " + what, q));
 }
 
 void LibrarySink::check(xnn_status s, const char* call) {
@@ -313,12 +370,16 @@ void LibrarySink::static_resize_bilinear_2d(size_t height, size_t width, ValueId
         "xnn_define_static_resize_bilinear_2d");
 }
 
+void LibrarySink::convert(ValueId x, ValueId y) {
+  check(xnn_define_convert(sg_, xid(x), xid(y), 0), "xnn_define_convert");
+}
+
 void LibrarySink::end_subgraph(const std::vector<External>& inputs, const std::vector<External>& outputs) {
   xnn_subgraph_t sg = sg_;
   sg_ = nullptr;
   std::vector<IoValue> ins, outs;
-  for (const auto& e : inputs) ins.push_back({e.value, e.layout, xid(e.id), e.shape});
-  for (const auto& e : outputs) outs.push_back({e.value, e.layout, xid(e.id), e.shape});
+  for (const auto& e : inputs) ins.push_back({e.value, e.layout, xid(e.id), e.shape, host_dtype(e.quant.type)});
+  for (const auto& e : outputs) outs.push_back({e.value, e.layout, xid(e.id), e.shape, host_dtype(e.quant.type)});
   std::string nodes;
   for (const auto& e : outputs) nodes += (nodes.empty() ? "" : ", ") + e.value;
   xnn_runtime_t rt = nullptr;

@@ -1,0 +1,184 @@
+// Quantized operators on XNNPACK 2022-02's qs8/qu8 subgraph path (part of the lowering: no XNNPACK header).
+// Values of Quorum's int8/uint8 type are qint8/quint8 tensors (xnn_define_quantized_tensor_value, per-tensor
+// scale and zero point); an XNNPACK value has one quantization, so a value a node reads under another scale or
+// zero point than its producer wrote it with crosses the host into a new segment (lower.cpp).
+//  - quantize_linear / dequantize_linear: xnn_define_convert, float32 to qint8/quint8 and back;
+//  - qlinear_conv2d: xnn_define_convolution_2d (depthwise: xnn_define_depthwise_convolution_2d) with a quantized
+//    OHWI filter and the int32 bias as qint32 (scale x_scale * w_scale, zero point 0);
+//  - qlinear_matmul: xnn_define_fully_connected with the [K, N] weight and XNN_FLAG_TRANSPOSE_WEIGHTS, no bias.
+// What XNNPACK 2022-02 (google/XNNPACK ae108ef, the Debian package) cannot take is refused, each reason measured
+// with standalone programs against the installed library:
+//  - the input, filter and output must share one type (qs8: int8 throughout; qu8: uint8 throughout): the
+//    definitions fail with mismatching datatypes otherwise;
+//  - a qs8 (int8) filter has no zero point: xnn_define_convolution_2d / xnn_define_fully_connected log an error
+//    for a nonzero one but go on, and the operator ignores it (x 10, w 3, w_zp 2 gives 30, not 10); qu8 filters
+//    take their zero point;
+//  - the requantization scale x_scale * w_scale / y_scale (float32, the reference's multiplier) must lie in
+//    [2^-32, 256): at 256 and above xnn_create_runtime_v2 returns xnn_status_unsupported_parameter, below 2^-32
+//    the parameter setup (xnn_init_qs8_conv_minmax_fp32_*_params) fails an assertion and aborts the process;
+//  - every scale must be a normal positive float32 (xnn_define_quantized_tensor_value refuses others).
+// Rounding: the products requantize in float32 (acc converted to float, times the scale, rounded to nearest even,
+// saturated), the reference's rule; the float32 to quantized convert multiplies by the reciprocal 1 / scale
+// rather than dividing by the scale.
+#include <cmath>
+
+#include "backends/repro.h"
+#include "backends/xnnpack/lower_ops.h"
+#include "ops/quant_util.h"
+
+namespace quorum::backends::xnnpack {
+namespace {
+
+QType qtype(core::DType t) {
+  if (t == core::DType::I8) return QType::QInt8;
+  if (t == core::DType::U8) return QType::QUInt8;
+  throw std::logic_error("not a quantized type: " + core::to_string(t));
+}
+
+float scale_of(const core::Attrs& a, const std::string& name) { return static_cast<float>(ops::quant_scale(a, name)); }
+
+Quant quant_of(core::DType t, const core::Attrs& a, const std::string& prefix) {
+  return Quant{qtype(t), scale_of(a, prefix + "scale"), static_cast<int32_t>(core::attr_i(a, prefix + "zero_point"))};
+}
+
+// The prefix of a product's input scale and zero point attributes.
+std::string input_prefix(const ir::Node& n) { return n.op == "qlinear_matmul" ? "a_" : "x_"; }
+
+Quant product_quant(const ir::Graph& g, const ir::Node& n, bool output, size_t) {
+  if (output) return quant_of(ops::quant_dtype(n.attrs, "to"), n.attrs, "y_");
+  return quant_of(g.types.at(n.inputs.at(0)).dtype, n.attrs, input_prefix(n));
+}
+
+Quant filter_quant(const ir::Node& n) { return quant_of(ops::quant_dtype(n.attrs, "w_type"), n.attrs, "w_"); }
+
+std::string str(float v) { return c_literal(v, true); }
+
+Support normal_scale(const core::Attrs& a, const std::string& name) {
+  const float s = scale_of(a, name);
+  if (!(s > 0) || !std::isnormal(s))
+    return Support::no(
+        "XNNPACK quantized values need a normal positive float32 scale (xnn_define_quantized_tensor_value"
+        " refuses others), " +
+        name + " is " + str(s));
+  return Support::yes();
+}
+
+// ---- quantize_linear, dequantize_linear ----
+
+Support quantize_supports(const ir::Graph& g, const ir::Node& n) {
+  const core::DType x = g.types.at(n.inputs.at(0)).dtype;
+  if (x != core::DType::F32)
+    return Support::no("XNNPACK converts float32 to qint8/quint8, the input is " + core::to_string(x));
+  return normal_scale(n.attrs, "scale");
+}
+
+Quant quantize_quant(const ir::Graph&, const ir::Node& n, bool output, size_t) {
+  return output ? quant_of(ops::quant_dtype(n.attrs, "to"), n.attrs, "") : kFloat;
+}
+
+Support dequantize_supports(const ir::Graph& g, const ir::Node& n) {
+  const core::DType x = g.types.at(n.inputs.at(0)).dtype;
+  if (!core::is_quantized(x)) return Support::no("dequantize_linear of a " + core::to_string(x) + " input");
+  return normal_scale(n.attrs, "scale");
+}
+
+Quant dequantize_quant(const ir::Graph& g, const ir::Node& n, bool output, size_t) {
+  return output ? kFloat : quant_of(g.types.at(n.inputs.at(0)).dtype, n.attrs, "");
+}
+
+void define_convert(NodeLowering& c) {
+  const ValueId x = c.input(0);
+  c.sink.convert(x, c.output());
+}
+
+// ---- the quantized products ----
+
+constexpr float kMinRequantization = 0x1p-32f;  // assert(scale >= 0x1.0p-32f) in xnn_init_*_conv_minmax_*_params
+constexpr float kMaxRequantization = 256.0f;    // xnn_create_*: requantization scale must be below 256
+
+Support product_supports(const ir::Graph& g, const ir::Node& n) {
+  const core::Attrs& a = n.attrs;
+  const std::string xp = input_prefix(n);
+  const core::DType x = g.types.at(n.inputs.at(0)).dtype, w = ops::quant_dtype(a, "w_type");
+  const core::DType y = ops::quant_dtype(a, "to");
+  if (!core::is_quantized(x)) return Support::no(n.op + " of a " + core::to_string(x) + " input");
+  if (w != x)
+    return Support::no("XNNPACK 2022-02 has no quantized kernel for a " + core::to_string(x) + " input with " +
+                       core::to_string(w) +
+                       " weights (qs8 is int8 throughout, qu8 uint8 throughout: the definition "
+                       "fails with mismatching datatypes)");
+  if (y != x)
+    return Support::no("XNNPACK 2022-02's quantized products write the input's type (" + core::to_string(x) +
+                       "), not " + core::to_string(y) + " (the definition fails with mismatching datatypes)");
+  const int64_t wzp = core::attr_i(a, "w_zero_point");
+  if (w == core::DType::I8 && wzp != 0)
+    return Support::no("XNNPACK 2022-02's int8 (qs8) filters have no zero point: the definition accepts w_zero_point " +
+                       std::to_string(wzp) + " and the operator ignores it (measured: wrong sums), so only 0 maps");
+  for (const std::string& s : {xp + "scale", std::string("w_scale"), std::string("y_scale")})
+    if (Support ok = normal_scale(a, s); !ok.ok) return ok;
+  const float xs = scale_of(a, xp + "scale"), ws = scale_of(a, "w_scale"), ys = scale_of(a, "y_scale");
+  const float bias_scale = xs * ws;
+  if (n.op == "qlinear_conv2d" && core::attr_i(a, "bias") == 1 && !std::isnormal(bias_scale))
+    return Support::no("the int32 bias's scale x_scale * w_scale = " + str(bias_scale) +
+                       " is not a normal float32 (xnn_define_quantized_tensor_value refuses it)");
+  const float m = xs * ws / ys;  // as xnn_create_convolution2d_nhwc_q*8 / xnn_create_fully_connected_nc_q*8 form it
+  if (!(m < kMaxRequantization))
+    return Support::no("requantization scale " + xp + "scale * w_scale / y_scale = " + str(m) +
+                       " is not below 256: xnn_create_runtime_v2 refuses it (xnn_status_unsupported_parameter)");
+  if (m < kMinRequantization)
+    return Support::no("requantization scale " + xp + "scale * w_scale / y_scale = " + str(m) +
+                       " is below 2^-32: XNNPACK 2022-02's parameter setup asserts scale >= 2^-32 and aborts (the "
+                       "Debian build keeps assertions)");
+  return Support::yes();
+}
+
+void define_qlinear_conv(NodeLowering& c) {
+  const core::Attrs& a = c.attrs();
+  const Window2d w = conv_window(c.node, c.in_shape(0), c.out_shape());
+  const core::Tensor& wt = c.weight(1);  // [OC, C/G, kH, kW]
+  const size_t oc = static_cast<size_t>(wt.shape()[0]), cg = static_cast<size_t>(wt.shape()[1]);
+  const size_t ch = static_cast<size_t>(c.in_shape(0)[1]);
+  const size_t groups = static_cast<size_t>(core::attr_i(a, "group"));
+  const size_t kh = w.kh, kw = w.kw;
+  const bool depthwise = groups == ch && groups > 1;
+  const ValueId x_id = c.input(0);
+  const ValueId f_id = c.quantized_constant(
+      xnn_filter(int_values(wt), oc, cg, kh * kw, depthwise), depthwise ? Dims{1, kh, kw, oc} : Dims{oc, kh, kw, cg},
+      filter_quant(c.node), "filter '" + c.node.inputs[1] + "' " + (depthwise ? "[1, kH, kW, C*M]" : "OHWI"));
+  ValueId b_id = kNoValue;
+  if (core::attr_i(a, "bias") == 1) {
+    const Quant bq{QType::QInt32, scale_of(a, "x_scale") * scale_of(a, "w_scale"), 0};
+    b_id = c.quantized_constant(int_values(c.weight(2)), {oc}, bq, "bias '" + c.node.inputs[2] + "'");
+  }
+  const ValueId y_id = c.output();
+  if (depthwise)
+    c.sink.depthwise_convolution_2d(w, static_cast<uint32_t>(oc / ch), ch, x_id, f_id, b_id, y_id);
+  else
+    c.sink.convolution_2d(w, static_cast<uint32_t>(groups), cg, oc / groups, x_id, f_id, b_id, y_id);
+}
+
+Support qlinear_conv_supports(const ir::Graph& g, const ir::Node& n) {
+  if (!g.is_initializer(n.inputs.at(1)))
+    return Support::no("XNNPACK 2022-02 convolutions need a static filter, '" + n.inputs[1] + "' is computed");
+  return product_supports(g, n);
+}
+
+void define_qlinear_matmul(NodeLowering& c) {
+  const core::Tensor& wt = c.weight(1);  // [K, N]
+  const Dims d{static_cast<size_t>(wt.shape()[0]), static_cast<size_t>(wt.shape()[1])};
+  const ValueId x_id = c.input(0);
+  const ValueId f_id = c.quantized_constant(int_values(wt), d, filter_quant(c.node),
+                                            "filter '" + c.node.inputs[1] + "' [K, N] (transposed weights)");
+  c.sink.fully_connected(x_id, f_id, kNoValue, c.output(), kTransposeWeights);
+}
+
+}  // namespace
+
+void register_quantized(OpTable& t) {
+  t["quantize_linear"] = OpEntry{quantize_supports, follow_layout, define_convert, {}, quantize_quant};
+  t["dequantize_linear"] = OpEntry{dequantize_supports, follow_layout, define_convert, {}, dequantize_quant};
+  t["qlinear_conv2d"] = OpEntry{qlinear_conv_supports, channels_last_layout, define_qlinear_conv, {}, product_quant};
+  t["qlinear_matmul"] = OpEntry{product_supports, plain_layout, define_qlinear_matmul, {}, product_quant};
+}
+
+}  // namespace quorum::backends::xnnpack
