@@ -16,8 +16,10 @@ namespace {
 // A sink that adds nothing: the recorder's handles are its counter.
 class NullSink : public LayerSink {
  public:
-  int input(size_t, const std::string&, const Shape&) override { return next_++; }
-  int layer(const Layer&, const std::vector<Value>&, const Shape&, const std::string&) override { return next_++; }
+  int input(size_t, const std::string&, const Shape&, const Quant&) override { return next_++; }
+  int layer(const Layer&, const std::vector<Value>&, const Shape&, const Quant&, const std::string&) override {
+    return next_++;
+  }
   void output(size_t, const std::string&, const Value&) override {}
 
  private:
@@ -41,23 +43,23 @@ TEST(ArmnnPasses, EachPassIsNamedOnTheNodesItConcerns) {
     n.name = name;
     r.node(n);
   };
-  const Value x{r.input(0, "x", {1, 2, 5, 5}), {1, 2, 5, 5}};
+  const Value x{r.input(0, "x", {1, 2, 5, 5}, {}), {1, 2, 5, 5}};
   at("p");
-  const Value p{r.layer(PadLayer{{0, 0, 1, 1}, {0, 0, 1, 1}, 0}, {x}, {1, 2, 7, 7}, "p/pad#0"), {1, 2, 7, 7}};
+  const Value p{r.layer(PadLayer{{0, 0, 1, 1}, {0, 0, 1, 1}, 0}, {x}, {1, 2, 7, 7}, {}, "p/pad#0"), {1, 2, 7, 7}};
   at("c");
-  const Value c{r.layer(ConvLayer{ConvKind::Convolution2d, {}, 1, 1, false, {}, {}}, {p}, {1, 4, 5, 5}, "c/conv#1"),
+  const Value c{r.layer(ConvLayer{ConvKind::Convolution2d, {}, 1, 1, false, {}, {}}, {p}, {1, 4, 5, 5}, {}, "c/conv#1"),
                 {1, 4, 5, 5}};
   at("a");
-  const Value a{r.layer(ActivationLayer{Act::ReLu}, {c}, c.shape, "a/activation#2"), c.shape};
+  const Value a{r.layer(ActivationLayer{Act::ReLu}, {c}, c.shape, {}, "a/activation#2"), c.shape};
   at("r");
-  const Value r1{r.layer(ReshapeLayer{{1, 100}}, {a}, {1, 100}, "r/reshape#3"), {1, 100}};
-  const Value r2{r.layer(ReshapeLayer{{4, 25}}, {r1}, {4, 25}, "r/reshape#4"), {4, 25}};
+  const Value r1{r.layer(ReshapeLayer{{1, 100}}, {a}, {1, 100}, {}, "r/reshape#3"), {1, 100}};
+  const Value r2{r.layer(ReshapeLayer{{4, 25}}, {r1}, {4, 25}, {}, "r/reshape#4"), {4, 25}};
   at("t");
-  const Value t1{r.layer(TransposeLayer{{1, 0}}, {r2}, {25, 4}, "t/transpose#5"), {25, 4}};
+  const Value t1{r.layer(TransposeLayer{{1, 0}}, {r2}, {25, 4}, {}, "t/transpose#5"), {25, 4}};
   at("u");
-  const Value t2{r.layer(TransposeLayer{{1, 0}}, {t1}, {4, 25}, "u/transpose#6"), {4, 25}};
+  const Value t2{r.layer(TransposeLayer{{1, 0}}, {t1}, {4, 25}, {}, "u/transpose#6"), {4, 25}};
   at("dead");
-  r.layer(ActivationLayer{Act::Sigmoid}, {x}, x.shape, "dead/activation#7");
+  r.layer(ActivationLayer{Act::Sigmoid}, {x}, x.shape, {}, "dead/activation#7");
   r.output(0, "y", t2);
 
   const std::string dot = "digraph Optimized {\n" + dot_node(0, "Input", "x") +
@@ -83,13 +85,13 @@ TEST(ArmnnPasses, AFoldThePassGetsWrongNamesTheDefect) {
   NullSink null;
   NetworkRecorder r(null);
   ir::Node n;
-  const Value x{r.input(0, "x", {1, 1, 3, 3}), {1, 1, 3, 3}};
+  const Value x{r.input(0, "x", {1, 1, 3, 3}, {}), {1, 1, 3, 3}};
   n.name = "p";
   r.node(n);
-  const Value p{r.layer(PadLayer{{0, 1, 1, 1}, {0, 0, 1, 1}, -1}, {x}, {1, 2, 5, 5}, "p/pad#0"), {1, 2, 5, 5}};
+  const Value p{r.layer(PadLayer{{0, 1, 1, 1}, {0, 0, 1, 1}, -1}, {x}, {1, 2, 5, 5}, {}, "p/pad#0"), {1, 2, 5, 5}};
   n.name = "c";
   r.node(n);
-  const Value c{r.layer(ConvLayer{ConvKind::Convolution2d, {}, 1, 1, false, {}, {}}, {p}, {1, 1, 5, 5}, "c/conv#1"),
+  const Value c{r.layer(ConvLayer{ConvKind::Convolution2d, {}, 1, 1, false, {}, {}}, {p}, {1, 1, 5, 5}, {}, "c/conv#1"),
                 {1, 1, 5, 5}};
   r.output(0, "y", c);
   const auto passes = optimizer_passes(r.network(), {"x", "y", "folded-p/pad#0-into-c/conv#1"});
@@ -106,16 +108,16 @@ TEST(ArmnnPasses, NestedNamesAndSiblings) {
   NullSink null;
   NetworkRecorder r(null);
   ir::Node n;
-  const Value x{r.input(0, "x<1>", {1, 4}), {1, 4}};
+  const Value x{r.input(0, "x<1>", {1, 4}, {}), {1, 4}};
   n.name = "s";
   r.node(n);
-  const Value s1{r.layer(ReshapeLayer{{4, 1}}, {x}, {4, 1}, "s/reshape#0"), {4, 1}};
+  const Value s1{r.layer(ReshapeLayer{{4, 1}}, {x}, {4, 1}, {}, "s/reshape#0"), {4, 1}};
   n.name = "s2";
   r.node(n);
-  const Value s2{r.layer(ReshapeLayer{{4, 1}}, {x}, {4, 1}, "s2/reshape#1"), {4, 1}};
+  const Value s2{r.layer(ReshapeLayer{{4, 1}}, {x}, {4, 1}, {}, "s2/reshape#1"), {4, 1}};
   n.name = "<t>";
   r.node(n);
-  const Value t{r.layer(TransposeLayer{{1, 0}}, {s1}, {1, 4}, "<t>/transpose#2"), {1, 4}};
+  const Value t{r.layer(TransposeLayer{{1, 0}}, {s1}, {1, 4}, {}, "<t>/transpose#2"), {1, 4}};
   r.output(0, "y", t);
   r.output(1, "z", s2);
   const std::set<std::string> optimized = {"x\\<1\\>", "s/reshape#0",
@@ -141,15 +143,15 @@ TEST(ArmnnPasses, ATransposeMovedUpAndSquashedIntoAnEqualSibling) {
     n.name = name;
     r.node(n);
   };
-  const Value x{r.input(0, "x", {1, 1, 2, 3}), {1, 1, 2, 3}};
+  const Value x{r.input(0, "x", {1, 1, 2, 3}, {}), {1, 1, 2, 3}};
   at("h");
-  const Value h{r.layer(ActivationLayer{Act::TanH}, {x}, x.shape, "h/activation#0"), x.shape};
+  const Value h{r.layer(ActivationLayer{Act::TanH}, {x}, x.shape, {}, "h/activation#0"), x.shape};
   at("a");
-  const Value a{r.layer(TransposeLayer{{3, 2, 1, 0}}, {h}, {3, 2, 1, 1}, "a/transpose#1"), {3, 2, 1, 1}};
+  const Value a{r.layer(TransposeLayer{{3, 2, 1, 0}}, {h}, {3, 2, 1, 1}, {}, "a/transpose#1"), {3, 2, 1, 1}};
   at("b");
-  const Value b{r.layer(TransposeLayer{{3, 2, 1, 0}}, {x}, {3, 2, 1, 1}, "b/transpose#2"), {3, 2, 1, 1}};
+  const Value b{r.layer(TransposeLayer{{3, 2, 1, 0}}, {x}, {3, 2, 1, 1}, {}, "b/transpose#2"), {3, 2, 1, 1}};
   at("y");
-  const Value y{r.layer(BinaryLayer{BinaryOp::Addition}, {a, b}, {3, 2, 1, 1}, "y/add#3"), {3, 2, 1, 1}};
+  const Value y{r.layer(BinaryLayer{BinaryOp::Addition}, {a, b}, {3, 2, 1, 1}, {}, "y/add#3"), {3, 2, 1, 1}};
   r.output(0, "y", y);
   const auto passes = optimizer_passes(r.network(), {"x", "h/activation#0", "b/transpose#2", "y/add#3", "y"});
   using L = std::vector<std::string>;

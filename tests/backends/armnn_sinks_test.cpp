@@ -4,6 +4,8 @@
 // descriptors, weights and shapes — or both refuse for the same reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/armnn/lower.h"
 #include "ir/build.h"
 #include "ops/registry.h"
@@ -39,10 +41,47 @@ TEST(Sinks, ReceiveTheSameCallsForEveryCatalogueOperator) {
   EXPECT_GE(calls, 500u);
 }
 
+// The quantized operators as the unit generator and the probe give them: each int8/uint8 operand made by a
+// quantize_linear of a float input (ir::quantized_inputs_from_float), so the operator reads it through a view
+// with its own scale and zero point. Both sinks get the same Quantize, Reshape views, quantized weights and
+// int32 biases — or both refuse (an output type other than the input's; FullyConnected's mixed weights).
+TEST(Sinks, ReceiveTheSameCallsForTheQuantizedOperators) {
+  int lowered = 0, refused = 0;
+  for (const char* op : {"quantize_linear", "dequantize_linear", "qlinear_conv2d", "qlinear_matmul"}) {
+    const ops::OpSpec& spec = ops::op(op);
+    for (int k = 0; k < 3 * kCases; ++k) {
+      core::Rng rng(core::fnv1a(spec.name) + 1000 + static_cast<uint64_t>(k));
+      const ops::Case c = spec.sample(rng);
+      ir::SingleNode sn = ir::single_node_graph(spec, c, rng, core::DType::F32);
+      ir::quantized_inputs_from_float(sn);
+      const std::vector<std::string> library = library_sink_calls(sn.graph);
+      EXPECT_EQ(library, writer_sink_calls(sn.graph)) << op << " case " << k;
+      ASSERT_FALSE(library.empty());
+      if (library[0].rfind("refused: ", 0) == 0) {
+        ++refused;
+        EXPECT_NE(library[0].find("mismatched"), std::string::npos) << library[0];
+        continue;
+      }
+      ++lowered;
+      const bool quantized = std::any_of(library.begin(), library.end(), [](const std::string& call) {
+        return call.find("QAsymm") != std::string::npos;
+      });
+      EXPECT_TRUE(quantized) << op << " case " << k;
+    }
+  }
+  EXPECT_GE(lowered, 40);
+  EXPECT_GE(refused, 1);
+}
+
 // A recording sink sees a changed descriptor: the comparison above can fail.
 TEST(SinksRecord, ADifferentDescriptorIsADifferentCall) {
   EXPECT_NE(describe(ActivationLayer{Act::BoundedReLu, 6, 0}), describe(ActivationLayer{Act::BoundedReLu, 6, 1}));
-  EXPECT_NE(describe(ConstantLayer{Weights{"w", {1.0f}, {1}}}), describe(ConstantLayer{Weights{"w", {1.5f}, {1}}}));
+  EXPECT_NE(describe(ConstantLayer{Weights{"w", {1.0f}, {1}, {}, {}}}),
+            describe(ConstantLayer{Weights{"w", {1.5f}, {1}, {}, {}}}));
+  const Quant u8{DataType::QAsymmU8, 0.5f, 3};
+  EXPECT_NE(describe(ConstantLayer{Weights{"w", {}, {1}, u8, {7}}}),
+            describe(ConstantLayer{Weights{"w", {}, {1}, u8, {8}}}));
+  EXPECT_NE(describe(u8), describe(Quant{DataType::QAsymmU8, 0.5f, 4}));
   PoolLayer window{true, 1, 4, std::nullopt}, full = window;
   full.full = PoolLayer::Full{};
   EXPECT_NE(describe(window), describe(full));

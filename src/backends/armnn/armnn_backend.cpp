@@ -2,7 +2,8 @@
 // more ArmNN layers per node as ArmNN's lowering decides (lower.h, through ArmnnSink), optimizes it for the CpuRef
 // reference backend, loads it into one process-wide IRuntime and runs it with EnqueueWorkload. Every node output is
 // bound to an extra output layer at compile time, so forward can return intermediates; the optimized run binds the
-// graph's outputs only, and its lowering names the optimizer's passes (lower_passes.h). Forward only (float32).
+// graph's outputs only, and its lowering names the optimizer's passes (lower_passes.h). Forward only: float32, and
+// the quantized operators' int8/uint8 values (lower_quant.cpp).
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -39,22 +40,26 @@ class ArmnnSession : public Session {
   ArmnnSession& operator=(const ArmnnSession&) = delete;
 
   ValueMap forward(const ValueMap& inputs, bool keep_intermediates) override {
-    std::vector<std::vector<float>> in_data;
+    // Float32 values, and the integers of a quantized (int8/uint8) value as they are.
+    std::vector<core::Tensor> in_data;
     armnn::InputTensors in_tensors;
     in_data.reserve(g_.inputs.size());
     for (const GraphInput& in : bind_graph_inputs(g_, inputs)) {
-      const core::Tensor f = in.value.to(core::DType::F32);
-      in_data.emplace_back(f.f32(), f.f32() + f.numel());
+      const core::DType t = in.info.type.dtype;
+      in_data.push_back(in.value.to(core::is_quantized(t) ? t : core::DType::F32));
       const auto bid = static_cast<armnn::LayerBindingId>(in.index);
-      in_tensors.emplace_back(bid, armnn::ConstTensor(runtime().GetInputTensorInfo(id_, bid), in_data.back().data()));
+      in_tensors.emplace_back(bid, armnn::ConstTensor(runtime().GetInputTensorInfo(id_, bid), in_data.back().raw()));
     }
     std::vector<core::Tensor> out_data;
     armnn::OutputTensors out_tensors;
     out_data.reserve(outputs_.size());
     for (const OutputBinding& o : outputs_) {
-      out_data.emplace_back(core::DType::F32, o.shape);
+      const core::DType t = o.q.type == armnn_lower::DataType::QAsymmU8   ? core::DType::U8
+                            : o.q.type == armnn_lower::DataType::QAsymmS8 ? core::DType::I8
+                                                                          : core::DType::F32;
+      out_data.emplace_back(t, o.shape);
       const auto bid = static_cast<armnn::LayerBindingId>(o.id);
-      out_tensors.emplace_back(bid, armnn::Tensor(runtime().GetOutputTensorInfo(id_, bid), out_data.back().f32()));
+      out_tensors.emplace_back(bid, armnn::Tensor(runtime().GetOutputTensorInfo(id_, bid), out_data.back().raw()));
     }
     if (runtime().EnqueueWorkload(id_, in_tensors, out_tensors) != armnn::Status::Success)
       throw std::runtime_error("ArmNN EnqueueWorkload returned Status::Failure");

@@ -8,12 +8,27 @@ namespace quorum::backends::armnn_backend {
 
 using namespace armnn_lower;
 
-armnn::TensorInfo tensor_info(const Shape& s) {
+namespace {
+
+armnn::DataType data_type(DataType t) {
+  switch (t) {
+    case DataType::Float32: return armnn::DataType::Float32;
+    case DataType::QAsymmU8: return armnn::DataType::QAsymmU8;
+    case DataType::QAsymmS8: return armnn::DataType::QAsymmS8;
+    case DataType::Signed32: return armnn::DataType::Signed32;
+  }
+  throw std::logic_error("unknown data type");
+}
+
+}  // namespace
+
+armnn::TensorInfo tensor_info(const Shape& s, const Quant& q) {
   std::vector<unsigned int> dims;
   for (int64_t d : s) dims.push_back(static_cast<unsigned int>(d));
   if (dims.empty()) dims.push_back(1);
-  return armnn::TensorInfo(armnn::TensorShape(static_cast<unsigned int>(dims.size()), dims.data()),
-                           armnn::DataType::Float32);
+  const armnn::TensorShape shape(static_cast<unsigned int>(dims.size()), dims.data());
+  if (q.type == DataType::Float32) return armnn::TensorInfo(shape, armnn::DataType::Float32);
+  return armnn::TensorInfo(shape, data_type(q.type), q.scale, q.offset);
 }
 
 namespace {
@@ -25,13 +40,6 @@ std::vector<T> cast(const std::vector<int64_t>& v) {
   return std::vector<T>(v.begin(), v.end());
 }
 
-armnn::ConstTensor const_tensor(const Weights& w) { return armnn::ConstTensor(tensor_info(w.shape), w.data); }
-
-armnn::Optional<armnn::ConstTensor> optional_tensor(const std::optional<Weights>& w) {
-  armnn::Optional<armnn::ConstTensor> t;
-  if (w) t = const_tensor(*w);
-  return t;
-}
 
 armnn::ActivationFunction function(Act f) {
   using AF = armnn::ActivationFunction;
@@ -77,6 +85,21 @@ void set_geometry(Desc& d, const Geometry& g) {
 struct Adder {
   armnn::INetwork& net;
   const char* name;
+  std::deque<std::vector<int32_t>>& buffers;  // a quantized constant's elements in its type's bytes
+
+  armnn::ConstTensor const_tensor(const Weights& w) const {
+    if (w.q.type == DataType::Float32) return armnn::ConstTensor(tensor_info(w.shape), w.data);
+    std::vector<int32_t>& buf = buffers.emplace_back(w.ints.size() + 1);  // int32_t storage, aligned for any type
+    if (w.q.type == DataType::Signed32) std::copy(w.ints.begin(), w.ints.end(), buf.begin());
+    for (size_t i = 0; i < w.ints.size() && w.q.type != DataType::Signed32; ++i)
+      reinterpret_cast<uint8_t*>(buf.data())[i] = static_cast<uint8_t>(w.ints[i]);  // int8: two's complement
+    return armnn::ConstTensor(tensor_info(w.shape, w.q), buf.data());
+  }
+  armnn::Optional<armnn::ConstTensor> optional_tensor(const std::optional<Weights>& w) const {
+    armnn::Optional<armnn::ConstTensor> t;
+    if (w) t = const_tensor(*w);
+    return t;
+  }
 
   armnn::IConnectableLayer* operator()(const ConstantLayer& l) const {
     return net.AddConstantLayer(const_tensor(l.w), name);
@@ -195,6 +218,8 @@ struct Adder {
     d.m_DataLayout = armnn::DataLayout::NCHW;
     return net.AddNormalizationLayer(d, name);
   }
+  armnn::IConnectableLayer* operator()(const QuantizeLayer&) const { return net.AddQuantizeLayer(name); }
+  armnn::IConnectableLayer* operator()(const DequantizeLayer&) const { return net.AddDequantizeLayer(name); }
   armnn::IConnectableLayer* operator()(const ResizeLayer& l) const {
     armnn::ResizeDescriptor d;
     d.m_Method = l.bilinear ? armnn::ResizeMethod::Bilinear : armnn::ResizeMethod::NearestNeighbor;
@@ -209,19 +234,21 @@ struct Adder {
 
 }  // namespace
 
-int ArmnnSink::finish(armnn::IConnectableLayer* layer, const std::vector<Value>& inputs, const Shape& out) {
+int ArmnnSink::finish(armnn::IConnectableLayer* layer, const std::vector<Value>& inputs, const Shape& out,
+                      const Quant& q) {
   for (size_t i = 0; i < inputs.size(); ++i) slot(inputs[i]).Connect(layer->GetInputSlot(static_cast<unsigned int>(i)));
-  layer->GetOutputSlot(0).SetTensorInfo(tensor_info(out));
+  layer->GetOutputSlot(0).SetTensorInfo(tensor_info(out, q));
   slots_.push_back(&layer->GetOutputSlot(0));
   return static_cast<int>(slots_.size() - 1);
 }
 
-int ArmnnSink::input(size_t index, const std::string& name, const Shape& shape) {
-  return finish(net_.AddInputLayer(static_cast<armnn::LayerBindingId>(index), name.c_str()), {}, shape);
+int ArmnnSink::input(size_t index, const std::string& name, const Shape& shape, const Quant& q) {
+  return finish(net_.AddInputLayer(static_cast<armnn::LayerBindingId>(index), name.c_str()), {}, shape, q);
 }
 
-int ArmnnSink::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& name) {
-  return finish(std::visit(Adder{net_, name.c_str()}, layer), inputs, out);
+int ArmnnSink::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
+                     const std::string& name) {
+  return finish(std::visit(Adder{net_, name.c_str(), buffers_}, layer), inputs, out, q);
 }
 
 void ArmnnSink::output(size_t index, const std::string& name, const Value& v) {

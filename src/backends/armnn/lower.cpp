@@ -28,6 +28,18 @@ const char* name(ConvKind k) {
   static const char* const names[] = {"Convolution2d", "DepthwiseConvolution2d", "TransposeConvolution2d"};
   return names[static_cast<int>(k)];
 }
+const char* name(DataType t) {
+  static const char* const names[] = {"Float32", "QAsymmU8", "QAsymmS8", "Signed32"};
+  return names[static_cast<int>(t)];
+}
+
+std::string describe(const Quant& q) {
+  if (q.type == DataType::Float32) return "";
+  std::ostringstream o;
+  o.precision(9);
+  o << " " << name(q.type) << "(" << q.scale << "," << q.offset << ")";
+  return o.str();
+}
 
 // ---- describe (the recorded form of a call) ------------------------------------------------------
 
@@ -50,7 +62,10 @@ std::string weights(const Weights& w) {
     std::memcpy(&bits, &f, sizeof bits);
     sum = sum * 31 + bits;
   }
-  return w.hint + list(w.shape) + "#" + std::to_string(w.data.size()) + ":" + std::to_string(sum);
+  if (w.q.type == DataType::Float32)
+    return w.hint + list(w.shape) + "#" + std::to_string(w.data.size()) + ":" + std::to_string(sum);
+  for (int32_t v : w.ints) sum = sum * 31 + static_cast<uint32_t>(v);
+  return w.hint + list(w.shape) + describe(w.q) + "#" + std::to_string(w.ints.size()) + ":" + std::to_string(sum);
 }
 
 std::string geometry(const Geometry& g) {
@@ -110,6 +125,8 @@ struct Describe {
     return "Normalization " + std::to_string(l.size) + " " + std::to_string(l.alpha) + " " + std::to_string(l.beta) +
            " " + std::to_string(l.k);
   }
+  std::string operator()(const QuantizeLayer&) const { return "Quantize"; }
+  std::string operator()(const DequantizeLayer&) const { return "Dequantize"; }
   std::string operator()(const ResizeLayer& l) const {
     return std::string("Resize ") + (l.bilinear ? "Bilinear " : "NearestNeighbor ") + std::to_string(l.height) + "x" +
            std::to_string(l.width) + (l.half_pixel ? " half_pixel" : "") + (l.align_corners ? " align_corners" : "");
@@ -120,18 +137,20 @@ struct Describe {
 
 std::string describe(const Layer& l) { return std::visit(Describe{}, l); }
 
-int RecordingSink::input(size_t index, const std::string& name, const Shape& shape) {
-  const int id = inner_.input(index, name, shape);
-  calls_.push_back("input " + std::to_string(index) + " '" + name + "' " + list(shape) + " -> " + std::to_string(id));
+int RecordingSink::input(size_t index, const std::string& name, const Shape& shape, const Quant& q) {
+  const int id = inner_.input(index, name, shape, q);
+  calls_.push_back("input " + std::to_string(index) + " '" + name + "' " + list(shape) + describe(q) + " -> " +
+                   std::to_string(id));
   return id;
 }
 
-int RecordingSink::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out,
+int RecordingSink::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
                          const std::string& name) {
-  const int id = inner_.layer(layer, inputs, out, name);
+  const int id = inner_.layer(layer, inputs, out, q, name);
   std::string ins;
   for (const Value& v : inputs) ins += (ins.empty() ? "" : ",") + std::to_string(v.id);
-  calls_.push_back(describe(layer) + " '" + name + "' (" + ins + ") " + list(out) + " -> " + std::to_string(id));
+  calls_.push_back(describe(layer) + " '" + name + "' (" + ins + ") " + list(out) + describe(q) + " -> " +
+                   std::to_string(id));
   return id;
 }
 
@@ -147,7 +166,12 @@ Value Builder::value(const std::string& name) {
   if (it != values_.end()) return it->second;
   if (!g_.is_initializer(name))
     throw ConversionError("ArmNN lowering: value '" + name + "' is not defined before its use");
-  const Value v = constant(floats(name), g_.initializers.at(name).shape(), name);
+  const core::Tensor& t = g_.initializers.at(name);
+  // A quantized constant holds its integers (read through a view with its consumer's scale and offset).
+  const Value v = core::is_quantized(t.dtype())
+                      ? add(ConstantLayer{weights(name, elements(name), t.shape(), Quant{data_type(t.dtype()), 1, 0})},
+                            {}, t.shape(), Quant{data_type(t.dtype()), 1, 0}, "const")
+                      : constant(floats(name), t.shape(), name);
   values_[name] = v;
   return v;
 }
@@ -168,6 +192,26 @@ std::vector<float> Builder::floats(const std::string& initializer) const {
   return out;
 }
 
+std::vector<double> Builder::elements(const std::string& initializer) const {
+  const auto it = g_.initializers.find(initializer);
+  if (it == g_.initializers.end())
+    throw ConversionError("ArmNN takes weights as constants when it builds the network: '" + initializer +
+                          "' is a graph input or computed");
+  std::vector<double> out(static_cast<size_t>(it->second.numel()));
+  for (int64_t i = 0; i < it->second.numel(); ++i) out[static_cast<size_t>(i)] = it->second.get(i);
+  return out;
+}
+
+Weights Builder::weights(const std::string& hint, const std::vector<double>& data, const Shape& shape,
+                         const Quant& q) const {
+  Weights w{hint, {}, shape, q, {}};
+  for (double v : data) {
+    if (q.type == DataType::Float32) w.data.push_back(static_cast<float>(v));
+    else w.ints.push_back(static_cast<int32_t>(v));
+  }
+  return w;
+}
+
 void Builder::set_node(const ir::Node& n) {
   node_ = n.name;
   sink_.node(n);
@@ -175,9 +219,14 @@ void Builder::set_node(const ir::Node& n) {
 
 Value Builder::add(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& what,
                    const std::string& detail) {
+  return add(layer, inputs, out, Quant{}, what, detail);
+}
+
+Value Builder::add(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
+                   const std::string& what, const std::string& detail) {
   log_.note(node_, detail.empty() ? what : what + " " + detail);
   const std::string name = node_ + "/" + what + "#" + std::to_string(counter_++);
-  return Value{sink_.layer(layer, inputs, out, name), out};
+  return Value{sink_.layer(layer, inputs, out, q, name), out, q};
 }
 
 Value Builder::constant(const std::vector<float>& data, const Shape& shape, const std::string& hint) {
@@ -192,9 +241,11 @@ namespace {
 Shape armnn_dims(const Shape& s) { return s.empty() ? Shape{1} : s; }
 }  // namespace
 
-Value Builder::reshape(const Value& x, const Shape& shape) {
-  if (armnn_dims(x.shape) == armnn_dims(shape)) return Value{x.id, shape};
-  return add(ReshapeLayer{shape}, {x}, shape, "reshape");
+Value Builder::reshape(const Value& x, const Shape& shape) { return reshape(x, shape, x.q); }
+
+Value Builder::reshape(const Value& x, const Shape& shape, const Quant& q) {
+  if (x.q == q && armnn_dims(x.shape) == armnn_dims(shape)) return Value{x.id, shape, q};
+  return add(ReshapeLayer{shape}, {x}, shape, q, x.q == q ? "reshape" : "view");
 }
 
 Value Builder::transpose(const Value& x, const std::vector<size_t>& perm) {
@@ -203,7 +254,7 @@ Value Builder::transpose(const Value& x, const std::vector<size_t>& perm) {
   if (identity) return x;
   Shape out;
   for (size_t p : perm) out.push_back(x.shape[p]);
-  return add(TransposeLayer{perm}, {x}, out, "transpose");
+  return add(TransposeLayer{perm}, {x}, out, x.q, "transpose");
 }
 
 Value Builder::activation(const Value& x, Act f, float a, float b) {
@@ -237,7 +288,7 @@ Value Builder::mean(const Value& x, const std::vector<size_t>& axes, bool keep_d
 }
 
 Value Builder::slice(const Value& x, const Ints& begin, const Shape& size) {
-  return add(SliceLayer{begin, size}, {x}, size, "slice");
+  return add(SliceLayer{begin, size}, {x}, size, x.q, "slice");
 }
 
 Value Builder::concat(const std::vector<Value>& parts, size_t axis) {
@@ -247,7 +298,7 @@ Value Builder::concat(const std::vector<Value>& parts, size_t axis) {
   Shape out = parts[0].shape;
   out[axis] = 0;
   for (const Value& p : parts) out[axis] += p.shape[axis];
-  return add(l, parts, out, "concat");
+  return add(l, parts, out, parts[0].q, "concat");
 }
 
 Value Builder::pad(const Value& x, const Ints& begin, const Ints& end, float value) {
@@ -284,6 +335,7 @@ const OpTable& op_table() {
     register_elementwise(t);
     register_spatial(t);
     register_tensor(t);
+    register_quant(t);
     return t;
   }();
   return table;
@@ -310,7 +362,9 @@ Support supports(const ir::Graph& g, const ir::Node& n) {
   for (const auto* names : {&n.inputs, &n.outputs})
     for (const auto& v : *names) {
       const core::TensorType& t = g.types.at(v);
-      if (!core::is_float(t.dtype))
+      // The quantized operators' int8/uint8 values and int32 biases (lower_quant.cpp).
+      const bool quantized = is_quant_op(n.op) && (core::is_quantized(t.dtype) || t.dtype == core::DType::I32);
+      if (!core::is_float(t.dtype) && !quantized)
         return Support::no("this backend maps float32 tensors only; value '" + v + "' is " + core::to_string(t.dtype));
       if (t.shape.size() > max_rank(n.op))
         return Support::no("ArmNN 20.08 maps rank <= " + std::to_string(max_rank(n.op)) + " for '" + n.op +
@@ -328,7 +382,9 @@ Lowered lower(LayerSink& sink, const ir::Graph& g, bool outputs_only) {
   Builder b(sink, g);
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const auto& in = g.inputs[i];
-    b.define(in.name, Value{sink.input(i, in.name, in.type.shape), in.type.shape});
+    // A quantized input holds its integers (scale 1, offset 0): each consumer reads it through a view.
+    const Quant q = core::is_quantized(in.type.dtype) ? Quant{data_type(in.type.dtype), 1, 0} : Quant{};
+    b.define(in.name, Value{sink.input(i, in.name, in.type.shape, q), in.type.shape, q});
   }
   for (const auto& n : g.nodes) {
     b.set_node(n);
@@ -347,8 +403,9 @@ Lowered lower(LayerSink& sink, const ir::Graph& g, bool outputs_only) {
   Lowered out;
   for (const auto& o : bound) {
     const int64_t id = static_cast<int64_t>(out.outputs.size());
-    sink.output(static_cast<size_t>(id), o, b.value(o));
-    out.outputs.push_back({o, id, g.types.at(o).shape});
+    const Value v = b.value(o);
+    sink.output(static_cast<size_t>(id), o, v);
+    out.outputs.push_back({o, id, g.types.at(o).shape, v.q});
   }
   out.log = b.log();
   return out;

@@ -22,11 +22,30 @@ namespace quorum::backends::armnn_lower {
 using core::Shape;
 using Ints = std::vector<int64_t>;
 
-// A layer output inside the network being built: the sink's handle and its Quorum shape (rank 0
-// is carried as ArmNN shape [1]).
+// ArmNN's data types (armnn::DataType) the lowering gives a tensor: float32 values, the quantized
+// int8/uint8 values of the quantized operators (QAsymmS8/QAsymmU8), and a quantized convolution's
+// int32 bias (Signed32).
+enum class DataType { Float32, QAsymmU8, QAsymmS8, Signed32 };
+const char* name(DataType t);
+
+// A TensorInfo's data type and quantization (scale and offset; none for Float32). ArmNN holds one per
+// tensor, where ONNX gives each consumer its own: a consumer reading a quantized value with other
+// parameters reads it through a view (Builder::as_quant).
+struct Quant {
+  DataType type = DataType::Float32;
+  float scale = 0;
+  int32_t offset = 0;
+  bool operator==(const Quant& o) const { return type == o.type && scale == o.scale && offset == o.offset; }
+  bool operator!=(const Quant& o) const { return !(*this == o); }
+};
+std::string describe(const Quant& q);  // "" for Float32, else " QAsymmU8(scale,offset)"
+
+// A layer output inside the network being built: the sink's handle, its Quorum shape (rank 0
+// is carried as ArmNN shape [1]) and its data type and quantization.
 struct Value {
   int id = -1;
   Shape shape;
+  Quant q{};
 };
 
 // ArmNN's enumerators, named as ArmNN names them (armnn::ActivationFunction::ReLu, ...).
@@ -39,11 +58,14 @@ const char* name(UnaryOp op);
 const char* name(BinaryOp op);
 const char* name(ConvKind k);
 
-// A constant tensor (ConstTensor) with a hint naming it in source code (a Quorum value name).
+// A constant tensor (ConstTensor) with a hint naming it in source code (a Quorum value name): float32
+// `data`, or with a quantized type (q) its integer elements in `ints` (int8, uint8 or int32).
 struct Weights {
   std::string hint;
   std::vector<float> data;
   Shape shape;
+  Quant q{};
+  std::vector<int32_t> ints{};
 };
 
 // Strides and explicit pads of a 2-D layer (NCHW).
@@ -127,6 +149,8 @@ struct LrnLayer {  // Normalization across channels, LocalBrightness
   int64_t size = 1;
   float alpha = 0, beta = 0, k = 0;  // ArmNN: k + alpha * sum (alpha already divided by size)
 };
+struct QuantizeLayer {};    // float32 -> the output's quantized type, scale and offset
+struct DequantizeLayer {};  // the input's quantized type, scale and offset -> float32
 struct ResizeLayer {
   bool bilinear = false;
   int64_t height = 0, width = 0;
@@ -134,7 +158,8 @@ struct ResizeLayer {
 };
 using Layer = std::variant<ConstantLayer, ReshapeLayer, TransposeLayer, ActivationLayer, UnaryLayer, BinaryLayer,
                            MeanLayer, SliceLayer, StridedSliceLayer, ConcatLayer, PadLayer, FullyConnectedLayer,
-                           SoftmaxLayer, ConvLayer, PoolLayer, BatchNormLayer, LrnLayer, ResizeLayer>;
+                           SoftmaxLayer, ConvLayer, PoolLayer, BatchNormLayer, LrnLayer, ResizeLayer, QuantizeLayer,
+                           DequantizeLayer>;
 // One line naming the layer and every field the lowering set (weights by size and a checksum).
 std::string describe(const Layer& l);
 
@@ -142,10 +167,10 @@ std::string describe(const Layer& l);
 class LayerSink {
  public:
   virtual ~LayerSink() = default;
-  virtual int input(size_t index, const std::string& name, const Shape& shape) = 0;
+  virtual int input(size_t index, const std::string& name, const Shape& shape, const Quant& q) = 0;
   // Adds `layer` named `name`, connects `inputs` to its input slots in order, sets its output's
-  // TensorInfo to `out`, returns the output's handle.
-  virtual int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out,
+  // TensorInfo to `out` with data type and quantization `q`, returns the output's handle.
+  virtual int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
                     const std::string& name) = 0;
   virtual void output(size_t index, const std::string& name, const Value& v) = 0;
   // What the calls are for, for a reader (the writer prints them; the backend ignores them).
@@ -158,8 +183,9 @@ class LayerSink {
 class RecordingSink : public LayerSink {
  public:
   explicit RecordingSink(LayerSink& inner) : inner_(inner) {}
-  int input(size_t index, const std::string& name, const Shape& shape) override;
-  int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& name) override;
+  int input(size_t index, const std::string& name, const Shape& shape, const Quant& q) override;
+  int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
+            const std::string& name) override;
   void output(size_t index, const std::string& name, const Value& v) override;
   void node(const ir::Node& n) override { inner_.node(n); }
   void defined(const std::string& value, const Value& v) override { inner_.defined(value, v); }
@@ -179,6 +205,7 @@ struct OutputBinding {
   std::string value;
   int64_t id = 0;
   Shape shape;
+  Quant q;  // a quantized output's bytes are the values of its type
 };
 
 struct Lowered {

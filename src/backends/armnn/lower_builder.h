@@ -26,8 +26,12 @@ class Builder {
   // An initializer's elements as float32 (ArmNN takes weights as constants when it builds the network).
   std::vector<float> floats(const std::string& initializer) const;
   Weights weights(const std::string& hint, std::vector<float> data, const Shape& shape) const {
-    return Weights{hint, std::move(data), shape};
+    return Weights{hint, std::move(data), shape, {}, {}};
   }
+  // An initializer's elements exactly (float32, or the integers of a quantized or int32 tensor), and
+  // weights of data type `q` made of them (float32 data, or the integers in Weights::ints).
+  std::vector<double> elements(const std::string& initializer) const;
+  Weights weights(const std::string& hint, const std::vector<double>& data, const Shape& shape, const Quant& q) const;
 
   void set_node(const ir::Node& n);
   // Notes what the library does to the node being lowered beyond its layers (an optimizer pass).
@@ -39,10 +43,18 @@ class Builder {
   // `detail`: an activation's function, a pool's algorithm).
   Value add(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& what,
             const std::string& detail = "");
+  // ... whose output has data type and quantization `q` (a Float32 `q`: as above).
+  Value add(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
+            const std::string& what, const std::string& detail = "");
 
   Value constant(const std::vector<float>& data, const Shape& shape, const std::string& hint = "const");
   Value scalar_like(float v, size_t rank);  // a constant of shape [1, ..., 1]
   Value reshape(const Value& x, const Shape& shape);  // none when ArmNN's shapes are equal
+  // A quantized value read with data type and quantization `q` (ONNX gives every consumer its own scale and
+  // zero point, ArmNN one per tensor): a Reshape (CpuRef copies the bytes) to `shape` whose output TensorInfo
+  // carries `q`, so the same integers are read with the consumer's parameters; none when nothing changes.
+  Value reshape(const Value& x, const Shape& shape, const Quant& q);
+  Value as_quant(const Value& x, const Quant& q) { return reshape(x, x.shape, q); }
   Value transpose(const Value& x, const std::vector<size_t>& perm);  // none for the identity
   Value activation(const Value& x, Act f, float a = 0, float b = 0);
   Value unary(const Value& x, UnaryOp op);
@@ -81,6 +93,25 @@ const OpTable& op_table();
 void register_elementwise(OpTable& t);
 void register_spatial(OpTable& t);
 void register_tensor(OpTable& t);
+void register_quant(OpTable& t);
+// The quantized operators (lower_quant.cpp): the ones whose values may be int8, uint8 or int32.
+bool is_quant_op(const std::string& op);
+// ArmNN's type of an int8 (QAsymmS8) or uint8 (QAsymmU8) value.
+DataType data_type(core::DType t);
+// A quantized product's (qlinear_conv2d, qlinear_matmul) tensors: the input as the node reads it, the
+// weights, the int32 bias (scale x_scale * w_scale in float32, offset 0) and the output.
+struct ProductQuant {
+  Quant x, w, bias, y;
+};
+ProductQuant product_quant(const ir::Graph& g, const ir::Node& n);
+// What ArmNN 20.08's CpuRef takes of a quantized product (IsConvolution2dSupported,
+// IsFullyConnectedSupported), or why not.
+Support product_supports(const ir::Graph& g, const ir::Node& n);
+// Notes (Builder::note) where CpuRef's float32 arithmetic on the dequantized operands leaves float32's range for
+// a product of `terms` terms: "float32 range (dequantized operands overflow)" — (q - offset) * scale, a product
+// or the sum can be inf (inf - inf or 0 * inf is NaN) — and "float32 range (dequantized products underflow)"
+// (x_scale * w_scale below float32's normal range). The ledger's entries for them name these.
+void note_float32_range(Builder& b, const ProductQuant& q, int64_t terms);
 
 // One Pooling2d max window of 1 x `width` over [.., .., rows, width] (ArmNN 20.08 has no max
 // reduction: global max pooling and reduce_max/min are built on it).

@@ -36,8 +36,8 @@ std::vector<std::string> fold_defects(const PadLayer& p) {
 
 }  // namespace
 
-int NetworkRecorder::input(size_t index, const std::string& name, const Shape& shape) {
-  const int id = inner_.input(index, name, shape);
+int NetworkRecorder::input(size_t index, const std::string& name, const Shape& shape, const Quant& q) {
+  const int id = inner_.input(index, name, shape, q);
   BuiltLayer l;
   l.name = name;
   l.type = "Input";
@@ -45,9 +45,9 @@ int NetworkRecorder::input(size_t index, const std::string& name, const Shape& s
   return id;
 }
 
-int NetworkRecorder::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out,
+int NetworkRecorder::layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
                            const std::string& name) {
-  const int id = inner_.layer(layer, inputs, out, name);
+  const int id = inner_.layer(layer, inputs, out, q, name);
   BuiltLayer l;
   l.name = name;
   l.params = describe(layer);

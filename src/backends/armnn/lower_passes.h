@@ -50,8 +50,9 @@ struct BuiltNetwork {
 class NetworkRecorder : public LayerSink {
  public:
   explicit NetworkRecorder(LayerSink& inner) : inner_(inner) {}
-  int input(size_t index, const std::string& name, const Shape& shape) override;
-  int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& name) override;
+  int input(size_t index, const std::string& name, const Shape& shape, const Quant& q) override;
+  int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
+            const std::string& name) override;
   void output(size_t index, const std::string& name, const Value& v) override;
   void node(const ir::Node& n) override;
   void defined(const std::string& value, const Value& v) override { inner_.defined(value, v); }

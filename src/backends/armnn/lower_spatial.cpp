@@ -29,13 +29,16 @@ Geometry geometry(const Ints& strides, const Pads& p) {
 }
 
 // Weights [O, C/group, kH, kW] (ONNX, already 2-D) of output channels [o0, o0 + count).
-std::vector<float> weight_rows(const std::vector<float>& w, const Shape& ws, int64_t o0, int64_t count) {
+std::vector<double> weight_rows(const std::vector<double>& w, const Shape& ws, int64_t o0, int64_t count) {
   const int64_t row = ws[1] * ws[2] * ws[3];
-  return std::vector<float>(w.begin() + o0 * row, w.begin() + (o0 + count) * row);
+  return std::vector<double>(w.begin() + o0 * row, w.begin() + (o0 + count) * row);
 }
 
 // ---- convolution ---------------------------------------------------------------------------------
 
+// conv1d, conv2d and qlinear_conv2d (the same layers on quantized tensors: its input read with x_scale and
+// x_zero_point, quantized weights, an int32 bias, the output's TensorInfo quantized by y_scale and
+// y_zero_point; CpuRef's padding is 0 in real terms, x_zero_point as ONNX pads).
 void build_conv(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const Shape x_shape = in_shape(g, n, 0);
@@ -50,27 +53,29 @@ void build_conv(Builder& b, const ir::Node& n) {
   if (one_d) p = Pads{{0, p.begin[0]}, {0, p.end[0]}};
   const int64_t group = core::attr_i(n.attrs, "group");
   const bool has_bias = core::attr_i(n.attrs, "bias") == 1;
+  const ProductQuant q = n.op == "qlinear_conv2d" ? product_quant(g, n) : ProductQuant{};
 
-  const Value x = b.reshape(b.value(n.inputs[0]), as_4d(x_shape));
+  const Value x = b.reshape(b.value(n.inputs[0]), as_4d(x_shape), q.x);
   const Shape y4 = as_4d(out_shape(g, n));
   const Shape ws = as_4d(g.types.at(n.inputs[1]).shape);  // [O, C/group, kH, kW]
-  const std::vector<float> w = b.floats(n.inputs[1]);
-  const std::vector<float> bias = has_bias ? b.floats(n.inputs[2]) : std::vector<float>{};
+  const std::vector<double> w = b.elements(n.inputs[1]);
+  const std::vector<double> bias = has_bias ? b.elements(n.inputs[2]) : std::vector<double>{};
   const int64_t C = x.shape[1], O = ws[0];
+  if (n.op == "qlinear_conv2d") note_float32_range(b, q, ws[1] * ws[2] * ws[3]);
 
   Value y;
   if (group > 1 && group == C) {
     // Depthwise: ArmNN wants [M, C, kH, kW] with output channel c*M + m, ONNX gives [C*M, 1, kH, kW].
     b.comment("depthwise: weights rearranged from ONNX [C*M, 1, kH, kW] to ArmNN's [M, C, kH, kW]");
     const int64_t M = O / C, khw = ws[2] * ws[3];
-    std::vector<float> wd(w.size());
+    std::vector<double> wd(w.size());
     for (int64_t c = 0; c < C; ++c)
       for (int64_t m = 0; m < M; ++m)
         std::copy_n(w.begin() + (c * M + m) * khw, khw, wd.begin() + (m * C + c) * khw);
     ConvLayer d{ConvKind::DepthwiseConvolution2d, geometry(strides, p), dil[0], dil[1], has_bias,
-                b.weights(n.inputs[1], wd, Shape{M, C, ws[2], ws[3]}), {}};
-    if (has_bias) d.bias = b.weights(n.inputs[2], bias, Shape{O});
-    y = b.add(d, {x}, y4, "depthwise");
+                b.weights(n.inputs[1], wd, Shape{M, C, ws[2], ws[3]}, q.w), {}};
+    if (has_bias) d.bias = b.weights(n.inputs[2], bias, Shape{O}, q.bias);
+    y = b.add(d, {x}, y4, q.y, "depthwise");
   } else {
     // One Convolution2d per group over its slice of the input channels, joined along C. Fed straight
     // by a constant pad node's Pad layer (one group), ArmNN's optimizer folds the Pad into the
@@ -95,11 +100,11 @@ void build_conv(Builder& b, const ir::Node& n) {
     for (int64_t gi = 0; gi < group; ++gi) {
       const Value xs = group == 1 ? x : b.slice(x, {0, gi * cg, 0, 0}, Shape{x.shape[0], cg, x.shape[2], x.shape[3]});
       ConvLayer d{ConvKind::Convolution2d, geometry(strides, p), dil[0], dil[1], has_bias,
-                  b.weights(n.inputs[1], weight_rows(w, ws, gi * og, og), Shape{og, cg, ws[2], ws[3]}), {}};
+                  b.weights(n.inputs[1], weight_rows(w, ws, gi * og, og), Shape{og, cg, ws[2], ws[3]}, q.w), {}};
       if (has_bias)
-        d.bias =
-            b.weights(n.inputs[2], std::vector<float>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og), Shape{og});
-      parts.push_back(b.add(d, {xs}, Shape{y4[0], og, y4[2], y4[3]}, "conv"));
+        d.bias = b.weights(n.inputs[2], std::vector<double>(bias.begin() + gi * og, bias.begin() + (gi + 1) * og),
+                           Shape{og}, q.bias);
+      parts.push_back(b.add(d, {xs}, Shape{y4[0], og, y4[2], y4[3]}, q.y, "conv"));
     }
     y = b.concat(parts, 1);
   }
@@ -367,6 +372,11 @@ Value max_window(Builder& b, const Value& flat, int64_t width, const Shape& out,
 void register_spatial(OpTable& t) {
   t["conv1d"] = OpEntry{conv_supports, build_conv};
   t["conv2d"] = OpEntry{conv_supports, build_conv};
+  t["qlinear_conv2d"] = OpEntry{[](const ir::Graph& g, const ir::Node& n) {
+                                  const Support s = product_supports(g, n);
+                                  return s.ok ? conv_supports(g, n) : s;
+                                },
+                                build_conv};
   t["conv_transpose2d"] = OpEntry{conv_transpose_supports, build_conv_transpose};
   for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"})
     t[name] = OpEntry{pool_supports, build_pool};

@@ -45,6 +45,18 @@ std::string list(const std::vector<T>& v) {
 }
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
+// The TensorInfo of shape `s` with data type and quantization `q`, as C++ ("info({1, 2})", or
+// "info({1, 2}, armnn::DataType::QAsymmU8, 0x1p-3, 5)").
+std::string info(const Shape& s, const Quant& q) {
+  if (q.type == DataType::Float32) return "info(" + dims(s) + ")";
+  return "info(" + dims(s) + ", armnn::DataType::" + name(q.type) + ", " + fl(q.scale) + "f, " +
+         std::to_string(q.offset) + ")";
+}
+// The C++ element type of a quantized type's values.
+const char* c_type(DataType t) {
+  return t == DataType::QAsymmU8 ? "uint8_t" : t == DataType::QAsymmS8 ? "int8_t" : "int32_t";
+}
+
 // Prints the calls ArmnnSink makes as C++ text: `code` builds the network on `net` (handles are the
 // program's armnn::IOutputSlot* variables v0, v1, ...), `data` holds the weights and constants.
 class TextSink : public LayerSink {
@@ -52,16 +64,17 @@ class TextSink : public LayerSink {
   std::ostringstream data, code;
   bool outputs_only = false;  // as lower() binds: the graph outputs only (the optimized form)
 
-  int input(size_t index, const std::string& name, const Shape& shape) override {
+  int input(size_t index, const std::string& name, const Shape& shape, const Quant& q) override {
     code << "  armnn::IOutputSlot* v" << nvar_ << " = connect(net->AddInputLayer(" << index << ", " << quoted(name)
-         << "), {}, " << dims(shape) << ");\n";
+         << "), {}, " << info(shape, q) << ");\n";
     return nvar_++;
   }
-  int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const std::string& name) override {
+  int layer(const Layer& layer, const std::vector<Value>& inputs, const Shape& out, const Quant& q,
+            const std::string& name) override {
     const std::string add = std::visit([this](const auto& l) { return call(l); }, layer);
     code << "  armnn::IOutputSlot* v" << nvar_ << " = connect(net->" << add << quoted(name) << "), {";
     for (size_t i = 0; i < inputs.size(); ++i) code << (i ? ", " : "") << "v" << inputs[i].id;
-    code << "}, " << dims(out) << ");\n";
+    code << "}, " << info(out, q) << ");\n";
     return nvar_++;
   }
   void output(size_t index, const std::string& name, const Value& v) override {
@@ -93,7 +106,22 @@ class TextSink : public LayerSink {
     data << "};\n";
     return name;
   }
+  // A static array of a quantized constant's integers; returns its name.
+  std::string int_array(const std::string& hint, const Weights& w) {
+    std::string name = "w_" + identifier(hint);
+    if (arrays_.count(name)) name += "_" + std::to_string(arrays_.size());
+    arrays_.insert(name);
+    data << "static const " << c_type(w.q.type) << " " << name << "[" << std::max<size_t>(w.ints.size(), 1)
+         << "] = {";
+    for (size_t i = 0; i < w.ints.size(); ++i)
+      data << (i % 16 == 0 ? "\n    " : "") << w.ints[i] << (i + 1 < w.ints.size() ? ", " : "");
+    if (w.ints.empty()) data << "0";
+    data << "};\n";
+    return name;
+  }
   std::string const_tensor(const Weights& w) {
+    if (w.q.type != DataType::Float32)
+      return "armnn::ConstTensor(" + info(w.shape, w.q) + ", " + int_array(w.hint, w) + ")";
     return "armnn::ConstTensor(info(" + dims(w.shape) + "), " + array(w.hint, w.data) + ")";
   }
   // Declares a descriptor variable (`ctor` its constructor arguments) and returns its name.
@@ -236,6 +264,8 @@ class TextSink : public LayerSink {
     set(d, "m_DataLayout", "armnn::DataLayout::NCHW");
     return "AddNormalizationLayer(" + d + ", ";
   }
+  std::string call(const QuantizeLayer&) { return "AddQuantizeLayer("; }
+  std::string call(const DequantizeLayer&) { return "AddDequantizeLayer("; }
   std::string call(const ResizeLayer& l) {
     const std::string d = desc("ResizeDescriptor");
     set(d, "m_Method", l.bilinear ? "armnn::ResizeMethod::Bilinear" : "armnn::ResizeMethod::NearestNeighbor");
@@ -286,6 +316,7 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
   struct Out {
     std::string value;
     Shape shape;
+    Quant q;
   };
   struct Form {
     TextSink sink;
@@ -294,7 +325,7 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
   auto lower_form = [&](Form& f, bool outputs_only) {
     f.sink.outputs_only = outputs_only;
     const Lowered lowered = lower_or_refuse(f.sink, g, outputs_only);
-    for (const OutputBinding& o : lowered.outputs) f.outs.push_back({o.value, o.shape});
+    for (const OutputBinding& o : lowered.outputs) f.outs.push_back({o.value, o.shape, o.q});
   };
   Form b;  // the form the finding ran
   lower_form(b, optimized);
@@ -337,22 +368,38 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
       s << "// The pinned form (every node output bound to an output layer, so Optimize cannot fuse through them;\n"
            "// Quorum's pinned run) runs first, beside it; only the optimized form decides the exit status.\n";
   }
-  s << "#include <armnn/ArmNN.hpp>\n\n#include <cmath>\n#include <cstdio>\n#include <string>\n#include "
-       "<utility>\n#include <vector>\n\n";
+  s << "#include <armnn/ArmNN.hpp>\n\n#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include "
+       "<string>\n#include <utility>\n#include <vector>\n\n";
   s << cpp_check_function() << "\n";
   s << "static const double ATOL = " << py_literal(c.tol.atol) << ", RTOL = " << py_literal(c.tol.rtol) << ";\n\n";
-  s << "static armnn::TensorInfo info(std::vector<unsigned int> dims) {\n"
-       "  return armnn::TensorInfo(armnn::TensorShape(static_cast<unsigned int>(dims.size()), dims.data()),\n"
-       "                           armnn::DataType::Float32);\n}\n\n"
+  s << "// A TensorInfo: float32, or a quantized type with its scale and offset.\n"
+       "static armnn::TensorInfo info(std::vector<unsigned int> dims, armnn::DataType type = "
+       "armnn::DataType::Float32,\n"
+       "                              float scale = 0, int offset = 0) {\n"
+       "  return armnn::TensorInfo(armnn::TensorShape(static_cast<unsigned int>(dims.size()), dims.data()), type, "
+       "scale,\n"
+       "                           offset);\n}\n\n"
        "// Connects `inputs` to the layer's input slots in order and sets its output TensorInfo.\n"
        "static armnn::IOutputSlot* connect(armnn::IConnectableLayer* layer, std::vector<armnn::IOutputSlot*> inputs,\n"
-       "                                   std::vector<unsigned int> out) {\n"
+       "                                   const armnn::TensorInfo& out) {\n"
        "  for (size_t i = 0; i < inputs.size(); ++i) inputs[i]->Connect(layer->GetInputSlot(static_cast<unsigned "
        "int>(i)));\n"
-       "  layer->GetOutputSlot(0).SetTensorInfo(info(out));\n"
+       "  layer->GetOutputSlot(0).SetTensorInfo(out);\n"
        "  return &layer->GetOutputSlot(0);\n}\n\n";
-  s << "// Graph inputs (float32).\n";
-  for (const auto& in : g.inputs) s << c_array("in_" + identifier(in.name), c.inputs.at(in.name), true);
+  s << "// Graph inputs (float32; a quantized input holds its integers).\n";
+  for (const auto& in : g.inputs) {
+    const core::Tensor& t = c.inputs.at(in.name);
+    if (!core::is_quantized(in.type.dtype)) {
+      s << c_array("in_" + identifier(in.name), t, true);
+      continue;
+    }
+    s << "static const " << (in.type.dtype == core::DType::U8 ? "uint8_t" : "int8_t") << " in_"
+      << identifier(in.name) << "[" << std::max<int64_t>(t.numel(), 1) << "] = {";
+    for (int64_t i = 0; i < t.numel(); ++i)
+      s << (i % 16 == 0 ? "\n    " : "") << static_cast<int64_t>(t.get(i)) << (i + 1 < t.numel() ? ", " : "");
+    if (t.numel() == 0) s << "0";
+    s << "};\n";
+  }
   s << "\n// Weights and constants.\n" << b.sink.data.str();
   s << "\n// Expected values (float64 reference).\n";
   for (const auto& v : compared) s << c_array("want_" + identifier(v), c.expected.at(v), false);
@@ -396,15 +443,21 @@ ReproProgram write_repro_armnn(const ReproCase& c, const std::string& dir) {
         << identifier(g.inputs[i].name) << "));\n";
     r << "  armnn::OutputTensors outputs;\n";
     for (size_t i = 0; i < f.outs.size(); ++i) {
-      r << "  std::vector<float> out_" << identifier(f.outs[i].value) << "("
-        << std::max<int64_t>(core::numel(f.outs[i].shape), 1) << ");  // '" << f.outs[i].value << "'\n";
-      r << "  outputs.emplace_back(" << i << ", armnn::Tensor(runtime->GetOutputTensorInfo(id, " << i << "), out_"
-        << identifier(f.outs[i].value) << ".data()));\n";
+      const bool quantized = f.outs[i].q.type != DataType::Float32;
+      r << "  std::vector<" << (quantized ? c_type(f.outs[i].q.type) : "float") << "> " << (quantized ? "raw_" : "out_")
+        << identifier(f.outs[i].value) << "(" << std::max<int64_t>(core::numel(f.outs[i].shape), 1) << ");  // '"
+        << f.outs[i].value << "'" << (quantized ? ", its integers" : "") << "\n";
+      r << "  outputs.emplace_back(" << i << ", armnn::Tensor(runtime->GetOutputTensorInfo(id, " << i << "), "
+        << (quantized ? "raw_" : "out_") << identifier(f.outs[i].value) << ".data()));\n";
     }
     r << "  try {\n";
     r << "    if (runtime->EnqueueWorkload(id, inputs, outputs) != armnn::Status::Success)\n";
     r << "      return failed(\"EnqueueWorkload\", \"Status::Failure\");\n";
     r << "  } catch (const armnn::Exception& e) {\n    return failed(\"EnqueueWorkload\", e.what());\n  }\n\n";
+    for (const Out& o : f.outs)
+      if (o.q.type != DataType::Float32)
+        r << "  std::vector<float> out_" << identifier(o.value) << "(raw_" << identifier(o.value) << ".begin(), raw_"
+          << identifier(o.value) << ".end());\n";
     r << "  int bad = 0;\n";
     for (const auto& v : compared)
       r << "  bad += quorum_check(" << quoted(v) << ", out_" << identifier(v) << ".data(), want_" << identifier(v)

@@ -1,0 +1,123 @@
+// ArmNN lowering, the quantized operators on ArmNN 20.08 layers: quantize_linear (Quantize: float32 to
+// QAsymmU8/QAsymmS8 with the TensorInfo's scale and offset), dequantize_linear (Dequantize),
+// qlinear_matmul (FullyConnected with constant weights) and qlinear_conv2d (Convolution2d, with conv2d
+// in lower_spatial.cpp). ArmNN holds one scale and offset per tensor where ONNX gives each consumer its
+// own: a consumer reads a quantized value through a view (Builder::as_quant, a Reshape whose output
+// TensorInfo carries the consumer's parameters; CpuRef's Reshape copies the bytes).
+//
+// What CpuRef takes, measured with ILayerSupport on Debian's libarmnn22: Convolution2d and
+// DepthwiseConvolution2d take any of QAsymmU8, QAsymmS8, QSymmS8 weights with a QAsymmU8 or QAsymmS8
+// input, but only an output of the input's type; FullyConnected needs input, weights and output of one
+// type (QAsymmU8 or QAsymmS8). CpuRef computes these in float32: each operand dequantized
+// ((q - offset) * scale), products summed in float32, the bias as float(int32) * bias scale, and the sum
+// quantized by armnn::Quantize (round(v / scale) + offset, saturated: std::round, ties away from zero).
+#include <limits>
+#include <set>
+
+#include "backends/armnn/lower_builder.h"
+#include "core/error.h"
+#include "ops/quant_util.h"
+
+namespace quorum::backends::armnn_lower {
+
+bool is_quant_op(const std::string& op) {
+  static const std::set<std::string> ops = {"quantize_linear", "dequantize_linear", "qlinear_conv2d", "qlinear_matmul"};
+  return ops.count(op) > 0;
+}
+
+DataType data_type(core::DType t) {
+  if (t == core::DType::I8) return DataType::QAsymmS8;
+  if (t == core::DType::U8) return DataType::QAsymmU8;
+  throw ConversionError("ArmNN lowering: " + core::to_string(t) + " is not a quantized type");
+}
+
+namespace {
+
+// The scale <prefix>scale (as the float32 ArmNN's TensorInfo holds) and zero point <prefix>zero_point.
+Quant quant(const ir::Node& n, const std::string& prefix, core::DType type) {
+  return Quant{data_type(type), static_cast<float>(ops::quant_scale(n.attrs, prefix + "scale")),
+               static_cast<int32_t>(core::attr_i(n.attrs, prefix + "zero_point"))};
+}
+
+const char* x_prefix(const ir::Node& n) { return n.op == "qlinear_matmul" ? "a_" : "x_"; }
+
+}  // namespace
+
+ProductQuant product_quant(const ir::Graph& g, const ir::Node& n) {
+  ProductQuant q;
+  q.x = quant(n, x_prefix(n), g.types.at(n.inputs[0]).dtype);
+  q.w = quant(n, "w_", ops::quant_dtype(n.attrs, "w_type"));
+  q.y = quant(n, "y_", ops::quant_dtype(n.attrs, "to"));
+  q.bias = Quant{DataType::Signed32, q.x.scale * q.w.scale, 0};
+  return q;
+}
+
+Support product_supports(const ir::Graph& g, const ir::Node& n) {
+  const core::DType x = g.types.at(n.inputs[0]).dtype, w = ops::quant_dtype(n.attrs, "w_type"),
+                    y = ops::quant_dtype(n.attrs, "to");
+  const bool conv = n.op == "qlinear_conv2d";
+  const std::string layer = conv ? "Convolution2d" : "FullyConnected";
+  const std::string says = conv ? "Reference Convolution2d" : "Reference Fully Connected";
+  if (y != x)
+    return Support::no("ArmNN 20.08 CpuRef's " + layer + " takes only an output of the input's type (" +
+                       core::to_string(x) + " input, " + core::to_string(y) + " output; Is" + layer + "Supported: \"" +
+                       says + ": input and output types mismatched.\")");
+  if (!conv && w != x)
+    return Support::no("ArmNN 20.08 CpuRef's FullyConnected takes only weights of the input's type (" +
+                       core::to_string(x) + " input, " + core::to_string(w) +
+                       " weights; IsFullyConnectedSupported: \"Reference Fully Connected: input and weights types "
+                       "mismatched.\")");
+  return Support::yes();
+}
+
+void note_float32_range(Builder& b, const ProductQuant& q, int64_t terms) {
+  const double xs = q.x.scale, ws = q.w.scale, big = std::numeric_limits<float>::max();
+  if (255 * xs > big || 255 * ws > big || 255.0 * 255.0 * xs * ws * static_cast<double>(terms) > big)
+    b.note("float32 range (dequantized operands overflow)");
+  if (xs * ws < std::numeric_limits<float>::min()) b.note("float32 range (dequantized products underflow)");
+}
+
+namespace {
+
+void build_quantize(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  const Quant q = quant(n, "", ops::quant_dtype(n.attrs, "to"));
+  b.define(n.outputs[0], b.add(QuantizeLayer{}, {x}, x.shape, q, "quantize"));
+}
+
+void build_dequantize(Builder& b, const ir::Node& n) {
+  const Value x = b.value(n.inputs[0]);
+  const Value xq = b.as_quant(x, quant(n, "", b.graph().types.at(n.inputs[0]).dtype));
+  b.define(n.outputs[0], b.add(DequantizeLayer{}, {xq}, x.shape, "dequantize"));
+}
+
+// y [..., M, N] = x [..., M, K] w [K, N]: the input flattened to rows [R, K] (as ArmNN's FullyConnected
+// flattens a higher-rank input) and read with a_scale / a_zero_point, the weights transposed to ArmNN's
+// [N, K] (m_TransposeWeightMatrix), no bias, the rows reshaped back.
+void build_qlinear_matmul(Builder& b, const ir::Node& n) {
+  const ir::Graph& g = b.graph();
+  const ProductQuant q = product_quant(g, n);
+  const Value x = b.value(n.inputs[0]);
+  const Shape& ws = g.types.at(n.inputs[1]).shape;  // [K, N]
+  const int64_t K = ws[0], N = ws[1], rows = core::numel(x.shape) / std::max<int64_t>(K, 1);
+  const std::vector<double> w = b.elements(n.inputs[1]);
+  std::vector<double> wt(w.size());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t u = 0; u < N; ++u) wt[static_cast<size_t>(u * K + k)] = w[static_cast<size_t>(k * N + u)];
+  b.comment("weights transposed from ONNX [K, N] to ArmNN's [N, K] (m_TransposeWeightMatrix)");
+  note_float32_range(b, q, K);
+  const Value xr = b.reshape(x, Shape{rows, K}, q.x);
+  const Value y = b.add(FullyConnectedLayer{b.weights(n.inputs[1], wt, Shape{N, K}, q.w), std::nullopt}, {xr},
+                        Shape{rows, N}, q.y, "fully_connected");
+  b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+}
+
+}  // namespace
+
+void register_quant(OpTable& t) {
+  t["quantize_linear"] = OpEntry{{}, build_quantize};
+  t["dequantize_linear"] = OpEntry{{}, build_dequantize};
+  t["qlinear_matmul"] = OpEntry{product_supports, build_qlinear_matmul};
+}
+
+}  // namespace quorum::backends::armnn_lower
