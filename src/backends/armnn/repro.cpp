@@ -46,10 +46,10 @@ std::string list(const std::vector<T>& v) {
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
 // The TensorInfo of shape `s` with data type and quantization `q`, as C++ ("info({1, 2})", or
-// "info({1, 2}, armnn::DataType::QAsymmU8, 0x1p-3, 5)").
+// "info({1, 2}, armnn::DataType::QAsymmU8, 0x1p-3f, 5)").
 std::string info(const Shape& s, const Quant& q) {
   if (q.type == DataType::Float32) return "info(" + dims(s) + ")";
-  return "info(" + dims(s) + ", armnn::DataType::" + name(q.type) + ", " + fl(q.scale) + "f, " +
+  return "info(" + dims(s) + ", armnn::DataType::" + name(q.type) + ", " + fl(q.scale) + ", " +
          std::to_string(q.offset) + ")";
 }
 // The C++ element type of a quantized type's values.
