@@ -4,6 +4,7 @@
 #include "backends/torch/lower.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -47,6 +48,7 @@ Arg dtype_of(const std::string& name) { return {.kind = Arg::Kind::DTypeOf, .t =
 Arg size_minus(const std::string& name, int64_t axis, int64_t minus) {
   return {.kind = Arg::Kind::SizeMinus, .t = var(name), .i = axis, .minus = minus};
 }
+Arg dtype(const std::string& name) { return {.kind = Arg::Kind::DType, .s = name}; }
 Arg kw(const std::string& keyword, Arg a) {
   a.keyword = keyword;
   return a;
@@ -739,6 +741,106 @@ void add_spatial(Table& t) {
   for (const char* op : {"resize_nearest", "resize_bilinear", "resize_bicubic"}) t[op] = lower_resize;
 }
 
+// ---- quantized: ONNX's QLinear operators on libtorch's quantized tensors ----------------------------------
+
+// libtorch's quantized convolution and linear take quint8 activations and qint8 weights (measured on both
+// engines of this build: "data type of input should be QUint8"). An int8 value v with zero point z holds the same
+// real values as the uint8 v + 128 with zero point z + 128, and a uint8 weight as the int8 v - 128: the shift is
+// exact, so int8 activations and uint8 weights run through them too.
+struct Quant {
+  std::string var;
+  int64_t zp;
+};
+
+core::DType type_named(const std::string& t) { return t == "int8" ? core::DType::I8 : core::DType::U8; }
+
+// `x` (an integer tensor of type `have`, zero point `zp`) as `want` ("uint8" or "int8"), in `out` when shifted.
+Quant as_type(const Node& c, const std::string& x, core::DType have, const std::string& want, int64_t zp,
+              const std::string& out) {
+  if (have == type_named(want)) return {x, zp};
+  const int64_t d = want == "uint8" ? 128 : -128;
+  const CallPtr wide = call(".to", {tensor(x), dtype("int16")});
+  c.let(out, call(".to", {tensor(call("torch.add", {tensor(wide), int_(d)})), dtype(want)}),
+        "as " + want + " with zero point " + std::to_string(zp + d) + ": the same real values");
+  return {out, zp + d};
+}
+
+CallPtr quantized(const Quant& q, double scale) {
+  return call("torch._make_per_tensor_quantized_tensor", {tensor(q.var), flt(scale), int_(q.zp)});
+}
+
+// The zero point of libtorch's quint8 result for the node's output type (`to`).
+int64_t result_zero_point(const Node& c) { return c.i("y_zero_point") + (c.s("to") == "int8" ? 128 : 0); }
+
+// y = the integers of libtorch's quint8 result `q`, as the node's output type.
+void quantized_result(const Node& c, CallPtr q) {
+  c.y(call(".int_repr", {tensor(std::move(q))}));
+  if (c.s("to") == "int8") as_type(c, "y", core::DType::U8, "int8", result_zero_point(c), "y");
+}
+
+// The quantized weight (input 1, type w_type) as qint8.
+CallPtr quantized_weight(const Node& c, const std::string& w) {
+  return quantized(as_type(c, w, type_named(c.s("w_type")), "int8", c.i("w_zero_point"), "wi"), c.f("w_scale"));
+}
+
+// quantized::conv2d's packed weight carries a float32 bias, which libtorch quantizes back with the scale
+// x_scale * w_scale: the int32 bias times that scale (in float64, then rounded once) is given.
+void lower_qconv(const Node& c) {
+  const Quant x0 = as_type(c, "x0", c.g.types.at(c.n.inputs[0]).dtype, "uint8", c.i("x_zero_point"), "xu");
+  const Ints &k = c.is("kernel_shape"), &strides = c.is("strides"), &dil = c.is("dilations");
+  Ints eff(k.size());
+  for (size_t i = 0; i < k.size(); ++i) eff[i] = dil[i] * (k[i] - 1) + 1;
+  const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), eff, strides);
+  Quant x = x0;
+  Ints padding = p.begin;
+  if (!p.symmetric()) {
+    c.let("xp",
+          call("torch.constant_pad_nd",
+               {tensor(x0.var), ints(torch_pad_order(p.begin, p.end)), flt(static_cast<double>(x0.zp))}),
+          "asymmetric pads, holding the zero point");
+    x.var = "xp";
+    padding.assign(k.size(), 0);
+  }
+  Arg bias = none();
+  if (c.i("bias") == 1) {
+    const double bias_scale = c.f("x_scale") * c.f("w_scale");  // both float32: the product is exact in float64
+    c.let("b", call(".to", {tensor(call("torch.mul", {tensor(call(".to", {tensor("x2"), dtype("float64")})),
+                                                         flt(bias_scale)})),
+                            dtype("float32")}),
+          "the int32 bias in real units");
+    bias = tensor("b");
+  }
+  const CallPtr packed = call("torch.ops.quantized.conv2d_prepack",
+                              {tensor(quantized_weight(c, "x1")), bias, ints(strides), ints(padding), ints(dil),
+                               int_(c.i("group"))});
+  quantized_result(c, call("torch.ops.quantized.conv2d", {tensor(quantized(x, c.f("x_scale"))), tensor(packed),
+                                                          flt(c.f("y_scale")), int_(result_zero_point(c))}));
+}
+
+// QLinearMatMul's weight [K, N] is libtorch's linear weight [N, K] transposed.
+void lower_qmatmul(const Node& c) {
+  const Quant x = as_type(c, "x0", c.g.types.at(c.n.inputs[0]).dtype, "uint8", c.i("a_zero_point"), "xu");
+  c.let("wt", call(".contiguous", {tensor(call("torch.permute", {tensor("x1"), ints({1, 0})}))}),
+        "the weight [K, N] as the linear weight [N, K]");
+  const CallPtr packed = call("torch.ops.quantized.linear_prepack", {tensor(quantized_weight(c, "wt")), none()});
+  quantized_result(c, call("torch.ops.quantized.linear", {tensor(quantized(x, c.f("a_scale"))), tensor(packed),
+                                                          flt(c.f("y_scale")), int_(result_zero_point(c))}));
+}
+
+void add_quantized(Table& t) {
+  t["quantize_linear"] = [](const Node& c) {
+    const std::string q = c.s("to") == "int8" ? "qint8" : "quint8";
+    c.y(call(".int_repr",
+             {tensor(call("torch.quantize_per_tensor", {tensor("x0"), flt(c.f("scale")), int_(c.i("zero_point")),
+                                                        dtype(q)}))}));
+  };
+  t["dequantize_linear"] = [](const Node& c) {
+    c.y(call(".dequantize", {tensor(quantized({"x0", c.i("zero_point")}, c.f("scale")))}));
+  };
+  t["qlinear_conv2d"] = lower_qconv;
+  t["qlinear_matmul"] = lower_qmatmul;
+}
+
 const Table& table() {
   static const Table t = [] {
     Table t;
@@ -747,6 +849,7 @@ const Table& table() {
     add_reduce(t);
     add_network(t);
     add_spatial(t);
+    add_quantized(t);
     return t;
   }();
   return t;
@@ -797,6 +900,8 @@ std::string describe(const Arg& a) {
       return s + "dtype of " + describe(*a.t);
     case Arg::Kind::SizeMinus:
       return s + "size(" + describe(*a.t) + ", " + std::to_string(a.i) + ") - " + std::to_string(a.minus);
+    case Arg::Kind::DType:
+      return s + "torch." + a.s;
   }
   return s;
 }
@@ -814,12 +919,52 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// What libtorch's quantized convolution and linear cannot take (measured with python3-torch 1.13).
+Support quantized_support(const ir::Graph& g, const ir::Node& n, const std::string& qengine) {
+  const bool u8_weight = core::attr_s(n.attrs, "w_type") == "uint8";
+  const int64_t wzp = core::attr_i(n.attrs, "w_zero_point") - (u8_weight ? 128 : 0);  // as qint8
+  if (qengine == "onednn" && wzp != 0)
+    return Support::no("libtorch's onednn quantized engine takes symmetric weights only (\"ONEDNN only supports "
+                       "symmetric quantization of weight, whose zero point must be 0\"); this weight's zero point "
+                       "is " + std::to_string(wzp) + " as qint8 (torch:qengine=qnnpack takes it)");
+  if (qengine == "qnnpack") {
+    // QNNPACK's requantization scale, formed in float32 as (x_scale / y_scale) * w_scale (measured: x_scale
+    // FLT_MAX, w_scale FLT_MIN, y_scale 1e-3 is refused as inf, the other way round it runs).
+    const std::string x = n.op == "qlinear_conv2d" ? "x_" : "a_";
+    const auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+    const double ratio = f32(core::attr_f(n.attrs, x + "scale") / core::attr_f(n.attrs, "y_scale"));
+    const double m = f32(ratio * core::attr_f(n.attrs, "w_scale"));
+    if (!(m >= FLT_MIN && m <= FLT_MAX)) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", m);
+      return Support::no("QNNPACK takes a requantization scale x_scale / y_scale * w_scale that is a normal float32 "
+                         "(measured: \"requantization scale must be finite and positive\"), this one is " +
+                         std::string(shown));
+    }
+  }
+  if (n.op == "qlinear_conv2d" && core::attr_i(n.attrs, "bias") == 1) {
+    // The bias in real units, b * x_scale * w_scale, must be a normal float32 that rounds back to b.
+    const double unit = core::attr_f(n.attrs, "x_scale") * core::attr_f(n.attrs, "w_scale");
+    auto it = g.initializers.find(n.inputs.at(2));
+    if (it != g.initializers.end())
+      for (int64_t i = 0; i < it->second.numel(); ++i) {
+        const double b = std::abs(it->second.get(i)), real = b * unit;
+        if (b > 4194304.0 || (b > 0 && !(real >= FLT_MIN && real <= FLT_MAX)))
+          return Support::no("libtorch's quantized convolution takes a float32 bias and quantizes it back with "
+                             "x_scale * w_scale: an int32 bias beyond 2^22 in magnitude, or one whose real value "
+                             "is not a normal float32, is not held exactly");
+      }
+  }
+  return Support::yes();
+}
+
 }  // namespace
 
 bool has_lowering(const std::string& op) { return table().count(op) > 0; }
 
-Support support(const ir::Graph& g, const ir::Node& n) {
+Support support(const ir::Graph& g, const ir::Node& n, const std::string& qengine) {
   if (!has_lowering(n.op)) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
+  if (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") return quantized_support(g, n, qengine);
   if (n.op == "simple_rnn" && core::attr_s(n.attrs, "activation") == "sigmoid")
     return Support::no("torch.nn.RNN's nonlinearity is tanh or relu (at::rnn_tanh, at::rnn_relu): no sigmoid");
   if ((n.op == "lstm" || n.op == "gru") && n.attrs.count("activation") && core::attr_s(n.attrs, "activation") != "tanh")

@@ -9,7 +9,9 @@
 //
 // Call names are PyTorch's spelling: "torch.add", "F.conv2d" (torch.nn.functional), ".clone" (a
 // method of the first argument), "slice" (x[a:b:s] along one axis, ATen's at::slice), and the
-// reproducer's helpers "crop_to" and "catalogue_loss". A keyword argument is Python's keyword; the
+// reproducer's helpers "crop_to" and "catalogue_loss". Quantized operators use libtorch's quantized tensors and
+// its registered operators ("torch.ops.quantized.conv2d", whose packed weight is the nested call of
+// "torch.ops.quantized.conv2d_prepack", as Python writes it). A keyword argument is Python's keyword; the
 // backend's sink reads arguments by position.
 #pragma once
 #include <cstdint>
@@ -29,7 +31,7 @@ using CallPtr = std::shared_ptr<const Call>;
 
 // One argument of a call.
 struct Arg {
-  enum class Kind { Tensor, Tensors, Int, Ints, Float, Floats, Bool, Str, None, DTypeOf, SizeMinus };
+  enum class Kind { Tensor, Tensors, Int, Ints, Float, Floats, Bool, Str, None, DTypeOf, SizeMinus, DType };
   Kind kind = Kind::None;
   std::string keyword{};      // Python keyword; "" for a positional argument
   CallPtr t{};                // Tensor; DTypeOf: the tensor whose dtype (and device) to use; SizeMinus: whose size
@@ -41,7 +43,7 @@ struct Arg {
   std::vector<double> fs{};  // Floats (a Python tuple)
   bool literal = false;  // Float: a constant of the mapping (1.0, 20.0), not an attribute's value
   bool b = false;
-  std::string s{};
+  std::string s{};  // Str; DType: the torch dtype's name ("uint8", "int16", "float32", "quint8")
 };
 
 // A tensor expression: a variable (`fn` empty) or the call fn(args...).
@@ -75,8 +77,9 @@ class LoweringError : public std::runtime_error {
 
 // Whether the lowering knows the operator at all.
 bool has_lowering(const std::string& op);
-// Whether libtorch can run node `n` of `g` (its attributes on its input shapes), and why not.
-Support support(const ir::Graph& g, const ir::Node& n);
+// Whether libtorch can run node `n` of `g` (its attributes on its input shapes), and why not; the
+// quantized operators also depend on the quantized engine the variant selects (variant.h).
+Support support(const ir::Graph& g, const ir::Node& n, const std::string& qengine = "onednn");
 // Emits the statements computing node `n` of `g` (supported: see support()). Throws LoweringError.
 void lower_node(const ir::Graph& g, const ir::Node& n, Sink& sink);
 

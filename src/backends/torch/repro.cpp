@@ -170,6 +170,7 @@ class PythonSink : public torch::Sink {
       case K::None: return k + "None";
       case K::DTypeOf: return k + expr(*a.t) + ".dtype";
       case K::SizeMinus: return k + expr(*a.t) + ".size(" + std::to_string(a.i) + ") - " + std::to_string(a.minus);
+      case K::DType: return k + "torch." + a.s;
     }
     return k;
   }
@@ -181,8 +182,8 @@ class PythonSink : public torch::Sink {
 
 // Python statements computing `y` from the node's inputs x0, x1, ... (data inputs then weights).
 // The node's support check and its refusal reason are the backend's own (torch::support).
-Lines node_lines(const ir::Graph& g, const ir::Node& n, std::set<std::string>& helpers) {
-  const Support s = torch::support(g, n);
+Lines node_lines(const ir::Graph& g, const ir::Node& n, const std::string& qengine, std::set<std::string>& helpers) {
+  const Support s = torch::support(g, n, qengine);
   if (!s.ok) throw ReproUnsupported(s.reason + "; Quorum's torch backend refuses it too");
   Lines lines;
   PythonSink sink(lines, helpers);
@@ -216,6 +217,14 @@ Plan plan_case(const ReproCase& c) {
   return p;
 }
 
+// A value in the case's dtype; a quantized model's integer values as they are.
+core::Tensor in_dtype(const core::Tensor& t, core::DType dtype) { return core::is_float(t.dtype()) ? t.to(dtype) : t; }
+
+bool has_quantized_values(const ir::Graph& g) {
+  return std::any_of(g.types.begin(), g.types.end(),
+                     [](const auto& kv) { return core::is_quantized(kv.second.dtype); });
+}
+
 std::string npy(ReproProgram& p, const std::string& dir, const std::string& file, const core::Tensor& t) {
   core::write_npy(dir + "/" + file, t);
   p.files.push_back(file);
@@ -233,6 +242,8 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
   const ir::Graph& g = plan.g;
   const std::set<std::string> multi = multi_consumer_values(g);
   const ir::Node* blamed = g.find_node(c.node);
+  const torch::Variant variant = torch::parse_variant(spec_options(c.backend));
+  const bool quantized = has_quantized_values(g);
 
   // The model's code (throws ReproUnsupported before anything is written).
   std::set<std::string> helpers;
@@ -246,7 +257,7 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       body << (i ? ", " : "") << "use(" << ps(n.inputs[i]) << ", " << ps(n.name) << ")";
     body << "\n";
-    for (const auto& line : node_lines(g, n, helpers)) body << "    " << line << "\n";
+    for (const auto& line : node_lines(g, n, variant.qengine, helpers)) body << "    " << line << "\n";
     body << "    put(" << ps(n.outputs[0]) << ", y";
     for (size_t i = 0; i < n.inputs.size(); ++i) body << ", x" << i;
     body << ")\n";
@@ -284,10 +295,10 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
   py << "INPUTS = {";
   for (const auto& in : g.inputs)
     py << "\n    " << ps(in.name) << ": load('"
-       << npy(p, dir, "input_" + identifier(in.name) + ".npy", plan.inputs.at(in.name).to(c.dtype)) << "'),";
+       << npy(p, dir, "input_" + identifier(in.name) + ".npy", in_dtype(plan.inputs.at(in.name), c.dtype)) << "'),";
   py << "\n}\nWEIGHTS = {";
   for (const auto& [name, w] : g.initializers)
-    py << "\n    " << ps(name) << ": load('" << npy(p, dir, "weight_" + identifier(name) + ".npy", w.to(c.dtype))
+    py << "\n    " << ps(name) << ": load('" << npy(p, dir, "weight_" + identifier(name) + ".npy", in_dtype(w, c.dtype))
        << "'),";
   py << "\n}\n";
   py << "MULTI = " << (multi.empty() ? "set(" : "{");
@@ -296,7 +307,6 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
      << "  # values several nodes consume: each consumer's gradient share is kept apart (as Quorum does)\n\n\n";
 
   // The finding's execution variant (backend options): the same layout of inputs and weights.
-  const torch::Variant variant = torch::parse_variant(spec_options(c.backend));
   py << "def layout(t):\n    \"\"\"Inputs and weights as the finding's backend (" << c.backend
      << ") laid them out.\"\"\"\n";
   if (variant.channels_last)
@@ -330,7 +340,8 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
         V[name] = y
 
     for name, a in list(INPUTS.items()) + list(WEIGHTS.items()):
-        V[name] = layout(torch.from_numpy(a).to(dtype)).requires_grad_(train)
+        t = torch.from_numpy(a)  # a quantized model's integer values keep their type
+        V[name] = layout(t.to(dtype) if t.is_floating_point() else t).requires_grad_(train)
 )PY";
   py << body.str() << "    return V, E\n\n\n";
 
@@ -339,6 +350,9 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
     py << "torch.set_num_threads(" << variant.threads << ")  # the finding's variant (" << c.backend << ")\n\n\n";
   else
     py << "torch.set_num_threads(1)  # Quorum's torch backend runs single-threaded\n\n\n";
+  if (quantized)
+    py << "torch.backends.quantized.engine = " << ps(variant.qengine) << "  # the quantized engine of " << c.backend
+       << "\n\n\n";
 
   if (crash) {
     py << "# The finding is a crash while building or running the model: running it shows it.\n";
@@ -354,7 +368,17 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
     return p;
   }
 
-  py << R"PY(def compare(what, got, torch64, quorum64):
+  if (quantized)  // integers: no float64 run to compare with
+    py << R"PY(def compare(what, got, torch64, quorum64):
+    """Checks one value; returns the number of elements beyond the tolerance against Quorum's reference."""
+    print(f'--- {what}')
+    return quorum_check(f'{what}, libtorch quantized vs Quorum float64 reference [decides]', got.numpy(), quorum64,
+                        ATOL, RTOL)
+
+
+)PY";
+  else
+    py << R"PY(def compare(what, got, torch64, quorum64):
     """Checks one value; returns the number of elements beyond the tolerance against Quorum's reference."""
     got, torch64 = got.detach().numpy(), torch64.detach().numpy()
     print(f'--- {what}')
@@ -381,7 +405,11 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
       for (const auto& o : blamed->outputs) add(o);
     for (const auto& o : g.outputs) add(o);
     if (compared.empty()) throw ReproUnsupported("the case holds no expected value for the blamed node or the outputs");
-    py << "with torch.no_grad():\n    V32, _ = model(LIB_DTYPE, False)\n    V64, _ = model(torch.float64, False)\n";
+    py << "with torch.no_grad():\n    V32, _ = model(LIB_DTYPE, False)\n";
+    if (quantized)
+      py << "    V64 = V32  # no float64 run: libtorch quantizes float32 values only\n";
+    else
+      py << "    V64, _ = model(torch.float64, False)\n";
     for (const auto& v : compared)
       py << "bad += compare(\"value '" << v << "'\", V32[" << ps(v) << "], V64[" << ps(v) << "], load('"
          << npy(p, dir, "expected_" + identifier(v) + ".npy", c.expected.at(v)) << "'))\n";
@@ -470,7 +498,7 @@ ReproProgram write_repro_torch(const ReproCase& c, const std::string& dir) {
 
 std::vector<std::string> torch::writer_sink_calls(const ir::Graph& g) {
   for (const auto& n : g.nodes) {
-    const Support s = support(g, n);
+    const Support s = support(g, n, Variant{}.qengine);
     if (!s.ok) return {"refused: " + s.reason};
   }
   std::vector<std::string> log;

@@ -8,6 +8,7 @@
 // torch::optim::SGD or torch::optim::Adam that keeps its state from step to step.
 //
 // Execution variants (backend options: variant.h) lay out inputs and weights and set the threads.
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/add.h>
@@ -93,7 +94,10 @@ class TorchSession : public Session {
       if (!has_lowering(n.op)) throw ConversionError("libtorch has no mapping for operator '" + n.op + "'");
     try {
       // Weights are converted once, to the session's dtype.
-      for (const auto& [name, w] : g_.initializers) weights_.emplace(name, layout(variant_, to_aten(w, st_)));
+      for (const auto& [name, w] : g_.initializers) {
+        const core::DType d = core::is_float(w.dtype()) ? dtype_ : w.dtype();  // integers keep their type
+        weights_.emplace(name, layout(variant_, to_aten(w, scalar_type(d))));
+      }
     } catch (const c10::Error& e) {
       throw ConversionError(std::string("libtorch refused a weight: ") + e.what_without_backtrace());
     }
@@ -108,7 +112,7 @@ class TorchSession : public Session {
     for (const auto& n : g_.nodes)
       for (const auto& o : n.outputs)
         if (keep_intermediates || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end())
-          out.emplace(o, to_core(env.at(o), dtype_));
+          out.emplace(o, to_core(env.at(o), value_dtype(o)));
     return out;
   }
 
@@ -211,7 +215,7 @@ class TorchSession : public Session {
 
   void bind_inputs(const ValueMap& inputs, Env& env, bool training) const {
     for (const GraphInput& in : bind_graph_inputs(g_, inputs)) {
-      at::Tensor x = layout(variant_, to_aten(in.value, st_));
+      at::Tensor x = layout(variant_, to_aten(in.value, scalar_type(value_dtype(in.info.name))));
       // Inputs are leaves too, so every node output (even of a weightless graph) has a gradient.
       if (training) x.requires_grad_(true);
       env.emplace(in.info.name, x);
@@ -223,6 +227,7 @@ class TorchSession : public Session {
   using Edges = std::vector<std::pair<std::string, at::Tensor>>;
 
   void run_graph(Env& env, bool training, Edges* edges = nullptr) const {
+    select_qengine();
     for (size_t k = 0; k < g_.nodes.size(); ++k) {
       const ir::Node& n = g_.nodes[k];
       TensorList in;
@@ -249,7 +254,8 @@ class TorchSession : public Session {
         throw std::runtime_error("torch backend: node '" + n.name + "' gave " + std::to_string(out.size()) +
                                  " outputs, expected " + std::to_string(n.outputs.size()));
       for (size_t j = 0; j < out.size(); ++j) {
-        at::Tensor t = out[j].scalar_type() == st_ ? out[j] : out[j].to(st_);
+        const at::ScalarType st = scalar_type(value_dtype(n.outputs[j]));
+        at::Tensor t = out[j].scalar_type() == st ? out[j] : out[j].to(st);
         if (training) {
           // A node output must be its own autograd node, or its gradient would merge with the
           // gradient of the input (or leaf) it aliases.
@@ -261,6 +267,16 @@ class TorchSession : public Session {
         env[n.outputs[j]] = t;
       }
     }
+  }
+
+  // The session's dtype, or a quantized model's integer values (int8, uint8, int32) in the type the graph declares.
+  core::DType value_dtype(const std::string& name) const {
+    const core::DType d = g_.types.at(name).dtype;
+    return core::is_float(d) ? dtype_ : d;
+  }
+  // The quantized engine is a global of libtorch: set before every run.
+  void select_qengine() const {
+    at::globalContext().setQEngine(variant_.qengine == "qnnpack" ? at::QEngine::QNNPACK : at::QEngine::ONEDNN);
   }
 
   core::Tensor grad_of(const at::Tensor& t) const {
@@ -291,7 +307,7 @@ class TorchBackend : public Backend {
 
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
     try {
-      return torch::support(g, n);
+      return torch::support(g, n, variant_.qengine);
     } catch (const std::exception& e) {
       // The decision reads value shapes; a graph without them cannot be judged.
       return Support::no(std::string("cannot inspect the node's shapes: ") + e.what());

@@ -4,6 +4,8 @@
 // reproducer writer prints. Where Python's spelling and ATen's differ the entry says which ATen
 // function torch.nn.functional reaches (F.conv2d -> at::convolution, F.interpolate ->
 // upsample_*2d, F.pad -> reflection_pad{k}d / replication_pad{k}d).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_make_per_tensor_quantized_tensor.h>
 #include <ATen/ops/_upsample_nearest_exact2d.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/adaptive_avg_pool1d.h>
@@ -25,6 +27,7 @@
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/dequantize.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/elu.h>
 #include <ATen/ops/eq.h>
@@ -34,6 +37,7 @@
 #include <ATen/ops/hardsigmoid.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/hardtanh.h>
+#include <ATen/ops/int_repr.h>
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/leaky_relu.h>
 #include <ATen/ops/linear.h>
@@ -55,6 +59,7 @@
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
+#include <ATen/ops/quantize_per_tensor.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reflection_pad1d.h>
 #include <ATen/ops/reflection_pad2d.h>
@@ -103,6 +108,9 @@ class Args {
   Args(const Call& c, TorchSink& sink) : c_(c), sink_(sink) {}
   size_t size() const { return c_.args.size(); }
   bool is_float(size_t k) const { return at(k).kind == Arg::Kind::Float; }
+  bool is_int(size_t k) const { return at(k).kind == Arg::Kind::Int; }
+  // A tensor argument's own expression, unevaluated (a call whose result is not a tensor).
+  const Call& expression(size_t k) const { return *expect(at(k), Arg::Kind::Tensor).t; }
   // A tensor; None is the undefined tensor (an absent optional).
   at::Tensor t(size_t k) const {
     const Arg& a = at(k);
@@ -132,6 +140,13 @@ class Args {
   bool b(size_t k) const { return expect(at(k), Arg::Kind::Bool).b; }
   const std::string& s(size_t k) const { return expect(at(k), Arg::Kind::Str).s; }
   at::TensorOptions options(size_t k) const { return sink_.eval1(*expect(at(k), Arg::Kind::DTypeOf).t).options(); }
+  at::ScalarType dtype(size_t k) const {
+    static const std::map<std::string, at::ScalarType> types = {
+        {"uint8", at::kByte},     {"int8", at::kChar},    {"int16", at::kShort},  {"int32", at::kInt},
+        {"float32", at::kFloat},  {"float64", at::kDouble}, {"quint8", at::kQUInt8}, {"qint8", at::kQInt8}};
+    return types.at(expect(at(k), Arg::Kind::DType).s);
+  }
+  TorchSink& sink() const { return sink_; }
 
  private:
   const Arg& at(size_t k) const {
@@ -196,6 +211,9 @@ void add_elementwise(Table& t) {
       {"F.hardsigmoid", [](const at::Tensor& x) { return at::hardsigmoid(x); }},
       {".clone", [](const at::Tensor& x) { return x.clone(); }},
       {".detach", [](const at::Tensor& x) { return x.detach(); }},
+      {".contiguous", [](const at::Tensor& x) { return x.contiguous(); }},
+      {".int_repr", [](const at::Tensor& x) { return at::int_repr(x); }},
+      {".dequantize", [](const at::Tensor& x) { return at::dequantize(x); }},
   };
   for (const auto& [name, f] : unary) {
     const Unary fn = f;
@@ -203,15 +221,19 @@ void add_elementwise(Table& t) {
   }
   // Tensor op tensor, or tensor op scalar (the Scalar overload, as torch.add(x, 1.0) takes it).
   t["torch.add"] = [](const Args& a) {
+    if (a.is_int(1)) return TensorList{at::add(a.t(0), a.i(1))};
     return TensorList{a.is_float(1) ? at::add(a.t(0), a.f(1)) : at::add(a.t(0), a.t(1))};
   };
   t["torch.sub"] = [](const Args& a) {
+    if (a.is_int(1)) return TensorList{at::sub(a.t(0), a.i(1))};
     return TensorList{a.is_float(1) ? at::sub(a.t(0), a.f(1)) : at::sub(a.t(0), a.t(1))};
   };
   t["torch.mul"] = [](const Args& a) {
+    if (a.is_int(1)) return TensorList{at::mul(a.t(0), a.i(1))};
     return TensorList{a.is_float(1) ? at::mul(a.t(0), a.f(1)) : at::mul(a.t(0), a.t(1))};
   };
   t["torch.div"] = [](const Args& a) {
+    if (a.is_int(1)) return TensorList{at::div(a.t(0), a.i(1))};
     return TensorList{a.is_float(1) ? at::div(a.t(0), a.f(1)) : at::div(a.t(0), a.t(1))};
   };
   t["torch.pow"] = [](const Args& a) { return TensorList{at::pow(a.t(0), a.f(1))}; };
@@ -361,10 +383,57 @@ void add_spatial(Table& t) {
   };
 }
 
+// An operator libtorch registers with its dispatcher (the quantized ones: quantized::conv2d and its packed weight
+// are not ATen functions), called boxed as TorchScript and Python do.
+c10::IValue call_registered(const char* name, const char* overload, std::vector<c10::IValue> args) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  op.callBoxed(&args);
+  return args.at(0);
+}
+
+c10::IValue optional_tensor(const at::Tensor& t) { return t.defined() ? c10::IValue(t) : c10::IValue(); }
+
+// The quantized tensors and the registered quantized operators. torch.ops.quantized.conv2d(x, packed, scale, zp)
+// takes its packed weight as the nested call torch.ops.quantized.conv2d_prepack(w, bias, stride, padding,
+// dilation, groups); linear's as torch.ops.quantized.linear_prepack(w, bias).
+void add_quantized(Table& t) {
+  t[".to"] = [](const Args& a) { return TensorList{a.t(0).to(a.dtype(1))}; };
+  t["torch._make_per_tensor_quantized_tensor"] = [](const Args& a) {
+    return TensorList{at::_make_per_tensor_quantized_tensor(a.t(0), a.f(1), a.i(2))};
+  };
+  t["torch.quantize_per_tensor"] = [](const Args& a) {
+    return TensorList{at::quantize_per_tensor(a.t(0), a.f(1), a.i(2), a.dtype(3))};
+  };
+  t["torch.ops.quantized.conv2d"] = [](const Args& a) {
+    const Call& pc = a.expression(1);
+    if (pc.fn != "torch.ops.quantized.conv2d_prepack")
+      throw std::logic_error("torch sink: quantized conv2d takes its packed weight from conv2d_prepack");
+    const Args p(pc, a.sink());
+    const c10::IValue packed = call_registered(
+        "quantized::conv2d_prepack", "",
+        {p.t(0), optional_tensor(p.t(1)), c10::IValue(p.ints(2)), c10::IValue(p.ints(3)), c10::IValue(p.ints(4)),
+         c10::IValue(p.i(5))});
+    return TensorList{
+        call_registered("quantized::conv2d", "new", {a.t(0), packed, c10::IValue(a.f(2)), c10::IValue(a.i(3))})
+            .toTensor()};
+  };
+  t["torch.ops.quantized.linear"] = [](const Args& a) {
+    const Call& pc = a.expression(1);
+    if (pc.fn != "torch.ops.quantized.linear_prepack")
+      throw std::logic_error("torch sink: quantized linear takes its packed weight from linear_prepack");
+    const Args p(pc, a.sink());
+    const c10::IValue packed = call_registered("quantized::linear_prepack", "", {p.t(0), optional_tensor(p.t(1))});
+    return TensorList{
+        call_registered("quantized::linear", "", {a.t(0), packed, c10::IValue(a.f(2)), c10::IValue(a.i(3))})
+            .toTensor()};
+  };
+}
+
 const Table& table() {
   static const Table t = [] {
     Table t;
     add_elementwise(t);
+    add_quantized(t);
     add_layout(t);
     add_network(t);
     add_spatial(t);
