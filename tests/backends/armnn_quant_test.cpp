@@ -85,8 +85,8 @@ TEST(ArmnnQuant, TheLoweringGivesQuantizedTensorInfosAndViews) {
   };
   EXPECT_TRUE(has("Quantize 'q/quantize#")) << testing::PrintToString(calls);
   EXPECT_TRUE(has("QAsymmU8(0.5,3)"));
-  // The convolution reads q with its own zero point: a Reshape view of the same shape.
-  EXPECT_TRUE(has("Reshape [1,2,3,3] 'c/view#"));
+  // The convolution reads q with its own zero point: a view (a Slice of the whole tensor).
+  EXPECT_TRUE(has("Slice [0,0,0,0] [1,2,3,3] 'c/view#"));
   EXPECT_TRUE(has("QAsymmU8(0.5,1)"));
   // Weights QAsymmS8 with w_scale, the bias Signed32 with x_scale * w_scale, the output y_scale / y_zero_point.
   EXPECT_TRUE(has("QAsymmS8(0.25,0)"));
@@ -162,6 +162,22 @@ TEST(ArmnnQuant, AQuantizedGraphInputIsReadWithItsConsumersParameters) {
   core::Tensor q(core::DType::I8, {5});
   for (int64_t i = 0; i < 5; ++i) q.set(i, static_cast<double>(i * 60 - 128));
   expect_exact(g, {{"q", q}});
+}
+
+// Two consumers reading one value with different scales and zero points: two views ArmNN's optimizer must not
+// take as equal (two Reshapes of one value to one shape were squashed, SquashEqualReshapeSiblings, and both
+// consumers read the second's parameters).
+TEST(ArmnnQuant, TwoConsumersReadOneValueWithTheirOwnParameters) {
+  const ir::Graph g = typed(ir::graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [4]}],
+    "outputs": ["a", "b"],
+    "nodes": [{"name": "q", "op": "quantize_linear", "inputs": ["x"], "outputs": ["q"],
+               "attrs": {"scale": 1.0, "zero_point": 0, "to": "uint8"}},
+              {"name": "a", "op": "dequantize_linear", "inputs": ["q"], "outputs": ["a"],
+               "attrs": {"scale": 0.5, "zero_point": 1}},
+              {"name": "b", "op": "dequantize_linear", "inputs": ["q"], "outputs": ["b"],
+               "attrs": {"scale": 0.25, "zero_point": 2}}]})",
+                                                "armnn_quant_siblings"));
+  expect_exact(g, {{"x", ramp({4}, 0, 3)}});
 }
 
 // ArmNN's Quantize rounds x / scale with std::round (ties away from zero); ONNX rounds half to even.

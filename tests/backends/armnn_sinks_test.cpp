@@ -43,7 +43,7 @@ TEST(Sinks, ReceiveTheSameCallsForEveryCatalogueOperator) {
 
 // The quantized operators as the unit generator and the probe give them: each int8/uint8 operand made by a
 // quantize_linear of a float input (ir::quantized_inputs_from_float), so the operator reads it through a view
-// with its own scale and zero point. Both sinks get the same Quantize, Reshape views, quantized weights and
+// with its own scale and zero point. Both sinks get the same Quantize, Slice views, quantized weights and
 // int32 biases — or both refuse (an output type other than the input's; FullyConnected's mixed weights).
 TEST(Sinks, ReceiveTheSameCallsForTheQuantizedOperators) {
   int lowered = 0, refused = 0;

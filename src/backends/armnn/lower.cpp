@@ -244,8 +244,19 @@ Shape armnn_dims(const Shape& s) { return s.empty() ? Shape{1} : s; }
 Value Builder::reshape(const Value& x, const Shape& shape) { return reshape(x, shape, x.q); }
 
 Value Builder::reshape(const Value& x, const Shape& shape, const Quant& q) {
-  if (x.q == q && armnn_dims(x.shape) == armnn_dims(shape)) return Value{x.id, shape, q};
-  return add(ReshapeLayer{shape}, {x}, shape, q, x.q == q ? "reshape" : "view");
+  const Value v = as_quant(x, q);
+  if (armnn_dims(v.shape) == armnn_dims(shape)) return Value{v.id, shape, q};
+  return add(ReshapeLayer{shape}, {v}, shape, q, "reshape");
+}
+
+Value Builder::as_quant(const Value& x, const Quant& q) {
+  if (x.q == q) return x;
+  // A Slice of the whole tensor, not a Reshape: Optimize's SquashEqualReshapeSiblings takes two Reshapes of
+  // one value to the same shape as equal whatever their output TensorInfos (measured: two dequantize_linear
+  // nodes reading one value with different scales both got the second's), and OptimizeConsecutiveReshapes
+  // drops a Reshape pair that restores the shape.
+  const Shape dims = armnn_dims(x.shape);
+  return Value{add(SliceLayer{Ints(dims.size(), 0), dims}, {x}, dims, q, "view").id, x.shape, q};
 }
 
 Value Builder::transpose(const Value& x, const std::vector<size_t>& perm) {

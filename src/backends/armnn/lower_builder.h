@@ -51,10 +51,11 @@ class Builder {
   Value scalar_like(float v, size_t rank);  // a constant of shape [1, ..., 1]
   Value reshape(const Value& x, const Shape& shape);  // none when ArmNN's shapes are equal
   // A quantized value read with data type and quantization `q` (ONNX gives every consumer its own scale and
-  // zero point, ArmNN one per tensor): a Reshape (CpuRef copies the bytes) to `shape` whose output TensorInfo
-  // carries `q`, so the same integers are read with the consumer's parameters; none when nothing changes.
+  // zero point, ArmNN one per tensor): a Slice of the whole tensor (CpuRef copies the bytes) whose output
+  // TensorInfo carries `q`, so the same integers are read with the consumer's parameters; none when `q` is the
+  // value's own. reshape(x, shape, q): that view, then a Reshape to `shape` (none for an equal shape).
+  Value as_quant(const Value& x, const Quant& q);
   Value reshape(const Value& x, const Shape& shape, const Quant& q);
-  Value as_quant(const Value& x, const Quant& q) { return reshape(x, x.shape, q); }
   Value transpose(const Value& x, const std::vector<size_t>& perm);  // none for the identity
   Value activation(const Value& x, Act f, float a = 0, float b = 0);
   Value unary(const Value& x, UnaryOp op);

@@ -2,8 +2,8 @@
 // QAsymmU8/QAsymmS8 with the TensorInfo's scale and offset), dequantize_linear (Dequantize),
 // qlinear_matmul (FullyConnected with constant weights) and qlinear_conv2d (Convolution2d, with conv2d
 // in lower_spatial.cpp). ArmNN holds one scale and offset per tensor where ONNX gives each consumer its
-// own: a consumer reads a quantized value through a view (Builder::as_quant, a Reshape whose output
-// TensorInfo carries the consumer's parameters; CpuRef's Reshape copies the bytes).
+// own: a consumer reads a quantized value through a view (Builder::as_quant, a Slice of the whole tensor whose
+// output TensorInfo carries the consumer's parameters; CpuRef's Slice copies the bytes).
 //
 // What CpuRef takes, measured with ILayerSupport on Debian's libarmnn22: Convolution2d and
 // DepthwiseConvolution2d take any of QAsymmU8, QAsymmS8, QSymmS8 weights with a QAsymmU8 or QAsymmS8
