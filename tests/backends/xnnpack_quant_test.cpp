@@ -3,13 +3,18 @@
 // library's results agree exactly with the reference's integer arithmetic on hand-built models (ties of the
 // requantization included), and what XNNPACK 2022-02 cannot take is refused with the measured reason.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 #include "backends/xnnpack/lower.h"
+#include "core/fileio.h"
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
+#include "run_quorum.h"
 #include "worker/supervisor.h"
 
 namespace quorum::backends::xnnpack {
@@ -169,6 +174,39 @@ TEST(XnnpackQuant, RefusalsSayWhy) {
   }
   const ir::Graph g = ir::graph_from_json(kInt8, "xnnpack quant");
   for (const auto& n : g.nodes) EXPECT_TRUE(supports(g, n).ok) << n.name << ": " << supports(g, n).reason;
+}
+
+// The reproducer writer prints the same quantized calls as C++: the ledger case of quantize_linear's flushed
+// reciprocal, through `quorum known --check --out` and `quorum repro`, builds against the installed library and
+// shows the difference (exit 1) with its qtensor / xnn_define_convert calls.
+TEST(XnnpackQuant, ReproducerShowsTheQuantizedFinding) {
+  if (!have_xnnpack()) GTEST_SKIP() << "xnnpack backend not built";
+  namespace fs = std::filesystem;
+  const std::string id = "xnnpack-quantize-reciprocal-scale-flushed";
+  const fs::path out = testing::scratch("xnnpack_quant") / "repro";
+  fs::remove_all(out);
+  const auto k = testing::run_quorum("known --check --backends xnnpack --filter " + id + " --out " + out.string(),
+                                     "xnnpack_quant_known");
+  ASSERT_EQ(k.code, 0) << k.out << k.err;
+  fs::path bundle;
+  for (const auto& e : fs::directory_iterator(out / "bundles")) bundle = e.path();
+  ASSERT_FALSE(bundle.empty()) << k.out;
+  const auto r =
+      testing::run_quorum("repro " + bundle.string() + " -o " + (out / "cpp").string(), "xnnpack_quant_repro");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string src = core::read_file((out / "cpp" / "repro.cpp").string());
+  EXPECT_NE(src.find("qtensor(sg, xnn_datatype_qint8, /*zero_point*/ -69"), std::string::npos) << src;
+  EXPECT_NE(src.find("xnn_define_convert"), std::string::npos);
+  const std::string log = (out / "cpp" / "run.log").string();
+  const std::string cmd = "cd '" + (out / "cpp").string() +
+                          "' && g++ -std=c++17 -O1 repro.cpp -o repro -lXNNPACK -lpthreadpool && ./repro >'" + log +
+                          "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  const std::string ran = core::read_file(log);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << ran;
+  EXPECT_NE(ran.find("expected -70, actual -69"), std::string::npos) << ran;
+  fs::remove_all(out);
 }
 
 }  // namespace
