@@ -9,6 +9,7 @@
 
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
+#include "run_quorum.h"
 #include "worker/supervisor.h"
 
 namespace quorum::backends {
@@ -24,14 +25,17 @@ bool have_onednn() {
 std::string chain(const std::string& w_type, int w_zero_point, const std::string& bias) {
   const bool u8 = w_type == "uint8";
   const std::string w = u8 ? "[128,130,250,0,127,129,200,5,60,128,255,1,100,140,128,7]"
-                     : "[1,-2,3,-4,5,-6,7,-8,127,-128,0,9,-10,11,-12,13]";
+                           : "[1,-2,3,-4,5,-6,7,-8,127,-128,0,9,-10,11,-12,13]";
   const std::string mw = u8 ? "[0,255,128,3,200,17]" : "[1,-128,127,3,-50,17]";
   return R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 3, 3]}],
     "outputs": ["dq", "mm"],
     "initializers": [
-      {"name": "w", "dtype": ")" + w_type + R"(", "shape": [2, 2, 2, 2], "data": )" + w + R"(},
-      {"name": "b", "dtype": "int32", "shape": [2], "data": )" + bias + R"(},
-      {"name": "mw", "dtype": ")" + w_type + R"(", "shape": [3, 2], "data": )" + mw + R"(}],
+      {"name": "w", "dtype": ")" +
+         w_type + R"(", "shape": [2, 2, 2, 2], "data": )" + w + R"(},
+      {"name": "b", "dtype": "int32", "shape": [2], "data": )" +
+         bias + R"(},
+      {"name": "mw", "dtype": ")" +
+         w_type + R"(", "shape": [3, 2], "data": )" + mw + R"(}],
     "nodes": [
       {"name": "q", "op": "quantize_linear", "inputs": ["x"], "outputs": ["q"],
        "attrs": {"scale": 0.0625, "zero_point": 37, "to": "uint8"}},
@@ -86,6 +90,36 @@ TEST(OneDNNInt8, Int8WeightsAndAnInt32BiasAgreeExactly) {
 TEST(OneDNNInt8, Uint8WeightsWithZeroPoint128AreShiftedIntoS8Exactly) {
   if (!have_onednn()) GTEST_SKIP() << "onednn backend not built";
   expect_exact(ir::graph_from_json(chain("uint8", 128, "[-5, 123456]"), "uint8"));
+}
+
+// The unit generator's quantized models (each quantized operand a float input through quantize_linear, scales
+// and zero points drawn, both ends of the types saturating) agree with the reference on oneDNN's full ISA.
+TEST(OneDNNInt8, GeneratedUnitModelsAgree) {
+  if (!have_onednn()) GTEST_SKIP() << "onednn backend not built";
+  const auto out = testing::scratch("onednn_int8") / "campaign";
+  const testing::Result r = testing::run_quorum(
+      "fuzz --backends onednn --dtype int8 --generator unit --models 120 --jobs 1 --seed 12001 --out " + out.string(),
+      "onednn_int8");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("no findings: every backend agreed with the reference on every model"), std::string::npos)
+      << r.out;
+  const size_t ran = r.out.find("onednn: ran ");
+  ASSERT_NE(ran, std::string::npos) << r.out;
+  EXPECT_GT(std::stoi(r.out.substr(ran + 12)), 90) << r.out.substr(ran, 200);  // most run, convolutions refused
+}
+
+// Without VNNI (onednn:isa=avx2) the int8 kernels follow oneDNN's documented int16 pair sums and halved weights:
+// the ledger's two conventions reproduce (their cases need AVX2).
+TEST(OneDNNInt8, TheNonVnniConventionsReproduce) {
+  if (!have_onednn()) GTEST_SKIP() << "onednn backend not built";
+  for (const char* id : {"onednn-int8-non-vnni-pair-saturation", "onednn-int8-non-vnni-conv-weights-halved"}) {
+    const testing::Result r = testing::run_quorum(std::string("known --check --filter ") + id, "onednn_int8");
+    const bool skipped =
+        r.out.find("not checked") != std::string::npos && r.out.find("0 not checked") == std::string::npos;
+    if (!skipped) {
+      EXPECT_NE(r.out.find("reproduces  onednn:isa=avx2  " + std::string(id)), std::string::npos) << r.out << r.err;
+    }
+  }
 }
 
 // What oneDNN 2.6 cannot express exactly is refused with the measured reason, node by node.
