@@ -928,18 +928,18 @@ Support quantized_support(const ir::Graph& g, const ir::Node& n, const std::stri
                        "symmetric quantization of weight, whose zero point must be 0\"); this weight's zero point "
                        "is " + std::to_string(wzp) + " as qint8 (torch:qengine=qnnpack takes it)");
   if (qengine == "qnnpack") {
-    // QNNPACK's requantization scale, formed in float32 as (x_scale / y_scale) * w_scale (measured: x_scale
-    // FLT_MAX, w_scale FLT_MIN, y_scale 1e-3 is refused as inf, the other way round it runs).
-    const std::string x = n.op == "qlinear_conv2d" ? "x_" : "a_";
+    // QNNPACK's requantization scale as libtorch forms it in float32 (measured on the scales' float32 edges): the
+    // convolution's (x_scale / y_scale) * w_scale, the linear's (x_scale * w_scale) / y_scale.
+    const bool conv = n.op == "qlinear_conv2d";
     const auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
-    const double ratio = f32(core::attr_f(n.attrs, x + "scale") / core::attr_f(n.attrs, "y_scale"));
-    const double m = f32(ratio * core::attr_f(n.attrs, "w_scale"));
+    const double xs = core::attr_f(n.attrs, conv ? "x_scale" : "a_scale"), ws = core::attr_f(n.attrs, "w_scale"),
+                 ys = core::attr_f(n.attrs, "y_scale");
+    const double m = conv ? f32(f32(xs / ys) * ws) : f32(f32(xs * ws) / ys);
     if (!(m >= FLT_MIN && m <= FLT_MAX)) {
       char shown[32];
       std::snprintf(shown, sizeof shown, "%g", m);
-      return Support::no("QNNPACK takes a requantization scale x_scale / y_scale * w_scale that is a normal float32 "
-                         "(measured: \"requantization scale must be finite and positive\"), this one is " +
-                         std::string(shown));
+      return Support::no("QNNPACK takes a requantization scale that is a normal float32 (measured: \"requantization "
+                         "scale must be finite and positive\"), this one is " + std::string(shown));
     }
   }
   if (n.op == "qlinear_conv2d" && core::attr_i(n.attrs, "bias") == 1) {
