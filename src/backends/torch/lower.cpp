@@ -928,18 +928,21 @@ Support quantized_support(const ir::Graph& g, const ir::Node& n, const std::stri
                        "symmetric quantization of weight, whose zero point must be 0\"); this weight's zero point "
                        "is " + std::to_string(wzp) + " as qint8 (torch:qengine=qnnpack takes it)");
   if (qengine == "qnnpack") {
-    // QNNPACK's requantization scale as libtorch forms it in float32 (measured on the scales' float32 edges): the
-    // convolution's (x_scale / y_scale) * w_scale, the linear's (x_scale * w_scale) / y_scale.
-    const bool conv = n.op == "qlinear_conv2d";
+    // QNNPACK's requantization scale x_scale * w_scale / y_scale must be a normal float32. libtorch forms it in
+    // float32 in an order that differs by operator (measured at the scales' float32 edges: x_scale FLT_MAX, w_scale
+    // FLT_MIN, y_scale 1e-3 fails as inf, the other way round runs), so a scale any order takes out of the normal
+    // range, or the exact value within 2^-10 of FLT_MIN, is refused.
     const auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
-    const double xs = core::attr_f(n.attrs, conv ? "x_scale" : "a_scale"), ws = core::attr_f(n.attrs, "w_scale"),
-                 ys = core::attr_f(n.attrs, "y_scale");
-    const double m = conv ? f32(f32(xs / ys) * ws) : f32(f32(xs * ws) / ys);
-    if (!(m >= FLT_MIN && m <= FLT_MAX)) {
+    const double xs = core::attr_f(n.attrs, n.op == "qlinear_conv2d" ? "x_scale" : "a_scale");
+    const double ws = core::attr_f(n.attrs, "w_scale"), ys = core::attr_f(n.attrs, "y_scale");
+    const double exact = xs * ws / ys;
+    for (const double m : {f32(f32(xs / ys) * ws), f32(f32(xs * ws) / ys), f32(xs * f32(ws / ys)), exact}) {
+      if (m >= FLT_MIN * (1 + 0x1p-10) && m <= FLT_MAX) continue;
       char shown[32];
-      std::snprintf(shown, sizeof shown, "%g", m);
-      return Support::no("QNNPACK takes a requantization scale that is a normal float32 (measured: \"requantization "
-                         "scale must be finite and positive\"), this one is " + std::string(shown));
+      std::snprintf(shown, sizeof shown, "%g", exact);
+      return Support::no("QNNPACK takes a requantization scale x_scale * w_scale / y_scale that is a normal float32 "
+                         "in the float32 products libtorch forms (measured: \"requantization scale must be finite "
+                         "and positive\"), this one is " + std::string(shown));
     }
   }
   if (n.op == "qlinear_conv2d" && core::attr_i(n.attrs, "bias") == 1) {
