@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "ops/kernel_util.h"
@@ -439,21 +440,23 @@ void add_network(Table& t) {
 
 // ATen takes one symmetric pad per axis; ONNX allows asymmetric pads and SAME_* auto_pad: those
 // pad the input with zeros first and convolve without padding.
-void lower_conv(const Node& c) {
+// A convolution's input `x` and the symmetric padding ATen applies: pads as ONNX resolves them (auto_pad over the
+// dilated kernel extent); asymmetric ones are added explicitly with `fill` (into xp) and ATen pads nothing.
+std::pair<std::string, Ints> conv_input(const Node& c, const std::string& x, const Arg& fill, const std::string& note) {
   const Ints &k = c.is("kernel_shape"), &strides = c.is("strides"), &dil = c.is("dilations");
   Ints eff(k.size());  // the dilated kernel extent per axis
   for (size_t i = 0; i < k.size(); ++i) eff[i] = dil[i] * (k[i] - 1) + 1;
   const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), eff, strides);
-  std::string in = "x0";
-  Ints padding = p.begin;
-  if (!p.symmetric()) {
-    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)), literal(0.0)}),
-          "asymmetric pads");
-    in = "xp";
-    padding.assign(k.size(), 0);
-  }
-  c.y(call("F." + c.n.op, {tensor(in), tensor("x1"), c.bias(), kw("stride", ints(strides)),
-                           kw("padding", ints(padding)), kw("dilation", ints(dil)), kw("groups", int_(c.i("group")))}));
+  if (p.symmetric()) return {x, p.begin};
+  c.let("xp", call("torch.constant_pad_nd", {tensor(x), ints(torch_pad_order(p.begin, p.end)), fill}), note);
+  return {"xp", Ints(k.size(), 0)};
+}
+
+void lower_conv(const Node& c) {
+  const auto [in, padding] = conv_input(c, "x0", literal(0.0), "asymmetric pads");
+  c.y(call("F." + c.n.op, {tensor(in), tensor("x1"), c.bias(), kw("stride", ints(c.is("strides"))),
+                           kw("padding", ints(padding)), kw("dilation", ints(c.is("dilations"))),
+                           kw("groups", int_(c.i("group")))}));
 }
 
 // ATen's transposed convolution removes `padding` from both ends; an asymmetric pair removes the
@@ -786,21 +789,10 @@ CallPtr quantized_weight(const Node& c, const std::string& w) {
 // quantized::conv2d's packed weight carries a float32 bias, which libtorch quantizes back with the scale
 // x_scale * w_scale: the int32 bias times that scale (in float64, then rounded once) is given.
 void lower_qconv(const Node& c) {
-  const Quant x0 = as_type(c, "x0", c.g.types.at(c.n.inputs[0]).dtype, "uint8", c.i("x_zero_point"), "xu");
-  const Ints &k = c.is("kernel_shape"), &strides = c.is("strides"), &dil = c.is("dilations");
-  Ints eff(k.size());
-  for (size_t i = 0; i < k.size(); ++i) eff[i] = dil[i] * (k[i] - 1) + 1;
-  const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), eff, strides);
-  Quant x = x0;
-  Ints padding = p.begin;
-  if (!p.symmetric()) {
-    c.let("xp",
-          call("torch.constant_pad_nd",
-               {tensor(x0.var), ints(torch_pad_order(p.begin, p.end)), flt(static_cast<double>(x0.zp))}),
-          "asymmetric pads, holding the zero point");
-    x.var = "xp";
-    padding.assign(k.size(), 0);
-  }
+  Quant x = as_type(c, "x0", c.g.types.at(c.n.inputs[0]).dtype, "uint8", c.i("x_zero_point"), "xu");
+  Ints padding;
+  std::tie(x.var, padding) =
+      conv_input(c, x.var, flt(static_cast<double>(x.zp)), "asymmetric pads, holding the zero point");
   Arg bias = none();
   if (c.i("bias") == 1) {
     const double bias_scale = c.f("x_scale") * c.f("w_scale");  // both float32: the product is exact in float64
@@ -811,8 +803,8 @@ void lower_qconv(const Node& c) {
     bias = tensor("b");
   }
   const CallPtr packed = call("torch.ops.quantized.conv2d_prepack",
-                              {tensor(quantized_weight(c, "x1")), bias, ints(strides), ints(padding), ints(dil),
-                               int_(c.i("group"))});
+                              {tensor(quantized_weight(c, "x1")), bias, ints(c.is("strides")), ints(padding),
+                               ints(c.is("dilations")), int_(c.i("group"))});
   quantized_result(c, call("torch.ops.quantized.conv2d", {tensor(quantized(x, c.f("x_scale"))), tensor(packed),
                                                           flt(c.f("y_scale")), int_(result_zero_point(c))}));
 }
