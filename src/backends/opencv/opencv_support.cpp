@@ -175,7 +175,9 @@ Support pool(const ir::Graph& g, const ir::Node& n) {
     return Support::no("with ceil_mode=1 OpenCV 4.6 drops the last window when (out-1)*stride >= in + pad_end "
                        "(Caffe's rule; ONNX uses pad_begin), so asymmetric pads " + str(pads) +
                        " can give one window less");
-  if (n.op.rfind("avg", 0) == 0 && ai(n, "count_include_pad") == 1) {
+  // Float pools only: the int8 PoolingInt8 (qlinear_avg_pool2d) counts padding whatever the attribute says, so
+  // count_include_pad=1 is right there and 0 is the ledger's opencv-qlinear-avg-pool-count-include-pad-ignored.
+  if (n.op.rfind("avg_pool", 0) == 0 && ai(n, "count_include_pad") == 1) {
     const bool padded = mode == "SAME_UPPER" || mode == "SAME_LOWER" ||
                         (mode == "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }));
     if (padded)
