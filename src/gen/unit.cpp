@@ -46,7 +46,10 @@ Vid quantize_input(Builder& b, Vid x, core::DType type, ops::InputGen* gen, core
   const double scale = ops::draw_scale(rng);
   const int64_t zp = ops::draw_zero_point(rng, t);
   const auto [lo, hi] = core::dtype_range(type);
-  if (gen) *gen = ops::InputGen{(lo - 8 - static_cast<double>(zp)) * scale, (hi + 8 - static_cast<double>(zp)) * scale};
+  if (gen) {
+    *gen = ops::InputGen{(lo - 8 - static_cast<double>(zp)) * scale, (hi + 8 - static_cast<double>(zp)) * scale};
+    gen->tie_grid = scale;  // rounding ties, judged where the scale is a power of two
+  }
   return b.add("quantize_linear", {x}, {{"scale", scale}, {"zero_point", zp}, {"to", t}});
 }
 

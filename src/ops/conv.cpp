@@ -458,13 +458,13 @@ OpSpec make_qlinear_conv2d() {
     Tensor acc(DType::F64, g.out_shape());  // exact: integer sums far below 2^53
     for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) { acc.f64()[yi] += x.f64()[xi] * w.f64()[wi]; });
     const int64_t out_n = core::numel(g.out_sp);
-    const double m =
-        requant_multiplier(quant_scale(a, "x_scale"), quant_scale(a, "w_scale"), quant_scale(a, "y_scale"));
+    const double xs = quant_scale(a, "x_scale"), ws = quant_scale(a, "w_scale"), ys = quant_scale(a, "y_scale");
+    const double m = requant_multiplier(xs, ws, ys);
     const double yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
     const DType to = quant_dtype(a, "to");
     for (int64_t i = 0; i < acc.numel(); ++i) {
       const double sum = acc.f64()[i] + (g.has_bias ? in[2]->f64()[(i / out_n) % g.out_ch] : 0.0);
-      acc.f64()[i] = requantize(stored(stored(sum) * m), yzp, to);
+      acc.f64()[i] = requantize(real_to_round({sum, xs, ws}, {ys}, stored(stored(sum) * m)), yzp, to);
     }
     return std::vector<Tensor>{acc};
   };

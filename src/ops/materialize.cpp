@@ -17,6 +17,9 @@ Tensor fill_input(const TensorType& t, const InputGen& gen, core::Rng& rng) {
   }
   if (gen.fill == Fill::Uniform) {
     for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(gen.lo, gen.hi);
+    if (gen.tie_grid > 0)
+      for (int64_t i = 0; i < n; ++i)
+        if (rng.bernoulli(0.25)) p[i] = (std::floor(p[i] / gen.tie_grid) + 0.5) * gen.tie_grid;
     return x;
   }
   const int64_t last = t.shape.empty() ? 1 : t.shape.back();

@@ -118,6 +118,9 @@ enum class Fill { Uniform, OneHot, Probability };
 struct InputGen {
   double lo = -2.0, hi = 2.0;
   Fill fill = Fill::Uniform;  // OneHot / Probability: over the last axis
+  // > 0 (uniform fill): a quarter of the values snapped to (k + 1/2) * tie_grid, the ties of a quantization at
+  // that scale (exact where the scale is a power of two).
+  double tie_grid = 0;
 };
 
 // One valid parameter case drawn from an operator's domain.

@@ -6,7 +6,8 @@
 // attributes and written to ONNX as constant inputs. The float64 kernels are exact: integer sums,
 // one rounding half to even, saturation; a float32 implementation's division or multiplier is
 // marked stored, so a library whose float32 arithmetic lands on the other side of a tie is inside
-// the spread.
+// the spread, except where every float32 formulation is exact (real_to_round, quant_util.h): a tie
+// there is judged.
 #include <cfloat>
 #include <cmath>
 
@@ -38,7 +39,10 @@ OpSpec make_quantize() {
     const DType to = quant_dtype(a, "to");
     const double scale = quant_scale(a, "scale"), zp = static_cast<double>(core::attr_i(a, "zero_point"));
     Tensor y(DType::F64, in[0]->shape());
-    for (int64_t i = 0; i < y.numel(); ++i) y.f64()[i] = requantize(stored(in[0]->f64()[i] / scale), zp, to);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      const double x = in[0]->f64()[i];
+      y.f64()[i] = requantize(real_to_round({x}, {scale}, stored(x / scale)), zp, to);
+    }
     return std::vector<Tensor>{y};
   };
   quantized_output(s);
@@ -48,8 +52,9 @@ OpSpec make_quantize() {
     const std::string to = rng.bernoulli(0.5) ? "int8" : "uint8";
     const double scale = draw_scale(rng);
     c.attrs = {{"scale", scale}, {"zero_point", draw_zero_point(rng, to)}, {"to", to}};
-    // Wide enough to saturate at both ends, with ties (x / scale = k + 0.5) when scale is a power of two.
+    // Wide enough to saturate at both ends, with ties (x / scale = k + 0.5: exact when scale is a power of two).
     c.gen = {InputGen{-300 * scale, 300 * scale}};
+    c.gen[0].tie_grid = scale;
     return c;
   };
   s.onnx_export = [](OnnxExport& e) {
@@ -153,8 +158,8 @@ OpSpec make_qlinear_matmul() {
     const double azp = static_cast<double>(core::attr_i(a, "a_zero_point"));
     const double wzp = static_cast<double>(core::attr_i(a, "w_zero_point"));
     const double yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
-    const double m =
-        requant_multiplier(quant_scale(a, "a_scale"), quant_scale(a, "w_scale"), quant_scale(a, "y_scale"));
+    const double as = quant_scale(a, "a_scale"), ws = quant_scale(a, "w_scale"), y_scale = quant_scale(a, "y_scale");
+    const double m = requant_multiplier(as, ws, y_scale);
     const DType to = quant_dtype(a, "to");
     const double* x = in[0]->f64();
     const double* w = in[1]->f64();
@@ -162,7 +167,7 @@ OpSpec make_qlinear_matmul() {
       for (int64_t u = 0; u < units; ++u) {
         double acc = 0;  // exact: |terms| <= 255^2, far fewer than 2^37 of them
         for (int64_t i = 0; i < k; ++i) acc += (x[r * k + i] - azp) * (w[i * units + u] - wzp);
-        y.f64()[r * units + u] = requantize(stored(stored(acc) * m), yzp, to);
+        y.f64()[r * units + u] = requantize(real_to_round({acc, as, ws}, {y_scale}, stored(stored(acc) * m)), yzp, to);
       }
     return std::vector<Tensor>{y};
   };

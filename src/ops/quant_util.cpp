@@ -46,6 +46,42 @@ double requantize(double r, double zero_point, DType type) {
   return std::clamp(std::nearbyint(r) + zero_point, lo, hi);
 }
 
+namespace {
+bool float32_value(double v) { return std::isfinite(v) && static_cast<double>(static_cast<float>(v)) == v; }
+}  // namespace
+
+bool exact_in_float32(const std::vector<double>& factors, const std::vector<double>& divisors) {
+  std::vector<double> terms;
+  for (const double f : factors) {
+    if (!float32_value(f)) return false;
+    terms.push_back(f);
+  }
+  for (const double d : divisors) {
+    if (!float32_value(d) || d == 0 || !float32_value(1 / d)) return false;
+    int e = 0;
+    if (std::frexp(std::abs(d), &e) != 0.5) return false;  // a power of two: its reciprocal is exact
+    terms.push_back(1 / d);
+  }
+  // Each subset's product, from a smaller subset's (a float32 value) times one term: exact in float64.
+  if (terms.size() > 8) return false;
+  std::vector<double> product(size_t{1} << terms.size(), 1.0);
+  for (size_t subset = 1; subset < product.size(); ++subset) {
+    size_t top = 0;
+    while ((subset >> (top + 1)) != 0) ++top;
+    product[subset] = product[subset & ~(size_t{1} << top)] * terms[top];
+    if (!float32_value(product[subset])) return false;
+  }
+  return true;
+}
+
+double real_to_round(const std::vector<double>& factors, const std::vector<double>& divisors, double stored_form) {
+  if (!exact_in_float32(factors, divisors)) return stored_form;
+  double r = 1;
+  for (const double f : factors) r *= f;
+  for (const double d : divisors) r /= d;
+  return r;
+}
+
 double requant_multiplier(double a_scale, double b_scale, double y_scale) {
   return stored(stored(a_scale * b_scale) / y_scale);
 }

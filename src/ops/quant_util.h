@@ -25,6 +25,19 @@ double quant_scale(const Attrs& a, const std::string& name);
 // ONNX's requantization of a real value r (already divided by the output scale):
 // saturate(round_half_even(r) + zero_point) in `type`; NaN stays NaN (undefined).
 double requantize(double r, double zero_point, DType type);
+// Whether every way a library may form prod(factors) / prod(divisors) in float32 is exact: in any order, any
+// divisor applied as a division or as a product by its float32 reciprocal (libtorch's x * (1 / scale)), that is
+// when every factor, every divisor and its reciprocal (so a power of two), and the product of every subset of
+// the factors and reciprocals (each partial result of each order) are float32 values. Finite values only.
+bool exact_in_float32(const std::vector<double>& factors, const std::vector<double>& divisors);
+// The real value r = prod(factors) / prod(divisors) that a quantized operator rounds to its integer grid
+// (already divided by the output scale: x / scale, acc * x_scale * w_scale / y_scale), as the spread holds it.
+// Where exact_in_float32(factors, divisors), r itself, unmoved by the spread's trials: every float32 library
+// forms exactly r, so a tie r = k + 1/2 is judged (ONNX rounds it half to even; half away from zero is a
+// finding). Otherwise `stored_form`: the kernel's float32 formulation with its stored marks (e.g.
+// stored(x / scale)), so the spread covers both sides of a tie float32 may land on. Quantized kernels call this
+// instead of stored() for the value they round.
+double real_to_round(const std::vector<double>& factors, const std::vector<double>& divisors, double stored_form);
 // The multiplier of a quantized product, a_scale * b_scale / y_scale, as float32 implementations
 // form it (two stored roundings).
 double requant_multiplier(double a_scale, double b_scale, double y_scale);

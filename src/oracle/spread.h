@@ -46,7 +46,8 @@ constexpr double kMargin = 4;  // allowed deviation, in spreads
 // The unit roundoff of `dtype` (2^-24 for float32).
 double unit_roundoff(core::DType dtype);
 
-// The operand perturbation for node `n` on operands `held`: kUlps, times sqrt(L) for an operator
+// The operand perturbation for node `n` on operands `held`: 0 for a quantized operator (exact operands), kUlps,
+// times sqrt(L) for an operator
 // with a reduction length L.
 double perturbation_ulps(const ir::Node& n, const std::vector<core::Tensor>& held);
 

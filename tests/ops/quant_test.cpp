@@ -140,6 +140,55 @@ TEST(Quant, AFloatModelIsQuantizedAroundItsConvolutionAndKeepsItsOutputs) {
   EXPECT_GT(plain, 0);
 }
 
+// The float32 spread's trials that move every stored value down, then up: the two sides of a tie.
+std::vector<std::vector<double>> spread_sides(const std::string& op, const std::vector<Tensor>& in, const Attrs& a) {
+  std::vector<std::vector<double>> sides;
+  core::Rng rng(1);
+  for (const int direction : {-1, 1}) {
+    StoredPrecision scope(true, 0x1p-24, true, false, rng, direction);
+    sides.push_back(run(op, in, a));
+  }
+  return sides;
+}
+
+TEST(Quant, ATieEveryFloat32FormulationFormsExactlyIsJudgedHalfToEven) {
+  using V = std::vector<double>;
+  // 0.25 / 0.5 = 0.5 and 0.25 * (1 / 0.5) = 0.5 exactly, and -1.25 / 0.5 = -2.5: both sides round half to even
+  // (half away from zero, ArmNN's Quantize, gives 1 and -3).
+  const Attrs q = {{"scale", 0.5}, {"zero_point", int64_t{0}}, {"to", std::string("int8")}};
+  const Tensor x = Tensor::f64({2}, {0.25, -1.25});
+  EXPECT_EQ(spread_sides("quantize_linear", {x}, q), (std::vector<V>{{0, -2}, {0, -2}}));
+  // 1.875 / 0.75 = 2.5 is a float32 value too, but 1 / 0.75 is not: x * (1 / scale) may land on either side.
+  const Attrs q3 = {{"scale", 0.75}, {"zero_point", int64_t{0}}, {"to", std::string("int8")}};
+  EXPECT_EQ(spread_sides("quantize_linear", {Tensor::f64({1}, {1.875})}, q3), (std::vector<V>{{2}, {3}}));
+  // A quantized product: acc = 1 * 3 = 3, times 0.5 * 1 / 1 = 1.5 exactly in every order: judged (2).
+  const Attrs m = {{"units", int64_t{1}}, {"a_scale", 0.5}, {"w_scale", 1.0}, {"y_scale", 1.0}};
+  const Tensor a = Tensor::f64({1, 1}, {1}), w = Tensor::f64({1, 1}, {3});
+  EXPECT_EQ(spread_sides("qlinear_matmul", {a, w}, m), (std::vector<V>{{2}, {2}}));
+  // y_scale 1.5 is no power of two (x_scale * w_scale / y_scale = 0.5 is exact, 1 / 1.5 is not): either side.
+  const Attrs m3 = {{"units", int64_t{1}}, {"a_scale", 0.75}, {"w_scale", 1.0}, {"y_scale", 1.5}};
+  EXPECT_EQ(spread_sides("qlinear_matmul", {a, w}, m3), (std::vector<V>{{1}, {2}}));
+  // The rule itself: every partial product must be a float32 value (an accumulator past 2^24 is not).
+  EXPECT_TRUE(exact_in_float32({3, 0.5, 1}, {0.25}));
+  EXPECT_FALSE(exact_in_float32({16777217, 0.5}, {1}));
+  EXPECT_FALSE(exact_in_float32({3, 0x1p-100, 0x1p-100}, {0x1p100}));  // 2^-200 leaves float32's range
+  EXPECT_FALSE(exact_in_float32({1}, {3}));
+}
+
+TEST(Quant, ACampaignFindsQuantizationRoundingTiesHalfAwayAndNamesTheNode) {
+  const auto dir = testing::scratch("quant_tie_fault");
+  std::filesystem::remove_all(dir / "c");
+  const auto r = testing::run_quorum(
+      "fuzz --generator unit --dtype int8 --backends faulty:qlinear-round-half-away "
+      "--models 24 --seed 7 --reduce 4 --out " +
+          (dir / "c").string(),
+      "quant_tie_fault");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("inconsistency|FC|faulty:qlinear-round-half-away|q"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" -> 1 nodes, caused by "), std::string::npos) << r.out;  // reduced to the one node
+  EXPECT_EQ(r.out.find("dequantize_linear|"), std::string::npos) << r.out;  // only the faulty operators
+}
+
 TEST(Quant, ACampaignFindsAQuantizedZeroPointAddedTwiceAndNamesTheNode) {
   const auto dir = testing::scratch("quant_fault");
   std::filesystem::remove_all(dir / "c");

@@ -254,6 +254,30 @@ void qlinear_zero_point_twice(ref::Overrides& ov) {
   }
 }
 
+// Quantization that rounds ties half away from zero (ONNX rounds them half to even): the kernel runs on operands
+// that move the real value it rounds away from zero by a relative 2^-30, so an exact tie k + 1/2 goes to the
+// neighbour away from zero and no other value moves across an integer boundary. quantize_linear's x / scale
+// moves with x; a quantized product's accumulator with its zero-point-shifted input (x - x_zp) and its bias.
+void qlinear_round_half_away(ref::Overrides& ov) {
+  constexpr double kAway = 1 + 0x1p-30;
+  for (const char* name : {"quantize_linear", "qlinear_conv2d", "qlinear_matmul"}) {
+    const ops::OpSpec& spec = ops::op(name);
+    const std::string op = name;
+    ov.forward[name] = [&spec, op](const Inputs& in, const Attrs& a) {
+      std::vector<Tensor> moved;
+      for (const Tensor* t : in) moved.push_back(t->to(core::DType::F64));
+      const char* zp_name = op == "qlinear_conv2d" ? "x_zero_point" : "a_zero_point";
+      const double zp = op == "quantize_linear" ? 0.0 : static_cast<double>(core::attr_i(a, zp_name));
+      for (int64_t i = 0; i < moved[0].numel(); ++i) moved[0].f64()[i] = zp + (moved[0].f64()[i] - zp) * kAway;
+      if (op == "qlinear_conv2d" && moved.size() > 2)
+        for (int64_t i = 0; i < moved[2].numel(); ++i) moved[2].f64()[i] *= kAway;
+      Inputs changed;
+      for (const Tensor& t : moved) changed.push_back(&t);
+      return spec.forward(changed, a);
+    };
+  }
+}
+
 }  // namespace
 
 const std::vector<NumericFault>& numeric_faults() {
@@ -277,6 +301,8 @@ const std::vector<NumericFault>& numeric_faults() {
       {"exp-overflow-early", "exp returns +inf for operands in (20, 88.72], where float32 is finite", "FC"},
       {"tanh-inf-as-nan", "tanh of an infinite operand is NaN (inf / inf), where the limit is ±1", "FC"},
       {"qlinear-zero-point-twice", "a quantized convolution or matmul adds its output zero point twice", "FC"},
+      {"qlinear-round-half-away", "quantization rounds ties half away from zero (quantize, qlinear conv, matmul)",
+       "FC"},
   };
   return f;
 }
@@ -295,6 +321,7 @@ ref::Overrides numeric_overrides(const std::set<std::string>& names) {
     else if (n == "loss-grad-x2") ov.loss_grad_scale = 2.0;
     else if (n == "relu-nan-to-zero") relu_nan_to_zero(ov);
     else if (n == "qlinear-zero-point-twice") qlinear_zero_point_twice(ov);
+    else if (n == "qlinear-round-half-away") qlinear_round_half_away(ov);
     else if (n == "elu-alpha-ignored") with_attrs(ov, {"elu"}, elu_alpha_ignored);
     else if (n == "leaky-relu-big-alpha-halved") with_attrs(ov, {"leaky_relu"}, leaky_relu_big_alpha_halved);
     else if (n == "softmax-axis0-on-last") with_attrs(ov, {"softmax"}, softmax_axis0_on_last);
