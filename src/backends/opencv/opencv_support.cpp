@@ -175,8 +175,15 @@ Support pool(const ir::Graph& g, const ir::Node& n) {
     return Support::no("with ceil_mode=1 OpenCV 4.6 drops the last window when (out-1)*stride >= in + pad_end "
                        "(Caffe's rule; ONNX uses pad_begin), so asymmetric pads " + str(pads) +
                        " can give one window less");
-  // Float pools only: the int8 PoolingInt8 (qlinear_avg_pool2d) counts padding whatever the attribute says, so
-  // count_include_pad=1 is right there and 0 is the ledger's opencv-qlinear-avg-pool-count-include-pad-ignored.
+  // The int8 PoolingInt8 (qlinear_avg_pool2d) counts padding whatever the attribute says, so count_include_pad=1
+  // is right there with explicit pads and 0 is the ledger's opencv-qlinear-avg-pool-count-include-pad-ignored;
+  // but of an odd auto_pad=SAME total it pads floor(total/2) each side and the extra cell is not counted.
+  if (n.op == "qlinear_avg_pool2d" && ai(n, "count_include_pad") == 1 && (mode == "SAME_UPPER" || mode == "SAME_LOWER"))
+    for (int64_t t : same_total_pads(g, n, false))
+      if (t % 2 != 0)
+        return Support::no("OpenCV 4.6's int8 average pool leaves the extra cell of an odd auto_pad=" + mode +
+                           " padding (" + std::to_string(t) + ") out of the count_include_pad=1 divisor (k=[2,2] "
+                           "on [4,4]: 24 where ONNX gives 12 at the edges)");
   if (n.op.rfind("avg_pool", 0) == 0 && ai(n, "count_include_pad") == 1) {
     const bool padded = mode == "SAME_UPPER" || mode == "SAME_LOWER" ||
                         (mode == "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }));
