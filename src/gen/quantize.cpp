@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "ops/quant_util.h"
@@ -37,10 +38,12 @@ double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
 // An activation's parameters from its range: uint8 asymmetric or int8 (asymmetric or symmetric), as tools
 // choose; a tenth of the time the scale is a fraction of the range's (the extremes saturate), a tenth of
 // the time a zero point at an end of its type.
-QParams activation_params(const Tensor& t, core::Rng& rng) {
+// `type`: the one a node's inputs must share (drawn when empty).
+QParams activation_params(const Tensor& t, core::Rng& rng, const std::string& type = "") {
   auto [lo, hi] = finite_range(t);
   QParams q;
   q.type = rng.bernoulli(0.5) ? "uint8" : "int8";
+  if (!type.empty()) q.type = type;
   const double qlo = q.type == "uint8" ? 0 : -128;
   if (q.type == "int8" && rng.bernoulli(0.5)) hi = std::max(hi, -lo), lo = -hi;  // symmetric
   q.scale = f32(std::max((hi - lo) / 255.0, 1e-8));
@@ -64,6 +67,18 @@ QParams weight_params(const Tensor& w, core::Rng& rng) {
   return q;
 }
 
+// Per output channel (symmetric int8, as tools quantize weights per channel): channel c's scale from its own
+// largest magnitude; `channel(i)` is element i's channel.
+std::vector<double> channel_scales(const Tensor& w, int64_t channels, const std::function<int64_t(int64_t)>& channel) {
+  std::vector<double> m(static_cast<size_t>(channels), 0.0);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    double& c = m[static_cast<size_t>(channel(i))];
+    c = std::max(c, std::abs(w.get(i)));
+  }
+  for (double& c : m) c = f32(std::max(c / 127.0, 1e-8));
+  return m;
+}
+
 DType dtype_of(const std::string& type) { return type == "uint8" ? DType::U8 : DType::I8; }
 
 // `w` quantized as QuantizeLinear does (ops::requantize) into `type`, in `shape`.
@@ -71,6 +86,15 @@ Tensor quantized(const Tensor& w, double scale, int64_t zero_point, DType type, 
   Tensor out(type, shape);
   for (int64_t i = 0; i < w.numel(); ++i)
     out.set(i, ops::requantize(w.get(i) / scale, static_cast<double>(zero_point), type));
+  return out;
+}
+
+// ... per channel: element i with scales[channel(i)].
+Tensor quantized(const Tensor& w, const std::vector<double>& scales, DType type, const core::Shape& shape,
+                 const std::function<int64_t(int64_t)>& channel) {
+  Tensor out(type, shape);
+  for (int64_t i = 0; i < w.numel(); ++i)
+    out.set(i, ops::requantize(w.get(i) / scales[static_cast<size_t>(channel(i))], 0.0, type));
   return out;
 }
 
@@ -89,6 +113,45 @@ std::string fresh(const ir::Graph& g, const std::string& base) {
   return v;
 }
 
+// The quantized twin of a float node (ops/qlinear.cpp: "qlinear_<op>", its inputs' scales in x_scales) when
+// every input is computed: tools quantize additions, products, pooling, concatenation and activations
+// between quantized layers in ONNX Runtime's operator form.
+const ops::OpSpec* quantized_twin(const ir::Graph& g, const ir::Node& n, const ref::ValueMap& values) {
+  const ops::OpSpec* twin = ops::catalogue().find("qlinear_" + n.op);
+  if (!twin || !twin->is_quantized || !twin->attr("x_scales") || n.outputs.size() != 1 || !values.count(n.outputs[0]))
+    return nullptr;
+  for (const auto& v : n.inputs)
+    if (g.is_initializer(v) || !values.count(v) || !core::is_float(g.types.at(v).dtype)) return nullptr;
+  return twin;
+}
+
+// quantize_linear on each input, the twin, dequantize_linear: calibrated like a layer's, one type throughout.
+void quantize_twin(ir::Graph& g, const ir::Node& n, const ops::OpSpec& twin, const ref::ValueMap& values,
+                   core::Rng& rng, std::vector<ir::Node>& nodes) {
+  const std::string type = rng.bernoulli(0.5) ? "uint8" : "int8";
+  ir::Node c{n.name, twin.name, {}, {fresh(g, n.outputs[0] + "/q")}, n.attrs};
+  g.types[c.outputs[0]] = {};
+  std::vector<double> scales;
+  std::vector<int64_t> zps;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const QParams x = activation_params(values.at(n.inputs[i]), rng, type);
+    ir::Node q{n.name + "/quantize" + (i ? std::to_string(i) : ""), "quantize_linear", {n.inputs[i]},
+               {fresh(g, n.inputs[i] + "/q")}, {}};
+    q.attrs = {{"scale", x.scale}, {"zero_point", x.zero_point}, {"to", type}};
+    g.types[q.outputs[0]] = {};
+    c.inputs.push_back(q.outputs[0]);
+    scales.push_back(x.scale), zps.push_back(x.zero_point);
+    nodes.push_back(std::move(q));
+  }
+  const QParams y = activation_params(values.at(n.outputs[0]), rng, type);
+  c.attrs["x_scales"] = scales, c.attrs["x_zero_points"] = zps;
+  c.attrs["y_scale"] = y.scale, c.attrs["y_zero_point"] = y.zero_point, c.attrs["to"] = type;
+  ir::Node d{n.name + "/dequantize", "dequantize_linear", {c.outputs[0]}, {n.outputs[0]}, {}};
+  d.attrs = {{"scale", y.scale}, {"zero_point", y.zero_point}};
+  nodes.push_back(std::move(c));
+  nodes.push_back(std::move(d));
+}
+
 }  // namespace
 
 int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
@@ -96,6 +159,11 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
   std::vector<ir::Node> nodes;
   int count = 0;
   for (const ir::Node& n : g.nodes) {
+    if (const ops::OpSpec* twin = quantized_twin(g, n, values)) {
+      quantize_twin(g, n, *twin, values, rng, nodes);
+      ++count;
+      continue;
+    }
     if (!quantizable(g, n) || !values.count(n.inputs[0]) || !values.count(n.outputs[0])) {
       nodes.push_back(n);
       continue;
@@ -107,7 +175,10 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
       if (y.type != x.type) y.zero_point += x.type == "int8" ? -128 : 128, y.type = x.type;
     }
     const Tensor w = g.initializers.at(n.inputs[1]).to(DType::F64);
-    const QParams wq = weight_params(w, rng);
+    QParams wq = weight_params(w, rng);
+    // Half the weights per output channel (conv2d: weight dim 0; matmul: column), symmetric int8.
+    const bool per_channel = rng.bernoulli(0.5) && w.dim(n.op == "matmul" ? 1 : 0) > 1;
+    std::vector<double> wscales;
     ir::Node q{n.name + "/quantize", "quantize_linear", {n.inputs[0]}, {fresh(g, n.inputs[0] + "/q")}, {}};
     q.attrs = {{"scale", x.scale}, {"zero_point", x.zero_point}, {"to", x.type}};
     g.types[q.outputs[0]] = {};  // reserves the name
@@ -116,17 +187,31 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
     g.types[c.outputs[0]] = {};
     const std::string p = n.op == "conv2d" ? "x_" : "a_";
     c.attrs[p + "scale"] = x.scale, c.attrs[p + "zero_point"] = x.zero_point;
+    if (per_channel) wq.type = "int8", wq.zero_point = 0;
     c.attrs["w_scale"] = wq.scale, c.attrs["w_zero_point"] = wq.zero_point, c.attrs["w_type"] = wq.type;
     c.attrs["y_scale"] = y.scale, c.attrs["y_zero_point"] = y.zero_point, c.attrs["to"] = y.type;
     const std::string wname = fresh(g, n.inputs[1] + "/q");
     if (n.op == "conv2d") {
       c.op = "qlinear_conv2d";
-      g.initializers[wname] = quantized(w, wq.scale, wq.zero_point, dtype_of(wq.type), w.shape());
+      const int64_t per = w.numel() / std::max<int64_t>(w.dim(0), 1);
+      const auto channel = [per](int64_t i) { return i / per; };
+      if (per_channel) {
+        wscales = channel_scales(w, w.dim(0), channel);
+        c.attrs["w_scales"] = wscales, c.attrs["w_scale"] = wscales[0];
+        g.initializers[wname] = quantized(w, wscales, DType::I8, w.shape(), channel);
+      } else {
+        g.initializers[wname] = quantized(w, wq.scale, wq.zero_point, dtype_of(wq.type), w.shape());
+      }
       c.inputs.push_back(wname);
       if (core::attr_i(n.attrs, "bias") == 1) {
         const Tensor b = g.initializers.at(n.inputs[2]).to(DType::F64);
         const std::string bname = fresh(g, n.inputs[2] + "/q");
-        g.initializers[bname] = quantized(b, x.scale * wq.scale, 0, DType::I32, b.shape());
+        std::vector<double> bscales(static_cast<size_t>(b.numel()), x.scale * wq.scale);
+        for (size_t k = 0; k < wscales.size() && k < bscales.size(); ++k) bscales[k] = x.scale * wscales[k];
+        Tensor qb(DType::I32, b.shape());  // channel k's int32 bias in units of x_scale * w_scale[k]
+        for (int64_t k = 0; k < b.numel(); ++k)
+          qb.set(k, ops::requantize(b.get(k) / bscales[static_cast<size_t>(k)], 0.0, DType::I32));
+        g.initializers[bname] = qb;
         c.inputs.push_back(bname);
       }
     } else {
@@ -140,7 +225,15 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
           for (int64_t i = 0; i < k; ++i) wt.f64()[i * units + u] = w.f64()[u * k + i];
       }
       c.attrs["units"] = wt.dim(1);
-      g.initializers[wname] = quantized(wt, wq.scale, wq.zero_point, dtype_of(wq.type), wt.shape());
+      const int64_t units = wt.dim(1);
+      const auto column = [units](int64_t i) { return i % units; };
+      if (per_channel) {
+        wscales = channel_scales(wt, units, column);
+        c.attrs["w_scales"] = wscales, c.attrs["w_scale"] = wscales[0];
+        g.initializers[wname] = quantized(wt, wscales, DType::I8, wt.shape(), column);
+      } else {
+        g.initializers[wname] = quantized(wt, wq.scale, wq.zero_point, dtype_of(wq.type), wt.shape());
+      }
       c.inputs.push_back(wname);
     }
     ir::Node d{n.name + "/dequantize", "dequantize_linear", {c.outputs[0]}, {n.outputs[0]}, {}};

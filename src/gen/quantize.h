@@ -1,9 +1,11 @@
 // Quantized models (--dtype int8), made the way post-training quantization tools make them in
 // ONNX's operator form: every convolution (conv2d), bias-free dense layer and matmul by a constant
 // matrix of a float model becomes quantize_linear -> qlinear_conv2d / qlinear_matmul ->
-// dequantize_linear, the rest of the model staying float32. Scales and zero points are calibrated
-// on the model's own inputs (the float64 reference's range of each value), with a share drawn at
-// the extremes a tool does not choose but a library must take: a scale a fraction of the range's
+// dequantize_linear, and every addition, product, average pooling, concatenation, leaky_relu and
+// sigmoid of computed values becomes its quantized twin (ops/qlinear.cpp: ONNX Runtime's QLinearAdd,
+// ...) between quantize_linear and dequantize_linear, the rest of the model staying float32. Scales
+// and zero points are calibrated on the model's own inputs (the float64 reference's range of each
+// value), with a share drawn at the extremes a tool does not choose but a library must take: a scale a fraction of the range's
 // (saturation), zero points at the ends of their type, uint8 weights (asymmetric), the output
 // scale far from the accumulator's size. Weights are quantized per tensor (int8 symmetric, or
 // uint8 around a drawn zero point), a bias to int32 in units of x_scale * w_scale.

@@ -29,6 +29,8 @@ using core::UserError;
 namespace {
 
 constexpr const char* kOutputsKey = "quorum.outputs";
+// The one operator set beside ONNX's own that the catalogue reads: ONNX Runtime's contrib operators.
+const std::string kContribDomain = "com.microsoft";
 
 // ---------------------------------------------------------------------------------------------
 // Tensors and types
@@ -239,6 +241,10 @@ class ProtoNode final : public ops::OnnxNode {
     ir::set_strings(p_, name, v);
     return *this;
   }
+  ProtoNode& set_domain(const std::string& domain) override {
+    p_->set_domain(domain);
+    return *this;
+  }
 
  private:
   onnx::NodeProto* p_;
@@ -290,6 +296,13 @@ class Exporter final : public ops::OnnxExport {
       for (const auto& n : g_.nodes)
         for (const auto& o : n.outputs)
           if (listed.insert(o).second) set_type(gp_->add_output(), o, g_.types.at(o));
+    std::set<std::string> domains;
+    for (const auto& n : gp_->node())
+      if (!n.domain().empty() && domains.insert(n.domain()).second) {
+        auto* d = m_.add_opset_import();
+        d->set_domain(n.domain());
+        d->set_version(1);
+      }
     auto* meta = m_.add_metadata_props();
     meta->set_key(kOutputsKey);
     meta->set_value(std::to_string(std::set<std::string>(g_.outputs.begin(), g_.outputs.end()).size()));
@@ -489,7 +502,7 @@ class Importer final : public ops::OnnxImport {
       cur_ = &n;
       cur_name_ = names_.at(&n);
       if (skip_.count(&n)) continue;
-      if (!n.domain().empty() && n.domain() != "ai.onnx")
+      if (!n.domain().empty() && n.domain() != "ai.onnx" && n.domain() != kContribDomain)
         fail("operator not in the catalogue (domain '" + n.domain() + "')");
       import_node(n);
     }
@@ -767,7 +780,9 @@ class Importer final : public ops::OnnxImport {
     if (auto it = gelu_.find(&n); it != gelu_.end())
       return (void)emit_final("gelu", {it->second}, {{"approximate", std::string("none")}});
     if (n.op_type() == "Constant") return import_constant();
-    const auto* hook = ops::catalogue().onnx_importer(n.op_type());
+    // A contrib operator is registered under "<domain>.<type>" (ops/onnx_map.h).
+    const auto* hook = ops::catalogue().onnx_importer(
+        n.domain() == kContribDomain ? n.domain() + "." + n.op_type() : n.op_type());
     if (!hook) fail("operator not in the catalogue");
     (*hook)(*this);
   }

@@ -33,6 +33,9 @@ class OnnxNode {
   virtual OnnxNode& set_s(const std::string& name, const std::string& v) = 0;
   virtual OnnxNode& set_ints(const std::string& name, const std::vector<int64_t>& v) = 0;
   virtual OnnxNode& set_strings(const std::string& name, const std::vector<std::string>& v) = 0;
+  // The operator set of a node outside ONNX's default domain ("com.microsoft": ONNX Runtime's contrib
+  // operators, which OpenCV reads too); the model imports that domain at version 1.
+  virtual OnnxNode& set_domain(const std::string& domain) = 0;
 };
 
 class OnnxExport {

@@ -273,7 +273,8 @@ struct OpSpec {
   // The ONNX mapping (ops/onnx_map.h). Export writes the node (or a decomposition); null: the
   // operator has no ONNX counterpart. Import entries map ONNX operator types to a hook that emits
   // catalogue nodes for one ONNX node (several types may map to one operator, one type may give a
-  // small subgraph); each ONNX type belongs to one entry in the whole catalogue.
+  // small subgraph); each ONNX type belongs to one entry in the whole catalogue. An operator of ONNX
+  // Runtime's contrib set is named "com.microsoft.<type>".
   std::function<void(OnnxExport&)> onnx_export;
   struct OnnxImportEntry {
     std::vector<std::string> op_types;

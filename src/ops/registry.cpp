@@ -58,6 +58,7 @@ const Registry& catalogue() {
     register_rnn(r);
     register_loss(r);
     register_quant(r);
+    register_qlinear(r);
     return r;
   }();
   return reg;

@@ -41,5 +41,6 @@ void register_resize(Registry& r);
 void register_rnn(Registry& r);
 void register_loss(Registry& r);
 void register_quant(Registry& r);
+void register_qlinear(Registry& r);  // after the float operators it quantizes
 
 }  // namespace quorum::ops

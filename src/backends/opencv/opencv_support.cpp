@@ -351,6 +351,12 @@ const std::map<std::string, Rule>& rules() {
       return Support::yes();
     };
     m["qlinear_conv2d"] = conv;
+    // The quantized twins (com.microsoft QLinear*) as their float layers' geometry.
+    m["qlinear_add"] = m["qlinear_mul"] = same_shapes;
+    m["qlinear_avg_pool2d"] = pool;
+    m["qlinear_global_avg_pool"] = global_pool;
+    for (const char* op : {"qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"})
+      m[op] = [](const ir::Graph&, const ir::Node&) { return Support::yes(); };
     m["batch_norm"] = batch_norm;
     m["reduce_sum"] = reduce_sum;
     m["resize_nearest"] = resize_nearest;

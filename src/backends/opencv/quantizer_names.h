@@ -18,7 +18,7 @@ inline ir::Graph quantizer_names(const ir::Graph& g, std::map<std::string, std::
   std::map<std::string, std::string> to;
   for (const auto& n : g.nodes) {
     if (n.op == "quantize_linear") to[n.outputs[0]] = n.name + "/quantized";
-    else if (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") to[n.outputs[0]] = n.name + "/y_quantized";
+    else if (n.op.rfind("qlinear_", 0) == 0) to[n.outputs[0]] = n.name + "/y_quantized";
   }
   if (to.empty()) return g;
   ir::Graph r = g;

@@ -1,0 +1,121 @@
+// The quantized twins of float operators (ops/qlinear.cpp) against hand-computed cases: each input's own
+// scale and zero point, one rounding half to even, saturation; their ONNX form in ONNX Runtime's contrib
+// domain, read back; and the generator's quantization of a float model's additions and pools.
+#include <gtest/gtest.h>
+
+#include "gen/quantize.h"
+#include "ir/onnx_io.h"
+#include "ops/registry.h"
+#include "ref/interpreter.h"
+
+namespace quorum::ops {
+namespace {
+
+std::vector<double> run(const std::string& op, const std::vector<Tensor>& in, const Attrs& given) {
+  const OpSpec& spec = ops::op(op);
+  const Attrs a = canonical_attrs(spec, given);
+  Inputs p;
+  for (const auto& t : in) p.push_back(&t);
+  return spec.forward(p, a)[0].values();
+}
+
+ir::Graph graph(const std::string& name, std::vector<ir::ValueInfo> inputs, std::vector<ir::Node> nodes) {
+  ir::Graph g;
+  g.name = name;
+  g.inputs = std::move(inputs);
+  g.outputs = {nodes.back().outputs[0]};
+  g.nodes = std::move(nodes);
+  ir::validate(g, name);
+  return g;
+}
+
+Attrs q(std::vector<double> scales, std::vector<int64_t> zps, double ys, int64_t yzp, const std::string& to) {
+  return {{"x_scales", scales}, {"x_zero_points", zps}, {"y_scale", ys}, {"y_zero_point", yzp}, {"to", to}};
+}
+
+TEST(QLinear, AddDequantizesEachInputWithItsOwnScaleAndRoundsHalfToEven) {
+  // (10 - 0) * 0.5 + (4 - 1) * 0.25 = 5.75, / 0.5 = 11.5 -> 12 (even), + 3 = 15;
+  // -3 * 0.5 + 126 * 0.25 = 30, / 0.5 = 60, + 3 = 63; 127 * 0.5 + 126 * 0.25 = 95 -> 190 + 3 saturates at 127
+  EXPECT_EQ(run("qlinear_add", {Tensor::f64({3}, {10, -3, 127}), Tensor::f64({3}, {4, 127, 127})},
+                q({0.5, 0.25}, {0, 1}, 0.5, 3, "int8")),
+            (std::vector<double>{15, 63, 127}));
+  // a product: (3 - 1) * (5 - 0) * 0.5 * 0.25 = 1.25, / 0.5 = 2.5 -> 2 (even)
+  EXPECT_EQ(run("qlinear_mul", {Tensor::f64({1}, {3}), Tensor::f64({1}, {5})}, q({0.5, 0.25}, {1, 0}, 0.5, 0, "uint8")),
+            (std::vector<double>{2}));
+}
+
+TEST(QLinear, PoolsAndConcatRequantizeTheFloatOperatorsResult) {
+  // uint8 [10, 20, 30, 41], zero point 10: the mean of 0, 10, 20, 31 is 15.25, / 0.5 = 30.5 -> 30 (even)
+  const Tensor x = Tensor::f64({1, 1, 2, 2}, {10, 20, 30, 41});
+  EXPECT_EQ(run("qlinear_global_avg_pool", {x}, q({1}, {10}, 0.5, 0, "uint8")), (std::vector<double>{30}));
+  Attrs pool = q({1}, {10}, 0.5, 0, "uint8");
+  pool["kernel_shape"] = std::vector<int64_t>{2, 2};
+  EXPECT_EQ(run("qlinear_avg_pool2d", {x}, pool), (std::vector<double>{30}));
+  // padded cells are not counted (count_include_pad 0): the 2x2 window over [pad, 0; pad, 20] averages two cells,
+  // 10, / 0.5 = 20
+  pool["pads"] = std::vector<int64_t>{0, 1, 0, 0};
+  pool["strides"] = std::vector<int64_t>{1, 2};
+  EXPECT_EQ(run("qlinear_avg_pool2d", {x}, pool), (std::vector<double>{20}));
+  // concat: each input requantized from its own scale to the output's
+  Attrs c = q({1, 0.5}, {0, 1}, 1, 0, "int8");
+  c["axis"] = int64_t{0};
+  EXPECT_EQ(run("qlinear_concat", {Tensor::f64({1}, {2}), Tensor::f64({2}, {3, -128})}, c),
+            (std::vector<double>{2, 1, -64}));  // (3-1)*0.5 = 1; (-128-1)*0.5 = -64.5 -> -64 (even)
+}
+
+TEST(QLinear, ActivationsSaturateAtBothEnds) {
+  // sigmoid(0) = 0.5 at scale 1/256: 128; a large positive input 255 steps of 1: sigmoid ~ 1 -> 256 -> 255
+  EXPECT_EQ(run("qlinear_sigmoid", {Tensor::f64({3}, {128, 255, 0})}, q({1}, {128}, 1.0 / 256, 0, "uint8")),
+            (std::vector<double>{128, 255, 0}));
+  Attrs l = q({1}, {0}, 1, 0, "int8");
+  l["alpha"] = 0.5;
+  EXPECT_EQ(run("qlinear_leaky_relu", {Tensor::f64({4}, {-3, -128, 5, 127})}, l),
+            (std::vector<double>{-2, -64, 5, 127}));  // -1.5 -> -2 (even)
+  // a y_scale far below the values' size saturates (ONNX's rule), it does not wrap
+  EXPECT_EQ(run("qlinear_leaky_relu", {Tensor::f64({2}, {100, -100})}, q({1}, {0}, 1e-9, 0, "int8")),
+            (std::vector<double>{127, -128}));
+}
+
+TEST(QLinear, TheOnnxFormIsOnnxRuntimesContribOperatorAndReadsBack) {
+  Attrs pa = q({0.125}, {7}, 0.25, 0, "int8");
+  pa["kernel_shape"] = std::vector<int64_t>{2, 2};
+  const ir::Graph g = graph("qadd", {{"x", {core::DType::I8, {1, 2, 3, 3}}}, {"y", {core::DType::I8, {1, 2, 3, 3}}}},
+                            {{"s", "qlinear_add", {"x", "y"}, {"s"}, q({0.5, 0.25}, {1, -2}, 0.125, 7, "int8")},
+                             {"p", "qlinear_avg_pool2d", {"s"}, {"p"}, pa}});
+  const std::string bytes = ir::graph_to_onnx(g, 13);
+  const ir::OnnxSummary sum = ir::onnx_summary(bytes, "qadd");
+  ASSERT_EQ(sum.op_types, (std::vector<std::string>{"QLinearAdd", "QLinearAveragePool"}));
+  EXPECT_EQ(sum.domains, (std::vector<std::string>{"com.microsoft", "com.microsoft"}));
+  const ir::Graph back = ir::graph_from_onnx(bytes, "qadd");
+  ASSERT_EQ(back.nodes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.nodes[i].op, g.nodes[i].op);
+    for (const char* k : {"x_scales", "x_zero_points", "y_scale", "y_zero_point", "to"})
+      EXPECT_EQ(core::to_string(back.nodes[i].attrs.at(k)), core::to_string(g.nodes[i].attrs.at(k))) << k;
+  }
+  EXPECT_EQ(core::attr_ints(back.nodes[1].attrs, "kernel_shape"), (std::vector<int64_t>{2, 2}));
+}
+
+TEST(QLinear, TheGeneratorQuantizesAdditionsAndPoolsBetweenQuantizeAndDequantize) {
+  ir::Graph g = graph("float", {{"x", {core::DType::F32, {2, 3, 4, 4}}}},
+                      {{"r", "relu", {"x"}, {"r"}, {}}, {"a", "add", {"x", "r"}, {"a"}, {}},
+                       {"p", "global_avg_pool", {"a"}, {"p"}, {}}});
+  ref::ValueMap in;
+  core::Rng data(7);
+  Tensor t(core::DType::F32, {2, 3, 4, 4});
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, data.uniform(-2, 2));
+  in["x"] = t;
+  const ref::ValueMap before = ref::forward(g, in);
+  core::Rng rng(17);
+  EXPECT_EQ(gen::quantize_model(g, in, rng), 2);
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"relu", "quantize_linear", "quantize_linear", "qlinear_add",
+                                           "dequantize_linear", "quantize_linear", "qlinear_global_avg_pool",
+                                           "dequantize_linear"}));
+  const ref::ValueMap after = ref::forward(g, in);
+  EXPECT_EQ(after.at(g.outputs[0]).numel(), before.at(g.outputs[0]).numel());
+}
+
+}  // namespace
+}  // namespace quorum::ops
