@@ -427,13 +427,15 @@ OpSpec make_conv_transpose2d() {
 OpSpec make_qlinear_conv2d() {
   OpSpec s;
   s.name = "qlinear_conv2d";
-  s.doc = "ONNX QLinearConv over 2 spatial dims, per-tensor scales: y = saturate(round_half_even((sum (x - x_zp)"
+  s.doc = "ONNX QLinearConv over 2 spatial dims, per-tensor or per-output-channel weight scales (w_scales, "
+          "w_zero_points): y = saturate(round_half_even((sum (x - x_zp)"
           "(w - w_zp) + bias) * x_scale * w_scale / y_scale) + y_zp); weight [out_channels, C/group, kH, kW] int8 "
           "or uint8, optional int32 bias";
   s.attrs = common_attrs(2);
   s.attrs.push_back(enum_attr("auto_pad", "NOTSET", kAutoPadModes, {"SAME", "same", ""}, "as conv2d's"));
   for (const char* p : {"x_", "w_", "y_"})
     for (auto& a : quant_attrs(p)) s.attrs.push_back(a);
+  for (auto& a : per_channel_weight_attrs()) s.attrs.push_back(a);
   s.attrs.push_back(quant_type_attr("w_type"));
   s.attrs.push_back(quant_type_attr("to"));
   s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
@@ -441,9 +443,9 @@ OpSpec make_qlinear_conv2d() {
                    "qlinear_conv2d takes an int8 or uint8 input, got " + core::to_string(in[0].dtype));
     const DType w = quant_dtype(a, "w_type"), to = quant_dtype(a, "to");
     check_zero_point(a, "x_zero_point", in[0].dtype);
-    check_zero_point(a, "w_zero_point", w);
     check_zero_point(a, "y_zero_point", to);
     const ConvGeom g = conv_geometry("qlinear_conv2d", in[0], a, 2, false);
+    check_weight_quant(a, w, g.out_ch);
     Signature sig;
     sig.outputs = {TensorType{to, g.out_shape()}};
     sig.params = {ParamSpec{"weight", TensorType{w, g.weight_shape()}, Init::Normal}};
@@ -453,18 +455,23 @@ OpSpec make_qlinear_conv2d() {
   s.forward = [](const Inputs& in, const Attrs& a) {
     const ConvGeom g = conv_geometry("qlinear_conv2d", in[0]->type(), a, 2, false);
     const double xzp = static_cast<double>(core::attr_i(a, "x_zero_point"));
-    const double wzp = static_cast<double>(core::attr_i(a, "w_zero_point"));
-    Tensor x = map1(*in[0], [xzp](double v) { return v - xzp; }), w = map1(*in[1], [wzp](double v) { return v - wzp; });
+    // Per channel (w_scales), output channel c's weights [c, ...] have zero point wzp[c] and scale ws[c].
+    const std::vector<double> wzp = weight_zero_points(a, g.out_ch), ws = weight_scales(a, g.out_ch);
+    const int64_t per_ch = in[1]->numel() / g.out_ch;
+    Tensor x = map1(*in[0], [xzp](double v) { return v - xzp; }), w = *in[1];
+    for (int64_t i = 0; i < w.numel(); ++i) w.f64()[i] -= wzp[static_cast<size_t>(i / per_ch)];
     Tensor acc(DType::F64, g.out_shape());  // exact: integer sums far below 2^53
     for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) { acc.f64()[yi] += x.f64()[xi] * w.f64()[wi]; });
     const int64_t out_n = core::numel(g.out_sp);
-    const double xs = quant_scale(a, "x_scale"), ws = quant_scale(a, "w_scale"), ys = quant_scale(a, "y_scale");
-    const double m = requant_multiplier(xs, ws, ys);
+    std::vector<double> ms;
+    const double xs = quant_scale(a, "x_scale"), ys = quant_scale(a, "y_scale");
+    for (double s : ws) ms.push_back(requant_multiplier(xs, s, ys));
     const double yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
     const DType to = quant_dtype(a, "to");
     for (int64_t i = 0; i < acc.numel(); ++i) {
-      const double sum = acc.f64()[i] + (g.has_bias ? in[2]->f64()[(i / out_n) % g.out_ch] : 0.0);
-      acc.f64()[i] = requantize(real_to_round({sum, xs, ws}, {ys}, stored(stored(sum) * m)), yzp, to);
+      const auto c = static_cast<size_t>((i / out_n) % g.out_ch);
+      const double sum = acc.f64()[i] + (g.has_bias ? in[2]->f64()[c] : 0.0);
+      acc.f64()[i] = requantize(real_to_round({sum, xs, ws[c]}, {ys}, stored(stored(sum) * ms[c])), yzp, to);
     }
     return std::vector<Tensor>{acc};
   };
@@ -482,6 +489,7 @@ OpSpec make_qlinear_conv2d() {
     c.attrs["x_scale"] = xs, c.attrs["x_zero_point"] = draw_zero_point(rng, xt);
     c.attrs["w_scale"] = ws, c.attrs["w_zero_point"] = draw_zero_point(rng, wt), c.attrs["w_type"] = wt;
     c.attrs["y_scale"] = ys, c.attrs["y_zero_point"] = draw_zero_point(rng, to), c.attrs["to"] = to;
+    draw_per_channel_weight(rng, c.attrs, core::attr_i(c.attrs, "out_channels"), wt);
     c.gen.clear();
     return c;
   };

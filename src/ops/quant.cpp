@@ -123,11 +123,13 @@ OpSpec make_qlinear_matmul() {
   OpSpec s;
   s.name = "qlinear_matmul";
   s.doc =
-      "ONNX QLinearMatMul of a quantized input [..., K] and a quantized constant weight [K, units]: "
+      "ONNX QLinearMatMul of a quantized input [..., K] and a quantized constant weight [K, units], per tensor or "
+      "per column (w_scales, w_zero_points: ONNX's 1-D b_scale, b_zero_point): "
       "y = saturate(round_half_even(sum (a - a_zp)(w - w_zp) * a_scale * w_scale / y_scale) + y_zp)";
   s.attrs = {int_attr("units", 1, 1, kInf, {AttrValue(int64_t{0})}, "output features (the weight's columns)")};
   for (const char* p : {"a_", "w_", "y_"})
     for (auto& a : quant_attrs(p)) s.attrs.push_back(a);
+  for (auto& a : per_channel_weight_attrs()) s.attrs.push_back(a);
   s.attrs.push_back(quant_type_attr("w_type"));
   s.attrs.push_back(quant_type_attr("to"));
   s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
@@ -138,10 +140,10 @@ OpSpec make_qlinear_matmul() {
                    "qlinear_matmul expects an input of rank >= 2 [..., M, K], got " + core::to_string(x.shape));
     const DType w = quant_dtype(a, "w_type"), to = quant_dtype(a, "to");
     check_zero_point(a, "a_zero_point", x.dtype);
-    check_zero_point(a, "w_zero_point", w);
     check_zero_point(a, "y_zero_point", to);
     const int64_t units = core::attr_i(a, "units");
     QUORUM_REQUIRE(units >= 1, "units must be >= 1, got " + str(units));
+    check_weight_quant(a, w, units);
     Shape y = x.shape;
     y.back() = units;
     Signature sig;
@@ -156,18 +158,23 @@ OpSpec make_qlinear_matmul() {
     ys.back() = units;
     Tensor y(DType::F64, ys);
     const double azp = static_cast<double>(core::attr_i(a, "a_zero_point"));
-    const double wzp = static_cast<double>(core::attr_i(a, "w_zero_point"));
+    // Per column (w_scales): column u has zero point wzp[u] and multiplier ms[u].
+    const std::vector<double> wzp = weight_zero_points(a, units);
     const double yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
-    const double as = quant_scale(a, "a_scale"), ws = quant_scale(a, "w_scale"), y_scale = quant_scale(a, "y_scale");
-    const double m = requant_multiplier(as, ws, y_scale);
+    const double as = quant_scale(a, "a_scale"), y_scale = quant_scale(a, "y_scale");
+    const std::vector<double> ws = weight_scales(a, units);
+    std::vector<double> ms;
+    for (double s : ws) ms.push_back(requant_multiplier(as, s, y_scale));
     const DType to = quant_dtype(a, "to");
     const double* x = in[0]->f64();
     const double* w = in[1]->f64();
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t u = 0; u < units; ++u) {
+        const double m = ms[static_cast<size_t>(u)];
         double acc = 0;  // exact: |terms| <= 255^2, far fewer than 2^37 of them
-        for (int64_t i = 0; i < k; ++i) acc += (x[r * k + i] - azp) * (w[i * units + u] - wzp);
-        y.f64()[r * units + u] = requantize(real_to_round({acc, as, ws}, {y_scale}, stored(stored(acc) * m)), yzp, to);
+        for (int64_t i = 0; i < k; ++i) acc += (x[r * k + i] - azp) * (w[i * units + u] - wzp[static_cast<size_t>(u)]);
+        const double real = real_to_round({acc, as, ws[static_cast<size_t>(u)]}, {y_scale}, stored(stored(acc) * m));
+        y.f64()[r * units + u] = requantize(real, yzp, to);
       }
     return std::vector<Tensor>{y};
   };
@@ -191,6 +198,7 @@ OpSpec make_qlinear_matmul() {
                {"y_scale", ys},
                {"y_zero_point", draw_zero_point(rng, to)},
                {"to", to}};
+    draw_per_channel_weight(rng, c.attrs, core::attr_i(c.attrs, "units"), wt);
     return c;
   };
   s.onnx_export = [](OnnxExport& e) { e.final_node("QLinearMatMul", qlinear_operands(e, "a_")); };

@@ -50,6 +50,24 @@ void quantized_operator(OpSpec& s);
 // ... and for one whose output is quantized to the type its attribute `to` names: judged exactly (tolerance 0;
 // the float32 roundings a library may make are the spread's), every value in that type's range.
 void quantized_output(OpSpec& s);
+// Per-channel weights (QLinearConv's w_scale / w_zero_point, QLinearMatMul's b_scale / b_zero_point as 1-D
+// tensors, one value per output channel or column): the attributes w_scales (float32 list) and w_zero_points
+// (integer list). w_scales empty = per tensor (w_scale); given, it holds one scale per channel, and
+// w_zero_points either one zero point per channel or empty (w_zero_point for every channel). Both are keyed
+// in a finding's signature when given (w_scales="given"), and w_zero_points needs w_scales.
+std::vector<AttrSpec> per_channel_weight_attrs();
+bool per_channel_weight(const Attrs& a);
+// Fails (OpError) unless the lists fit `channels` output channels and the zero points are values of `type`.
+void check_weight_quant(const Attrs& a, DType type, int64_t channels);
+// Each channel's weight scale (as the float32 a library holds) and zero point; per tensor, w_scale and
+// w_zero_point repeated.
+std::vector<double> weight_scales(const Attrs& a, int64_t channels);
+std::vector<double> weight_zero_points(const Attrs& a, int64_t channels);
+// A sampler's per-channel share: three tenths of the time, w_scales of `channels` distinct float32 scales around
+// the drawn w_scale (a tenth of them 2^6..2^14 times smaller or larger: those channels saturate or round to 0),
+// and half of those times w_zero_points (distinct, of `type`); w_scale and w_zero_point then hold channel 0's,
+// as an ONNX import reads them back.
+void draw_per_channel_weight(core::Rng& rng, Attrs& a, int64_t channels, const std::string& type);
 // ONNX constants: a float32 scalar scale, and a zero point of `type`.
 std::string scale_constant(OnnxExport& e, double scale, const std::string& what);
 std::string zero_point_constant(OnnxExport& e, int64_t zp, DType type, const std::string& what);

@@ -53,6 +53,9 @@ ProductQuant product_quant(const ir::Graph& g, const ir::Node& n) {
 }
 
 Support product_supports(const ir::Graph& g, const ir::Node& n) {
+  if (ops::per_channel_weight(n.attrs))
+    return Support::no("per-channel weight scales (w_scales) are not lowered to ArmNN (its per-axis weight "
+                       "quantization is not wired here)");
   const core::DType x = g.types.at(n.inputs[0]).dtype, w = ops::quant_dtype(n.attrs, "w_type"),
                     y = ops::quant_dtype(n.attrs, "to");
   const bool conv = n.op == "qlinear_conv2d";

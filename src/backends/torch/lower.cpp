@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ops/kernel_util.h"
+#include "ops/quant_util.h"
 
 namespace quorum::backends::torch {
 namespace {
@@ -913,6 +914,9 @@ std::string join(const std::vector<std::string>& v) {
 
 // What libtorch's quantized convolution and linear cannot take (measured with python3-torch 1.13).
 Support quantized_support(const ir::Graph& g, const ir::Node& n, const std::string& qengine) {
+  if (ops::per_channel_weight(n.attrs))
+    return Support::no("per-channel weight scales (w_scales) are not lowered to libtorch yet (its per-channel "
+                       "qint8 weights, torch.quantize_per_channel, are not wired here)");
   const bool u8_weight = core::attr_s(n.attrs, "w_type") == "uint8";
   const int64_t wzp = core::attr_i(n.attrs, "w_zero_point") - (u8_weight ? 128 : 0);  // as qint8
   if (qengine == "onednn" && wzp != 0)

@@ -98,6 +98,9 @@ constexpr float kMaxRequantization = 256.0f;    // xnn_create_*: requantization 
 
 Support product_supports(const ir::Graph& g, const ir::Node& n) {
   const core::Attrs& a = n.attrs;
+  if (ops::per_channel_weight(a))
+    return Support::no("per-channel weight scales (w_scales) are not lowered to XNNPACK (its channelwise qc8 "
+                       "filters are not wired here)");
   const std::string xp = input_prefix(n);
   const core::DType x = g.types.at(n.inputs.at(0)).dtype, w = ops::quant_dtype(a, "w_type");
   const core::DType y = ops::quant_dtype(a, "to");
