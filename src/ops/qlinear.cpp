@@ -31,6 +31,10 @@ struct QDef {
   std::string onnx;      // the com.microsoft operator type
   std::string float_onnx;  // the float operator's ONNX type (its import hook's view)
   bool y_first = false;    // QLinearConcat: y_scale, y_zero_point before the inputs' triples
+  // A sum, product or selection of the dequantized inputs: with every scale a power of two, every float32
+  // formulation (dequantize first, or scale ratios a_scale / y_scale) computes a float32-representable result
+  // exactly, so its rounding ties are judged (ops::real_to_round's rule for these operators).
+  bool linear = false;
   // The output scale drawn for a sampled case from the inputs' scales: the result's typical size, so a case
   // neither always saturates nor rounds to 0.
   std::function<double(core::Rng&, const std::vector<double>&)> y_scale;
@@ -39,6 +43,10 @@ struct QDef {
 std::vector<double> scales_of(const Attrs& a) { return core::attr_floats(a, "x_scales"); }
 const std::vector<int64_t>& zero_points_of(const Attrs& a) { return core::attr_ints(a, "x_zero_points"); }
 double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+bool power_of_two(double v) {
+  int e = 0;
+  return v > 0 && std::isfinite(v) && std::frexp(v, &e) == 0.5;
+}
 
 // The float node as its export hook sees it: a float32 node whose final node becomes the contrib operator with
 // each data input's scale and zero point beside it. A decomposition has no quantized form: refused.
@@ -216,24 +224,33 @@ OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
     for (auto& o : sig.outputs) o.dtype = t;
     return sig;
   };
-  s.forward = [&f](const Inputs& in, const Attrs& a) {
+  s.forward = [d, &f](const Inputs& in, const Attrs& a) {
     const auto scales = scales_of(a);
     const auto& zps = zero_points_of(a);
+    const double ys = quant_scale(a, "y_scale"), yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
+    bool exact = d.linear && power_of_two(ys);
+    for (double sc : scales) exact = exact && power_of_two(f32(sc));
     std::vector<Tensor> deq;
     deq.reserve(in.size());
     Inputs fin;
     for (size_t i = 0; i < in.size(); ++i) {
       Tensor x(DType::F64, in[i]->shape());
       const double scale = f32(scales[i]), zp = static_cast<double>(zps[i]);
-      for (int64_t k = 0; k < x.numel(); ++k) x.f64()[k] = stored((in[i]->f64()[k] - zp) * scale);
+      for (int64_t k = 0; k < x.numel(); ++k) {
+        const double v = (in[i]->f64()[k] - zp) * scale;
+        x.f64()[k] = exact ? v : stored(v);
+      }
       deq.push_back(std::move(x));
     }
     for (const Tensor& x : deq) fin.push_back(&x);
     std::vector<Tensor> out = f.forward(fin, a);
-    const double ys = quant_scale(a, "y_scale"), yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
     const DType to = quant_dtype(a, "to");
     for (Tensor& y : out)
-      for (int64_t k = 0; k < y.numel(); ++k) y.f64()[k] = requantize(stored(stored(y.f64()[k]) / ys), yzp, to);
+      for (int64_t k = 0; k < y.numel(); ++k) {
+        const double r = y.f64()[k] / ys;
+        const bool held = exact && std::abs(r) <= FLT_MAX && f32(r) == r && f32(r + yzp) == r + yzp;
+        y.f64()[k] = requantize(held ? r : stored(stored(y.f64()[k]) / ys), yzp, to);
+      }
     return out;
   };
   quantized_output(s);
@@ -282,17 +299,17 @@ void register_qlinear(Registry& r) {
     return *std::max_element(s.begin(), s.end()) * pow2(rng, -1, 1);
   };
   const std::vector<QDef> defs = {
-      {"qlinear_add", "add", "QLinearAdd", "Add", false, like_inputs},
+      {"qlinear_add", "add", "QLinearAdd", "Add", false, true, like_inputs},
       // A product of two quantized values spans 255^2 steps of a_scale * b_scale.
-      {"qlinear_mul", "mul", "QLinearMul", "Mul", false,
+      {"qlinear_mul", "mul", "QLinearMul", "Mul", false, true,
        [](core::Rng& rng, const std::vector<double>& s) { return s.at(0) * s.at(1) * 64 * pow2(rng, -2, 2); }},
-      {"qlinear_avg_pool2d", "avg_pool2d", "QLinearAveragePool", "AveragePool", false, like_inputs},
+      {"qlinear_avg_pool2d", "avg_pool2d", "QLinearAveragePool", "AveragePool", false, false, like_inputs},
       {"qlinear_global_avg_pool", "global_avg_pool", "QLinearGlobalAveragePool", "GlobalAveragePool", false,
-       like_inputs},
-      {"qlinear_concat", "concat", "QLinearConcat", "Concat", true, like_inputs},
-      {"qlinear_leaky_relu", "leaky_relu", "QLinearLeakyRelu", "LeakyRelu", false, like_inputs},
+       false, like_inputs},
+      {"qlinear_concat", "concat", "QLinearConcat", "Concat", true, true, like_inputs},
+      {"qlinear_leaky_relu", "leaky_relu", "QLinearLeakyRelu", "LeakyRelu", false, false, like_inputs},
       // Tools give a sigmoid's output the scale 1/256 (its range [0, 1] in 256 steps).
-      {"qlinear_sigmoid", "sigmoid", "QLinearSigmoid", "Sigmoid", false,
+      {"qlinear_sigmoid", "sigmoid", "QLinearSigmoid", "Sigmoid", false, false,
        [](core::Rng& rng, const std::vector<double>&) { return pow2(rng, -9, -7); }},
   };
   for (const QDef& d : defs) {

@@ -163,13 +163,17 @@ TEST(OrtBackend, ShortCampaignReportsNothingTheLedgerDoesNotKnow) {
 
 // Quantized models: ONNX Runtime's int8 kernels (QuantizeLinear, QLinearConv, QLinearMatMul, DequantizeLinear; in
 // the optimized run its NHWC QLinearConv) agree exactly with the reference's integer arithmetic on every unit case
-// it takes; the type combinations it has no kernel for are refused with the reason, not crashes.
+// it takes; the type combinations it has no kernel for are refused with the reason, not crashes. (Its contrib
+// QLinearAdd and the other twins have bugs in its ledger: ort-qlinear-float-to-int-overflow.)
 TEST(OrtBackend, QuantizedUnitModelsAgreeExactly) {
   REQUIRE_ORT();
   const fs::path out = testing::scratch("ort_test") / "int8";
   fs::remove_all(out);
   const testing::Result r = testing::run_quorum(
-      "fuzz --generator unit --dtype int8 --backends ort --models 48 --seed 17 --out " + out.string(), "ort_test");
+      "fuzz --generator unit --dtype int8 --backends ort --models 48 --seed 17 "
+      "--ops quantize_linear,dequantize_linear,qlinear_conv2d,qlinear_matmul --out " +
+          out.string(),
+      "ort_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("no findings"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("has no QLinearConv or QLinearMatMul kernel"), std::string::npos) << r.out;
