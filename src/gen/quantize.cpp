@@ -154,8 +154,9 @@ void quantize_twin(ir::Graph& g, const ir::Node& n, const ops::OpSpec& twin, con
 
 }  // namespace
 
-int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
-  const ref::ValueMap values = ref::forward(g, inputs);
+int quantize_model(ir::Graph& model, const ref::ValueMap& inputs, core::Rng& rng) {
+  const ref::ValueMap values = ref::forward(model, inputs);
+  ir::Graph g = model;  // the model changes only once the quantized graph validates
   std::vector<ir::Node> nodes;
   int count = 0;
   for (const ir::Node& n : g.nodes) {
@@ -252,6 +253,7 @@ int quantize_model(ir::Graph& g, const ref::ValueMap& inputs, core::Rng& rng) {
     it = read.count(it->first) ? std::next(it) : g.initializers.erase(it);
   g.types.clear();
   ir::validate(g, g.name);
+  model = std::move(g);
   return count;
 }
 

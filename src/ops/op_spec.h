@@ -119,7 +119,7 @@ struct InputGen {
   double lo = -2.0, hi = 2.0;
   Fill fill = Fill::Uniform;  // OneHot / Probability: over the last axis
   // > 0 (uniform fill): a quarter of the values snapped to (k + 1/2) * tie_grid, the ties of a quantization at
-  // that scale (exact where the scale is a power of two).
+  // that scale, when it is a power of two (where the ties are exact in float32, and judged).
   double tie_grid = 0;
 };
 

