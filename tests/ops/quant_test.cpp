@@ -76,6 +76,18 @@ TEST(Quant, QlinearMatmulAccumulatesExactlyAndRequantizes) {
   EXPECT_EQ(run("qlinear_matmul", {a, w}, at)[0], 72);
 }
 
+TEST(Quant, AnAccumulatorPastInt32IsExact) {
+  // K = 33100 terms of (0 - 255) * (127 - (-128)) = -65025: acc = -2 152 327 500, below -2^31. Exact, it requantizes
+  // (y_scale 2^24) to -128.3 -> -128; an int32 sum would have wrapped to +2 142 639 796 and saturated at 127.
+  const int64_t k = 33100;
+  const Tensor a = Tensor::f64({1, k}, std::vector<double>(static_cast<size_t>(k), 0));
+  const Tensor w = Tensor::f64({k, 1}, std::vector<double>(static_cast<size_t>(k), 127));
+  const Attrs at = {{"units", int64_t{1}},     {"a_scale", 1.0},     {"a_zero_point", int64_t{255}},
+                    {"w_scale", 1.0},          {"w_zero_point", int64_t{-128}}, {"w_type", std::string("int8")},
+                    {"y_scale", 16777216.0},   {"y_zero_point", int64_t{0}},    {"to", std::string("int8")}};
+  EXPECT_EQ(run("qlinear_matmul", {a, w}, at), (std::vector<double>{-128}));
+}
+
 TEST(Quant, QlinearConvPadsWithTheZeroPointAndAddsAnInt32Bias) {
   // x [1, 1, 1, 2] int8 zp 5, w [1, 1, 1, 3] int8 zp -1, pads 1 on each side of the width: the padded cells
   // hold x's zero point, so they add 0. y[0] = (pad)(w0+1) + (7-5)(w1+1) + (9-5)(w2+1), bias 3 in acc units.
