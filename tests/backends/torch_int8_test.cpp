@@ -40,5 +40,24 @@ TEST(TorchInt8, QuantizedUnitModelsReportOnlyLedgerEntries) {
   fs::remove_all(out);
 }
 
+// Per-channel weights (w_scales) on both engines: the convolution and matmul cases (three tenths per channel) run as
+// libtorch's per-channel qint8 weights, none is refused as unlowered, and every finding is a ledger entry's.
+TEST(TorchInt8, PerChannelWeightsReportOnlyLedgerEntries) {
+  if (!torch_built()) GTEST_SKIP() << "torch backend not built";
+  const fs::path out = testing::scratch("torch_int8_test") / "per_channel";
+  fs::remove_all(out);
+  const testing::Result r = testing::run_quorum("fuzz --generator unit --dtype int8 --backends "
+                                                "torch,torch:qengine=qnnpack --ops qlinear_conv2d,qlinear_matmul "
+                                                "--models 60 --jobs 1 --seed 23 --out " + out.string(),
+                                                "torch_int8_test");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("are not lowered"), std::string::npos) << r.out;
+  const auto store = campaign::open_sqlite_store(out.string());
+  EXPECT_EQ(store->models_done(), 60);
+  for (const auto& f : store->findings())
+    EXPECT_FALSE(f.known.empty()) << "not in the ledger: " << f.signature << " (root cause " << f.root_cause << ")";
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace quorum::backends

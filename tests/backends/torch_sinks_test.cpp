@@ -8,6 +8,7 @@
 
 #include "backends/torch/lower.h"
 #include "ir/build.h"
+#include "ops/quant_util.h"
 #include "ops/registry.h"
 
 namespace quorum::backends::torch {
@@ -49,6 +50,38 @@ TEST(TorchSinks, BackendAndWriterReceiveTheSameCalls) {
   EXPECT_GE(ops_compared, 12);
   EXPECT_GE(calls, 100);
   std::printf("compared %d operators, %d sink calls, %d refusals\n", ops_compared, calls, refusals);
+}
+
+// Per-channel weights (w_scales): both sinks receive the same per-channel quantized weight (float64 scales, int64
+// zero points, axis 0) for sampled qlinear_conv2d and qlinear_matmul cases, and the backend runs them on its default
+// engine (onednn: symmetric weights; the others are refused with the measured reason, the same in both sinks).
+TEST(TorchSinks, PerChannelWeightsReachBothSinksAlike) {
+  for (const char* name : {"qlinear_conv2d", "qlinear_matmul"}) {
+    const ops::OpSpec& spec = ops::op(name);
+    int ran = 0, per_channel = 0;
+    for (uint64_t k = 0; k < 200 && ran < 3; ++k) {
+      core::Rng rng(core::fnv1a(spec.name) + 1000 + k);
+      ir::SingleNode sn;
+      try {
+        sn = ir::single_node_graph(spec, spec.sample(rng), rng, core::DType::F32);
+      } catch (const core::OpError&) {
+        continue;
+      }
+      if (!ops::per_channel_weight(sn.graph.nodes[0].attrs)) continue;
+      ++per_channel;
+      const std::string where = std::string(name) + " " + core::to_string(sn.graph.nodes[0].attrs);
+      const std::vector<std::string> library = library_sink_calls(sn.graph, sn.inputs);
+      EXPECT_EQ(library, writer_sink_calls(sn.graph)) << where;
+      ASSERT_FALSE(library.empty()) << where;
+      if (library[0].rfind("refused: ", 0) == 0) continue;
+      ++ran;
+      std::string all;
+      for (const std::string& line : library) all += line + "\n";
+      EXPECT_NE(all.find("torch._make_per_channel_quantized_tensor("), std::string::npos) << all;
+      EXPECT_EQ(all.find("error: "), std::string::npos) << where << "\n" << all;
+    }
+    EXPECT_GE(ran, 3) << name << ": " << per_channel << " per-channel cases drawn";
+  }
 }
 
 // The recording decorator's lines name the call, its arguments (keywords, kinds) and the note, so

@@ -782,13 +782,28 @@ void quantized_result(const Node& c, CallPtr q) {
   if (c.s("to") == "int8") as_type(c, "y", core::DType::U8, "int8", result_zero_point(c), "y");
 }
 
-// The quantized weight (input 1, type w_type) as qint8.
+// The weight's output channels: a convolution's weight dimension 0, a matmul's column (weight [K, N]).
+int64_t weight_channels(const Node& c) { return c.in_shape(1).at(c.n.op == "qlinear_conv2d" ? 0 : 1); }
+
+// The quantized weight `w` (input 1 of type w_type, its output channels along axis 0) as qint8: per tensor, or per
+// channel (w_scales) as torch._make_per_channel_quantized_tensor with float64 scales and int64 zero points, axis 0.
 CallPtr quantized_weight(const Node& c, const std::string& w) {
-  return quantized(as_type(c, w, type_named(c.s("w_type")), "int8", c.i("w_zero_point"), "wi"), c.f("w_scale"));
+  const Quant q = as_type(c, w, type_named(c.s("w_type")), "int8", c.i("w_zero_point"), "wi");
+  if (!ops::per_channel_weight(c.n.attrs)) return quantized(q, c.f("w_scale"));
+  const int64_t shift = q.zp - c.i("w_zero_point");  // -128 for a uint8 weight, else 0
+  Ints zps;
+  for (const double z : ops::weight_zero_points(c.n.attrs, weight_channels(c)))
+    zps.push_back(static_cast<int64_t>(z) + shift);
+  c.let("ws", call("torch.tensor", {flts(ops::weight_scales(c.n.attrs, weight_channels(c))), kw("dtype",
+                                                                                                  dtype("float64"))}),
+        "the weight's scale per output channel");
+  c.let("wz", call("torch.tensor", {ints(zps), kw("dtype", dtype("int64"))}), "its zero point per output channel");
+  return call("torch._make_per_channel_quantized_tensor", {tensor(q.var), tensor("ws"), tensor("wz"), int_(0)});
 }
 
 // quantized::conv2d's packed weight carries a float32 bias, which libtorch quantizes back with the scale
-// x_scale * w_scale: the int32 bias times that scale (in float64, then rounded once) is given.
+// x_scale * w_scale (per channel x_scale * w_scales[c]): the int32 bias times that scale (in float64, then rounded
+// once) is given.
 void lower_qconv(const Node& c) {
   Quant x = as_type(c, "x0", c.g.types.at(c.n.inputs[0]).dtype, "uint8", c.i("x_zero_point"), "xu");
   Ints padding;
@@ -796,9 +811,18 @@ void lower_qconv(const Node& c) {
       conv_input(c, x.var, flt(static_cast<double>(x.zp)), "asymmetric pads, holding the zero point");
   Arg bias = none();
   if (c.i("bias") == 1) {
-    const double bias_scale = c.f("x_scale") * c.f("w_scale");  // both float32: the product is exact in float64
+    // x_scale and each weight scale are float32: their product is exact in float64.
+    Arg bias_scale = flt(c.f("x_scale") * c.f("w_scale"));
+    if (ops::per_channel_weight(c.n.attrs)) {
+      std::vector<double> units;
+      for (const double ws : ops::weight_scales(c.n.attrs, weight_channels(c)))
+        units.push_back(static_cast<double>(static_cast<float>(c.f("x_scale"))) * ws);
+      c.let("bs", call("torch.tensor", {flts(units), kw("dtype", dtype("float64"))}),
+            "x_scale * w_scales[c], exact in float64");
+      bias_scale = tensor("bs");
+    }
     c.let("b", call(".to", {tensor(call("torch.mul", {tensor(call(".to", {tensor("x2"), dtype("float64")})),
-                                                         flt(bias_scale)})),
+                                                         bias_scale})),
                             dtype("float32")}),
           "the int32 bias in real units");
     bias = tensor("b");
@@ -912,41 +936,57 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-// What libtorch's quantized convolution and linear cannot take (measured with python3-torch 1.13).
+// What libtorch's quantized convolution and linear cannot take (measured with python3-torch 1.13). Per-channel
+// weights (w_scales: a qint8 tensor quantized per channel along the output channels) run on both engines; each
+// rule holds for every channel's scale and zero point.
 Support quantized_support(const ir::Graph& g, const ir::Node& n, const std::string& qengine) {
-  if (ops::per_channel_weight(n.attrs))
-    return Support::no("per-channel weight scales (w_scales) are not lowered to libtorch yet (its per-channel "
-                       "qint8 weights, torch.quantize_per_channel, are not wired here)");
   const bool u8_weight = core::attr_s(n.attrs, "w_type") == "uint8";
-  const int64_t wzp = core::attr_i(n.attrs, "w_zero_point") - (u8_weight ? 128 : 0);  // as qint8
-  if (qengine == "onednn" && wzp != 0)
-    return Support::no("libtorch's onednn quantized engine takes symmetric weights only (\"ONEDNN only supports "
-                       "symmetric quantization of weight, whose zero point must be 0\"); this weight's zero point "
-                       "is " + std::to_string(wzp) + " as qint8 (torch:qengine=qnnpack takes it)");
+  const core::Shape& w_shape = g.types.at(n.inputs.at(1)).shape;
+  const int64_t channels = w_shape.at(n.op == "qlinear_conv2d" ? 0 : 1);
+  const std::vector<double> w_scales = ops::weight_scales(n.attrs, channels);
+  const std::vector<double> w_zps = ops::weight_zero_points(n.attrs, channels);
+  if (qengine == "onednn")
+    for (size_t ch = 0; ch < w_zps.size(); ++ch) {
+      const int64_t wzp = static_cast<int64_t>(w_zps[ch]) - (u8_weight ? 128 : 0);  // as qint8
+      if (wzp == 0) continue;
+      return Support::no("libtorch's onednn quantized engine takes symmetric weights only (\"ONEDNN only supports "
+                         "symmetric quantization of weight, whose zero point must be 0\"); this weight's zero point "
+                         "is " + std::to_string(wzp) + " as qint8" +
+                         (ops::per_channel_weight(n.attrs) ? " (channel " + std::to_string(ch) + ")" : "") +
+                         " (torch:qengine=qnnpack takes it)");
+    }
   if (qengine == "qnnpack") {
-    // QNNPACK's requantization scale x_scale * w_scale / y_scale must be a normal float32. libtorch forms it in
-    // float32 in an order that differs by operator (measured at the scales' float32 edges: x_scale FLT_MAX, w_scale
-    // FLT_MIN, y_scale 1e-3 fails as inf, the other way round runs), so a scale any order takes out of the normal
-    // range, or the exact value within 2^-10 of FLT_MIN, is refused.
+    // QNNPACK's requantization scale x_scale * w_scale / y_scale (per channel x_scale * w_scales[c] / y_scale) must
+    // be a normal float32. libtorch forms it in float32 in an order that differs by operator (measured at the
+    // scales' float32 edges: x_scale FLT_MAX, w_scale FLT_MIN, y_scale 1e-3 fails as inf, the other way round runs),
+    // so a scale any order takes out of the normal range, or the exact value within 2^-10 of FLT_MIN, is refused.
     const auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
     const double xs = core::attr_f(n.attrs, n.op == "qlinear_conv2d" ? "x_scale" : "a_scale");
-    const double ws = core::attr_f(n.attrs, "w_scale"), ys = core::attr_f(n.attrs, "y_scale");
-    const double exact = xs * ws / ys;
-    for (const double m : {f32(f32(xs / ys) * ws), f32(f32(xs * ws) / ys), f32(xs * f32(ws / ys)), exact}) {
-      if (m >= FLT_MIN * (1 + 0x1p-10) && m <= FLT_MAX) continue;
-      char shown[32];
-      std::snprintf(shown, sizeof shown, "%g", exact);
-      return Support::no("QNNPACK takes a requantization scale x_scale * w_scale / y_scale that is a normal float32 "
-                         "in the float32 products libtorch forms (measured: \"requantization scale must be finite "
-                         "and positive\"), this one is " + std::string(shown));
+    const double ys = core::attr_f(n.attrs, "y_scale");
+    // libtorch pads QNNPACK's weight scales with 1 and checks those channels' scale x_scale / y_scale too, per tensor
+    // and per channel (measured: x_scale FLT_MIN, w_scale 4, y_scale 2 fails with "requantization scale: 5.87747e-39").
+    std::vector<double> checked = w_scales;
+    checked.push_back(1.0);
+    for (const double ws : checked) {
+      const double exact = xs * ws / ys;
+      for (const double m : {f32(f32(xs / ys) * ws), f32(f32(xs * ws) / ys), f32(xs * f32(ws / ys)), exact}) {
+        if (m >= FLT_MIN * (1 + 0x1p-10) && m <= FLT_MAX) continue;
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%g", exact);
+        return Support::no("QNNPACK takes a requantization scale x_scale * w_scale / y_scale that is a normal "
+                           "float32 in the float32 products libtorch forms (measured: \"requantization scale must "
+                           "be finite and positive\"), this one is " + std::string(shown));
+      }
     }
   }
   if (n.op == "qlinear_conv2d" && core::attr_i(n.attrs, "bias") == 1) {
-    // The bias in real units, b * x_scale * w_scale, must be a normal float32 that rounds back to b.
-    const double unit = core::attr_f(n.attrs, "x_scale") * core::attr_f(n.attrs, "w_scale");
+    // The bias in real units, b * x_scale * w_scale (per channel w_scales[c]), must be a normal float32 that
+    // rounds back to b.
+    const double xs = core::attr_f(n.attrs, "x_scale");
     auto it = g.initializers.find(n.inputs.at(2));
     if (it != g.initializers.end())
       for (int64_t i = 0; i < it->second.numel(); ++i) {
+        const double unit = xs * w_scales.at(static_cast<size_t>(i) % w_scales.size());
         const double b = std::abs(it->second.get(i)), real = b * unit;
         if (b > 4194304.0 || (b > 0 && !(real >= FLT_MIN && real <= FLT_MAX)))
           return Support::no("libtorch's quantized convolution takes a float32 bias and quantizes it back with "

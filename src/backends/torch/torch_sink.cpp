@@ -5,6 +5,7 @@
 // function torch.nn.functional reaches (F.conv2d -> at::convolution, F.interpolate ->
 // upsample_*2d, F.pad -> reflection_pad{k}d / replication_pad{k}d).
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_make_per_channel_quantized_tensor.h>
 #include <ATen/ops/_make_per_tensor_quantized_tensor.h>
 #include <ATen/ops/_upsample_nearest_exact2d.h>
 #include <ATen/ops/abs.h>
@@ -84,6 +85,7 @@
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/tanh.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/unsqueeze.h>
 #include <ATen/ops/upsample_bicubic2d.h>
 #include <ATen/ops/upsample_bilinear2d.h>
@@ -131,6 +133,11 @@ class Args {
   const Ints& ints(size_t k) const { return expect(at(k), Arg::Kind::Ints).ints; }
   double f(size_t k) const { return expect(at(k), Arg::Kind::Float).f; }
   const std::vector<double>& fs(size_t k) const { return expect(at(k), Arg::Kind::Floats).fs; }
+  // A list of floats (float64) or of ints (int64) as a 1-D tensor.
+  at::Tensor values(size_t k) const {
+    if (at(k).kind == Arg::Kind::Ints) return at::tensor(at::ArrayRef<int64_t>(ints(k)), at::kLong);
+    return at::tensor(at::ArrayRef<double>(fs(k)), at::kDouble);
+  }
   // The argument with Python keyword `key`, if any.
   const Arg* keyword(const std::string& key) const {
     for (const Arg& a : c_.args)
@@ -143,6 +150,7 @@ class Args {
   at::ScalarType dtype(size_t k) const {
     static const std::map<std::string, at::ScalarType> types = {
         {"uint8", at::kByte},     {"int8", at::kChar},    {"int16", at::kShort},  {"int32", at::kInt},
+        {"int64", at::kLong},
         {"float32", at::kFloat},  {"float64", at::kDouble}, {"quint8", at::kQUInt8}, {"qint8", at::kQInt8}};
     return types.at(expect(at(k), Arg::Kind::DType).s);
   }
@@ -400,6 +408,15 @@ void add_quantized(Table& t) {
   t[".to"] = [](const Args& a) { return TensorList{a.t(0).to(a.dtype(1))}; };
   t["torch._make_per_tensor_quantized_tensor"] = [](const Args& a) {
     return TensorList{at::_make_per_tensor_quantized_tensor(a.t(0), a.f(1), a.i(2))};
+  };
+  // torch.tensor(values, dtype=...): a per-channel quantizer's scales (float64) and zero points (int64).
+  t["torch.tensor"] = [](const Args& a) {
+    if (a.size() != 2 || a.keyword("dtype") == nullptr)
+      throw std::logic_error("torch sink: torch.tensor takes values and a dtype");
+    return TensorList{a.values(0).to(a.dtype(1))};
+  };
+  t["torch._make_per_channel_quantized_tensor"] = [](const Args& a) {
+    return TensorList{at::_make_per_channel_quantized_tensor(a.t(0), a.t(1), a.t(2), a.i(3))};
   };
   t["torch.quantize_per_tensor"] = [](const Args& a) {
     return TensorList{at::quantize_per_tensor(a.t(0), a.f(1), a.i(2), a.dtype(3))};
