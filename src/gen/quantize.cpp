@@ -113,6 +113,21 @@ std::string fresh(const ir::Graph& g, const std::string& base) {
   return v;
 }
 
+// quantize_linear of `value` by `q` into a fresh "<value>/q", whose name it reserves in g.types.
+ir::Node quantize_node(ir::Graph& g, const std::string& name, const std::string& value, const QParams& q) {
+  ir::Node n{name, "quantize_linear", {value}, {fresh(g, value + "/q")}, {}};
+  n.attrs = {{"scale", q.scale}, {"zero_point", q.zero_point}, {"to", q.type}};
+  g.types[n.outputs[0]] = {};
+  return n;
+}
+
+// dequantize_linear of `from` by `q` back into the float value `to`, which the quantized node replaced.
+ir::Node dequantize_node(const std::string& name, const std::string& from, const std::string& to, const QParams& q) {
+  ir::Node n{name, "dequantize_linear", {from}, {to}, {}};
+  n.attrs = {{"scale", q.scale}, {"zero_point", q.zero_point}};
+  return n;
+}
+
 // The quantized twin of a float node (ops/qlinear.cpp: "qlinear_<op>", its inputs' scales in x_scales) when
 // every input is computed: tools quantize additions, products, pooling, concatenation and activations
 // between quantized layers in ONNX Runtime's operator form.
@@ -135,10 +150,7 @@ void quantize_twin(ir::Graph& g, const ir::Node& n, const ops::OpSpec& twin, con
   std::vector<int64_t> zps;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const QParams x = activation_params(values.at(n.inputs[i]), rng, type);
-    ir::Node q{n.name + "/quantize" + (i ? std::to_string(i) : ""), "quantize_linear", {n.inputs[i]},
-               {fresh(g, n.inputs[i] + "/q")}, {}};
-    q.attrs = {{"scale", x.scale}, {"zero_point", x.zero_point}, {"to", type}};
-    g.types[q.outputs[0]] = {};
+    ir::Node q = quantize_node(g, n.name + "/quantize" + (i ? std::to_string(i) : ""), n.inputs[i], x);
     c.inputs.push_back(q.outputs[0]);
     scales.push_back(x.scale), zps.push_back(x.zero_point);
     nodes.push_back(std::move(q));
@@ -146,8 +158,7 @@ void quantize_twin(ir::Graph& g, const ir::Node& n, const ops::OpSpec& twin, con
   const QParams y = activation_params(values.at(n.outputs[0]), rng, type);
   c.attrs["x_scales"] = scales, c.attrs["x_zero_points"] = zps;
   c.attrs["y_scale"] = y.scale, c.attrs["y_zero_point"] = y.zero_point, c.attrs["to"] = type;
-  ir::Node d{n.name + "/dequantize", "dequantize_linear", {c.outputs[0]}, {n.outputs[0]}, {}};
-  d.attrs = {{"scale", y.scale}, {"zero_point", y.zero_point}};
+  ir::Node d = dequantize_node(n.name + "/dequantize", c.outputs[0], n.outputs[0], y);
   nodes.push_back(std::move(c));
   nodes.push_back(std::move(d));
 }
@@ -180,9 +191,7 @@ int quantize_model(ir::Graph& model, const ref::ValueMap& inputs, core::Rng& rng
     // Half the weights per output channel (conv2d: weight dim 0; matmul: column), symmetric int8.
     const bool per_channel = rng.bernoulli(0.5) && w.dim(n.op == "matmul" ? 1 : 0) > 1;
     std::vector<double> wscales;
-    ir::Node q{n.name + "/quantize", "quantize_linear", {n.inputs[0]}, {fresh(g, n.inputs[0] + "/q")}, {}};
-    q.attrs = {{"scale", x.scale}, {"zero_point", x.zero_point}, {"to", x.type}};
-    g.types[q.outputs[0]] = {};  // reserves the name
+    ir::Node q = quantize_node(g, n.name + "/quantize", n.inputs[0], x);
     // The convolution keeps its own attributes; qlinear_matmul has only its units (set below) besides these.
     ir::Node c{n.name, "", {q.outputs[0]}, {fresh(g, n.outputs[0] + "/q")}, n.op == "conv2d" ? n.attrs : core::Attrs{}};
     g.types[c.outputs[0]] = {};
@@ -237,8 +246,7 @@ int quantize_model(ir::Graph& model, const ref::ValueMap& inputs, core::Rng& rng
       }
       c.inputs.push_back(wname);
     }
-    ir::Node d{n.name + "/dequantize", "dequantize_linear", {c.outputs[0]}, {n.outputs[0]}, {}};
-    d.attrs = {{"scale", y.scale}, {"zero_point", y.zero_point}};
+    ir::Node d = dequantize_node(n.name + "/dequantize", c.outputs[0], n.outputs[0], y);
     nodes.push_back(std::move(q));
     nodes.push_back(std::move(c));
     nodes.push_back(std::move(d));

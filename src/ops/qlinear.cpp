@@ -40,7 +40,7 @@ struct QDef {
   std::function<double(core::Rng&, const std::vector<double>&)> y_scale;
 };
 
-std::vector<double> scales_of(const Attrs& a) { return core::attr_floats(a, "x_scales"); }
+const std::vector<double>& scales_of(const Attrs& a) { return core::attr_floats(a, "x_scales"); }
 const std::vector<int64_t>& zero_points_of(const Attrs& a) { return core::attr_ints(a, "x_zero_points"); }
 double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
 bool power_of_two(double v) {

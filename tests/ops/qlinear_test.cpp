@@ -6,18 +6,13 @@
 #include "gen/quantize.h"
 #include "ir/onnx_io.h"
 #include "ops/registry.h"
+#include "support/run_op.h"
 #include "ref/interpreter.h"
 
 namespace quorum::ops {
 namespace {
 
-std::vector<double> run(const std::string& op, const std::vector<Tensor>& in, const Attrs& given) {
-  const OpSpec& spec = ops::op(op);
-  const Attrs a = canonical_attrs(spec, given);
-  Inputs p;
-  for (const auto& t : in) p.push_back(&t);
-  return spec.forward(p, a)[0].values();
-}
+using testing::run_op;
 
 ir::Graph graph(const std::string& name, std::vector<ir::ValueInfo> inputs, std::vector<ir::Node> nodes) {
   ir::Graph g;
@@ -36,43 +31,44 @@ Attrs q(std::vector<double> scales, std::vector<int64_t> zps, double ys, int64_t
 TEST(QLinear, AddDequantizesEachInputWithItsOwnScaleAndRoundsHalfToEven) {
   // (10 - 0) * 0.5 + (4 - 1) * 0.25 = 5.75, / 0.5 = 11.5 -> 12 (even), + 3 = 15;
   // -3 * 0.5 + 126 * 0.25 = 30, / 0.5 = 60, + 3 = 63; 127 * 0.5 + 126 * 0.25 = 95 -> 190 + 3 saturates at 127
-  EXPECT_EQ(run("qlinear_add", {Tensor::f64({3}, {10, -3, 127}), Tensor::f64({3}, {4, 127, 127})},
+  EXPECT_EQ(run_op("qlinear_add", {Tensor::f64({3}, {10, -3, 127}), Tensor::f64({3}, {4, 127, 127})},
                 q({0.5, 0.25}, {0, 1}, 0.5, 3, "int8")),
             (std::vector<double>{15, 63, 127}));
   // a product: (3 - 1) * (5 - 0) * 0.5 * 0.25 = 1.25, / 0.5 = 2.5 -> 2 (even)
-  EXPECT_EQ(run("qlinear_mul", {Tensor::f64({1}, {3}), Tensor::f64({1}, {5})}, q({0.5, 0.25}, {1, 0}, 0.5, 0, "uint8")),
-            (std::vector<double>{2}));
+  EXPECT_EQ(
+      run_op("qlinear_mul", {Tensor::f64({1}, {3}), Tensor::f64({1}, {5})}, q({0.5, 0.25}, {1, 0}, 0.5, 0, "uint8")),
+      (std::vector<double>{2}));
 }
 
 TEST(QLinear, PoolsAndConcatRequantizeTheFloatOperatorsResult) {
   // uint8 [10, 20, 30, 41], zero point 10: the mean of 0, 10, 20, 31 is 15.25, / 0.5 = 30.5 -> 30 (even)
   const Tensor x = Tensor::f64({1, 1, 2, 2}, {10, 20, 30, 41});
-  EXPECT_EQ(run("qlinear_global_avg_pool", {x}, q({1}, {10}, 0.5, 0, "uint8")), (std::vector<double>{30}));
+  EXPECT_EQ(run_op("qlinear_global_avg_pool", {x}, q({1}, {10}, 0.5, 0, "uint8")), (std::vector<double>{30}));
   Attrs pool = q({1}, {10}, 0.5, 0, "uint8");
   pool["kernel_shape"] = std::vector<int64_t>{2, 2};
-  EXPECT_EQ(run("qlinear_avg_pool2d", {x}, pool), (std::vector<double>{30}));
+  EXPECT_EQ(run_op("qlinear_avg_pool2d", {x}, pool), (std::vector<double>{30}));
   // padded cells are not counted (count_include_pad 0): the 2x2 window over [pad, 0; pad, 20] averages two cells,
   // 10, / 0.5 = 20
   pool["pads"] = std::vector<int64_t>{0, 1, 0, 0};
   pool["strides"] = std::vector<int64_t>{1, 2};
-  EXPECT_EQ(run("qlinear_avg_pool2d", {x}, pool), (std::vector<double>{20}));
+  EXPECT_EQ(run_op("qlinear_avg_pool2d", {x}, pool), (std::vector<double>{20}));
   // concat: each input requantized from its own scale to the output's
   Attrs c = q({1, 0.5}, {0, 1}, 1, 0, "int8");
   c["axis"] = int64_t{0};
-  EXPECT_EQ(run("qlinear_concat", {Tensor::f64({1}, {2}), Tensor::f64({2}, {3, -128})}, c),
+  EXPECT_EQ(run_op("qlinear_concat", {Tensor::f64({1}, {2}), Tensor::f64({2}, {3, -128})}, c),
             (std::vector<double>{2, 1, -64}));  // (3-1)*0.5 = 1; (-128-1)*0.5 = -64.5 -> -64 (even)
 }
 
 TEST(QLinear, ActivationsSaturateAtBothEnds) {
   // sigmoid(0) = 0.5 at scale 1/256: 128; a large positive input 255 steps of 1: sigmoid ~ 1 -> 256 -> 255
-  EXPECT_EQ(run("qlinear_sigmoid", {Tensor::f64({3}, {128, 255, 0})}, q({1}, {128}, 1.0 / 256, 0, "uint8")),
+  EXPECT_EQ(run_op("qlinear_sigmoid", {Tensor::f64({3}, {128, 255, 0})}, q({1}, {128}, 1.0 / 256, 0, "uint8")),
             (std::vector<double>{128, 255, 0}));
   Attrs l = q({1}, {0}, 1, 0, "int8");
   l["alpha"] = 0.5;
-  EXPECT_EQ(run("qlinear_leaky_relu", {Tensor::f64({4}, {-3, -128, 5, 127})}, l),
+  EXPECT_EQ(run_op("qlinear_leaky_relu", {Tensor::f64({4}, {-3, -128, 5, 127})}, l),
             (std::vector<double>{-2, -64, 5, 127}));  // -1.5 -> -2 (even)
   // a y_scale far below the values' size saturates (ONNX's rule), it does not wrap
-  EXPECT_EQ(run("qlinear_leaky_relu", {Tensor::f64({2}, {100, -100})}, q({1}, {0}, 1e-9, 0, "int8")),
+  EXPECT_EQ(run_op("qlinear_leaky_relu", {Tensor::f64({2}, {100, -100})}, q({1}, {0}, 1e-9, 0, "int8")),
             (std::vector<double>{127, -128}));
 }
 

@@ -13,19 +13,14 @@
 #include "oracle/judge_util.h"
 #include "ops/quant_util.h"
 #include "ops/registry.h"
+#include "support/run_op.h"
 
 namespace quorum::ops {
 namespace {
 
 using core::DType;
 
-std::vector<double> run(const std::string& op, const std::vector<Tensor>& in, const Attrs& given) {
-  const OpSpec& spec = ops::op(op);
-  const Attrs a = canonical_attrs(spec, given);
-  Inputs p;
-  for (const auto& t : in) p.push_back(&t);
-  return spec.forward(p, a)[0].values();
-}
+using testing::run_op;
 
 Attrs matmul_attrs() {
   return {{"units", int64_t{2}},        {"a_scale", 1.0}, {"a_zero_point", int64_t{0}},  {"w_scale", 1.0},
@@ -39,16 +34,16 @@ TEST(QuantPerChannel, AMatmulRequantizesEachColumnWithItsOwnScaleAndZeroPoint) {
   const Tensor w = Tensor::f64({2, 2}, {2, 10, 4, 20});
   Attrs at = matmul_attrs();
   // Per tensor: 26 / 4 = 6.5 -> 6 (even), 130 / 4 = 32.5 -> 32.
-  EXPECT_EQ(run("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 32}));
+  EXPECT_EQ(run_op("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 32}));
   // Per column, scales [1, 0.25]: 26 * 1 / 4 = 6.5 -> 6; 130 * 0.25 / 4 = 8.125 -> 8.
   at["w_scales"] = std::vector<double>{1.0, 0.25};
-  EXPECT_EQ(run("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 8}));
+  EXPECT_EQ(run_op("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 8}));
   // Zero points [0, 10]: column 1 sums 3*(10-10) + 5*(20-10) = 50, * 0.25 / 4 = 3.125 -> 3.
   at["w_zero_points"] = std::vector<int64_t>{0, 10};
-  EXPECT_EQ(run("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 3}));
+  EXPECT_EQ(run_op("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 3}));
   // Column 1's scale 16 saturates it: 50 * 16 / 4 = 200 -> 127; column 0's stays.
   at["w_scales"] = std::vector<double>{1.0, 16.0};
-  EXPECT_EQ(run("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 127}));
+  EXPECT_EQ(run_op("qlinear_matmul", {a, w}, at), (std::vector<double>{6, 127}));
 }
 
 TEST(QuantPerChannel, AConvolutionRequantizesEachOutputChannelWithItsBias) {
@@ -64,10 +59,10 @@ TEST(QuantPerChannel, AConvolutionRequantizesEachOutputChannelWithItsBias) {
               {"y_scale", 1.0},                 {"y_zero_point", int64_t{-3}},
               {"to", std::string("int8")},      {"w_scales", std::vector<double>{0.25, 2.0}}};
   // Channel 0: 12 * 0.5 * 0.25 = 1.5 -> 2 (even) - 3 = -1; channel 1: 16 * 0.5 * 2 = 16 - 3 = 13.
-  EXPECT_EQ(run("qlinear_conv2d", {x, w, b}, at), (std::vector<double>{-1, 13}));
+  EXPECT_EQ(run_op("qlinear_conv2d", {x, w, b}, at), (std::vector<double>{-1, 13}));
   // Channel 1's zero point 5: 1*0 + 2*1 - 1 = 1, * 1 = 1 - 3 = -2.
   at["w_zero_points"] = std::vector<int64_t>{0, 5};
-  EXPECT_EQ(run("qlinear_conv2d", {x, w, b}, at), (std::vector<double>{-1, -2}));
+  EXPECT_EQ(run_op("qlinear_conv2d", {x, w, b}, at), (std::vector<double>{-1, -2}));
 }
 
 TEST(QuantPerChannel, TheShapeRuleChecksTheListsAgainstTheChannels) {

@@ -12,6 +12,7 @@
 #include "ir/build.h"
 #include "ops/quant_util.h"
 #include "ops/registry.h"
+#include "support/run_op.h"
 #include "ref/interpreter.h"
 #include "run_quorum.h"
 
@@ -20,22 +21,16 @@ namespace {
 
 using core::DType;
 
-std::vector<double> run(const std::string& op, const std::vector<Tensor>& in, const Attrs& given) {
-  const OpSpec& spec = ops::op(op);
-  const Attrs a = canonical_attrs(spec, given);
-  Inputs p;
-  for (const auto& t : in) p.push_back(&t);
-  return spec.forward(p, a)[0].values();
-}
+using testing::run_op;
 
 TEST(Quant, QuantizeRoundsHalfToEvenAndSaturates) {
   const Tensor x = Tensor::f64({8}, {2.5, 3.5, -2.5, 1000, -1000, 0.5, -0.5, 1.5});
-  EXPECT_EQ(run("quantize_linear", {x}, {{"scale", 1.0}, {"zero_point", int64_t{0}}, {"to", std::string("int8")}}),
+  EXPECT_EQ(run_op("quantize_linear", {x}, {{"scale", 1.0}, {"zero_point", int64_t{0}}, {"to", std::string("int8")}}),
             (std::vector<double>{2, 4, -2, 127, -128, 0, 0, 2}));
-  EXPECT_EQ(run("quantize_linear", {x}, {{"scale", 1.0}, {"zero_point", int64_t{0}}, {"to", std::string("uint8")}}),
+  EXPECT_EQ(run_op("quantize_linear", {x}, {{"scale", 1.0}, {"zero_point", int64_t{0}}, {"to", std::string("uint8")}}),
             (std::vector<double>{2, 4, 0, 255, 0, 0, 0, 2}));
   // scale 0.5, zero point -3: x / 0.5 = 5, 7, -5 (exact), then + zp
-  EXPECT_EQ(run("quantize_linear", {Tensor::f64({3}, {2.5, 3.5, -2.5})},
+  EXPECT_EQ(run_op("quantize_linear", {Tensor::f64({3}, {2.5, 3.5, -2.5})},
                 {{"scale", 0.5}, {"zero_point", int64_t{-3}}, {"to", std::string("int8")}}),
             (std::vector<double>{2, 4, -8}));
   // the zero point is checked against the type
@@ -48,7 +43,7 @@ TEST(Quant, QuantizeRoundsHalfToEvenAndSaturates) {
 
 TEST(Quant, DequantizeSubtractsTheZeroPoint) {
   EXPECT_EQ(
-      run("dequantize_linear", {Tensor::f64({3}, {0, 128, 255})}, {{"scale", 0.25}, {"zero_point", int64_t{128}}}),
+      run_op("dequantize_linear", {Tensor::f64({3}, {0, 128, 255})}, {{"scale", 0.25}, {"zero_point", int64_t{128}}}),
       (std::vector<double>{-32, 0, 31.75}));
 }
 
@@ -68,12 +63,12 @@ TEST(Quant, QlinearMatmulAccumulatesExactlyAndRequantizes) {
               {"y_zero_point", int64_t{10}},
               {"to", std::string("uint8")}};
   // 20000/256 = 78.125 -> 78 + 10; (200-128)*127 - 128*127 = -7112 / 256 = -27.78 -> -28 + 10 = -18 -> 0
-  EXPECT_EQ(run("qlinear_matmul", {a, w}, at), (std::vector<double>{88, 0}));
+  EXPECT_EQ(run_op("qlinear_matmul", {a, w}, at), (std::vector<double>{88, 0}));
   // 7*(127*100) ... the second: 127*100 - 127*100 = 0 -> 10; 127*127*2 = 32258 / 256 = 126.01 -> 126 + 10
-  EXPECT_EQ(run("qlinear_matmul", {a2, w}, at), (std::vector<double>{10, 136}));
+  EXPECT_EQ(run_op("qlinear_matmul", {a2, w}, at), (std::vector<double>{10, 136}));
   // a tie: 20000 / 320 = 62.5 -> 62 (even) + 10
   at["y_scale"] = 320.0;
-  EXPECT_EQ(run("qlinear_matmul", {a, w}, at)[0], 72);
+  EXPECT_EQ(run_op("qlinear_matmul", {a, w}, at)[0], 72);
 }
 
 TEST(Quant, AnAccumulatorPastInt32IsExact) {
@@ -85,7 +80,7 @@ TEST(Quant, AnAccumulatorPastInt32IsExact) {
   const Attrs at = {{"units", int64_t{1}},     {"a_scale", 1.0},     {"a_zero_point", int64_t{255}},
                     {"w_scale", 1.0},          {"w_zero_point", int64_t{-128}}, {"w_type", std::string("int8")},
                     {"y_scale", 16777216.0},   {"y_zero_point", int64_t{0}},    {"to", std::string("int8")}};
-  EXPECT_EQ(run("qlinear_matmul", {a, w}, at), (std::vector<double>{-128}));
+  EXPECT_EQ(run_op("qlinear_matmul", {a, w}, at), (std::vector<double>{-128}));
 }
 
 TEST(Quant, QlinearConvPadsWithTheZeroPointAndAddsAnInt32Bias) {
@@ -105,7 +100,7 @@ TEST(Quant, QlinearConvPadsWithTheZeroPointAndAddsAnInt32Bias) {
                     {"y_zero_point", int64_t{-100}},
                     {"bias", int64_t{1}}};
   // y0 = 2*3 + 4*4 + 3 = 25; y1 = 2*2 + 4*3 + 3 = 19; then + zp -100
-  EXPECT_EQ(run("qlinear_conv2d", {x, w, b}, at), (std::vector<double>{-75, -81}));
+  EXPECT_EQ(run_op("qlinear_conv2d", {x, w, b}, at), (std::vector<double>{-75, -81}));
 }
 
 // A zero point at an end of its type, or a scale a fraction of the range's: the quantizer's drawn extremes.
@@ -158,7 +153,7 @@ std::vector<std::vector<double>> spread_sides(const std::string& op, const std::
   core::Rng rng(1);
   for (const int direction : {-1, 1}) {
     StoredPrecision scope(true, 0x1p-24, true, false, rng, direction);
-    sides.push_back(run(op, in, a));
+    sides.push_back(run_op(op, in, a));
   }
   return sides;
 }
