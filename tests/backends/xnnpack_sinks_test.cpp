@@ -7,6 +7,7 @@
 // print a program that fails where the backend never ran.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -14,6 +15,7 @@
 #include "campaign/campaign.h"
 #include "campaign/generators.h"
 #include "ir/build.h"
+#include "ir/json_io.h"
 #include "ops/registry.h"
 
 namespace quorum::backends::xnnpack {
@@ -92,7 +94,7 @@ TEST(XnnpackSinks, QuantizedModelsLowerAlikeIntoBothSinks) {
     opt.generator = generator;
     opt.quantized = true;
     const campaign::ModelFactory factory = campaign::generator_factory(opt, "random");
-    for (int64_t i = 0; i < 120; ++i) {  // the quantized twins and per-channel weights are refused
+    for (int64_t i = 0; i < 120; ++i) {  // some quantized twins and per-channel weights are refused
       const campaign::ModelCase m = campaign::draw_case(factory, 2027, i, "mse_loss");
       if (!agree(m.graph, std::string(generator) + " int8 model " + std::to_string(i), t)) continue;
       for (const auto& line : library_sink_calls(m.graph))
@@ -107,6 +109,57 @@ TEST(XnnpackSinks, QuantizedModelsLowerAlikeIntoBothSinks) {
                         "quantized_static", "qint8", "quint8"})
     EXPECT_GT(calls[c], 0) << c;
   std::printf("%d quantized models lowered (%zu calls), %d refused\n", t.compared, t.lines, t.refused);
+}
+
+// The quantized twins XNNPACK runs (lower_quant.cpp), int8 and uint8, each input under its own scale and zero
+// point: both sinks receive the same calls, with qint8/quint8 external values and the twin's definition.
+TEST(XnnpackSinks, QuantizedTwinsLowerAlikeIntoBothSinks) {
+  struct Twin {
+    const char* op;
+    std::vector<const char*> shapes;  // the graph inputs', JSON
+    const char* scales;               // x_scales, y_scale
+    std::vector<int> zero_points;     // the inputs', then the output's (int8; uint8: + 128)
+    const char* call;
+  };
+  const std::vector<Twin> twins = {
+      {"qlinear_add", {"[1, 3, 4, 5]", "[1, 3, 1, 5]"}, R"("x_scales": [0.05, 0.037], "y_scale": 0.08)", {3, -7, 1},
+       "xnn_define_add2"},
+      {"qlinear_mul", {"[3, 4]", "[1, 4]"}, R"("x_scales": [0.25, 0.125], "y_scale": 2.0)", {0, 1, 0},
+       "xnn_define_multiply2"},
+      {"qlinear_global_avg_pool", {"[1, 3, 5, 5]"}, R"("x_scales": [0.2], "y_scale": 0.03)", {-5, 2},
+       "xnn_define_global_average_pooling_2d"},
+      {"qlinear_sigmoid", {"[2, 3, 8]"}, R"("x_scales": [0.05], "y_scale": 0.00390625)", {4, -128},
+       "xnn_define_sigmoid"},
+  };
+  for (const std::string type : {"int8", "uint8"})
+    for (const Twin& t : twins) {
+      const int shift = type == "int8" ? 0 : 128;
+      std::string inputs, names, zps;
+      for (size_t k = 0; k < t.shapes.size(); ++k) {
+        const std::string n = "x" + std::to_string(k), sep = k ? ", " : "";
+        inputs += sep + R"({"name": ")" + n + R"(", "dtype": ")" + type + R"(", "shape": )" + t.shapes[k] + "}";
+        names += sep + "\"" + n + "\"";
+        zps += sep + std::to_string(t.zero_points[k] + shift);
+      }
+      const std::string json = R"({"inputs": [)" + inputs + R"(], "outputs": ["y"], "nodes": [{"name": "t", "op": ")" +
+                               t.op + R"(", "inputs": [)" + names + R"(], "outputs": ["y"], "attrs": {)" + t.scales +
+                               R"(, "x_zero_points": [)" + zps + R"(], "y_zero_point": )" +
+                               std::to_string(t.zero_points.back() + shift) + R"(, "to": ")" + type + R"("}}]})";
+      const ir::Graph g = ir::graph_from_json(json, t.op);
+      const std::string what = std::string(t.op) + " " + type;
+      Tally tally;
+      EXPECT_TRUE(agree(g, what, tally)) << what << ": " << library_sink_calls(g).back();
+      const std::vector<std::string> lines = library_sink_calls(g);
+      const std::string q = type == "int8" ? " qint8 " : " quint8 ";
+      auto has = [&](const std::string& a, const std::string& b) {
+        return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+          return l.find(a) != std::string::npos && l.find(b) != std::string::npos;
+        });
+      };
+      EXPECT_TRUE(has("external_input", q)) << what;
+      EXPECT_TRUE(has("external_output", q)) << what;
+      EXPECT_TRUE(has(t.call, "")) << what;
+    }
 }
 
 }  // namespace

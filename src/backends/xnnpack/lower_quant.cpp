@@ -6,6 +6,10 @@
 //  - qlinear_conv2d: xnn_define_convolution_2d (depthwise: xnn_define_depthwise_convolution_2d) with a quantized
 //    OHWI filter and the int32 bias as qint32 (scale x_scale * w_scale, zero point 0);
 //  - qlinear_matmul: xnn_define_fully_connected with the [K, N] weight and XNN_FLAG_TRANSPOSE_WEIGHTS, no bias.
+//  - the quantized twins (ops/qlinear.cpp), each data input under its own x_scales[i] / x_zero_points[i]:
+//    qlinear_add / qlinear_mul as xnn_define_add2 / xnn_define_multiply2, qlinear_global_avg_pool as
+//    xnn_define_global_average_pooling_2d, qlinear_sigmoid as xnn_define_sigmoid. qlinear_avg_pool2d,
+//    qlinear_leaky_relu and qlinear_concat have no quantized subgraph node in 2022-02 and are refused.
 // What XNNPACK 2022-02 (google/XNNPACK ae108ef, the Debian package) cannot take is refused, each reason measured
 // with standalone programs against the installed library:
 //  - the input, filter and output must share one type (qs8: int8 throughout; qu8: uint8 throughout): the
@@ -17,6 +21,10 @@
 //    [2^-32, 256): at 256 and above xnn_create_runtime_v2 returns xnn_status_unsupported_parameter, below 2^-32
 //    the parameter setup (xnn_init_qs8_conv_minmax_fp32_*_params) fails an assertion and aborts the process;
 //  - every scale must be a normal positive float32 (xnn_define_quantized_tensor_value refuses others).
+//  - the twins' scale ratios, formed in float32 as the operators' creation does (xnn_status_unsupported_parameter
+//    outside, measured at both ends): add each x_scale / y_scale in [2^-10, 2^8); mul x_scale0 * x_scale1 /
+//    y_scale in [2^-16, 2^8); global average pool x_scale / y_scale in [2^-8, 2^8); sigmoid writes only
+//    y_scale 1/256 with zero point -128 (int8) or 0 (uint8).
 // Rounding: the products requantize in float32 (acc converted to float, times the scale, rounded to nearest even,
 // saturated), the reference's rule; the float32 to quantized convert multiplies by the reciprocal 1 / scale
 // rather than dividing by the scale.
@@ -175,6 +183,113 @@ void define_qlinear_matmul(NodeLowering& c) {
   c.sink.fully_connected(x_id, f_id, kNoValue, c.output(), kTransposeWeights);
 }
 
+// ---- the quantized twins (ops/qlinear.cpp): each data input i under x_scales[i], x_zero_points[i] ----
+
+Quant twin_quant(const ir::Graph&, const ir::Node& n, bool output, size_t i) {
+  const core::DType t = ops::quant_dtype(n.attrs, "to");
+  if (output) return quant_of(t, n.attrs, "y_");
+  return Quant{qtype(t), static_cast<float>(core::attr_floats(n.attrs, "x_scales").at(i)),
+               static_cast<int32_t>(core::attr_ints(n.attrs, "x_zero_points").at(i))};
+}
+
+// A float32 scale ratio XNNPACK's operator creation checks against [lo, hi) (xnn_create_runtime_v2 returns
+// xnn_status_unsupported_parameter outside it; measured with standalone programs at both ends).
+Support ratio_in(float r, float lo, float hi, const std::string& what, const std::string& lo_text,
+                 const std::string& hi_text) {
+  if (r >= lo && r < hi) return Support::yes();
+  return Support::no(what + " = " + str(r) + " is outside [" + lo_text + ", " + hi_text +
+                     "): XNNPACK 2022-02's xnn_create_runtime_v2 refuses it (xnn_status_unsupported_parameter)");
+}
+
+// What every twin needs: inputs of the output's type, normal positive float32 scales.
+Support twin_common(const ir::Graph& g, const ir::Node& n) {
+  const core::DType y = ops::quant_dtype(n.attrs, "to");
+  for (const std::string& v : n.inputs) {
+    const core::DType x = g.types.at(v).dtype;
+    if (x != y)
+      return Support::no(n.op + " of a " + core::to_string(x) + " input with a " + core::to_string(y) +
+                         " output (XNNPACK's qs8/qu8 nodes take one type throughout)");
+  }
+  const std::vector<double>& xs = core::attr_floats(n.attrs, "x_scales");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float s = static_cast<float>(xs[i]);
+    if (!(s > 0) || !std::isnormal(s))
+      return Support::no("XNNPACK quantized values need a normal positive float32 scale "
+                         "(xnn_define_quantized_tensor_value refuses others), x_scales[" +
+                         std::to_string(i) + "] is " + str(s));
+  }
+  return normal_scale(n.attrs, "y_scale");
+}
+
+float x_scale(const ir::Node& n, size_t i) { return static_cast<float>(core::attr_floats(n.attrs, "x_scales").at(i)); }
+
+// qlinear_add: xnn_define_add2 (xnn_create_add_nd_qs8/qu8): each input's scale / y_scale in [2^-10, 2^8).
+Support twin_add_supports(const ir::Graph& g, const ir::Node& n) {
+  if (Support ok = twin_common(g, n); !ok.ok) return ok;
+  const float ys = scale_of(n.attrs, "y_scale");
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string what = "x_scales[" + std::to_string(i) + "] / y_scale";
+    if (Support ok = ratio_in(x_scale(n, i) / ys, 0x1p-10f, 0x1p+8f, what, "2^-10", "2^8"); !ok.ok) return ok;
+  }
+  return Support::yes();
+}
+
+// qlinear_mul: xnn_define_multiply2 (xnn_create_multiply_nd_qs8/qu8): x_scales[0] * x_scales[1] / y_scale in
+// [2^-16, 2^8), formed in float32 in that order.
+Support twin_mul_supports(const ir::Graph& g, const ir::Node& n) {
+  if (Support ok = twin_common(g, n); !ok.ok) return ok;
+  const float r = x_scale(n, 0) * x_scale(n, 1) / scale_of(n.attrs, "y_scale");
+  return ratio_in(r, 0x1p-16f, 0x1p+8f, "x_scales[0] * x_scales[1] / y_scale", "2^-16", "2^8");
+}
+
+// qlinear_global_avg_pool: xnn_define_global_average_pooling_2d (xnn_create_global_average_pooling_nwc_qs8/qu8):
+// x_scale / y_scale in [2^-8, 2^8); 2-D pooling only, as the float operator.
+Support twin_global_supports(const ir::Graph& g, const ir::Node& n) {
+  if (Support ok = twin_common(g, n); !ok.ok) return ok;
+  if (g.types.at(n.inputs.at(0)).shape.size() > 4)
+    return Support::no("XNNPACK 2022-02 has only 2-D pooling (input rank " +
+                       std::to_string(g.types.at(n.inputs[0]).shape.size()) + ")");
+  return ratio_in(x_scale(n, 0) / scale_of(n.attrs, "y_scale"), 0x1p-8f, 0x1p+8f, "x_scales[0] / y_scale", "2^-8",
+                  "2^8");
+}
+
+// qlinear_sigmoid: xnn_define_sigmoid (xnn_create_sigmoid_nc_qs8/qu8) writes only the output quantization 1/256
+// with zero point -128 (int8) or 0 (uint8), [0, 1) in 256 steps; any other is xnn_status_unsupported_parameter.
+Support twin_sigmoid_supports(const ir::Graph& g, const ir::Node& n) {
+  if (Support ok = twin_common(g, n); !ok.ok) return ok;
+  const bool s8 = ops::quant_dtype(n.attrs, "to") == core::DType::I8;
+  const int64_t want_zp = s8 ? -128 : 0, zp = core::attr_i(n.attrs, "y_zero_point");
+  const float ys = scale_of(n.attrs, "y_scale");
+  if (ys != 0x1p-8f || zp != want_zp)
+    return Support::no("XNNPACK 2022-02's quantized sigmoid writes only y_scale 1/256 with y_zero_point " +
+                       std::to_string(want_zp) + " (xnn_create_runtime_v2: xnn_status_unsupported_parameter), not " +
+                       str(ys) + " and " + std::to_string(zp));
+  return Support::yes();
+}
+
+DefineFn define_arithmetic(Arithmetic op) {
+  return [op](NodeLowering& c) {
+    const ValueId a = c.input(0), b = c.input(1);
+    c.sink.arithmetic(op, -INFINITY, INFINITY, a, b, c.output());
+  };
+}
+
+void define_twin_global(NodeLowering& c) {
+  const ValueId x = c.input(0);
+  c.sink.global_average_pooling_2d(x, c.output());
+}
+
+void define_twin_sigmoid(NodeLowering& c) {
+  const ValueId x = c.input(0);
+  c.sink.unary(Unary::Sigmoid, x, c.output());
+}
+
+// A twin with no quantized XNNPACK 2022-02 node: refused whatever its attributes (its quant rule still says the
+// integer inputs are its own, so the reason is this one, not the float operators' dtype rule).
+OpEntry unmapped_twin(const std::string& why) {
+  return OpEntry{[why](const ir::Graph&, const ir::Node&) { return Support::no(why); }, {}, {}, {}, twin_quant};
+}
+
 }  // namespace
 
 void register_quantized(OpTable& t) {
@@ -182,6 +297,21 @@ void register_quantized(OpTable& t) {
   t["dequantize_linear"] = OpEntry{dequantize_supports, follow_layout, define_convert, {}, dequantize_quant};
   t["qlinear_conv2d"] = OpEntry{qlinear_conv_supports, channels_last_layout, define_qlinear_conv, {}, product_quant};
   t["qlinear_matmul"] = OpEntry{product_supports, plain_layout, define_qlinear_matmul, {}, product_quant};
+  t["qlinear_add"] = OpEntry{twin_add_supports, follow_layout, define_arithmetic(Arithmetic::Add), {}, twin_quant};
+  t["qlinear_mul"] = OpEntry{twin_mul_supports, follow_layout, define_arithmetic(Arithmetic::Multiply), {}, twin_quant};
+  t["qlinear_global_avg_pool"] =
+      OpEntry{twin_global_supports, channels_last_layout, define_twin_global, {}, twin_quant};
+  t["qlinear_sigmoid"] = OpEntry{twin_sigmoid_supports, follow_layout, define_twin_sigmoid, {}, twin_quant};
+  // Measured: these definitions return xnn_status_invalid_parameter for qint8/quint8 values.
+  t["qlinear_avg_pool2d"] = unmapped_twin(
+      "XNNPACK 2022-02's subgraph average pooling is float32 only (xnn_define_average_pooling_2d returns "
+      "xnn_status_invalid_parameter for qint8/quint8 values; the operator API's qu8 average pooling is not wired)");
+  t["qlinear_leaky_relu"] = unmapped_twin(
+      "XNNPACK 2022-02's subgraph leaky relu is float32 only (xnn_define_leaky_relu returns "
+      "xnn_status_invalid_parameter for qint8/quint8 values; the operator API's qu8 leaky relu is not wired)");
+  t["qlinear_concat"] = unmapped_twin(
+      "XNNPACK 2022-02's subgraph API has no concatenation (xnn_define_concatenate* came later) and the host-side "
+      "concat copies float32 rows without requantizing: the quantized concat is not mapped");
 }
 
 }  // namespace quorum::backends::xnnpack
