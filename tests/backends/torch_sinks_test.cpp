@@ -6,6 +6,8 @@
 // writer (other attributes, other shapes, a skipped node) shows here.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "backends/torch/lower.h"
 #include "ir/build.h"
 #include "ops/quant_util.h"
@@ -81,6 +83,48 @@ TEST(TorchSinks, PerChannelWeightsReachBothSinksAlike) {
       EXPECT_EQ(all.find("error: "), std::string::npos) << where << "\n" << all;
     }
     EXPECT_GE(ran, 3) << name << ": " << per_channel << " per-channel cases drawn";
+  }
+}
+
+// The quantized twins (ops/qlinear.cpp): both sinks receive the same quantized tensors and libtorch operators for
+// sampled cases of each twin, and the backend runs them on its default engine. The pools' output scale and zero
+// point are set to the input's (libtorch's quantized pools keep them; others are refused alike in both sinks).
+TEST(TorchSinks, QuantizedTwinsReachBothSinksAlike) {
+  const std::map<std::string, std::string> calls = {
+      {"qlinear_add", "torch.ops.quantized.add("},        {"qlinear_mul", "torch.ops.quantized.mul("},
+      {"qlinear_avg_pool2d", "F.avg_pool2d("},            {"qlinear_global_avg_pool", "F.adaptive_avg_pool"},
+      {"qlinear_concat", "torch.ops.quantized.cat("},     {"qlinear_leaky_relu", "torch.ops.quantized.leaky_relu("},
+      {"qlinear_sigmoid", "torch.ops.quantized.sigmoid("}};
+  for (const auto& [name, fn] : calls) {
+    const ops::OpSpec& spec = ops::op(name);
+    int ran = 0;
+    for (uint64_t k = 0; k < 100 && ran < 4; ++k) {
+      core::Rng rng(core::fnv1a(spec.name) + 2000 + k);
+      ops::Case c = spec.sample(rng);
+      if (name == "qlinear_avg_pool2d" || name == "qlinear_global_avg_pool") {
+        c.attrs["y_scale"] = core::attr_floats(c.attrs, "x_scales").at(0);
+        c.attrs["y_zero_point"] = core::attr_ints(c.attrs, "x_zero_points").at(0);
+      }
+      ir::SingleNode sn;
+      try {
+        sn = ir::single_node_graph(spec, c, rng, core::DType::F32);
+      } catch (const core::OpError&) {
+        continue;
+      }
+      const std::string where = name + " " + core::to_string(sn.graph.nodes[0].attrs);
+      const std::vector<std::string> library = library_sink_calls(sn.graph, sn.inputs);
+      EXPECT_EQ(library, writer_sink_calls(sn.graph)) << where;
+      ASSERT_FALSE(library.empty()) << where;
+      if (library[0].rfind("refused: ", 0) == 0) continue;
+      ++ran;
+      std::string all;
+      for (const std::string& line : library) all += line + "\n";
+      EXPECT_NE(all.find("torch._make_per_tensor_quantized_tensor(x0"), std::string::npos) << all;
+      EXPECT_NE(all.find(fn), std::string::npos) << all;
+      EXPECT_NE(all.find(".int_repr("), std::string::npos) << all;
+      EXPECT_EQ(all.find("error: "), std::string::npos) << where << "\n" << all;
+    }
+    EXPECT_GE(ran, 4) << name;
   }
 }
 

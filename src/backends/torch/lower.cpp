@@ -484,29 +484,51 @@ void lower_conv_transpose(const Node& c) {
 // for max, zeros for average) and ATen pools without padding. ATen keeps ceil-mode windows that
 // start in explicitly added right padding, ONNX drops them: crop_to cuts the output to the graph's
 // shape.
-void lower_window_pool(const Node& c) {
+// A window pool's pads as ONNX resolves them, its ceil mode, and whether ATen's own (symmetric, at most half the
+// kernel) padding takes them.
+struct PoolPlan {
+  ops::Pads p;
+  Ints dil;
+  bool ceil = false;
+  bool native = false;
+};
+
+PoolPlan pool_plan(const ir::Graph& g, const ir::Node& n, bool is_max) {
+  const Ints &k = core::attr_ints(n.attrs, "kernel_shape"), &strides = core::attr_ints(n.attrs, "strides");
+  const std::string& auto_pad = core::attr_s(n.attrs, "auto_pad");
+  PoolPlan plan;
+  // MaxPool's dilations spread the window over dil*(k-1)+1 cells (SAME pads follow that extent).
+  plan.dil = is_max && n.attrs.count("dilations") ? core::attr_ints(n.attrs, "dilations") : Ints(k.size(), 1);
+  Ints extent(k.size());
+  for (size_t i = 0; i < k.size(); ++i) extent[i] = plan.dil[i] * (k[i] - 1) + 1;
+  plan.p = ops::resolve_pads(auto_pad, core::attr_ints(n.attrs, "pads"), g.types.at(n.inputs.at(0)).shape, extent,
+                             strides);
+  // ONNX: ceil_mode has no effect unless the pads are explicit.
+  plan.ceil = auto_pad == "NOTSET" && core::attr_i(n.attrs, "ceil_mode") == 1;
+  plan.native = plan.p.symmetric();
+  for (size_t i = 0; i < k.size() && plan.native; ++i)
+    if (plan.p.begin[i] > k[i] / 2) plan.native = false;
+  return plan;
+}
+
+// The pool of input `x0` (a quantized twin's: its quantized tensor).
+void lower_window_pool(const Node& c, const std::string& x0 = "x0") {
   const Ints &k = c.is("kernel_shape"), &strides = c.is("strides");
   const bool is_max = c.n.op.rfind("max_pool", 0) == 0;
-  // MaxPool's dilations spread the window over dil*(k-1)+1 cells (SAME pads follow that extent).
-  const Ints dil = is_max && c.n.attrs.count("dilations") ? c.is("dilations") : Ints(k.size(), 1);
-  Ints extent(k.size());
-  for (size_t i = 0; i < k.size(); ++i) extent[i] = dil[i] * (k[i] - 1) + 1;
-  const ops::Pads p = ops::resolve_pads(c.s("auto_pad"), c.is("pads"), c.in_shape(), extent, strides);
-  // ONNX: ceil_mode has no effect unless the pads are explicit.
-  const bool ceil = c.s("auto_pad") == "NOTSET" && c.i("ceil_mode") == 1;
-  bool native = p.symmetric();
-  for (size_t i = 0; i < k.size() && native; ++i)
-    if (p.begin[i] > k[i] / 2) native = false;
+  const PoolPlan plan = pool_plan(c.g, c.n, is_max);
+  const ops::Pads& p = plan.p;
+  const Ints& dil = plan.dil;
+  const bool ceil = plan.ceil, native = plan.native;
   const std::string nd = k.size() == 1 ? "1d" : "2d";
   const Ints zero(k.size(), 0);
   const Ints out_shape(c.out_shape().begin(), c.out_shape().end());
   auto crop = [&] { c.y(call("crop_to", {tensor("y"), ints(out_shape)})); };
   if (is_max) {
-    std::string in = "x0";
+    std::string in = x0;
     Ints padding = p.begin;
     if (!native) {
       c.let("xp",
-            call("torch.constant_pad_nd", {tensor("x0"), ints(torch_pad_order(p.begin, p.end)),
+            call("torch.constant_pad_nd", {tensor(x0), ints(torch_pad_order(p.begin, p.end)),
                                            literal(-std::numeric_limits<double>::infinity())}),
             "padded cells win only a window of -inf cells (a tie)");
       in = "xp";
@@ -519,14 +541,14 @@ void lower_window_pool(const Node& c) {
   const bool include_pad = c.i("count_include_pad") == 1;
   if (native) {
     c.y(call("F.avg_pool" + nd,
-             {tensor("x0"), ints(k), ints(strides), ints(p.begin), boolean(ceil), boolean(include_pad)}));
+             {tensor(x0), ints(k), ints(strides), ints(p.begin), boolean(ceil), boolean(include_pad)}));
     return crop();
   }
   const Ints tp = torch_pad_order(p.begin, p.end);
   if (include_pad) {
     // Zero cells added explicitly are counted like ATen counts its own padding; the divisor still
     // stops at the padded input's end, as in ONNX.
-    c.let("xp", call("torch.constant_pad_nd", {tensor("x0"), ints(tp), literal(0.0)}));
+    c.let("xp", call("torch.constant_pad_nd", {tensor(x0), ints(tp), literal(0.0)}));
     c.y(call("F.avg_pool" + nd, {tensor("xp"), ints(k), ints(strides), ints(zero), boolean(ceil), boolean(true)}));
     return crop();
   }
@@ -543,7 +565,7 @@ void lower_window_pool(const Node& c) {
   Ints plane{1, 1};
   if (one_d) plane.push_back(1);
   for (size_t d = 2; d < c.in_shape().size(); ++d) plane.push_back(c.in_shape()[d]);
-  c.let("x", one_d ? call(".unsqueeze", {tensor("x0"), int_(2)}) : var("x0"));
+  c.let("x", one_d ? call(".unsqueeze", {tensor(x0), int_(2)}) : var(x0));
   c.let("mask", call("torch.ones", {ints(plane), kw("dtype", dtype_of("x"))}));
   auto window_sums = [&](const std::string& v) {
     return call("F.avg_pool2d", {tensor(call("torch.constant_pad_nd", {tensor(v), ints(p2), literal(0.0)})), ints(k2),
@@ -558,13 +580,13 @@ void lower_window_pool(const Node& c) {
   crop();
 }
 
-void lower_global_pool(const Node& c) {
+void lower_global_pool(const Node& c, const std::string& x0 = "x0") {
   const int64_t spatial = c.rank() - 2;
   if (spatial < 1 || spatial > 3)
     throw LoweringError("node '" + c.n.name + "': global pool over rank " + std::to_string(c.rank()));
   const std::string kind = c.n.op == "global_max_pool" ? "max" : "avg";
   c.y(call("F.adaptive_" + kind + "_pool" + std::to_string(spatial) + "d",
-           {tensor("x0"), ints(Ints(static_cast<size_t>(spatial), 1))}));
+           {tensor(x0), ints(Ints(static_cast<size_t>(spatial), 1))}));
 }
 
 // ---- resize ---------------------------------------------------------------------------------------
@@ -740,8 +762,9 @@ void lower_resize(const Node& c) {
 void add_spatial(Table& t) {
   for (const char* op : {"conv1d", "conv2d", "conv3d"}) t[op] = lower_conv;
   t["conv_transpose2d"] = lower_conv_transpose;
-  for (const char* op : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"}) t[op] = lower_window_pool;
-  for (const char* op : {"global_max_pool", "global_avg_pool"}) t[op] = lower_global_pool;
+  for (const char* op : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"})
+    t[op] = [](const Node& c) { lower_window_pool(c); };
+  for (const char* op : {"global_max_pool", "global_avg_pool"}) t[op] = [](const Node& c) { lower_global_pool(c); };
   for (const char* op : {"resize_nearest", "resize_bilinear", "resize_bicubic"}) t[op] = lower_resize;
 }
 
@@ -844,6 +867,53 @@ void lower_qmatmul(const Node& c) {
                                                           flt(c.f("y_scale")), int_(result_zero_point(c))}));
 }
 
+// ---- the quantized twins (ops/qlinear.cpp): libtorch's quantized operators with output scale and zero point ------
+
+// Each data input k as a quantized tensor of its own type (int8 as qint8, uint8 as quint8: libtorch's operators
+// below take both, so no shift), with x_scales[k] (as float32, the reference's scale) and x_zero_points[k]; the
+// result's integers are the node's output of type `to`.
+double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+
+std::vector<CallPtr> twin_inputs(const Node& c) {
+  const std::vector<double>& scales = core::attr_floats(c.n.attrs, "x_scales");
+  const Ints& zps = c.is("x_zero_points");
+  std::vector<CallPtr> qs;
+  for (size_t k = 0; k < c.n.inputs.size(); ++k) {
+    const std::string q = "q" + std::to_string(k);
+    c.let(q, quantized({"x" + std::to_string(k), zps.at(k)}, f32(scales.at(k))),
+          "input " + std::to_string(k) + " as a quantized tensor");
+    qs.push_back(var(q));
+  }
+  return qs;
+}
+
+// The output scale and zero point a quantized operator is given.
+Arg y_scale(const Node& c) { return flt(f32(c.f("y_scale"))); }
+Arg y_zero_point(const Node& c) { return int_(c.i("y_zero_point")); }
+
+void lower_twin(const Node& c) {
+  const std::vector<CallPtr> q = twin_inputs(c);
+  const std::string& op = c.n.op;
+  if (op == "qlinear_add" || op == "qlinear_mul") {
+    const std::string fn = op == "qlinear_add" ? "torch.ops.quantized.add" : "torch.ops.quantized.mul";
+    c.y(call(fn, {tensor(q[0]), tensor(q[1]), y_scale(c), y_zero_point(c)}));
+  } else if (op == "qlinear_concat") {
+    c.y(call("torch.ops.quantized.cat", {tensors(q), int_(c.i("axis")), y_scale(c), y_zero_point(c)}));
+  } else if (op == "qlinear_leaky_relu") {
+    c.y(call("torch.ops.quantized.leaky_relu",
+             {tensor(q[0]), flt(c.f("alpha")), boolean(false), y_scale(c), y_zero_point(c)}));
+  } else if (op == "qlinear_sigmoid") {
+    c.y(call("torch.ops.quantized.sigmoid", {tensor(q[0]), y_scale(c), y_zero_point(c)}));
+  } else if (op == "qlinear_avg_pool2d") {
+    // libtorch's quantized pools keep the input's scale and zero point: the support rule asks ONNX's output to
+    // have them too, so no requantization follows.
+    lower_window_pool(c, "q0");
+  } else {
+    lower_global_pool(c, "q0");
+  }
+  c.y(call(".int_repr", {tensor("y")}));
+}
+
 void add_quantized(Table& t) {
   t["quantize_linear"] = [](const Node& c) {
     const std::string q = c.s("to") == "int8" ? "qint8" : "quint8";
@@ -856,6 +926,9 @@ void add_quantized(Table& t) {
   };
   t["qlinear_conv2d"] = lower_qconv;
   t["qlinear_matmul"] = lower_qmatmul;
+  for (const char* op : {"qlinear_add", "qlinear_mul", "qlinear_avg_pool2d", "qlinear_global_avg_pool",
+                         "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"})
+    t[op] = lower_twin;
 }
 
 const Table& table() {
@@ -960,7 +1033,6 @@ Support quantized_support(const ir::Graph& g, const ir::Node& n, const std::stri
     // be a normal float32. libtorch forms it in float32 in an order that differs by operator (measured at the
     // scales' float32 edges: x_scale FLT_MAX, w_scale FLT_MIN, y_scale 1e-3 fails as inf, the other way round runs),
     // so a scale any order takes out of the normal range, or the exact value within 2^-10 of FLT_MIN, is refused.
-    const auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
     const double xs = core::attr_f(n.attrs, n.op == "qlinear_conv2d" ? "x_scale" : "a_scale");
     const double ys = core::attr_f(n.attrs, "y_scale");
     // libtorch pads QNNPACK's weight scales with 1 and checks those channels' scale x_scale / y_scale too, per tensor
@@ -997,6 +1069,76 @@ Support quantized_support(const ir::Graph& g, const ir::Node& n, const std::stri
   return Support::yes();
 }
 
+// A ratio of float32 scales libtorch's engines form in float32 (measured: each rule's bounds hold in float32): the
+// exact ratio and the float32 products in every order, all in [lo, hi).
+bool ratio_within(const std::vector<double>& factors, double divisor, double lo, double hi) {
+  double exact = 1, left = 1;
+  for (const double v : factors) exact *= v, left = f32(left * v);
+  std::vector<double> forms = {exact, f32(left / divisor)};
+  if (factors.size() == 2) forms.push_back(f32(factors[0] * f32(factors[1] / divisor)));
+  forms.push_back(f32(f32(factors[0] / divisor) * (factors.size() == 2 ? factors[1] : 1.0)));
+  return std::all_of(forms.begin(), forms.end(), [&](double m) { return m >= lo && m < hi; });
+}
+
+// What libtorch's quantized operators cannot take for the quantized twins (measured with python3-torch 1.13 on both
+// engines of Debian's build; int8 runs as qint8 and uint8 as quint8).
+Support twin_support(const ir::Graph& g, const ir::Node& n, const std::string& qengine) {
+  const std::vector<double>& xs = core::attr_floats(n.attrs, "x_scales");
+  const Ints& xz = core::attr_ints(n.attrs, "x_zero_points");
+  const double ys = f32(core::attr_f(n.attrs, "y_scale"));
+  const int64_t yz = core::attr_i(n.attrs, "y_zero_point");
+  const bool int8 = core::attr_s(n.attrs, "to") == "int8";
+  const auto show = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  if (n.op == "qlinear_avg_pool2d" || n.op == "qlinear_global_avg_pool") {
+    if (f32(xs.at(0)) != ys || xz.at(0) != yz)
+      return Support::no("libtorch's quantized average pools keep the input's scale and zero point and it has no "
+                         "native requantization (a float one would round twice): ONNX's y_scale " + show(ys) +
+                         " / y_zero_point " + std::to_string(yz) + " differ from the input's " + show(f32(xs.at(0))) +
+                         " / " + std::to_string(xz.at(0)));
+    if (n.op == "qlinear_avg_pool2d" && core::attr_i(n.attrs, "count_include_pad") == 0 &&
+        !pool_plan(g, n, false).native)
+      return Support::no("pads that are asymmetric or beyond half the kernel, excluded from the divisor, take a "
+                         "division of window sums, which libtorch's quantized tensors do not have");
+    // Measured (campaign seed 13401): libtorch sends quint8 avg_pool2d without ceil mode to QNNPACK, whose average
+    // pooling refuses one cell ("1x1 pooling is meaningless"; an exception, not a crash).
+    if (n.op == "qlinear_avg_pool2d" && qengine == "qnnpack" && !int8 &&
+        core::attr_ints(n.attrs, "kernel_shape") == Ints{1, 1} && !pool_plan(g, n, false).ceil)
+      return Support::no("libtorch's quantized avg_pool2d on QNNPACK (quint8, no ceil mode) refuses a 1x1 kernel "
+                         "(measured: \"failed to create average pooling with 1 pooling element: 1x1 pooling is "
+                         "meaningless\")");
+  }
+  if (n.op == "qlinear_add" && qengine == "qnnpack") {
+    // Measured: qint8 goes to XNNPACK's qs8 add ("xnnp_add(): xnn create operator failed(4)" outside [2^-10, 2^8));
+    // quint8 of equal shapes to QNNPACK's add ("scale ratio must be in [2**-14, 2**8) range"); quint8 broadcasting
+    // to libtorch's own kernel, which takes any ratio.
+    const bool same = g.types.at(n.inputs.at(0)).shape == g.types.at(n.inputs.at(1)).shape;
+    const double lo = int8 ? 0x1p-10 : 0x1p-14;
+    if (int8 || same)
+      for (size_t k = 0; k < 2; ++k)
+        if (!ratio_within({f32(xs.at(k))}, ys, lo, 0x1p8))
+          return Support::no(std::string("libtorch's quantized add on QNNPACK runs ") +
+                             (int8 ? "qint8 through XNNPACK's qs8 add" : "quint8 of equal shapes through QNNPACK") +
+                             ", which takes an input-to-output scale ratio in [" + show(lo) +
+                             ", 256) only (measured: " +
+                             (int8 ? "\"xnn create operator failed\"" : "\"scale ratio must be in [2**-14, 2**8)\"") +
+                             "); x_scales[" + std::to_string(k) + "] / y_scale is " + show(f32(xs.at(k)) / ys));
+  }
+  if (n.op == "qlinear_mul" && int8 && !ratio_within({f32(xs.at(0)), f32(xs.at(1))}, ys, 0x1p-16, 0x1p8))
+    return Support::no("libtorch's quantized mul runs qint8 through XNNPACK's qs8 multiply on both engines, which "
+                       "takes a product-to-output scale ratio a_scale * b_scale / y_scale in [2^-16, 256) only "
+                       "(measured: \"xnnp_mul(): xnn create operator failed(4)\"); this one is " +
+                       show(f32(xs.at(0)) * f32(xs.at(1)) / ys));
+  if (n.op == "qlinear_sigmoid" && qengine == "qnnpack" && !int8 && (ys != 0x1p-8 || yz != 0))
+    return Support::no("libtorch's quantized sigmoid on QNNPACK (quint8) takes the output scale 1/256 and zero point "
+                       "0 only (measured: \"only output scale of 1/256 is supported\", an internal assert); this "
+                       "one has scale " + show(ys) + " and zero point " + std::to_string(yz));
+  return Support::yes();
+}
+
 }  // namespace
 
 bool has_lowering(const std::string& op) { return table().count(op) > 0; }
@@ -1004,6 +1146,7 @@ bool has_lowering(const std::string& op) { return table().count(op) > 0; }
 Support support(const ir::Graph& g, const ir::Node& n, const std::string& qengine) {
   if (!has_lowering(n.op)) return Support::no("libtorch has no mapping for operator '" + n.op + "'");
   if (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") return quantized_support(g, n, qengine);
+  if (n.op.rfind("qlinear_", 0) == 0) return twin_support(g, n, qengine);
   if (n.op == "simple_rnn" && core::attr_s(n.attrs, "activation") == "sigmoid")
     return Support::no("torch.nn.RNN's nonlinearity is tanh or relu (at::rnn_tanh, at::rnn_relu): no sigmoid");
   if ((n.op == "lstm" || n.op == "gru") && n.attrs.count("activation") && core::attr_s(n.attrs, "activation") != "tanh")

@@ -434,6 +434,32 @@ void add_quantized(Table& t) {
         call_registered("quantized::conv2d", "new", {a.t(0), packed, c10::IValue(a.f(2)), c10::IValue(a.i(3))})
             .toTensor()};
   };
+  // The quantized twins' operators, each given its output scale and zero point: quantized::add(qa, qb, scale, zp),
+  // quantized::mul(...), quantized::cat(qxs, dim, scale, zp), quantized::leaky_relu(qx, negative_slope, inplace,
+  // scale, zp), quantized::sigmoid(qx, scale, zp).
+  for (const char* op : {"add", "mul"}) {
+    const std::string name = std::string("quantized::") + op;
+    t[std::string("torch.ops.quantized.") + op] = [name](const Args& a) {
+      return TensorList{
+          call_registered(name.c_str(), "", {a.t(0), a.t(1), c10::IValue(a.f(2)), c10::IValue(a.i(3))}).toTensor()};
+    };
+  }
+  t["torch.ops.quantized.cat"] = [](const Args& a) {
+    return TensorList{call_registered("quantized::cat", "", {c10::IValue(c10::List<at::Tensor>(a.ts(0))),
+                                                             c10::IValue(a.i(1)), c10::IValue(a.f(2)),
+                                                             c10::IValue(a.i(3))})
+                          .toTensor()};
+  };
+  t["torch.ops.quantized.leaky_relu"] = [](const Args& a) {
+    return TensorList{call_registered("quantized::leaky_relu", "",
+                                      {a.t(0), c10::IValue(a.f(1)), c10::IValue(a.b(2)), c10::IValue(a.f(3)),
+                                       c10::IValue(a.i(4))})
+                          .toTensor()};
+  };
+  t["torch.ops.quantized.sigmoid"] = [](const Args& a) {
+    return TensorList{
+        call_registered("quantized::sigmoid", "", {a.t(0), c10::IValue(a.f(1)), c10::IValue(a.i(2))}).toTensor()};
+  };
   t["torch.ops.quantized.linear"] = [](const Args& a) {
     const Call& pc = a.expression(1);
     if (pc.fn != "torch.ops.quantized.linear_prepack")
