@@ -3,10 +3,13 @@
 // QAsymmU8/QAsymmS8 TensorInfos. The lowering (what each layer gets, the views that give a consumer its
 // own scale and zero point, the refusals CpuRef's layer support gives), then the real library through
 // its worker: exact agreement with the reference where no rounding tie occurs, and ArmNN's rounding of
-// a tie away from zero (the ledger's entry armnn-quantize-rounds-half-away-from-zero).
+// a tie away from zero (the ledger's entry armnn-quantize-rounds-half-away-from-zero). The quantized twins
+// (qlinear_add, ..., qlinear_sigmoid) on Addition, Multiplication, Concat, Activation and Pooling2d, int8 and
+// uint8, against the reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "backends/armnn/lower.h"
 #include "ir/json_io.h"
@@ -111,8 +114,9 @@ TEST(ArmnnQuant, WhatCpuRefRefusesIsRefusedWithItsReason) {
   EXPECT_TRUE(supports(typed(matmul_model("int8")), typed(matmul_model("int8")).nodes[1]).ok);
 }
 
-// Runs `g` on ArmNN (pinned: every node output) and the reference; every output of every node must agree.
-void expect_exact(const ir::Graph& g, const ValueMap& inputs) {
+// Runs `g` on ArmNN (pinned: every node output) and the reference; every output of every node must agree
+// (within `tolerance` steps: a float32 evaluation of a function with no exact quantized result).
+void expect_exact(const ir::Graph& g, const ValueMap& inputs, double tolerance = 0) {
   const auto& have = worker::available_backends();
   if (std::find(have.begin(), have.end(), "armnn") == have.end()) GTEST_SKIP() << "armnn backend not built";
   worker::Worker w("armnn", {}, worker::Limits{});
@@ -129,7 +133,7 @@ void expect_exact(const ir::Graph& g, const ValueMap& inputs) {
       const core::Tensor& b = want.at(o);
       ASSERT_EQ(a.numel(), b.numel()) << o;
       EXPECT_EQ(a.dtype(), g.types.at(o).dtype) << o;
-      for (int64_t i = 0; i < a.numel(); ++i) EXPECT_EQ(a.get(i), b.get(i)) << o << " element " << i;
+      for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.get(i), b.get(i), tolerance) << o << " element " << i;
     }
 }
 
@@ -203,6 +207,158 @@ TEST(ArmnnQuant, QuantizeRoundsATieAwayFromZero) {
   EXPECT_EQ(q.get(1), 3);   // ONNX: 2
   EXPECT_EQ(q.get(2), -1);  // ONNX: 0
   EXPECT_EQ(q.get(3), 2);   // ONNX: 2 (the same either way)
+}
+
+// ---- the quantized twins ------------------------------------------------------------------------
+
+// One twin node `op` of type `to` over quantized graph inputs x0, x1, ... (shapes `shapes`), each read with its
+// own scale and zero point (views), with the float operator's attributes `attrs` (JSON members, may be empty).
+ir::Graph twin_model(const std::string& op, const std::string& to, const std::vector<Shape>& shapes,
+                     const std::string& scales, const std::string& zero_points, double y_scale, int y_zero_point,
+                     const std::string& attrs) {
+  std::string inputs, names;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string dims;
+    for (int64_t d : shapes[i]) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    inputs += std::string(i ? "," : "") + R"({"name": "x)" + std::to_string(i) + R"(", "dtype": ")" + to +
+              R"(", "shape": [)" + dims + "]}";
+    names += std::string(i ? "," : "") + "\"x" + std::to_string(i) + "\"";
+  }
+  std::ostringstream ys;
+  ys.precision(17);
+  ys << y_scale;
+  return ir::graph_from_json(R"({"inputs": [)" + inputs + R"(], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": ")" + op + R"(", "inputs": [)" + names + R"(], "outputs": ["y"],
+               "attrs": {)" + (attrs.empty() ? "" : attrs + ", ") + R"("x_scales": )" + scales +
+                                 R"(, "x_zero_points": )" + zero_points + R"(, "y_scale": )" + ys.str() +
+                                 R"(, "y_zero_point": )" + std::to_string(y_zero_point) + R"(, "to": ")" + to +
+                                 R"("}}]})",
+                             "armnn_twin_" + op);
+}
+
+// Every value of the type once (then repeated), in an order that mixes signs along each axis.
+core::Tensor all_values(const std::string& to, const Shape& s, int64_t seed) {
+  const bool u8 = to == "uint8";
+  core::Tensor t(u8 ? core::DType::U8 : core::DType::I8, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, static_cast<double>((i * 37 + seed * 11) % 256 - (u8 ? 0 : 128)));
+  return t;
+}
+
+ValueMap twin_inputs(const ir::Graph& g) {
+  ValueMap in;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    in[g.inputs[i].name] = all_values(core::to_string(g.inputs[i].type.dtype), g.inputs[i].type.shape,
+                                      static_cast<int64_t>(i));
+  return in;
+}
+
+// Scales are powers of two and y_scale divides every exact result, so no rounding tie occurs (ArmNN rounds ties
+// away from zero: the ledger's armnn-quantize-tie-half-away-from-zero) and the results agree exactly.
+const char* const kTypes[] = {"int8", "uint8"};
+int zp(const std::string& to, int v) { return to == "uint8" ? v + 128 : v; }
+
+TEST(ArmnnQuantTwins, AddWithBroadcastingAgreesExactly) {
+  for (const std::string to : kTypes) {
+    const std::string zps = "[" + std::to_string(zp(to, 3)) + ", " + std::to_string(zp(to, -5)) + "]";
+    const ir::Graph g = twin_model("qlinear_add", to, {{1, 2, 3, 4}, {1, 1, 1, 4}}, "[0.5, 0.25]", zps, 0.25,
+                                   zp(to, 1), "");
+    expect_exact(g, twin_inputs(g));
+  }
+}
+
+TEST(ArmnnQuantTwins, MulAgreesExactly) {
+  for (const std::string to : kTypes) {
+    const std::string zps = "[" + std::to_string(zp(to, -7)) + ", " + std::to_string(zp(to, 2)) + "]";
+    const ir::Graph g = twin_model("qlinear_mul", to, {{2, 3, 5}, {2, 3, 5}}, "[0.125, 0.0625]", zps,
+                                   0.0078125, zp(to, -3), "");
+    expect_exact(g, twin_inputs(g));
+  }
+}
+
+TEST(ArmnnQuantTwins, AvgPoolWithPadsAgreesExactlyEitherPaddingMethod) {
+  for (const std::string to : kTypes)
+    for (const char* include : {"0", "1"}) {
+      // Windows of 1, 2 or 4 cells (Exclude) or 4 (IgnoreValue): every mean a multiple of 0.5 / 4.
+      const ir::Graph g = twin_model("qlinear_avg_pool2d", to, {{1, 2, 4, 5}}, "[0.5]", "[" + std::to_string(zp(to, 9)) + "]",
+                                     0.125, zp(to, -2),
+                                     R"("kernel_shape": [2, 2], "strides": [1, 2], "pads": [1, 1, 1, 1],
+                                        "count_include_pad": )" + std::string(include));
+      expect_exact(g, twin_inputs(g));
+    }
+}
+
+TEST(ArmnnQuantTwins, GlobalAvgPoolAgreesExactly) {
+  for (const std::string to : kTypes)
+    for (const Shape& s : {Shape{2, 3, 2, 4}, Shape{1, 2, 8}}) {  // 8 cells: means are multiples of 0.5 / 8
+      const ir::Graph g = twin_model("qlinear_global_avg_pool", to, {s}, "[0.5]", "[" + std::to_string(zp(to, 4)) + "]",
+                                     0.0625, zp(to, 0), "");
+      expect_exact(g, twin_inputs(g));
+    }
+}
+
+TEST(ArmnnQuantTwins, ConcatRequantizesEachPartExactly) {
+  for (const std::string to : kTypes) {
+    const std::string zps = "[" + std::to_string(zp(to, 3)) + ", " + std::to_string(zp(to, -1)) + ", " +
+                            std::to_string(zp(to, 0)) + "]";
+    const ir::Graph g = twin_model("qlinear_concat", to, {{1, 2, 3}, {1, 1, 3}, {1, 3, 3}}, "[0.5, 0.25, 1.0]", zps,
+                                   0.25, zp(to, 6), R"("axis": 1)");
+    expect_exact(g, twin_inputs(g));
+  }
+}
+
+TEST(ArmnnQuantTwins, LeakyReluAgreesExactly) {
+  for (const std::string to : kTypes) {
+    const ir::Graph g = twin_model("qlinear_leaky_relu", to, {{1, 4, 8, 8}}, "[0.5]", "[" + std::to_string(zp(to, 5)) + "]",
+                                   0.125, zp(to, -9), R"("alpha": 0.25)");
+    expect_exact(g, twin_inputs(g));
+  }
+}
+
+// The sigmoid has no exact quantized result: float32's evaluation is within one step.
+TEST(ArmnnQuantTwins, SigmoidAgreesWithinOneStep) {
+  for (const std::string to : kTypes) {
+    const ir::Graph g = twin_model("qlinear_sigmoid", to, {{1, 4, 8, 8}}, "[0.0625]", "[" + std::to_string(zp(to, 5)) + "]",
+                                   0.00390625, zp(to, -128), "");
+    expect_exact(g, twin_inputs(g), 1);
+  }
+}
+
+// The twins quantize their float32 result with armnn::Quantize too: an exact tie rounds away from zero (the
+// ledger's armnn-quantize-tie-half-away-from-zero): windows {0, 1} and {-1, 0} average to 0.5 and -0.5.
+TEST(ArmnnQuantTwins, AvgPoolRoundsATieAwayFromZero) {
+  const auto& have = worker::available_backends();
+  if (std::find(have.begin(), have.end(), "armnn") == have.end()) GTEST_SKIP() << "armnn backend not built";
+  const ir::Graph g = twin_model("qlinear_avg_pool2d", "int8", {{1, 1, 1, 4}}, "[0.5]", "[0]", 0.5, 0,
+                                 R"("kernel_shape": [1, 2], "strides": [1, 2])");
+  core::Tensor x(core::DType::I8, {1, 1, 1, 4});
+  const double xs[] = {0, 1, -1, 0};
+  for (int64_t i = 0; i < 4; ++i) x.set(i, xs[i]);
+  worker::Worker w("armnn", {}, worker::Limits{});
+  worker::BackendInfo info;
+  ASSERT_TRUE(w.hello(info).ok());
+  ASSERT_TRUE(w.compile(g, CompileOptions{}).ok());
+  ValueMap got;
+  ASSERT_TRUE(w.forward({{"x0", x}}, true, got).ok());
+  EXPECT_EQ(got.at("y").get(0), 1);   // ONNX: 0
+  EXPECT_EQ(got.at("y").get(1), -1);  // ONNX: 0
+}
+
+// The lowering: each input read through a view with its own parameters, the layer's output quantized by y.
+TEST(ArmnnQuantTwins, TheLoweringGivesQuantizedTensorInfos) {
+  const ir::Graph g = twin_model("qlinear_add", "uint8", {{1, 4}, {1, 4}}, "[0.5, 0.25]", "[3, 1]", 0.125, 2, "");
+  NullSink null;
+  RecordingSink rec(null);
+  lower(rec, g);
+  const std::vector<std::string>& calls = rec.calls();
+  auto has = [&](const std::string& part) {
+    return std::any_of(calls.begin(), calls.end(),
+                       [&](const std::string& c) { return c.find(part) != std::string::npos; });
+  };
+  EXPECT_TRUE(has("Slice [0,0] [1,4] 'y/view#")) << testing::PrintToString(calls);
+  EXPECT_TRUE(has("QAsymmU8(0.5,3)"));
+  EXPECT_TRUE(has("QAsymmU8(0.25,1)"));
+  EXPECT_TRUE(has("Addition 'y/add#"));
+  EXPECT_TRUE(has("QAsymmU8(0.125,2)"));
 }
 
 }  // namespace

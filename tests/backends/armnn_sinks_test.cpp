@@ -75,6 +75,33 @@ TEST(Sinks, ReceiveTheSameCallsForTheQuantizedOperators) {
   EXPECT_GE(refused, 1);
 }
 
+// The quantized twins (src/ops/qlinear.cpp), int8 and uint8 as sampled, their inputs made by quantize_linear:
+// both sinks get the same views, layers and quantized TensorInfos, or both refuse (the float pooling's rule).
+TEST(Sinks, ReceiveTheSameCallsForTheQuantizedTwins) {
+  for (const char* op : {"qlinear_add", "qlinear_mul", "qlinear_avg_pool2d", "qlinear_global_avg_pool",
+                         "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"}) {
+    const ops::OpSpec& spec = ops::op(op);
+    int lowered = 0;
+    for (int k = 0; k < 3 * kCases; ++k) {
+      core::Rng rng(core::fnv1a(spec.name) + 2000 + static_cast<uint64_t>(k));
+      const ops::Case c = spec.sample(rng);
+      ir::SingleNode sn = ir::single_node_graph(spec, c, rng, core::DType::F32);
+      ir::quantized_inputs_from_float(sn);
+      const std::vector<std::string> library = library_sink_calls(sn.graph);
+      EXPECT_EQ(library, writer_sink_calls(sn.graph)) << op << " case " << k;
+      ASSERT_FALSE(library.empty());
+      if (library[0].rfind("refused: ", 0) == 0) continue;
+      ++lowered;
+      // The output's TensorInfo is quantized (the layer's, then any reshape's).
+      const bool quantized = std::any_of(library.begin(), library.end(), [](const std::string& call) {
+        return call.find("QAsymm") != std::string::npos && call.find("Quantize '") != 0;
+      });
+      EXPECT_TRUE(quantized) << op << " case " << k;
+    }
+    EXPECT_GE(lowered, 2 * kCases) << op;
+  }
+}
+
 // A recording sink sees a changed descriptor: the comparison above can fail.
 TEST(SinksRecord, ADifferentDescriptorIsADifferentCall) {
   EXPECT_NE(describe(ActivationLayer{Act::BoundedReLu, 6, 0}), describe(ActivationLayer{Act::BoundedReLu, 6, 1}));

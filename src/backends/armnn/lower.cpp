@@ -268,13 +268,13 @@ Value Builder::transpose(const Value& x, const std::vector<size_t>& perm) {
   return add(TransposeLayer{perm}, {x}, out, x.q, "transpose");
 }
 
-Value Builder::activation(const Value& x, Act f, float a, float b) {
-  return add(ActivationLayer{f, a, b}, {x}, x.shape, "activation", name(f));
+Value Builder::activation(const Value& x, Act f, float a, float b, const Quant& q) {
+  return add(ActivationLayer{f, a, b}, {x}, x.shape, q, "activation", name(f));
 }
 
 Value Builder::unary(const Value& x, UnaryOp op) { return add(UnaryLayer{op}, {x}, x.shape, "unary", name(op)); }
 
-Value Builder::binary(BinaryOp op, const Value& a, const Value& b) {
+Value Builder::binary(BinaryOp op, const Value& a, const Value& b, const Quant& q) {
   const size_t rank = std::max<size_t>({a.shape.size(), b.shape.size(), 1});
   auto padded = [&](const Value& v) {
     Shape s(rank - v.shape.size(), 1);
@@ -285,7 +285,7 @@ Value Builder::binary(BinaryOp op, const Value& a, const Value& b) {
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) out[i] = pa.shape[i] == 1 ? pb.shape[i] : pa.shape[i];
   static const char* const whats[] = {"add", "sub", "mul", "div", "max", "min"};
-  return add(BinaryLayer{op}, {pa, pb}, out, whats[static_cast<int>(op)]);
+  return add(BinaryLayer{op}, {pa, pb}, out, q, whats[static_cast<int>(op)]);
 }
 
 Value Builder::mean(const Value& x, const std::vector<size_t>& axes, bool keep_dims) {
@@ -304,12 +304,16 @@ Value Builder::slice(const Value& x, const Ints& begin, const Shape& size) {
 
 Value Builder::concat(const std::vector<Value>& parts, size_t axis) {
   if (parts.size() == 1) return parts[0];
+  return concat(parts, axis, parts[0].q);
+}
+
+Value Builder::concat(const std::vector<Value>& parts, size_t axis, const Quant& q) {
   ConcatLayer l{{}, axis};
   for (const Value& p : parts) l.shapes.push_back(armnn_dims(p.shape));
   Shape out = parts[0].shape;
   out[axis] = 0;
   for (const Value& p : parts) out[axis] += p.shape[axis];
-  return add(l, parts, out, parts[0].q, "concat");
+  return add(l, parts, out, q, "concat");
 }
 
 Value Builder::pad(const Value& x, const Ints& begin, const Ints& end, float value) {
@@ -357,8 +361,10 @@ namespace {
 // ArmNN 20.08 tensors have at most 5 dimensions, and many layers assert (abort, in Debian's build)
 // on more than 4: rank 5 is allowed only where the mapping was checked to reshape it to rank <= 4.
 size_t max_rank(const std::string& op) {
-  static const std::set<std::string> five_d = {"reshape",    "flatten",         "squeeze",        "unsqueeze",
-                                               "batch_norm", "global_avg_pool", "global_max_pool"};
+  // qlinear_global_avg_pool: its input is reshaped to [N, C, 1, cells] (build_global_pool).
+  static const std::set<std::string> five_d = {"reshape",         "flatten",         "squeeze",
+                                               "unsqueeze",       "batch_norm",      "global_avg_pool",
+                                               "global_max_pool", "qlinear_global_avg_pool"};
   return five_d.count(op) ? 5 : 4;
 }
 

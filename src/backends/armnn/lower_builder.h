@@ -57,13 +57,19 @@ class Builder {
   Value as_quant(const Value& x, const Quant& q);
   Value reshape(const Value& x, const Shape& shape, const Quant& q);
   Value transpose(const Value& x, const std::vector<size_t>& perm);  // none for the identity
-  Value activation(const Value& x, Act f, float a = 0, float b = 0);
+  // activation and binary with an output of data type and quantization `q` (a quantized twin's y_scale and
+  // y_zero_point; Float32 by default).
+  Value activation(const Value& x, Act f, float a = 0, float b = 0, const Quant& q = Quant{});
   Value unary(const Value& x, UnaryOp op);
   // With NumPy broadcasting (ranks are padded with leading 1s by reshapes).
-  Value binary(BinaryOp op, const Value& a, const Value& b);
+  Value binary(BinaryOp op, const Value& a, const Value& b, const Quant& q = Quant{});
   Value mean(const Value& x, const std::vector<size_t>& axes, bool keep_dims);
   Value slice(const Value& x, const Ints& begin, const Shape& size);
   Value concat(const std::vector<Value>& parts, size_t axis);  // none for one part
+  // Parts (of one quantized type, each with its own scale and offset) joined into an output quantized by `q`:
+  // CpuRef's Concat dequantizes each part and quantizes the result (measured), so no part needs a view. At
+  // least two parts (ArmNN's Concat takes no fewer; so does qlinear_concat).
+  Value concat(const std::vector<Value>& parts, size_t axis, const Quant& q);
   Value pad(const Value& x, const Ints& begin, const Ints& end, float value);
 
  private:
@@ -113,6 +119,13 @@ Support product_supports(const ir::Graph& g, const ir::Node& n);
 // or the sum can be inf (inf - inf or 0 * inf is NaN) — and "float32 range (dequantized products underflow)"
 // (x_scale * w_scale below float32's normal range). The ledger's entries for them name these.
 void note_float32_range(Builder& b, const ProductQuant& q, int64_t terms);
+// A quantized twin's (qlinear_add, ..., qlinear_sigmoid: src/ops/qlinear.cpp) tensors: each data input as the
+// node reads it (x_scales[i], x_zero_points[i]) and the output (y_scale, y_zero_point), all of the type `to`.
+struct TwinQuant {
+  std::vector<Quant> x;
+  Quant y;
+};
+TwinQuant twin_quant(const ir::Node& n);
 
 // One Pooling2d max window of 1 x `width` over [.., .., rows, width] (ArmNN 20.08 has no max
 // reduction: global max pooling and reduce_max/min are built on it).

@@ -1,7 +1,10 @@
 // ArmNN lowering, the quantized operators on ArmNN 20.08 layers: quantize_linear (Quantize: float32 to
 // QAsymmU8/QAsymmS8 with the TensorInfo's scale and offset), dequantize_linear (Dequantize),
 // qlinear_matmul (FullyConnected with constant weights) and qlinear_conv2d (Convolution2d, with conv2d
-// in lower_spatial.cpp). ArmNN holds one scale and offset per tensor where ONNX gives each consumer its
+// in lower_spatial.cpp), and the quantized twins of src/ops/qlinear.cpp on their float operators' layers with
+// quantized TensorInfos: qlinear_add and qlinear_mul (Addition, Multiplication), qlinear_concat (Concat),
+// qlinear_leaky_relu and qlinear_sigmoid (Activation LeakyReLu, Sigmoid); qlinear_avg_pool2d and
+// qlinear_global_avg_pool (Pooling2d Average) are with the float pooling in lower_spatial.cpp. ArmNN holds one scale and offset per tensor where ONNX gives each consumer its
 // own: a consumer reads a quantized value through a view (Builder::as_quant, a Slice of the whole tensor whose
 // output TensorInfo carries the consumer's parameters; CpuRef's Slice copies the bytes).
 //
@@ -11,6 +14,12 @@
 // type (QAsymmU8 or QAsymmS8). CpuRef computes these in float32: each operand dequantized
 // ((q - offset) * scale), products summed in float32, the bias as float(int32) * bias scale, and the sum
 // quantized by armnn::Quantize (round(v / scale) + offset, saturated: std::round, ties away from zero).
+// Addition, Multiplication, Concat, Activation and Pooling2d take QAsymmS8 and QAsymmU8 inputs and output
+// (IsAdditionSupported, ..., IsPooling2dSupported: every input with its own scale and offset, Pooling2d with
+// either padding method and rounding), and compute the same way: every input element dequantized with its
+// tensor's scale and offset, the float operator in float32, the result quantized by armnn::Quantize. Concat
+// too: parts with different scales are requantized to the output's (measured: two uint8 parts (scale 0.5,
+// offset 3) and (0.25, 1) into (0.125, 2) give the requantized values, not the parts' bytes).
 #include <limits>
 #include <set>
 
@@ -21,7 +30,10 @@
 namespace quorum::backends::armnn_lower {
 
 bool is_quant_op(const std::string& op) {
-  static const std::set<std::string> ops = {"quantize_linear", "dequantize_linear", "qlinear_conv2d", "qlinear_matmul"};
+  static const std::set<std::string> ops = {
+      "quantize_linear",    "dequantize_linear",       "qlinear_conv2d", "qlinear_matmul",     "qlinear_add",
+      "qlinear_mul",        "qlinear_avg_pool2d",      "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid",
+      "qlinear_global_avg_pool"};
   return ops.count(op) > 0;
 }
 
@@ -73,6 +85,18 @@ Support product_supports(const ir::Graph& g, const ir::Node& n) {
   return Support::yes();
 }
 
+TwinQuant twin_quant(const ir::Node& n) {
+  const DataType t = data_type(ops::quant_dtype(n.attrs, "to"));
+  const std::vector<double>& scales = core::attr_floats(n.attrs, "x_scales");
+  const std::vector<int64_t>& zps = core::attr_ints(n.attrs, "x_zero_points");
+  TwinQuant q;
+  for (size_t i = 0; i < scales.size(); ++i)
+    q.x.push_back(Quant{t, static_cast<float>(scales[i]), static_cast<int32_t>(zps.at(i))});
+  q.y = Quant{t, static_cast<float>(ops::quant_scale(n.attrs, "y_scale")),
+              static_cast<int32_t>(core::attr_i(n.attrs, "y_zero_point"))};
+  return q;
+}
+
 void note_float32_range(Builder& b, const ProductQuant& q, int64_t terms) {
   const double xs = q.x.scale, ws = q.w.scale, big = std::numeric_limits<float>::max();
   if (255 * xs > big || 255 * ws > big || 255.0 * 255.0 * xs * ws * static_cast<double>(terms) > big)
@@ -115,9 +139,45 @@ void build_qlinear_matmul(Builder& b, const ir::Node& n) {
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
+// Each data input read with its own scale and zero point (a view where they are not the value's own).
+std::vector<Value> twin_inputs(Builder& b, const ir::Node& n, const TwinQuant& q) {
+  std::vector<Value> in;
+  for (size_t i = 0; i < n.inputs.size(); ++i) in.push_back(b.as_quant(b.value(n.inputs[i]), q.x.at(i)));
+  return in;
+}
+
+// qlinear_add, qlinear_mul: the broadcasting Addition / Multiplication with a quantized output.
+void build_qlinear_binary(Builder& b, const ir::Node& n) {
+  const TwinQuant q = twin_quant(n);
+  const std::vector<Value> in = twin_inputs(b, n, q);
+  const BinaryOp op = n.op == "qlinear_add" ? BinaryOp::Addition : BinaryOp::Multiplication;
+  b.define(n.outputs[0], b.binary(op, in[0], in[1], q.y));
+}
+
+void build_qlinear_concat(Builder& b, const ir::Node& n) {
+  const TwinQuant q = twin_quant(n);
+  const std::vector<Value> in = twin_inputs(b, n, q);
+  const size_t axis = ops::norm_axis(core::attr_i(n.attrs, "axis"), in[0].shape.size());
+  b.define(n.outputs[0], b.concat(in, axis, q.y));
+}
+
+void build_qlinear_activation(Builder& b, const ir::Node& n) {
+  const TwinQuant q = twin_quant(n);
+  const Value x = twin_inputs(b, n, q)[0];
+  const Value y = n.op == "qlinear_sigmoid"
+                      ? b.activation(x, Act::Sigmoid, 0, 0, q.y)
+                      : b.activation(x, Act::LeakyReLu, attr_float(n, "alpha"), 0, q.y);
+  b.define(n.outputs[0], y);
+}
+
 }  // namespace
 
 void register_quant(OpTable& t) {
+  t["qlinear_add"] = OpEntry{{}, build_qlinear_binary};
+  t["qlinear_mul"] = OpEntry{{}, build_qlinear_binary};
+  t["qlinear_concat"] = OpEntry{{}, build_qlinear_concat};
+  t["qlinear_leaky_relu"] = OpEntry{{}, build_qlinear_activation};
+  t["qlinear_sigmoid"] = OpEntry{{}, build_qlinear_activation};
   t["quantize_linear"] = OpEntry{{}, build_quantize};
   t["dequantize_linear"] = OpEntry{{}, build_dequantize};
   t["qlinear_matmul"] = OpEntry{product_supports, build_qlinear_matmul};

@@ -1,5 +1,6 @@
 // ArmNN lowering, spatial operators on ArmNN 20.08 layers (NCHW): Convolution2d, DepthwiseConvolution2d,
-// TransposeConvolution2d, Pooling2d, Mean (global average) and Resize. 1-D operators run as 2-D
+// TransposeConvolution2d, Pooling2d, Mean (global average) and Resize. The quantized twins qlinear_avg_pool2d
+// and qlinear_global_avg_pool are the same Pooling2d (Average) on quantized TensorInfos (lower_quant.cpp). 1-D operators run as 2-D
 // ones over [N, C, 1, L]. Grouped convolutions that are not depthwise are split into one
 // convolution per group (Slice, Convolution2d, Concat). ONNX auto_pad is resolved here into
 // ArmNN's explicit left/right/top/bottom pads.
@@ -236,11 +237,14 @@ Support pool_supports(const ir::Graph& g, const ir::Node& n) {
   return Support::yes();
 }
 
+// The float pools and qlinear_avg_pool2d (its input read with x_scales[0] / x_zero_points[0], its output
+// quantized by y_scale / y_zero_point; CpuRef's padding is 0 in real terms, as the twin's float pool pads).
 void build_pool(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const PoolPlan plan = pool_plan(g, n);
-  const Value x = b.reshape(b.value(n.inputs[0]), as_4d(in_shape(g, n, 0)));
-  const Value y = b.add(plan.layer, {x}, plan.armnn_out, "pool", plan.layer.max ? "Max" : "Average");
+  const TwinQuant q = n.op == "qlinear_avg_pool2d" ? twin_quant(n) : TwinQuant{{Quant{}}, Quant{}};
+  const Value x = b.reshape(b.value(n.inputs[0]), as_4d(in_shape(g, n, 0)), q.x[0]);
+  const Value y = b.add(plan.layer, {x}, plan.armnn_out, q.y, "pool", plan.layer.max ? "Max" : "Average");
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
 }
 
@@ -250,6 +254,20 @@ void build_global_pool(Builder& b, const ir::Node& n) {
   const Value xv = b.value(n.inputs[0]);
   int64_t cells = 1;
   for (size_t d = 2; d < x.size(); ++d) cells *= x[d];
+  if (n.op == "qlinear_global_avg_pool") {
+    // One Pooling2d Average window over the whole plane ([N, C, H, W], or [N, C, 1, cells] for another rank),
+    // with the quantized TensorInfos of qlinear_avg_pool2d.
+    const TwinQuant q = twin_quant(n);
+    const Shape x4 = x.size() == 4 ? x : Shape{x[0], x[1], 1, cells};
+    b.comment("average over all spatial cells: one Pooling2d window over the whole plane");
+    // Reshaped before the view: CpuRef's Slice takes rank <= 4 ("SliceQueueDescriptor: Input tensors with rank
+    // greater than 4 are not supported", at LoadNetwork).
+    const Value x4v = b.as_quant(b.reshape(xv, x4), q.x[0]);
+    const Value y = b.add(PoolLayer{false, x4[2], x4[3], std::nullopt}, {x4v}, Shape{x[0], x[1], 1, 1}, q.y,
+                          "global_avg", "Average");
+    b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
+    return;
+  }
   if (n.op == "global_avg_pool") {
     // Mean over the flattened cells of [N, C, cells] (ArmNN 20.08's Mean takes rank <= 4).
     b.define(n.outputs[0], b.reshape(b.mean(b.reshape(xv, Shape{x[0], x[1], cells}), {2}, true), out_shape(g, n)));
@@ -378,10 +396,11 @@ void register_spatial(OpTable& t) {
                                 },
                                 build_conv};
   t["conv_transpose2d"] = OpEntry{conv_transpose_supports, build_conv_transpose};
-  for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"})
+  for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "qlinear_avg_pool2d"})
     t[name] = OpEntry{pool_supports, build_pool};
   t["global_avg_pool"] = OpEntry{{}, build_global_pool};
   t["global_max_pool"] = OpEntry{{}, build_global_pool};
+  t["qlinear_global_avg_pool"] = OpEntry{{}, build_global_pool};
   t["resize_nearest"] = OpEntry{resize_supports, build_resize};
   t["resize_bilinear"] = OpEntry{resize_supports, build_resize};
 }
