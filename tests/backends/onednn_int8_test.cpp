@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
+#include "support/run_op.h"
 #include "run_quorum.h"
 #include "worker/supervisor.h"
 
@@ -156,6 +159,185 @@ TEST(OneDNNInt8, WhatTheConvolutionCannotTakeIsOneRefusalWithItsReason) {
             std::string::npos);
   // What maps is not refused.
   EXPECT_EQ(conv_reason(ir::graph_from_json(chain("int8", 0, "[16777216, 0]"), "ok")), "");
+}
+
+// Per-channel weights (w_scales, zero weight zero points): one output scale per output channel (mask 1 << 1) on the
+// convolution and the matmul, int8 and uint8 (zero points 128) weights; each value at most one step from the
+// reference (float32 requantization), most equal. A nonzero channel zero point is refused with its reason.
+TEST(OneDNNInt8, PerChannelWeightsRunAsPerChannelOutputScales) {
+  if (!have_onednn()) GTEST_SKIP() << "onednn backend not built";
+  for (const std::string w_type : {"int8", "uint8"}) {
+    const int zp = w_type == "uint8" ? 128 : 0;
+    ir::Graph g = ir::graph_from_json(chain(w_type, zp, "[1000, -7777]"), "per_channel");
+    for (auto& n : g.nodes) {
+      if (n.op == "qlinear_conv2d") n.attrs["w_scales"] = std::vector<double>{0.0078125, 0.03};
+      if (n.op == "qlinear_matmul") {
+        n.attrs["w_scales"] = std::vector<double>{0.01, 0.0025};
+        n.attrs["w_zero_point"] = int64_t{zp};
+      }
+      if (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul")
+        n.attrs["w_zero_points"] = std::vector<int64_t>{zp, zp};
+    }
+    worker::Worker w("onednn", {}, worker::Limits{});
+    std::vector<worker::NodeSupport> sup;
+    ASSERT_TRUE(w.supports(g, false, sup).ok());
+    for (const auto& s : sup) EXPECT_TRUE(s.ok) << s.node << ": " << s.reason;
+    ASSERT_TRUE(w.compile(g, CompileOptions{core::DType::F32, 1}).ok()) << w_type;
+    ValueMap got;
+    ASSERT_TRUE(w.forward(chain_inputs(), true, got).ok()) << w_type;
+    const ref::ValueMap want = ref::forward(g, chain_inputs());
+    for (const char* v : {"c", "mm"}) {
+      const std::vector<double> a = got.at(v).values(), b = want.at(v).values();
+      ASSERT_EQ(a.size(), b.size()) << v;
+      size_t equal = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_LE(std::abs(a[i] - b[i]), 1.0) << w_type << " " << v << " [" << i << "]";
+        equal += a[i] == b[i];
+      }
+      EXPECT_GE(equal * 10, a.size() * 9) << w_type << " " << v << ": " << equal << " of " << a.size();
+    }
+    // Channel 1's zero point off the shift: refused.
+    for (auto& n : g.nodes)
+      if (n.op == "qlinear_conv2d") n.attrs["w_zero_points"] = std::vector<int64_t>{zp, zp + 1};
+    EXPECT_NE(conv_reason(g).find("no per-channel weights zero point"), std::string::npos) << conv_reason(g);
+  }
+}
+
+// The quantized twins (ops/qlinear.cpp) on oneDNN's int8 primitives: a hand-built node per twin, int8 and uint8,
+// against the twin's own float64 kernel. "Z" is a nonzero zero point (where oneDNN takes one), "S" the output scale:
+// with power-of-two scales every float32 step is exact and the results equal the reference's; with others each is at
+// most one step away (float32 requantization) and most are equal.
+struct Twin {
+  const char* op;
+  std::vector<core::Shape> shapes;
+  const char* attrs;
+};
+
+const std::vector<Twin>& twins() {
+  static const std::vector<Twin> t = {
+      {"qlinear_add", {{2, 3, 4}, {2, 3, 4}}, R"("x_scales": [0.05, 0.1], "x_zero_points": [Z, 5], "y_scale": S,
+        "y_zero_point": Z)"},
+      {"qlinear_add", {{1, 3, 1}, {2, 3, 4}}, R"("x_scales": [0.125, 0.5], "x_zero_points": [Z, 0], "y_scale": S,
+        "y_zero_point": 2)"},
+      {"qlinear_mul", {{2, 3, 4}, {3, 1}}, R"("x_scales": [0.05, 0.1], "x_zero_points": [0, 0], "y_scale": S,
+        "y_zero_point": Z)"},
+      {"qlinear_avg_pool2d", {{1, 3, 5, 5}}, R"("kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+        "count_include_pad": 0, "x_scales": [0.05], "x_zero_points": [Z], "y_scale": S, "y_zero_point": 4)"},
+      {"qlinear_avg_pool2d", {{2, 2, 4, 4}}, R"("kernel_shape": [2, 2], "strides": [1, 1], "pads": [0, 0, 1, 1],
+        "count_include_pad": 1, "x_scales": [0.05], "x_zero_points": [0], "y_scale": S, "y_zero_point": Z)"},
+      {"qlinear_global_avg_pool", {{2, 3, 3, 4}}, R"("x_scales": [0.05], "x_zero_points": [Z], "y_scale": S,
+        "y_zero_point": Z)"},
+      {"qlinear_concat", {{2, 3, 2}, {2, 1, 2}}, R"("axis": 1, "x_scales": [S, S], "x_zero_points": [Z, Z],
+        "y_scale": S, "y_zero_point": Z)"},
+      {"qlinear_leaky_relu", {{2, 3, 4}}, R"("alpha": 0.1, "x_scales": [0.05], "x_zero_points": [0], "y_scale": S,
+        "y_zero_point": Z)"},
+  };
+  return t;
+}
+
+ir::Graph twin_graph(const Twin& t, const std::string& type, const std::string& y_scale) {
+  std::string attrs = t.attrs;
+  const std::string zp = type == "int8" ? "-3" : "131";
+  for (size_t at; (at = attrs.find('Z')) != std::string::npos;) attrs.replace(at, 1, zp);
+  for (size_t at; (at = attrs.find('S')) != std::string::npos;) attrs.replace(at, 1, y_scale);
+  std::string inputs, names;
+  for (size_t k = 0; k < t.shapes.size(); ++k) {
+    std::string shape;
+    for (size_t d = 0; d < t.shapes[k].size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shapes[k][d]);
+    inputs += std::string(k ? ", " : "") + R"({"name": "x)" + std::to_string(k) + R"(", "dtype": ")" + type +
+              R"(", "shape": [)" + shape + "]}";
+    names += std::string(k ? ", " : "") + "\"x" + std::to_string(k) + "\"";
+  }
+  return ir::graph_from_json(R"({"inputs": [)" + inputs + R"(], "outputs": ["y"], "nodes": [{"name": "y", "op": ")" +
+                                 t.op + R"(", "inputs": [)" + names + R"(], "outputs": ["y"], "attrs": {)" + attrs +
+                                 R"(, "to": ")" + type + R"("}}]})",
+                             t.op);
+}
+
+// Integers spread over the type's whole range, both ends included.
+ValueMap twin_inputs(const ir::Graph& g) {
+  ValueMap in;
+  for (const auto& v : g.inputs) {
+    const auto [lo, hi] = core::dtype_range(v.type.dtype);
+    std::vector<double> x(static_cast<size_t>(core::numel(v.type.shape)));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::min(hi, lo + static_cast<double>((i * 37 + 11 * v.name.size()) % 256));
+    x[0] = lo, x[x.size() - 1] = hi;
+    in.emplace(v.name, core::Tensor::f64(v.type.shape, x).to(v.type.dtype));
+  }
+  return in;
+}
+
+TEST(OneDNNInt8, QuantizedTwinsRunOnInt8PrimitivesAndAgreeWithTheReference) {
+  if (!have_onednn()) GTEST_SKIP() << "onednn backend not built";
+  for (const Twin& t : twins())
+    for (const std::string type : {"int8", "uint8"})
+      for (const std::string y_scale : {"0.0625", "0.07"}) {
+        const bool exact = y_scale == "0.0625" && std::string(t.attrs).find("0.05") == std::string::npos &&
+                           std::string(t.attrs).find("0.1,") == std::string::npos;
+        const std::string where = std::string(t.op) + " " + type + " y_scale " + y_scale;
+        const ir::Graph g = twin_graph(t, type, y_scale);
+        const ir::Node& n = g.nodes.at(0);
+        worker::Worker w("onednn", {}, worker::Limits{});
+        std::vector<worker::NodeSupport> sup;
+        ASSERT_TRUE(w.supports(g, false, sup).ok()) << where;
+        ASSERT_TRUE(!sup.empty() && sup[0].ok) << where << ": " << (sup.empty() ? "" : sup[0].reason);
+        const worker::Outcome compiled = w.compile(g, CompileOptions{core::DType::F32, 1});
+        ASSERT_TRUE(compiled.ok()) << where << ": " << compiled.str();
+        const ValueMap in = twin_inputs(g);
+        ValueMap got;
+        const worker::Outcome ran = w.forward(in, false, got);
+        ASSERT_TRUE(ran.ok()) << where << ": " << ran.str();
+        ASSERT_TRUE(got.count("y")) << where;
+        EXPECT_EQ(got.at("y").dtype(), g.types.at("y").dtype) << where;
+        std::vector<core::Tensor> operands;
+        for (const auto& v : n.inputs) operands.push_back(in.at(v).to(core::DType::F64));
+        const std::vector<double> want = testing::run_op(n.op, operands, n.attrs);
+        const std::vector<double> a = got.at("y").values();
+        ASSERT_EQ(a.size(), want.size()) << where;
+        size_t equal = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_LE(std::abs(a[i] - want[i]), exact ? 0.0 : 1.0) << where << " [" << i << "]";
+          equal += a[i] == want[i];
+        }
+        EXPECT_GE(equal * 10, a.size() * 9) << where << ": " << equal << " of " << a.size() << " equal";
+      }
+}
+
+// What oneDNN 2.6's int8 binary, pooling, eltwise and concat cannot take is one refusal with its measured reason.
+TEST(OneDNNInt8, WhatTheTwinsCannotTakeIsRefusedWithItsReason) {
+  if (!have_onednn()) GTEST_SKIP() << "onednn backend not built";
+  struct Case {
+    size_t twin;
+    std::map<std::string, core::AttrValue> attrs;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {2, {{"x_zero_points", std::vector<int64_t>{1, 0}}}, "binary takes no zero points"},
+      {4, {{"x_zero_points", std::vector<int64_t>{7}}}, "counts padding as the integer 0"},
+      {6, {{"x_scales", std::vector<double>{0.0625, 0.125}}}, "concat takes no scales"},
+      {7, {{"x_zero_points", std::vector<int64_t>{1}}}, "eltwise takes no zero points"},
+  };
+  for (const Case& c : cases) {
+    ir::Graph g = twin_graph(twins().at(c.twin), "uint8", "0.0625");
+    for (const auto& [k, v] : c.attrs) g.nodes.at(0).attrs[k] = v;
+    worker::Worker w("onednn", {}, worker::Limits{});
+    std::vector<worker::NodeSupport> sup;
+    ASSERT_TRUE(w.supports(g, false, sup).ok());
+    ASSERT_FALSE(sup.empty());
+    EXPECT_FALSE(sup[0].ok) << twins().at(c.twin).op;
+    EXPECT_NE(sup[0].reason.find(c.reason), std::string::npos) << twins().at(c.twin).op << ": " << sup[0].reason;
+  }
+  // qlinear_sigmoid: 2.6 has no int8 eltwise_logistic.
+  const ir::Graph g = ir::graph_from_json(
+      R"({"inputs": [{"name": "x0", "dtype": "int8", "shape": [4]}], "outputs": ["y"], "nodes": [{"name": "y",
+      "op": "qlinear_sigmoid", "inputs": ["x0"], "outputs": ["y"], "attrs": {"x_scales": [0.05], "x_zero_points": [0],
+      "y_scale": 0.00390625, "y_zero_point": -128, "to": "int8"}}]})",
+      "sigmoid");
+  worker::Worker w("onednn", {}, worker::Limits{});
+  std::vector<worker::NodeSupport> sup;
+  ASSERT_TRUE(w.supports(g, false, sup).ok());
+  ASSERT_FALSE(sup.empty());
+  EXPECT_NE(sup[0].reason.find("no int8 eltwise_logistic"), std::string::npos) << sup[0].reason;
 }
 
 }  // namespace

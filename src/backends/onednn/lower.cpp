@@ -3,6 +3,7 @@
 #include "backends/onednn/lower.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -393,8 +394,14 @@ const char* name(DataType t) {
   return "?";
 }
 
+bool is_qlinear_twin(const std::string& op) {
+  return op == "qlinear_add" || op == "qlinear_mul" || op == "qlinear_avg_pool2d" || op == "qlinear_global_avg_pool" ||
+         op == "qlinear_concat" || op == "qlinear_leaky_relu" || op == "qlinear_sigmoid";
+}
+
 bool is_quantized_op(const std::string& op) {
-  return op == "quantize_linear" || op == "dequantize_linear" || op == "qlinear_conv2d" || op == "qlinear_matmul";
+  return op == "quantize_linear" || op == "dequantize_linear" || op == "qlinear_conv2d" || op == "qlinear_matmul" ||
+         is_qlinear_twin(op);
 }
 
 namespace {
@@ -459,12 +466,103 @@ Support qconv_support(const ir::Graph& g, const ir::Node& n) {
   return Support::yes();
 }
 
+// A convolution's or matmul's output channels (the per-channel weights' count).
+int64_t out_channels(const ir::Node& n) {
+  return core::attr_i(n.attrs, n.op == "qlinear_conv2d" ? "out_channels" : "units");
+}
+
+// The float operator a twin quantizes (its geometry's name).
+std::string twin_float_op(const std::string& op) { return op.substr(std::string("qlinear_").size()); }
+
+// A twin's types, source scales and its one requantizing post-op (lower.h: QElemAttr), in float64 then float32.
+QElemAttr twin_attr(const ir::Node& n) {
+  const core::Attrs& a = n.attrs;
+  std::vector<float> xs;  // float32, as ONNX Runtime stores them
+  for (double v : core::attr_floats(a, "x_scales")) xs.push_back(static_cast<float>(v));
+  const auto& zps = core::attr_ints(a, "x_zero_points");
+  const double ys = static_cast<double>(f32_attr(a, "y_scale"));
+  const double yzp = static_cast<double>(zp_attr(a, "y_zero_point"));
+  QElemAttr q;
+  q.type = quant_type(a, "to");
+  if (n.op == "qlinear_concat") return q;
+  if (n.op == "qlinear_add" || n.op == "qlinear_mul") {
+    q.scales = xs;
+    // The sources' zero points as one shift of the scaled sum (a product's are refused unless zero).
+    double shift = 0;
+    if (n.op == "qlinear_add")
+      for (size_t i = 0; i < 2; ++i) shift += static_cast<double>(xs[i]) * static_cast<double>(zps[i]);
+    q.linear.push_back({static_cast<float>(1.0 / ys), static_cast<float>(yzp - shift / ys)});
+    return q;
+  }
+  const double ratio = static_cast<double>(xs[0]) / ys;
+  q.linear.push_back({static_cast<float>(ratio), static_cast<float>(yzp - ratio * static_cast<double>(zps[0]))});
+  if (q.linear[0] == std::pair<float, float>{1.0f, 0.0f}) q.linear.clear();  // the output quantized as the input
+  return q;
+}
+
+Support twin_support(const ir::Node& n, const std::vector<Shape>& in, const Shape& y) {
+  const core::Attrs& a = n.attrs;
+  const auto& scales = core::attr_floats(a, "x_scales");
+  const auto& zps = core::attr_ints(a, "x_zero_points");
+  const bool zero_zps = std::all_of(zps.begin(), zps.end(), [](int64_t z) { return z == 0; });
+  if (n.op == "qlinear_sigmoid")
+    return Support::no("oneDNN 2.6 has no int8 eltwise_logistic (its eltwise descriptor on s8/u8 is refused, "
+                       "measured), and its eltwise takes no scales to requantize");
+  if (n.op == "qlinear_mul" && !zero_zps)
+    return Support::no("oneDNN 2.6's binary takes no zero points (set_zero_points is refused, measured) and a "
+                       "product's source zero points are no shift a post-op can carry: nonzero x_zero_points");
+  if (n.op == "qlinear_leaky_relu" && !zero_zps)
+    return Support::no("oneDNN 2.6's eltwise takes no zero points (set_zero_points is refused, measured) and "
+                       "leaky_relu(x - zp) is no shift of leaky_relu(x): x_zero_point " + std::to_string(zps[0]));
+  if (n.op == "qlinear_concat") {
+    const float ys = f32_attr(a, "y_scale");
+    const int64_t yzp = core::attr_i(a, "y_zero_point");
+    for (size_t i = 0; i < scales.size(); ++i)
+      if (static_cast<float>(scales[i]) != ys || zps[i] != yzp)
+        return Support::no("oneDNN 2.6's concat takes no scales and no zero points (set_scales and set_zero_points "
+                           "are refused, measured), so it only copies: input " + std::to_string(i) +
+                           " is quantized unlike the output");
+  }
+  // One eltwise_linear post-op: two would meet onednn-postop-repeated-eltwise-params (the second eltwise of an
+  // algorithm takes the first one's alpha and beta, measured on the int8 binary too).
+  for (const auto& [alpha, beta] : twin_attr(n).linear)
+    if (!std::isfinite(alpha) || !std::isfinite(beta) || (alpha != 0 && std::abs(alpha) < FLT_MIN))
+      return Support::no("the requantization's one eltwise_linear post-op (alpha x_scale / y_scale, beta the zero "
+                         "points' shift; a second linear post-op takes the first one's parameters in oneDNN 2.6) "
+                         "has no finite normal float32 constants for these scales");
+  if (n.op == "qlinear_avg_pool2d") {
+    const PoolGeo g = pool_geo(twin_float_op(n.op), in.at(0), y, a);
+    if (!g.factor.empty())
+      return Support::no("Quorum does not lower the rescale of an int8 average pool whose windows reach into "
+                         "ceil_mode's extra padding with count_include_pad (a binary post-op it has no step for)");
+    bool padded = false;
+    for (size_t i = 0; i < g.pad_l.size(); ++i) padded = padded || g.pad_l[i] != 0 || g.pad_r[i] != 0;
+    if (g.alg == Alg::pooling_avg_include_padding && padded && zps[0] != 0)
+      return Support::no("oneDNN 2.6's int8 pooling_avg_include_padding counts padding as the integer 0 where "
+                         "ONNX pads with the real 0 (the zero point " + std::to_string(zps[0]) + ")");
+  }
+  return Support::yes();
+}
+
 }  // namespace
 
 Support quant_support(const ir::Graph& g, const ir::Node& n) {
-  if ((n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") && ops::per_channel_weight(n.attrs))
-    return Support::no("per-channel weight scales (w_scales) are not lowered to oneDNN yet (its output scales "
-                       "with a mask over the output channel are not wired here)");
+  if (is_qlinear_twin(n.op)) {
+    std::vector<Shape> in;
+    for (const auto& v : n.inputs) in.push_back(g.types.at(v).shape);
+    return twin_support(n, in, g.types.at(n.outputs.at(0)).shape);
+  }
+  if ((n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") && ops::per_channel_weight(n.attrs)) {
+    const int64_t shift = quant_type(n.attrs, "w_type") == DataType::u8 ? 128 : 0;
+    const std::vector<double> zps = ops::weight_zero_points(n.attrs, out_channels(n));
+    for (size_t c = 0; c < zps.size(); ++c)
+      if (static_cast<int64_t>(zps[c]) != shift)
+        return Support::no("oneDNN 2.6 takes per-channel weight scales as per-channel output scales, but no "
+                           "per-channel weights zero point (set_zero_points on the weights takes one common value, "
+                           "and the convolution none): channel " + std::to_string(c) + "'s w_zero_point " +
+                           std::to_string(static_cast<int64_t>(zps[c])) +
+                           (shift ? " (uint8 weights map only with 128)" : ""));
+  }
   if (n.op == "qlinear_conv2d") return qconv_support(g, n);
   return Support::yes();
 }
@@ -485,6 +583,8 @@ QuantAttr quant_attr(const ir::Node& n, const std::vector<core::DType>& in_types
   const float xs = f32_attr(a, x + "scale"), ws = f32_attr(a, "w_scale"), ys = f32_attr(a, "y_scale");
   const float xw = xs * ws;  // float32, rounded: the multiplier ONNX Runtime forms (the reference's stored one)
   q.scale = xw / ys;
+  if (ops::per_channel_weight(a))
+    for (double w : ops::weight_scales(a, out_channels(n))) q.scales.push_back(xs * static_cast<float>(w) / ys);
   q.src_zp = zp_attr(a, x + "zero_point");
   q.wei_zp = zp_attr(a, "w_zero_point") - (quant_type(a, "w_type") == DataType::u8 ? 128 : 0);
   q.dst_zp = zp_attr(a, "y_zero_point");
@@ -500,6 +600,31 @@ QMatmulGeo qmatmul_geo(const Shape& x, const core::Attrs& a) {
 }
 
 namespace {
+
+// The quantized twins (lower.h: QElemAttr): the float operator's geometry, oneDNN's int8 primitive.
+void lower_twin(const ir::Node& n, const std::vector<Shape>& in, const std::vector<Shape>& out, StepSink& sink) {
+  const Support s = twin_support(n, in, out.at(0));
+  if (!s.ok) throw ConversionError(s.reason);
+  const core::Attrs& a = n.attrs;
+  const std::string& y = n.outputs.at(0);
+  const std::string& x0 = n.inputs.at(0);
+  const Shape& ys = out.at(0);
+  const QElemAttr q = twin_attr(n);
+  if (n.op == "qlinear_add" || n.op == "qlinear_mul") {
+    sink.qbinary(n.op == "qlinear_add" ? Alg::binary_add : Alg::binary_mul, q, dims_of(ys),
+                 dims_of(pad_rank(in.at(0), ys.size())), x0, dims_of(pad_rank(in.at(1), ys.size())), n.inputs.at(1), y);
+  } else if (n.op == "qlinear_concat") {
+    std::vector<Dims> ds;
+    for (const auto& sh : in) ds.push_back(dims_of(sh));
+    sink.qconcat(q.type, dims_of(ys), norm_axis(core::attr_i(a, "axis"), ys.size()), ds, n.inputs, y);
+  } else if (n.op == "qlinear_leaky_relu") {
+    const auto chain = eltwise_chain(twin_float_op(n.op), a);
+    if (!chain || chain->size() != 1) throw ConversionError("leaky_relu is no single eltwise step");
+    sink.qeltwise(chain->front(), q, dims_of(in.at(0)), x0, y);
+  } else {
+    sink.qpool(pool_geo(twin_float_op(n.op), in.at(0), ys, a), q, x0, y);
+  }
+}
 
 // quantize_linear and dequantize_linear as one reorder each; qlinear_conv2d and qlinear_matmul as one int8
 // convolution or matmul, uint8 weights shifted into s8 first.
@@ -520,6 +645,10 @@ void lower_quantized(const ir::Node& n, const std::vector<Shape>& in, const std:
     sink.qreorder({dims_of(in[0]), data_type(types[0]), DataType::f32, f32_attr(a, "scale"), zp_attr(a, "zero_point"),
                    0},
                   x0, y);
+    return;
+  }
+  if (is_qlinear_twin(n.op)) {
+    lower_twin(n, in, out, sink);
     return;
   }
   const QuantAttr q = quant_attr(n, types);
@@ -1012,8 +1141,11 @@ void RecordingSink::qreorder(const QReorderGeo& g, const std::string& x, const s
 }
 namespace {
 std::string fmt_q(const QuantAttr& q) {
-  return std::string(name(q.src)) + " x s8 -> " + name(q.dst) + " scale " + fmt(q.scale) + " zp " +
-         std::to_string(q.src_zp) + "," + std::to_string(q.wei_zp) + "," + std::to_string(q.dst_zp);
+  std::string s = std::string(name(q.src)) + " x s8 -> " + name(q.dst) + " scale " + fmt(q.scale) + " zp " +
+                  std::to_string(q.src_zp) + "," + std::to_string(q.wei_zp) + "," + std::to_string(q.dst_zp);
+  if (!q.scales.empty()) s += " per-channel";
+  for (float v : q.scales) s += " " + fmt(v);
+  return s;
 }
 }  // namespace
 void RecordingSink::qconv(const ConvGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
@@ -1029,6 +1161,39 @@ void RecordingSink::qmatmul(const QMatmulGeo& g, const QuantAttr& q, const std::
   calls_.push_back("qmatmul " + fmt_q(q) + " rows " + std::to_string(g.rows) + " k " + std::to_string(g.k) + " n " +
                    std::to_string(g.n) + " " + y + " = " + x + " @ " + w);
   inner_.qmatmul(g, q, x, w, y);
+}
+namespace {
+std::string fmt_e(const QElemAttr& q) {
+  std::string s = std::string(name(q.type)) + " scales";
+  for (float v : q.scales) s += " " + fmt(v);
+  for (const auto& [alpha, beta] : q.linear) s += " linear(" + fmt(alpha) + "," + fmt(beta) + ")";
+  return s;
+}
+}  // namespace
+void RecordingSink::qbinary(Alg alg, const QElemAttr& q, const Dims& out, const Dims& ad, const std::string& a,
+                            const Dims& bd, const std::string& b, const std::string& y) {
+  calls_.push_back(std::string("qbinary ") + name(alg) + " " + fmt_e(q) + " " + fmt(out) + " " + y + " = " + a +
+                   fmt(ad) + " , " + b + fmt(bd));
+  inner_.qbinary(alg, q, out, ad, a, bd, b, y);
+}
+void RecordingSink::qpool(const PoolGeo& g, const QElemAttr& q, const std::string& x, const std::string& y) {
+  calls_.push_back(std::string("qpool ") + name(g.alg) + " " + fmt_e(q) + " " + fmt(g.src) + " -> " + fmt(g.dst) +
+                   " k" + fmt(g.kernel) + " s" + fmt(g.strides) + " pl" + fmt(g.pad_l) + " pr" + fmt(g.pad_r) + " " +
+                   y + " = " + x);
+  inner_.qpool(g, q, x, y);
+}
+void RecordingSink::qeltwise(const Eltwise& e, const QElemAttr& q, const Dims& d, const std::string& x,
+                             const std::string& y) {
+  calls_.push_back("qeltwise " + fmt(e) + " " + fmt_e(q) + " " + fmt(d) + " " + y + " = f(" + x + ")");
+  inner_.qeltwise(e, q, d, x, y);
+}
+void RecordingSink::qconcat(DataType t, const Dims& out, int axis, const std::vector<Dims>& ds,
+                            const std::vector<std::string>& xs, const std::string& y) {
+  std::string s = std::string("qconcat ") + name(t) + " " + fmt(out) + " axis " + std::to_string(axis) + " " + y +
+                  " = " + fmt(xs);
+  for (const auto& d : ds) s += " " + fmt(d);
+  calls_.push_back(s);
+  inner_.qconcat(t, out, axis, ds, xs, y);
 }
 void RecordingSink::dense(Prop p, const DenseGeo& g, const std::string& x, const std::string& w, const std::string& b,
                           const std::string& y) {

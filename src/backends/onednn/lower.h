@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -190,16 +191,42 @@ struct QReorderGeo {
 // An int8 convolution's or matmul's types and attributes: output scale x_scale * w_scale / y_scale in float32
 // (set_output_scales, mask 0; oneDNN 2.6 adds the bias to the float32 accumulator before it), src, weights and
 // dst zero points (set_zero_points, mask 0, given when non-zero). Weights are always s8: uint8 weights are
-// shifted by -128 first (an eltwise_linear step, exact), their zero point with them.
+// shifted by -128 first (an eltwise_linear step, exact), their zero point with them. Per-channel weights
+// (w_scales) give one output scale per output channel, x_scale * w_scales[c] / y_scale (set_output_scales, mask
+// 1 << 1: the destination's dim 1, the convolution's channels and the matmul's columns); 2.6 has no per-channel
+// weights zero point, so every channel's must shift to 0.
 struct QuantAttr {
   DataType src = DataType::s8, dst = DataType::s8;
   float scale = 1;
   int32_t src_zp = 0, wei_zp = 0, dst_zp = 0;
+  std::vector<float> scales;  // per output channel; empty: `scale` for all
 };
 // qlinear_matmul as oneDNN's matmul of x viewed as [rows, K] and the weight [K, N].
 struct QMatmulGeo {
   int64_t rows = 0, k = 0, n = 0;
 };
+// The quantized twins (ops/qlinear.cpp) on oneDNN 2.6's int8 binary, pooling, eltwise and concat primitives, s8 or
+// u8 sources and destination of the node's type `to`. These primitives take no output scales and no zero points
+// (measured: 2.6 refuses set_output_scales and set_zero_points on them); the binary takes one scale per source
+// (set_scales on DNNL_ARG_SRC_0 / SRC_1, mask 0) and all take post-ops, so the requantization is one eltwise_linear
+// post-op r * alpha + beta before oneDNN's saturating nearbyint into the destination type, the sources' zero
+// points folded into beta as a shift (a sum or an average carries it). One post-op: a second eltwise_linear takes
+// the first one's parameters in 2.6 (onednn-postop-repeated-eltwise-params); constants that are no finite normal
+// float32 (extreme scale ratios) are refused.
+//   qlinear_add: scales x_scales; alpha 1 / y_scale, beta y_zero_point - (s_0 zp_0 + s_1 zp_1) / y_scale;
+//   qlinear_mul: scales x_scales; alpha 1 / y_scale, beta y_zero_point (zero points 0 only);
+//   qlinear_avg_pool2d / qlinear_global_avg_pool: the float pool's geometry; alpha x_scale / y_scale,
+//     beta y_zero_point - alpha * x_zero_point;
+//   qlinear_leaky_relu: eltwise_relu(alpha) and the pool's post-op (x_zero_point 0 only);
+//   qlinear_concat: a plain int8 concat (every input quantized as the output);
+//   qlinear_sigmoid: refused (2.6 has no int8 eltwise_logistic).
+struct QElemAttr {
+  DataType type = DataType::s8;
+  std::vector<float> scales;  // the binary's per-source scales (empty: none)
+  std::vector<std::pair<float, float>> linear;  // the eltwise_linear post-op (alpha, beta): one here
+};
+bool is_qlinear_twin(const std::string& op);
+
 // Whether an int8 node maps, or why not (what oneDNN 2.6's int8 primitives cannot express exactly).
 Support quant_support(const ir::Graph& g, const ir::Node& n);
 bool is_quantized_op(const std::string& op);
@@ -267,6 +294,18 @@ class StepSink {
                      const std::string& b, const std::string& y) = 0;
   virtual void qmatmul(const QMatmulGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
                        const std::string& y) = 0;
+  // y (dims out) = a (op) b as one int8 binary, b broadcasting; an a that must broadcast is materialised first
+  // (its integers copied, exact).
+  virtual void qbinary(Alg alg, const QElemAttr& q, const Dims& out, const Dims& ad, const std::string& a,
+                       const Dims& bd, const std::string& b, const std::string& y) = 0;
+  // int8 pooling (forward_inference; g has no rescale factor).
+  virtual void qpool(const PoolGeo& g, const QElemAttr& q, const std::string& x, const std::string& y) = 0;
+  // One int8 eltwise (forward_inference).
+  virtual void qeltwise(const Eltwise& e, const QElemAttr& q, const Dims& d, const std::string& x,
+                        const std::string& y) = 0;
+  // An int8 concat (all of type t).
+  virtual void qconcat(DataType t, const Dims& out, int axis, const std::vector<Dims>& ds,
+                       const std::vector<std::string>& xs, const std::string& y) = 0;
 
   // ---- backward steps (after the node's forward_training; the sink keeps what that forward left:
   // pooling/lrn workspaces, normalisation statistics). grad(v) names the gradient of v: of an
@@ -344,6 +383,13 @@ class RecordingSink : public StepSink {
   void qconv(const ConvGeo& g, const QuantAttr& q, const std::string& x, const std::string& w, const std::string& b,
              const std::string& y) override;
   void qmatmul(const QMatmulGeo& g, const QuantAttr& q, const std::string& x, const std::string& w,
+               const std::string& y) override;
+  void qbinary(Alg alg, const QElemAttr& q, const Dims& out, const Dims& ad, const std::string& a, const Dims& bd,
+               const std::string& b, const std::string& y) override;
+  void qpool(const PoolGeo& g, const QElemAttr& q, const std::string& x, const std::string& y) override;
+  void qeltwise(const Eltwise& e, const QElemAttr& q, const Dims& d, const std::string& x,
+                const std::string& y) override;
+  void qconcat(DataType t, const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<std::string>& xs,
                const std::string& y) override;
   void zeros(const Dims& d, const std::string& y) override;
   void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) override;

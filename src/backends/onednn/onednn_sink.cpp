@@ -365,8 +365,18 @@ dnnl::primitive_attr quant_primitive_attr(float scale, int32_t src_zp, int32_t w
   return attr;
 }
 
+// A convolution's or matmul's: per-channel output scales (mask 1 << 1) when given.
+dnnl::primitive_attr quant_primitive_attr(const lw::QuantAttr& q) {
+  dnnl::primitive_attr attr = quant_primitive_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp);
+  if (!q.scales.empty()) attr.set_output_scales(1 << 1, q.scales);
+  return attr;
+}
+
 std::string quant_key(const lw::QuantAttr& q) {
-  return Key() << lw::name(q.src) << lw::name(q.dst) << q.scale << q.src_zp << q.wei_zp << q.dst_zp;
+  Key k;
+  k << lw::name(q.src) << lw::name(q.dst) << q.scale << q.src_zp << q.wei_zp << q.dst_zp;
+  for (float s : q.scales) k << s;
+  return k;
 }
 
 // A float32 buffer's integers as a memory of `want` (exact reorders: plain f32 -> plain `t` -> want).
@@ -405,7 +415,7 @@ const Cached<dnnl::convolution_forward::primitive_desc>& qconv_pd(const lw::Conv
     auto d = g.bias ? dnnl::convolution_forward::desc(prop, alg, src, wei, typed_md({g.oc}, lw::DataType::s32), dst,
                                                       g.strides, g.dil, g.pad_l, g.pad_r)
                     : dnnl::convolution_forward::desc(prop, alg, src, wei, dst, g.strides, g.dil, g.pad_l, g.pad_r);
-    return dnnl::convolution_forward::primitive_desc(d, quant_primitive_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp),
+    return dnnl::convolution_forward::primitive_desc(d, quant_primitive_attr(q),
                                                      cpu_engine());
   });
 }
@@ -414,9 +424,126 @@ const Cached<dnnl::matmul::primitive_desc>& qmatmul_pd(const lw::QMatmulGeo& g, 
   return cached<dnnl::matmul::primitive_desc>(Key() << g.rows << g.k << g.n << quant_key(q), [&] {
     dnnl::matmul::desc d(typed_md({g.rows, g.k}, q.src), typed_md({g.k, g.n}, lw::DataType::s8),
                          typed_md({g.rows, g.n}, q.dst));
-    return dnnl::matmul::primitive_desc(d, quant_primitive_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp),
+    return dnnl::matmul::primitive_desc(d, quant_primitive_attr(q),
                                         cpu_engine());
   });
+}
+
+namespace {
+
+// set_scales per source (mask 0) and the requantizing eltwise_linear post-ops.
+dnnl::primitive_attr elem_attr(const lw::QElemAttr& q) {
+  dnnl::primitive_attr attr;
+  const int args[] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1};
+  for (size_t i = 0; i < q.scales.size() && i < 2; ++i) attr.set_scales(args[i], 0, {q.scales[i]});
+  if (!q.linear.empty()) {
+    dnnl::post_ops po;
+    for (const auto& [alpha, beta] : q.linear) po.append_eltwise(1.0f, algorithm::eltwise_linear, alpha, beta);
+    attr.set_post_ops(po);
+  }
+  return attr;
+}
+
+std::string elem_key(const lw::QElemAttr& q) {
+  Key k;
+  k << lw::name(q.type);
+  for (float s : q.scales) k << s;
+  k << "linear";
+  for (const auto& [alpha, beta] : q.linear) k << alpha << beta;
+  return k;
+}
+
+// Channels last ([N, C, spatial...] stored N, spatial..., C), as int8 pipelines keep activations.
+memory::desc channels_last(const Dims& d, lw::DataType t) {
+  Dims st(d.size(), 1);
+  int64_t acc = d.size() > 1 ? d[1] : 1;
+  for (size_t i = d.size(); i-- > 2;) {
+    st[i] = acc;
+    acc *= d[i];
+  }
+  st[0] = acc;
+  return memory::desc(d, to_dnnl(t), st);
+}
+
+}  // namespace
+
+const Cached<dnnl::binary::primitive_desc>& qbinary_pd(lw::Alg alg, const lw::QElemAttr& q, const Dims& out,
+                                                       const Dims& bd) {
+  return cached<dnnl::binary::primitive_desc>(Key() << "qbinary" << lw::name(alg) << out << bd << elem_key(q), [&] {
+    const memory::desc a = typed_md(out, q.type);
+    return dnnl::binary::primitive_desc(dnnl::binary::desc(to_dnnl(alg), a, typed_md(bd, q.type), a), elem_attr(q),
+                                        cpu_engine());
+  });
+}
+
+const Cached<dnnl::pooling_v2_forward::primitive_desc>& qpool_pd(const lw::PoolGeo& g, const lw::QElemAttr& q) {
+  return cached<dnnl::pooling_v2_forward::primitive_desc>(Key() << "qpool" << pool_key(g) << elem_key(q), [&] {
+    dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, to_dnnl(g.alg), channels_last(g.src, q.type),
+                                     channels_last(g.dst, q.type), g.strides, g.kernel, g.dil, g.pad_l, g.pad_r);
+    return dnnl::pooling_v2_forward::primitive_desc(d, elem_attr(q), cpu_engine());
+  });
+}
+
+const Cached<dnnl::eltwise_forward::primitive_desc>& qeltwise_pd(const lw::Eltwise& e, const lw::QElemAttr& q,
+                                                                 const Dims& d) {
+  return cached<dnnl::eltwise_forward::primitive_desc>(
+      Key() << "qeltwise" << lw::name(e.alg) << e.alpha << e.beta << d << elem_key(q), [&] {
+        dnnl::eltwise_forward::desc ed(prop_kind::forward_inference, to_dnnl(e.alg), typed_md(d, q.type), e.alpha,
+                                       e.beta);
+        return dnnl::eltwise_forward::primitive_desc(ed, elem_attr(q), cpu_engine());
+      });
+}
+
+void ExecSink::qbinary(lw::Alg alg, const lw::QElemAttr& q, const Dims& out, const Dims& ad, const std::string& a,
+                       const Dims& bd, const std::string& b, const std::string& y) {
+  auto as = [](const Buf& v, const Dims& d) {
+    return dims_of(pad_rank(v.shape, d.size())) == d ? v : v.reshaped(Shape(d.begin(), d.end()));
+  };
+  Buf first = as(get(a), ad);
+  const Buf second = as(get(b), bd);
+  // oneDNN broadcasts only the second source: a first that must broadcast is copied out first (its integers).
+  if (ad != out) first = broadcast_to(first, Shape(out.begin(), out.end()));
+  const auto& f = qbinary_pd(alg, q, out, bd);
+  memory dst(typed_md(out, q.type), cpu_engine());
+  run(f.prim, {{DNNL_ARG_SRC_0, quantized_operand(first, out, q.type, typed_md(out, q.type))},
+               {DNNL_ARG_SRC_1, quantized_operand(second, bd, q.type, typed_md(bd, q.type))},
+               {DNNL_ARG_DST, dst}});
+  put(y, quantized_result(dst, out, q.type));
+}
+
+void ExecSink::qpool(const lw::PoolGeo& g, const lw::QElemAttr& q, const std::string& x, const std::string& y) {
+  const auto& f = qpool_pd(g, q);
+  memory dst(f.pd.dst_desc(), cpu_engine());
+  run(f.prim, {{DNNL_ARG_SRC, quantized_operand(get(x), g.src, q.type, f.pd.src_desc())}, {DNNL_ARG_DST, dst}});
+  put(y, quantized_result(dst, g.dst, q.type));
+}
+
+void ExecSink::qeltwise(const lw::Eltwise& e, const lw::QElemAttr& q, const Dims& d, const std::string& x,
+                        const std::string& y) {
+  const auto& f = qeltwise_pd(e, q, d);
+  memory dst(typed_md(d, q.type), cpu_engine());
+  run(f.prim, {{DNNL_ARG_SRC, quantized_operand(get(x), d, q.type, typed_md(d, q.type))}, {DNNL_ARG_DST, dst}});
+  put(y, quantized_result(dst, d, q.type));
+}
+
+void ExecSink::qconcat(lw::DataType t, const Dims& out, int axis, const std::vector<Dims>& ds,
+                       const std::vector<std::string>& xs, const std::string& y) {
+  std::vector<memory::desc> srcs;
+  Key key;
+  key << "qconcat" << lw::name(t) << axis;
+  for (const auto& d : ds) {
+    srcs.push_back(typed_md(d, t));
+    key << d;
+  }
+  const memory::desc dmd = typed_md(out, t);
+  const auto& c = cached<dnnl::concat::primitive_desc>(
+      key, [&] { return dnnl::concat::primitive_desc(dmd, axis, srcs, cpu_engine()); });
+  memory dst(dmd, cpu_engine());
+  std::unordered_map<int, memory> args{{DNNL_ARG_DST, dst}};
+  for (size_t i = 0; i < xs.size(); ++i)
+    args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = quantized_operand(get(xs[i]), ds[i], t, srcs[i]);
+  run(c.prim, args);
+  put(y, quantized_result(dst, out, t));
 }
 
 void ExecSink::qreorder(const lw::QReorderGeo& g, const std::string& x, const std::string& y) {

@@ -84,6 +84,13 @@ memory::data_type to_dnnl(lw::DataType t);
 const Cached<dnnl::reorder::primitive_desc>& qreorder_pd(const lw::QReorderGeo& g);
 const Cached<dnnl::convolution_forward::primitive_desc>& qconv_pd(const lw::ConvGeo& g, const lw::QuantAttr& q);
 const Cached<dnnl::matmul::primitive_desc>& qmatmul_pd(const lw::QMatmulGeo& g, const lw::QuantAttr& q);
+// The quantized twins' primitives: binary (dims out, the second source bd), pooling (channels-last source and
+// destination, where 2.6 has its jit int8 kernel; plain is its reference one), eltwise, concat.
+const Cached<dnnl::binary::primitive_desc>& qbinary_pd(lw::Alg alg, const lw::QElemAttr& q, const Dims& out,
+                                                       const Dims& bd);
+const Cached<dnnl::pooling_v2_forward::primitive_desc>& qpool_pd(const lw::PoolGeo& g, const lw::QElemAttr& q);
+const Cached<dnnl::eltwise_forward::primitive_desc>& qeltwise_pd(const lw::Eltwise& e, const lw::QElemAttr& q,
+                                                                 const Dims& d);
 
 // What a node's forward keeps for its backward.
 struct Saved {
@@ -137,6 +144,13 @@ class ExecSink : public lw::StepSink {
              const std::string& b, const std::string& y) override;
   void qmatmul(const lw::QMatmulGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
                const std::string& y) override;
+  void qbinary(lw::Alg alg, const lw::QElemAttr& q, const Dims& out, const Dims& ad, const std::string& a,
+               const Dims& bd, const std::string& b, const std::string& y) override;
+  void qpool(const lw::PoolGeo& g, const lw::QElemAttr& q, const std::string& x, const std::string& y) override;
+  void qeltwise(const lw::Eltwise& e, const lw::QElemAttr& q, const Dims& d, const std::string& x,
+                const std::string& y) override;
+  void qconcat(lw::DataType t, const Dims& out, int axis, const std::vector<Dims>& ds,
+               const std::vector<std::string>& xs, const std::string& y) override;
   void zeros(const Dims& d, const std::string& y) override;
   void broadcast(const Shape& from, const std::string& x, const Shape& to, const std::string& y) override;
   void eltwise_backward(const lw::Eltwise& e, const Dims& d, const std::string& src, const std::string& dy,

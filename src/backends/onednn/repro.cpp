@@ -111,6 +111,7 @@ struct QAttr {
   qdt src, dst;
   float scale;
   int32_t src_zp, wei_zp, dst_zp;
+  std::vector<float> scales = {};  // per-channel weights: one output scale per output channel (mask 1 << 1)
 };
 inline memory::desc typed(const Dims& d, qdt t) { return memory::desc(d, t, dense_strides(d)); }
 inline primitive_attr quant_attr(float scale, int32_t src_zp, int32_t wei_zp, int32_t dst_zp) {
@@ -119,6 +120,11 @@ inline primitive_attr quant_attr(float scale, int32_t src_zp, int32_t wei_zp, in
   if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {src_zp});
   if (wei_zp) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {wei_zp});
   if (dst_zp) attr.set_zero_points(DNNL_ARG_DST, 0, {dst_zp});
+  return attr;
+}
+inline primitive_attr quant_attr(const QAttr& q) {
+  primitive_attr attr = quant_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp);
+  if (!q.scales.empty()) attr.set_output_scales(1 << 1, q.scales);
   return attr;
 }
 inline memory q_operand(const Vec& b, const Dims& d, qdt t, const memory::desc& want) {
@@ -145,7 +151,7 @@ inline Vec qreorder_op(const Dims& d, qdt src, qdt dst, float scale, int32_t src
 // matmul of x [rows, k] (plain, the source type) and w [k, n] (plain s8) into [rows, n] (the destination type).
 inline Vec qmatmul_fwd(int64_t rows, int64_t k, int64_t n, const QAttr& q, const Vec& x, const Vec& w) {
   matmul::primitive_desc pd(matmul::desc(typed({rows, k}, q.src), typed({k, n}, qdt::s8), typed({rows, n}, q.dst)),
-                            quant_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp), eng);
+                            quant_attr(q), eng);
   show("matmul", pd);
   memory dst(pd.dst_desc(), eng);
   run(matmul(pd), {{DNNL_ARG_SRC, q_operand(x, {rows, k}, q.src, pd.src_desc())},
@@ -168,7 +174,7 @@ inline Vec qconv_fwd(const QConvGeo& g, const QAttr& q, const Vec& x, const Vec&
                                               any(g.dst, q.dst), g.strides, g.dil, g.pad_l, g.pad_r)
                   : convolution_forward::desc(prop, alg, any(g.src, q.src), any(g.w, qdt::s8), any(g.dst, q.dst),
                                               g.strides, g.dil, g.pad_l, g.pad_r);
-  convolution_forward::primitive_desc pd(d, quant_attr(q.scale, q.src_zp, q.wei_zp, q.dst_zp), eng);
+  convolution_forward::primitive_desc pd(d, quant_attr(q), eng);
   show("convolution_forward", pd);
   memory dst(pd.dst_desc(), eng);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, q_operand(x, g.src, q.src, pd.src_desc())},
@@ -941,6 +947,82 @@ inline Vec resample_bwd(algorithm alg, const Dims& s, const Dims& d, const Vec& 
   return dx;
 }
 )CPP"},
+    {"qelem", R"CPP(
+// The quantized twins (ONNX Runtime's QLinear* operators) on int8 binary, pooling, eltwise and concat primitives,
+// sources and destination of one type t. These take no output scales and no zero points in oneDNN 2.6: the binary
+// takes a scale per source (set_scales, mask 0), and the requantization is a chain of eltwise_linear post-ops
+// r * alpha + beta (the sources' zero points as a shift, then the scale ratio and the output zero point) before
+// the saturating nearbyint into t.
+struct QElem {
+  qdt t;
+  std::vector<float> scales;
+  std::vector<std::pair<float, float>> linear;  // (alpha, beta) per post-op
+};
+inline primitive_attr qelem_attr(const QElem& q) {
+  primitive_attr attr;
+  const int args[] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1};
+  for (size_t i = 0; i < q.scales.size() && i < 2; ++i) attr.set_scales(args[i], 0, {q.scales[i]});
+  if (!q.linear.empty()) {
+    post_ops po;
+    for (const auto& l : q.linear) po.append_eltwise(1.0f, algorithm::eltwise_linear, l.first, l.second);
+    attr.set_post_ops(po);
+  }
+  return attr;
+}
+// dst (dims out) = a (op) b, b broadcasting; an a that must broadcast is materialised first (zeros + a).
+inline Vec qbinary_op(algorithm alg, const QElem& q, const Dims& out, const Dims& ad, const Vec& a, const Dims& bd,
+                      const Vec& b) {
+  const Vec full_a = ad == out ? a : binary_op(algorithm::binary_add, out, out, Vec(numel(out), 0.0f), ad, a);
+  binary::primitive_desc pd(binary::desc(alg, typed(out, q.t), typed(bd, q.t), typed(out, q.t)), qelem_attr(q), eng);
+  show("binary", pd);
+  memory dst(typed(out, q.t), eng);
+  run(binary(pd), {{DNNL_ARG_SRC_0, q_operand(full_a, out, q.t, typed(out, q.t))},
+                   {DNNL_ARG_SRC_1, q_operand(b, bd, q.t, typed(bd, q.t))},
+                   {DNNL_ARG_DST, dst}});
+  return q_result(dst, out);
+}
+// Channels last ([N, C, spatial...] stored N, spatial..., C), where 2.6 has its jit int8 pooling.
+inline memory::desc channels_last(const Dims& d, qdt t) {
+  Dims st(d.size(), 1);
+  int64_t acc = d.size() > 1 ? d[1] : 1;
+  for (size_t i = d.size(); i-- > 2;) {
+    st[i] = acc;
+    acc *= d[i];
+  }
+  st[0] = acc;
+  return memory::desc(d, t, st);
+}
+inline Vec qpool_fwd(const PoolGeo& g, const QElem& q, const Vec& x) {
+  pooling_v2_forward::primitive_desc pd(
+      pooling_v2_forward::desc(prop_kind::forward_inference, g.alg, channels_last(g.src, q.t), channels_last(g.dst, q.t),
+                               g.strides, g.kernel, g.dil, g.pad_l, g.pad_r),
+      qelem_attr(q), eng);
+  show("pooling_v2_forward", pd);
+  memory dst(pd.dst_desc(), eng);
+  run(pooling_v2_forward(pd), {{DNNL_ARG_SRC, q_operand(x, g.src, q.t, pd.src_desc())}, {DNNL_ARG_DST, dst}});
+  return q_result(dst, g.dst);
+}
+inline Vec qeltwise_op(algorithm alg, float alpha, float beta, const QElem& q, const Dims& d, const Vec& x) {
+  eltwise_forward::primitive_desc pd(eltwise_forward::desc(prop_kind::forward_inference, alg, typed(d, q.t), alpha,
+                                                           beta),
+                                     qelem_attr(q), eng);
+  show("eltwise_forward", pd);
+  memory dst(typed(d, q.t), eng);
+  run(eltwise_forward(pd), {{DNNL_ARG_SRC, q_operand(x, d, q.t, typed(d, q.t))}, {DNNL_ARG_DST, dst}});
+  return q_result(dst, d);
+}
+inline Vec qconcat_op(qdt t, const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<const Vec*>& xs) {
+  std::vector<memory::desc> srcs;
+  for (const auto& d : ds) srcs.push_back(typed(d, t));
+  concat::primitive_desc pd(typed(out, t), axis, srcs, eng);
+  show("concat", pd);
+  memory dst(typed(out, t), eng);
+  std::unordered_map<int, memory> args{{DNNL_ARG_DST, dst}};
+  for (size_t i = 0; i < xs.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + (int)i] = q_operand(*xs[i], ds[i], t, srcs[i]);
+  run(concat(pd), args);
+  return q_result(dst, out);
+}
+)CPP"},
 };
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -1154,10 +1236,50 @@ class Gen : public lw::StepSink {
     define(y, "qmatmul_fwd(" + std::to_string(g.rows) + ", " + std::to_string(g.k) + ", " + std::to_string(g.n) +
                   ", " + qattr(q) + ", " + ex + ", " + ew + ")");
   }
+  void qbinary(lw::Alg a, const lw::QElemAttr& q, const Dims& out, const Dims& ad, const std::string& x0,
+               const Dims& bd, const std::string& x1, const std::string& y) override {
+    need("quant"), need("binary"), need("qelem");
+    const std::string ea = ref(x0), eb = ref(x1);
+    define(y, "qbinary_op(" + alg(a) + ", " + qelem(q) + ", " + dims(out) + ", " + dims(ad) + ", " + ea + ", " +
+                  dims(bd) + ", " + eb + ")");
+  }
+  void qpool(const lw::PoolGeo& g, const lw::QElemAttr& q, const std::string& x, const std::string& y) override {
+    need("quant"), need("binary"), need("pool"), need("qelem");
+    define(y, "qpool_fwd(" + pool_decl(g) + ", " + qelem(q) + ", " + ref(x) + ")");
+  }
+  void qeltwise(const lw::Eltwise& e, const lw::QElemAttr& q, const Dims& d, const std::string& x,
+                const std::string& y) override {
+    need("quant"), need("binary"), need("qelem");
+    define(y, "qeltwise_op(" + alg(e.alg) + ", " + flt(e.alpha) + ", " + flt(e.beta) + ", " + qelem(q) + ", " +
+                  dims(d) + ", " + ref(x) + ")");
+  }
+  void qconcat(lw::DataType t, const Dims& out, int axis, const std::vector<Dims>& ds,
+               const std::vector<std::string>& xs, const std::string& y) override {
+    need("quant"), need("binary"), need("qelem");
+    std::string e = "qconcat_op(" + qdt(t) + ", " + dims(out) + ", " + std::to_string(axis) + ", {";
+    for (size_t i = 0; i < ds.size(); ++i) e += (i ? ", " : "") + std::string("Dims") + dims(ds[i]);
+    e += "}, {";
+    for (size_t i = 0; i < xs.size(); ++i) e += (i ? ", " : "") + std::string("&") + ref(xs[i]);
+    define(y, e + "})");
+  }
+  static std::string qelem(const lw::QElemAttr& q) {
+    std::string s = "QElem{" + qdt(q.type) + ", {";
+    for (size_t i = 0; i < q.scales.size(); ++i) s += (i ? ", " : "") + flt(q.scales[i]);
+    s += "}, {";
+    for (size_t i = 0; i < q.linear.size(); ++i)
+      s += (i ? ", " : "") + std::string("{") + flt(q.linear[i].first) + ", " + flt(q.linear[i].second) + "}";
+    return s + "}}";
+  }
   static std::string qdt(lw::DataType t) { return std::string("qdt::") + lw::name(t); }
   static std::string qattr(const lw::QuantAttr& q) {
-    return "QAttr{" + qdt(q.src) + ", " + qdt(q.dst) + ", " + flt(q.scale) + ", " + std::to_string(q.src_zp) + ", " +
-           std::to_string(q.wei_zp) + ", " + std::to_string(q.dst_zp) + "}";
+    std::string s = "QAttr{" + qdt(q.src) + ", " + qdt(q.dst) + ", " + flt(q.scale) + ", " +
+                    std::to_string(q.src_zp) + ", " + std::to_string(q.wei_zp) + ", " + std::to_string(q.dst_zp);
+    if (!q.scales.empty()) {
+      s += ", {";
+      for (size_t i = 0; i < q.scales.size(); ++i) s += (i ? ", " : "") + flt(q.scales[i]);
+      s += "}";
+    }
+    return s + "}";
   }
 
   // ---- backward steps
