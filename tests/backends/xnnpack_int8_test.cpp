@@ -153,13 +153,16 @@ TEST(XnnpackInt8, RefusalsSayWhy) {
        "subgraph leaky relu is float32 only"},
       {{"qlinear_concat", {{1, 4}, {1, 4}}, {1, 8}, {0.5, 0.5}, {0, 0}, 0.5, 0, R"(, "axis": 1)"},
        "no concatenation"},
-      {{"qlinear_add", {{1, 4}, {1, 4}}, {1, 4}, {0.5, 0.5}, {0, 0}, 1024.0, 0, ""}, "outside [2^-10, 2^8)"},
-      {{"qlinear_add", {{1, 4}, {1, 4}}, {1, 4}, {0.5, 256.0}, {0, 0}, 1.0, 0, ""}, "x_scales[1] / y_scale"},
-      {{"qlinear_mul", {{1, 4}, {1, 4}}, {1, 4}, {16.0, 16.0}, {0, 0}, 1.0, 0, ""}, "outside [2^-16, 2^8)"},
-      {{"qlinear_mul", {{1, 4}, {1, 4}}, {1, 4}, {0.001, 0.001}, {0, 0}, 1.0, 0, ""}, "outside [2^-16, 2^8)"},
-      {{"qlinear_global_avg_pool", {{1, 2, 3, 3}}, {1, 2, 1, 1}, {0.001}, {0}, 1.0, 0, ""}, "outside [2^-8, 2^8)"},
-      {{"qlinear_sigmoid", {{1, 4}}, {1, 4}, {0.5}, {0}, 1.0 / 128, -128, ""}, "writes only y_scale 1/256"},
-      {{"qlinear_sigmoid", {{1, 4}}, {1, 4}, {0.5}, {0}, 1.0 / 256, 0, ""}, "y_zero_point -128"},
+      {{"qlinear_add", {{1, 4}, {1, 4}}, {1, 4}, {0.5, 0.5}, {0, 0}, 1024.0, 0, ""}, "is below 2^-10"},
+      {{"qlinear_add", {{1, 4}, {1, 4}}, {1, 4}, {0.5, 256.0}, {0, 0}, 1.0, 0, ""},
+       "x_scales[1] / y_scale is not below 2^8"},
+      {{"qlinear_mul", {{1, 4}, {1, 4}}, {1, 4}, {16.0, 16.0}, {0, 0}, 1.0, 0, ""}, "is not below 2^8"},
+      {{"qlinear_mul", {{1, 4}, {1, 4}}, {1, 4}, {0.001, 0.001}, {0, 0}, 1.0, 0, ""}, "is below 2^-16"},
+      {{"qlinear_global_avg_pool", {{1, 2, 3, 3}}, {1, 2, 1, 1}, {0.001}, {0}, 1.0, 0, ""},
+       "is below 2^-8: XNNPACK 2022-02 takes [2^-8, 2^8)"},
+      {{"qlinear_sigmoid", {{1, 4}}, {1, 4}, {0.5}, {0}, 1.0 / 128, -128, ""}, "for another y_scale"},
+      {{"qlinear_sigmoid", {{1, 4}}, {1, 4}, {0.5}, {0}, 1.0 / 256, 0, ""},
+       "y_zero_point -128 (xnn_create_runtime_v2: xnn_status_unsupported_parameter for another y_zero_point)"},
   };
   for (const Case& c : cases) {
     const ir::Graph g = twin_graph(c.twin, "int8");

@@ -193,12 +193,14 @@ Quant twin_quant(const ir::Graph&, const ir::Node& n, bool output, size_t i) {
 }
 
 // A float32 scale ratio XNNPACK's operator creation checks against [lo, hi) (xnn_create_runtime_v2 returns
-// xnn_status_unsupported_parameter outside it; measured with standalone programs at both ends).
+// xnn_status_unsupported_parameter outside it; measured with standalone programs at both ends). The reason names
+// the end, not the value, so the refusals of a campaign group by their cause.
 Support ratio_in(float r, float lo, float hi, const std::string& what, const std::string& lo_text,
                  const std::string& hi_text) {
   if (r >= lo && r < hi) return Support::yes();
-  return Support::no(what + " = " + str(r) + " is outside [" + lo_text + ", " + hi_text +
-                     "): XNNPACK 2022-02's xnn_create_runtime_v2 refuses it (xnn_status_unsupported_parameter)");
+  return Support::no(what + (r < lo ? " is below " + lo_text : " is not below " + hi_text) +
+                     ": XNNPACK 2022-02 takes [" + lo_text + ", " + hi_text +
+                     ") (xnn_create_runtime_v2: xnn_status_unsupported_parameter)");
 }
 
 // What every twin needs: inputs of the output's type, normal positive float32 scales.
@@ -262,8 +264,8 @@ Support twin_sigmoid_supports(const ir::Graph& g, const ir::Node& n) {
   const float ys = scale_of(n.attrs, "y_scale");
   if (ys != 0x1p-8f || zp != want_zp)
     return Support::no("XNNPACK 2022-02's quantized sigmoid writes only y_scale 1/256 with y_zero_point " +
-                       std::to_string(want_zp) + " (xnn_create_runtime_v2: xnn_status_unsupported_parameter), not " +
-                       str(ys) + " and " + std::to_string(zp));
+                       std::to_string(want_zp) + " (xnn_create_runtime_v2: xnn_status_unsupported_parameter for " +
+                       (ys != 0x1p-8f ? "another y_scale)" : "another y_zero_point)"));
   return Support::yes();
 }
 
