@@ -981,6 +981,28 @@ inline Vec qbinary_op(algorithm alg, const QElem& q, const Dims& out, const Dims
                    {DNNL_ARG_DST, dst}});
   return q_result(dst, out);
 }
+inline Vec qeltwise_op(algorithm alg, float alpha, float beta, const QElem& q, const Dims& d, const Vec& x) {
+  eltwise_forward::primitive_desc pd(eltwise_forward::desc(prop_kind::forward_inference, alg, typed(d, q.t), alpha,
+                                                           beta),
+                                     qelem_attr(q), eng);
+  show("eltwise_forward", pd);
+  memory dst(typed(d, q.t), eng);
+  run(eltwise_forward(pd), {{DNNL_ARG_SRC, q_operand(x, d, q.t, typed(d, q.t))}, {DNNL_ARG_DST, dst}});
+  return q_result(dst, d);
+}
+inline Vec qconcat_op(qdt t, const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<const Vec*>& xs) {
+  std::vector<memory::desc> srcs;
+  for (const auto& d : ds) srcs.push_back(typed(d, t));
+  concat::primitive_desc pd(typed(out, t), axis, srcs, eng);
+  show("concat", pd);
+  memory dst(typed(out, t), eng);
+  std::unordered_map<int, memory> args{{DNNL_ARG_DST, dst}};
+  for (size_t i = 0; i < xs.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + (int)i] = q_operand(*xs[i], ds[i], t, srcs[i]);
+  run(concat(pd), args);
+  return q_result(dst, out);
+}
+)CPP"},
+    {"qpool", R"CPP(
 // Channels last ([N, C, spatial...] stored N, spatial..., C), where 2.6 has its jit int8 pooling.
 inline memory::desc channels_last(const Dims& d, qdt t) {
   Dims st(d.size(), 1);
@@ -1001,26 +1023,6 @@ inline Vec qpool_fwd(const PoolGeo& g, const QElem& q, const Vec& x) {
   memory dst(pd.dst_desc(), eng);
   run(pooling_v2_forward(pd), {{DNNL_ARG_SRC, q_operand(x, g.src, q.t, pd.src_desc())}, {DNNL_ARG_DST, dst}});
   return q_result(dst, g.dst);
-}
-inline Vec qeltwise_op(algorithm alg, float alpha, float beta, const QElem& q, const Dims& d, const Vec& x) {
-  eltwise_forward::primitive_desc pd(eltwise_forward::desc(prop_kind::forward_inference, alg, typed(d, q.t), alpha,
-                                                           beta),
-                                     qelem_attr(q), eng);
-  show("eltwise_forward", pd);
-  memory dst(typed(d, q.t), eng);
-  run(eltwise_forward(pd), {{DNNL_ARG_SRC, q_operand(x, d, q.t, typed(d, q.t))}, {DNNL_ARG_DST, dst}});
-  return q_result(dst, d);
-}
-inline Vec qconcat_op(qdt t, const Dims& out, int axis, const std::vector<Dims>& ds, const std::vector<const Vec*>& xs) {
-  std::vector<memory::desc> srcs;
-  for (const auto& d : ds) srcs.push_back(typed(d, t));
-  concat::primitive_desc pd(typed(out, t), axis, srcs, eng);
-  show("concat", pd);
-  memory dst(typed(out, t), eng);
-  std::unordered_map<int, memory> args{{DNNL_ARG_DST, dst}};
-  for (size_t i = 0; i < xs.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + (int)i] = q_operand(*xs[i], ds[i], t, srcs[i]);
-  run(concat(pd), args);
-  return q_result(dst, out);
 }
 )CPP"},
 };
@@ -1244,7 +1246,7 @@ class Gen : public lw::StepSink {
                   dims(bd) + ", " + eb + ")");
   }
   void qpool(const lw::PoolGeo& g, const lw::QElemAttr& q, const std::string& x, const std::string& y) override {
-    need("quant"), need("binary"), need("pool"), need("qelem");
+    need("quant"), need("binary"), need("pool"), need("qelem"), need("qpool");
     define(y, "qpool_fwd(" + pool_decl(g) + ", " + qelem(q) + ", " + ref(x) + ")");
   }
   void qeltwise(const lw::Eltwise& e, const lw::QElemAttr& q, const Dims& d, const std::string& x,
