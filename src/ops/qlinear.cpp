@@ -10,13 +10,16 @@
 // zero point (the lists x_scales and x_zero_points, one entry per data input). A float32
 // implementation dequantizes, multiplies by scale ratios or reads a table computed in float32: its
 // roundings are marked stored, so a result on the other side of a rounding tie from a float32
-// evaluation is inside the spread.
+// evaluation is inside the spread. Exchange forms (`qlinear=operator|qdq`): the contrib operator, or the QDQ
+// form quantization tools write (DequantizeLinear on each input, the float operator, QuantizeLinear), which
+// an engine runs in float32 as written or fuses back to its quantized kernel when it optimizes.
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
+#include "ops/qdq_form.h"
 #include "ops/quant_util.h"
 #include "ops/registry.h"
 
@@ -61,21 +64,26 @@ class QuantizedExport final : public OnnxExport {
   const std::string& out() const override { return e_.out(); }
   core::DType dtype() const override { return DType::F32; }
   const core::Shape& in_shape(size_t i) const override { return e_.in_shape(i); }
-  OnnxNode& final_node(const std::string&, const std::vector<std::string>& ins) override {
+  OnnxNode& final_node(const std::string& type, const std::vector<std::string>& ins) override {
     const DType t = e_.dtype();
     const auto scales = scales_of(e_.attrs());
     const auto& zps = zero_points_of(e_.attrs());
     std::vector<std::string> y = {scale_constant(e_, e_.af("y_scale"), "y_scale"),
                                   zero_point_constant(e_, e_.ai("y_zero_point"), t, "y_zero_point")};
-    std::vector<std::string> operands = d_.y_first ? y : std::vector<std::string>{};
-    for (const std::string& v : ins) {  // the float hook's order (an operand order it chose included)
+    // Each input's (value, scale, zero point), in the float hook's order (an operand order it chose included).
+    std::vector<QdqOperand> triples;
+    std::vector<std::string> what;
+    for (const std::string& v : ins) {
       const auto k = static_cast<size_t>(std::find(inputs().begin(), inputs().end(), v) - inputs().begin());
       if (k >= inputs().size()) refuse(d_.onnx + " takes the node's inputs only");
       const std::string i = std::to_string(k);
-      operands.push_back(v);
-      operands.push_back(scale_constant(e_, scales.at(k), "x" + i + "_scale"));
-      operands.push_back(zero_point_constant(e_, zps.at(k), t, "x" + i + "_zero_point"));
+      triples.push_back({v, scale_constant(e_, scales.at(k), "x" + i + "_scale"),
+                         zero_point_constant(e_, zps.at(k), t, "x" + i + "_zero_point")});
+      what.push_back("x" + i);
     }
+    if (choose_qdq(e_)) return qdq_node(e_, type, triples, what, y[0], y[1]);
+    std::vector<std::string> operands = d_.y_first ? y : std::vector<std::string>{};
+    for (const auto& tr : triples) operands.insert(operands.end(), tr.begin(), tr.end());
     if (!d_.y_first) operands.insert(operands.end(), y.begin(), y.end());
     return e_.final_node(d_.onnx, operands).set_domain(kDomain);
   }

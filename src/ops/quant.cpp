@@ -13,6 +13,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
+#include "ops/qdq_form.h"
 #include "ops/quant_util.h"
 #include "ops/registry.h"
 
@@ -78,8 +79,13 @@ OpSpec make_dequantize() {
   s.doc = "ONNX DequantizeLinear, per tensor: y = (x - zero_point) * scale, from int8 or uint8 to float32";
   s.attrs = quant_attrs("");
   s.infer = [](const std::vector<TensorType>& in, const Attrs& a) {
-    QUORUM_REQUIRE(core::is_quantized(in[0].dtype),
-                   "dequantize_linear takes an int8 or uint8 input, got " + core::to_string(in[0].dtype));
+    // int32 with zero point 0: ONNX's form of a quantized bias (a QDQ convolution's, read back; its int32
+    // initializer reads as int64).
+    const bool bias =
+        (in[0].dtype == DType::I32 || in[0].dtype == DType::I64) && core::attr_i(a, "zero_point") == 0;
+    QUORUM_REQUIRE(core::is_quantized(in[0].dtype) || bias,
+                   "dequantize_linear takes an int8 or uint8 input (or int32 with zero point 0), got " +
+                       core::to_string(in[0].dtype));
     check_zero_point(a, "zero_point", in[0].dtype);
     return Signature{{TensorType{DType::F32, in[0].shape}}, {}};
   };
@@ -201,7 +207,10 @@ OpSpec make_qlinear_matmul() {
     draw_per_channel_weight(rng, c.attrs, core::attr_i(c.attrs, "units"), wt);
     return c;
   };
-  s.onnx_export = [](OnnxExport& e) { e.final_node("QLinearMatMul", qlinear_operands(e, "a_")); };
+  s.onnx_export = [](OnnxExport& e) {  // QLinearMatMul or its QDQ form
+    const std::vector<std::string> q = qlinear_operands(e, "a_");
+    if (!qdq_product_node(e, "MatMul", q)) e.final_node("QLinearMatMul", q);
+  };
   s.onnx_import = {{{"QLinearMatMul"}, [](OnnxImport& m) {
                       const Shape w = m.type_of(m.in(3)).shape;
                       if (w.size() != 2 || !m.constant(3))

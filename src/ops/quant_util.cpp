@@ -285,7 +285,11 @@ std::tuple<double, int64_t, DType> import_quant_params(OnnxImport& m, int i, con
   const double scale = s.get(0);
   if (!m.present(i + 1)) return {scale, 0, DType::U8};
   const core::Tensor& z = m.need_constant(i + 1, what + "_zero_point");
-  if (z.numel() != 1 || !core::is_quantized(z.dtype())) m.fail(what + "_zero_point must be one int8 or uint8 value");
+  // int32 (read as int64, as every int32 initializer): a quantized bias's zero point 0, DequantizeLinear of a QDQ
+  // convolution's bias
+  const bool bias = (z.dtype() == DType::I32 || z.dtype() == DType::I64) && z.numel() == 1 && z.get(0) == 0;
+  if (z.numel() != 1 || !(core::is_quantized(z.dtype()) || bias))
+    m.fail(what + "_zero_point must be one int8 or uint8 value (or an int32 0)");
   return {scale, static_cast<int64_t>(z.get(0)), z.dtype()};
 }
 

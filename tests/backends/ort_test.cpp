@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "campaign/store.h"
 #include "ir/build.h"
+#include "ir/json_io.h"
 #include "run_quorum.h"
 #include "run_worker.h"
 #include "worker/supervisor.h"
@@ -180,6 +181,55 @@ TEST(OrtBackend, QuantizedUnitModelsAgreeExactly) {
   const auto store = campaign::open_sqlite_store(out.string());
   EXPECT_EQ(store->models_done(), 48);
   fs::remove_all(out);
+}
+
+// The QDQ exchange form (qlinear=qdq, forced): ONNX Runtime runs a quantized convolution and addition written as
+// DequantizeLinear, Conv / Add, QuantizeLinear in float32 as written (level disabled) and fuses them back into
+// its quantized kernels when it optimizes (level all); both give the reference's integers (within the one step
+// a float32 rounding can move a value), and the optimized run names the fused node.
+TEST(OrtBackend, TheQdqFormRunsAsWrittenAndFusedIntoQuantizedKernels) {
+  REQUIRE_ORT();
+  ir::SingleNode net;
+  net.graph = ir::graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 3, 3]}],
+    "outputs": ["y"], "initializers": [{"name": "w", "dtype": "int8", "shape": [2, 2, 1, 1], "data": [3, -5, 7, 1]}],
+    "nodes": [
+      {"name": "q", "op": "quantize_linear", "inputs": ["x"], "outputs": ["q"],
+       "attrs": {"scale": 0.05, "zero_point": 3, "to": "int8"}},
+      {"name": "c", "op": "qlinear_conv2d", "inputs": ["q", "w"], "outputs": ["c"],
+       "attrs": {"kernel_shape": [1, 1], "out_channels": 2, "bias": 0, "x_scale": 0.05, "x_zero_point": 3,
+                 "w_scale": 0.02, "w_zero_point": 0, "w_type": "int8", "y_scale": 0.01, "y_zero_point": -4,
+                 "to": "int8"}},
+      {"name": "a", "op": "qlinear_add", "inputs": ["c", "q"], "outputs": ["a"],
+       "attrs": {"x_scales": [0.01, 0.05], "x_zero_points": [-4, 3], "y_scale": 0.03, "y_zero_point": 1,
+                 "to": "int8"}},
+      {"name": "y", "op": "dequantize_linear", "inputs": ["a"], "outputs": ["y"],
+       "attrs": {"scale": 0.03, "zero_point": 1}}]})",
+                                 "qdq");
+  core::Tensor x(core::DType::F32, {1, 2, 3, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, -1.0 + 0.13 * static_cast<double>(i));
+  net.inputs["x"] = x;
+  const backends::ValueMap want = backends::reference_forward(net.graph, net.inputs, core::DType::F32);
+  for (const std::vector<std::string>& options :
+       {std::vector<std::string>{"form=qlinear=qdq"}, {"form=qlinear=qdq", "level=all"}}) {
+    const std::string what = "ort:" + options.back();
+    Worker w("ort", options);
+    backends::ValueMap got;
+    const Outcome o = testing::run(w, net, &got);
+    ASSERT_TRUE(o.ok()) << what << ": " << o.str();
+    const std::string out = options.size() == 1 ? "a" : "y";  // the optimized run fetches the graph's output only
+    ASSERT_TRUE(got.count(out)) << what;
+    for (int64_t i = 0; i < want.at(out).numel(); ++i)
+      EXPECT_NEAR(got.at(out).get(i), want.at(out).get(i), out == "a" ? 1.0 : 0.03 + 1e-6) << what << " [" << i << "]";
+    std::map<std::string, std::vector<std::string>> lowering;
+    ASSERT_TRUE(w.lowering(lowering).ok());
+    std::string all;
+    for (const auto& [node, l] : lowering)
+      for (const auto& s : l) all += node + ": " + s + "\n";
+    EXPECT_NE(all.find("qlinear=qdq"), std::string::npos) << what << "\n" << all;
+    if (options.size() == 2) {
+      EXPECT_NE(all.find("QLinear"), std::string::npos) << what << " fused nothing:\n" << all;
+    }
+  }
 }
 
 }  // namespace

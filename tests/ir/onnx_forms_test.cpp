@@ -141,7 +141,11 @@ TEST(OnnxForms, EveryFormAtEveryOpsetGivesTheReferenceTheSameNumbers) {
            {"matmul", "matmul=b_vector"},
            {"max_pool2d", "attrs=minimal"},
            {"add", "operands_order=swapped"},
-           {"gelu", "erf_arg=mul_rsqrt2"}})
+           {"gelu", "erf_arg=mul_rsqrt2"},
+           {"qlinear_add", "qlinear=qdq"},
+           {"qlinear_concat", "qlinear=qdq"},
+           {"qlinear_conv2d", "qlinear=qdq"},
+           {"qlinear_matmul", "qlinear=qdq"}})
     EXPECT_TRUE(seen[op].count(form)) << op << " never exported as " << form << ", only as" << [&] {
       std::string all;
       for (const auto& f : seen[op]) all += " " + f;

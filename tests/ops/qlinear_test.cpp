@@ -92,6 +92,39 @@ TEST(QLinear, TheOnnxFormIsOnnxRuntimesContribOperatorAndReadsBack) {
   EXPECT_EQ(core::attr_ints(back.nodes[1].attrs, "kernel_shape"), (std::vector<int64_t>{2, 2}));
 }
 
+// The QDQ form (qlinear=qdq): DequantizeLinear on each input, the float operator, QuantizeLinear carrying the
+// node's name and value; it reads back as those three operators and gives the reference the same numbers.
+TEST(QLinear, TheQdqFormIsDequantizeFloatQuantizeAndGivesTheSameNumbers) {
+  Attrs pa = q({0.3}, {5}, 0.2, -3, "int8");
+  pa["kernel_shape"] = std::vector<int64_t>{2, 2};
+  const ir::Graph g = graph("qdq", {{"x", {core::DType::I8, {1, 2, 3, 3}}}, {"y", {core::DType::I8, {1, 2, 3, 3}}}},
+                            {{"s", "qlinear_add", {"x", "y"}, {"s"}, q({0.5, 0.25}, {1, -2}, 0.125, 7, "int8")},
+                             {"p", "qlinear_avg_pool2d", {"s"}, {"p"}, pa}});
+  ir::OnnxForm form{13, 0};
+  form.force = {"qlinear=qdq"};
+  const ir::OnnxExported x = ir::graph_to_onnx(g, form);
+  EXPECT_EQ(x.forms.at("s").find("qlinear=qdq") != std::string::npos, true) << x.str();
+  const ir::OnnxSummary sum = ir::onnx_summary(x.bytes, "qdq");
+  EXPECT_EQ(sum.op_types, (std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "Add", "QuantizeLinear",
+                                                    "DequantizeLinear", "AveragePool", "QuantizeLinear"}));
+  ASSERT_EQ(sum.outputs.at(3), (std::vector<std::string>{"s"}));  // the node's own value, from QuantizeLinear
+  const ir::Graph back = ir::graph_from_onnx(x.bytes, "qdq");
+  std::vector<std::string> ops;
+  for (const auto& n : back.nodes) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"dequantize_linear", "dequantize_linear", "add", "quantize_linear",
+                                           "dequantize_linear", "avg_pool2d", "quantize_linear"}));
+  ref::ValueMap in;
+  core::Rng data(11);
+  for (const auto& v : g.inputs) {
+    core::Tensor t(core::DType::F64, v.type.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, static_cast<double>(data.randint(-128, 127)));
+    in[v.name] = t;
+  }
+  const ref::ValueMap want = ref::forward(g, in), got = ref::forward(back, in);
+  for (const char* v : {"s", "p"})
+    for (int64_t i = 0; i < want.at(v).numel(); ++i) EXPECT_EQ(want.at(v).get(i), got.at(v).get(i)) << v << i;
+}
+
 TEST(QLinear, TheGeneratorQuantizesAdditionsAndPoolsBetweenQuantizeAndDequantize) {
   ir::Graph g = graph("float", {{"x", {core::DType::F32, {2, 3, 4, 4}}}},
                       {{"r", "relu", {"x"}, {"r"}, {}}, {"a", "add", {"x", "r"}, {"a"}, {}},
