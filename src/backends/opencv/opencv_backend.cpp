@@ -214,7 +214,7 @@ class OpencvBackend : public Backend {
     const ir::Graph named = quantizer_names(g, back);
     ir::OnnxForm form = onnx_form(named, variant_);
     form.outputs_only = opt.optimized;
-    const std::string bytes = onnx_for_library(named, form);
+    const std::string bytes = dequantized_names(onnx_for_library(named, form));
     cv::dnn::Net net;
     try {
       net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());

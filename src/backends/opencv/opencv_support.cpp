@@ -109,6 +109,9 @@ Support form_support(const ir::Node& n, const Variant& v) {
   if (unforced("attrs=minimal") && n.op == "qlinear_avg_pool2d")
     return Support::no("OpenCV 4.6's int8 average pooling takes a QLinearAveragePool without ceil_mode as ceil_mode=1 "
                        "(ledger entry opencv-qlinear-avg-pool-ceil-mode-default); exchange form attrs=minimal");
+  if (unforced("qlinear=qdq") && (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul"))
+    return Support::no("OpenCV 4.6's importer fails on DequantizeLinear of a constant weight (ledger entry "
+                       "opencv-qdq-constant-weight-dequantize); exchange form qlinear=qdq");
   if (unforced("gemm=gemm_pretransposed"))
     return Support::no("OpenCV 4.6 fails on Gemm with transB=0 and a constant B ('srcMat.cols == weights.cols' "
                        "in fully_connected_layer.cpp:181); exchange form gemm=gemm_pretransposed");
@@ -185,13 +188,19 @@ Support pool(const ir::Graph& g, const ir::Node& n) {
   // The int8 PoolingInt8 (qlinear_avg_pool2d) counts padding whatever the attribute says, so count_include_pad=1
   // is right there with explicit pads and 0 is the ledger's opencv-qlinear-avg-pool-count-include-pad-ignored;
   // but of an odd auto_pad=SAME total it pads floor(total/2) each side and the extra cell is not counted.
-  if (n.op == "qlinear_avg_pool2d" && ai(n, "count_include_pad") == 1 && (mode == "SAME_UPPER" || mode == "SAME_LOWER"))
+  if (n.op == "qlinear_avg_pool2d" && !form_has(n, "qlinear=qdq") && ai(n, "count_include_pad") == 1 &&
+      (mode == "SAME_UPPER" || mode == "SAME_LOWER"))
     for (int64_t t : same_total_pads(g, n, false))
       if (t % 2 != 0)
         return Support::no("OpenCV 4.6's int8 average pool leaves the extra cell of an odd auto_pad=" + mode +
                            " padding (" + std::to_string(t) + ") out of the count_include_pad=1 divisor (k=[2,2] "
                            "on [4,4]: 24 where ONNX gives 12 at the edges)");
-  if (n.op.rfind("avg_pool", 0) == 0 && ai(n, "count_include_pad") == 1) {
+  // A qlinear_avg_pool2d in the QDQ form (qlinear=qdq) is the float AveragePool between Dequantize and Quantize
+  // layers, with the float pool's rule (campaign seed 13451: padded count_include_pad=1 windows divided by their
+  // inner cells, up to 98 steps off).
+  const bool float_pool =
+      n.op.rfind("avg_pool", 0) == 0 || (n.op == "qlinear_avg_pool2d" && form_has(n, "qlinear=qdq"));
+  if (float_pool && ai(n, "count_include_pad") == 1) {
     const bool padded = mode == "SAME_UPPER" || mode == "SAME_LOWER" ||
                         (mode == "NOTSET" && std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }));
     if (padded)

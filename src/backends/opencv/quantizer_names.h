@@ -3,6 +3,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "ir/graph.h"
 
@@ -36,6 +37,20 @@ inline ir::Graph quantizer_names(const ir::Graph& g, std::map<std::string, std::
     back[name] = from;
   }
   return r;
+}
+
+// The ONNX bytes for 4.6's importer: Quorum's QDQ exchange form (ops/qdq_form.cpp) names each DequantizeLinear's
+// float output "<node>/<what>_dequantized", and 4.6 takes every node output named "...quantized" for an int8 value
+// (handleQuantizedNode gives the layer depth CV_8S), so the float layer after it fails on an int8 input
+// (pooling_layer.cpp:666 'src.type() == 5', elementwise_layers.cpp 'src.type() == CV_32F', eltwise_layer.cpp
+// 'srcs[i].type() == dst.type()'; measured in cv2: the same models with other names run right). Renamed to
+// "_dequant_out", of the same length, so the serialized model's length prefixes stay valid.
+inline std::string dequantized_names(std::string bytes) {
+  constexpr std::string_view from = "_dequantized", to = "_dequant_out";
+  static_assert(from.size() == to.size());
+  for (size_t at = bytes.find(from); at != std::string::npos; at = bytes.find(from, at + to.size()))
+    bytes.replace(at, to.size(), to);
+  return bytes;
 }
 
 }  // namespace quorum::backends::opencv

@@ -158,7 +158,7 @@ ReproProgram write_repro_opencv(const ReproCase& c, const std::string& dir) {
     ir::OnnxForm form = opencv::onnx_form(c.model, opencv::parse_variant(spec_options(c.backend)));
     form.outputs_only = c.stage == core::Stage::Optimized;  // as the optimized run wrote it
     std::map<std::string, std::string> back;
-    onnx = ir::graph_to_onnx(opencv::quantizer_names(c.model, back), form).bytes;
+    onnx = opencv::dequantized_names(ir::graph_to_onnx(opencv::quantizer_names(c.model, back), form).bytes);
   } catch (const std::exception& e) {
     throw ReproUnsupported(std::string("Quorum's ONNX exporter failed: ") + e.what());
   }
