@@ -73,9 +73,14 @@ class QuantizedExport final : public OnnxExport {
     // Each input's (value, scale, zero point), in the float hook's order (an operand order it chose included).
     std::vector<QdqOperand> triples;
     std::vector<std::string> what;
+    // A value given twice (qlinear_add(x, x) with two scales) is each of its positions in turn: the first
+    // position not yet written (an operand order the hook swapped pairs them alike, as add and mul commute).
+    std::vector<bool> written(inputs().size(), false);
     for (const std::string& v : ins) {
-      const auto k = static_cast<size_t>(std::find(inputs().begin(), inputs().end(), v) - inputs().begin());
+      size_t k = 0;
+      while (k < inputs().size() && (written[k] || inputs()[k] != v)) ++k;
       if (k >= inputs().size()) refuse(d_.onnx + " takes the node's inputs only");
+      written[k] = true;
       const std::string i = std::to_string(k);
       triples.push_back({v, scale_constant(e_, scales.at(k), "x" + i + "_scale"),
                          zero_point_constant(e_, zps.at(k), t, "x" + i + "_zero_point")});

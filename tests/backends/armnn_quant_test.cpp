@@ -279,7 +279,8 @@ TEST(ArmnnQuantTwins, AvgPoolWithPadsAgreesExactlyEitherPaddingMethod) {
   for (const std::string to : kTypes)
     for (const char* include : {"0", "1"}) {
       // Windows of 1, 2 or 4 cells (Exclude) or 4 (IgnoreValue): every mean a multiple of 0.5 / 4.
-      const ir::Graph g = twin_model("qlinear_avg_pool2d", to, {{1, 2, 4, 5}}, "[0.5]", "[" + std::to_string(zp(to, 9)) + "]",
+      const ir::Graph g = twin_model("qlinear_avg_pool2d", to, {{1, 2, 4, 5}}, "[0.5]",
+                                     "[" + std::to_string(zp(to, 9)) + "]",
                                      0.125, zp(to, -2),
                                      R"("kernel_shape": [2, 2], "strides": [1, 2], "pads": [1, 1, 1, 1],
                                         "count_include_pad": )" + std::string(include));
@@ -308,7 +309,8 @@ TEST(ArmnnQuantTwins, ConcatRequantizesEachPartExactly) {
 
 TEST(ArmnnQuantTwins, LeakyReluAgreesExactly) {
   for (const std::string to : kTypes) {
-    const ir::Graph g = twin_model("qlinear_leaky_relu", to, {{1, 4, 8, 8}}, "[0.5]", "[" + std::to_string(zp(to, 5)) + "]",
+    const ir::Graph g = twin_model("qlinear_leaky_relu", to, {{1, 4, 8, 8}}, "[0.5]",
+                                   "[" + std::to_string(zp(to, 5)) + "]",
                                    0.125, zp(to, -9), R"("alpha": 0.25)");
     expect_exact(g, twin_inputs(g));
   }
@@ -317,7 +319,8 @@ TEST(ArmnnQuantTwins, LeakyReluAgreesExactly) {
 // The sigmoid has no exact quantized result: float32's evaluation is within one step.
 TEST(ArmnnQuantTwins, SigmoidAgreesWithinOneStep) {
   for (const std::string to : kTypes) {
-    const ir::Graph g = twin_model("qlinear_sigmoid", to, {{1, 4, 8, 8}}, "[0.0625]", "[" + std::to_string(zp(to, 5)) + "]",
+    const ir::Graph g = twin_model("qlinear_sigmoid", to, {{1, 4, 8, 8}}, "[0.0625]",
+                                   "[" + std::to_string(zp(to, 5)) + "]",
                                    0.00390625, zp(to, -128), "");
     expect_exact(g, twin_inputs(g), 1);
   }

@@ -260,7 +260,8 @@ ValueMap twin_inputs(const ir::Graph& g) {
   for (const auto& v : g.inputs) {
     const auto [lo, hi] = core::dtype_range(v.type.dtype);
     std::vector<double> x(static_cast<size_t>(core::numel(v.type.shape)));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::min(hi, lo + static_cast<double>((i * 37 + 11 * v.name.size()) % 256));
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::min(hi, lo + static_cast<double>((i * 37 + 11 * v.name.size()) % 256));
     x[0] = lo, x[x.size() - 1] = hi;
     in.emplace(v.name, core::Tensor::f64(v.type.shape, x).to(v.type.dtype));
   }

@@ -92,6 +92,23 @@ TEST(QLinear, TheOnnxFormIsOnnxRuntimesContribOperatorAndReadsBack) {
   EXPECT_EQ(core::attr_ints(back.nodes[1].attrs, "kernel_shape"), (std::vector<int64_t>{2, 2}));
 }
 
+// One value given twice with two scales is written with each position's own scale and zero point (both forms).
+TEST(QLinear, AValueGivenTwiceKeepsEachPositionsScale) {
+  const ir::Graph g = graph("twice", {{"x", {core::DType::I8, {1, 4}}}},
+                            {{"s", "qlinear_add", {"x", "x"}, {"s"}, q({0.5, 0.25}, {1, -2}, 0.125, 7, "int8")}});
+  for (const char* form : {"qlinear=operator", "qlinear=qdq"}) {
+    ir::OnnxForm f{13, 0};
+    f.force = {form};
+    const ir::Graph back = ir::graph_from_onnx(ir::graph_to_onnx(g, f).bytes, "twice");
+    ref::ValueMap in;
+    core::Tensor t(core::DType::F64, {1, 4});
+    for (int64_t i = 0; i < 4; ++i) t.set(i, static_cast<double>(10 * i - 17));
+    in["x"] = t;
+    const ref::ValueMap want = ref::forward(g, in), got = ref::forward(back, in);
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(want.at("s").get(i), got.at("s").get(i)) << form << " [" << i << "]";
+  }
+}
+
 // The QDQ form (qlinear=qdq): DequantizeLinear on each input, the float operator, QuantizeLinear carrying the
 // node's name and value; it reads back as those three operators and gives the reference the same numbers.
 TEST(QLinear, TheQdqFormIsDequantizeFloatQuantizeAndGivesTheSameNumbers) {

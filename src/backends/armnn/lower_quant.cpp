@@ -4,9 +4,10 @@
 // in lower_spatial.cpp), and the quantized twins of src/ops/qlinear.cpp on their float operators' layers with
 // quantized TensorInfos: qlinear_add and qlinear_mul (Addition, Multiplication), qlinear_concat (Concat),
 // qlinear_leaky_relu and qlinear_sigmoid (Activation LeakyReLu, Sigmoid); qlinear_avg_pool2d and
-// qlinear_global_avg_pool (Pooling2d Average) are with the float pooling in lower_spatial.cpp. ArmNN holds one scale and offset per tensor where ONNX gives each consumer its
-// own: a consumer reads a quantized value through a view (Builder::as_quant, a Slice of the whole tensor whose
-// output TensorInfo carries the consumer's parameters; CpuRef's Slice copies the bytes).
+// qlinear_global_avg_pool (Pooling2d Average) are with the float pooling in lower_spatial.cpp. ArmNN holds one
+// scale and offset per tensor where ONNX gives each consumer its own: a consumer reads a quantized value
+// through a view (Builder::as_quant, a Slice of the whole tensor whose output TensorInfo carries the consumer's
+// parameters; CpuRef's Slice copies the bytes).
 //
 // What CpuRef takes, measured with ILayerSupport on Debian's libarmnn22: Convolution2d and
 // DepthwiseConvolution2d take any of QAsymmU8, QAsymmS8, QSymmS8 weights with a QAsymmU8 or QAsymmS8

@@ -1,7 +1,7 @@
 // ArmNN lowering, spatial operators on ArmNN 20.08 layers (NCHW): Convolution2d, DepthwiseConvolution2d,
 // TransposeConvolution2d, Pooling2d, Mean (global average) and Resize. The quantized twins qlinear_avg_pool2d
-// and qlinear_global_avg_pool are the same Pooling2d (Average) on quantized TensorInfos (lower_quant.cpp). 1-D operators run as 2-D
-// ones over [N, C, 1, L]. Grouped convolutions that are not depthwise are split into one
+// and qlinear_global_avg_pool are the same Pooling2d (Average) on quantized TensorInfos (lower_quant.cpp).
+// 1-D operators run as 2-D ones over [N, C, 1, L]. Grouped convolutions that are not depthwise are split into one
 // convolution per group (Slice, Convolution2d, Concat). ONNX auto_pad is resolved here into
 // ArmNN's explicit left/right/top/bottom pads.
 #include <algorithm>
