@@ -14,6 +14,7 @@
 #include "backends/armnn/lower.h"
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
+#include "support/one_node_graph.h"
 #include "worker/supervisor.h"
 
 namespace quorum::backends::armnn_lower {
@@ -86,7 +87,7 @@ TEST(ArmnnQuant, TheLoweringGivesQuantizedTensorInfosAndViews) {
     return std::any_of(calls.begin(), calls.end(),
                        [&](const std::string& c) { return c.find(part) != std::string::npos; });
   };
-  EXPECT_TRUE(has("Quantize 'q/quantize#")) << testing::PrintToString(calls);
+  EXPECT_TRUE(has("Quantize 'q/quantize#")) << ::testing::PrintToString(calls);
   EXPECT_TRUE(has("QAsymmU8(0.5,3)"));
   // The convolution reads q with its own zero point: a view (a Slice of the whole tensor).
   EXPECT_TRUE(has("Slice [0,0,0,0] [1,2,3,3] 'c/view#"));
@@ -216,24 +217,15 @@ TEST(ArmnnQuant, QuantizeRoundsATieAwayFromZero) {
 ir::Graph twin_model(const std::string& op, const std::string& to, const std::vector<Shape>& shapes,
                      const std::string& scales, const std::string& zero_points, double y_scale, int y_zero_point,
                      const std::string& attrs) {
-  std::string inputs, names;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    std::string dims;
-    for (int64_t d : shapes[i]) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-    inputs += std::string(i ? "," : "") + R"({"name": "x)" + std::to_string(i) + R"(", "dtype": ")" + to +
-              R"(", "shape": [)" + dims + "]}";
-    names += std::string(i ? "," : "") + "\"x" + std::to_string(i) + "\"";
-  }
   std::ostringstream ys;
   ys.precision(17);
   ys << y_scale;
-  return ir::graph_from_json(R"({"inputs": [)" + inputs + R"(], "outputs": ["y"],
-    "nodes": [{"name": "y", "op": ")" + op + R"(", "inputs": [)" + names + R"(], "outputs": ["y"],
-               "attrs": {)" + (attrs.empty() ? "" : attrs + ", ") + R"("x_scales": )" + scales +
-                                 R"(, "x_zero_points": )" + zero_points + R"(, "y_scale": )" + ys.str() +
-                                 R"(, "y_zero_point": )" + std::to_string(y_zero_point) + R"(, "to": ")" + to +
-                                 R"("}}]})",
-                             "armnn_twin_" + op);
+  return testing::one_node_graph(op, to, shapes,
+                                 (attrs.empty() ? "" : attrs + ", ") + R"("x_scales": )" + scales +
+                                     R"(, "x_zero_points": )" + zero_points + R"(, "y_scale": )" + ys.str() +
+                                     R"(, "y_zero_point": )" + std::to_string(y_zero_point) + R"(, "to": ")" + to +
+                                     "\"",
+                                 "armnn_twin_" + op);
 }
 
 // Every value of the type once (then repeated), in an order that mixes signs along each axis.
@@ -357,7 +349,7 @@ TEST(ArmnnQuantTwins, TheLoweringGivesQuantizedTensorInfos) {
     return std::any_of(calls.begin(), calls.end(),
                        [&](const std::string& c) { return c.find(part) != std::string::npos; });
   };
-  EXPECT_TRUE(has("Slice [0,0] [1,4] 'y/view#")) << testing::PrintToString(calls);
+  EXPECT_TRUE(has("Slice [0,0] [1,4] 'y/view#")) << ::testing::PrintToString(calls);
   EXPECT_TRUE(has("QAsymmU8(0.5,3)"));
   EXPECT_TRUE(has("QAsymmU8(0.25,1)"));
   EXPECT_TRUE(has("Addition 'y/add#"));

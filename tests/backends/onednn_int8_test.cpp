@@ -11,6 +11,7 @@
 
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
+#include "support/one_node_graph.h"
 #include "support/run_op.h"
 #include "run_quorum.h"
 #include "worker/supervisor.h"
@@ -240,30 +241,16 @@ ir::Graph twin_graph(const Twin& t, const std::string& type, const std::string& 
   const std::string zp = type == "int8" ? "-3" : "131";
   for (size_t at; (at = attrs.find('Z')) != std::string::npos;) attrs.replace(at, 1, zp);
   for (size_t at; (at = attrs.find('S')) != std::string::npos;) attrs.replace(at, 1, y_scale);
-  std::string inputs, names;
-  for (size_t k = 0; k < t.shapes.size(); ++k) {
-    std::string shape;
-    for (size_t d = 0; d < t.shapes[k].size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shapes[k][d]);
-    inputs += std::string(k ? ", " : "") + R"({"name": "x)" + std::to_string(k) + R"(", "dtype": ")" + type +
-              R"(", "shape": [)" + shape + "]}";
-    names += std::string(k ? ", " : "") + "\"x" + std::to_string(k) + "\"";
-  }
-  return ir::graph_from_json(R"({"inputs": [)" + inputs + R"(], "outputs": ["y"], "nodes": [{"name": "y", "op": ")" +
-                                 t.op + R"(", "inputs": [)" + names + R"(], "outputs": ["y"], "attrs": {)" + attrs +
-                                 R"(, "to": ")" + type + R"("}}]})",
-                             t.op);
+  return testing::one_node_graph(t.op, type, t.shapes, attrs + R"(, "to": ")" + type + "\"", t.op);
 }
 
 // Integers spread over the type's whole range, both ends included.
 ValueMap twin_inputs(const ir::Graph& g) {
-  ValueMap in;
-  for (const auto& v : g.inputs) {
-    const auto [lo, hi] = core::dtype_range(v.type.dtype);
-    std::vector<double> x(static_cast<size_t>(core::numel(v.type.shape)));
-    for (size_t i = 0; i < x.size(); ++i)
-      x[i] = std::min(hi, lo + static_cast<double>((i * 37 + 11 * v.name.size()) % 256));
-    x[0] = lo, x[x.size() - 1] = hi;
-    in.emplace(v.name, core::Tensor::f64(v.type.shape, x).to(v.type.dtype));
+  ValueMap in = testing::spread_integer_inputs(g);
+  for (auto& [name, t] : in) {
+    const auto [lo, hi] = core::dtype_range(t.dtype());
+    t.set(0, lo);
+    t.set(t.numel() - 1, hi);
   }
   return in;
 }

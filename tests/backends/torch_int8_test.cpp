@@ -14,6 +14,7 @@
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
 #include "run_quorum.h"
+#include "support/one_node_graph.h"
 #include "worker/supervisor.h"
 
 namespace quorum::backends {
@@ -100,32 +101,11 @@ ir::Graph twin_graph(const Twin& t, const std::string& type) {
   const std::string zp = type == "int8" ? "3" : "131", sig_zp = type == "int8" ? "-128" : "0";
   for (size_t at; (at = attrs.find('Z')) != std::string::npos;) attrs.replace(at, 1, zp);
   for (size_t at; (at = attrs.find('Y')) != std::string::npos;) attrs.replace(at, 1, sig_zp);
-  std::string inputs, names;
-  for (size_t k = 0; k < t.shapes.size(); ++k) {
-    std::string shape;
-    for (size_t d = 0; d < t.shapes[k].size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shapes[k][d]);
-    inputs += std::string(k ? ", " : "") + R"({"name": "x)" + std::to_string(k) + R"(", "dtype": ")" + type +
-              R"(", "shape": [)" + shape + "]}";
-    names += std::string(k ? ", " : "") + "\"x" + std::to_string(k) + "\"";
-  }
-  return ir::graph_from_json(R"({"inputs": [)" + inputs + R"(], "outputs": ["y"], "nodes": [{"name": "y", "op": ")" +
-                                 t.op + R"(", "inputs": [)" + names + R"(], "outputs": ["y"], "attrs": {)" + attrs +
-                                 R"(, "to": ")" + type + R"("}}]})",
-                             t.op);
+  return testing::one_node_graph(t.op, type, t.shapes, attrs + R"(, "to": ")" + type + "\"", t.op);
 }
 
 // Integers spread over the type's whole range.
-ValueMap twin_inputs(const ir::Graph& g) {
-  ValueMap in;
-  for (const auto& v : g.inputs) {
-    const auto [lo, hi] = core::dtype_range(v.type.dtype);
-    std::vector<double> x(static_cast<size_t>(core::numel(v.type.shape)));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = lo + static_cast<double>((i * 37 + 11 * v.name.size()) % 256);
-    for (double& e : x) e = std::min(e, hi);
-    in.emplace(v.name, core::Tensor::f64(v.type.shape, x).to(v.type.dtype));
-  }
-  return in;
-}
+ValueMap twin_inputs(const ir::Graph& g) { return testing::spread_integer_inputs(g); }
 
 TEST(TorchInt8, QuantizedTwinsAgreeWithTheReferenceOnBothEngines) {
   if (!torch_built()) GTEST_SKIP() << "torch backend not built";
