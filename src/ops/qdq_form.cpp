@@ -46,9 +46,8 @@ OnnxNode* qdq_product_node(OnnxExport& e, const std::string& float_type, const s
   if (per_channel_weight(e.attrs()) || !choose_qdq(e)) return nullptr;
   std::vector<QdqOperand> operands = {{q[0], q[1], q[2]}, {q[3], q[4], q[5]}};
   std::vector<std::string> what = {"x", "w"};
-  if (q.size() == 9) {
-    const std::string x = e.op() == "qlinear_matmul" ? "a_" : "x_";
-    const double product = quant_scale(e.attrs(), x + "scale") * quant_scale(e.attrs(), "w_scale");
+  if (q.size() == 9) {  // a bias: qlinear_conv2d's (qlinear_matmul has none)
+    const double product = quant_scale(e.attrs(), "x_scale") * quant_scale(e.attrs(), "w_scale");
     const double bias_scale = static_cast<double>(static_cast<float>(product));
     operands.push_back({q[8], scale_constant(e, bias_scale, "bias_scale"),
                         zero_point_constant(e, 0, core::DType::I32, "bias_zero_point")});

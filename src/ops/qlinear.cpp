@@ -66,7 +66,7 @@ class QuantizedExport final : public OnnxExport {
   const core::Shape& in_shape(size_t i) const override { return e_.in_shape(i); }
   OnnxNode& final_node(const std::string& type, const std::vector<std::string>& ins) override {
     const DType t = e_.dtype();
-    const auto scales = scales_of(e_.attrs());
+    const auto& scales = scales_of(e_.attrs());
     const auto& zps = zero_points_of(e_.attrs());
     std::vector<std::string> y = {scale_constant(e_, e_.af("y_scale"), "y_scale"),
                                   zero_point_constant(e_, e_.ai("y_zero_point"), t, "y_zero_point")};
@@ -217,7 +217,7 @@ OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
   s.attrs.push_back(quant_type_attr("to"));
   s.infer = [d, &f](const std::vector<TensorType>& in, const Attrs& a) {
     const DType t = quant_dtype(a, "to");
-    const auto scales = scales_of(a);
+    const auto& scales = scales_of(a);
     const auto& zps = zero_points_of(a);
     QUORUM_REQUIRE(scales.size() == in.size() && zps.size() == in.size(),
                    d.name + " needs one scale and one zero point per input (" + std::to_string(in.size()) +
@@ -238,7 +238,7 @@ OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
     return sig;
   };
   s.forward = [d, &f](const Inputs& in, const Attrs& a) {
-    const auto scales = scales_of(a);
+    const auto& scales = scales_of(a);
     const auto& zps = zero_points_of(a);
     const double ys = quant_scale(a, "y_scale"), yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
     bool exact = d.linear && power_of_two(ys);
