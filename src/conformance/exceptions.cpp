@@ -60,8 +60,6 @@ const std::map<std::string, std::string>& reference_exceptions() {
       {"node/test_lstm_with_peepholes",
        "the test gives sequence_lens (per-sample lengths); the catalogue's recurrent operators run every sample "
        "over the whole sequence"},
-      {"node/test_quantizelinear_axis", "per-axis scales: the catalogue's quantize_linear is per tensor"},
-      {"node/test_dequantizelinear_axis", "per-axis scales: the catalogue's dequantize_linear is per tensor"},
       {"node/test_qlinearmatmul_3D",
        "both operands computed, of rank 3: the catalogue's qlinear_matmul takes a constant matrix [K, N]"},
       {"simple/test_sequence_model8", "a symbolic batch dimension; Quorum graphs have static shapes"},

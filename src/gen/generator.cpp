@@ -108,10 +108,21 @@ std::unique_ptr<Generator> make_generator(const GenOptions& opt, const data::Sou
       if (!ops::catalogue().find(op))
         throw core::UserError(std::string(list == &opt.only_ops ? "--ops" : "--skip_ops") + ": '" + op +
                               "' is not a catalogue operator (quorum ops lists them)");
+  // --dtype int8: quantize_linear and dequantize_linear are every quantized model's boundaries (the unit
+  // generator's quantized operands, the quantized graphs' edges): --ops need not name them (a model holding
+  // them was drawn again until the budget ran out), and --skip_ops cannot leave them out.
+  GenOptions restrict = opt;
+  if (opt.quantized)
+    for (const char* op : {"quantize_linear", "dequantize_linear"}) {
+      if (std::find(opt.skip_ops.begin(), opt.skip_ops.end(), op) != opt.skip_ops.end())
+        throw core::UserError(std::string("--skip_ops: '") + op +
+                              "' makes every --dtype int8 model; it cannot be left out");
+      if (!opt.only_ops.empty() && !op_allowed(opt, op)) restrict.only_ops.push_back(op);
+    }
   if (auto g = make_unrestricted(opt, source)) {
     if (opt.quantized) g = std::make_unique<Quantizing>(std::move(g));
     if (opt.only_ops.empty() && opt.skip_ops.empty()) return g;
-    return std::make_unique<Restricted>(std::move(g), opt);
+    return std::make_unique<Restricted>(std::move(g), restrict);
   }
   std::string all;
   for (const auto& n : generator_names()) all += (all.empty() ? "" : ", ") + n;

@@ -155,7 +155,11 @@ void quantize_twin(ir::Graph& g, const ir::Node& n, const ops::OpSpec& twin, con
     scales.push_back(x.scale), zps.push_back(x.zero_point);
     nodes.push_back(std::move(q));
   }
-  const QParams y = activation_params(values.at(n.outputs[0]), rng, type);
+  QParams y = activation_params(values.at(n.outputs[0]), rng, type);
+  // A max pooling selects input values: tools quantize its output as its input (ONNX MaxPool on the quantized
+  // tensor), here most of the time.
+  if (twin.has_tag("keeps_quantization") && n.inputs.size() == 1 && rng.bernoulli(0.8))
+    y.scale = scales[0], y.zero_point = zps[0];
   c.attrs["x_scales"] = scales, c.attrs["x_zero_points"] = zps;
   c.attrs["y_scale"] = y.scale, c.attrs["y_zero_point"] = y.zero_point, c.attrs["to"] = type;
   ir::Node d = dequantize_node(n.name + "/dequantize", c.outputs[0], n.outputs[0], y);

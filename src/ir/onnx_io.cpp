@@ -497,6 +497,7 @@ class Importer final : public ops::OnnxImport {
       names_[&n] = s;
     }
     find_gelu(gp);
+    find_integer_forms(gp);
 
     for (const auto& n : gp.node()) {
       cur_ = &n;
@@ -537,6 +538,7 @@ class Importer final : public ops::OnnxImport {
   std::map<const onnx::NodeProto*, std::string> names_;
   std::set<const onnx::NodeProto*> skip_;
   std::map<const onnx::NodeProto*, std::string> gelu_;  // final Mul → the gelu's input
+  std::map<const onnx::NodeProto*, onnx::NodeProto> integer_;  // QuantizeLinear → the QLinear node read instead
   const onnx::NodeProto* cur_ = nullptr;
   std::string cur_name_;
 
@@ -775,14 +777,124 @@ class Importer final : public ops::OnnxImport {
     }
   }
 
+  // ---- The integer form of QLinearConv / QLinearMatMul (ops/integer_form.h, as ONNX Runtime's quantization
+  // tools write it): ConvInteger or MatMulInteger(x, w, x_zero_point, w_zero_point) → [Add(·, int32 bias), a
+  // convolution's] → Cast(to FLOAT) → Mul(·, scale) → QuantizeLinear(·, y_scale, y_zero_point), each step read
+  // by the next alone. It holds only the product scale = x_scale * w_scale (a scalar, or one per output channel
+  // broadcast over the channel axis), so it reads as the QLinear node with x_scale 1 and w_scale the product: a
+  // QLinearConv / QLinearMatMul node with the chain's operands, named and producing as the QuantizeLinear, goes to
+  // that operator's import hook.
+  // `t` holds one value, or `channels` along the output's channel axis (`axis` from the end: a convolution's
+  // [N, C, H, W] 3, a matmul's [..., N] 1): [C], [C, 1, 1] or [1, C, 1, 1] for a convolution.
+  static bool along_channels(const Tensor& t, int64_t channels, int axis) {
+    if (t.numel() == 1) return true;
+    const core::Shape& s = t.shape();
+    if (t.numel() != channels || static_cast<int>(s.size()) < axis) return false;
+    for (size_t d = 0; d < s.size(); ++d)
+      if (d != s.size() - static_cast<size_t>(axis) && s[d] != 1) return false;
+    return true;
+  }
+  // A constant as a 1-D tensor of `n` values of `dtype` (a scalar repeated).
+  std::string channel_constant(const Tensor& t, int64_t n, core::DType dtype, const std::string& base) {
+    Tensor out(dtype, {n});
+    for (int64_t i = 0; i < n; ++i) out.set(i, t.get(t.numel() == 1 ? 0 : i));
+    const std::string name = fresh_value(base);
+    consts_[name] = std::move(out);
+    return name;
+  }
+  void find_integer_forms(const onnx::GraphProto& gp) {
+    std::map<std::string, const onnx::NodeProto*> producer;
+    for (const auto& n : gp.node())
+      for (const auto& o : n.output()) producer[o] = &n;
+    auto made_by = [&](const std::string& v, const std::string& type) -> const onnx::NodeProto* {
+      auto it = producer.find(v);
+      return it != producer.end() && it->second->op_type() == type && it->second->domain().empty() ? it->second
+                                                                                                    : nullptr;
+    };
+    auto constant = [&](const onnx::NodeProto& n, int i) -> const Tensor* {
+      if (i >= n.input_size()) return nullptr;
+      auto it = consts_.find(n.input(i));
+      return it == consts_.end() ? nullptr : &it->second;
+    };
+    for (const auto& q : gp.node()) {
+      if (q.op_type() != "QuantizeLinear" || !q.domain().empty() || q.input_size() < 2) continue;
+      const onnx::NodeProto* mul = made_by(q.input(0), "Mul");
+      if (!mul || mul->input_size() != 2 || sole_consumer(mul->output(0), "QuantizeLinear") != &q) continue;
+      const onnx::NodeProto* cast = made_by(mul->input(0), "Cast");
+      const int p = cast ? 1 : 0;  // the product's operand
+      if (!cast) cast = made_by(mul->input(1), "Cast");
+      if (!cast || sole_consumer(cast->output(0), "Mul") != mul || cast->attribute_size() != 1 ||
+          cast->attribute(0).name() != "to" || cast->attribute(0).i() != onnx::TensorProto::FLOAT)
+        continue;
+      const onnx::NodeProto* add = made_by(cast->input(0), "Add");
+      const onnx::NodeProto* in = nullptr;
+      int b = -1;  // the bias's operand of the Add
+      if (add && add->input_size() == 2 && sole_consumer(add->output(0), "Cast") == cast) {
+        for (int k = 0; k < 2 && !in; ++k)
+          if ((in = made_by(add->input(k), "ConvInteger"))) b = 1 - k;
+        if (!in || sole_consumer(in->output(0), "Add") != add) continue;
+      } else {
+        add = nullptr;
+        in = made_by(cast->input(0), "ConvInteger");
+        if (!in) in = made_by(cast->input(0), "MatMulInteger");
+        if (!in || sole_consumer(in->output(0), "Cast") != cast) continue;
+      }
+      const bool conv = in->op_type() == "ConvInteger";
+      const Tensor* w = constant(*in, 1);
+      const Tensor* xzp = constant(*in, 2);
+      const Tensor* wzp = constant(*in, 3);
+      const Tensor* product = constant(*mul, p);
+      const Tensor* bias = add ? constant(*add, b) : nullptr;
+      if (!w || w->rank() != (conv ? 4 : 2) || !xzp || xzp->numel() != 1 || !wzp || !product ||
+          !core::is_float(product->dtype()) || (add && !bias))
+        continue;
+      const int axis = conv ? 3 : 1;
+      const int64_t channels = w->shape()[conv ? 0 : 1];
+      if (!along_channels(*product, channels, axis) || (wzp->numel() != 1 && wzp->numel() != channels) ||
+          (bias && (!along_channels(*bias, channels, axis) || bias->numel() != channels)))
+        continue;
+      const std::string base = names_.at(&q);
+      Tensor one(DType::F32, {});
+      one.set(0, 1);
+      onnx::NodeProto qlinear;
+      qlinear.set_op_type(conv ? "QLinearConv" : "QLinearMatMul");
+      qlinear.set_name(q.name());
+      *qlinear.mutable_attribute() = in->attribute();
+      for (const auto& o : q.output()) qlinear.add_output(o);
+      const bool per_channel = product->numel() != 1 || wzp->numel() != 1;
+      const int64_t n = per_channel ? channels : 1;
+      for (const std::string& v :
+           {in->input(0), channel_constant(one, 1, DType::F32, base + "/x_scale"), in->input(2),
+            in->input(1), channel_constant(*product, n, DType::F32, base + "/w_scale"),
+            channel_constant(*wzp, n, wzp->dtype(), base + "/w_zero_point"), q.input(1),
+            q.input_size() > 2 ? q.input(2) : std::string()})
+        qlinear.add_input(v);
+      if (bias) qlinear.add_input(channel_constant(*bias, channels, DType::I32, base + "/bias"));
+      skip_.insert({in, add, cast, mul});
+      integer_[&q] = std::move(qlinear);
+    }
+  }
+
   // ---- nodes
   void import_node(const onnx::NodeProto& n) {
+    if (auto it = integer_.find(&n); it != integer_.end()) {
+      cur_ = &it->second;
+      return import_node(it->second);
+    }
     if (auto it = gelu_.find(&n); it != gelu_.end())
       return (void)emit_final("gelu", {it->second}, {{"approximate", std::string("none")}});
     if (n.op_type() == "Constant") return import_constant();
-    // A contrib operator is registered under "<domain>.<type>" (ops/onnx_map.h).
-    const auto* hook = ops::catalogue().onnx_importer(
-        n.domain() == kContribDomain ? n.domain() + "." + n.op_type() : n.op_type());
+    // A contrib operator is registered under "<domain>.<type>" (ops/onnx_map.h); an ONNX operator on an int8/uint8
+    // input that has a quantized twin of its own (MaxPool: ops/qlinear.cpp) under "quantized.<type>".
+    const std::function<void(ops::OnnxImport&)>* hook = nullptr;
+    if (n.domain() != kContribDomain && n.input_size() > 0 && !n.input(0).empty()) {
+      const core::DType t = type_of(n.input(0)).dtype;
+      if (t == core::DType::I8 || t == core::DType::U8)
+        hook = ops::catalogue().onnx_importer("quantized." + n.op_type());
+    }
+    if (!hook)
+      hook = ops::catalogue().onnx_importer(n.domain() == kContribDomain ? n.domain() + "." + n.op_type()
+                                                                         : n.op_type());
     if (!hook) fail("operator not in the catalogue");
     (*hook)(*this);
   }

@@ -9,7 +9,7 @@
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
-#include "ops/qdq_form.h"
+#include "ops/integer_form.h"
 #include "ops/quant_util.h"
 #include "ops/registry.h"
 
@@ -576,13 +576,13 @@ void import_conv_transpose(OnnxImport& m) {
   m.emit_final("conv_transpose2d", m.inputs(), a);
 }
 
-// Forms as export_conv's; the scales and zero points are constant inputs; QLinearConv or its QDQ form.
+// Forms as export_conv's; the scales and zero points are constant inputs; QLinearConv, its QDQ form or its
+// integer form (ConvInteger: the window's attributes are ConvInteger's).
 void export_qlinear_conv(OnnxExport& e) {
   std::vector<std::string> ins = qlinear_operands(e, "x_");
   if (e.ai("bias")) ins.push_back(e.in(2));
   const bool minimal = e.choose2("attrs", "all", "minimal");
-  OnnxNode* qdq = qdq_product_node(e, "Conv", ins);
-  OnnxNode& p = qdq ? *qdq : e.final_node("QLinearConv", ins);
+  OnnxNode& p = qlinear_product_node(e, "QLinearConv", "Conv", "ConvInteger", ins, "x_", 0);
   put_window(e, p, minimal);
   if (e.as("auto_pad") == "NOTSET") put_list(e, p, minimal, "pads", 0);
   else p.set_s("auto_pad", e.as("auto_pad"));

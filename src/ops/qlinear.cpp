@@ -1,6 +1,8 @@
 // The quantized twins of float operators in ONNX Runtime's operator form (its com.microsoft contrib
 // operators, which OpenCV 4.6 reads too): QLinearAdd, QLinearMul, QLinearAveragePool,
-// QLinearGlobalAveragePool, QLinearConcat, QLinearLeakyRelu and QLinearSigmoid. Each is its float
+// QLinearGlobalAveragePool, QLinearConcat, QLinearLeakyRelu and QLinearSigmoid; and max pooling, which has no
+// quantized operator of its own: tools keep its input's and output's quantization equal and run ONNX MaxPool
+// (int8/uint8 since opset 12) on the quantized tensor as it is. Each is its float
 // operator on dequantized inputs, requantized:
 //   y = saturate(round_half_even(f((x_0 - zp_0) * scale_0, ...) / y_scale) + y_zero_point)
 // with f the float operator's own float64 kernel, shape rule, attributes and sampler (one definition,
@@ -31,7 +33,11 @@ const char* const kDomain = "com.microsoft";
 struct QDef {
   std::string name;      // the catalogue's name
   std::string float_op;  // the float operator it quantizes
-  std::string onnx;      // the com.microsoft operator type
+  // The com.microsoft operator type; empty: none, the float operator runs on the quantized tensor itself
+  // (MaxPool), which is the node only where every input's scale and zero point are the output's (else only the
+  // QDQ form writes it), and such an ONNX node of an int8/uint8 input imports as the twin with scale 1, zero
+  // point 0 (registered as "quantized.<float ONNX type>", ir/onnx_io.cpp).
+  std::string onnx;
   std::string float_onnx;  // the float operator's ONNX type (its import hook's view)
   bool y_first = false;    // QLinearConcat: y_scale, y_zero_point before the inputs' triples
   // A sum, product or selection of the dequantized inputs: with every scale a power of two, every float32
@@ -41,6 +47,10 @@ struct QDef {
   // The output scale drawn for a sampled case from the inputs' scales: the result's typical size, so a case
   // neither always saturates nor rounds to 0.
   std::function<double(core::Rng&, const std::vector<double>&)> y_scale;
+  // The float operator's result is one of its inputs' values (a maximum): with every input quantized as the
+  // output, the twin's result is that input integer, exact whatever the scale (no requantization); the sampler
+  // then draws the output's quantization equal to the input's most of the time, as tools write it.
+  bool selects = false;
 };
 
 const std::vector<double>& scales_of(const Attrs& a) { return core::attr_floats(a, "x_scales"); }
@@ -49,6 +59,17 @@ double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
 bool power_of_two(double v) {
   int e = 0;
   return v > 0 && std::isfinite(v) && std::frexp(v, &e) == 0.5;
+}
+
+// Every input's (float32) scale and zero point equal the output's: a selection is then the input integer.
+bool same_quantization(const Attrs& a) {
+  const double ys = quant_scale(a, "y_scale");
+  const int64_t yzp = core::attr_i(a, "y_zero_point");
+  const auto& scales = scales_of(a);
+  const auto& zps = zero_points_of(a);
+  for (size_t i = 0; i < scales.size(); ++i)
+    if (f32(scales[i]) != ys || zps.at(i) != yzp) return false;
+  return true;
 }
 
 // The float node as its export hook sees it: a float32 node whose final node becomes the contrib operator with
@@ -66,6 +87,15 @@ class QuantizedExport final : public OnnxExport {
   const core::Shape& in_shape(size_t i) const override { return e_.in_shape(i); }
   OnnxNode& final_node(const std::string& type, const std::vector<std::string>& ins) override {
     const DType t = e_.dtype();
+    // No quantized operator: the float one on the quantized tensor, where the quantization stays the input's
+    // (ONNX MaxPool takes int8/uint8 since opset 12), or the QDQ form; otherwise only the QDQ form.
+    const bool plain = d_.onnx.empty();
+    const bool operator_form = !plain || (same_quantization(e_.attrs()) && opset() >= 12);
+    const bool qdq = choose_qdq(e_, operator_form);
+    if (!operator_form && !qdq)
+      refuse(d_.float_onnx + " on int8/uint8 needs its output quantized as its input (opset 12 on); the QDQ form "
+             "needs every scale in [2^-30, 2^30]");
+    if (plain && !qdq) return e_.final_node(type, ins);
     const auto& scales = scales_of(e_.attrs());
     const auto& zps = zero_points_of(e_.attrs());
     std::vector<std::string> y = {scale_constant(e_, e_.af("y_scale"), "y_scale"),
@@ -86,7 +116,7 @@ class QuantizedExport final : public OnnxExport {
                          zero_point_constant(e_, zps.at(k), t, "x" + i + "_zero_point")});
       what.push_back("x" + i);
     }
-    if (choose_qdq(e_)) return qdq_node(e_, type, triples, what, y[0], y[1]);
+    if (qdq) return qdq_node(e_, type, triples, what, y[0], y[1]);
     std::vector<std::string> operands = d_.y_first ? y : std::vector<std::string>{};
     for (const auto& tr : triples) operands.insert(operands.end(), tr.begin(), tr.end());
     if (!d_.y_first) operands.insert(operands.end(), y.begin(), y.end());
@@ -121,6 +151,13 @@ class QuantizedExport final : public OnnxExport {
 class QuantizedImport final : public OnnxImport {
  public:
   QuantizedImport(OnnxImport& m, const QDef& d) : m_(m), d_(d) {
+    if (d.onnx.empty()) {
+      // The float ONNX operator on int8/uint8 tensors: their quantization is unknown and kept, so scale 1 and
+      // zero point 0 on every input and the output read its integers as they are.
+      for (int i = 0; i < m.input_count(); ++i)
+        if (m.present(i)) data_.push_back(i), scales_.push_back(1.0), zps_.push_back(0);
+      return;
+    }
     const int first = d.y_first ? 2 : 0;
     const int triples = (m.input_count() - 2) / 3;
     if (m.input_count() < 5 || (m.input_count() - 2) % 3 != 0)
@@ -202,7 +239,10 @@ class QuantizedImport final : public OnnxImport {
 OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
   OpSpec s;
   s.name = d.name;
-  s.doc = "ONNX Runtime's " + d.onnx + " (com.microsoft): " + f.name +
+  s.doc = (d.onnx.empty() ? "ONNX " + d.float_onnx + " on int8/uint8 (no quantized operator; in and out quantized "
+                             "alike, else its QDQ form)"
+                           : "ONNX Runtime's " + d.onnx + " (com.microsoft)") +
+          ": " + f.name +
           " on dequantized inputs, requantized: y = saturate(round_half_even(" + f.name +
           "((x_i - x_zero_points[i]) * x_scales[i]) / y_scale) + y_zero_point), inputs and output of one type";
   s.min_inputs = f.min_inputs, s.max_inputs = f.max_inputs;
@@ -240,6 +280,8 @@ OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
   s.forward = [d, &f](const Inputs& in, const Attrs& a) {
     const auto& scales = scales_of(a);
     const auto& zps = zero_points_of(a);
+    // A selection of inputs quantized as the output: the input integers themselves, no requantization.
+    if (d.selects && same_quantization(a)) return f.forward(in, a);
     const double ys = quant_scale(a, "y_scale"), yzp = static_cast<double>(core::attr_i(a, "y_zero_point"));
     bool exact = d.linear && power_of_two(ys);
     for (double sc : scales) exact = exact && power_of_two(f32(sc));
@@ -267,6 +309,8 @@ OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
     return out;
   };
   quantized_output(s);
+  // Read by gen::quantize_model, which then quantizes the output as the input most of the time, as tools do.
+  if (d.selects) s.tags.push_back("keeps_quantization");
   s.fit_attrs = f.fit_attrs;
   s.repair_attrs = f.repair_attrs;
   s.prepare_merge = f.prepare_merge;
@@ -287,6 +331,7 @@ OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
     c.attrs["x_zero_points"] = zps;
     c.attrs["y_scale"] = rng.bernoulli(0.1) ? draw_scale(rng) : f32(d.y_scale(rng, scales));
     c.attrs["y_zero_point"] = draw_zero_point(rng, type);
+    if (d.selects && rng.bernoulli(0.8)) c.attrs["y_scale"] = f32(scales.at(0)), c.attrs["y_zero_point"] = zps.at(0);
     c.attrs["to"] = type;
     return c;
   };
@@ -294,7 +339,8 @@ OpSpec make_qlinear(const QDef& d, const OpSpec& f) {
     QuantizedExport q(e, d);
     f.onnx_export(q);
   };
-  s.onnx_import = {{{std::string(kDomain) + "." + d.onnx}, [d, &f](OnnxImport& m) {
+  const std::string onnx_type = d.onnx.empty() ? "quantized." + d.float_onnx : std::string(kDomain) + "." + d.onnx;
+  s.onnx_import = {{{onnx_type}, [d, &f](OnnxImport& m) {
                       QuantizedImport q(m, d);
                       f.onnx_import.at(0).hook(q);
                     }}};
@@ -319,6 +365,8 @@ void register_qlinear(Registry& r) {
       {"qlinear_avg_pool2d", "avg_pool2d", "QLinearAveragePool", "AveragePool", false, false, like_inputs},
       {"qlinear_global_avg_pool", "global_avg_pool", "QLinearGlobalAveragePool", "GlobalAveragePool", false,
        false, like_inputs},
+      // No QLinearMaxPool: ONNX MaxPool on the quantized tensor (QDef::onnx empty).
+      {"qlinear_max_pool2d", "max_pool2d", "", "MaxPool", false, true, like_inputs, true},
       {"qlinear_concat", "concat", "QLinearConcat", "Concat", true, true, like_inputs},
       {"qlinear_leaky_relu", "leaky_relu", "QLinearLeakyRelu", "LeakyRelu", false, false, like_inputs},
       // Tools give a sigmoid's output the scale 1/256 (its range [0, 1] in 256 steps).

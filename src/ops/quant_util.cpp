@@ -22,80 +22,90 @@ std::vector<AttrSpec> quant_attrs(const std::string& prefix) {
           zp};
 }
 
-std::vector<AttrSpec> per_channel_weight_attrs() {
-  AttrSpec scales{"w_scales", AttrKind::Floats, AttrValue(std::vector<double>{}),
-                  "[] (per tensor: w_scale) or one float32 scale > 0 per output channel (ONNX's 1-D w_scale)",
+std::vector<AttrSpec> per_channel_weight_attrs(const std::string& prefix) {
+  const std::string channel =
+      prefix == "w_" ? "output channel (ONNX's 1-D w_scale)" : "index of axis (ONNX's 1-D y_scale)";
+  AttrSpec scales{prefix + "scales", AttrKind::Floats, AttrValue(std::vector<double>{}),
+                  "[] (per tensor: " + prefix + "scale) or one float32 scale > 0 per " + channel,
                   {}, FLT_MIN, FLT_MAX,
                   {AttrValue(std::vector<double>{0.0}), AttrValue(std::vector<double>{-1.0})}};
-  AttrSpec zps{"w_zero_points", AttrKind::Ints, AttrValue(std::vector<int64_t>{}),
-               "[] (w_zero_point for every channel) or one zero point per output channel (needs w_scales)",
+  // A quantized bias's per-channel zero points (int32 zeros, DequantizeLinear of a QDQ convolution's bias) are
+  // within these bounds too.
+  AttrSpec zps{prefix + "zero_points", AttrKind::Ints, AttrValue(std::vector<int64_t>{}),
+               "[] (" + prefix + "zero_point for every channel) or one zero point per channel (needs " + prefix +
+                   "scales)",
                {}, -128, 255,
                {AttrValue(std::vector<int64_t>{256}), AttrValue(std::vector<int64_t>{-129})}};
   return {keyed_when_given(scales), keyed_when_given(zps)};
 }
 
-bool per_channel_weight(const Attrs& a) {
-  auto it = a.find("w_scales");
+bool per_channel_weight(const Attrs& a, const std::string& prefix) {
+  auto it = a.find(prefix + "scales");
   return it != a.end() && core::kind_of(it->second) == AttrKind::Floats &&
          !std::get<std::vector<double>>(it->second).empty();
 }
 
 namespace {
-const std::vector<int64_t>& zero_point_list(const Attrs& a) {
+const std::vector<int64_t>& zero_point_list(const Attrs& a, const std::string& prefix) {
   static const std::vector<int64_t> none;
-  auto it = a.find("w_zero_points");
+  auto it = a.find(prefix + "zero_points");
   if (it == a.end() || core::kind_of(it->second) != AttrKind::Ints) return none;
   return std::get<std::vector<int64_t>>(it->second);
 }
 }  // namespace
 
-void check_weight_quant(const Attrs& a, DType type, int64_t channels) {
-  check_zero_point(a, "w_zero_point", type);
-  const std::vector<int64_t>& zps = zero_point_list(a);
-  if (!per_channel_weight(a)) {
-    QUORUM_REQUIRE(zps.empty(), "w_zero_points needs w_scales (per-channel weights)");
+void check_weight_quant(const Attrs& a, DType type, int64_t channels, const std::string& prefix) {
+  const std::string what = prefix == "w_" ? " output channels" : " indices of the axis";
+  check_zero_point(a, prefix + "zero_point", type);
+  const std::vector<int64_t>& zps = zero_point_list(a, prefix);
+  if (!per_channel_weight(a, prefix)) {
+    QUORUM_REQUIRE(zps.empty(), prefix + "zero_points needs " + prefix + "scales (per-channel parameters)");
     return;
   }
-  const auto n = static_cast<int64_t>(core::attr_floats(a, "w_scales").size());
-  QUORUM_REQUIRE(n == channels, "w_scales has " + std::to_string(n) + " scales for " + std::to_string(channels) +
-                                    " output channels");
+  const auto n = static_cast<int64_t>(core::attr_floats(a, prefix + "scales").size());
+  QUORUM_REQUIRE(n == channels, prefix + "scales has " + std::to_string(n) + " scales for " +
+                                    std::to_string(channels) + what);
   QUORUM_REQUIRE(zps.empty() || static_cast<int64_t>(zps.size()) == channels,
-                 "w_zero_points has " + std::to_string(zps.size()) + " zero points for " +
-                     std::to_string(channels) + " output channels");
+                 prefix + "zero_points has " + std::to_string(zps.size()) + " zero points for " +
+                     std::to_string(channels) + what);
   for (int64_t z : zps)
     QUORUM_REQUIRE(core::representable(type, static_cast<double>(z)),
-                   "w_zero_points value " + std::to_string(z) + " is not a " + core::to_string(type) + " value");
+                   prefix + "zero_points value " + std::to_string(z) + " is not a " + core::to_string(type) + " value");
 }
 
-std::vector<double> weight_scales(const Attrs& a, int64_t channels) {
-  if (!per_channel_weight(a)) return std::vector<double>(static_cast<size_t>(channels), quant_scale(a, "w_scale"));
+std::vector<double> weight_scales(const Attrs& a, int64_t channels, const std::string& prefix) {
+  if (!per_channel_weight(a, prefix))
+    return std::vector<double>(static_cast<size_t>(channels), quant_scale(a, prefix + "scale"));
   std::vector<double> s;
-  for (double v : core::attr_floats(a, "w_scales")) s.push_back(static_cast<double>(static_cast<float>(v)));
+  for (double v : core::attr_floats(a, prefix + "scales")) s.push_back(static_cast<double>(static_cast<float>(v)));
   return s;
 }
 
-std::vector<double> weight_zero_points(const Attrs& a, int64_t channels) {
-  const std::vector<int64_t>& zps = zero_point_list(a);
+std::vector<double> weight_zero_points(const Attrs& a, int64_t channels, const std::string& prefix) {
+  const std::vector<int64_t>& zps = zero_point_list(a, prefix);
   if (zps.empty())
-    return std::vector<double>(static_cast<size_t>(channels), static_cast<double>(core::attr_i(a, "w_zero_point")));
+    return std::vector<double>(static_cast<size_t>(channels),
+                               static_cast<double>(core::attr_i(a, prefix + "zero_point")));
   return std::vector<double>(zps.begin(), zps.end());
 }
 
-void draw_per_channel_weight(core::Rng& rng, Attrs& a, int64_t channels, const std::string& type) {
-  if (channels < 2 || !rng.bernoulli(0.3)) return;  // one channel is per tensor (as ONNX's import reads it)
-  const double ws = core::attr_f(a, "w_scale");
+bool draw_per_channel_weight(core::Rng& rng, Attrs& a, int64_t channels, const std::string& type,
+                             const std::string& prefix) {
+  if (channels < 2 || !rng.bernoulli(0.3)) return false;  // one channel is per tensor (as ONNX's import reads it)
+  const double ws = core::attr_f(a, prefix + "scale");
   std::vector<double> scales;
   for (int64_t c = 0; c < channels; ++c) {
     double s = ws * std::exp2(rng.uniform(-2, 2));
     if (rng.bernoulli(0.1)) s *= std::exp2(static_cast<double>(rng.randint(6, 14) * (rng.bernoulli(0.5) ? 1 : -1)));
     scales.push_back(static_cast<float>(std::clamp(s, static_cast<double>(FLT_MIN), static_cast<double>(FLT_MAX))));
   }
-  a["w_scales"] = scales, a["w_scale"] = scales[0];
-  if (!rng.bernoulli(0.5)) return;
+  a[prefix + "scales"] = scales, a[prefix + "scale"] = scales[0];
+  if (!rng.bernoulli(0.5)) return true;
   std::vector<int64_t> zps;
   for (int64_t c = 0; c < channels; ++c) zps.push_back(draw_zero_point(rng, type));
   if (std::all_of(zps.begin(), zps.end(), [&](int64_t z) { return z == zps[0]; })) zps[1] = zps[0] == 0 ? 1 : 0;
-  a["w_zero_points"] = zps, a["w_zero_point"] = zps[0];
+  a[prefix + "zero_points"] = zps, a[prefix + "zero_point"] = zps[0];
+  return true;
 }
 
 AttrSpec quant_type_attr(const std::string& name) {
@@ -195,54 +205,54 @@ double draw_output_scale(core::Rng& rng, double x_scale, double w_scale, int64_t
                             std::exp2(static_cast<double>(rng.randint(-3, 3))));
 }
 
-namespace {
-// Per channel, 1-D constants of the channel count; per tensor, scalars.
-std::string weight_scale_constant(OnnxExport& e) {
-  if (!per_channel_weight(e.attrs())) return scale_constant(e, e.af("w_scale"), "w_scale");
-  const std::vector<double>& s = core::attr_floats(e.attrs(), "w_scales");
+std::string weight_scale_constant(OnnxExport& e, const std::string& prefix) {
+  if (!per_channel_weight(e.attrs(), prefix)) return scale_constant(e, e.af(prefix + "scale"), prefix + "scale");
+  const std::vector<double>& s = core::attr_floats(e.attrs(), prefix + "scales");
   core::Tensor t(DType::F32, {static_cast<int64_t>(s.size())});
   for (size_t i = 0; i < s.size(); ++i) t.set(static_cast<int64_t>(i), s[i]);
-  return e.constant(t, "w_scale");
+  return e.constant(t, prefix + "scale");
 }
 
-std::string weight_zero_point_constant(OnnxExport& e, DType type) {
-  if (!per_channel_weight(e.attrs())) return zero_point_constant(e, e.ai("w_zero_point"), type, "w_zero_point");
-  const auto n = static_cast<int64_t>(core::attr_floats(e.attrs(), "w_scales").size());
-  const std::vector<double> z = weight_zero_points(e.attrs(), n);
+std::string weight_zero_point_constant(OnnxExport& e, DType type, const std::string& prefix) {
+  if (!per_channel_weight(e.attrs(), prefix))
+    return zero_point_constant(e, e.ai(prefix + "zero_point"), type, prefix + "zero_point");
+  const auto n = static_cast<int64_t>(core::attr_floats(e.attrs(), prefix + "scales").size());
+  const std::vector<double> z = weight_zero_points(e.attrs(), n, prefix);
   core::Tensor t(type, {n});
   for (int64_t i = 0; i < n; ++i) t.set(i, z[static_cast<size_t>(i)]);
-  return e.constant(t, "w_zero_point");
+  return e.constant(t, prefix + "zero_point");
 }
 
-// A weight's scale (input i) and zero point (input i + 1), per tensor or per channel (1-D, more than one
-// value): per channel, w_scales, and w_zero_points unless every channel's is the same (then w_zero_point).
-void import_weight_params(OnnxImport& m, int i, const std::string& what, Attrs& a) {
+DType import_channel_params(OnnxImport& m, int i, const std::string& what, const std::string& prefix, Attrs& a) {
   const core::Tensor& s = m.need_constant(i, what + "_scale");
   if (s.numel() == 1) {
-    const auto [ws, wzp, wt] = import_quant_params(m, i, what);
-    a["w_scale"] = ws, a["w_zero_point"] = wzp, a["w_type"] = core::to_string(wt);
-    return;
+    const auto [scale, zp, type] = import_quant_params(m, i, what);
+    a[prefix + "scale"] = scale, a[prefix + "zero_point"] = zp;
+    return type;
   }
   if (s.rank() != 1) m.fail(what + "_scale must be a scalar or 1-D (per channel), it has shape " +
                             core::to_string(s.shape()));
   std::vector<double> scales;
   for (int64_t k = 0; k < s.numel(); ++k) scales.push_back(s.get(k));
-  a["w_scales"] = scales;
-  a["w_scale"] = scales[0];
+  a[prefix + "scales"] = scales;
+  a[prefix + "scale"] = scales[0];
   DType type = DType::U8;
   std::vector<int64_t> zps(scales.size(), 0);
   if (m.present(i + 1)) {
     const core::Tensor& z = m.need_constant(i + 1, what + "_zero_point");
-    if (z.numel() != s.numel() || !core::is_quantized(z.dtype()))
-      m.fail(what + "_zero_point must be int8 or uint8 with " + what + "_scale's shape");
+    bool zeros = true;
+    for (int64_t k = 0; k < z.numel(); ++k) zeros = zeros && z.get(k) == 0;
+    // int32 zeros (read as int64, as every int32 initializer): a quantized bias's, as in import_quant_params
+    const bool bias = (z.dtype() == DType::I32 || z.dtype() == DType::I64) && zeros;
+    if (z.numel() != s.numel() || !(core::is_quantized(z.dtype()) || bias))
+      m.fail(what + "_zero_point must be int8 or uint8 (or int32 zeros) with " + what + "_scale's shape");
     type = z.dtype();
     for (int64_t k = 0; k < z.numel(); ++k) zps[static_cast<size_t>(k)] = static_cast<int64_t>(z.get(k));
   }
-  a["w_type"] = core::to_string(type);
-  a["w_zero_point"] = zps[0];
-  if (std::any_of(zps.begin(), zps.end(), [&](int64_t z) { return z != zps[0]; })) a["w_zero_points"] = zps;
+  a[prefix + "zero_point"] = zps[0];
+  if (std::any_of(zps.begin(), zps.end(), [&](int64_t z) { return z != zps[0]; })) a[prefix + "zero_points"] = zps;
+  return type;
 }
-}  // namespace
 
 std::vector<std::string> qlinear_operands(OnnxExport& e, const std::string& x) {
   const DType w = quant_dtype(e.attrs(), "w_type"), to = quant_dtype(e.attrs(), "to");
@@ -250,15 +260,17 @@ std::vector<std::string> qlinear_operands(OnnxExport& e, const std::string& x) {
           scale_constant(e, e.af(x + "scale"), x + "scale"),
           zero_point_constant(e, e.ai(x + "zero_point"), e.dtype(), x + "zero_point"),
           e.in(1),
-          weight_scale_constant(e),
-          weight_zero_point_constant(e, w),
+          weight_scale_constant(e, "w_"),
+          weight_zero_point_constant(e, w, "w_"),
           scale_constant(e, e.af("y_scale"), "y_scale"),
           zero_point_constant(e, e.ai("y_zero_point"), to, "y_zero_point")};
 }
 
 void import_qlinear_params(OnnxImport& m, const std::string& x, const std::string& w, Attrs& a) {
   const auto [xs, xzp, xt] = import_quant_params(m, 1, x.substr(0, x.size() - 1));
-  import_weight_params(m, 4, w, a);
+  const DType wt = import_channel_params(m, 4, w, "w_", a);
+  if (!core::is_quantized(wt)) m.fail(w + "_zero_point must be int8 or uint8");
+  a["w_type"] = core::to_string(wt);
   const auto [ys, yzp, yt] = import_quant_params(m, 6, "y");
   a[x + "scale"] = xs, a[x + "zero_point"] = xzp;
   a["y_scale"] = ys, a["y_zero_point"] = yzp, a["to"] = core::to_string(yt);

@@ -50,24 +50,34 @@ void quantized_operator(OpSpec& s);
 // ... and for one whose output is quantized to the type its attribute `to` names: judged exactly (tolerance 0;
 // the float32 roundings a library may make are the spread's), every value in that type's range.
 void quantized_output(OpSpec& s);
-// Per-channel weights (QLinearConv's w_scale / w_zero_point, QLinearMatMul's b_scale / b_zero_point as 1-D
-// tensors, one value per output channel or column): the attributes w_scales (float32 list) and w_zero_points
-// (integer list). w_scales empty = per tensor (w_scale); given, it holds one scale per channel, and
-// w_zero_points either one zero point per channel or empty (w_zero_point for every channel). Both are keyed
-// in a finding's signature when given (w_scales="given"), and w_zero_points needs w_scales.
-std::vector<AttrSpec> per_channel_weight_attrs();
-bool per_channel_weight(const Attrs& a);
-// Fails (OpError) unless the lists fit `channels` output channels and the zero points are values of `type`.
-void check_weight_quant(const Attrs& a, DType type, int64_t channels);
-// Each channel's weight scale (as the float32 a library holds) and zero point; per tensor, w_scale and
-// w_zero_point repeated.
-std::vector<double> weight_scales(const Attrs& a, int64_t channels);
-std::vector<double> weight_zero_points(const Attrs& a, int64_t channels);
-// A sampler's per-channel share: three tenths of the time, w_scales of `channels` distinct float32 scales around
-// the drawn w_scale (a tenth of them 2^6..2^14 times smaller or larger: those channels saturate or round to 0),
-// and half of those times w_zero_points (distinct, of `type`); w_scale and w_zero_point then hold channel 0's,
-// as an ONNX import reads them back.
-void draw_per_channel_weight(core::Rng& rng, Attrs& a, int64_t channels, const std::string& type);
+// Per-channel parameters (QLinearConv's w_scale / w_zero_point, QLinearMatMul's b_scale / b_zero_point as 1-D
+// tensors, one value per output channel or column; QuantizeLinear's and DequantizeLinear's per-axis y_scale /
+// y_zero_point, one value per index of `axis`), under a prefix p: "w_" for a weight (the default), "" for
+// quantize_linear / dequantize_linear. The attributes <p>scales (float32 list) and <p>zero_points (integer
+// list): <p>scales empty = per tensor (<p>scale); given, it holds one scale per channel, and <p>zero_points
+// either one zero point per channel or empty (<p>zero_point for every channel). Both are keyed in a finding's
+// signature when given (w_scales="given"), and <p>zero_points needs <p>scales.
+std::vector<AttrSpec> per_channel_weight_attrs(const std::string& prefix = "w_");
+bool per_channel_weight(const Attrs& a, const std::string& prefix = "w_");
+// Fails (OpError) unless the lists fit `channels` channels and the zero points are values of `type`.
+void check_weight_quant(const Attrs& a, DType type, int64_t channels, const std::string& prefix = "w_");
+// Each channel's scale (as the float32 a library holds) and zero point; per tensor, <p>scale and <p>zero_point
+// repeated.
+std::vector<double> weight_scales(const Attrs& a, int64_t channels, const std::string& prefix = "w_");
+std::vector<double> weight_zero_points(const Attrs& a, int64_t channels, const std::string& prefix = "w_");
+// A sampler's per-channel share: three tenths of the time, <p>scales of `channels` distinct float32 scales around
+// the drawn <p>scale (a tenth of them 2^6..2^14 times smaller or larger: those channels saturate or round to 0),
+// and half of those times <p>zero_points (distinct, of `type`); <p>scale and <p>zero_point then hold channel 0's,
+// as an ONNX import reads them back. Returns whether it drew per channel.
+bool draw_per_channel_weight(core::Rng& rng, Attrs& a, int64_t channels, const std::string& type,
+                             const std::string& prefix = "w_");
+// ONNX constants "<p>scale" and "<p>zero_point": per channel 1-D of the channel count, per tensor scalars.
+std::string weight_scale_constant(OnnxExport& e, const std::string& prefix);
+std::string weight_zero_point_constant(OnnxExport& e, DType type, const std::string& prefix);
+// Reads a scale (input i) and zero point (input i + 1, default uint8 0), per tensor or per channel (1-D, more
+// than one value), into <p>scale, <p>zero_point and, per channel, <p>scales and <p>zero_points (unless every
+// channel's is the same); returns the zero point's type (int64 for an int32 bias's zeros).
+DType import_channel_params(OnnxImport& m, int i, const std::string& what, const std::string& prefix, Attrs& a);
 // ONNX constants: a float32 scalar scale, and a zero point of `type`.
 std::string scale_constant(OnnxExport& e, double scale, const std::string& what);
 std::string zero_point_constant(OnnxExport& e, int64_t zp, DType type, const std::string& what);

@@ -115,10 +115,24 @@ bool glob(const std::string& pattern, const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+bool names_options(const std::string& signature) { return base_signature(signature) != signature; }
+
+// A signature (or pattern) whose backend field names options ("onednn:isa=avx2", "torch:qengine=qnnpack")
+// holds only for findings of a backend run with them: those options choose another library path (another
+// instruction set's kernels, another quantized engine). One without options holds for the backend under any
+// options (a form or opset an option forces is a form a campaign also picks per node).
+const std::string& compared(const std::string& pattern, const std::string& full, const std::string& base) {
+  return names_options(pattern) ? full : base;
+}
+
+}  // namespace
+
 bool KnownPattern::matches(const std::string& sig, const std::vector<std::string>& node_lowering,
                            bool flushed) const {
   if (subnormals_flushed && !flushed) return false;
-  if (!glob(base_signature(signature), sig)) return false;
+  if (!glob(signature, compared(signature, sig, base_signature(sig)))) return false;
   if (lowering.empty()) return true;
   for (const auto& op : lowering)
     for (const auto& l : node_lowering)
@@ -137,20 +151,21 @@ std::string KnownPattern::str() const {
 
 const KnownEntry* Ledger::match(const std::string& signature, const std::vector<std::string>& lowering,
                                 bool subnormals_flushed) const {
-  const std::string want = base_signature(signature);
+  const std::string base = base_signature(signature);
+  auto equal = [&](const std::string& s) { return s == compared(s, signature, base); };
   if (subnormals_flushed)
     for (const auto& e : entries)
       for (const auto& p : e.also)
-        if (p.subnormals_flushed && p.matches(want, lowering, true)) return &e;
+        if (p.subnormals_flushed && p.matches(signature, lowering, true)) return &e;
   for (const auto& e : entries) {
-    if (e.lowering.empty() && base_signature(e.signature) == want) return &e;
+    if (e.lowering.empty() && equal(e.signature)) return &e;
     for (const auto& p : e.also)
-      if (p.exact() && base_signature(p.signature) == want) return &e;
+      if (p.exact() && equal(p.signature)) return &e;
   }
   for (const auto& e : entries) {
-    if (!e.lowering.empty() && KnownPattern{e.signature, e.lowering}.matches(want, lowering)) return &e;
+    if (!e.lowering.empty() && KnownPattern{e.signature, e.lowering}.matches(signature, lowering)) return &e;
     for (const auto& p : e.also)
-      if (!p.exact() && p.matches(want, lowering)) return &e;
+      if (!p.exact() && p.matches(signature, lowering)) return &e;
   }
   return nullptr;
 }

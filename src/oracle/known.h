@@ -39,7 +39,9 @@ struct KnownPattern {
   bool exact() const {
     return lowering.empty() && !subnormals_flushed && signature.find('*') == std::string::npos;
   }
-  // `signature` with the backend's options already dropped (base_signature).
+  // `signature` is the finding's, the backend's options included: a pattern whose backend field names
+  // options holds only for a backend run with them (they choose another library path: an instruction set,
+  // a quantized engine); one without options holds for the backend under any options.
   bool matches(const std::string& signature, const std::vector<std::string>& node_lowering,
                bool flushed = false) const;
   std::string str() const;  // for people: the signature, and "when the node ran ..." where given
@@ -75,8 +77,8 @@ struct KnownEntry {
 
 struct Ledger {
   std::vector<KnownEntry> entries;
-  // The entry a finding belongs to (backend options aside), or null: first an entry whose signature
-  // (without a lowering) or exact `also` signature equals the finding's, then the first whose pattern
+  // The entry a finding belongs to (backend options as in KnownPattern::matches), or null: first an entry
+  // whose signature (without a lowering) or exact `also` signature equals the finding's, then the first whose pattern
   // (an entry's signature with its lowering, or an `also` pattern) matches it (with `lowering`, the
   // library operations the finding's node ran).
   const KnownEntry* match(const std::string& signature, const std::vector<std::string>& lowering = {},

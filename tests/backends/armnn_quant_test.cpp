@@ -280,6 +280,19 @@ TEST(ArmnnQuantTwins, AvgPoolWithPadsAgreesExactlyEitherPaddingMethod) {
     }
 }
 
+// Pooling2d Max on quantized TensorInfos: padding never wins (a window of the type's lowest integer and padding);
+// quantized as the input, and requantized to another scale and zero point (exactly: x_scale / y_scale = 2).
+TEST(ArmnnQuantTwins, MaxPoolWithPadsAgreesExactly) {
+  for (const std::string to : kTypes)
+    for (const double y_scale : {0.5, 0.25}) {
+      const int64_t y_zp = y_scale == 0.5 ? zp(to, 9) : zp(to, -2);
+      const ir::Graph g = twin_model("qlinear_max_pool2d", to, {{1, 2, 4, 5}}, "[0.5]",
+                                     "[" + std::to_string(zp(to, 9)) + "]", y_scale, y_zp,
+                                     R"("kernel_shape": [2, 3], "strides": [1, 2], "pads": [1, 1, 1, 1])");
+      expect_exact(g, twin_inputs(g));
+    }
+}
+
 TEST(ArmnnQuantTwins, GlobalAvgPoolAgreesExactly) {
   for (const std::string to : kTypes)
     for (const Shape& s : {Shape{2, 3, 2, 4}, Shape{1, 2, 8}}) {  // 8 cells: means are multiples of 0.5 / 8

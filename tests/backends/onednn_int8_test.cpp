@@ -232,6 +232,11 @@ const std::vector<Twin>& twins() {
         "y_scale": S, "y_zero_point": Z)"},
       {"qlinear_leaky_relu", {{2, 3, 4}}, R"("alpha": 0.1, "x_scales": [0.05], "x_zero_points": [0], "y_scale": S,
         "y_zero_point": Z)"},
+      // Last (the refusal cases below index the others): padding (never a maximum), dilation, ceil_mode;
+      // requantized where y_scale is not the input's.
+      {"qlinear_max_pool2d", {{1, 2, 5, 6}}, R"("kernel_shape": [2, 3], "strides": [2, 1], "pads": [1, 0, 0, 1],
+        "dilations": [1, 2], "ceil_mode": 1, "x_scales": [0.0625], "x_zero_points": [Z], "y_scale": S,
+        "y_zero_point": Z)"},
   };
   return t;
 }
@@ -304,6 +309,8 @@ TEST(OneDNNInt8, WhatTheTwinsCannotTakeIsRefusedWithItsReason) {
       {4, {{"x_zero_points", std::vector<int64_t>{7}}}, "counts padding as the integer 0"},
       {6, {{"x_scales", std::vector<double>{0.0625, 0.125}}}, "concat takes no scales"},
       {7, {{"x_zero_points", std::vector<int64_t>{1}}}, "eltwise takes no zero points"},
+      // alpha 0.0625 / 1e-8, beta 131 alpha: float32 cancels the integers near the zero point
+      {8, {{"y_scale", 1e-8}}, "cancels against alpha * x beyond 2^22"},
   };
   for (const Case& c : cases) {
     ir::Graph g = twin_graph(twins().at(c.twin), "uint8", "0.0625");

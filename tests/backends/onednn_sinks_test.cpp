@@ -9,6 +9,7 @@
 
 #include "backends/onednn/lower.h"
 #include "ir/build.h"
+#include "ops/quant_util.h"
 #include "ops/registry.h"
 
 namespace quorum::backends::onednn_lower {
@@ -61,13 +62,42 @@ TEST(Sinks, ReceiveTheSameCallsForEveryCatalogueOperator) {
   EXPECT_GE(calls, 500u);
 }
 
+// Per-axis quantize_linear / dequantize_linear (scales along axis): both sinks get one reorder with an output scale
+// per index of the axis (mask 1 << axis, the axis made non-negative) and the common zero point; per-axis zero
+// points are refused by both with 2.6's measured reason.
+TEST(Sinks, PerAxisQuantizationIsOneReorderWithAScalePerIndex) {
+  for (const char* name : {"quantize_linear", "dequantize_linear"}) {
+    const ops::OpSpec& spec = ops::op(name);
+    int lowered = 0, refused = 0;
+    for (uint64_t k = 0; k < 400 && (lowered < 3 || refused < 1); ++k) {
+      core::Rng rng(core::fnv1a(spec.name) + 9000 + k);
+      const ir::Graph g = ir::single_node_graph(spec, spec.sample(rng), rng, core::DType::F32).graph;
+      if (!ops::per_channel_weight(g.nodes[0].attrs, "")) continue;
+      const std::vector<std::string> library = library_sink_calls(g);
+      EXPECT_EQ(library, writer_sink_calls(g)) << name << " " << core::to_string(g.nodes[0].attrs);
+      ASSERT_FALSE(library.empty());
+      std::string all;
+      for (const std::string& line : library) all += line + "\n";
+      if (library[0].rfind("refused: ", 0) == 0) {
+        ++refused;
+        EXPECT_NE(all.find("per-axis zero points"), std::string::npos) << all;
+        continue;
+      }
+      ++lowered;
+      EXPECT_NE(all.find("scales(axis "), std::string::npos) << all;
+    }
+    EXPECT_GE(lowered, 3) << name;
+    EXPECT_GE(refused, 1) << name;
+  }
+}
+
 // The quantized twins (ops/qlinear.cpp) oneDNN runs go through both sinks: their sampled cases, with the
 // quantization made one oneDNN 2.6 can take where the sampler rarely draws it (zero zero points for qlinear_mul
 // and qlinear_leaky_relu, every input quantized as the output for qlinear_concat); qlinear_sigmoid is refused
 // by both for one reason.
 TEST(Sinks, ReceiveTheSameCallsForTheQuantizedTwins) {
   for (const char* op : {"qlinear_add", "qlinear_mul", "qlinear_avg_pool2d", "qlinear_global_avg_pool",
-                         "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"}) {
+                         "qlinear_max_pool2d", "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"}) {
     const ops::OpSpec& spec = ops::op(op);
     int lowered = 0;
     for (int k = 0; k < kQuantizedCases; ++k) {

@@ -48,7 +48,8 @@ TEST(OpenCVQdq, TheTwinsRunInTheQdqForm) {
   for (const Twin& t : {Twin{"qlinear_add", "", 2}, Twin{"qlinear_mul", "", 2},
                         Twin{"qlinear_avg_pool2d", R"("kernel_shape": [2, 1], "pads": [1, 0, 1, 0], )", 1},
                         Twin{"qlinear_global_avg_pool", "", 1}, Twin{"qlinear_concat", R"("axis": 1, )", 2},
-                        Twin{"qlinear_leaky_relu", R"("alpha": 0.08, )", 1}, Twin{"qlinear_sigmoid", "", 1}}) {
+                        Twin{"qlinear_leaky_relu", R"("alpha": 0.08, )", 1}, Twin{"qlinear_sigmoid", "", 1},
+                        Twin{"qlinear_max_pool2d", R"("kernel_shape": [2, 2], "pads": [1, 0, 1, 0], )", 1}}) {
     SCOPED_TRACE(t.op);
     const ir::Graph g = twin_model(t);
     ASSERT_EQ(w.compile(g, CompileOptions{core::DType::F32, 1}).status, worker::Status::Ok);

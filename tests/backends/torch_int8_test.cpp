@@ -85,6 +85,10 @@ const std::vector<Twin>& twins() {
           "x_scales": [0.1], "x_zero_points": [Z], "y_scale": 0.1, "y_zero_point": Z)"},
       {"qlinear_global_avg_pool", {{1, 3, 4, 5}},
        R"("x_scales": [0.1], "x_zero_points": [Z], "y_scale": 0.1, "y_zero_point": Z)"},
+      // asymmetric pads (padded explicitly with the type's lowest integer) and ceil_mode
+      {"qlinear_max_pool2d", {{1, 2, 5, 6}},
+       R"("kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 0, 1], "ceil_mode": 1,
+          "x_scales": [0.1], "x_zero_points": [Z], "y_scale": 0.1, "y_zero_point": Z)"},
       {"qlinear_concat", {{1, 2, 3}, {1, 3, 3}},
        R"("axis": 1, "x_scales": [0.05, 0.1], "x_zero_points": [Z, Z], "y_scale": 0.0625, "y_zero_point": Z)"},
       {"qlinear_leaky_relu", {{2, 3, 4}},
@@ -161,6 +165,12 @@ TEST(TorchInt8, WhatTheTwinsCannotTakeIsRefusedWithItsReason) {
       {"qlinear_add", "uint8", "qnnpack", {{"y_scale", 1e-4}}, "scale ratio must be in [2**-14, 2**8)"},
       {"qlinear_add", "int8", "qnnpack", {{"y_scale", 100.0}}, "qs8 add"},
       {"qlinear_mul", "int8", "onednn", {{"y_scale", 1e-6}}, "in [2^-16, 256)"},
+      {"qlinear_max_pool2d", "uint8", "onednn", {{"y_zero_point", int64_t{7}}}, "keeps the input's scale"},
+      {"qlinear_max_pool2d",
+       "uint8",
+       "qnnpack",
+       {{"kernel_shape", std::vector<int64_t>{1, 1}}, {"pads", std::vector<int64_t>{0, 0, 0, 0}}},
+       "refuses a 1x1 kernel"},
   };
   for (const Case& c : cases) {
     const auto it =
@@ -188,7 +198,8 @@ TEST(TorchInt8, QuantizedTwinCampaignReportsOnlyLedgerEntries) {
   fs::remove_all(out);
   const testing::Result r = testing::run_quorum(
       "fuzz --generator unit --dtype int8 --backends torch,torch:qengine=qnnpack --ops qlinear_add,qlinear_mul,"
-      "qlinear_avg_pool2d,qlinear_global_avg_pool,qlinear_concat,qlinear_leaky_relu,qlinear_sigmoid --models 60 "
+      "qlinear_avg_pool2d,qlinear_global_avg_pool,qlinear_max_pool2d,qlinear_concat,qlinear_leaky_relu,qlinear_sigmoid "
+      "--models 60 "
       "--jobs 1 --seed 29 --out " + out.string(),
       "torch_int8_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;

@@ -86,6 +86,36 @@ TEST(TorchSinks, PerChannelWeightsReachBothSinksAlike) {
   }
 }
 
+// Per-axis quantize_linear / dequantize_linear (scales along axis): both sinks receive the same per-channel
+// quantizer (float64 scales, int64 zero points, the axis made non-negative), torch.quantize_per_channel or a
+// per-channel quantized tensor's dequantize, and the backend runs them.
+TEST(TorchSinks, PerAxisQuantizationReachesBothSinksAlike) {
+  for (const char* name : {"quantize_linear", "dequantize_linear"}) {
+    const ops::OpSpec& spec = ops::op(name);
+    int ran = 0;
+    for (uint64_t k = 0; k < 400 && ran < 4; ++k) {
+      core::Rng rng(core::fnv1a(spec.name) + 7000 + k);
+      ir::SingleNode sn = ir::single_node_graph(spec, spec.sample(rng), rng, core::DType::F32);
+      if (!ops::per_channel_weight(sn.graph.nodes[0].attrs, "")) continue;
+      ir::quantized_inputs_from_float(sn);
+      const std::string where = std::string(name) + " " + core::to_string(sn.graph.nodes.back().attrs);
+      const std::vector<std::string> library = library_sink_calls(sn.graph, sn.inputs);
+      EXPECT_EQ(library, writer_sink_calls(sn.graph)) << where;
+      ASSERT_FALSE(library.empty()) << where;
+      std::string all;
+      for (const std::string& line : library) all += line + "\n";
+      EXPECT_EQ(library[0].rfind("refused: ", 0), std::string::npos) << where << "\n" << all;
+      ++ran;
+      EXPECT_NE(all.find(std::string(name) == "quantize_linear" ? "torch.quantize_per_channel("
+                                                                 : "torch._make_per_channel_quantized_tensor("),
+                std::string::npos)
+          << all;
+      EXPECT_EQ(all.find("error: "), std::string::npos) << where << "\n" << all;
+    }
+    EXPECT_GE(ran, 4) << name;
+  }
+}
+
 // The quantized twins (ops/qlinear.cpp): both sinks receive the same quantized tensors and libtorch operators for
 // sampled cases of each twin, and the backend runs them on its default engine. The pools' output scale and zero
 // point are set to the input's (libtorch's quantized pools keep them; others are refused alike in both sinks).
@@ -94,14 +124,14 @@ TEST(TorchSinks, QuantizedTwinsReachBothSinksAlike) {
       {"qlinear_add", "torch.ops.quantized.add("},        {"qlinear_mul", "torch.ops.quantized.mul("},
       {"qlinear_avg_pool2d", "F.avg_pool2d("},            {"qlinear_global_avg_pool", "F.adaptive_avg_pool"},
       {"qlinear_concat", "torch.ops.quantized.cat("},     {"qlinear_leaky_relu", "torch.ops.quantized.leaky_relu("},
-      {"qlinear_sigmoid", "torch.ops.quantized.sigmoid("}};
+      {"qlinear_sigmoid", "torch.ops.quantized.sigmoid("},     {"qlinear_max_pool2d", "F.max_pool2d("}};
   for (const auto& [name, fn] : calls) {
     const ops::OpSpec& spec = ops::op(name);
     int ran = 0;
     for (uint64_t k = 0; k < 100 && ran < 4; ++k) {
       core::Rng rng(core::fnv1a(spec.name) + 2000 + k);
       ops::Case c = spec.sample(rng);
-      if (name == "qlinear_avg_pool2d" || name == "qlinear_global_avg_pool") {
+      if (name == "qlinear_avg_pool2d" || name == "qlinear_global_avg_pool" || name == "qlinear_max_pool2d") {
         c.attrs["y_scale"] = core::attr_floats(c.attrs, "x_scales").at(0);
         c.attrs["y_zero_point"] = core::attr_ints(c.attrs, "x_zero_points").at(0);
       }

@@ -1,7 +1,8 @@
 // XNNPACK's quantized twins (src/backends/xnnpack/lower_quant.cpp): qlinear_add, qlinear_mul,
-// qlinear_global_avg_pool and qlinear_sigmoid run on the library's qs8 (int8) and qu8 (uint8) subgraph nodes and
-// agree with the reference's exact integer arithmetic within the spread's one step (both sinks lowering them alike:
-// xnnpack_sinks_test.cpp); the twins and parameters XNNPACK 2022-02 cannot take are refused with the measured reason.
+// qlinear_global_avg_pool, qlinear_sigmoid and qlinear_max_pool2d run on the library's qs8 (int8) and qu8 (uint8)
+// subgraph nodes and agree with the reference's exact integer arithmetic within the spread's one step (both sinks
+// lowering them alike: xnnpack_sinks_test.cpp); the twins and parameters XNNPACK 2022-02 cannot take are refused
+// with the measured reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -130,6 +131,9 @@ std::vector<Twin> mapped(const std::string& type) {
       {"qlinear_global_avg_pool", {{1, 3, 5, 5}}, {1, 3, 1, 1}, {0.2}, {zp(type, -5)}, 0.03, zp(type, 2), ""},
       {"qlinear_global_avg_pool", {{2, 4, 7}}, {2, 4, 1}, {0.5}, {zp(type, 0)}, 0.25, zp(type, 0), ""},
       {"qlinear_sigmoid", {{2, 3, 8}}, {2, 3, 8}, {0.05}, {zp(type, 4)}, 1.0 / 256, type == "int8" ? -128 : 0, ""},
+      // Padding (never a maximum) and ceil_mode, the output quantized as the input.
+      {"qlinear_max_pool2d", {{1, 2, 5, 6}}, {1, 2, 3, 5}, {0.3}, {zp(type, -7)}, 0.3, zp(type, -7),
+       R"(, "kernel_shape": [2, 3], "strides": [2, 1], "pads": [1, 0, 0, 1], "ceil_mode": 1)"},
   };
 }
 
@@ -161,6 +165,8 @@ TEST(XnnpackInt8, RefusalsSayWhy) {
       {{"qlinear_global_avg_pool", {{1, 2, 3, 3}}, {1, 2, 1, 1}, {0.001}, {0}, 1.0, 0, ""},
        "is below 2^-8: XNNPACK 2022-02 takes [2^-8, 2^8)"},
       {{"qlinear_sigmoid", {{1, 4}}, {1, 4}, {0.5}, {0}, 1.0 / 128, -128, ""}, "for another y_scale"},
+      {{"qlinear_max_pool2d", {{1, 2, 4, 4}}, {1, 2, 3, 3}, {0.5}, {0}, 0.25, 0, R"(, "kernel_shape": [2, 2])"},
+       "keeps its input's quantization"},
       {{"qlinear_sigmoid", {{1, 4}}, {1, 4}, {0.5}, {0}, 1.0 / 256, 0, ""},
        "y_zero_point -128 (xnn_create_runtime_v2: xnn_status_unsupported_parameter for another y_zero_point)"},
   };

@@ -94,7 +94,7 @@ TEST(XnnpackSinks, QuantizedModelsLowerAlikeIntoBothSinks) {
     opt.generator = generator;
     opt.quantized = true;
     const campaign::ModelFactory factory = campaign::generator_factory(opt, "random");
-    for (int64_t i = 0; i < 120; ++i) {  // some quantized twins and per-channel weights are refused
+    for (int64_t i = 0; i < 200; ++i) {  // some quantized twins and per-channel weights are refused
       const campaign::ModelCase m = campaign::draw_case(factory, 2027, i, "mse_loss");
       if (!agree(m.graph, std::string(generator) + " int8 model " + std::to_string(i), t)) continue;
       for (const auto& line : library_sink_calls(m.graph))
@@ -130,6 +130,9 @@ TEST(XnnpackSinks, QuantizedTwinsLowerAlikeIntoBothSinks) {
        "xnn_define_global_average_pooling_2d"},
       {"qlinear_sigmoid", {"[2, 3, 8]"}, R"("x_scales": [0.05], "y_scale": 0.00390625)", {4, -128},
        "xnn_define_sigmoid"},
+      {"qlinear_max_pool2d", {"[1, 2, 5, 6]"},
+       R"("kernel_shape": [2, 3], "pads": [1, 0, 0, 1], "x_scales": [0.3], "y_scale": 0.3)", {-7, -7},
+       "xnn_define_max_pooling_2d"},
   };
   for (const std::string type : {"int8", "uint8"})
     for (const Twin& t : twins) {

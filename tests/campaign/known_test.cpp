@@ -58,6 +58,33 @@ TEST(Known, LoadsEntriesAndMatchesSignaturesWhateverTheBackendOptions) {
   fs::remove_all(dir);
 }
 
+// A signature or pattern whose backend field names options holds only for a backend run with them (they choose
+// another library path: oneDNN's kernels for another instruction set, libtorch's other quantized engine); one
+// without options holds under any (seed 13501: a oneDNN finding at the full ISA was labelled with an entry of the
+// AVX2 path, whose signature named onednn:isa=avx2).
+TEST(Known, ASignatureNamingBackendOptionsHoldsOnlyUnderThem) {
+  const std::string dir = ledger_dir("options", "faulty", R"({"format": "quorum.known", "backend": "faulty",
+    "entries": [
+      {"id": "path-only", "backend": "faulty:relu-nan-to-zero", "class": "bug", "note": "n",
+       "signature": "nan-swallowed|FC|faulty:relu-nan-to-zero|relu",
+       "also": ["nan-swallowed|*|faulty:*relu-nan-to-zero*|relu6*"]},
+      {"id": "any", "backend": "faulty", "class": "bug", "note": "n", "signature": "nan-swallowed|FC|faulty|elu",
+       "also": ["nan-swallowed|*|faulty*|selu"]}]})");
+  const oracle::Ledger l = oracle::load_ledgers(dir);
+  ASSERT_EQ(l.entries.size(), 2u);
+  const auto* path = &l.entries[0];
+  const auto* any = &l.entries[1];
+  EXPECT_EQ(l.match("nan-swallowed|FC|faulty:relu-nan-to-zero|relu"), path);
+  EXPECT_EQ(l.match("nan-swallowed|FC|faulty|relu"), nullptr);
+  EXPECT_EQ(l.match("nan-swallowed|FC|faulty:concat-drops-last|relu"), nullptr);
+  EXPECT_EQ(l.match("nan-swallowed|BC|faulty:concat-drops-last+relu-nan-to-zero|relu6"), path);
+  EXPECT_EQ(l.match("nan-swallowed|BC|faulty|relu6"), nullptr);
+  EXPECT_EQ(l.match("nan-swallowed|FC|faulty:relu-nan-to-zero|elu"), any);
+  EXPECT_EQ(l.match("nan-swallowed|FC|faulty|selu"), any);
+  EXPECT_EQ(l.match("nan-swallowed|FC|faulty:relu-nan-to-zero|selu"), any);
+  fs::remove_all(dir);
+}
+
 // An entry covers its root cause wherever it shows: '*' in an `also` signature matches any run of
 // characters, and a pattern with `lowering` matches only findings whose node ran one of those
 // library operations (the same primitive behind several operators). Exact signatures win over

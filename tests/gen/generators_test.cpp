@@ -293,6 +293,29 @@ TEST(Generators, OpsAndSkipOpsRestrictEveryGenerator) {
   EXPECT_THROW(make_generator(bad, *source), core::UserError);
 }
 
+// --dtype int8 with --ops naming only a quantized operator: its models hold the quantize_linear that makes each
+// quantized operand, which --ops need not name (every model was drawn again, and a campaign ran its whole budget
+// with no model); --skip_ops cannot leave the boundaries out.
+TEST(Generators, QuantizedModelsKeepTheirBoundariesUnderOps) {
+  GenOptions opt = options("unit", 7);
+  opt.quantized = true;
+  opt.only_ops = {"qlinear_add"};
+  const Summary s = run(opt, "random", 6);
+  EXPECT_GT(s.op_nodes.count("qlinear_add"), 0u);
+  EXPECT_GT(s.op_nodes.count("quantize_linear"), 0u);
+  EXPECT_EQ(s.op_nodes.size(), 2u);
+  GenOptions skip = options("unit", 7);
+  skip.quantized = true;
+  skip.skip_ops = {"dequantize_linear"};
+  const auto source = data::open_source("random");
+  try {
+    make_generator(skip, *source);
+    ADD_FAILURE() << "--skip_ops dequantize_linear under --dtype int8 accepted";
+  } catch (const core::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be left out"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Summary, ReasonKeysGroupLikeFailures) {
   EXPECT_EQ(reason_key("validate: m: node 'conv2d_3' (conv2d): kernel 5 over 3 (inputs f32[1,2,3,3])"),
             "validate: m: node (conv#d): kernel # over #");

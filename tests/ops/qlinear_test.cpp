@@ -142,6 +142,97 @@ TEST(QLinear, TheQdqFormIsDequantizeFloatQuantizeAndGivesTheSameNumbers) {
     for (int64_t i = 0; i < want.at(v).numel(); ++i) EXPECT_EQ(want.at(v).get(i), got.at(v).get(i)) << v << i;
 }
 
+// qlinear_max_pool2d: ONNX MaxPool on the quantized tensor. Quantized as its input, the output is the window's
+// largest integer (no requantization, whatever the scale); padding never wins, not even over the type's lowest
+// value; ceil_mode keeps a last window that starts inside the input.
+TEST(QLinear, MaxPoolIsTheLargestIntegerOfEachWindow) {
+  Attrs m = q({0.3}, {-7}, 0.3, -7, "int8");  // a negative zero point, equal quantization
+  m["kernel_shape"] = std::vector<int64_t>{2, 2};
+  // [[-128, 5, 5], [-3, 5, -128], [-128, -128, 0]]: every window ties at 5 (the centre and a neighbour)
+  const Tensor x = Tensor::f64({1, 1, 3, 3}, {-128, 5, 5, -3, 5, -128, -128, -128, 0});
+  EXPECT_EQ(run_op("qlinear_max_pool2d", {x}, m), (std::vector<double>{5, 5, 5, 5}));
+  // pads [1, 1, 1, 1] stride 2: the first window holds one cell, -128, and padding: -128 (padding is not a 0)
+  m["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  m["strides"] = std::vector<int64_t>{2, 2};
+  EXPECT_EQ(run_op("qlinear_max_pool2d", {x}, m), (std::vector<double>{-128, 5, -3, 5}));
+  // ceil_mode on width 3, kernel 2, stride 2, no pads: a second window [col 2] is kept
+  m["pads"] = std::vector<int64_t>{0, 0, 0, 0};
+  m["ceil_mode"] = int64_t{1};
+  EXPECT_EQ(run_op("qlinear_max_pool2d", {x}, m), (std::vector<double>{5, 5, -128, 0}));
+  // dilation 2: the four corners
+  Attrs d = q({0.3}, {-7}, 0.3, -7, "int8");
+  d["kernel_shape"] = std::vector<int64_t>{2, 2};
+  d["dilations"] = std::vector<int64_t>{2, 2};
+  EXPECT_EQ(run_op("qlinear_max_pool2d", {x}, d), (std::vector<double>{5}));
+  // another output quantization: requantized once, (127 - 3) * 0.5 / 1 = 62 + 1 = 63; uint8, zero points 3 and 1
+  Attrs r = q({0.5}, {3}, 1, 1, "uint8");
+  r["kernel_shape"] = std::vector<int64_t>{1, 2};
+  EXPECT_EQ(run_op("qlinear_max_pool2d", {Tensor::f64({1, 1, 1, 4}, {0, 127, 6, 2})}, r),
+            (std::vector<double>{63, 63, 3}));  // (6 - 3) * 0.5 = 1.5 -> 2 (even) + 1
+}
+
+// Its ONNX form: a plain MaxPool on the int8 tensor where the output is quantized as the input (read back as the
+// twin with scale 1 and zero point 0, the same integers), the QDQ form otherwise; opset 11 has no int8 MaxPool.
+TEST(QLinear, MaxPoolIsOnnxMaxPoolOnTheQuantizedTensorOrItsQdqForm) {
+  Attrs m = q({0.3}, {-7}, 0.3, -7, "int8");
+  m["kernel_shape"] = std::vector<int64_t>{2, 2};
+  m["pads"] = std::vector<int64_t>{0, 1, 1, 0};
+  ir::Graph g = graph("qmax", {{"x", {core::DType::I8, {1, 2, 3, 3}}}}, {{"p", "qlinear_max_pool2d", {"x"}, {"p"}, m}});
+  ref::ValueMap in;
+  core::Tensor t(core::DType::F64, {1, 2, 3, 3});
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, static_cast<double>((i * 37) % 256 - 128));
+  in["x"] = t;
+  const ref::ValueMap want = ref::forward(g, in);
+  for (const char* form : {"qlinear=operator", "qlinear=qdq"}) {
+    ir::OnnxForm f{13, 0};
+    f.force = {form};
+    const std::string bytes = ir::graph_to_onnx(g, f).bytes;
+    const ir::OnnxSummary sum = ir::onnx_summary(bytes, "qmax");
+    const bool qdq = std::string(form) == "qlinear=qdq";
+    const std::vector<std::string> want_types = qdq ? std::vector<std::string>{"DequantizeLinear", "MaxPool",
+                                                                               "QuantizeLinear"}
+                                                    : std::vector<std::string>{"MaxPool"};
+    EXPECT_EQ(sum.op_types, want_types) << form;
+    const ir::Graph back = ir::graph_from_onnx(bytes, "qmax");
+    if (!qdq) {
+      ASSERT_EQ(back.nodes.size(), 1u);
+      EXPECT_EQ(back.nodes[0].op, "qlinear_max_pool2d");
+      EXPECT_EQ(core::attr_f(back.nodes[0].attrs, "y_scale"), 1.0);
+      EXPECT_EQ(core::attr_i(back.nodes[0].attrs, "y_zero_point"), 0);
+      EXPECT_EQ(core::attr_ints(back.nodes[0].attrs, "pads"), (std::vector<int64_t>{0, 1, 1, 0}));
+    }
+    const ref::ValueMap got = ref::forward(back, in);
+    for (int64_t i = 0; i < want.at("p").numel(); ++i) EXPECT_EQ(want.at("p").get(i), got.at("p").get(i)) << form;
+  }
+  // another output quantization: the QDQ form only, even where the operator form is asked for
+  g.nodes[0].attrs["y_zero_point"] = int64_t{2};
+  ir::OnnxForm f{13, 0};
+  f.force = {"qlinear=operator"};
+  const ir::OnnxExported x = ir::graph_to_onnx(g, f);
+  EXPECT_NE(x.forms.at("p").find("qlinear=qdq"), std::string::npos) << x.str();
+  EXPECT_EQ(ir::onnx_summary(x.bytes, "qmax").op_types,
+            (std::vector<std::string>{"DequantizeLinear", "MaxPool", "QuantizeLinear"}));
+  // opset 11 (MaxPool takes no int8): the QDQ form as well
+  g.nodes[0].attrs["y_zero_point"] = int64_t{-7};
+  EXPECT_EQ(ir::onnx_summary(ir::graph_to_onnx(g, ir::OnnxForm{11, 0}).bytes, "qmax").op_types,
+            (std::vector<std::string>{"DequantizeLinear", "MaxPool", "QuantizeLinear"}));
+}
+
+// The sampler draws the output quantized as the input most of the time, otherwise sometimes.
+TEST(QLinear, MaxPoolSamplesMostlyKeepTheInputsQuantization) {
+  const OpSpec& s = op("qlinear_max_pool2d");
+  core::Rng rng(5);
+  int same = 0;
+  for (int i = 0; i < 200; ++i) {
+    const Case c = s.sample(rng);
+    same += core::attr_i(c.attrs, "y_zero_point") == core::attr_ints(c.attrs, "x_zero_points").at(0) &&
+            static_cast<float>(core::attr_f(c.attrs, "y_scale")) ==
+                static_cast<float>(core::attr_floats(c.attrs, "x_scales").at(0));
+  }
+  EXPECT_GT(same, 120);
+  EXPECT_LT(same, 195);
+}
+
 TEST(QLinear, TheGeneratorQuantizesAdditionsAndPoolsBetweenQuantizeAndDequantize) {
   ir::Graph g = graph("float", {{"x", {core::DType::F32, {2, 3, 4, 4}}}},
                       {{"r", "relu", {"x"}, {"r"}, {}}, {"a", "add", {"x", "r"}, {"a"}, {}},

@@ -3,8 +3,9 @@
 // qlinear_matmul (FullyConnected with constant weights) and qlinear_conv2d (Convolution2d, with conv2d
 // in lower_spatial.cpp), and the quantized twins of src/ops/qlinear.cpp on their float operators' layers with
 // quantized TensorInfos: qlinear_add and qlinear_mul (Addition, Multiplication), qlinear_concat (Concat),
-// qlinear_leaky_relu and qlinear_sigmoid (Activation LeakyReLu, Sigmoid); qlinear_avg_pool2d and
-// qlinear_global_avg_pool (Pooling2d Average) are with the float pooling in lower_spatial.cpp. ArmNN holds one
+// qlinear_leaky_relu and qlinear_sigmoid (Activation LeakyReLu, Sigmoid); qlinear_avg_pool2d,
+// qlinear_global_avg_pool (Pooling2d Average) and qlinear_max_pool2d (Pooling2d Max) are with the float pooling in
+// lower_spatial.cpp. ArmNN holds one
 // scale and offset per tensor where ONNX gives each consumer its own: a consumer reads a quantized value
 // through a view (Builder::as_quant, a Slice of the whole tensor whose output TensorInfo carries the consumer's
 // parameters; CpuRef's Slice copies the bytes).
@@ -34,7 +35,7 @@ bool is_quant_op(const std::string& op) {
   static const std::set<std::string> ops = {
       "quantize_linear",    "dequantize_linear",       "qlinear_conv2d", "qlinear_matmul",     "qlinear_add",
       "qlinear_mul",        "qlinear_avg_pool2d",      "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid",
-      "qlinear_global_avg_pool"};
+      "qlinear_global_avg_pool", "qlinear_max_pool2d"};
   return ops.count(op) > 0;
 }
 
@@ -171,6 +172,17 @@ void build_qlinear_activation(Builder& b, const ir::Node& n) {
   b.define(n.outputs[0], y);
 }
 
+// Per-axis quantize_linear / dequantize_linear (scales along axis): ArmNN 20.08's TensorInfo holds per-axis scales
+// (SetQuantizationScales, SetQuantizationDim) but one offset, and its reference Quantize / Dequantize read a
+// QAsymmU8/QAsymmS8 tensor with one scale and offset (per-axis decoding is QSymmS8's, for weights): not lowered.
+Support per_axis_supports(const ir::Graph&, const ir::Node& n) {
+  if (ops::per_channel_weight(n.attrs, ""))
+    return Support::no("per-axis scales (scales along axis): ArmNN 20.08's Quantize and Dequantize take a "
+                       "QAsymmU8/QAsymmS8 TensorInfo's one scale and offset (per-axis TensorInfos are QSymmS8 "
+                       "weights', without offsets)");
+  return Support::yes();
+}
+
 }  // namespace
 
 void register_quant(OpTable& t) {
@@ -179,8 +191,8 @@ void register_quant(OpTable& t) {
   t["qlinear_concat"] = OpEntry{{}, build_qlinear_concat};
   t["qlinear_leaky_relu"] = OpEntry{{}, build_qlinear_activation};
   t["qlinear_sigmoid"] = OpEntry{{}, build_qlinear_activation};
-  t["quantize_linear"] = OpEntry{{}, build_quantize};
-  t["dequantize_linear"] = OpEntry{{}, build_dequantize};
+  t["quantize_linear"] = OpEntry{per_axis_supports, build_quantize};
+  t["dequantize_linear"] = OpEntry{per_axis_supports, build_dequantize};
   t["qlinear_matmul"] = OpEntry{product_supports, build_qlinear_matmul};
 }
 

@@ -1,6 +1,7 @@
 // ArmNN lowering, spatial operators on ArmNN 20.08 layers (NCHW): Convolution2d, DepthwiseConvolution2d,
-// TransposeConvolution2d, Pooling2d, Mean (global average) and Resize. The quantized twins qlinear_avg_pool2d
-// and qlinear_global_avg_pool are the same Pooling2d (Average) on quantized TensorInfos (lower_quant.cpp).
+// TransposeConvolution2d, Pooling2d, Mean (global average) and Resize. The quantized twins qlinear_avg_pool2d,
+// qlinear_global_avg_pool and qlinear_max_pool2d are the same Pooling2d (Average, Max) on quantized TensorInfos
+// (lower_quant.cpp).
 // 1-D operators run as 2-D ones over [N, C, 1, L]. Grouped convolutions that are not depthwise are split into one
 // convolution per group (Slice, Convolution2d, Concat). ONNX auto_pad is resolved here into
 // ArmNN's explicit left/right/top/bottom pads.
@@ -212,7 +213,7 @@ PoolPlan pool_plan(const ir::Graph& g, const ir::Node& n) {
   if (x.size() == 3) p = Pads{{0, p.begin[0]}, {0, p.end[0]}};
   const Ints k = as_2d(k_raw, 1), s = as_2d(s_raw, 1);
   const bool ceil_mode = core::attr_s(n.attrs, "auto_pad") == "NOTSET" && core::attr_i(n.attrs, "ceil_mode") == 1;
-  const bool is_max = n.op.rfind("max_pool", 0) == 0;
+  const bool is_max = n.op.rfind("max_pool", 0) == 0 || n.op == "qlinear_max_pool2d";
   PoolPlan plan;
   plan.layer = PoolLayer{is_max, k[0], k[1],
                          PoolLayer::Full{geometry(s, p), ceil_mode,
@@ -237,12 +238,14 @@ Support pool_supports(const ir::Graph& g, const ir::Node& n) {
   return Support::yes();
 }
 
-// The float pools and qlinear_avg_pool2d (its input read with x_scales[0] / x_zero_points[0], its output
-// quantized by y_scale / y_zero_point; CpuRef's padding is 0 in real terms, as the twin's float pool pads).
+// The float pools, qlinear_avg_pool2d and qlinear_max_pool2d (the input read with x_scales[0] / x_zero_points[0],
+// the output quantized by y_scale / y_zero_point; CpuRef's padding is 0 in real terms, as the twin's float pool
+// pads, and never a maximum).
 void build_pool(Builder& b, const ir::Node& n) {
   const ir::Graph& g = b.graph();
   const PoolPlan plan = pool_plan(g, n);
-  const TwinQuant q = n.op == "qlinear_avg_pool2d" ? twin_quant(n) : TwinQuant{{Quant{}}, Quant{}};
+  const bool twin = n.op.rfind("qlinear_", 0) == 0;
+  const TwinQuant q = twin ? twin_quant(n) : TwinQuant{{Quant{}}, Quant{}};
   const Value x = b.reshape(b.value(n.inputs[0]), as_4d(in_shape(g, n, 0)), q.x[0]);
   const Value y = b.add(plan.layer, {x}, plan.armnn_out, q.y, "pool", plan.layer.max ? "Max" : "Average");
   b.define(n.outputs[0], b.reshape(y, out_shape(g, n)));
@@ -396,7 +399,8 @@ void register_spatial(OpTable& t) {
                                 },
                                 build_conv};
   t["conv_transpose2d"] = OpEntry{conv_transpose_supports, build_conv_transpose};
-  for (const char* name : {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "qlinear_avg_pool2d"})
+  for (const char* name :
+       {"max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "qlinear_avg_pool2d", "qlinear_max_pool2d"})
     t[name] = OpEntry{pool_supports, build_pool};
   t["global_avg_pool"] = OpEntry{{}, build_global_pool};
   t["global_max_pool"] = OpEntry{{}, build_global_pool};

@@ -396,7 +396,7 @@ const char* name(DataType t) {
 
 bool is_qlinear_twin(const std::string& op) {
   return op == "qlinear_add" || op == "qlinear_mul" || op == "qlinear_avg_pool2d" || op == "qlinear_global_avg_pool" ||
-         op == "qlinear_concat" || op == "qlinear_leaky_relu" || op == "qlinear_sigmoid";
+         op == "qlinear_max_pool2d" || op == "qlinear_concat" || op == "qlinear_leaky_relu" || op == "qlinear_sigmoid";
 }
 
 bool is_quantized_op(const std::string& op) {
@@ -530,6 +530,15 @@ Support twin_support(const ir::Node& n, const std::vector<Shape>& in, const Shap
       return Support::no("the requantization's one eltwise_linear post-op (alpha x_scale / y_scale, beta the zero "
                          "points' shift; a second linear post-op takes the first one's parameters in oneDNN 2.6) "
                          "has no finite normal float32 constants for these scales");
+  // A single input's zero point folded into beta (-alpha * x_zero_point) cancels against alpha * x in float32:
+  // beyond 2^22 the sum's ulp exceeds half a step and the integers near x_zero_point (y_zero_point there) are lost
+  // (campaign seed 13601: qlinear_max_pool2d, y_scale FLT_MIN, x_zero_point 127, the maximum 127 gave 0 for -2).
+  if (n.inputs.size() == 1 && zps[0] != 0)
+    for (const auto& [alpha, beta] : twin_attr(n).linear)
+      if (std::abs(static_cast<double>(alpha) * static_cast<double>(zps[0])) >= 0x1p22)
+        return Support::no("the requantization's eltwise_linear post-op folds the zero point into beta = y_zero_point "
+                           "- alpha * x_zero_point, which cancels against alpha * x beyond 2^22 in float32 (alpha "
+                           "x_scale / y_scale); the integers near the zero point are not held");
   if (n.op == "qlinear_avg_pool2d") {
     const PoolGeo g = pool_geo(twin_float_op(n.op), in.at(0), y, a);
     if (!g.factor.empty())
@@ -547,6 +556,11 @@ Support twin_support(const ir::Node& n, const std::vector<Shape>& in, const Shap
 }  // namespace
 
 Support quant_support(const ir::Graph& g, const ir::Node& n) {
+  if ((n.op == "quantize_linear" || n.op == "dequantize_linear") && n.attrs.count("zero_points") &&
+      !core::attr_ints(n.attrs, "zero_points").empty())
+    return Support::no("per-axis zero points (zero_points along axis): oneDNN 2.6's reorder takes one common zero "
+                       "point (set_zero_points with a per-dimension mask throws 'could not set zero points "
+                       "primitive attribute'; per-axis scales alone are lowered)");
   if (is_qlinear_twin(n.op)) {
     std::vector<Shape> in;
     for (const auto& v : n.inputs) in.push_back(g.types.at(v).shape);
@@ -634,17 +648,22 @@ void lower_quantized(const ir::Node& n, const std::vector<Shape>& in, const std:
   const core::Attrs& a = n.attrs;
   const std::string& y = n.outputs.at(0);
   const std::string& x0 = n.inputs.at(0);
-  if (n.op == "quantize_linear") {
-    // oneDNN's reorder multiplies: x * (1 / scale) in float32.
-    sink.qreorder({dims_of(in[0]), DataType::f32, quant_type(a, "to"), 1.0f / f32_attr(a, "scale"), 0,
-                   zp_attr(a, "zero_point")},
-                  x0, y);
-    return;
-  }
-  if (n.op == "dequantize_linear") {
-    sink.qreorder({dims_of(in[0]), data_type(types[0]), DataType::f32, f32_attr(a, "scale"), zp_attr(a, "zero_point"),
-                   0},
-                  x0, y);
+  if (n.op == "quantize_linear" || n.op == "dequantize_linear") {
+    // Per axis: one output scale per index of the axis (mask 1 << axis), the zero point common (quant_support).
+    const bool quantize = n.op == "quantize_linear";
+    const auto rank = static_cast<int64_t>(in[0].size());
+    QReorderGeo q{dims_of(in[0]), quantize ? DataType::f32 : data_type(types[0]),
+                  quantize ? quant_type(a, "to") : DataType::f32, 0, quantize ? 0 : zp_attr(a, "zero_point"),
+                  quantize ? zp_attr(a, "zero_point") : 0};
+    // oneDNN's reorder multiplies: a quantization is x * (1 / scale) in float32.
+    auto factor = [&](double s) { return quantize ? 1.0f / static_cast<float>(s) : static_cast<float>(s); };
+    q.scale = factor(f32_attr(a, "scale"));
+    if (ops::per_channel_weight(a, "")) {
+      const int64_t axis = core::attr_i(a, "axis") < 0 ? core::attr_i(a, "axis") + rank : core::attr_i(a, "axis");
+      q.axis = static_cast<int>(axis);
+      for (double s : ops::weight_scales(a, in[0][static_cast<size_t>(axis)], "")) q.scales.push_back(factor(s));
+    }
+    sink.qreorder(q, x0, y);
     return;
   }
   if (is_qlinear_twin(n.op)) {
@@ -1134,9 +1153,12 @@ void RecordingSink::conv(Prop p, const ConvGeo& g, const std::string& x, const s
   inner_.conv(p, g, x, w, b, y);
 }
 void RecordingSink::qreorder(const QReorderGeo& g, const std::string& x, const std::string& y) {
+  std::string per_axis;
+  for (float s : g.scales) per_axis += (per_axis.empty() ? "" : ",") + fmt(s);
+  if (!g.scales.empty()) per_axis = " scales(axis " + std::to_string(g.axis) + ") [" + per_axis + "]";
   calls_.push_back(std::string("qreorder ") + fmt(g.dims) + " " + name(g.src) + " -> " + name(g.dst) + " scale " +
-                   fmt(g.scale) + " src_zp " + std::to_string(g.src_zp) + " dst_zp " + std::to_string(g.dst_zp) + " " +
-                   y + " = " + x);
+                   fmt(g.scale) + per_axis + " src_zp " + std::to_string(g.src_zp) + " dst_zp " +
+                   std::to_string(g.dst_zp) + " " + y + " = " + x);
   inner_.qreorder(g, x, y);
 }
 namespace {

@@ -182,11 +182,16 @@ const char* name(DataType t);
 // One reorder with an output scale and zero points (mask 0): oneDNN computes
 // dst = saturate(nearbyint(scale * (src - src_zp) + dst_zp)) in float32. QuantizeLinear is src f32, scale
 // 1 / y_scale (float32), dst_zp y_zero_point; DequantizeLinear is dst f32, scale x_scale, src_zp x_zero_point.
+// Per axis (scales along axis): `scales` holds one output scale per index of dims[axis] (set_output_scales, mask
+// 1 << axis); the zero points stay common (2.6 refuses per-dimension ones: "could not set zero points primitive
+// attribute").
 struct QReorderGeo {
   Dims dims;
   DataType src = DataType::f32, dst = DataType::f32;
   float scale = 1;
   int32_t src_zp = 0, dst_zp = 0;
+  std::vector<float> scales = {};
+  int axis = 0;
 };
 // An int8 convolution's or matmul's types and attributes: output scale x_scale * w_scale / y_scale in float32
 // (set_output_scales, mask 0; oneDNN 2.6 adds the bias to the float32 accumulator before it), src, weights and

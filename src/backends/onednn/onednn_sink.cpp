@@ -399,10 +399,14 @@ Buf quantized_result(const memory& m, const Dims& d, lw::DataType t) {
 }  // namespace
 
 const Cached<dnnl::reorder::primitive_desc>& qreorder_pd(const lw::QReorderGeo& g) {
-  const std::string key = Key() << g.dims << lw::name(g.src) << lw::name(g.dst) << g.scale << g.src_zp << g.dst_zp;
+  Key key;
+  key << g.dims << lw::name(g.src) << lw::name(g.dst) << g.scale << g.src_zp << g.dst_zp << g.axis;
+  for (float s : g.scales) key << s;
   return cached<dnnl::reorder::primitive_desc>(key, [&] {
+    dnnl::primitive_attr attr = quant_primitive_attr(g.scale, g.src_zp, 0, g.dst_zp);
+    if (!g.scales.empty()) attr.set_output_scales(1 << g.axis, g.scales);  // per axis
     return dnnl::reorder::primitive_desc(cpu_engine(), typed_md(g.dims, g.src), cpu_engine(), typed_md(g.dims, g.dst),
-                                         quant_primitive_attr(g.scale, g.src_zp, 0, g.dst_zp));
+                                         attr);
   });
 }
 

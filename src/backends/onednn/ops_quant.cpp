@@ -37,8 +37,8 @@ Support no_training(const ir::Graph&, const ir::Node& n) {
 
 void register_quant(OpTable& t) {
   for (const char* name : {"quantize_linear", "dequantize_linear", "qlinear_conv2d", "qlinear_matmul", "qlinear_add",
-                           "qlinear_mul", "qlinear_avg_pool2d", "qlinear_global_avg_pool", "qlinear_concat",
-                           "qlinear_leaky_relu", "qlinear_sigmoid"})
+                           "qlinear_mul", "qlinear_avg_pool2d", "qlinear_global_avg_pool", "qlinear_max_pool2d",
+                           "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"})
     t[name] = OpEntry{maker<QuantKernel>(), {}, no_training};
 }
 

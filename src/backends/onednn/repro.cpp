@@ -140,8 +140,12 @@ inline Vec q_result(const memory& m, const Dims& d) {
   return r;
 }
 // One reorder with an output scale and zero points: dst = saturate(nearbyint(scale * (src - src_zp) + dst_zp)).
-inline Vec qreorder_op(const Dims& d, qdt src, qdt dst, float scale, int32_t src_zp, int32_t dst_zp, const Vec& x) {
-  reorder::primitive_desc pd(eng, typed(d, src), eng, typed(d, dst), quant_attr(scale, src_zp, 0, dst_zp));
+// Per axis: one output scale per index of d[axis] (mask 1 << axis).
+inline Vec qreorder_op(const Dims& d, qdt src, qdt dst, float scale, int32_t src_zp, int32_t dst_zp, const Vec& x,
+                       const std::vector<float>& scales = {}, int axis = 0) {
+  primitive_attr attr = quant_attr(scale, src_zp, 0, dst_zp);
+  if (!scales.empty()) attr.set_output_scales(1 << axis, scales);
+  reorder::primitive_desc pd(eng, typed(d, src), eng, typed(d, dst), attr);
   show("reorder", pd);
   const memory s = q_operand(x, d, src, typed(d, src));
   memory o(typed(d, dst), eng);
@@ -1218,8 +1222,11 @@ class Gen : public lw::StepSink {
   // ---- int8 steps
   void qreorder(const lw::QReorderGeo& g, const std::string& x, const std::string& y) override {
     need("quant");
+    std::string per_axis;
+    for (float s : g.scales) per_axis += (per_axis.empty() ? "" : ", ") + flt(s);
+    if (!g.scales.empty()) per_axis = ", {" + per_axis + "}, " + std::to_string(g.axis);
     define(y, "qreorder_op(" + dims(g.dims) + ", " + qdt(g.src) + ", " + qdt(g.dst) + ", " + flt(g.scale) + ", " +
-                  std::to_string(g.src_zp) + ", " + std::to_string(g.dst_zp) + ", " + ref(x) + ")");
+                  std::to_string(g.src_zp) + ", " + std::to_string(g.dst_zp) + ", " + ref(x) + per_axis + ")");
   }
   void qconv(const lw::ConvGeo& g, const lw::QuantAttr& q, const std::string& x, const std::string& w,
              const std::string& b, const std::string& y) override {

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "ops/kernel_util.h"
+#include "ops/quant_util.h"
 #include "ops/registry.h"
 
 namespace quorum::backends::opencv {
@@ -112,6 +113,9 @@ Support form_support(const ir::Node& n, const Variant& v) {
   if (unforced("qlinear=qdq") && (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul"))
     return Support::no("OpenCV 4.6's importer fails on DequantizeLinear of a constant weight (ledger entry "
                        "opencv-qdq-constant-weight-dequantize); exchange form qlinear=qdq");
+  if (unforced("qlinear=integer") && (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul"))
+    return Support::no("OpenCV 4.6's importer has no ConvInteger or MatMulInteger layer ('Can't create layer ... of "
+                       "type \"ConvInteger\"' in getLayerInstance, measured); exchange form qlinear=integer");
   if (unforced("gemm=gemm_pretransposed"))
     return Support::no("OpenCV 4.6 fails on Gemm with transB=0 and a constant B ('srcMat.cols == weights.cols' "
                        "in fully_connected_layer.cpp:181); exchange form gemm=gemm_pretransposed");
@@ -363,13 +367,22 @@ const std::map<std::string, Rule>& rules() {
     };
     m["matmul"] = matmul;
     // The int8 layers of the importer's quantized path (quantizer naming: the backend's quantizer_names).
-    m["quantize_linear"] = m["dequantize_linear"] = m["qlinear_matmul"] = [](const ir::Graph&, const ir::Node&) {
-      return Support::yes();
+    m["qlinear_matmul"] = [](const ir::Graph&, const ir::Node&) { return Support::yes(); };
+    // Per axis (scales along axis, ONNX opset 13), measured: QuantizeLinear is refused at import (handleQuantizedNode,
+    // onnx_importer.cpp:770), and DequantizeLinear is imported with its first scale and zero
+    // point for every index (wrong values, ledger notes; reproducers/dequantize_per_axis.py).
+    m["quantize_linear"] = m["dequantize_linear"] = [](const ir::Graph&, const ir::Node& n) {
+      if (!ops::per_channel_weight(n.attrs, "")) return Support::yes();
+      return Support::no(n.op == "quantize_linear"
+                             ? "OpenCV 4.6's importer refuses a per-axis QuantizeLinear ('Per-channel "
+                               "scales/zeropoints are not supported' in handleQuantizedNode, onnx_importer.cpp:770)"
+                             : "OpenCV 4.6's importer reads a per-axis DequantizeLinear with its first scale and zero "
+                               "point for every index (wrong values; reproducers/dequantize_per_axis.py)");
     };
     m["qlinear_conv2d"] = conv;
     // The quantized twins (com.microsoft QLinear*) as their float layers' geometry.
     m["qlinear_add"] = m["qlinear_mul"] = same_shapes;
-    m["qlinear_avg_pool2d"] = pool;
+    m["qlinear_avg_pool2d"] = m["qlinear_max_pool2d"] = pool;
     m["qlinear_global_avg_pool"] = global_pool;
     for (const char* op : {"qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"})
       m[op] = [](const ir::Graph&, const ir::Node&) { return Support::yes(); };

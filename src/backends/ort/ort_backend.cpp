@@ -28,9 +28,16 @@ namespace {
 
 constexpr double kTimeLimit = 20;  // seconds per model; below the supervisor's --timeout (60)
 
-// What ORT 1.30's CPU kernels refuse on purpose, with their own words.
-Support declared_refusal(const ir::Graph& g, const ir::Node& n) {
-  if (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") {
+// What ORT 1.30's CPU kernels refuse on purpose, with their own words; `form` is the node's exchange form.
+Support declared_refusal(const ir::Graph& g, const ir::Node& n, const std::string& form) {
+  // The integer form (ConvInteger / MatMulInteger, Cast, Mul, QuantizeLinear) runs every int8/uint8 combination
+  // and output type (measured); its ConvInteger takes only a per-tensor weight zero point.
+  const bool integer = ("," + form + ",").find(",qlinear=integer,") != std::string::npos;
+  if (integer && n.op == "qlinear_conv2d" && n.attrs.count("w_zero_points") &&
+      !core::attr_ints(n.attrs, "w_zero_points").empty())
+    return Support::no("ORT 1.30's ConvInteger takes a per-tensor weight zero point only ('IsScalarOr1ElementVector"
+                       "(W_Zero_Point)' at run time; ONNX allows one per output channel)");
+  if (!integer && (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul")) {
     const core::DType x = g.types.at(n.inputs[0]).dtype;
     if (x == core::DType::I8 && core::attr_s(n.attrs, "w_type") == "uint8")
       return Support::no("ORT 1.30 has no QLinearConv or QLinearMatMul kernel for an int8 input with uint8 weights "
@@ -148,7 +155,16 @@ class OrtBackend : public Backend {
   // by the agreement test); what it lacks (a kernel for an operator, or for a type) the runner answers
   // as unsupported, naming the ONNX operator, and the campaign learns it.
   Support supports(const ir::Graph& g, const ir::Node& n) const override {
-    if (Support s = declared_refusal(g, n); !s.ok) return s;
+    std::string form;
+    if (n.op == "qlinear_conv2d" || n.op == "qlinear_matmul") {
+      try {
+        const auto forms = ir::onnx_forms(g, onnx_form(g, variant_)).forms;
+        if (const auto it = forms.find(n.name); it != forms.end()) form = it->second;
+      } catch (const core::UserError&) {  // the exporter refuses the model (another node, maybe): its reason
+        return exec::exporter_support(g, n, onnx_form(g, variant_).opset);
+      }
+    }
+    if (Support s = declared_refusal(g, n, form); !s.ok) return s;
     return exec::exporter_support(g, n, onnx_form(g, variant_).opset);
   }
 

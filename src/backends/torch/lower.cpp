@@ -514,7 +514,7 @@ PoolPlan pool_plan(const ir::Graph& g, const ir::Node& n, bool is_max) {
 // The pool of input `x0` (a quantized twin's: its quantized tensor).
 void lower_window_pool(const Node& c, const std::string& x0 = "x0") {
   const Ints &k = c.is("kernel_shape"), &strides = c.is("strides");
-  const bool is_max = c.n.op.rfind("max_pool", 0) == 0;
+  const bool is_max = c.n.op.rfind("max_pool", 0) == 0 || c.n.op == "qlinear_max_pool2d";
   const PoolPlan plan = pool_plan(c.g, c.n, is_max);
   const ops::Pads& p = plan.p;
   const Ints& dil = plan.dil;
@@ -530,7 +530,8 @@ void lower_window_pool(const Node& c, const std::string& x0 = "x0") {
       c.let("xp",
             call("torch.constant_pad_nd", {tensor(x0), ints(torch_pad_order(p.begin, p.end)),
                                            literal(-std::numeric_limits<double>::infinity())}),
-            "padded cells win only a window of -inf cells (a tie)");
+            "padded cells win only a window of -inf cells (a tie); a quantized tensor pads with its lowest "
+            "integer (measured), which ties at most");
       in = "xp";
       padding = zero;
     }
@@ -904,7 +905,7 @@ void lower_twin(const Node& c) {
              {tensor(q[0]), flt(c.f("alpha")), boolean(false), y_scale(c), y_zero_point(c)}));
   } else if (op == "qlinear_sigmoid") {
     c.y(call("torch.ops.quantized.sigmoid", {tensor(q[0]), y_scale(c), y_zero_point(c)}));
-  } else if (op == "qlinear_avg_pool2d") {
+  } else if (op == "qlinear_avg_pool2d" || op == "qlinear_max_pool2d") {
     // libtorch's quantized pools keep the input's scale and zero point: the support rule asks ONNX's output to
     // have them too, so no requantization follows.
     lower_window_pool(c, "q0");
@@ -914,20 +915,47 @@ void lower_twin(const Node& c) {
   c.y(call(".int_repr", {tensor("y")}));
 }
 
+// quantize_linear's / dequantize_linear's per-axis parameters (scales, zero_points along axis) as libtorch's
+// per-channel quantizer takes them: "qs" float64 scales, "qz" int64 zero points; returns the axis, >= 0.
+int64_t per_axis_params(const Node& c) {
+  const auto rank = static_cast<int64_t>(c.in_shape().size());
+  const int64_t axis = c.i("axis") < 0 ? c.i("axis") + rank : c.i("axis");
+  const int64_t n = c.in_shape()[static_cast<size_t>(axis)];
+  Ints zps;
+  for (const double z : ops::weight_zero_points(c.n.attrs, n, "")) zps.push_back(static_cast<int64_t>(z));
+  c.let("qs", call("torch.tensor", {flts(ops::weight_scales(c.n.attrs, n, "")), kw("dtype", dtype("float64"))}),
+        "the scale per index of axis " + std::to_string(axis));
+  c.let("qz", call("torch.tensor", {ints(zps), kw("dtype", dtype("int64"))}), "the zero point per index");
+  return axis;
+}
+
 void add_quantized(Table& t) {
+  // Per axis: torch.quantize_per_channel and a per-channel quantized tensor's dequantize.
   t["quantize_linear"] = [](const Node& c) {
     const std::string q = c.s("to") == "int8" ? "qint8" : "quint8";
+    if (ops::per_channel_weight(c.n.attrs, "")) {
+      const int64_t axis = per_axis_params(c);
+      c.y(call(".int_repr", {tensor(call("torch.quantize_per_channel",
+                                         {tensor("x0"), tensor("qs"), tensor("qz"), int_(axis), dtype(q)}))}));
+      return;
+    }
     c.y(call(".int_repr",
              {tensor(call("torch.quantize_per_tensor", {tensor("x0"), flt(c.f("scale")), int_(c.i("zero_point")),
                                                         dtype(q)}))}));
   };
   t["dequantize_linear"] = [](const Node& c) {
+    if (ops::per_channel_weight(c.n.attrs, "")) {
+      const int64_t axis = per_axis_params(c);
+      c.y(call(".dequantize", {tensor(call("torch._make_per_channel_quantized_tensor",
+                                           {tensor("x0"), tensor("qs"), tensor("qz"), int_(axis)}))}));
+      return;
+    }
     c.y(call(".dequantize", {tensor(quantized({"x0", c.i("zero_point")}, c.f("scale")))}));
   };
   t["qlinear_conv2d"] = lower_qconv;
   t["qlinear_matmul"] = lower_qmatmul;
   for (const char* op : {"qlinear_add", "qlinear_mul", "qlinear_avg_pool2d", "qlinear_global_avg_pool",
-                         "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"})
+                         "qlinear_max_pool2d", "qlinear_concat", "qlinear_leaky_relu", "qlinear_sigmoid"})
     t[op] = lower_twin;
 }
 
@@ -1093,6 +1121,17 @@ Support twin_support(const ir::Graph& g, const ir::Node& n, const std::string& q
     std::snprintf(b, sizeof b, "%g", v);
     return std::string(b);
   };
+  if (n.op == "qlinear_max_pool2d") {
+    if (f32(xs.at(0)) != ys || xz.at(0) != yz)
+      return Support::no("libtorch's quantized max_pool2d keeps the input's scale and zero point: ONNX's y_scale " +
+                         show(ys) + " / y_zero_point " + std::to_string(yz) + " differ from the input's " +
+                         show(f32(xs.at(0))) + " / " + std::to_string(xz.at(0)));
+    // Measured with python3-torch 1.13: quint8 on QNNPACK asserts for one cell (qint8 runs on libtorch's own kernel).
+    if (qengine == "qnnpack" && !int8 && core::attr_ints(n.attrs, "kernel_shape") == Ints{1, 1})
+      return Support::no("libtorch's quantized max_pool2d on QNNPACK (quint8) refuses a 1x1 kernel (measured: "
+                         "\"failed to create max pooling with 1 pooling element: 1x1 pooling is meaningless\", an "
+                         "internal assert)");
+  }
   if (n.op == "qlinear_avg_pool2d" || n.op == "qlinear_global_avg_pool") {
     if (f32(xs.at(0)) != ys || xz.at(0) != yz)
       return Support::no("libtorch's quantized average pools keep the input's scale and zero point and it has no "

@@ -60,6 +60,7 @@
 #include <ATen/ops/permute.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/prod.h>
+#include <ATen/ops/quantize_per_channel.h>
 #include <ATen/ops/quantize_per_tensor.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reflection_pad1d.h>
@@ -417,6 +418,9 @@ void add_quantized(Table& t) {
   };
   t["torch._make_per_channel_quantized_tensor"] = [](const Args& a) {
     return TensorList{at::_make_per_channel_quantized_tensor(a.t(0), a.t(1), a.t(2), a.i(3))};
+  };
+  t["torch.quantize_per_channel"] = [](const Args& a) {
+    return TensorList{at::quantize_per_channel(a.t(0), a.t(1), a.t(2), a.i(3), a.dtype(4))};
   };
   t["torch.quantize_per_tensor"] = [](const Args& a) {
     return TensorList{at::quantize_per_tensor(a.t(0), a.f(1), a.i(2), a.dtype(3))};

@@ -8,7 +8,8 @@
 //  - qlinear_matmul: xnn_define_fully_connected with the [K, N] weight and XNN_FLAG_TRANSPOSE_WEIGHTS, no bias.
 //  - the quantized twins (ops/qlinear.cpp), each data input under its own x_scales[i] / x_zero_points[i]:
 //    qlinear_add / qlinear_mul as xnn_define_add2 / xnn_define_multiply2, qlinear_global_avg_pool as
-//    xnn_define_global_average_pooling_2d, qlinear_sigmoid as xnn_define_sigmoid. qlinear_avg_pool2d,
+//    xnn_define_global_average_pooling_2d, qlinear_sigmoid as xnn_define_sigmoid, qlinear_max_pool2d as the float
+//    max pooling's xnn_define_max_pooling_2d (qs8/qu8; its input and output quantized alike). qlinear_avg_pool2d,
 //    qlinear_leaky_relu and qlinear_concat have no quantized subgraph node in 2022-02 and are refused.
 // What XNNPACK 2022-02 (google/XNNPACK ae108ef, the Debian package) cannot take is refused, each reason measured
 // with standalone programs against the installed library:
@@ -73,7 +74,16 @@ Support normal_scale(const core::Attrs& a, const std::string& name) {
 
 // ---- quantize_linear, dequantize_linear ----
 
+// Per axis (scales along axis): xnn_define_convert's quantized side is a qint8/quint8 value of one scale and
+// zero point; XNNPACK's per-channel values (xnn_define_channelwise_quantized_tensor_value) are qcint8/qcint32
+// static weights with scales and no zero points, not a convert's operand.
+Support per_axis_refused(const ir::Node& n) {
+  return Support::no("per-axis scales (scales along axis): XNNPACK's convert takes one scale and zero point (its "
+                     "channelwise values are qcint8/qcint32 weights without zero points); " + n.op + " not lowered");
+}
+
 Support quantize_supports(const ir::Graph& g, const ir::Node& n) {
+  if (ops::per_channel_weight(n.attrs, "")) return per_axis_refused(n);
   const core::DType x = g.types.at(n.inputs.at(0)).dtype;
   if (x != core::DType::F32)
     return Support::no("XNNPACK converts float32 to qint8/quint8, the input is " + core::to_string(x));
@@ -85,6 +95,7 @@ Quant quantize_quant(const ir::Graph&, const ir::Node& n, bool output, size_t) {
 }
 
 Support dequantize_supports(const ir::Graph& g, const ir::Node& n) {
+  if (ops::per_channel_weight(n.attrs, "")) return per_axis_refused(n);
   const core::DType x = g.types.at(n.inputs.at(0)).dtype;
   if (!core::is_quantized(x)) return Support::no("dequantize_linear of a " + core::to_string(x) + " input");
   return normal_scale(n.attrs, "scale");
@@ -314,6 +325,21 @@ void register_quantized(OpTable& t) {
   t["qlinear_concat"] = unmapped_twin(
       "XNNPACK 2022-02's subgraph API has no concatenation (xnn_define_concatenate* came later) and the host-side "
       "concat copies float32 rows without requantizing: the quantized concat is not mapped");
+  // qlinear_max_pool2d: max_pool2d's own node and rules (register_conv_pool ran first) on qint8/quint8 values
+  // (xnn_create_max_pooling2d_nhwc_s8/u8). Measured: xnn_define_max_pooling_2d returns xnn_status_invalid_parameter
+  // when the output's scale or zero point differs from the input's, and runs dilation and padding otherwise.
+  const OpEntry& max_pool = t.at("max_pool2d");
+  t["qlinear_max_pool2d"] = OpEntry{
+      [float_rules = max_pool.supports](const ir::Graph& g, const ir::Node& n) {
+        if (Support ok = twin_common(g, n); !ok.ok) return ok;
+        if (x_scale(n, 0) != scale_of(n.attrs, "y_scale") ||
+            core::attr_ints(n.attrs, "x_zero_points").at(0) != core::attr_i(n.attrs, "y_zero_point"))
+          return Support::no("XNNPACK 2022-02's quantized max pooling keeps its input's quantization "
+                             "(xnn_define_max_pooling_2d: xnn_status_invalid_parameter for another output scale or "
+                             "zero point)");
+        return float_rules(g, n);
+      },
+      max_pool.layout, max_pool.define, {}, twin_quant};
 }
 
 }  // namespace quorum::backends::xnnpack
