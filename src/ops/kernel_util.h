@@ -64,6 +64,11 @@ Tensor fold(const Tensor& g, const std::vector<int64_t>& map, const Shape& shape
 // end (reverse, and a bidirectional layer's second direction). Defined beside the kernel (rnn.cpp).
 int64_t rnn_directions(const Attrs& a);
 bool rnn_walks_back(const Attrs& a, int64_t d);
+// A recurrent layer's initial state (attribute initial_state 1): the parameters h0 and, for an LSTM, c0, each
+// [D*H] (direction d's state in elements [d*H, (d+1)*H)), the state every sample of the batch starts from.
+// The input index of h0 (`cell` false) or c0 (`cell` true) among the node's inputs (after x, w_ih, w_hh, b_ih,
+// b_hh and LSTM's peepholes p), or -1 where the layer starts from the zero state.
+int rnn_state_input(const std::string& op, const Attrs& a, bool cell);
 
 // The float32 range of a product-summing kernel's sums (dense, matmul, convolution): each output's
 // finite terms' magnitude; where it passes FLT_MAX, some float32 summation order overflows a partial

@@ -1,4 +1,5 @@
-// Recurrent layers: simple_rnn, lstm and gru over a batch-first X [N, T, F] from a zero state, in
+// Recurrent layers: simple_rnn, lstm and gru over a batch-first X [N, T, F] from a zero state or from
+// parameters h0 (and LSTM's c0) [D*H] that every sample starts from (`initial_state`), in
 // ONNX's three directions (forward, reverse, bidirectional), with ONNX's cell options: `clip` (every
 // gate's pre-activation clamped to [-clip, clip] before its activation), LSTM's `input_forget` (the
 // forget gate coupled to the input gate, f = 1 - i) and `peepholes` (ONNX's P, a sixth parameter p),
@@ -59,6 +60,7 @@ struct Cfg {
   bool coupled;   // LSTM input_forget: f = 1 - i (the forget gate's own rows unused)
   bool lbr;       // GRU linear_before_reset: 1 (PyTorch) r * (W_hn h + b_hn); 0: W_hn (r * h) + b_hn
   bool peep;      // LSTM peepholes: p [D*3*H] (i, f, o) adds p_i * c and p_f * c to i and f, p_o * c' to o
+  int h0 = -1, c0 = -1;  // initial_state 1: the inputs holding h0 and (LSTM) c0 [D*H]; -1: the zero state
   double cl(double x) const { return clip > 0 && !std::isnan(x) ? std::clamp(x, -clip, clip) : x; }
   // d cl(x) / dx: 0 where the clamp holds x at a bound (strictly outside it), 1 elsewhere.
   double cl_grad(double x) const { return clip > 0 && (x > clip || x < -clip) ? 0.0 : 1.0; }
@@ -66,10 +68,15 @@ struct Cfg {
 };
 
 Cfg cfg_of(Cell k, const Attrs& a) {
-  return Cfg{k, act_of(a), a.count("clip") ? core::attr_f(a, "clip") : 0.0,
+  const std::string op = k == Cell::Lstm ? "lstm" : k == Cell::Gru ? "gru" : "simple_rnn";
+  return Cfg{k,
+             act_of(a),
+             a.count("clip") ? core::attr_f(a, "clip") : 0.0,
              k == Cell::Lstm && a.count("input_forget") && core::attr_i(a, "input_forget") == 1,
              k != Cell::Gru || !a.count("linear_before_reset") || core::attr_i(a, "linear_before_reset") == 1,
-             k == Cell::Lstm && a.count("peepholes") && core::attr_i(a, "peepholes") == 1};
+             k == Cell::Lstm && a.count("peepholes") && core::attr_i(a, "peepholes") == 1,
+             rnn_state_input(op, a, false),
+             rnn_state_input(op, a, true)};
 }
 
 // A value a float32 implementation holds (a product, a state gradient): itself, and NaN in a float32
@@ -182,7 +189,7 @@ void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh
 
 // Everything one direction's forward computes, kept for the backward: per row and step (in the
 // order the direction walks the sequence) the pre-activations, and the states h_s, c_s for
-// s = 0..T (state 0 is the zero initial state). Step s reads time index time(s).
+// s = 0..T (state 0 is the initial state: zero, or h0 and c0). Step s reads time index time(s).
 struct Trace {
   int64_t n, t, f, hs, gh;  // batch, steps, features, hidden size, G*H
   bool back;                // walks the sequence from its last element (ONNX direction reverse)
@@ -208,6 +215,12 @@ Trace run(const Cfg& cf, const Inputs& in, int64_t hs, int64_t d, bool back) {
   tr.gh_all.assign(tr.gi_all.size(), 0.0);
   tr.h_all.assign(static_cast<size_t>(tr.n * (tr.t + 1) * hs), 0.0);
   tr.c_all.assign(tr.h_all.size(), 0.0);
+  for (int64_t b = 0; b < tr.n; ++b)
+    for (int64_t j = 0; j < hs; ++j) {
+      const auto at = static_cast<size_t>(b * (tr.t + 1) * hs + j);
+      if (cf.h0 >= 0) tr.h_all[at] = in[static_cast<size_t>(cf.h0)]->f64()[d * hs + j];
+      if (cf.c0 >= 0) tr.c_all[at] = in[static_cast<size_t>(cf.c0)]->f64()[d * hs + j];
+    }
   std::vector<double> rh(static_cast<size_t>(hs));
   for (int64_t b = 0; b < tr.n; ++b)
     for (int64_t s = 0; s < tr.t; ++s) {
@@ -282,6 +295,8 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
   double* gb_hh = out[4]->f64() + d * tr.gh;
   const double* peep = cf.peep ? in[5]->f64() + d * 3 * hs : nullptr;
   double* gpeep = cf.peep ? out.at(5)->f64() + d * 3 * hs : nullptr;
+  double* gh0 = cf.h0 >= 0 ? out.at(static_cast<size_t>(cf.h0))->f64() + d * hs : nullptr;
+  double* gc0 = cf.c0 >= 0 ? out.at(static_cast<size_t>(cf.c0))->f64() + d * hs : nullptr;
   const auto h_sz = static_cast<size_t>(hs);
   const auto g_sz = static_cast<size_t>(tr.gh);
   std::vector<double> dh(h_sz), dc(h_sz), dgi(g_sz), dgh(g_sz), dh_direct(h_sz), dc_prev(h_sz), rv(h_sz), rh(h_sz);
@@ -343,6 +358,11 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
         dc[uj] = held_in_f32(dc_prev[uj]);
       }
     }
+    // The initial state's gradient: what reaches state 0, summed over the samples that share it.
+    for (int64_t j = 0; j < hs; ++j) {
+      if (gh0) gh0[j] += dh[static_cast<size_t>(j)];
+      if (gc0) gc0[j] += dc[static_cast<size_t>(j)];
+    }
   }
 }
 
@@ -350,13 +370,15 @@ std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std:
   const int64_t dirs = rnn_directions(a);
   Tensor gx(DType::F64, in[0]->shape()), gw_ih(DType::F64, in[1]->shape()), gw_hh(DType::F64, in[2]->shape()),
       gb_ih(DType::F64, in[3]->shape()), gb_hh(DType::F64, in[4]->shape());
+  // The parameters after the biases (peepholes p, h0, c0), each a gradient of its own shape.
+  std::vector<Tensor> rest;
+  for (size_t i = 5; i < in.size(); ++i) rest.emplace_back(DType::F64, in[i]->shape());
   std::vector<Tensor*> outs = {&gx, &gw_ih, &gw_hh, &gb_ih, &gb_hh};
-  const bool peep = cfg_of(k, a).peep;  // the peepholes p are input 5
-  Tensor gp = peep ? Tensor(DType::F64, in[5]->shape()) : Tensor();
-  if (peep) outs.push_back(&gp);
+  for (Tensor& t : rest) outs.push_back(&t);
   for (int64_t d = 0; d < dirs; ++d) rnn_vjp_direction(k, in, a, grad[0], d, outs);
-  if (peep) return {gx, gw_ih, gw_hh, gb_ih, gb_hh, gp};
-  return {gx, gw_ih, gw_hh, gb_ih, gb_hh};
+  std::vector<Tensor> r = {gx, gw_ih, gw_hh, gb_ih, gb_hh};
+  r.insert(r.end(), rest.begin(), rest.end());
+  return r;
 }
 
 OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
@@ -392,6 +414,12 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
         "1: a weight p [D*3*H] (gates i, f, o) adds p_i * c and p_f * c to i and f and p_o * c' to o "
         "(ONNX LSTM's P)")));
   }
+  s.attrs.push_back(keyed_when_given(int_enum_attr(
+      "initial_state", 0, {0, 1}, {2, -1},
+      k == Cell::Lstm ? "1: parameters h0 and c0 [D*H], the state every sample starts from (ONNX initial_h and "
+                        "initial_c, which hold it per sample [D, N, H]); 0: the zero state"
+                      : "1: a parameter h0 [D*H], the state every sample starts from (ONNX initial_h, which holds it "
+                        "per sample [D, N, H]); 0: the zero state")));
   if (k == Cell::Gru)
     s.attrs.push_back(keyed_when_given(int_enum_attr(
         "linear_before_reset", 1, {0, 1}, {2, -1},
@@ -413,7 +441,10 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
                    {"w_hh", {dt, {gh, hs}}, Init::Normal},
                    {"b_ih", {dt, {gh}}, Init::Zeros},
                    {"b_hh", {dt, {gh}}, Init::Zeros}}};
-    if (cfg_of(k, a).peep) sig.params.push_back({"p", {dt, {rnn_directions(a) * 3 * hs}}, Init::Normal});
+    const Cfg cf = cfg_of(k, a);
+    if (cf.peep) sig.params.push_back({"p", {dt, {rnn_directions(a) * 3 * hs}}, Init::Normal});
+    if (cf.h0 >= 0) sig.params.push_back({"h0", {dt, {rnn_directions(a) * hs}}, Init::Normal});
+    if (cf.c0 >= 0) sig.params.push_back({"c0", {dt, {rnn_directions(a) * hs}}, Init::Normal});
     return sig;
   };
   s.forward = [k](const Inputs& in, const Attrs& a) { return rnn_forward(k, in, a); };
@@ -448,6 +479,7 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
     if (k == Cell::Lstm) c.attrs["input_forget"] = int64_t{rng.bernoulli(0.2) ? 1 : 0};
     if (k == Cell::Lstm) c.attrs["peepholes"] = int64_t{rng.bernoulli(0.25) ? 1 : 0};
     if (k == Cell::Gru) c.attrs["linear_before_reset"] = int64_t{rng.bernoulli(0.4) ? 0 : 1};
+    c.attrs["initial_state"] = int64_t{rng.bernoulli(0.25) ? 1 : 0};
     return c;
   };
   return s;
@@ -516,10 +548,25 @@ void export_rnn(OnnxExport& e) {
   const std::string cell_out = e.fresh(e.name() + (seq ? "/Y" : "/Y_h"));
   const std::string cell_name = e.fresh(e.name() + "/" + type);
   std::vector<std::string> cell_ins = {xt, wn, rn, bn};
-  // Exchange form rnn_inputs=initial_h: the zero initial state written out as initial_h [D, N, H] (and
-  // initial_c), sequence_lens absent ("") — the six-input GRU an importer may need (OpenCV 4.6's).
+  // A given initial state (h0, c0 [D*H], one for every sample) is ONNX's initial_h and initial_c [D, N, H],
+  // each sample's row the same. Else the exchange form rnn_inputs=initial_h: the zero initial state written out
+  // as initial_h (and initial_c), sequence_lens absent ("") — the six-input GRU an importer may need (OpenCV
+  // 4.6's).
   const bool peep = op == "lstm" && e.ai("peepholes") == 1;
-  if (e.choose2("rnn_inputs", "given", "initial_h")) {
+  const int h0 = rnn_state_input(op, e.attrs(), false), c0 = rnn_state_input(op, e.attrs(), true);
+  auto per_sample = [&](int i) {
+    const Tensor state = weight(static_cast<size_t>(i));
+    const int64_t n = e.in_shape(0)[0];
+    Tensor t(dt, {dirs, n, hs});
+    for (int64_t d = 0; d < dirs; ++d)
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t j = 0; j < hs; ++j) t.set((d * n + b) * hs + j, state.get(d * hs + j));
+    return t;
+  };
+  if (h0 >= 0) {
+    cell_ins.insert(cell_ins.end(), {"", e.constant(per_sample(h0), "initial_h")});
+    if (op == "lstm") cell_ins.push_back(e.constant(per_sample(c0), "initial_c"));
+  } else if (e.choose2("rnn_inputs", "given", "initial_h")) {
     const Tensor zero_state(dt, {dirs, e.in_shape(0)[0], hs});
     cell_ins.insert(cell_ins.end(), {"", e.constant(zero_state, "initial_h")});
     if (op == "lstm") cell_ins.push_back(e.constant(zero_state, "initial_c"));
@@ -560,6 +607,19 @@ void export_rnn(OnnxExport& e) {
     }
     const std::string flat = e.h("Reshape", {mid, e.ints({x[1], x[0], 2 * hs}, "shape")}, "y_time_major");
     e.final_node("Transpose", {flat}).set_ints("perm", {1, 0, 2});
+    return;
+  }
+  // One direction: Y [T, 1, N, H] and Y_h [1, N, H] lose their direction axis by Squeeze, or in the exchange
+  // forms rnn_y_axis=reshape and rnn_y_h_axis=reshape by a Reshape to the known shape (an importer that cannot
+  // read opset 13's Squeeze with an axes input reads it: OpenCV 4.6's, where its layer gives that output).
+  if (e.choose2(seq ? "rnn_y_axis" : "rnn_y_h_axis", "squeeze", "reshape")) {
+    const Shape& x = e.in_shape(0);
+    if (!seq) {
+      e.final_node("Reshape", {cell_out, e.ints({x[0], hs}, "shape")});
+      return;
+    }
+    const std::string ys = e.h("Reshape", {cell_out, e.ints({x[1], x[0], hs}, "shape")}, "y_time_major");
+    e.final_node("Transpose", {ys}).set_ints("perm", {1, 0, 2});
     return;
   }
   // Squeeze takes its axes as an input from opset 13, as an attribute before.
@@ -624,8 +684,6 @@ void import_rnn(OnnxImport& m) {
   if (input_forget != 0 && input_forget != 1) m.fail("input_forget must be 0 or 1");
   if (lbr != 0 && lbr != 1) m.fail("linear_before_reset must be 0 or 1");
   if (m.present(4)) m.fail("sequence_lens is not supported");
-  if (!zero_or_absent(m, 5)) m.fail("a non-zero initial_h is not supported");
-  if (type == "LSTM" && !zero_or_absent(m, 6)) m.fail("a non-zero initial_c is not supported");
   const bool peepholes = type == "LSTM" && m.present(7);
   if (type == "LSTM" && m.output_used(2)) m.fail("output Y_c is not supported");
   const int64_t hs = m.geti("hidden_size", 0);
@@ -670,6 +728,29 @@ void import_rnn(OnnxImport& m) {
           pc.set((d * 3 + blk) * hs + row, pw.get((d * 3 + kPeepholeOrder[static_cast<size_t>(blk)]) * hs + row));
     params.push_back(m.new_initializer("p", pc));
   }
+  // initial_h / initial_c [D, N, H]: zero or absent is the zero state; a state every sample shares is the
+  // catalogue's h0 / c0 [D*H] (initial_state 1).
+  const int64_t batch = xt.shape[1];
+  auto shared_state = [&](int i, const std::string& what) {
+    Tensor st(xt.dtype, {dirs * hs});
+    if (zero_or_absent(m, i)) return st;
+    const Tensor* t = m.constant(i);
+    if (!t) m.fail("a computed " + what + " is not supported (the catalogue's initial state is a parameter)");
+    if (t->shape() != Shape{dirs, batch, hs}) m.fail(what + " must be [D, N, H]");
+    for (int64_t d = 0; d < dirs; ++d)
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < hs; ++j) {
+          if (t->get((d * batch + b) * hs + j) != t->get(d * batch * hs + j))
+            m.fail(what + " differs between samples (the catalogue's initial state is one for every sample)");
+          st.set(d * hs + j, t->get(d * batch * hs + j));
+        }
+    return st;
+  };
+  const bool given_state = !zero_or_absent(m, 5) || (type == "LSTM" && !zero_or_absent(m, 6));
+  if (given_state) {
+    params.push_back(m.new_initializer("h0", shared_state(5, "initial_h")));
+    if (type == "LSTM") params.push_back(m.new_initializer("c0", shared_state(6, "initial_c")));
+  }
   const std::string xb = m.emit("transpose", {x}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
   auto ins = [&](const std::string& first) {
     std::vector<std::string> v = {first};
@@ -688,6 +769,7 @@ void import_rnn(OnnxImport& m) {
   if (op == "lstm") cell_attrs["input_forget"] = input_forget;
   if (op == "lstm") cell_attrs["peepholes"] = int64_t{peepholes ? 1 : 0};
   if (op == "gru") cell_attrs["linear_before_reset"] = lbr;
+  if (given_state) cell_attrs["initial_state"] = int64_t{1};
   auto cell = [&](int64_t sequences) {
     Attrs a = cell_attrs;
     a["return_sequences"] = sequences;
@@ -738,22 +820,29 @@ bool rnn_walks_back(const Attrs& a, int64_t d) {
   return s == "reverse" || (s == "bidirectional" && d == 1);
 }
 
+int rnn_state_input(const std::string& op, const Attrs& a, bool cell) {
+  if (!a.count("initial_state") || core::attr_i(a, "initial_state") != 1 || (cell && op != "lstm")) return -1;
+  const bool peep = op == "lstm" && a.count("peepholes") && core::attr_i(a, "peepholes") == 1;
+  return 5 + (peep ? 1 : 0) + (cell ? 1 : 0);
+}
+
 void register_rnn(Registry& r) {
   auto add = [&r](OpSpec s, const std::string& onnx_type) {
     s.onnx_export = export_rnn;
     s.onnx_import = {{{onnx_type}, import_rnn}};
     r.add(std::move(s));
   };
-  add(rnn_spec(Cell::Rnn, "simple_rnn", "Elman RNN: h' = f(clip(W_ih x + b_ih + W_hh h + b_hh)), zero initial state"),
+  add(rnn_spec(Cell::Rnn, "simple_rnn",
+               "Elman RNN: h' = f(clip(W_ih x + b_ih + W_hh h + b_hh)), zero initial state or h0"),
       "RNN");
   add(rnn_spec(Cell::Lstm, "lstm",
                "LSTM with PyTorch gate order i, f, g, o: c' = f*c + i*g (f = 1 - i with input_forget), "
                "h' = o*act(c'), g = act(...) with act tanh, relu or sigmoid (peepholes: p_i*c, p_f*c, p_o*c' "
-               "added to i, f, o), zero initial state"),
+               "added to i, f, o), zero initial state or h0 and c0"),
       "LSTM");
   add(rnn_spec(Cell::Gru, "gru",
                "GRU with PyTorch gate order r, z, n: n = act(W_in x + b_in + r*(W_hn h + b_hn)), act tanh, relu "
-               "or sigmoid (linear_before_reset 0: W_hn (r*h) + b_hn), h' = (1-z)*n + z*h, zero initial state"),
+               "or sigmoid (linear_before_reset 0: W_hn (r*h) + b_hn), h' = (1-z)*n + z*h, zero initial state or h0"),
       "GRU");
 }
 

@@ -152,6 +152,14 @@ std::vector<Widened> widened_values() {
       {"gru", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("sigmoid")},
                           {"linear_before_reset", int64_t{0}}}},
       {"gru", {1, 3, 2}, {{"hidden_size", int64_t{2}}, {"activation", std::string("relu")}}},
+      // A given initial state h0 (and LSTM's c0), shared by the samples: its gradient sums theirs.
+      {"lstm", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"initial_state", int64_t{1}}, {"peepholes", int64_t{1}},
+                           {"direction", std::string("bidirectional")}}},
+      {"gru", {2, 3, 2}, {{"hidden_size", int64_t{2}}, {"initial_state", int64_t{1}},
+                          {"linear_before_reset", int64_t{0}}, {"return_sequences", int64_t{0}}}},
+      {"gru", {2, 3, 1}, {{"hidden_size", int64_t{3}}, {"initial_state", int64_t{1}},
+                          {"direction", std::string("reverse")}}},
+      {"simple_rnn", {3, 2, 2}, {{"hidden_size", int64_t{2}}, {"initial_state", int64_t{1}}}},
   };
 }
 

@@ -1,7 +1,8 @@
 // ONNX's recurrent cell options: `clip` (each gate's pre-activation clamped to [-clip, clip] before its
 // activation), LSTM's `input_forget` (f = 1 - i) and `peepholes` (ONNX's P: p_i * c and p_f * c added to
 // i and f, p_o * c' to o), GRU's `linear_before_reset` 0 (n = tanh(W_in x + b_in + W_hn (r * h) +
-// b_hn)), and the gated cells' `activation` (LSTM's g and h, GRU's g: tanh, relu or sigmoid). The kernel is
+// b_hn)), the gated cells' `activation` (LSTM's g and h, GRU's g: tanh, relu or sigmoid) and `initial_state`
+// (parameters h0 and LSTM's c0 every sample starts from: ONNX's initial_h, initial_c). The kernel is
 // checked against ONNX's equations written out here step by step, the export against its own read-back at
 // three opsets, and the signature key against the default rule's (an option in its default state leaves a
 // finding's signature as it was). Gradients are checked
@@ -35,6 +36,7 @@ Tensor filled(const core::Shape& s, double phase, double scale) {
 struct Layer {
   std::string op;
   Tensor x, w_ih, w_hh, b_ih, b_hh, p;  // p: the LSTM's peepholes (i, f, o), used where the attrs say so
+  Tensor h0, c0;                        // the initial state (initial_state 1)
   Tensor run(const core::Attrs& extra) const {
     const OpSpec& spec = ops::op(op);
     core::Attrs a = {{"hidden_size", kH}};
@@ -42,6 +44,8 @@ struct Layer {
     a = canonical_attrs(spec, a);
     Inputs in = {&x, &w_ih, &w_hh, &b_ih, &b_hh};
     if (op == "lstm" && core::attr_i(a, "peepholes") == 1) in.push_back(&p);
+    if (core::attr_i(a, "initial_state") == 1) in.push_back(&h0);
+    if (op == "lstm" && core::attr_i(a, "initial_state") == 1) in.push_back(&c0);
     return spec.forward(in, a)[0];
   }
 };
@@ -50,7 +54,8 @@ struct Layer {
 Layer layer(const std::string& op) {
   const int64_t rows = gates(op) * kH;
   return {op, filled({kN, kT, kF}, 0.1, 1.5), filled({rows, kF}, 0.7, 2.0), filled({rows, kH}, 1.9, 2.0),
-          filled({rows}, 2.3, 1.0), filled({rows}, 3.1, 1.0), filled({3 * kH}, 0.4, 1.5)};
+          filled({rows}, 2.3, 1.0), filled({rows}, 3.1, 1.0), filled({3 * kH}, 0.4, 1.5),
+          filled({kH}, 1.1, 0.8),   filled({kH}, 2.6, 1.7)};
 }
 
 double sig(double v) { return 1 / (1 + std::exp(-v)); }
@@ -77,14 +82,20 @@ TEST(RnnCellOptions, AClippedCoupledLstmFollowsOnnxsEquations) {
   for (const std::string fn : {"tanh", "relu", "sigmoid"})
   for (double clip : {0.0, 1.0})
     for (int64_t coupled : {0, 1})
-      for (int64_t peep : {0, 1}) {
+      for (int64_t peep : {0, 1})
+      for (int64_t init : {0, 1}) {
       SCOPED_TRACE("clip " + std::to_string(clip) + " input_forget " + std::to_string(coupled) + " peepholes " +
-                   std::to_string(peep) + " activation " + fn);
-      const Tensor y = l.run({{"clip", clip}, {"input_forget", coupled}, {"peepholes", peep}, {"activation", fn}});
+                   std::to_string(peep) + " activation " + fn + " initial_state " + std::to_string(init));
+      const Tensor y = l.run({{"clip", clip}, {"input_forget", coupled}, {"peepholes", peep}, {"activation", fn},
+                              {"initial_state", init}});
       auto pp = [&](int64_t k, int64_t j) { return peep ? l.p.f64()[k * kH + j] : 0.0; };
       auto cl = [clip](double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
       for (int64_t b = 0; b < kN; ++b) {
         std::vector<double> h(kH, 0.0), c(kH, 0.0);
+        if (init) {
+          h.assign(l.h0.f64(), l.h0.f64() + kH);
+          c.assign(l.c0.f64(), l.c0.f64() + kH);
+        }
         for (int64_t t = 0; t < kT; ++t) {
           const std::vector<double> xt = step_x(l.x, b, t);
           std::vector<double> hn(kH), cn(kH);
@@ -111,13 +122,16 @@ TEST(RnnCellOptions, AGruWithTheResetBeforeItsLinearStepFollowsOnnxsEquations) {
   const Layer l = layer("gru");
   for (const std::string fn : {"tanh", "relu", "sigmoid"})
   for (double clip : {0.0, 0.5})
-    for (int64_t lbr : {0, 1}) {
+    for (int64_t lbr : {0, 1})
+    for (int64_t init : {0, 1}) {
       SCOPED_TRACE("clip " + std::to_string(clip) + " linear_before_reset " + std::to_string(lbr) + " activation " +
-                   fn);
-      const Tensor y = l.run({{"clip", clip}, {"linear_before_reset", lbr}, {"activation", fn}});
+                   fn + " initial_state " + std::to_string(init));
+      const Tensor y =
+          l.run({{"clip", clip}, {"linear_before_reset", lbr}, {"activation", fn}, {"initial_state", init}});
       auto cl = [clip](double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
       for (int64_t b = 0; b < kN; ++b) {
         std::vector<double> h(kH, 0.0);
+        if (init) h.assign(l.h0.f64(), l.h0.f64() + kH);
         for (int64_t t = 0; t < kT; ++t) {
           const std::vector<double> xt = step_x(l.x, b, t);
           std::vector<double> r(kH), z(kH), rh(kH), hn(kH);
@@ -164,6 +178,7 @@ TEST(RnnCellOptions, EachOptionChangesTheLayerAndAClipAboveEveryPreActivationDoe
     if (std::string(op) == "gru") {
       EXPECT_NE(values({{"linear_before_reset", int64_t{0}}}), plain);
     }
+    EXPECT_NE(values({{"initial_state", int64_t{1}}}), plain);
   }
 }
 
@@ -180,6 +195,10 @@ TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
       {"lstm", {{"activation", std::string("sigmoid")}, {"peepholes", int64_t{1}}}},
       {"gru", {{"activation", std::string("relu")}, {"linear_before_reset", int64_t{0}}}},
       {"gru", {{"activation", std::string("sigmoid")}, {"direction", std::string("bidirectional")}}},
+      {"lstm", {{"initial_state", int64_t{1}}, {"peepholes", int64_t{1}}, {"direction", std::string("bidirectional")}}},
+      {"lstm", {{"initial_state", int64_t{1}}, {"direction", std::string("reverse")}}},
+      {"gru", {{"initial_state", int64_t{1}}, {"linear_before_reset", int64_t{0}}}},
+      {"simple_rnn", {{"initial_state", int64_t{1}}, {"direction", std::string("bidirectional")}}},
   };
   for (const auto& [op, extra] : cases) {
     SCOPED_TRACE(op + " " + core::to_string(extra));
@@ -195,12 +214,16 @@ TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
     ir::Graph g;
     g.inputs.push_back({"x", l.x.type()});
     g.initializers = {{"w_ih", stack(l.w_ih)}, {"w_hh", stack(l.w_hh)}, {"b_ih", stack(l.b_ih)},
-                      {"b_hh", stack(l.b_hh)}, {"p", stack(l.p)}};
+                      {"b_hh", stack(l.b_hh)}, {"p", stack(l.p)}, {"h0", stack(l.h0)}, {"c0", stack(l.c0)}};
     core::Attrs attrs = {{"hidden_size", kH}};
     for (const auto& [k, v] : extra) attrs[k] = v;
     std::vector<std::string> ins = {"x", "w_ih", "w_hh", "b_ih", "b_hh"};
     if (extra.count("peepholes")) ins.push_back("p");
     else g.initializers.erase("p");
+    if (extra.count("initial_state")) ins.push_back("h0");
+    else g.initializers.erase("h0");
+    if (extra.count("initial_state") && op == "lstm") ins.push_back("c0");
+    else g.initializers.erase("c0");
     g.nodes.push_back({"r", op, ins, {"y"}, canonical_attrs(ops::op(op), attrs)});
     g.outputs = {"y"};
     ir::validate(g, "rnn cell options");
@@ -211,7 +234,10 @@ TEST(RnnCellOptions, TheOnnxExportReadsBackTheSameLayer) {
       ir::OnnxForm form{opset, 0};
       if (written_state) form.force = {"rnn_inputs=initial_h"};
       const ir::OnnxExported out = ir::graph_to_onnx(g, form);
-      EXPECT_EQ(out.str().find("rnn_inputs=initial_h") != std::string::npos, written_state) << out.str();
+      // A given initial state is always written (initial_h, initial_c), whatever the form asks.
+      EXPECT_EQ(out.str().find("rnn_inputs=initial_h") != std::string::npos,
+                written_state && !extra.count("initial_state"))
+          << out.str();
       const ir::Graph back = ir::graph_from_onnx(out.bytes, "round trip");
       const Tensor got = ref::forward(back, {{"x", l.x}}).at(back.outputs[0]);
       ASSERT_EQ(got.numel(), want.numel());
@@ -240,6 +266,9 @@ TEST(RnnCellOptions, OnlyAUsedOptionEntersTheSignature) {
   EXPECT_EQ(key("gru", {{"activation", std::string("tanh")}}), "{direction=\"forward\", return_sequences=1}");
   EXPECT_EQ(key("lstm", {{"activation", std::string("relu")}}),
             "{activation=\"relu\", direction=\"forward\", return_sequences=1}");
+  EXPECT_EQ(key("lstm", {{"initial_state", int64_t{0}}}), "{direction=\"forward\", return_sequences=1}");
+  EXPECT_EQ(key("gru", {{"initial_state", int64_t{1}}}),
+            "{direction=\"forward\", initial_state=1, return_sequences=1}");
 }
 
 TEST(RnnCellOptions, TheSamplerDrawsEveryOption) {
@@ -251,6 +280,8 @@ TEST(RnnCellOptions, TheSamplerDrawsEveryOption) {
     if (core::attr_i(l.attrs, "input_forget") == 1) ++seen["input_forget"];
     if (core::attr_i(l.attrs, "peepholes") == 1) ++seen["peepholes"];
     if (core::attr_i(g.attrs, "linear_before_reset") == 0) ++seen["lbr0"];
+    if (core::attr_i(l.attrs, "initial_state") == 1) ++seen["lstm initial_state"];
+    if (core::attr_i(g.attrs, "initial_state") == 1) ++seen["gru initial_state"];
     if (core::attr_s(l.attrs, "activation") != "tanh") ++seen["lstm activation"];
     if (core::attr_s(g.attrs, "activation") == "sigmoid") ++seen["gru sigmoid"];
   }
@@ -260,6 +291,8 @@ TEST(RnnCellOptions, TheSamplerDrawsEveryOption) {
   EXPECT_GT(seen["input_forget"], 30);
   EXPECT_GT(seen["peepholes"], 40);
   EXPECT_GT(seen["lbr0"], 80);
+  EXPECT_GT(seen["lstm initial_state"], 40);
+  EXPECT_GT(seen["gru initial_state"], 40);
 }
 
 }  // namespace

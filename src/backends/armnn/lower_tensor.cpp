@@ -323,7 +323,7 @@ void build_rnn(Builder& b, const ir::Node& n) {
   const std::vector<float> w_ih = b.floats(n.inputs[1]), w_hh = b.floats(n.inputs[2]), b_ih = b.floats(n.inputs[3]),
                            b_hh = b.floats(n.inputs[4]);
   b.comment(n.op + " (" + direction +
-            ") unrolled over time from a zero state: per step FullyConnected(x) + FullyConnected(h), gate slices, "
+            ") unrolled over time from its initial state: per step FullyConnected(x) + FullyConnected(h), gate slices, "
             "activations");
   auto gate = [&](const Value& v, int64_t k) { return b.slice(v, {0, k * H}, Shape{N, H}); };
   auto sigmoid = [&](const Value& v) { return b.activation(v, AF::Sigmoid); };
@@ -367,8 +367,17 @@ void build_rnn(Builder& b, const ir::Node& n) {
     auto peeped = [&](const Value& pre, size_t k, const Value& cell) {
       return peep.empty() ? pre : b.binary(BO::Addition, pre, b.binary(BO::Multiplication, peep[k], cell));
     };
-    Value h = b.constant(std::vector<float>(static_cast<size_t>(N * H), 0.0f), Shape{N, H}, "zero_state");
-    Value c = h;
+    // The initial state: zero, or direction d's h0 (and c0) [H] repeated for every sample, as constants [N, H].
+    auto initial = [&](int input, const char* hint) {
+      std::vector<float> v(static_cast<size_t>(N * H), 0.0f);
+      if (input >= 0) {
+        const std::vector<float> s = rows(b.floats(n.inputs[static_cast<size_t>(input)]), d);
+        for (int64_t k = 0; k < N; ++k) std::copy(s.begin(), s.end(), v.begin() + k * H);
+      }
+      return b.constant(v, Shape{N, H}, input >= 0 ? hint : "zero_state");
+    };
+    Value h = initial(ops::rnn_state_input(n.op, n.attrs, false), "initial_h");
+    Value c = initial(ops::rnn_state_input(n.op, n.attrs, true), "initial_c");
     std::vector<Value> steps(static_cast<size_t>(T), h);
     for (int64_t s = 0; s < T; ++s) {
       const int64_t t = back ? T - 1 - s : s;

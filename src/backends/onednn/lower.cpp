@@ -343,6 +343,8 @@ RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a) {
   g.lbr = g.gru && core::attr_i(a, "linear_before_reset") == 1;
   g.peephole = op == "lstm" && core::attr_i(a, "peepholes") == 1;
   g.reverse = ops::rnn_walks_back(a, 0);  // bidirectional layers are refused (node_support)
+  g.h0 = ops::rnn_state_input(op, a, false);
+  g.c0 = ops::rnn_state_input(op, a, true);
   // simple_rnn's activations (tanh, relu, sigmoid) are catalogue operators of one eltwise step each.
   if (op == "simple_rnn") g.activation = eltwise_chain(core::attr_s(a, "activation"), {})->front().alg;
   g.gates = op == "simple_rnn" ? 1 : op == "lstm" ? 4 : 3;
@@ -1250,7 +1252,8 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
                    std::to_string(g.t) + " F" + std::to_string(g.f) + " H" + std::to_string(g.h) + " G" +
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
                    std::to_string(g.seq) + " gru " + std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") +
-                   (g.peephole ? " peephole" : "") + (g.reverse ? " reverse " : " ") +
+                   (g.peephole ? " peephole" : "") + (g.h0 >= 0 ? " initial_state" : "") +
+                   (g.reverse ? " reverse " : " ") +
                    (g.op == "simple_rnn" ? std::string(name(g.activation)) + " " : "") + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
 }
@@ -1329,7 +1332,8 @@ void RecordingSink::rnn_backward(const RnnGeo& g, const std::vector<std::string>
   calls_.push_back("rnn_backward " + g.op + " N" + std::to_string(g.n) + " T" + std::to_string(g.t) + " F" +
                    std::to_string(g.f) + " H" + std::to_string(g.h) + " G" + std::to_string(g.gates) + " BG" +
                    std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " + std::to_string(g.seq) + " gru " +
-                   std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") + (g.peephole ? " peephole" : "") + " " +
+                   std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") + (g.peephole ? " peephole" : "") +
+                   (g.h0 >= 0 ? " initial_state" : "") + " " +
                    fmt(grads) + " = " + fmt(in) + " " + dy);
   inner_.rnn_backward(g, in, dy, grads);
 }

@@ -165,6 +165,10 @@ struct RnnGeo {
   bool lbr = false;      // GRU linear_before_reset 1: lbr_gru, b_hn in a fourth bias block; 0: gru
   bool peephole = false;  // LSTM peepholes: weights_peephole [1, 1, 3, H] (i, f, o), input 5
   bool reverse = false;  // ONNX direction reverse: unidirectional_right2left, final state at time 0
+  // A given initial state (initial_state 1): the inputs holding h0 and LSTM's c0 [H] (-1: the zero state,
+  // oneDNN's empty src_iter); src_iter (and src_iter_c) [1, 1, N, H] repeat it for every sample, and their
+  // diffs summed over the samples are its gradient.
+  int h0 = -1, c0 = -1;
   Alg activation = Alg::eltwise_tanh;  // vanilla RNN's: eltwise_chain of simple_rnn's activation (one step)
 };
 RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a);

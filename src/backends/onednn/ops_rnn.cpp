@@ -1,4 +1,4 @@
-// simple_rnn, lstm and gru (PyTorch semantics, batch-first, zero initial state, one layer, one
+// simple_rnn, lstm and gru (PyTorch semantics, batch-first, zero or given initial state, one layer, one
 // direction: left to right, or right to left for ONNX's reverse) on oneDNN's vanilla_rnn (tanh, relu
 // or logistic), lstm, lbr_gru and (ONNX linear_before_reset 0) gru primitives, forward and backward: the
 // lowering (lower.cpp) decides the geometry (sizes, gate order `perm`, GRU's fourth bias block) and emits
@@ -17,6 +17,9 @@
 //    same order; a zero descriptor there is the LSTM without them.
 //  - Backward accumulates into diff weights/bias, so those start zeroed; d b_ih and d b_hh are both
 //    the library's diff_bias (GRU: the n gate's halves come from the third and fourth blocks).
+//  - A given initial state h0 (LSTM: and c0) [H] is src_iter (src_iter_c) [1, 1, N, H], every sample's
+//    row the same; its gradient is diff_src_iter (diff_src_iter_c) summed over the samples. Otherwise
+//    src_iter is the empty descriptor oneDNN documents as the zero state.
 #include "backends/onednn/onednn_sink.h"
 
 namespace quorum::backends::onednn {
@@ -43,14 +46,14 @@ struct RnnMds {
   memory::desc src, dst, bias, iter, peephole;
   explicit RnnMds(const lw::RnnGeo& g)
       : src(plain_md({g.t, g.n, g.f})), dst(plain_md({g.t, g.n, g.h})), bias(plain_md({1, 1, g.bias_gates, g.h})) {
-    if (kExplicitZeroState) iter = plain_md({1, 1, g.n, g.h});
+    if (kExplicitZeroState || g.h0 >= 0) iter = plain_md({1, 1, g.n, g.h});
     if (g.peephole) peephole = plain_md({1, 1, 3, g.h});
   }
 };
 
 std::string rnn_key(const lw::RnnGeo& g) {
   return Key() << static_cast<int>(cell_of(g)) << g.t << g.n << g.f << g.h << g.reverse << g.peephole
-               << static_cast<int>(g.activation);
+               << static_cast<int>(g.activation) << (g.h0 >= 0);
 }
 
 dnnl::rnn_direction direction(const lw::RnnGeo& g) {
@@ -59,6 +62,21 @@ dnnl::rnn_direction direction(const lw::RnnGeo& g) {
 
 // The time index of the final state: the last step, or 0 where the layer reads right to left.
 int64_t final_step(const lw::RnnGeo& g) { return g.reverse ? 0 : g.t - 1; }
+
+// A given initial state [H] as src_iter [1, 1, N, H]: the same row for every sample.
+Buf per_sample(const lw::RnnGeo& g, const Buf& state) {
+  Buf out(Shape{g.n, g.h});
+  for (int64_t b = 0; b < g.n; ++b) copy_block(state.ptr(), out.ptr() + b * g.h, g.h);
+  return out;
+}
+
+// Its gradient: diff_src_iter [1, 1, N, H] summed over the samples.
+Buf summed_over_samples(const lw::RnnGeo& g, const Buf& diff) {
+  Buf out(Shape{g.h});
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t j = 0; j < g.h; ++j) out.ptr()[j] += diff.ptr()[b * g.h + j];
+  return out;
+}
 
 // Dense ldigo [1, 1, in, G, H] (oneDNN gate order).
 memory::desc ldigo(const lw::RnnGeo& g, int64_t in_dim) { return plain_md({1, 1, in_dim, g.gates, g.h}); }
@@ -241,9 +259,12 @@ void ExecSink::rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::strin
   if (g.peephole) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(md.peephole, const_cast<float*>(get(in.at(5)).ptr()));
   keep_workspace(p, f.pd.workspace_desc(), args);
   const Buf zeros(Shape{g.n, g.h});
-  if (kExplicitZeroState) {
-    args[DNNL_ARG_SRC_ITER] = mem(md.iter, zeros.ptr());
-    if (cell_of(g) == Cell::Lstm) args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, zeros.ptr());
+  const Buf h0 = g.h0 >= 0 ? per_sample(g, get(in.at(static_cast<size_t>(g.h0)))) : Buf();
+  const Buf c0 = g.c0 >= 0 ? per_sample(g, get(in.at(static_cast<size_t>(g.c0)))) : Buf();
+  if (kExplicitZeroState || g.h0 >= 0) {
+    args[DNNL_ARG_SRC_ITER] = mem(md.iter, g.h0 >= 0 ? const_cast<float*>(h0.ptr()) : zeros.ptr());
+    if (cell_of(g) == Cell::Lstm)
+      args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, g.c0 >= 0 ? const_cast<float*>(c0.ptr()) : zeros.ptr());
   }
   run(f.prim, args);
   // y: [N, T, H] (return_sequences) or the last step [N, H].
@@ -294,11 +315,13 @@ void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>&
     args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(md.peephole, const_cast<float*>(get(in.at(5)).ptr()));
     args[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = mem(md.peephole, diff_peephole.ptr());
   }
-  if (kExplicitZeroState) {
-    args[DNNL_ARG_SRC_ITER] = mem(md.iter, zeros.ptr());
+  const Buf h0 = g.h0 >= 0 ? per_sample(g, get(in.at(static_cast<size_t>(g.h0)))) : Buf();
+  const Buf c0 = g.c0 >= 0 ? per_sample(g, get(in.at(static_cast<size_t>(g.c0)))) : Buf();
+  if (kExplicitZeroState || g.h0 >= 0) {
+    args[DNNL_ARG_SRC_ITER] = mem(md.iter, g.h0 >= 0 ? const_cast<float*>(h0.ptr()) : zeros.ptr());
     args[DNNL_ARG_DIFF_SRC_ITER] = mem(md.iter, diff_h0.ptr());
     if (cell_of(g) == Cell::Lstm) {
-      args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, zeros.ptr());
+      args[DNNL_ARG_SRC_ITER_C] = mem(md.iter, g.c0 >= 0 ? const_cast<float*>(c0.ptr()) : zeros.ptr());
       args[DNNL_ARG_DIFF_SRC_ITER_C] = mem(md.iter, diff_c0.ptr());
     }
   }
@@ -319,6 +342,8 @@ void ExecSink::rnn_backward(const lw::RnnGeo& g, const std::vector<std::string>&
   put(grads.at(3), std::move(gb_ih));
   put(grads.at(4), std::move(gb_hh));
   if (g.peephole) put(grads.at(5), std::move(diff_peephole));
+  if (g.h0 >= 0) put(grads.at(static_cast<size_t>(g.h0)), summed_over_samples(g, diff_h0));
+  if (g.c0 >= 0) put(grads.at(static_cast<size_t>(g.c0)), summed_over_samples(g, diff_c0));
 }
 
 }  // namespace quorum::backends::onednn

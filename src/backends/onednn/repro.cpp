@@ -623,9 +623,10 @@ inline Vec matmul_fwd(const Dims& ad, const Vec& a, const Dims& bd, const Vec& b
 }
 )CPP"},
     {"rnn", R"CPP(
-// @OP@ with PyTorch semantics (batch-first x [N, T, F], weights [G*H, in], b_ih and b_hh, zero
-// initial state, one layer, left to right or right to left) on oneDNN's @FWD@, the way Quorum's backend calls it:
-// src_iter (and dst_iter) are EMPTY descriptors, which oneDNN documents as a zero initial state.
+// @OP@ with PyTorch semantics (batch-first x [N, T, F], weights [G*H, in], b_ih and b_hh, one layer, left to
+// right or right to left) on oneDNN's @FWD@, the way Quorum's backend calls it: a zero initial state is an EMPTY
+// src_iter descriptor, which oneDNN documents as a zero initial state; a given one (h0, LSTM's c0 [H]) is
+// src_iter (src_iter_c) [1, 1, N, H], the same row for every sample. dst_iter is empty.
 // x goes in as "tnc"; weights as dense ldigo [1, 1, in, G, H] reordered into the primitive's
 // layout (format_tag::any); one bias per gate, b_ih + b_hh@GRU_NOTE@.
 struct Rnn {
@@ -635,6 +636,7 @@ struct Rnn {
   bool lbr;                   // linear-before-reset GRU: b_hn in a fourth bias block
   bool peep;                  // LSTM peepholes: weights_peephole [1, 1, 3, H] (i, f, o), the last input
   bool rev;                   // ONNX direction reverse: right to left, the final state at time 0
+  bool init;                  // a given initial state h0 (LSTM: and c0) [H], the inputs after the peepholes
 };
 static const memory::desc none;
 inline rnn_direction direction_of(const Rnn& r) {
@@ -643,6 +645,20 @@ inline rnn_direction direction_of(const Rnn& r) {
 // The time index of the final state: the last step, or 0 where the layer reads right to left.
 inline int64_t final_step(const Rnn& r) { return r.rev ? 0 : r.T - 1; }
 inline memory::desc ldigo(const Rnn& r, int64_t in) { return plain({1, 1, in, r.G, r.H}); }
+// src_iter's descriptor: [1, 1, N, H] with a given initial state, else empty (the zero state).
+inline memory::desc iter_md(const Rnn& r) { return r.init ? plain({1, 1, r.N, r.H}) : none; }
+// A given state [H] repeated for every sample [N, H], and a gradient [N, H] summed back over them.
+inline Vec per_sample(const Rnn& r, const Vec& v) {
+  Vec out((size_t)(r.N * r.H));
+  for (int64_t n = 0; n < r.N; ++n) std::copy(v.begin(), v.end(), out.begin() + n * r.H);
+  return out;
+}
+inline Vec summed(const Rnn& r, const Vec& v) {
+  Vec out((size_t)r.H, 0.0f);
+  for (int64_t n = 0; n < r.N; ++n)
+    for (int64_t h = 0; h < r.H; ++h) out[(size_t)h] += v[(size_t)(n * r.H + h)];
+  return out;
+}
 // PyTorch [G*H, in] -> dense ldigo in oneDNN's gate order, and back.
 inline Vec to_ldigo(const Rnn& r, const Vec& w, int64_t in) {
   Vec out((size_t)(in * r.G * r.H));
@@ -663,15 +679,18 @@ inline @FWD@::primitive_desc rnn_pd(prop_kind prop, const Rnn& r) {
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
   const memory::desc pp = r.peep ? plain({1, 1, 3, r.H}) : none;  // a zero descriptor: no peepholes
+  const memory::desc it = iter_md(r);
   (void)pp;
+  (void)it;
   return @FWD@::primitive_desc(@FWD@::desc(@FWD_ARGS@), eng);
 }
 struct RnnState {
-  Vec xt, wl, wi, bias, dst, y, p;
+  Vec xt, wl, wi, bias, dst, y, p, h0, c0;  // h0, c0: a given initial state, [N, H]
   memory workspace;
 };
 inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w_ih, const Vec& w_hh,
-                        const Vec& b_ih, const Vec& b_hh, const Vec& p = Vec()) {
+                        const Vec& b_ih, const Vec& b_hh, const Vec& p = Vec(), const Vec& h0 = Vec(),
+                        const Vec& c0 = Vec()) {
   auto pd = rnn_pd(prop, r);
   show("@FWD@", pd);
   RnnState s;
@@ -699,6 +718,14 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
       {DNNL_ARG_DST_LAYER, mem(plain({r.T, r.N, r.H}), s.dst.data())}};
   s.p = p;
   if (r.peep) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(plain({1, 1, 3, r.H}), s.p.data());
+  if (r.init) {
+    s.h0 = per_sample(r, h0);
+    args[DNNL_ARG_SRC_ITER] = mem(iter_md(r), s.h0.data());
+    if (!c0.empty()) {
+      s.c0 = per_sample(r, c0);
+      args[DNNL_ARG_SRC_ITER_C] = mem(iter_md(r), s.c0.data());
+    }
+  }
   if (prop == prop_kind::forward_training && pd.workspace_desc().get_size() > 0) {
     s.workspace = memory(pd.workspace_desc(), eng);
     args[DNNL_ARG_WORKSPACE] = s.workspace;
@@ -719,7 +746,7 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
 )CPP"},
     {"rnn_bwd", R"CPP(
 struct RnnGrads {
-  Vec dx, dw_ih, dw_hh, db_ih, db_hh, dp;
+  Vec dx, dw_ih, dw_hh, db_ih, db_hh, dp, dh0, dc0;
 };
 // @BWD@ hinted by the forward_training descriptor, src_iter empty as in the forward. The diff
 // weights are zeroed first (the RNN backward accumulates into them).
@@ -728,7 +755,9 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
   const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
   const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
   const memory::desc pp = r.peep ? plain({1, 1, 3, r.H}) : none;
+  const memory::desc it = iter_md(r);
   (void)pp;
+  (void)it;
   @BWD@::primitive_desc pd(@BWD@::desc(@BWD_ARGS@), eng, rnn_pd(prop_kind::forward_training, r));
   show("@BWD@", pd);
   Vec diff_dst((size_t)(r.T * r.N * r.H), 0.0f);
@@ -761,7 +790,20 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
     args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(pp, const_cast<float*>(s.p.data()));
     args[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = mem(pp, g.dp.data());
   }
+  Vec diff_h0((size_t)(r.N * r.H), 0.0f), diff_c0((size_t)(r.N * r.H), 0.0f);
+  if (r.init) {
+    args[DNNL_ARG_SRC_ITER] = mem(it, const_cast<float*>(s.h0.data()));
+    args[DNNL_ARG_DIFF_SRC_ITER] = mem(it, diff_h0.data());
+    if (!s.c0.empty()) {
+      args[DNNL_ARG_SRC_ITER_C] = mem(it, const_cast<float*>(s.c0.data()));
+      args[DNNL_ARG_DIFF_SRC_ITER_C] = mem(it, diff_c0.data());
+    }
+  }
   run(@BWD@(pd), args);
+  if (r.init) {
+    g.dh0 = summed(r, diff_h0);
+    if (!s.c0.empty()) g.dc0 = summed(r, diff_c0);
+  }
   g.dx.resize((size_t)(r.N * r.T * r.F));
   for (int64_t n = 0; n < r.N; ++n)
     for (int64_t t = 0; t < r.T; ++t)
@@ -1214,9 +1256,7 @@ class Gen : public lw::StepSink {
     define(y, "resample_fwd(" + prop(p) + ", " + resample_args(g) + ", " + ref(x) + ")");
   }
   void rnn(lw::Prop p, const lw::RnnGeo& g, const std::vector<std::string>& in, const std::string& y) override {
-    std::string e = "rnn_fwd(" + prop(p) + ", " + rnn_decl(g);
-    for (const auto& i : in) e += ", " + ref(i);
-    define(y, e + ").y");
+    define(y, "rnn_fwd(" + prop(p) + ", " + rnn_decl(g) + rnn_inputs(g, in) + ").y");
   }
 
   // ---- int8 steps
@@ -1407,10 +1447,13 @@ class Gen : public lw::StepSink {
     need("rnn_bwd");
     const std::string geo = rnn_decl(g);
     flush();
-    body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << geo;
-    for (const auto& i : in) body_ << ", " << ref(i);
-    body_ << ");\n  const RnnGrads gr = rnn_bwd(" << geo << ", st, " << ref(dy) << ");\n";
-    bind(grads, {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh", "gr.dp"});
+    body_ << "  const RnnState st = rnn_fwd(prop_kind::forward_training, " << geo << rnn_inputs(g, in) << ");\n"
+          << "  const RnnGrads gr = rnn_bwd(" << geo << ", st, " << ref(dy) << ");\n";
+    std::vector<std::string> exprs = {"gr.dx", "gr.dw_ih", "gr.dw_hh", "gr.db_ih", "gr.db_hh"};
+    if (g.peephole) exprs.push_back("gr.dp");
+    if (g.h0 >= 0) exprs.push_back("gr.dh0");
+    if (g.c0 >= 0) exprs.push_back("gr.dc0");
+    bind(grads, exprs);
   }
 
  private:
@@ -1715,6 +1758,16 @@ class Gen : public lw::StepSink {
                      std::to_string(g.units) + ", " + (g.bias ? "true" : "false") + "};\n");
     return name;
   }
+  // rnn_fwd's inputs after the geometry: x, w_ih, w_hh, b_ih, b_hh, the peepholes (an empty Vec() in their place
+  // where the layer has none but a given initial state follows), h0 and c0.
+  std::string rnn_inputs(const lw::RnnGeo& g, const std::vector<std::string>& in) {
+    std::string e;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (i == 5 && !g.peephole) e += ", Vec()";
+      e += ", " + ref(in[i]);
+    }
+    return e;
+  }
   std::string rnn_decl(const lw::RnnGeo& g) {
     // The GRU of ONNX's linear_before_reset 0 is another primitive (gru, not lbr_gru).
     const std::string activation = g.gru && !g.lbr ? "gru" : alg(g.activation);
@@ -1728,7 +1781,7 @@ class Gen : public lw::StepSink {
                      std::to_string(g.f) + ", " + std::to_string(g.h) + ", " + std::to_string(g.gates) + ", " +
                      std::to_string(g.bias_gates) + ", " + dims(g.perm) + ", " + (g.seq ? "true" : "false") + ", " +
                      (g.lbr ? "true" : "false") + ", " + (g.peephole ? "true" : "false") + ", " +
-                     (g.reverse ? "true" : "false") + "};\n");
+                     (g.reverse ? "true" : "false") + ", " + (g.h0 >= 0 ? "true" : "false") + "};\n");
     need("rnn");
     return name;
   }
@@ -1934,27 +1987,27 @@ ReproProgram Gen::write(const std::string& dir) {
       if (rnn_op_ == "simple_rnn") {
         fwd = "vanilla_rnn_forward";
         bwd = "vanilla_rnn_backward";
-        fargs = "prop, " + rnn_activation_ + ", dir, src, none, wl, wi, bias, dst, none";
+        fargs = "prop, " + rnn_activation_ + ", dir, src, it, wl, wi, bias, dst, none";
         bargs = "prop_kind::backward, " + rnn_activation_ +
-                ", dir, src, none, wl, wi, bias, dst, none, src, none, wl, wi, bias, dst, none";
+                ", dir, src, it, wl, wi, bias, dst, none, src, it, wl, wi, bias, dst, none";
       } else if (rnn_op_ == "lstm") {
         fwd = "lstm_forward";
         bwd = "lstm_backward";
-        fargs = "prop, dir, src, none, none, wl, wi, pp, bias, dst, none, none";
-        bargs = "prop_kind::backward, dir, src, none, none, wl, wi, pp, bias, dst, none, none, src, none, none, wl, "
+        fargs = "prop, dir, src, it, it, wl, wi, pp, bias, dst, none, none";
+        bargs = "prop_kind::backward, dir, src, it, it, wl, wi, pp, bias, dst, none, none, src, it, it, wl, "
                 "wi, pp, bias, dst, none, none";
       } else if (rnn_activation_ == "gru") {
         fwd = "gru_forward";
         bwd = "gru_backward";
-        fargs = "prop, dir, src, none, wl, wi, bias, dst, none";
-        bargs = "prop_kind::backward, dir, src, none, wl, wi, bias, dst, none, src, none, wl, wi, bias, dst, none";
+        fargs = "prop, dir, src, it, wl, wi, bias, dst, none";
+        bargs = "prop_kind::backward, dir, src, it, wl, wi, bias, dst, none, src, it, wl, wi, bias, dst, none";
         note = " (GRU: n = tanh(W_in x + W_hn (r * h) + b), three blocks,\n"
                "// oneDNN gate order (u, r, o) = PyTorch (z, r, n))";
       } else {
         fwd = "lbr_gru_forward";
         bwd = "lbr_gru_backward";
-        fargs = "prop, dir, src, none, wl, wi, bias, dst, none";
-        bargs = "prop_kind::backward, dir, src, none, wl, wi, bias, dst, none, src, none, wl, wi, bias, dst, none";
+        fargs = "prop, dir, src, it, wl, wi, bias, dst, none";
+        bargs = "prop_kind::backward, dir, src, it, wl, wi, bias, dst, none, src, it, wl, wi, bias, dst, none";
         note = " (GRU: [b_iz+b_hz, b_ir+b_hr, b_in, b_hn],\n// oneDNN gate order (u, r, o) = PyTorch (z, r, n))";
       }
       t = replace_all(t, "@OP@", rnn_op_);

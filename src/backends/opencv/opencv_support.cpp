@@ -434,17 +434,18 @@ const std::map<std::string, Rule>& rules() {
       return Support::no("OpenCV 4.6 has no layer for ONNX RNN (\"Can't create layer of type RNN\")");
     };
     // OpenCV 4.6 reads GRU only with six inputs ('node_proto.input_size() == 6' in parseGRU): its exchange
-    // form always writes initial_h (variant.h avoids rnn_inputs=given for it).
+    // form always writes initial_h (variant.h avoids rnn_inputs=given for it), and a one-direction layer's Y
+    // loses its direction axis by Reshape (variant.h avoids the Squeeze, whose axes are an input from opset 13);
+    // its Y_h keeps the Squeeze, which imports up to opset 12 (by attribute).
     m["gru"] = [](const ir::Graph&, const ir::Node& n) {
       if (n.attrs.count("activation") && core::attr_s(n.attrs, "activation") != "tanh")
         return Support::no("OpenCV 4.6's GRU importer refuses the activations attribute (measured)");
       const bool bi = core::attr_s(n.attrs, "direction") == "bidirectional";
-      if (bi && core::attr_i(n.attrs, "return_sequences") == 0)
-        return Support::no("OpenCV 4.6's GRU gives Y only: the Transpose of its Y_h fails ('shapeIt != "
-                           "outShapes.end()' in addLayer, measured)");
-      if (!bi && opset() >= 13)
-        return Support::no("the exported GRU is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "
-                           "('node_proto.input_size() == 1' fails in parseSqueeze)");
+      if (core::attr_i(n.attrs, "return_sequences") == 0 && (bi || opset() >= 13))
+        return Support::no(std::string("OpenCV 4.6's GRU gives Y only: ") +
+                           (bi ? "the Transpose" : "the Reshape (Squeeze with an axes input from opset 13 does not "
+                                                   "import either)") +
+                           " of its Y_h fails ('shapeIt != outShapes.end()' in addLayer, measured)");
       return Support::yes();
     };
     m["lstm"] = [](const ir::Graph&, const ir::Node& n) {
@@ -455,10 +456,8 @@ const std::map<std::string, Rule>& rules() {
         return Support::no("OpenCV 4.6 cannot import a bidirectional LSTM with peepholes: transformBlobs builds each "
                            "peephole matrix over both directions and LSTMLayerImpl asserts 'blobs[i].rows == N && "
                            "blobs[i].cols == N' (measured)");
-      // A bidirectional LSTM is exported with Transpose and Reshape after it, no Squeeze.
-      if (opset() < 13 || core::attr_s(n.attrs, "direction") == "bidirectional") return Support::yes();
-      return Support::no("the exported LSTM is followed by Squeeze with an axes input, which OpenCV 4.6 cannot read "
-                "('node_proto.input_size() == 1' fails in parseSqueeze)");
+      // A one-direction LSTM's Y loses its direction axis by Reshape in OpenCV's form (variant.h).
+      return Support::yes();
     };
     for (const char* op : {"relu", "sigmoid", "tanh", "softplus", "softsign", "exp", "log", "sqrt", "reciprocal", "abs",
                            "neg", "elu", "selu", "pow", "rsqrt", "leaky_relu", "hard_sigmoid", "gelu",

@@ -379,13 +379,20 @@ void lower_lrn(const Node& c) {
 // PyTorch's own weight layout, which the catalogue shares. Bidirectional is libtorch's own
 // (bidirectional=True, the catalogue's stacked [forward; reverse] rows narrowed into its eight
 // parameters, outputs concatenated as the catalogue's); a reverse-only layer, which torch.nn has no
-// flag for, is the forward layer on the sequence flipped in time, its outputs flipped back.
+// flag for, is the forward layer on the sequence flipped in time, its outputs flipped back. A given
+// initial state (h0, c0 [D*H]) is libtorch's hx [D, N, H], each direction's state repeated for every sample.
 void lower_rnn(const Node& c) {
   const auto batch = static_cast<int64_t>(c.in_shape()[0]);
   const int64_t hs = c.i("hidden_size");
   const int64_t dirs = ops::rnn_directions(c.n.attrs);
   const bool bi = dirs == 2, rev = !bi && ops::rnn_walks_back(c.n.attrs, 0);
-  c.let("h0", call("torch.zeros", {ints({dirs, batch, hs}), kw("dtype", dtype_of("x0"))}));
+  auto state = [&](int i) {
+    if (i < 0) return call("torch.zeros", {ints({dirs, batch, hs}), kw("dtype", dtype_of("x0"))});
+    const CallPtr per_direction = call("torch.reshape", {tensor("x" + std::to_string(i)), ints({dirs, 1, hs})});
+    return call(".repeat", {tensor(per_direction), ints({1, batch, 1})});
+  };
+  c.let("h0", state(ops::rnn_state_input(c.n.op, c.n.attrs, false)));
+  const int c0 = ops::rnn_state_input(c.n.op, c.n.attrs, true);
   std::vector<CallPtr> params;
   for (int64_t d = 0; d < dirs; ++d)
     for (size_t k = 1; k <= 4; ++k) {
@@ -399,7 +406,7 @@ void lower_rnn(const Node& c) {
                            (bi ? "bidirectional" : "unidirectional") + ", batch_first";
   std::vector<Arg> args{rev ? tensor(call("torch.flip", {tensor("x0"), ints({1})})) : tensor("x0")};
   if (c.n.op == "lstm") {
-    args.push_back(tensors({var("h0"), fn1("torch.zeros_like", var("h0"))}));
+    args.push_back(tensors({var("h0"), c0 >= 0 ? state(c0) : fn1("torch.zeros_like", var("h0"))}));
     args.insert(args.end(), rest.begin(), rest.end());
     c.sink.assign({"seq", "last", "_"}, call("torch.lstm", args), note);
   } else {

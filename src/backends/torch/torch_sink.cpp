@@ -276,6 +276,7 @@ void add_layout(Table& t) {
   t[".movedim"] = [](const Args& a) { return TensorList{a.t(0).movedim(a.i(1), a.i(2))}; };
   t[".select"] = [](const Args& a) { return TensorList{a.t(0).select(a.i(1), a.i(2))}; };
   t[".narrow"] = [](const Args& a) { return TensorList{a.t(0).narrow(a.i(1), a.i(2), a.i(3))}; };
+  t[".repeat"] = [](const Args& a) { return TensorList{a.t(0).repeat(a.ints(1))}; };
   t["slice"] = [](const Args& a) { return TensorList{at::slice(a.t(0), a.i(1), a.i(2), a.i(3), a.i(4))}; };
   t["torch.constant_pad_nd"] = [](const Args& a) { return TensorList{at::constant_pad_nd(a.t(0), a.ints(1), a.f(2))}; };
   t["F.pad"] = [](const Args& a) { return TensorList{mode_pad(a.t(0), a.s(2), a.ints(1))}; };
