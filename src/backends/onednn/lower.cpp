@@ -342,7 +342,8 @@ RnnGeo rnn_geo(const std::string& op, const Shape& x, const core::Attrs& a) {
   // linear_before_reset 1 is lbr_gru (a fourth bias block for b_hn), 0 the gru primitive.
   g.lbr = g.gru && core::attr_i(a, "linear_before_reset") == 1;
   g.peephole = op == "lstm" && core::attr_i(a, "peepholes") == 1;
-  g.reverse = ops::rnn_walks_back(a, 0);  // bidirectional layers are refused (node_support)
+  g.dirs = ops::rnn_directions(a);
+  g.reverse = g.dirs == 1 && ops::rnn_walks_back(a, 0);
   g.h0 = ops::rnn_state_input(op, a, false);
   g.c0 = ops::rnn_state_input(op, a, true);
   // simple_rnn's activations (tanh, relu, sigmoid) are catalogue operators of one eltwise step each.
@@ -695,9 +696,6 @@ Support node_support(const ir::Graph& g, const ir::Node& n) {
       return Support::no("oneDNN primitives here take float32 tensors, input '" + v + "' is " +
                          core::to_string(g.types.at(v).dtype));
   if (is_resize(n.op)) return resize_support(n, g.types.at(n.inputs[0]).shape, g.types.at(n.outputs[0]).shape);
-  if (is_rnn(n.op) && ops::rnn_directions(n.attrs) == 2)
-    return Support::no("Quorum lowers oneDNN's unidirectional RNN primitives (left2right, right2left); "
-                       "bidirectional_concat, with weights [1, 2, in, G, H], is not lowered");
   if (is_rnn(n.op) && core::attr_f(n.attrs, "clip") > 0)
     return Support::no("oneDNN 2.6's RNN primitives have no cell clip (ONNX clip)");
   if (n.op == "lstm" && core::attr_i(n.attrs, "input_forget") == 1)
@@ -1253,7 +1251,7 @@ void RecordingSink::rnn(Prop p, const RnnGeo& g, const std::vector<std::string>&
                    std::to_string(g.gates) + " BG" + std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " +
                    std::to_string(g.seq) + " gru " + std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") +
                    (g.peephole ? " peephole" : "") + (g.h0 >= 0 ? " initial_state" : "") +
-                   (g.reverse ? " reverse " : " ") +
+                   (g.dirs == 2 ? " bidirectional" : "") + (g.reverse ? " reverse " : " ") +
                    (g.op == "simple_rnn" ? std::string(name(g.activation)) + " " : "") + y + " = " + fmt(in));
   inner_.rnn(p, g, in, y);
 }
@@ -1333,7 +1331,7 @@ void RecordingSink::rnn_backward(const RnnGeo& g, const std::vector<std::string>
                    std::to_string(g.f) + " H" + std::to_string(g.h) + " G" + std::to_string(g.gates) + " BG" +
                    std::to_string(g.bias_gates) + " perm" + fmt(g.perm) + " seq " + std::to_string(g.seq) + " gru " +
                    std::to_string(g.gru) + (g.gru && !g.lbr ? " lbr0" : "") + (g.peephole ? " peephole" : "") +
-                   (g.h0 >= 0 ? " initial_state" : "") + " " +
+                   (g.h0 >= 0 ? " initial_state" : "") + (g.dirs == 2 ? " bidirectional" : "") + " " +
                    fmt(grads) + " = " + fmt(in) + " " + dy);
   inner_.rnn_backward(g, in, dy, grads);
 }

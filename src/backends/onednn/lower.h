@@ -165,6 +165,9 @@ struct RnnGeo {
   bool lbr = false;      // GRU linear_before_reset 1: lbr_gru, b_hn in a fourth bias block; 0: gru
   bool peephole = false;  // LSTM peepholes: weights_peephole [1, 1, 3, H] (i, f, o), input 5
   bool reverse = false;  // ONNX direction reverse: unidirectional_right2left, final state at time 0
+  // 2: ONNX's bidirectional, oneDNN's bidirectional_concat (weights [1, 2, in, G, H], dst [T, N, 2H]; the
+  // forward direction's final state at time T-1, the reverse one's at 0).
+  int64_t dirs = 1;
   // A given initial state (initial_state 1): the inputs holding h0 and LSTM's c0 [H] (-1: the zero state,
   // oneDNN's empty src_iter); src_iter (and src_iter_c) [1, 1, N, H] repeat it for every sample, and their
   // diffs summed over the samples are its gradient.

@@ -623,69 +623,78 @@ inline Vec matmul_fwd(const Dims& ad, const Vec& a, const Dims& bd, const Vec& b
 }
 )CPP"},
     {"rnn", R"CPP(
-// @OP@ with PyTorch semantics (batch-first x [N, T, F], weights [G*H, in], b_ih and b_hh, one layer, left to
-// right or right to left) on oneDNN's @FWD@, the way Quorum's backend calls it: a zero initial state is an EMPTY
-// src_iter descriptor, which oneDNN documents as a zero initial state; a given one (h0, LSTM's c0 [H]) is
-// src_iter (src_iter_c) [1, 1, N, H], the same row for every sample. dst_iter is empty.
-// x goes in as "tnc"; weights as dense ldigo [1, 1, in, G, H] reordered into the primitive's
+// @OP@ with PyTorch semantics (batch-first x [N, T, F], weights [D*G*H, in] with the directions stacked, b_ih and
+// b_hh, one layer, left to right, right to left, or both: bidirectional_concat, D = 2, outputs [forward,
+// reverse]) on oneDNN's @FWD@, the way Quorum's backend calls it: a zero initial state is an EMPTY src_iter
+// descriptor, which oneDNN documents as a zero initial state; a given one (h0, LSTM's c0 [D*H]) is src_iter
+// (src_iter_c) [1, D, N, H], the same row for every sample. dst_iter is empty.
+// x goes in as "tnc"; weights as dense ldigo [1, D, in, G, H] reordered into the primitive's
 // layout (format_tag::any); one bias per gate, b_ih + b_hh@GRU_NOTE@.
 struct Rnn {
   int64_t N, T, F, H, G, BG;
   std::vector<int64_t> perm;  // oneDNN gate k holds PyTorch gate perm[k]
   bool seq;                   // return_sequences
   bool lbr;                   // linear-before-reset GRU: b_hn in a fourth bias block
-  bool peep;                  // LSTM peepholes: weights_peephole [1, 1, 3, H] (i, f, o), the last input
+  bool peep;                  // LSTM peepholes: weights_peephole [1, D, 3, H] (i, f, o), the last input
   bool rev;                   // ONNX direction reverse: right to left, the final state at time 0
-  bool init;                  // a given initial state h0 (LSTM: and c0) [H], the inputs after the peepholes
+  bool init;                  // a given initial state h0 (LSTM: and c0) [D*H], the inputs after the peepholes
+  int64_t D;                  // 2: bidirectional_concat
 };
 static const memory::desc none;
 inline rnn_direction direction_of(const Rnn& r) {
+  if (r.D == 2) return rnn_direction::bidirectional_concat;
   return r.rev ? rnn_direction::unidirectional_right2left : rnn_direction::unidirectional_left2right;
 }
-// The time index of the final state: the last step, or 0 where the layer reads right to left.
-inline int64_t final_step(const Rnn& r) { return r.rev ? 0 : r.T - 1; }
-inline memory::desc ldigo(const Rnn& r, int64_t in) { return plain({1, 1, in, r.G, r.H}); }
-// src_iter's descriptor: [1, 1, N, H] with a given initial state, else empty (the zero state).
-inline memory::desc iter_md(const Rnn& r) { return r.init ? plain({1, 1, r.N, r.H}) : none; }
-// A given state [H] repeated for every sample [N, H], and a gradient [N, H] summed back over them.
+// The time index of direction d's final state: the last step, or 0 where it reads right to left.
+inline int64_t final_step(const Rnn& r, int64_t d) { return (r.D == 2 ? d == 1 : r.rev) ? 0 : r.T - 1; }
+inline memory::desc ldigo(const Rnn& r, int64_t in) { return plain({1, r.D, in, r.G, r.H}); }
+// src_iter's descriptor: [1, D, N, H] with a given initial state, else empty (the zero state).
+inline memory::desc iter_md(const Rnn& r) { return r.init ? plain({1, r.D, r.N, r.H}) : none; }
+// A given state [D*H] repeated for every sample [D, N, H], and a gradient [D, N, H] summed back over them.
 inline Vec per_sample(const Rnn& r, const Vec& v) {
-  Vec out((size_t)(r.N * r.H));
-  for (int64_t n = 0; n < r.N; ++n) std::copy(v.begin(), v.end(), out.begin() + n * r.H);
+  Vec out((size_t)(r.D * r.N * r.H));
+  for (int64_t d = 0; d < r.D; ++d)
+    for (int64_t n = 0; n < r.N; ++n) std::copy(v.begin() + d * r.H, v.begin() + (d + 1) * r.H, out.begin() + (d * r.N + n) * r.H);
   return out;
 }
 inline Vec summed(const Rnn& r, const Vec& v) {
-  Vec out((size_t)r.H, 0.0f);
-  for (int64_t n = 0; n < r.N; ++n)
-    for (int64_t h = 0; h < r.H; ++h) out[(size_t)h] += v[(size_t)(n * r.H + h)];
+  Vec out((size_t)(r.D * r.H), 0.0f);
+  for (int64_t d = 0; d < r.D; ++d)
+    for (int64_t n = 0; n < r.N; ++n)
+      for (int64_t h = 0; h < r.H; ++h) out[(size_t)(d * r.H + h)] += v[(size_t)((d * r.N + n) * r.H + h)];
   return out;
 }
-// PyTorch [G*H, in] -> dense ldigo in oneDNN's gate order, and back.
+// PyTorch [D*G*H, in] -> dense ldigo in oneDNN's gate order, and back.
 inline Vec to_ldigo(const Rnn& r, const Vec& w, int64_t in) {
-  Vec out((size_t)(in * r.G * r.H));
-  for (int64_t k = 0; k < r.G; ++k)
-    for (int64_t h = 0; h < r.H; ++h)
-      for (int64_t i = 0; i < in; ++i) out[(size_t)((i * r.G + k) * r.H + h)] = w[(size_t)((r.perm[k] * r.H + h) * in + i)];
+  Vec out((size_t)(r.D * in * r.G * r.H));
+  for (int64_t d = 0; d < r.D; ++d)
+    for (int64_t k = 0; k < r.G; ++k)
+      for (int64_t h = 0; h < r.H; ++h)
+        for (int64_t i = 0; i < in; ++i)
+          out[(size_t)(((d * in + i) * r.G + k) * r.H + h)] = w[(size_t)(((d * r.G + r.perm[k]) * r.H + h) * in + i)];
   return out;
 }
 inline Vec from_ldigo(const Rnn& r, const Vec& w, int64_t in) {
-  Vec out((size_t)(in * r.G * r.H));
-  for (int64_t k = 0; k < r.G; ++k)
-    for (int64_t h = 0; h < r.H; ++h)
-      for (int64_t i = 0; i < in; ++i) out[(size_t)((r.perm[k] * r.H + h) * in + i)] = w[(size_t)((i * r.G + k) * r.H + h)];
+  Vec out((size_t)(r.D * in * r.G * r.H));
+  for (int64_t d = 0; d < r.D; ++d)
+    for (int64_t k = 0; k < r.G; ++k)
+      for (int64_t h = 0; h < r.H; ++h)
+        for (int64_t i = 0; i < in; ++i)
+          out[(size_t)(((d * r.G + r.perm[k]) * r.H + h) * in + i)] = w[(size_t)(((d * in + i) * r.G + k) * r.H + h)];
   return out;
 }
 inline @FWD@::primitive_desc rnn_pd(prop_kind prop, const Rnn& r) {
   const auto dir = direction_of(r);
-  const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
-  const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
-  const memory::desc pp = r.peep ? plain({1, 1, 3, r.H}) : none;  // a zero descriptor: no peepholes
+  const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.D * r.H}), bias = plain({1, r.D, r.BG, r.H});
+  const memory::desc wl = any_md({1, r.D, r.F, r.G, r.H}), wi = any_md({1, r.D, r.H, r.G, r.H});
+  const memory::desc pp = r.peep ? plain({1, r.D, 3, r.H}) : none;  // a zero descriptor: no peepholes
   const memory::desc it = iter_md(r);
   (void)pp;
   (void)it;
   return @FWD@::primitive_desc(@FWD@::desc(@FWD_ARGS@), eng);
 }
 struct RnnState {
-  Vec xt, wl, wi, bias, dst, y, p, h0, c0;  // h0, c0: a given initial state, [N, H]
+  Vec xt, wl, wi, bias, dst, y, p, h0, c0;  // h0, c0: a given initial state, [D, N, H]
   memory workspace;
 };
 inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w_ih, const Vec& w_hh,
@@ -694,30 +703,34 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
   auto pd = rnn_pd(prop, r);
   show("@FWD@", pd);
   RnnState s;
+  const int64_t W = r.D * r.H;
   s.xt.resize((size_t)(r.T * r.N * r.F));
   for (int64_t n = 0; n < r.N; ++n)
     for (int64_t t = 0; t < r.T; ++t)
       for (int64_t f = 0; f < r.F; ++f) s.xt[(size_t)((t * r.N + n) * r.F + f)] = x[(size_t)((n * r.T + t) * r.F + f)];
   s.wl = to_ldigo(r, w_ih, r.F);
   s.wi = to_ldigo(r, w_hh, r.H);
-  s.bias.assign((size_t)(r.BG * r.H), 0.0f);
-  for (int64_t k = 0; k < r.G; ++k)
-    for (int64_t h = 0; h < r.H; ++h) {
-      const size_t p = (size_t)(r.perm[k] * r.H + h);
-      // GRU's n gate keeps its input half here and its hidden half in block 3 (linear-before-reset).
-      s.bias[(size_t)(k * r.H + h)] = r.lbr && k == 2 ? b_ih[p] : b_ih[p] + b_hh[p];
-    }
-  if (r.lbr)
-    for (int64_t h = 0; h < r.H; ++h) s.bias[(size_t)(3 * r.H + h)] = b_hh[(size_t)(2 * r.H + h)];
-  s.dst.assign((size_t)(r.T * r.N * r.H), 0.0f);
+  s.bias.assign((size_t)(r.D * r.BG * r.H), 0.0f);
+  for (int64_t d = 0; d < r.D; ++d) {
+    for (int64_t k = 0; k < r.G; ++k)
+      for (int64_t h = 0; h < r.H; ++h) {
+        const size_t p = (size_t)((d * r.G + r.perm[k]) * r.H + h);
+        // GRU's n gate keeps its input half here and its hidden half in block 3 (linear-before-reset).
+        s.bias[(size_t)((d * r.BG + k) * r.H + h)] = r.lbr && k == 2 ? b_ih[p] : b_ih[p] + b_hh[p];
+      }
+    if (r.lbr)
+      for (int64_t h = 0; h < r.H; ++h)
+        s.bias[(size_t)((d * r.BG + 3) * r.H + h)] = b_hh[(size_t)((d * r.G + 2) * r.H + h)];
+  }
+  s.dst.assign((size_t)(r.T * r.N * W), 0.0f);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC_LAYER, mem(plain({r.T, r.N, r.F}), s.xt.data())},
       {DNNL_ARG_WEIGHTS_LAYER, to_layout(mem(ldigo(r, r.F), s.wl.data()), pd.weights_layer_desc())},
       {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(r, r.H), s.wi.data()), pd.weights_iter_desc())},
-      {DNNL_ARG_BIAS, mem(plain({1, 1, r.BG, r.H}), s.bias.data())},
-      {DNNL_ARG_DST_LAYER, mem(plain({r.T, r.N, r.H}), s.dst.data())}};
+      {DNNL_ARG_BIAS, mem(plain({1, r.D, r.BG, r.H}), s.bias.data())},
+      {DNNL_ARG_DST_LAYER, mem(plain({r.T, r.N, W}), s.dst.data())}};
   s.p = p;
-  if (r.peep) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(plain({1, 1, 3, r.H}), s.p.data());
+  if (r.peep) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(plain({1, r.D, 3, r.H}), s.p.data());
   if (r.init) {
     s.h0 = per_sample(r, h0);
     args[DNNL_ARG_SRC_ITER] = mem(iter_md(r), s.h0.data());
@@ -731,15 +744,18 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
     args[DNNL_ARG_WORKSPACE] = s.workspace;
   }
   run(@FWD@(pd), args);
-  // y: [N, T, H] (return_sequences) or the last step [N, H].
+  // y: [N, T, D*H] (return_sequences) or each direction's final state [N, D*H].
   if (r.seq) {
-    s.y.resize((size_t)(r.N * r.T * r.H));
+    s.y.resize((size_t)(r.N * r.T * W));
     for (int64_t n = 0; n < r.N; ++n)
       for (int64_t t = 0; t < r.T; ++t)
-        for (int64_t h = 0; h < r.H; ++h) s.y[(size_t)((n * r.T + t) * r.H + h)] = s.dst[(size_t)((t * r.N + n) * r.H + h)];
+        for (int64_t c = 0; c < W; ++c) s.y[(size_t)((n * r.T + t) * W + c)] = s.dst[(size_t)((t * r.N + n) * W + c)];
   } else {
-    const int64_t last = final_step(r);
-    s.y.assign(s.dst.begin() + last * r.N * r.H, s.dst.begin() + (last + 1) * r.N * r.H);
+    s.y.resize((size_t)(r.N * W));
+    for (int64_t d = 0; d < r.D; ++d)
+      for (int64_t n = 0; n < r.N; ++n)
+        for (int64_t h = 0; h < r.H; ++h)
+          s.y[(size_t)(n * W + d * r.H + h)] = s.dst[(size_t)((final_step(r, d) * r.N + n) * W + d * r.H + h)];
   }
   return s;
 }
@@ -748,33 +764,37 @@ inline RnnState rnn_fwd(prop_kind prop, const Rnn& r, const Vec& x, const Vec& w
 struct RnnGrads {
   Vec dx, dw_ih, dw_hh, db_ih, db_hh, dp, dh0, dc0;
 };
-// @BWD@ hinted by the forward_training descriptor, src_iter empty as in the forward. The diff
-// weights are zeroed first (the RNN backward accumulates into them).
+// @BWD@ hinted by the forward_training descriptor, src_iter as in the forward. The diff weights are zeroed
+// first (the RNN backward accumulates into them).
 inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
   const auto dir = direction_of(r);
-  const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, r.H}), bias = plain({1, 1, r.BG, r.H});
-  const memory::desc wl = any_md({1, 1, r.F, r.G, r.H}), wi = any_md({1, 1, r.H, r.G, r.H});
-  const memory::desc pp = r.peep ? plain({1, 1, 3, r.H}) : none;
+  const int64_t W = r.D * r.H;
+  const memory::desc src = plain({r.T, r.N, r.F}), dst = plain({r.T, r.N, W}), bias = plain({1, r.D, r.BG, r.H});
+  const memory::desc wl = any_md({1, r.D, r.F, r.G, r.H}), wi = any_md({1, r.D, r.H, r.G, r.H});
+  const memory::desc pp = r.peep ? plain({1, r.D, 3, r.H}) : none;
   const memory::desc it = iter_md(r);
   (void)pp;
   (void)it;
   @BWD@::primitive_desc pd(@BWD@::desc(@BWD_ARGS@), eng, rnn_pd(prop_kind::forward_training, r));
   show("@BWD@", pd);
-  Vec diff_dst((size_t)(r.T * r.N * r.H), 0.0f);
+  Vec diff_dst((size_t)(r.T * r.N * W), 0.0f);
   if (r.seq) {
     for (int64_t n = 0; n < r.N; ++n)
       for (int64_t t = 0; t < r.T; ++t)
-        for (int64_t h = 0; h < r.H; ++h) diff_dst[(size_t)((t * r.N + n) * r.H + h)] = dy[(size_t)((n * r.T + t) * r.H + h)];
+        for (int64_t c = 0; c < W; ++c) diff_dst[(size_t)((t * r.N + n) * W + c)] = dy[(size_t)((n * r.T + t) * W + c)];
   } else {
-    std::copy(dy.begin(), dy.end(), diff_dst.begin() + final_step(r) * r.N * r.H);
+    for (int64_t d = 0; d < r.D; ++d)
+      for (int64_t n = 0; n < r.N; ++n)
+        for (int64_t h = 0; h < r.H; ++h)
+          diff_dst[(size_t)((final_step(r, d) * r.N + n) * W + d * r.H + h)] = dy[(size_t)(n * W + d * r.H + h)];
   }
   Vec dwl(pd.diff_weights_layer_desc().get_size() / sizeof(float), 0.0f);
   Vec dwi(pd.diff_weights_iter_desc().get_size() / sizeof(float), 0.0f);
   const memory dwl_mem(pd.diff_weights_layer_desc(), eng, dwl.data());
   const memory dwi_mem(pd.diff_weights_iter_desc(), eng, dwi.data());
-  Vec diff_src((size_t)(r.T * r.N * r.F), 0.0f), diff_bias((size_t)(r.BG * r.H), 0.0f);
+  Vec diff_src((size_t)(r.T * r.N * r.F), 0.0f), diff_bias((size_t)(r.D * r.BG * r.H), 0.0f);
   RnnGrads g;
-  g.dp.assign((size_t)(3 * r.H), 0.0f);
+  g.dp.assign((size_t)(r.D * 3 * r.H), 0.0f);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, mem(src, s.xt.data())},
                   {DNNL_ARG_WEIGHTS_LAYER, to_layout(mem(ldigo(r, r.F), s.wl.data()), pd.weights_layer_desc())},
                   {DNNL_ARG_WEIGHTS_ITER, to_layout(mem(ldigo(r, r.H), s.wi.data()), pd.weights_iter_desc())},
@@ -790,7 +810,7 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
     args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(pp, const_cast<float*>(s.p.data()));
     args[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = mem(pp, g.dp.data());
   }
-  Vec diff_h0((size_t)(r.N * r.H), 0.0f), diff_c0((size_t)(r.N * r.H), 0.0f);
+  Vec diff_h0((size_t)(r.D * r.N * r.H), 0.0f), diff_c0((size_t)(r.D * r.N * r.H), 0.0f);
   if (r.init) {
     args[DNNL_ARG_SRC_ITER] = mem(it, const_cast<float*>(s.h0.data()));
     args[DNNL_ARG_DIFF_SRC_ITER] = mem(it, diff_h0.data());
@@ -808,19 +828,21 @@ inline RnnGrads rnn_bwd(const Rnn& r, const RnnState& s, const Vec& dy) {
   for (int64_t n = 0; n < r.N; ++n)
     for (int64_t t = 0; t < r.T; ++t)
       for (int64_t f = 0; f < r.F; ++f) g.dx[(size_t)((n * r.T + t) * r.F + f)] = diff_src[(size_t)((t * r.N + n) * r.F + f)];
-  Vec plain_wl((size_t)(r.F * r.G * r.H)), plain_wi((size_t)(r.H * r.G * r.H));
+  Vec plain_wl((size_t)(r.D * r.F * r.G * r.H)), plain_wi((size_t)(r.D * r.H * r.G * r.H));
   reorder_into(dwl_mem, mem(ldigo(r, r.F), plain_wl.data()));
   reorder_into(dwi_mem, mem(ldigo(r, r.H), plain_wi.data()));
   g.dw_ih = from_ldigo(r, plain_wl, r.F);
   g.dw_hh = from_ldigo(r, plain_wi, r.H);
-  g.db_ih.assign((size_t)(r.G * r.H), 0.0f);
-  g.db_hh.assign((size_t)(r.G * r.H), 0.0f);
-  for (int64_t k = 0; k < r.G; ++k)
-    for (int64_t h = 0; h < r.H; ++h) {
-      const int64_t hk = r.lbr && k == 2 ? 3 : k;  // GRU's n gate: the hidden half is block 3
-      g.db_ih[(size_t)(r.perm[k] * r.H + h)] = diff_bias[(size_t)(k * r.H + h)];
-      g.db_hh[(size_t)(r.perm[k] * r.H + h)] = diff_bias[(size_t)(hk * r.H + h)];
-    }
+  g.db_ih.assign((size_t)(r.D * r.G * r.H), 0.0f);
+  g.db_hh.assign((size_t)(r.D * r.G * r.H), 0.0f);
+  for (int64_t d = 0; d < r.D; ++d)
+    for (int64_t k = 0; k < r.G; ++k)
+      for (int64_t h = 0; h < r.H; ++h) {
+        const int64_t hk = r.lbr && k == 2 ? 3 : k;  // GRU's n gate: the hidden half is block 3
+        const size_t to = (size_t)((d * r.G + r.perm[k]) * r.H + h);
+        g.db_ih[to] = diff_bias[(size_t)((d * r.BG + k) * r.H + h)];
+        g.db_hh[to] = diff_bias[(size_t)((d * r.BG + hk) * r.H + h)];
+      }
   return g;
 }
 )CPP"},
@@ -1781,7 +1803,8 @@ class Gen : public lw::StepSink {
                      std::to_string(g.f) + ", " + std::to_string(g.h) + ", " + std::to_string(g.gates) + ", " +
                      std::to_string(g.bias_gates) + ", " + dims(g.perm) + ", " + (g.seq ? "true" : "false") + ", " +
                      (g.lbr ? "true" : "false") + ", " + (g.peephole ? "true" : "false") + ", " +
-                     (g.reverse ? "true" : "false") + ", " + (g.h0 >= 0 ? "true" : "false") + "};\n");
+                     (g.reverse ? "true" : "false") + ", " + (g.h0 >= 0 ? "true" : "false") + ", " +
+                     std::to_string(g.dirs) + "};\n");
     need("rnn");
     return name;
   }
