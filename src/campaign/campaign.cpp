@@ -569,11 +569,12 @@ class Run {
       try {
         lay_out_map(f.bundle);  // a map record() left for Graphviz (BundleContext::defer_layout)
         const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers, hang_timeout());
-        // A finding the ledger does not know whose reduced case it knows is that entry's (a node that
-        // fails on an upstream node's wrong shape reduces to the upstream node).
+        // A finding the ledger does not know, or a crash naming no node, whose reduced case it knows is that
+        // entry's (oracle::Ledger::match_reduced).
         std::string through_reduced;
-        if (f.known.empty() && setup_.known)
-          if (const oracle::KnownEntry* e = setup_.known->match(r.root_cause)) through_reduced = e->id;
+        if (setup_.known)
+          if (const oracle::KnownEntry* e = setup_.known->match_reduced(f.signature, f.known, r.root_cause))
+            through_reduced = e->id;
         store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir, through_reduced);
         if (!through_reduced.empty()) f.known = through_reduced;
         // A finding the ledger knows belongs to that entry's root cause (one entry per cause).

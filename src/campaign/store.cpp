@@ -446,8 +446,8 @@ void SqliteStore::set_root_cause(const std::string& signature, const std::string
                                  const std::string& reduced, const std::string& known) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt up(db_,
-          "UPDATE findings SET root_cause = ?, reduced = ?, known = CASE WHEN COALESCE(known, '') = '' THEN ? ELSE "
-          "known END WHERE signature = ?");
+          "UPDATE findings SET root_cause = ?, reduced = ?, known = COALESCE(NULLIF(?, ''), known) "
+          "WHERE signature = ?");
   up.bind(1, root_cause).bind(2, reduced).bind(3, known).bind(4, signature).step();
 }
 

@@ -117,9 +117,9 @@ class Store {
 
   virtual std::vector<StoredFinding> findings() = 0;  // by first model, then signature
   // The finding's root cause (the key of its reduced case) and reduced bundle; `known`, when not
-  // empty, the ledger entry its reduced case matches, which becomes the finding's own label when its
-  // signature matched none (a node failing on the wrong shape an upstream node gave it is the
-  // upstream node's entry).
+  // empty, the ledger entry its reduced case matches, which becomes the finding's own label (the campaign
+  // passes one where its signature matched no entry, since a node failing on the wrong shape an upstream
+  // node gave it is the upstream node's entry, or where the finding is a crash naming no node).
   virtual void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced,
                               const std::string& known = "") = 0;
   // Adds complete rows as they are, in one transaction (quorum merge builds them). UserError when

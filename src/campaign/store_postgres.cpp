@@ -255,8 +255,7 @@ class PostgresStore final : public Store {
   void set_root_cause(const std::string& signature, const std::string& root_cause, const std::string& reduced,
                       const std::string& known) override {
     std::lock_guard<std::mutex> lock(mu_);
-    q("UPDATE findings SET root_cause = $1, reduced = $2, known = CASE WHEN COALESCE(known, '') = '' THEN $3 ELSE "
-      "known END WHERE signature = $4",
+    q("UPDATE findings SET root_cause = $1, reduced = $2, known = COALESCE(NULLIF($3, ''), known) WHERE signature = $4",
       {root_cause, reduced, known, signature});
   }
 

@@ -197,6 +197,13 @@ const KnownEntry* Ledger::match(const Finding& f) const {
   return first;
 }
 
+const KnownEntry* Ledger::match_reduced(const std::string& signature, const std::string& known,
+                                       const std::string& root_cause) const {
+  if (!known.empty() && !signature_op(signature).empty()) return nullptr;
+  const KnownEntry* e = match(root_cause);
+  return e && e->id != known ? e : nullptr;
+}
+
 const KnownEntry* Ledger::find(const std::string& id) const {
   for (const auto& e : entries)
     if (e.id == id) return &e;

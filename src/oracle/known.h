@@ -91,6 +91,13 @@ struct Ledger {
   // forward stage (FC), so a known importer bug the other form reaches keeps its entry.
   const KnownEntry* match(const Finding& f) const;
   const KnownEntry* find(const std::string& id) const;
+  // The entry a finding belongs to through its reduced case (`root_cause`, the key of that case), where it is not
+  // already `known`'s: for a finding the ledger did not know (a node failing on the wrong shape an upstream node
+  // gave it is the upstream node's entry), and for a crash naming no node whatever it matched (a library dying
+  // while it builds the model: its signature is every such crash's, its reduced case names the operator). Null
+  // when the reduced case matches no entry or the one it already has.
+  const KnownEntry* match_reduced(const std::string& signature, const std::string& known,
+                                  const std::string& root_cause) const;
 };
 
 // "kind|stage|backend:opts|op|params" -> the same with the backend's base name.

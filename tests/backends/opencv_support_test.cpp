@@ -77,5 +77,60 @@ TEST(OpenCVSupport, TheInt8PathRunsUnderTheQuantizerNaming) {
   EXPECT_NE(sup[0].reason.find("converts a network input to float32"), std::string::npos) << sup[0].reason;
 }
 
+// A one-direction LSTM or GRU drops its direction axis by Squeeze or Reshape (exchange forms rnn_y_axis,
+// rnn_y_h_axis); OpenCV's form takes the one 4.6 reads: Reshape for Y and an LSTM's Y_h (a Squeeze's axes
+// are an input from opset 13). Several node names draw both forms before the avoid rule: every layer
+// compiles at opsets 11, 13 and 17, but a GRU's final state: 4.6's GRU gives no Y_h, so from opset 13 the layer
+// is refused with the reason, and at 11 and 12 its Squeeze is the ledger's opencv-gru-y-h-segfault.
+TEST(OpenCVSupport, AOneDirectionRecurrentLayerRunsInTheFormItReads) {
+  const auto& have = worker::available_backends();
+  if (std::find(have.begin(), have.end(), "opencv") == have.end()) GTEST_SKIP() << "opencv backend not built";
+  auto layer = [](const std::string& op, const std::string& name, int seq) {
+    const int rows = op == "lstm" ? 8 : 6;
+    const std::string zeros = [rows] {
+      std::string z;
+      for (int i = 0; i < rows * 2; ++i) z += i ? ", 0.25" : "0.5";
+      return "[" + z + "]";
+    }();
+    const std::string bias = [rows] {
+      std::string z;
+      for (int i = 0; i < rows; ++i) z += i ? ", 0" : "0";
+      return "[" + z + "]";
+    }();
+    const std::string r = std::to_string(rows);
+    return ir::graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 2]}],
+      "outputs": [")" + name + R"("], "initializers": [
+        {"name": "w_ih", "dtype": "float32", "shape": [)" + r + R"(, 2], "data": )" + zeros + R"(},
+        {"name": "w_hh", "dtype": "float32", "shape": [)" + r + R"(, 2], "data": )" + zeros + R"(},
+        {"name": "b_ih", "dtype": "float32", "shape": [)" + r + R"(], "data": )" + bias + R"(},
+        {"name": "b_hh", "dtype": "float32", "shape": [)" + r + R"(], "data": )" + bias + R"(}],
+      "nodes": [{"name": ")" + name + R"(", "op": ")" + op + R"(", "inputs": ["x", "w_ih", "w_hh", "b_ih", "b_hh"],
+                 "outputs": [")" + name + R"("], "attrs": {"hidden_size": 2, "return_sequences": )" +
+                                   std::to_string(seq) + (op == "gru" ? R"(, "linear_before_reset": 1)" : "") +
+                                   "}}]}",
+                               op);
+  };
+  for (int opset : {11, 13, 17}) {
+    worker::Worker w("opencv", {"opset=" + std::to_string(opset)}, worker::Limits{});
+    for (const std::string op : {"lstm", "gru"})
+      for (int seq : {0, 1})
+        for (const std::string name : {"r", "rnn_1", "layer_2", "cell_3"}) {
+          SCOPED_TRACE(op + " return_sequences " + std::to_string(seq) + " node " + name + " opset " +
+                       std::to_string(opset));
+          if (op == "gru" && seq == 0) {
+            if (opset < 13) continue;
+            std::vector<worker::NodeSupport> sup;
+            ASSERT_TRUE(w.supports(layer(op, name, seq), false, sup).ok());
+            ASSERT_EQ(sup.size(), 1u);
+            EXPECT_FALSE(sup[0].ok);
+            EXPECT_NE(sup[0].reason.find("gives Y only"), std::string::npos) << sup[0].reason;
+            continue;
+          }
+          const worker::Outcome o = w.compile(layer(op, name, seq), CompileOptions{core::DType::F32, 1});
+          EXPECT_EQ(o.status, worker::Status::Ok) << o.message;
+        }
+  }
+}
+
 }  // namespace
 }  // namespace quorum::backends

@@ -66,9 +66,11 @@ std::string exercise(Store& s) {
     }
   }
   s.set_root_cause(finding("exp", "").signature(), "rc-exp", "/b/exp-e1/reduced");
-  // A finding the ledger did not know whose reduced case it knows takes that entry; twice, the first stays.
-  s.set_root_cause(finding("relu", "").signature(), "rc-relu", "/b/relu-r1/reduced", "entry-relu");
+  // A finding whose reduced case a ledger entry knows takes that entry (the campaign passes one where the reduced
+  // case decides: Ledger::match_reduced); a later one replaces it, none keeps it.
   s.set_root_cause(finding("relu", "").signature(), "rc-relu", "/b/relu-r1/reduced", "another");
+  s.set_root_cause(finding("relu", "").signature(), "rc-relu", "/b/relu-r1/reduced", "entry-relu");
+  s.set_root_cause(finding("relu", "").signature(), "rc-relu", "/b/relu-r1/reduced");
   out += std::to_string(s.models_done()) + " " + std::to_string(s.model_done(2)) + std::to_string(s.model_done(4));
   out += " " + s.setting("seed").value_or("-") + s.setting("none").value_or("-") + "\n";
   for (const auto& m : s.models()) out += std::to_string(m.index) + ":" + std::to_string(m.findings) + " ";

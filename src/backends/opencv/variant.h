@@ -57,7 +57,7 @@ inline Variant parse_variant(const std::vector<std::string>& args) {
 // opencv-conv-kernel-shape-required (QLinearConv too), opencv-gemm-const-b-transb0 (transA too) and
 // opencv-gemm-alpha-beta-ignored, the softmax decomposition's broadcast, Pad's negative pads, MatMul's 1-D
 // operands, a GRU without initial_h, a one-direction recurrent layer's Squeeze of Y or of an LSTM's Y_h (from
-// opset 13 its axes are an input: the Reshape form instead; a GRU's Y_h Reshape does not import),
+// opset 13 its axes are an input: the Reshape form instead), a GRU's Y_h by Reshape (4.6 gives no Y_h),
 // QLinearLeakyRelu without alpha, QLinearAveragePool without ceil_mode, the QDQ form of a convolution or
 // matmul: ledger entry opencv-qdq-constant-weight-dequantize; their integer form: no ConvInteger or MatMulInteger
 // layer), except where the variant forces it; the variant's opset replaces the seeded one, and `plain` the
@@ -69,6 +69,7 @@ inline ir::OnnxForm onnx_form(const ir::Graph& g, const Variant& v = {}) {
                        "conv_transpose2d attrs=minimal", "qlinear_conv2d attrs=minimal", "gemm=gemm_pretransposed",
                        "gemm=gemm_scaled", "gemm=gemm_transA", "softmax=decomposed", "slice=crop", "matmul=a_vector",
                        "matmul=b_vector", "gru rnn_inputs=given", "rnn_y_axis=squeeze", "lstm rnn_y_h_axis=squeeze",
+                       "gru rnn_y_h_axis=reshape",
                        "qlinear_leaky_relu defaults=omitted",
                        "qlinear_avg_pool2d attrs=minimal", "qlinear_conv2d qlinear=qdq", "qlinear_matmul qlinear=qdq",
                        "qlinear_conv2d qlinear=integer", "qlinear_matmul qlinear=integer"});
