@@ -14,6 +14,7 @@
 #include "data/values.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
+#include "oracle/node_kernel.h"
 #include "ref/interpreter.h"
 #include "ref/ranges.h"
 
@@ -435,8 +436,11 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
 // every library that ran it, its positions of the model's values judged (stage PR) wherever the float64
 // reference shows them decided by those values alone: per value that keeps the widened axis (the one axis
 // longer than in the model's run), at the offset where the most of its nonzero elements equal the model's run,
-// per element, the reference's value there equals its run of the model bit for bit (not NaN). A node is judged
-// only where every operand is a graph input, a weight or a judged value. Runs after the batch relation: each
+// per element, the reference's value there equals its run of the model bit for bit (not NaN) and no element of
+// a judged operand that is not decided reaches it (max(1e4, x) is 1e4 in both runs while x, a convolution over
+// fresh values, is not the model's: the node's float64 kernel on the wider reference's operands with every
+// undecided element of a judged operand NaN gives NaN there). A node is judged only where every operand is a
+// graph input, a weight or a judged value. Runs after the batch relation: each
 // worker's session becomes the wider model's.
 void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, const backends::ValueMap& inputs,
                        Evaluation& ev, Timing& t) {
@@ -460,14 +464,61 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
     std::vector<bool> decided;
   };
   std::map<std::string, Judged> judged;
+  const backends::ValueMap& own = ev.runs[0].values;
+  // Wide index of element i of a value of shape `mine` placed at offset `at` of axis `axis` of shape `wide`.
+  auto wide_index = [](const core::Shape& wide, const core::Shape& mine, size_t axis, int64_t at, int64_t i) {
+    int64_t w = 0, stride = 1;
+    for (size_t k = mine.size(); k-- > 0;) {
+      const int64_t c = i % mine[k] + (k == axis ? at : 0);
+      i /= mine[k];
+      w += c * stride;
+      stride *= wide[k];
+    }
+    return w;
+  };
+  // The node's outputs on the wider reference's operands, every element of a judged operand it does not decide
+  // NaN (empty where the kernel refuses them or an operand is missing).
+  auto tainted = [&](const ir::Node& n) -> std::vector<core::Tensor> {
+    std::vector<core::Tensor> ops;
+    for (const auto& i : n.inputs) {
+      const auto r = reference.find(i);
+      const auto init = wider.graph.initializers.find(i);
+      const auto in = wider.inputs.find(i);
+      const core::Tensor* v = r != reference.end()                     ? &r->second
+                              : init != wider.graph.initializers.end() ? &init->second
+                              : in != wider.inputs.end()               ? &in->second
+                                                                       : nullptr;
+      if (!v) return {};
+      core::Tensor t = v->to(core::DType::F64);
+      if (const auto j = judged.find(i); j != judged.end()) {
+        const core::Tensor kept = t;
+        for (int64_t k = 0; k < t.numel(); ++k) t.f64()[k] = NAN;
+        const core::Shape& mine = own.at(i).shape();
+        for (int64_t k = 0; k < static_cast<int64_t>(j->second.decided.size()); ++k)
+          if (j->second.decided[static_cast<size_t>(k)]) {
+            const int64_t w = wide_index(t.shape(), mine, j->second.axis, j->second.at, k);
+            t.f64()[w] = kept.f64()[w];
+          }
+      }
+      ops.push_back(std::move(t));
+    }
+    try {
+      return oracle::node_forward(n, ops);
+    } catch (const std::exception&) {
+      return {};
+    }
+  };
   std::set<std::string> operands;
   for (const auto& in : g.inputs) operands.insert(in.name);
   for (const auto& [name, w] : g.initializers) operands.insert(name);
-  const backends::ValueMap& own = ev.runs[0].values;
   for (const auto& n : g.nodes) {
     if (!std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return operands.count(i); }))
       continue;
-    for (const auto& o : n.outputs) {
+    const bool reads_judged =
+        std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return judged.count(i) > 0; });
+    std::vector<core::Tensor> taint;  // computed once, for the first output judged
+    for (size_t oi = 0; oi < n.outputs.size(); ++oi) {
+      const std::string& o = n.outputs[oi];
       const auto a = reference.find(o);
       const auto b = own.find(o);
       if (a == reference.end() || b == own.end()) continue;
@@ -498,9 +549,12 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       if (most == 0 || best < 0) continue;
       const core::Tensor x = slab(a->second, differ[0], best, here);
       Judged j{differ[0], best, std::vector<bool>(static_cast<size_t>(y.numel()))};
+      if (reads_judged && taint.empty()) taint = tainted(n);
+      const bool tainting = oi < taint.size() && taint[oi].shape() == wide;
       for (int64_t i = 0; i < y.numel(); ++i) {
         const double u = x.f64()[i], v = y.f64()[i];
-        j.decided[static_cast<size_t>(i)] = u == v && !std::isnan(u);
+        const bool reached = tainting && std::isnan(taint[oi].get(wide_index(wide, mine, j.axis, best, i)));
+        j.decided[static_cast<size_t>(i)] = u == v && !std::isnan(u) && !reached;
       }
       operands.insert(o);
       wider.placed.emplace(o, std::make_pair(j.axis, j.at));

@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "gen/builder.h"
 #include "ir/graph.h"
+#include "ir/json_io.h"
 #include "ops/registry.h"
 #include "report/repro.h"
 #include "support/stage_findings.h"
@@ -89,6 +90,36 @@ TEST(PositionRelation, AConvolutionsBorderIsNotJudgedSoTheReferenceAgreesWithIts
   const Evaluation ev = evaluate(conv_relu_tanh(), channels, workers);
   EXPECT_EQ(ev.positioned.length, 0);
   EXPECT_FALSE(ev.runs[1].positioned.ran);
+}
+
+// A value equal in both runs by coincidence is not decided where an undecided element of an operand reaches it
+// (campaign seed 14005: max(x, pad(f(conv(x)))) is x = 1e4 in both runs at a position that the pad fills in
+// the model's run and a convolution over fresh values in the wider one, where OpenCV's and Arm NN's softplus
+// overflowed (known bugs) and the maximum was blamed). Here faulty's exp returns +inf on (20, 88.72]: the wider
+// run's exp(21) is inf where the float64 one is 1.3e9 < x = 1e10, so the maximum is inf there; the per-node
+// stage finds nothing (the model's own run never reaches it) and neither does the relation.
+TEST(PositionRelation, AnElementAnUndecidedOperandReachesIsNotJudgedWhateverItEquals) {
+  ModelCase m;
+  m.graph = ir::graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 9]}],
+    "outputs": ["y"],
+    "initializers": [{"name": "w", "dtype": "float32", "shape": [1, 1, 5], "data": [2.1e-9, 0, 0, 1e-3, 0]}],
+    "nodes": [{"name": "c", "op": "conv1d", "inputs": ["x", "w"], "outputs": ["c"],
+               "attrs": {"kernel_shape": [5], "dilations": [2], "bias": 0, "out_channels": 1}},
+              {"name": "e", "op": "exp", "inputs": ["c"], "outputs": ["e"]},
+              {"name": "p", "op": "pad", "inputs": ["e"], "outputs": ["p"], "attrs": {"pads": [0, 0, 0, 0, 0, 8]}},
+              {"name": "y", "op": "maximum", "inputs": ["x", "p"], "outputs": ["y"]}]})",
+                                "coincidence");
+  core::Tensor x(core::DType::F64, {1, 1, 9});
+  x.f64()[6] = 1;  // the model's run: conv = 1e-3 at its one position, exp 1.001, padded to x's width
+  x.f64()[7] = 1e10;  // the wider run: conv = 21 + 1e-3 * (a fresh value) at position 7, exp inf in faulty
+  m.inputs = {{"x", x}};
+  const campaign::Setup setup = relation_setup("faulty:exp-overflow-early", 2, 17, 0);
+  WorkerSet workers(setup.backends, setup.limits);
+  const Evaluation ev = evaluate(m, setup, workers);
+  ASSERT_EQ(ev.positioned.length, 17) << ev.runs[1].outcome.str();
+  ASSERT_TRUE(ev.runs[1].positioned.ran);
+  EXPECT_TRUE(of_stage(ev, core::Stage::Forward).empty());
+  EXPECT_TRUE(of_stage(ev, core::Stage::Position).empty()) << of_stage(ev, core::Stage::Position)[0].detail;
 }
 
 TEST(PositionRelation, TheDrawSkipsAnAxisTiedToItsLengthAndIsAFunctionOfTheCase) {
