@@ -461,7 +461,11 @@ std::vector<Tensor> lrn_vjp(const Inputs& in, const Attrs& a, const std::vector<
     for (int64_t ch = 0; ch < g.c; ++ch)
       for (int64_t k = 0; k < g.sp; ++k) {
         const int64_t i = (b * g.c + ch) * g.sp + k;
-        const double coef = gy[i] * xp[i] * -g.beta * lrn_power(dp[i], -g.beta - 1.0) * g.alpha_n * 2.0;
+        // gy * x, the product oneDNN's backward holds in float32 before scaling it by d^-beta-1 (seed 14005:
+        // 1.5e38 * 10 is inf there, the gradient -inf where 2.4e36 is exact): NaN in the float32 trials where it
+        // passes FLT_MAX.
+        const double gyx = gy[i] * xp[i] + float32_range(std::abs(gy[i] * xp[i]));
+        const double coef = gyx * -g.beta * lrn_power(dp[i], -g.beta - 1.0) * g.alpha_n * 2.0;
         for (int64_t j = std::max<int64_t>(0, ch - g.before); j <= std::min(g.c - 1, ch + g.after); ++j) {
           const int64_t ij = (b * g.c + j) * g.sp + k;
           gxp[ij] += coef * xp[ij];

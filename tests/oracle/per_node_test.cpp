@@ -1027,6 +1027,34 @@ TEST(PerNode, ALayerNormGradientWhoseRawTimesRstdCubedOverflowsFloat32IsNotAFind
   }
 }
 
+// oneDNN's LRN backward holds dy * x in float32 before scaling it by d^-beta-1: with an incoming gradient near
+// FLT_MAX the product overflows where the gradient fits (seed 14005: dy 1.4677e38, x 10, one channel: oneDNN
+// -inf where 2.4e36 is exact; libtorch, which scales first, gives it). An incoming gradient of 1e30 stays a finding.
+TEST(PerNode, AnLrnGradientWhoseDyTimesXOverflowsFloat32IsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 1, 2]}], "outputs": ["y"],
+    "nodes": [{"name": "y", "op": "lrn", "inputs": ["x"], "outputs": ["y"],
+               "attrs": {"alpha": 0.09, "beta": 0.75, "bias": 1.0, "size": 5}}]})",
+                                          "lrn_dy_x_overflow");
+  for (double dy : {1.4677241e38, 1e30}) {
+    const Case base(g, {{"x", core::Tensor::f64({1, 1, 1, 2}, {10, 0})}}, core::Tensor::f64({1, 1, 1, 2}, {0, 0}));
+    const core::Tensor y = base.run("ref").values.at("y");
+    // mse over 2 elements: dL/dy = y - t, so t = y - dy.
+    const Case c(g, {{"x", core::Tensor::f64({1, 1, 1, 2}, {10, 0})}},
+                 core::Tensor::f64({1, 1, 1, 2}, {y.get(0) - dy, y.get(1)}));
+    BackendRun a = c.run("A");
+    ASSERT_LT(std::abs(a.grads.at("x").get(0)), 3e38);  // the exact gradient fits float32
+    a.grads["x"].f64()[0] = -INFINITY;
+    const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+    if (dy > 1e37) {
+      for (const auto& f : found) ADD_FAILURE() << f.signature() << ": " << f.detail;
+    } else {
+      ASSERT_EQ(found.size(), 1u);
+      EXPECT_EQ(found[0].op, "lrn");
+    }
+  }
+}
+
 // Nearest resize rounds a source coordinate that float32 implementations compute as o * float(in /
 // out) (libtorch even in float64: its scale is a float): where the exact coordinate is an integer
 // (floor) or a half-way point (the round modes), it may land on either side. 26 -> 22 with
