@@ -465,17 +465,6 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
   };
   std::map<std::string, Judged> judged;
   const backends::ValueMap& own = ev.runs[0].values;
-  // Wide index of element i of a value of shape `mine` placed at offset `at` of axis `axis` of shape `wide`.
-  auto wide_index = [](const core::Shape& wide, const core::Shape& mine, size_t axis, int64_t at, int64_t i) {
-    int64_t w = 0, stride = 1;
-    for (size_t k = mine.size(); k-- > 0;) {
-      const int64_t c = i % mine[k] + (k == axis ? at : 0);
-      i /= mine[k];
-      w += c * stride;
-      stride *= wide[k];
-    }
-    return w;
-  };
   // The node's outputs on the wider reference's operands, every element of a judged operand it does not decide
   // NaN (empty where the kernel refuses them or an operand is missing).
   auto tainted = [&](const ir::Node& n) -> std::vector<core::Tensor> {
@@ -491,14 +480,12 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       if (!v) return {};
       core::Tensor t = v->to(core::DType::F64);
       if (const auto j = judged.find(i); j != judged.end()) {
-        const core::Tensor kept = t;
+        const Judged& ji = j->second;
+        core::Tensor mine = slab(t, ji.axis, ji.at, own.at(i).shape()[ji.axis]);
+        for (int64_t k = 0; k < mine.numel(); ++k)
+          if (!ji.decided[static_cast<size_t>(k)]) mine.f64()[k] = NAN;
         for (int64_t k = 0; k < t.numel(); ++k) t.f64()[k] = NAN;
-        const core::Shape& mine = own.at(i).shape();
-        for (int64_t k = 0; k < static_cast<int64_t>(j->second.decided.size()); ++k)
-          if (j->second.decided[static_cast<size_t>(k)]) {
-            const int64_t w = wide_index(t.shape(), mine, j->second.axis, j->second.at, k);
-            t.f64()[w] = kept.f64()[w];
-          }
+        place(t, mine, ji.axis, ji.at);
       }
       ops.push_back(std::move(t));
     }
@@ -550,10 +537,12 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       const core::Tensor x = slab(a->second, differ[0], best, here);
       Judged j{differ[0], best, std::vector<bool>(static_cast<size_t>(y.numel()))};
       if (reads_judged && taint.empty()) taint = tainted(n);
-      const bool tainting = oi < taint.size() && taint[oi].shape() == wide;
+      const core::Tensor reached_by = oi < taint.size() && taint[oi].shape() == wide
+                                          ? slab(taint[oi], j.axis, best, here).to(core::DType::F64)
+                                          : core::Tensor();
       for (int64_t i = 0; i < y.numel(); ++i) {
         const double u = x.f64()[i], v = y.f64()[i];
-        const bool reached = tainting && std::isnan(taint[oi].get(wide_index(wide, mine, j.axis, best, i)));
+        const bool reached = reached_by.defined() && std::isnan(reached_by.f64()[i]);
         j.decided[static_cast<size_t>(i)] = u == v && !std::isnan(u) && !reached;
       }
       operands.insert(o);
