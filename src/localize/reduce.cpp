@@ -290,15 +290,27 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
     if (!retarget(c, y->second)) c.grad = core::Tensor();
   };
 
-  // 1. The blamed node alone, fed the recorded values of its inputs.
+  // 1. The blamed node alone, fed the recorded values of its inputs. A backward finding whose recorded
+  //    incoming gradient mse_loss cannot give (an output element NaN or infinite on the library, where a
+  //    library's NaN-swallowing consumer sent back a number: (y - t) is NaN there whatever t) is tried
+  //    again trained with the campaign's own loss and target, which may send back a number there too.
   try {
     Case one;
     one.graph = ir::one_node(original.graph, blamed_node);
     below_loss(one, one.graph.outputs[0]);
-    if (feed(one, original, recorded) && run.try_case(one, "the blamed node '" + blamed_node + "' alone")) {
-      r.reduced = std::move(one);
-      r.one_node = true;
-      return r;
+    if (feed(one, original, recorded)) {
+      bool shows = run.try_case(one, "the blamed node '" + blamed_node + "' alone");
+      if (!shows && backward && one.grad.defined()) {
+        one.grad = core::Tensor();
+        one.target = core::Tensor();
+        one.loss.clear();
+        shows = run.try_case(one, "the blamed node '" + blamed_node + "' alone, with the campaign's loss");
+      }
+      if (shows) {
+        r.reduced = std::move(one);
+        r.one_node = true;
+        return r;
+      }
     }
   } catch (const core::UserError&) {
   }
@@ -314,6 +326,36 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
     below_loss(c, blamed->outputs[0]);
     if (feed(c, original, recorded) && run.try_case(c, "ancestors of '" + blamed_node + "'")) cur = std::move(c);
   } catch (const core::UserError&) {
+  }
+  // 2b. Where the finding needs what follows the blamed node (a consumer that turns the node's NaN output
+  //     into numbers whose gradient shows the fault), the model cut at the output of each node after it in
+  //     turn, nearest first, at most kMaxCuts of them: the first that shows it is kept.
+  if (cur.graph.nodes.size() == original.graph.nodes.size()) {
+    constexpr int kMaxCuts = 4;
+    int cuts = 0;
+    bool after = false;
+    for (const auto& n : original.graph.nodes) {
+      if (n.name == blamed_node) {
+        after = true;
+        continue;
+      }
+      if (!after || cuts >= kMaxCuts || r.runs >= opt.max_runs) continue;
+      if (!ir::ancestors(original.graph, n.name).count(blamed_node)) continue;
+      if (n.outputs[0] == original.graph.outputs[0]) break;  // the whole model: the original
+      ++cuts;
+      try {
+        Case c = original;
+        c.graph.outputs = {n.outputs[0]};
+        c.graph.types.clear();
+        c.graph = ir::remove_unused(c.graph);
+        below_loss(c, n.outputs[0]);
+        if (feed(c, original, recorded) && run.try_case(c, "cut at '" + n.name + "' after '" + blamed_node + "'")) {
+          cur = std::move(c);
+          break;
+        }
+      } catch (const core::UserError&) {
+      }
+    }
   }
 
   // 3. Sets of upstream nodes removed by delta debugging: their outputs become inputs fed the

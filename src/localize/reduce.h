@@ -2,10 +2,11 @@
 // (ir/edit.h), each kept only when the finding's predicate still holds. Deterministic and bounded
 // by a number of predicate runs. Steps: the blamed node alone, fed the blamed backend's recorded
 // values of its inputs (for a backward finding, trained with mse_loss against a target whose loss
-// gradient is the recorded incoming gradient); else the ancestors of the blamed node (the loss moved
-// to its output the same way), then delta debugging (ddmin) over sets of upstream nodes (each
-// removed node's outputs become graph inputs fed the recorded values); then attributes toward their
-// defaults. A crash that names no node: ddmin over all the nodes, and find_culprit.
+// gradient is the recorded incoming gradient, else, where mse_loss cannot give it at a NaN or infinite
+// output, with the campaign's own loss); else the ancestors of the blamed node (the loss moved to its
+// output the same way), else the model cut at the output of one of the nearest nodes after it (a consumer
+// the finding needs); then delta debugging (ddmin) over sets of upstream nodes (each removed node's
+// outputs become graph inputs fed the recorded values); then attributes toward their defaults. A crash that names no node: ddmin over all the nodes, and find_culprit.
 #pragma once
 #include <functional>
 #include <iosfwd>

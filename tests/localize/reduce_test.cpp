@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "ir/edit.h"
 #include "ir/graph.h"
@@ -163,6 +164,70 @@ TEST(Culprit, TheFirstNodeWrongAloneInOrder) {
   EXPECT_EQ(found.runs, 2);
   EXPECT_EQ(find_culprit(c, reference, [](const Case&) { return std::string(); }, 10).node, "");
   EXPECT_EQ(find_culprit(c, reference, wrong, 1).node, "");  // the budget
+}
+
+// x -> p (neg) -> b (transpose, blamed) -> q (relu) -> w (tanh); x holds a NaN, so b's output does.
+Case nan_chain() {
+  Case c;
+  c.graph.inputs = {{"x", {core::DType::F32, {2, 3}}}};
+  c.graph.nodes.push_back({"p", "neg", {"x"}, {"p"}, {}});
+  c.graph.nodes.push_back({"b", "transpose", {"p"}, {"b"}, {{"perm", std::vector<int64_t>{1, 0}}}});
+  c.graph.nodes.push_back({"q", "relu", {"b"}, {"q"}, {}});
+  c.graph.nodes.push_back({"w", "tanh", {"q"}, {"w"}, {}});
+  c.graph.outputs = {"w"};
+  ir::validate(c.graph, "test");
+  c.inputs["x"] = core::Tensor::f64({2, 3}, {1, std::nan(""), 3, -4, 5, -6});
+  return c;
+}
+
+// Whether a case cut below its loss gets a number as every element's incoming gradient on the library:
+// mse_loss's 2 (y - t) / N, with the target t made from the library's recorded y and incoming gradient,
+// is NaN where that y is (whatever t); the campaign's own loss (no Case::loss) may send back a number.
+bool incoming_finite(const Case& k) {
+  if (k.loss.empty()) return true;
+  for (int64_t i = 0; i < k.target.numel(); ++i)
+    if (!std::isfinite(k.target.get(i))) return false;
+  return true;
+}
+
+TEST(BackwardReduce, ANodeWhoseOutputIsNaNTrainsAloneWithTheCampaignsLoss) {
+  // The library sent a number back to b's NaN output elements; the fault shows on b's own operands
+  // whenever the gradient reaching b is a number, which mse_loss cannot give at a NaN output.
+  const Case c = nan_chain();
+  const backends::ValueMap recorded = ref::forward(c.graph, c.inputs);
+  const backends::ValueMap grads{{"b", core::Tensor::f64({3, 2}, {0.1, -0.2, 0.3, -0.4, 0.5, -0.6})}};
+  const Predicate holds = [](const Case& k) { return has(k, "b") && incoming_finite(k); };
+  std::ostringstream log;
+  const Reduced r = reduce(c, "b", true, recorded, grads, holds, ReduceOptions{100, &log});
+  ASSERT_TRUE(r.reproduced);
+  EXPECT_TRUE(r.one_node) << log.str();
+  EXPECT_EQ(r.reduced.graph.nodes.size(), 1u);
+  EXPECT_TRUE(r.reduced.loss.empty());
+  EXPECT_FALSE(r.reduced.grad.defined());
+  EXPECT_NE(log.str().find("alone, with the campaign's loss: reproduces"), std::string::npos) << log.str();
+}
+
+TEST(BackwardReduce, AFindingThatNeedsTheNextNodeIsCutThere) {
+  // The gradient shows the fault only where b's consumer q turned its NaN into numbers (the library's
+  // q swallows NaN: its recorded value is finite), so the case keeps q and is cut at q's output, not at
+  // the model's: b and q, fed the recorded value of p.
+  const Case c = nan_chain();
+  backends::ValueMap recorded = ref::forward(c.graph, c.inputs);
+  core::Tensor q = recorded.at("q");
+  for (int64_t i = 0; i < q.numel(); ++i)
+    if (std::isnan(q.get(i))) q.f64()[i] = 0;
+  recorded.at("q") = q;
+  const core::Tensor g = core::Tensor::f64({3, 2}, {0.1, -0.2, 0.3, -0.4, 0.5, -0.6});
+  const backends::ValueMap grads{{"b", g}, {"q", g}, {"w", g}};
+  const Predicate holds = [](const Case& k) { return has(k, "b") && has(k, "q") && incoming_finite(k); };
+  std::ostringstream log;
+  const Reduced r = reduce(c, "b", true, recorded, grads, holds, ReduceOptions{100, &log});
+  ASSERT_TRUE(r.reproduced);
+  EXPECT_EQ(r.reduced.graph.nodes.size(), 2u) << log.str();
+  EXPECT_TRUE(has(r.reduced, "b") && has(r.reduced, "q"));
+  EXPECT_EQ(r.reduced.graph.outputs, (std::vector<std::string>{"q"}));
+  EXPECT_EQ(r.reduced.loss, "mse_loss");  // the recorded incoming gradient at q's output
+  EXPECT_NE(log.str().find("cut at 'q' after 'b': reproduces"), std::string::npos) << log.str();
 }
 
 }  // namespace
