@@ -41,8 +41,8 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
   for (const auto& n : m.graph.nodes) ops.insert(n.op);
   for (const auto& r : ev.runs) {
     if (r.is_reference || r.unsupported || r.outcome.status == worker::Status::Unsupported) continue;
-    for (const auto& op : ops) facts.push_back({r.backend, "ran", op, index});
-    if (r.trained && !loss.empty()) facts.push_back({r.backend, "ran", loss, index});
+    for (const auto& op : ops) facts.push_back({r.backend, search::FactKind::Ran, op, index});
+    if (r.trained && !loss.empty()) facts.push_back({r.backend, search::FactKind::Ran, loss, index});
   }
   // What each optimizer did in the optimized run ("fused ..." entries of its lowering), once per model.
   for (const auto& r : ev.runs) {
@@ -51,7 +51,7 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
     for (const auto& [node, list] : r.optimized.lowering)
       for (const auto& x : list)
         if (const std::string f = backends::fused_entry(x); !f.empty()) fused.insert(f);
-    for (const auto& f : fused) facts.push_back({r.backend, "fused", f, index});
+    for (const auto& f : fused) facts.push_back({r.backend, search::FactKind::Fused, f, index});
   }
   // Exchange forms: "onnx opset N" and "onnx form what=form,..." per node, as the backend read them.
   for (const auto& [backend, nodes] : ev.exchange) {
@@ -59,13 +59,13 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
       const ir::Node* n = m.graph.find_node(node);
       for (const auto& x : list) {
         if (x.rfind("onnx opset ", 0) == 0) {
-          facts.push_back({backend, "opset", x.substr(11), index});
+          facts.push_back({backend, search::FactKind::Opset, x.substr(11), index});
         } else if (x.rfind("onnx form ", 0) == 0 && n) {
           const std::string forms = x.substr(10);
           for (size_t p = 0; p <= forms.size();) {
             size_t q = forms.find(',', p);
             if (q == std::string::npos) q = forms.size();
-            if (q > p) facts.push_back({backend, "form", n->op + " " + forms.substr(p, q - p), index});
+            if (q > p) facts.push_back({backend, search::FactKind::Form, n->op + " " + forms.substr(p, q - p), index});
             p = q + 1;
           }
         }
@@ -84,7 +84,7 @@ void open_coverage(Store& store, search::Coverage& cov, const std::vector<worker
     const std::string name = backends[i].str();
     if (probed.count(name)) continue;
     std::vector<search::Fact> facts;
-    for (const auto& op : mapped_operators(workers.at(i))) facts.push_back({name, "maps", op, -1});
+    for (const auto& op : mapped_operators(workers.at(i))) facts.push_back({name, search::FactKind::Maps, op, -1});
     store.record_coverage(cov.add(facts));
   }
 }

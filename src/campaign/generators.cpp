@@ -55,7 +55,7 @@ struct Draw {
     std::map<std::string, std::vector<std::string>> stored;
     if (coverage)
       for (const auto& f : coverage->facts())
-        if (f.kind == "maps") stored[f.subject].push_back(f.value);
+        if (f.kind == search::FactKind::Maps) stored[f.subject].push_back(f.value);
     for (size_t i = 0; i < draw.backends.size(); ++i) {
       gen::Target t;
       t.name = draw.backends[i].str();

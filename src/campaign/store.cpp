@@ -512,7 +512,8 @@ void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
             " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = MIN(first_model, excluded.first_model),"
             " models = models + excluded.models");
     for (const auto& f : facts) {
-      up.bind(1, f.subject).bind(2, f.kind).bind(3, f.value).bind(4, f.model).bind(5, f.models).step();
+      up.bind(1, f.subject).bind(2, std::string(search::to_string(f.kind))).bind(3, f.value);
+      up.bind(4, f.model).bind(5, f.models).step();
       up.reset();
     }
   });
@@ -523,7 +524,9 @@ std::vector<search::Fact> SqliteStore::coverage() {
   std::vector<search::Fact> out;
   Stmt s(db_,
          "SELECT subject, kind, value, first_model, models FROM coverage ORDER BY first_model, subject, kind, value");
-  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.i64(3), s.i64(4)});
+  while (s.step())  // a kind this version does not know (a later version's row) is skipped
+    if (const auto kind = search::fact_kind_from_string(s.text(1)))
+      out.push_back({s.text(0), *kind, s.text(2), s.i64(3), s.i64(4)});
   return out;
 }
 

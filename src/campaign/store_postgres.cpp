@@ -347,7 +347,7 @@ class PostgresStore final : public Store {
         q("INSERT INTO coverage (subject, kind, value, first_model, models) VALUES ($1, $2, $3, $4, $5)"
           " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = LEAST(coverage.first_model,"
           " excluded.first_model), models = coverage.models + excluded.models",
-          {f.subject, f.kind, f.value, std::to_string(f.model), std::to_string(f.models)});
+          {f.subject, search::to_string(f.kind), f.value, std::to_string(f.model), std::to_string(f.models)});
     });
   }
 
@@ -357,8 +357,9 @@ class PostgresStore final : public Store {
         "SELECT subject, kind, value, first_model, models FROM coverage"
         " ORDER BY first_model, subject COLLATE \"C\", kind COLLATE \"C\", value COLLATE \"C\"");
     std::vector<search::Fact> out;
-    for (int i = 0; i < r.rows(); ++i)
-      out.push_back({r.text(i, 0), r.text(i, 1), r.text(i, 2), r.i64(i, 3), r.i64(i, 4)});
+    for (int i = 0; i < r.rows(); ++i)  // a kind this version does not know (a later version's row) is skipped
+      if (const auto kind = search::fact_kind_from_string(r.text(i, 1)))
+        out.push_back({r.text(i, 0), *kind, r.text(i, 2), r.i64(i, 3), r.i64(i, 4)});
     return out;
   }
 

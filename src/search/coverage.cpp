@@ -35,6 +35,30 @@ void parse_weights(const std::string& text, CoverageOptions& opt) {
   opt.w_spc = w[4];
 }
 
+namespace {
+constexpr std::pair<FactKind, const char*> kFactKinds[] = {
+    {FactKind::Form, "form"}, {FactKind::Fused, "fused"}, {FactKind::In, "in"},   {FactKind::Maps, "maps"},
+    {FactKind::Op, "op"},     {FactKind::Opset, "opset"}, {FactKind::Out, "out"}, {FactKind::Ran, "ran"},
+    {FactKind::Spc, "spc"},   {FactKind::Succ, "succ"}};
+}  // namespace
+
+const char* to_string(FactKind k) {
+  for (const auto& [kind, name] : kFactKinds)
+    if (kind == k) return name;
+  return "?";
+}
+
+std::optional<FactKind> fact_kind_from_string(const std::string& s) {
+  for (const auto& [kind, name] : kFactKinds)
+    if (s == name) return kind;
+  return std::nullopt;
+}
+
+bool backend_fact(FactKind k) {
+  return k == FactKind::Maps || k == FactKind::Ran || k == FactKind::Form || k == FactKind::Opset ||
+         k == FactKind::Fused;
+}
+
 const std::vector<std::string>& operator_types() {
   static const std::vector<std::string> types = [] {
     std::vector<std::string> v;
@@ -97,15 +121,15 @@ std::vector<Fact> model_facts(const ir::Graph& g, int64_t model) {
   for (const auto& n : g.nodes)
     for (size_t i = 0; i < ir::data_input_count(n); ++i) readers[n.inputs[i]].push_back(&n);
   std::vector<Fact> out;
-  auto fact = [&](const std::string& op, const char* kind, std::string value) {
+  auto fact = [&](const std::string& op, FactKind kind, std::string value) {
     out.push_back({op, kind, std::move(value), model});
   };
   for (const auto& n : g.nodes) {
     const ops::OpSpec* spec = ops::catalogue().find(n.op);
     if (!spec || spec->is_loss) continue;
-    fact(n.op, "op", "");
+    fact(n.op, FactKind::Op, "");
     const size_t nd = ir::data_input_count(n);
-    fact(n.op, "in", std::to_string(std::min<size_t>(nd, kMaxDegree)));
+    fact(n.op, FactKind::In, std::to_string(std::min<size_t>(nd, kMaxDegree)));
     std::set<const ir::Node*> succ;
     int out_degree = 0;
     for (const auto& o : n.outputs) {
@@ -114,10 +138,10 @@ std::vector<Fact> model_facts(const ir::Graph& g, int64_t model) {
         for (const ir::Node* s : r->second) succ.insert(s);
     }
     out_degree += static_cast<int>(succ.size());
-    if (out_degree > 0) fact(n.op, "out", std::to_string(std::min(out_degree, kMaxDegree)));
+    if (out_degree > 0) fact(n.op, FactKind::Out, std::to_string(std::min(out_degree, kMaxDegree)));
     std::set<std::string> succ_ops;
     for (const ir::Node* s : succ) succ_ops.insert(s->op);
-    for (const auto& s : succ_ops) fact(n.op, "succ", s);
+    for (const auto& s : succ_ops) fact(n.op, FactKind::Succ, s);
     // The shape-and-parameter vector: data-input types, then every attribute (defaults filled).
     std::string key;
     for (size_t i = 0; i < nd; ++i) {
@@ -128,7 +152,7 @@ std::vector<Fact> model_facts(const ir::Graph& g, int64_t model) {
     for (const auto& a : spec->attrs)
       if (!attrs.count(a.name)) attrs[a.name] = a.default_value;
     key += core::to_string(attrs);
-    fact(n.op, "spc", digest(key));
+    fact(n.op, FactKind::Spc, digest(key));
   }
   return out;
 }
@@ -137,7 +161,7 @@ Coverage::Coverage(CoverageOptions opt) : opt_(opt) {}
 
 bool Coverage::add_locked(const Fact& f) {
   const auto key = std::make_tuple(f.subject, f.kind, f.value);
-  if (f.kind == "fused") {  // counted: every one is passed on
+  if (f.kind == FactKind::Fused) {  // counted: every one is passed on
     fused_[f.subject][f.value] += f.models;
     auto [it, fresh] = first_.emplace(key, f.model);
     if (!fresh) it->second = std::min(it->second, f.model);
@@ -147,24 +171,22 @@ bool Coverage::add_locked(const Fact& f) {
     it->second = std::min(it->second, f.model);
     return false;
   }
-  if (f.kind == "maps" || f.kind == "ran") {
+  if (f.kind == FactKind::Maps || f.kind == FactKind::Ran) {
     auto& b = backends_[f.subject];
-    (f.kind == "maps" ? b.first : b.second).insert(f.value);
-  } else if (f.kind == "form") {
+    (f.kind == FactKind::Maps ? b.first : b.second).insert(f.value);
+  } else if (f.kind == FactKind::Form) {
     forms_[f.subject].insert(f.value);
-  } else if (f.kind == "opset") {
+  } else if (f.kind == FactKind::Opset) {
     opsets_[f.subject].insert(std::stoi(f.value));
   } else {
     Op& o = ops_[f.subject];
-    if (f.kind == "op") o.used = true;
-    else if (f.kind == "in") o.in.insert(std::stoi(f.value));
-    else if (f.kind == "out") o.out.insert(std::stoi(f.value));
-    else if (f.kind == "succ") o.succ.insert(f.value);
-    else if (f.kind == "spc") {
+    if (f.kind == FactKind::Op) o.used = true;
+    else if (f.kind == FactKind::In) o.in.insert(std::stoi(f.value));
+    else if (f.kind == FactKind::Out) o.out.insert(std::stoi(f.value));
+    else if (f.kind == FactKind::Succ) o.succ.insert(f.value);
+    else {  // FactKind::Spc
       if (static_cast<int64_t>(o.spc.size()) >= opt_.n_maxspc) return false;
       o.spc.insert(f.value);
-    } else {
-      return false;  // a kind this version does not know: ignored
     }
   }
   first_.emplace(key, f.model);
@@ -182,13 +204,13 @@ std::vector<Fact> Coverage::add(const std::vector<Fact>& facts) {
 size_t Coverage::gain(const ir::Graph& g) const {
   const std::vector<Fact> facts = model_facts(g);
   std::lock_guard<std::mutex> lock(mu_);
-  std::set<std::tuple<std::string, std::string, std::string>> seen;
+  std::set<std::tuple<std::string, FactKind, std::string>> seen;
   std::map<std::string, int64_t> spc_new;
   size_t n = 0;
   for (const Fact& f : facts) {
     const auto key = std::make_tuple(f.subject, f.kind, f.value);
     if (first_.count(key) || !seen.insert(key).second) continue;
-    if (f.kind == "spc") {
+    if (f.kind == FactKind::Spc) {
       const auto it = ops_.find(f.subject);
       const int64_t have = (it == ops_.end() ? 0 : static_cast<int64_t>(it->second.spc.size())) + spc_new[f.subject];
       if (have >= opt_.n_maxspc) continue;
@@ -303,8 +325,7 @@ std::vector<std::pair<int64_t, Parts>> coverage_curve(const std::vector<Fact>& f
                                                       int points) {
   std::vector<Fact> sorted;
   for (const Fact& f : facts)
-    if (f.kind != "maps" && f.kind != "ran" && f.kind != "form" && f.kind != "opset" && f.kind != "fused")
-      sorted.push_back(f);
+    if (!backend_fact(f.kind)) sorted.push_back(f);
   std::stable_sort(sorted.begin(), sorted.end(), [](const Fact& a, const Fact& b) { return a.model < b.model; });
   std::vector<std::pair<int64_t, Parts>> curve;
   if (sorted.empty()) return curve;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,8 +26,20 @@
 
 namespace quorum::search {
 
+// What a fact records (the header above); its text form (to_string: "op", "maps", ...) is what the
+// stores keep. Listed in the alphabetical order of those names, so facts keyed by kind sort as their
+// stored rows do.
+enum class FactKind : uint8_t { Form, Fused, In, Maps, Op, Opset, Out, Ran, Spc, Succ };
+const char* to_string(FactKind k);
+// The kind named `s`; nullopt for a name this version does not know (a row a later version stored).
+std::optional<FactKind> fact_kind_from_string(const std::string& s);
+// A backend's fact (maps, ran, form, opset, fused), not an operator's.
+bool backend_fact(FactKind k);
+
 struct Fact {
-  std::string subject, kind, value;
+  std::string subject;
+  FactKind kind = FactKind::Op;
+  std::string value;
   int64_t model = 0;  // the first model that covered it
   // How many models showed it: counted for "fused" facts (Coverage::add passes every one on, the store
   // sums them); other kinds are recorded once, their count means nothing.
@@ -123,7 +136,7 @@ class Coverage : public gen::Feedback {
   std::map<std::string, std::set<std::string>> forms_;  // backend -> forms read
   std::map<std::string, std::map<std::string, int64_t>> fused_;  // backend -> what its optimizer did -> models
   std::map<std::string, std::set<int>> opsets_;          // backend -> opsets read
-  std::map<std::tuple<std::string, std::string, std::string>, int64_t> first_;  // fact -> first model
+  std::map<std::tuple<std::string, FactKind, std::string>, int64_t> first_;  // fact -> first model
 };
 
 // Coverage after models 0 .. x, at most `points` points over the models the facts reach (a

@@ -100,13 +100,15 @@ std::string exercise(Store& s) {
            " failed " + std::to_string(c.models.failed) + " " + std::to_string(c.models.seconds) + " s, refused " +
            std::to_string(c.refused) + " not sent " + std::to_string(c.not_sent) + " in " +
            std::to_string(c.refusals.size()) + " rows\n";
-  s.record_coverage({{"relu", "op", "", 4}, {"relu", "spc", "ab", 4}, {"exec:a", "maps", "relu", -1}});
-  s.record_coverage({{"relu", "op", "", 2}, {"add", "succ", "relu", 6}});
-  s.record_coverage({{"exec:a", "fused", "Conv+ReLU", 5}, {"exec:a", "fused", "Conv+ReLU", 3, 2}});
+  using search::FactKind;
+  s.record_coverage(
+      {{"relu", FactKind::Op, "", 4}, {"relu", FactKind::Spc, "ab", 4}, {"exec:a", FactKind::Maps, "relu", -1}});
+  s.record_coverage({{"relu", FactKind::Op, "", 2}, {"add", FactKind::Succ, "relu", 6}});
+  s.record_coverage({{"exec:a", FactKind::Fused, "Conv+ReLU", 5}, {"exec:a", FactKind::Fused, "Conv+ReLU", 3, 2}});
   s.record_coverage({});
   for (const auto& f : s.coverage())
-    out += f.subject + " " + f.kind + " " + f.value + " " + std::to_string(f.model) +
-           (f.kind == "fused" ? " in " + std::to_string(f.models) + " models" : "") + "\n";
+    out += f.subject + " " + search::to_string(f.kind) + " " + f.value + " " + std::to_string(f.model) +
+           (f.kind == FactKind::Fused ? " in " + std::to_string(f.models) + " models" : "") + "\n";
   EXPECT_THROW(s.check_settings({{"seed", "8"}}), core::UserError);
   EXPECT_THROW(s.insert({s.findings()[0]}, {}), core::UserError);
   EXPECT_THROW(s.insert({}, {{2, 0, "t"}}), core::UserError);

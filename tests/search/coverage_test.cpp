@@ -93,9 +93,9 @@ TEST(Coverage, ShapeAndParameterVectorsStopAtNMaxspcAndAFactKeepsItsEarliestMode
       EXPECT_DOUBLE_EQ(oc.parts.spc, 1.0);
     }
   EXPECT_EQ(c.gain(single_relu({5, 3})), 0u);
-  c.add({{"relu", "op", "", 2}});
+  c.add({{"relu", FactKind::Op, "", 2}});
   for (const Fact& f : c.facts())
-    if (f.kind == "op") {
+    if (f.kind == FactKind::Op) {
       EXPECT_EQ(f.model, 2);
     }
 }
@@ -112,13 +112,13 @@ TEST(Coverage, WeightsChooseTheParts) {
 
 TEST(Coverage, FunctionalityIsTheShareOfWhatABackendMapsThatItRan) {
   Coverage c;
-  c.add({{"lib:a", "maps", "relu", -1},
-         {"lib:a", "maps", "add", -1},
-         {"lib:a", "maps", "sigmoid", -1},
-         {"lib:a", "maps", "mse_loss", -1},
-         {"lib:a", "ran", "relu", 0},
-         {"lib:a", "ran", "mse_loss", 0},
-         {"lib:a", "ran", "relu", 1}});
+  c.add({{"lib:a", FactKind::Maps, "relu", -1},
+         {"lib:a", FactKind::Maps, "add", -1},
+         {"lib:a", FactKind::Maps, "sigmoid", -1},
+         {"lib:a", FactKind::Maps, "mse_loss", -1},
+         {"lib:a", FactKind::Ran, "relu", 0},
+         {"lib:a", FactKind::Ran, "mse_loss", 0},
+         {"lib:a", FactKind::Ran, "relu", 1}});
   const auto f = c.functionality();
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].backend, "lib:a");
@@ -132,14 +132,14 @@ TEST(Coverage, FunctionalityIsTheShareOfWhatABackendMapsThatItRan) {
 // opsets of a range it never read; none of it is operator coverage.
 TEST(Coverage, ExchangeFormsAndOpsetsArePerBackend) {
   Coverage c;
-  const auto fresh = c.add({{"lib:a", "maps", "dense", -1},
-                            {"lib:a", "ran", "dense", 0},
-                            {"lib:a", "opset", "12", 0},
-                            {"lib:a", "form", "dense gemm=matmul_add", 0},
-                            {"lib:a", "form", "dense operands=constant_node", 0},
-                            {"lib:a", "opset", "12", 1},
-                            {"lib:a", "opset", "16", 2},
-                            {"lib:a", "form", "dense gemm=matmul_add", 2}});
+  const auto fresh = c.add({{"lib:a", FactKind::Maps, "dense", -1},
+                            {"lib:a", FactKind::Ran, "dense", 0},
+                            {"lib:a", FactKind::Opset, "12", 0},
+                            {"lib:a", FactKind::Form, "dense gemm=matmul_add", 0},
+                            {"lib:a", FactKind::Form, "dense operands=constant_node", 0},
+                            {"lib:a", FactKind::Opset, "12", 1},
+                            {"lib:a", FactKind::Opset, "16", 2},
+                            {"lib:a", FactKind::Form, "dense gemm=matmul_add", 2}});
   EXPECT_EQ(fresh.size(), 6u);
   const auto f = c.functionality();
   ASSERT_EQ(f.size(), 1u);
@@ -158,10 +158,10 @@ TEST(Coverage, ExchangeFormsAndOpsetsArePerBackend) {
 // earliest model kept; none of it is operator coverage.
 TEST(Coverage, FusionsAreCountedInModels) {
   Coverage c;
-  const auto fresh = c.add({{"lib:a", "maps", "conv2d", -1},
-                            {"lib:a", "fused", "Conv+ReLU", 4},
-                            {"lib:a", "fused", "Conv+ReLU", 2},
-                            {"lib:a", "fused", "Gemm+Add", 3, 5}});
+  const auto fresh = c.add({{"lib:a", FactKind::Maps, "conv2d", -1},
+                            {"lib:a", FactKind::Fused, "Conv+ReLU", 4},
+                            {"lib:a", FactKind::Fused, "Conv+ReLU", 2},
+                            {"lib:a", FactKind::Fused, "Gemm+Add", 3, 5}});
   EXPECT_EQ(fresh.size(), 4u);
   const auto f = c.functionality();
   ASSERT_EQ(f.size(), 1u);
@@ -171,7 +171,7 @@ TEST(Coverage, FusionsAreCountedInModels) {
             std::string::npos)
       << coverage_text(c);
   for (const auto& x : c.facts())
-    if (x.kind == "fused" && x.value == "Conv+ReLU") {
+    if (x.kind == FactKind::Fused && x.value == "Conv+ReLU") {
       EXPECT_EQ(x.model, 2);
     }
 }
@@ -185,6 +185,20 @@ TEST(Coverage, TheCurveGrowsModelByModel) {
   EXPECT_EQ(curve.back().first, 4);
   EXPECT_LT(curve.front().second.olc, curve.back().second.olc);
   EXPECT_EQ(curve[1].second.olc, curve[0].second.olc);
+}
+
+
+TEST(FactKinds, EachNameReadsBackAndTheNamesSortAsTheKinds) {
+  const std::vector<FactKind> all = {FactKind::Form, FactKind::Fused, FactKind::In,  FactKind::Maps, FactKind::Op,
+                                     FactKind::Opset, FactKind::Out,  FactKind::Ran, FactKind::Spc,  FactKind::Succ};
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(fact_kind_from_string(to_string(all[i])), all[i]);
+    if (i > 0) {  // the stored rows' order
+      EXPECT_LT(std::string(to_string(all[i - 1])), std::string(to_string(all[i])));
+    }
+  }
+  EXPECT_EQ(fact_kind_from_string("a later version's kind"), std::nullopt);
+  EXPECT_TRUE(backend_fact(FactKind::Maps) && backend_fact(FactKind::Fused) && !backend_fact(FactKind::Spc));
 }
 
 }  // namespace
