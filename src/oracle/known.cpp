@@ -323,9 +323,12 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
       AgreementWaiver a;
       a.op = str(w, "op", where + " agreement");
       a.case_index = w.value("case", -1);
-      a.stage = str(w, "stage", where + " agreement");
-      if (a.case_index < 0 || (a.stage != "FC" && a.stage != "LC" && a.stage != "BC"))
+      const std::string stage = str(w, "stage", where + " agreement");
+      const bool known_stage = stage == core::to_string(Stage::Forward) || stage == core::to_string(Stage::Loss) ||
+                               stage == core::to_string(Stage::Backward);
+      if (a.case_index < 0 || !known_stage)
         throw UserError(where + ": an agreement waiver is {\"op\", \"case\": N, \"stage\": FC|LC|BC}");
+      a.stage = core::stage_from_string(stage);
       k.agreement.push_back(a);
     }
     l.entries.push_back(std::move(k));

@@ -19,7 +19,7 @@ namespace quorum::oracle {
 struct AgreementWaiver {
   std::string op;
   int case_index = 0;
-  std::string stage;
+  core::Stage stage = core::Stage::Forward;  // Forward, Loss or Backward ("FC", "LC", "BC" in the ledger)
 };
 
 // Another form of an entry's root cause. `signature` may hold '*', which matches any run of

@@ -41,21 +41,20 @@ const oracle::Ledger& ledger() {
 }
 
 // The entry waiving (op, case, stage), or null.
-const oracle::KnownEntry* waiver(const std::string& op, int k, const std::string& stage) {
+const oracle::KnownEntry* waiver(const std::string& op, int k, core::Stage stage) {
   for (const auto& e : ledger().entries)
     for (const auto& w : e.agreement)
       if (w.op == op && w.case_index == k && w.stage == stage) return &e;
   return nullptr;
 }
 
-// The stage a failure line belongs to: forward (FC), loss and its gradient (LC), gradients and the
-// SGD step (BC).
-std::string stage_of(const std::string& failure) {
-  if (failure.find(": forward") != std::string::npos || failure.find("compile failed") != std::string::npos)
-    return "FC";
-  if (failure.find(": loss") != std::string::npos) return "LC";
-  return "BC";
-}
+// One disagreement: the case, the stage it belongs to (forward and compile: FC; the loss and its gradient:
+// LC; gradients and the SGD step: BC), what differs.
+struct Failure {
+  int k;
+  core::Stage stage;
+  std::string what;
+};
 
 uint64_t name_seed(const std::string& s) { return core::fnv1a(s); }
 
@@ -65,7 +64,7 @@ TEST_P(Agreement, MatchesReference) {
   const ops::OpSpec& spec = ops::op(GetParam());
   Backend& b = backend();
   int supported = 0;
-  std::vector<std::pair<int, std::string>> failures;  // (case, what)
+  std::vector<Failure> failures;
   for (int k = 0; k < kCases; ++k) {
     core::Rng rng(name_seed(spec.name) + static_cast<uint64_t>(k));
     ops::Case c = spec.sample(rng);
@@ -83,7 +82,7 @@ TEST_P(Agreement, MatchesReference) {
     try {
       session = b.compile(g, CompileOptions{core::DType::F32, 1});
     } catch (const std::exception& e) {
-      failures.emplace_back(k, where + ": compile failed: " + e.what());
+      failures.push_back({k, core::Stage::Forward, where + ": compile failed: " + e.what()});
       continue;
     }
     std::vector<core::TensorType> in_types;
@@ -96,14 +95,14 @@ TEST_P(Agreement, MatchesReference) {
       const ValueMap want = reference_forward(g, sn.inputs, core::DType::F32);
       for (const auto& out : g.outputs) {
         if (!got.count(out)) {
-          failures.emplace_back(k, where + ": forward did not return '" + out + "'");
+          failures.push_back({k, core::Stage::Forward, where + ": forward did not return '" + out + "'"});
           continue;
         }
         const oracle::Diff d = oracle::compare(got.at(out), want.at(out), tol);
-        if (!d.ok) failures.emplace_back(k, where + ": forward " + out + ": " + d.describe());
+        if (!d.ok) failures.push_back({k, core::Stage::Forward, where + ": forward " + out + ": " + d.describe()});
       }
     } catch (const std::exception& e) {
-      failures.emplace_back(k, where + ": forward threw: " + e.what());
+      failures.push_back({k, core::Stage::Forward, where + ": forward threw: " + e.what()});
       continue;
     }
     if (!spec.differentiable() || !supports_graph(b, g, true).ok) continue;
@@ -124,58 +123,62 @@ TEST_P(Agreement, MatchesReference) {
       const ops::Tolerance gt = ops::backward_tolerance(tol);
       const oracle::Diff dl = oracle::compare(core::Tensor::scalar(got.loss), core::Tensor::scalar(want.loss), gt);
       if (!dl.ok)
-        failures.emplace_back(k, where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss));
+        failures.push_back(
+            {k, core::Stage::Loss, where + ": loss " + std::to_string(got.loss) + " vs " + std::to_string(want.loss)});
       const oracle::Diff dlg = oracle::compare(got.loss_grad, want.loss_grad, gt);
-      if (!dlg.ok) failures.emplace_back(k, where + ": loss gradient: " + dlg.describe());
+      if (!dlg.ok) failures.push_back({k, core::Stage::Loss, where + ": loss gradient: " + dlg.describe()});
       for (const auto& [name, t] : g.initializers) {
         if (!got.grads.count(name)) {
-          failures.emplace_back(k, where + ": no gradient for weight '" + name + "'");
+          failures.push_back({k, core::Stage::Backward, where + ": no gradient for weight '" + name + "'"});
           continue;
         }
         const oracle::Diff d = oracle::compare(got.grads.at(name), want.grads.at(name), gt);
-        if (!d.ok) failures.emplace_back(k, where + ": gradient of " + name + ": " + d.describe());
+        if (!d.ok)
+          failures.push_back({k, core::Stage::Backward, where + ": gradient of " + name + ": " + d.describe()});
         if (!got.weights_after.count(name)) {
-          failures.emplace_back(k, where + ": no updated weight '" + name + "'");
+          failures.push_back({k, core::Stage::Backward, where + ": no updated weight '" + name + "'"});
           continue;
         }
         core::Tensor expect_w = t.to(core::DType::F64);
         for (int64_t i = 0; i < expect_w.numel(); ++i)
           expect_w.f64()[i] -= req.learning_rate * want.grads.at(name).f64()[i];
         const oracle::Diff dw = oracle::compare(got.weights_after.at(name), expect_w, gt);
-        if (!dw.ok) failures.emplace_back(k, where + ": weight after SGD " + name + ": " + dw.describe());
+        if (!dw.ok)
+          failures.push_back({k, core::Stage::Backward, where + ": weight after SGD " + name + ": " + dw.describe()});
       }
       for (const auto& n : g.nodes)
         for (const auto& out : n.outputs) {
           if (!got.grads.count(out)) {
-            failures.emplace_back(k, where + ": no gradient for node output '" + out + "'");
+            failures.push_back({k, core::Stage::Backward, where + ": no gradient for node output '" + out + "'"});
             continue;
           }
           const oracle::Diff d = oracle::compare(got.grads.at(out), want.grads.at(out), gt);
-          if (!d.ok) failures.emplace_back(k, where + ": gradient of " + out + ": " + d.describe());
+          if (!d.ok)
+            failures.push_back({k, core::Stage::Backward, where + ": gradient of " + out + ": " + d.describe()});
         }
     } catch (const std::exception& e) {
-      failures.emplace_back(k, where + ": train_step threw: " + e.what());
+      failures.push_back({k, core::Stage::Backward, where + ": train_step threw: " + e.what()});
     }
   }
   if (supported == 0) GTEST_SKIP() << b.name() << " supports none of the sampled " << spec.name << " cases";
   // Each disagreement must be waived by a ledger entry for its (operator, case, stage); each
   // waiver must still be needed (a stale one fails too, as the conformance exceptions do).
-  std::set<std::pair<int, std::string>> failing;
-  for (const auto& [k, f] : failures) {
-    failing.insert({k, stage_of(f)});
-    if (const oracle::KnownEntry* e = waiver(spec.name, k, stage_of(f))) {
+  std::set<std::pair<int, core::Stage>> failing;
+  for (const auto& [k, stage, f] : failures) {
+    failing.insert({k, stage});
+    if (const oracle::KnownEntry* e = waiver(spec.name, k, stage)) {
       std::cout << "[known: " << e->id << "] " << b.name() << "/" << spec.name << " " << f << "\n";
       continue;
     }
     ADD_FAILURE() << b.name() << "/" << spec.name << " " << f << "\n  (a known difference needs a ledger entry with "
                   << "\"agreement\": [{\"op\": \"" << spec.name << "\", \"case\": " << k << ", \"stage\": \""
-                  << stage_of(f) << "\"}])";
+                  << core::to_string(stage) << "\"}])";
   }
   for (const auto& e : ledger().entries)
     for (const auto& w : e.agreement)
       if (w.op == spec.name && !failing.count({w.case_index, w.stage}))
         ADD_FAILURE() << "stale ledger waiver in " << e.id << ": " << b.name() << "/" << spec.name << " case "
-                      << w.case_index << " " << w.stage << " agrees now";
+                      << w.case_index << " " << core::to_string(w.stage) << " agrees now";
 }
 
 std::vector<std::string> all_names() {
