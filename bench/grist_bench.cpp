@@ -22,6 +22,7 @@
 #include "campaign/generators.h"
 #include "campaign/grist_library.h"
 #include "gen/generator.h"
+#include "ir/edit.h"
 #include "ref/ranges.h"
 #include "search/grist.h"
 
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
     bool has_exp = false;
     for (const auto& s : sites) has_exp = has_exp || s.op == "exp";
     with_exp += has_exp;
-    search::Candidate start{m.inputs, search::graph_weights(m.graph)};
+    search::Candidate start{m.inputs, ir::graph_weights(m.graph)};
     for (auto& [name, t] : start.inputs)  // the search starts inside the data range
       for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = std::clamp(t.f64()[i], range.lo, range.hi);
 

@@ -14,6 +14,7 @@
 #include "campaign/bundle.h"
 #include "campaign/reduce_bundle.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "gen/generator.h"
 #include "gen/generators.h"
 #include "ir/json_io.h"
@@ -140,7 +141,7 @@ std::optional<oracle::Finding> detection_finding(const ModelCase& m, const Evalu
   if (!ya || !yb || !yr || ya->size() != yb->size() || ya->empty()) return std::nullopt;
   const int64_t classes = static_cast<int64_t>(ya->size());
   const core::Tensor target = m.target.to(core::DType::F64);
-  const int64_t label = detect::top1(target.f64(), std::min<int64_t>(classes, target.numel()));
+  const int64_t label = core::top1(target.f64(), std::min<int64_t>(classes, target.numel()));
   const double d = metric == Metric::Class ? detect::class_distance(ya->data(), yb->data(), classes, label, th.k)
                                            : detect::mad_distance(ya->data(), yb->data(), classes, label);
   const double threshold = metric == Metric::Class ? th.class_t : th.mad_t;
@@ -168,9 +169,9 @@ std::optional<oracle::Finding> detection_finding(const ModelCase& m, const Evalu
   std::ostringstream s;
   s << detect::to_string(metric) << " distance " << d << " > " << threshold << " between " << blamed_name << " and "
     << other_name << " (label " << label << "; top-1 " << blamed_name << " "
-    << detect::top1(blamed == ra ? ya->data() : yb->data(), classes) << ", " << other_name << " "
-    << detect::top1(blamed == ra ? yb->data() : ya->data(), classes)
-    << (other_name == kReferenceName ? "" : ", reference " + std::to_string(detect::top1(yr->data(), classes))) << ")"
+    << core::top1(blamed == ra ? ya->data() : yb->data(), classes) << ", " << other_name << " "
+    << core::top1(blamed == ra ? yb->data() : ya->data(), classes)
+    << (other_name == kReferenceName ? "" : ", reference " + std::to_string(core::top1(yr->data(), classes))) << ")"
     << (map.first.empty() ? "" : "; prime suspect '" + map.first + "'");
   f.detail = s.str();
   if (map_out) *map_out = map;
@@ -251,7 +252,7 @@ Detection detect_model(const ir::Graph& g, const data::Validation& v, const Dete
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     int64_t ok = 0;
-    for (int64_t r = 0; r < outs[i].n; ++r) ok += detect::top1(outs[i].row(r), outs[i].classes) == v.labels[r];
+    for (int64_t r = 0; r < outs[i].n; ++r) ok += core::top1(outs[i].row(r), outs[i].classes) == v.labels[r];
     d.correct[d.backends[i]] = ok;
   }
   for (size_t i = 0; i < outs.size(); ++i)
@@ -289,7 +290,7 @@ Detection detect_model(const ir::Graph& g, const data::Validation& v, const Dete
     c.label = v.labels[r.worst];
     c.distance = r.distance[r.worst];
     for (size_t i = 0; i < outs.size(); ++i)
-      c.top1[d.backends[i]] = detect::top1(outs[i].row(r.worst), outs[i].classes);
+      c.top1[d.backends[i]] = core::top1(outs[i].row(r.worst), outs[i].classes);
     one_case(c.input);
     c.verdicts = evals.back().findings;
     c.finding = detection_finding(cases.back(), evals.back(), c.a, c.b, c.metric, opt.thresholds, &c.map);

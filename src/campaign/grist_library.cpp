@@ -1,12 +1,13 @@
 // GRIST's library target.
 #include "campaign/grist_library.h"
+#include "ir/edit.h"
 
 namespace quorum::campaign {
 
 search::Evaluate library_evaluate(const ir::Graph& g, const core::Tensor& target, const Setup& setup,
                                   WorkerSet& workers, LibraryHits& hits) {
   return [&g, target, &setup, &workers, &hits](const search::Candidate& c, const ref::VulnerableSite*) {
-    ModelCase m{search::with_weights(g, c.weights), c.inputs, target};
+    ModelCase m{ir::with_weights(g, c.weights), c.inputs, target};
     Evaluation ev = evaluate(m, setup, workers);
     ++hits.evaluations;
     for (const auto& f : ev.findings) {

@@ -3,6 +3,7 @@
 
 #include "campaign/grist_library.h"
 #include "core/error.h"
+#include "ir/edit.h"
 
 namespace quorum::campaign {
 
@@ -27,7 +28,7 @@ const char* to_string(SearchMethod m) {
 }
 
 search::Candidate candidate_of(const ModelCase& m) {
-  search::Candidate c{{}, search::graph_weights(m.graph)};  // every value in float64, as the searches hold them
+  search::Candidate c{{}, ir::graph_weights(m.graph)};  // every value in float64, as the searches hold them
   for (const auto& [name, t] : m.inputs) c.inputs.emplace(name, t.to(core::DType::F64));
   return c;
 }
@@ -35,10 +36,7 @@ search::Candidate candidate_of(const ModelCase& m) {
 ModelCase case_of(const ModelCase& base, const search::Candidate& c) {
   ModelCase m = base;
   m.inputs = c.inputs;
-  for (const auto& [name, w] : c.weights) {
-    auto it = m.graph.initializers.find(name);
-    if (it != m.graph.initializers.end()) it->second = w.to(it->second.dtype());
-  }
+  m.graph = ir::with_weights(base.graph, c.weights);
   return m;
 }
 

@@ -17,6 +17,7 @@
 #include "core/fileio.h"
 #include "core/npy.h"
 #include "data/values.h"
+#include "ir/edit.h"
 #include "ir/json_io.h"
 #include "ops/registry.h"
 #include "ref/ranges.h"
@@ -96,7 +97,7 @@ void print_static(const ref::RangeAnalysis& a, const search::GristResult* r, boo
 
 void write_model_case(const std::string& dir, const ir::Graph& g, const search::Candidate& c) {
   fs::create_directories(fs::path(dir) / "inputs");
-  ir::save_graph((fs::path(dir) / "model.json").string(), search::with_weights(g, c.weights));
+  ir::save_graph((fs::path(dir) / "model.json").string(), ir::with_weights(g, c.weights));
   for (const auto& [name, t] : c.inputs) core::write_npy((fs::path(dir) / "inputs" / (name + ".npy")).string(), t);
 }
 
@@ -123,7 +124,7 @@ int cmd_grist(const Options& o) {
   for (const auto& in : g.inputs)
     if (!l.inputs.count(in.name))
       l.inputs.emplace(in.name, data::random_with_edges(in.type.shape, rng, range.lo, range.hi));
-  search::Candidate start{l.inputs, search::graph_weights(g)};
+  search::Candidate start{l.inputs, ir::graph_weights(g)};
   const std::string out = o.out.empty() ? "search" : o.out;
 
   search::GristOptions opt;
@@ -214,7 +215,7 @@ int cmd_grist(const Options& o) {
   const search::TargetOutcome& t = r.targets[static_cast<size_t>(r.trigger)];
   write_model_case(out, g, t.candidate);
   const std::string bad =
-      search::first_nonfinite_node(g, ref::forward(search::with_weights(g, t.candidate.weights), t.candidate.inputs));
+      search::first_nonfinite_node(g, ref::forward(ir::with_weights(g, t.candidate.weights), t.candidate.inputs));
   std::cout << "model: " << t.what << "\n";
   if (!bad.empty()) std::cout << "first NaN/Inf on the float64 reference: node '" << bad << "'\n";
   std::cout << "failure-inducing case: " << out << "/model.json, " << out << "/inputs/\nreplay: quorum run " << out

@@ -32,4 +32,11 @@ TensorStats stats_of(const Tensor& t) {
   return s;
 }
 
+int64_t top1(const double* y, int64_t classes) {
+  int64_t best = -1;
+  for (int64_t j = 0; j < classes; ++j)
+    if (!std::isnan(y[j]) && (best < 0 || y[j] > y[best])) best = j;
+  return best;
+}
+
 }  // namespace quorum::core

@@ -11,4 +11,8 @@ struct TensorStats {
 
 TensorStats stats_of(const Tensor& t);
 
+// The top-1 label of one row of scores: the index of the largest (the first of ties); -1 for an empty row.
+// NaN never wins. CRADLE's label changes, the detection's accuracy and the search's label oracle use it.
+int64_t top1(const double* y, int64_t classes);
+
 }  // namespace quorum::core

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/stats.h"
+
 namespace quorum::detect {
 
 const char* to_string(Metric m) { return m == Metric::Class ? "class" : "MAD"; }
@@ -35,13 +37,6 @@ double mad_distance(const double* y, const double* y2, int64_t classes, int64_t 
   if (!std::isfinite(a) || !std::isfinite(b)) return std::isfinite(a) == std::isfinite(b) ? 0.0 : 1.0;
   if (a + b == 0) return 0.0;
   return std::abs(a - b) / (a + b);
-}
-
-int64_t top1(const double* y, int64_t classes) {
-  int64_t best = -1;
-  for (int64_t j = 0; j < classes; ++j)
-    if (!std::isnan(y[j]) && (best < 0 || y[j] > y[best])) best = j;
-  return best;
 }
 
 std::string Pattern::key() const {
@@ -104,7 +99,7 @@ PairResult compare_pair(const std::string& a, const Outputs& ya, const std::stri
     const int64_t c = labels[static_cast<size_t>(i)];
     dc[static_cast<size_t>(i)] = class_distance(ya.row(i), yb.row(i), classes, c, th.k);
     dm[static_cast<size_t>(i)] = mad_distance(ya.row(i), yb.row(i), classes, c);
-    if (top1(ya.row(i), classes) != top1(yb.row(i), classes)) r.changed.push_back(i);
+    if (core::top1(ya.row(i), classes) != core::top1(yb.row(i), classes)) r.changed.push_back(i);
   }
   r.label_changes = static_cast<int64_t>(r.changed.size());
   r.by_class = judge(Metric::Class, std::move(dc), th.class_t, th.p);

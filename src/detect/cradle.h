@@ -41,8 +41,6 @@ double class_distance(const double* y, const double* y2, int64_t classes, int64_
 double mad(const double* y, int64_t classes, int64_t c);
 // D_MAD = |δ − δ'| / (δ + δ'), 0 when both are 0; 1 when one is not finite and the other is.
 double mad_distance(const double* y, const double* y2, int64_t classes, int64_t c);
-// The index of the largest score (the first of ties); -1 for an empty row. NaN never wins.
-int64_t top1(const double* y, int64_t classes);
 
 // A histogram of distances: value (class: the distance itself; MAD: the bin's lower edge) -> count.
 struct Pattern {

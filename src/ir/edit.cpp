@@ -76,4 +76,19 @@ std::set<std::string> ancestors(const Graph& g, const std::string& node) {
   return out;
 }
 
+std::map<std::string, core::Tensor> graph_weights(const Graph& g) {
+  std::map<std::string, core::Tensor> w;
+  for (const auto& [name, t] : g.initializers) w.emplace(name, t.to(core::DType::F64));
+  return w;
+}
+
+Graph with_weights(const Graph& g, const std::map<std::string, core::Tensor>& weights) {
+  Graph out = g;
+  for (const auto& [name, w] : weights) {
+    auto it = out.initializers.find(name);
+    if (it != out.initializers.end()) it->second = w.to(it->second.dtype());
+  }
+  return out;
+}
+
 }  // namespace quorum::ir

@@ -1,5 +1,6 @@
 // Checked graph edits for the reducer: every edit returns a new graph that passed validate().
 #pragma once
+#include <map>
 #include <set>
 #include <string>
 
@@ -20,5 +21,11 @@ Graph remove_unused(const Graph& g);
 
 // The nodes `node` depends on (transitively), itself included.
 std::set<std::string> ancestors(const Graph& g, const std::string& node);
+
+// The graph's weights (its initializers) in float64, and the graph with `weights` in place of its
+// initializers of those names, each converted to the initializer's dtype (other names ignored): what
+// the searches and training hold and give back.
+std::map<std::string, core::Tensor> graph_weights(const Graph& g);
+Graph with_weights(const Graph& g, const std::map<std::string, core::Tensor>& weights);
 
 }  // namespace quorum::ir

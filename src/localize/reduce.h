@@ -6,7 +6,8 @@
 // output, with the campaign's own loss); else the ancestors of the blamed node (the loss moved to its
 // output the same way), else the model cut at the output of one of the nearest nodes after it (a consumer
 // the finding needs); then delta debugging (ddmin) over sets of upstream nodes (each removed node's
-// outputs become graph inputs fed the recorded values); then attributes toward their defaults. A crash that names no node: ddmin over all the nodes, and find_culprit.
+// outputs become graph inputs fed the recorded values); then attributes toward their defaults. A
+// crash that names no node: ddmin over all the nodes, and find_culprit.
 #pragma once
 #include <functional>
 #include <iosfwd>

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "data/values.h"
 #include "oracle/judge_util.h"
 #include "ref/ranges.h"
@@ -251,7 +252,7 @@ std::vector<int64_t> labels(const Tensor& t) {
   for (int64_t r = 0; r * c < d.numel(); ++r) {
     const double* p = d.f64() + r * c;
     const bool finite = std::all_of(p, p + c, [](double v) { return std::isfinite(v); });
-    out.push_back(finite ? std::max_element(p, p + c) - p : -1);
+    out.push_back(finite ? core::top1(p, c) : -1);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/values.h"
+#include "ir/edit.h"
 #include "oracle/judge_util.h"
 
 namespace quorum::search {
@@ -175,7 +176,7 @@ class Search {
   // evaluation says what that means) or no boundary is finite.
   bool probe(const Candidate& c, const ref::VulnerableSite& site, SuspectLoss& sl, ref::ValueMap& grads) {
     try {
-      const ir::Graph gw = with_weights(g_, c.weights);
+      const ir::Graph gw = ir::with_weights(g_, c.weights);
       const ref::ValueMap values = ref::forward(gw, c.inputs);
       const Tensor& operand = values.at(site.value);
       sl = suspect_loss(site, operand);
@@ -273,21 +274,6 @@ class Search {
 
 }  // namespace
 
-ref::ValueMap graph_weights(const ir::Graph& g) {
-  ref::ValueMap w;
-  for (const auto& [name, t] : g.initializers) w.emplace(name, t.to(core::DType::F64));
-  return w;
-}
-
-ir::Graph with_weights(const ir::Graph& g, const ref::ValueMap& weights) {
-  ir::Graph out = g;
-  for (auto& [name, t] : out.initializers) {
-    auto it = weights.find(name);
-    if (it != weights.end()) t = it->second.to(t.dtype());
-  }
-  return out;
-}
-
 SuspectLoss suspect_loss(const ref::VulnerableSite& site, const Tensor& operand) {
   SuspectLoss best;
   best.loss = ops::kInf;
@@ -362,7 +348,7 @@ std::string first_nonfinite_node(const ir::Graph& g, const ref::ValueMap& values
 Verdict model_verdict(const ir::Graph& g, const Candidate& c, const ref::VulnerableSite* site) {
   ref::ValueMap values;
   try {
-    values = ref::forward(with_weights(g, c.weights), c.inputs);
+    values = ref::forward(ir::with_weights(g, c.weights), c.inputs);
   } catch (const core::UserError& e) {
     return Verdict{false, e.what()};
   }

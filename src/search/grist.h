@@ -25,9 +25,7 @@
 namespace quorum::search {
 
 
-// The graph's own initializers as a candidate's weights, and the graph with a candidate's weights.
-ref::ValueMap graph_weights(const ir::Graph& g);
-ir::Graph with_weights(const ir::Graph& g, const ref::ValueMap& weights);
+// A candidate's weights: ir::graph_weights; the graph with them: ir::with_weights (ir/edit.h).
 
 struct Verdict {
   bool triggered = false;

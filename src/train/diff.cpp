@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/npy.h"
+#include "ir/edit.h"
 #include "ir/json_io.h"
 
 namespace quorum::train {
@@ -177,7 +178,7 @@ DiffResult train_diff(const Trainable& t, const BatchOf& batch_of, const DiffOpt
       }
       c.drift_max.push_back(dmax);
       if (c.step == 0 && !worst.empty() && c.update_error[worst].back() <= kOptimizerFault && o.confirm) {
-        c.findings = o.confirm(c.spec, with_weights(t.trained, l.prev), b);
+        c.findings = o.confirm(c.spec, ir::with_weights(t.trained, l.prev), b);
         if (c.findings.empty()) {
           c.explained.push_back(k + 1);
           worst.clear();
@@ -277,7 +278,7 @@ void write_diff(const std::string& dir, const Trainable& t, const BatchOf& batch
     const data::Batch batch = batch_of(c.step - 1);
     // The step as a model of its own: the graph at the library's weights before it, its batch and
     // target, for `quorum run` to judge node by node (docs/trained.md).
-    const ir::Graph at = with_weights(t.trained, c.before);
+    const ir::Graph at = ir::with_weights(t.trained, c.before);
     ir::save_graph(b + "/reduced/model.json", at);
     core::write_npy(b + "/reduced/" + t.trained.inputs.at(0).name + ".npy", batch.input);
     core::write_npy(b + "/reduced/target.npy", batch.target);

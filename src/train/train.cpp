@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "gen/generator.h"
+#include "ir/edit.h"
 #include "ir/json_io.h"
 #include "worker/worker_set.h"
 
@@ -108,16 +109,6 @@ Trainable file_trainable(const std::string& path) {
   t.data.target = {in[0], 10};
   t.loss = "softmax_cross_entropy";
   return t;
-}
-
-ir::Graph with_weights(const ir::Graph& g, const backends::ValueMap& weights) {
-  ir::Graph out = g;
-  for (const auto& [name, w] : weights) {
-    auto it = out.initializers.find(name);
-    if (it == out.initializers.end()) continue;  // a weight of the trained graph only: none today
-    it->second = w.to(it->second.dtype());
-  }
-  return out;
 }
 
 // ---- data -------------------------------------------------------------------------------------
@@ -285,7 +276,7 @@ TrainOutcome train_model(const Trainable& t, const TrainOptions& o,
   }
   backends::ValueMap weights;
   if (const worker::Outcome wo = w.weights(nullptr, weights); !wo.ok()) worker_failed(w, "give its weights", wo);
-  out.model = with_weights(t.model, weights);
+  out.model = ir::with_weights(t.model, weights);
   return out;
 }
 

@@ -31,8 +31,6 @@ Trainable zoo_trainable(const std::string& arch, const std::string& dataset, int
 // A model file (MODEL.json or .onnx) whose input is a batch of Fashion-MNIST images ([B, 1, S, S],
 // S >= 28, or [B, 28, 28]) and whose output is a softmax over 10 classes (or 10 logits). UserError otherwise.
 Trainable file_trainable(const std::string& path);
-// The model with `weights` in place of its initializers (each converted to the initializer's dtype).
-ir::Graph with_weights(const ir::Graph& g, const backends::ValueMap& weights);
 
 // Batches for a trainable model: Fashion-MNIST's training split shuffled per epoch (seeded) and its
 // test split in order, or the sine task's seeded draws.

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "core/stats.h"
+
 namespace quorum::detect {
 namespace {
 
@@ -55,8 +57,8 @@ TEST(Cradle, MadDistanceIsTheRelativeDifferenceOfMeanAbsoluteDeviations) {
   // A NaN on one side only: the largest distance.
   const double nan[] = {NAN, 0, 0, 0};
   EXPECT_EQ(mad_distance(nan, y, 4, 0), 1);
-  EXPECT_EQ(top1(nan, 4), 1);  // NaN never wins; the first of the tied zeros
-  EXPECT_EQ(top1(y, 4), 0);
+  EXPECT_EQ(core::top1(nan, 4), 1);  // NaN never wins; the first of the tied zeros
+  EXPECT_EQ(core::top1(y, 4), 0);
 }
 
 TEST(Cradle, APairTriggersAboveTheThresholdsAndIsInconsistentAboveShareP) {

@@ -1,6 +1,7 @@
 // GRIST: model mode finds the model's own NaN/Inf (a log of a softmax, a division by a norm); the
 // library target finds a planted fault (faulty:exp-overflow-early) through real workers where random
 // inputs of the same budget and seed do not; a seed gives the same search.
+#include "ir/edit.h"
 #include "search/grist.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,7 @@ ir::Graph graph(const std::string& shape, const std::string& nodes, const std::s
 Candidate start_of(const ir::Graph& g, uint64_t seed, const ops::Interval& range) {
   core::Rng rng(seed);
   Candidate c;
-  c.weights = graph_weights(g);
+  c.weights = ir::graph_weights(g);
   for (const auto& in : g.inputs)
     c.inputs[in.name] = data::random_with_edges(in.type.shape, rng, range.lo, range.hi, 0);
   return c;
