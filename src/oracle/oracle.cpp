@@ -200,43 +200,6 @@ struct Judge {
     out.push_back(std::move(f));
   }
 
-  void crashes() {
-    bool someone_ok = false;
-    for (const auto& r : runs) someone_ok |= r.outcome.ok();
-    if (!someone_ok) return;
-    for (const auto& r : runs) {
-      if (r.outcome.ok() || r.unsupported) continue;
-      // Quorum's own failures (its exporter inside a worker, an unreadable reply) are not the library's.
-      if (r.outcome.status == worker::Status::QuorumError || r.outcome.status == worker::Status::ProtocolError)
-        continue;
-      Finding f;
-      f.kind = Kind::Crash;
-      f.stage = r.failed_at;
-      f.backend = r.backend;
-      f.message = detail::crash_message(r.outcome);
-      f.detail = (r.failed_at == Stage::Compile ? "conversion (model build) failure: " : "execution failure: ") +
-                 r.outcome.str();
-      // A message that names one of the model's values ('conv2d_3' returned with a wrong shape):
-      // the node computing it is where the failure shows.
-      if (const ir::Node* n = named_node(r.outcome.message)) {
-        f.node = n->name;
-        f.op = n->op;
-      }
-      out.push_back(std::move(f));
-    }
-  }
-
-  // The node whose output a message names in single quotes (the first such name), or null.
-  const ir::Node* named_node(const std::string& message) const {
-    for (size_t a = message.find('\''); a != std::string::npos; a = message.find('\'', a + 1)) {
-      const size_t b = message.find('\'', a + 1);
-      if (b == std::string::npos) break;
-      if (const ir::Node* n = g.producer(message.substr(a + 1, b - a - 1))) return n;
-      a = b;
-    }
-    return nullptr;
-  }
-
   // Values whose gradients node n produces or receives: its outputs and its weights.
   static std::vector<std::string> produced_by(const ir::Node& n) {
     std::vector<std::string> vals = n.outputs;
@@ -618,11 +581,10 @@ const std::vector<OracleRule>& oracle_rules() {
 
 std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
                            const backends::ValueMap* inputs, const core::Tensor* target) {
-  Judge j = make_judge(g, runs, th, inputs);
-  j.crashes();
-  for (auto& f : oracle_rule(th.rule).judge(g, runs, th, inputs, target)) j.out.push_back(std::move(f));
-  for (auto& f : detail::judge_optimized(g, runs, th, inputs)) j.out.push_back(std::move(f));
-  return j.out;
+  std::vector<Finding> out = crash_findings(g, runs);
+  for (auto& f : oracle_rule(th.rule).judge(g, runs, th, inputs, target)) out.push_back(std::move(f));
+  for (auto& f : detail::judge_optimized(g, runs, th, inputs)) out.push_back(std::move(f));
+  return out;
 }
 
 }  // namespace quorum::oracle

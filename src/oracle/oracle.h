@@ -182,6 +182,12 @@ std::string normalize_message(const std::string& msg);
 std::vector<Finding> judge(const ir::Graph& g, const std::vector<BackendRun>& runs, const Thresholds& th,
                            const backends::ValueMap* inputs = nullptr, const core::Tensor* target = nullptr);
 
+// The crash rule every oracle rule shares (judge() runs it first, then the rule's numbers): where at least
+// one run succeeded, each run that failed — not refused, not Quorum's own failure (its exporter inside a
+// worker, an unreadable reply) — is a crash at the stage it failed in, keyed by its normalised message, and
+// at the node whose output the message names in single quotes ('conv2d_3' returned with a wrong shape).
+std::vector<Finding> crash_findings(const ir::Graph& g, const std::vector<BackendRun>& runs);
+
 // The batch relation (stage BR), whatever rule judges the numbers: each library's rows of the model's samples
 // in a larger batch (BackendRun::batched) against its own pinned run and the float64 reference, node by node
 // in order, within the whole-graph float32 envelope (oracle/second_run.h); the first node whose rows depart
