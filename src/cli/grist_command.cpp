@@ -1,6 +1,6 @@
 // quorum search --method grist: GRIST's gradient-guided NaN/Inf exposure (docs/search.md), on the
-// libraries (--target library: a library's NaN/Inf where the float64 reference is finite, through
-// the campaign's workers and oracles; a bundle and its replay) or on the model itself (--target
+// libraries (--expose library: a library's NaN/Inf where the float64 reference is finite, through
+// the campaign's workers and oracles; a bundle and its replay) or on the model itself (--expose
 // model: inputs, and with --weights reachable weights, that make the model produce NaN/Inf, for a
 // person to harden it). The static value-range analysis (DEBAR) is printed beside it.
 #include <cmath>
@@ -105,12 +105,12 @@ void write_model_case(const std::string& dir, const ir::Graph& g, const search::
 
 int cmd_grist(const Options& o) {
   if (o.model.empty()) throw UserError("search: --model MODEL.json|MODEL.onnx|BUNDLE is required");
-  const std::string target_mode = o.given.count("target") ? o.target : "library";
+  const std::string target_mode = o.expose;
   if (target_mode != "library" && target_mode != "model")
-    throw UserError("--target: expected library or model for search --method grist, got '" + o.target + "'");
+    throw UserError("--expose: expected library or model for search --method grist, got '" + o.expose + "'");
   const bool library = target_mode == "library";
   if (library && o.backends.empty())
-    throw UserError("search --target library: --backends is required (the libraries to expose)");
+    throw UserError("search --expose library: --backends is required (the libraries to expose)");
   if (o.delta <= 0) throw UserError("--delta: the sign step must be above 0");
 
   Loaded l = load(o.model);

@@ -283,7 +283,7 @@ const std::vector<Command>& commands() {
        {"method",  "model",  "backends",   "budget",     "level",    "fitness",     "population", "elite",
         "crossover", "ga_mutation", "ga_operators", "max_ite", "cauchy_scale", "stop_at", "seed", "out", "mode",
         "dtype", "threads", "loss",
-        "learning_rate", "threshold", "epsilon", "metric", "oracle", "timeout", "memory", "target", "time", "delta",
+        "learning_rate", "threshold", "epsilon", "metric", "oracle", "timeout", "memory", "expose", "time", "delta",
         "switch_rate", "weights", "data_range", "baseline"},
        cmd_search},
       {"merge",

@@ -98,6 +98,20 @@ double duration_seconds(const std::string& flag, const std::string& v) {
   return d * mult;
 }
 
+namespace {
+
+// Flags whose spelling changed: the command, the old name, and the line that names the new one.
+struct Renamed {
+  const char* command;
+  const char* old_name;
+  const char* now;
+};
+constexpr Renamed kRenamed[] = {
+    {"search", "target", "is now '--expose library|model' (what GRIST exposes); '--target' is the loss target only"},
+};
+
+}  // namespace
+
 Options parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
                     const std::string& command) {
   Options o;
@@ -117,6 +131,10 @@ Options parse_flags(const std::vector<std::string>& args, const std::vector<std:
       has_value = true;
     }
     const FlagDef* f = find(name);
+    const bool takes = std::find(allowed.begin(), allowed.end(), name) != allowed.end();
+    for (const Renamed& r : kRenamed)
+      if (!takes && command == r.command && name == r.old_name)
+        throw UserError("'--" + name + "' of '" + command + "' " + r.now);
     if (!f || std::find(allowed.begin(), allowed.end(), name) == allowed.end())
       throw UserError("unknown flag '--" + name + "' for '" + command + "' (see quorum " + command + " --help)");
     if (f->kind != Kind::FLAG && !has_value) {

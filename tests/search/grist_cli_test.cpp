@@ -19,7 +19,7 @@ const std::string kExample = std::string(QUORUM_SOURCE_DIR) + "/docs/examples/lo
 
 TEST(GristCli, ModelModeWritesACaseThatReplays) {
   const fs::path out = testing::scratch("search_cli") / "head";
-  const auto r = run_quorum("search --method grist --target model --weights --seed 5 --budget 400 --model " + kExample +
+  const auto r = run_quorum("search --method grist --expose model --weights --seed 5 --budget 400 --model " + kExample +
                                 " --out " + out.string(),
                             "search_cli");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -32,7 +32,7 @@ TEST(GristCli, ModelModeWritesACaseThatReplays) {
   EXPECT_EQ(replay.code, 0) << replay.err;
   // Without --weights the inputs alone cannot break this head.
   const auto inputs_only = run_quorum(
-      "search --method grist --target model --seed 5 --budget 100 --model " + kExample + " --out " + out.string(),
+      "search --method grist --expose model --seed 5 --budget 100 --model " + kExample + " --out " + out.string(),
       "search_cli");
   EXPECT_EQ(inputs_only.code, 0) << inputs_only.err;
   EXPECT_NE(inputs_only.out.find("no NaN/Inf found within the budget"), std::string::npos) << inputs_only.out;
@@ -62,13 +62,24 @@ TEST(GristCli, LibraryTargetWritesABundleThatReplays) {
 TEST(GristCli, BadInputIsOneLine) {
   for (const std::string& args :
        std::vector<std::string>{"search --method ga --model " + kExample, "search --method grist",
-                                "search --method grist --target nowhere --model " + kExample,
-                                "search --method grist --target model --data_range 1,0 --model " + kExample,
+                                "search --method grist --expose nowhere --model " + kExample,
+                                "search --method grist --expose model --data_range 1,0 --model " + kExample,
                                 "search --method grist --model " + kExample}) {  // library target: no --backends
     const auto r = run_quorum(args, "search_cli");
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
   }
+}
+
+
+TEST(GristCli, TheOldTargetSpellingIsRefusedNamingTheNewFlag) {
+  const auto r = run_quorum("search --method grist --target model --model " + kExample, "search_cli");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("'--target' of 'search' is now '--expose library|model'"), std::string::npos) << r.err;
+  const auto help = run_quorum("search --help", "search_cli");
+  EXPECT_NE(help.out.find("--expose V"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--target V"), std::string::npos) << help.out;
 }
 
 }  // namespace
