@@ -25,7 +25,7 @@ campaign::DetectOptions detect_options_of(const Options& o) {
   opt.thresholds.class_t = o.class_threshold;
   opt.thresholds.mad_t = o.mad_threshold;
   opt.thresholds.p = o.trigger_share;
-  opt.batch = o.batch ? static_cast<int64_t>(o.batch) : 100;
+  opt.batch = o.eval_batch ? static_cast<int64_t>(o.eval_batch) : 100;
   opt.reduce_runs = static_cast<int>(o.reduce);
   opt.seed = o.seed;
   opt.command_line = o.command_line;
@@ -64,6 +64,8 @@ int cmd_detect(const Options& o) {
 
 int fuzz_trained(const Options& o) {
   if (o.generator != "zoo") throw UserError("--trained: use --generator zoo (trained models are zoo architectures)");
+  if (o.given.count("mutation_rate"))  // the mutate generator's rate: zoo draws no mutants of that kind
+    throw UserError("fuzz --trained: '--mutation_rate' is now '--mutant_noise' (the weight mutants' noise)");
   campaign::DetectOptions opt = detect_options_of(o);
   opt.out = o.out.empty() ? "campaign" : o.out;
   campaign::TrainedCampaign tc;
@@ -71,7 +73,7 @@ int fuzz_trained(const Options& o) {
   tc.images = static_cast<int64_t>(o.images);
   tc.models = static_cast<int64_t>(o.models);
   tc.time_s = o.time;
-  tc.mutation_rate = o.mutation_rate;
+  tc.mutation_rate = o.mutant_noise;
   tc.store = o.store;
   const int64_t ran = campaign::run_trained_campaign(tc, opt, std::cout);
   const std::unique_ptr<campaign::Store> store = campaign::open_store(o.store, opt.out);

@@ -108,6 +108,9 @@ struct Renamed {
 };
 constexpr Renamed kRenamed[] = {
     {"search", "target", "is now '--expose library|model' (what GRIST exposes); '--target' is the loss target only"},
+    {"detect", "batch", "is now '--eval_batch N' (validation images per library call); '--batch' is a training step's"},
+    {"fuzz", "batch",
+     "is now '--eval_batch N' (--trained: validation images per library call); '--batch' is a training step's"},
 };
 
 }  // namespace

@@ -38,6 +38,21 @@ TEST(DetectCommand, BadInputIsOneLineAndExitCodeTwo) {
   EXPECT_NE(r.err.find("--generator zoo"), std::string::npos) << r.err;
 }
 
+TEST(DetectCommand, RenamedFlagsAreRefusedNamingTheNewOne) {
+  // --batch is a training step's size; validation images per library call are --eval_batch, and fuzz
+  // --trained's weight-mutant noise is --mutant_noise (--mutation_rate is the mutate generator's).
+  for (const auto& [args, now] : std::vector<std::pair<std::string, std::string>>{
+           {"detect " + kModel + " --backends faulty --batch 10", "is now '--eval_batch N'"},
+           {"fuzz --generator zoo --trained " + kModel + " --backends faulty --batch 10", "is now '--eval_batch N'"},
+           {"fuzz --generator zoo --trained " + kModel + " --backends faulty --mutation_rate 0.5",
+            "'--mutation_rate' is now '--mutant_noise'"}}) {
+    const Result r = quorum(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_NE(r.err.find(now), std::string::npos) << args << "\n" << r.err;
+  }
+}
+
 TEST(DetectCommand, PrintsThePairsAndWritesTheFindingsBundleAndReport) {
   const fs::path out = quorum::testing::scratch("detect_cli") / "detect_out";
   fs::remove_all(out);
