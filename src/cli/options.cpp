@@ -161,6 +161,10 @@ std::string flag_help(const std::vector<std::string>& flags) {
   for (const auto& name : flags)
     if (const FlagDef* f = find(name)) width = std::max(width, left_of(*f).size());
   for (const auto& name : flags) {
+    if (!name.empty() && name[0] == '#') {  // a group's heading
+      os << name.substr(1) << ":\n";
+      continue;
+    }
     const FlagDef* f = find(name);
     if (!f) continue;
     const std::string left = left_of(*f);

@@ -37,6 +37,6 @@ struct Options {
 Options parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& allowed,
                     const std::string& command);
 // "  --seed N   seed of the one RNG ..." lines for the given flags.
-std::string flag_help(const std::vector<std::string>& flags);
+std::string flag_help(const std::vector<std::string>& flags);  // "#heading" entries start a group
 
 }  // namespace quorum::cli

@@ -68,6 +68,11 @@ TEST(Cli, VersionAndHelp) {
   for (const char* f : {"--threshold V", "(default 0.15)", "--epsilon V", "(default 1e-5)", "--learning_rate V",
                         "(default 0.01)", "--mutation_rate V", "(default 0.1)", "--time V"})
     EXPECT_NE(r.out.find(f), std::string::npos) << f << "\n" << r.out;
+  // Grouped: a heading line before each group of fuzz's flags, and only fuzz's flags.
+  for (const char* h : {"\nthe campaign:\n", "\njudging:\n", "\nsearching each model (--search):\n",
+                        "\ntrained models (--generator zoo --trained DIR):\n"})
+    EXPECT_NE(r.out.find(h), std::string::npos) << h << "\n" << r.out;
+  EXPECT_EQ(r.out.find("--expose"), std::string::npos) << r.out;  // search's, not fuzz's
 }
 
 TEST(Cli, OpsListsEveryOperatorOfTheCatalogue) {
