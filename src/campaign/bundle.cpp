@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <limits>
-#include "campaign/detect.h"
 
 #include "core/rng.h"
 
@@ -391,29 +390,6 @@ std::string write_bundle_at(const std::string& dir, const oracle::Finding& f, co
   fs::rename(tmp, final_dir, ec);
   if (ec) core::write_failed(bundle_path, ec.value());
   return bundle_path;
-}
-
-Replayed replay(const std::string& bundle_dir) {
-  const fs::path dir(bundle_dir);
-  const std::string fpath = (dir / "finding.json").string();
-  const json j = read_finding(bundle_dir);
-  ModelCase m;
-  m.graph = ir::load_graph((dir / "model.json").string());
-  for (const auto& in : m.graph.inputs)
-    m.inputs.emplace(in.name,
-                     core::read_npy((dir / "inputs" / (safe_name(in.name) + ".npy")).string()).to(core::DType::F64));
-  m.target = core::read_npy((dir / "target.npy").string());
-  const Setup setup = finding_setup(j, fpath);
-  WorkerSet workers(setup.backends, setup.limits);
-  const Evaluation ev = evaluate(m, setup, workers);
-  Replayed r;
-  r.expected = j.at("signature").get<std::string>();
-  r.found = ev.findings;
-  // A detection finding (quorum detect) is judged again by its pair's distance on the bundle's input.
-  if (const auto d = j.find("detection"); d != j.end())
-    if (auto f = replay_detection(m, ev, d->dump())) r.found.insert(r.found.begin(), *f);
-  for (const auto& f : r.found) r.reproduced |= f.signature() == r.expected;
-  return r;
 }
 
 }  // namespace quorum::campaign

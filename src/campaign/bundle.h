@@ -73,12 +73,4 @@ void clean_partial_bundles(const std::string& out_dir);
 
 std::string replay_command(const std::string& bundle_dir);
 
-struct Replayed {
-  bool reproduced = false;
-  std::string expected;               // the signature in the bundle
-  std::vector<oracle::Finding> found;  // what the rerun found
-};
-// Reruns a bundle's model on the same backends with the same settings.
-Replayed replay(const std::string& bundle_dir);
-
 }  // namespace quorum::campaign

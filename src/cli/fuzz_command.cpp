@@ -8,6 +8,7 @@
 
 #include "backends/refusal.h"
 #include "campaign/bundle.h"
+#include "campaign/replay.h"
 #include "campaign/campaign.h"
 #include "campaign/merge.h"
 #include "campaign/refusals.h"

@@ -14,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "campaign/bundle.h"
+#include "campaign/replay.h"
 #include "campaign/campaign.h"
 #include "campaign/store.h"
 #include "core/fileio.h"

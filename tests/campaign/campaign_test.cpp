@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "campaign/bundle.h"
+#include "campaign/replay.h"
 #include "campaign/store.h"
 #include "core/fileio.h"
 #include "ir/json_io.h"

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "campaign/bundle.h"
+#include "campaign/replay.h"
 #include "campaign/campaign.h"
 #include "campaign/generators.h"
 #include "campaign/store.h"

@@ -14,6 +14,7 @@
 
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
+#include "campaign/replay.h"
 #include "campaign/store.h"
 #include "ir/json_io.h"
 

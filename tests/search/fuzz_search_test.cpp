@@ -11,6 +11,7 @@
 #include "ir/json_io.h"
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
+#include "campaign/replay.h"
 #include "campaign/store.h"
 #include "report/issue.h"
 
