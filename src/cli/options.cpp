@@ -138,7 +138,7 @@ Options parse_flags(const std::vector<std::string>& args, const std::vector<std:
     for (const Renamed& r : kRenamed)
       if (!takes && command == r.command && name == r.old_name)
         throw UserError("'--" + name + "' of '" + command + "' " + r.now);
-    if (!f || std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+    if (!f || !takes)
       throw UserError("unknown flag '--" + name + "' for '" + command + "' (see quorum " + command + " --help)");
     if (f->kind != Kind::FLAG && !has_value) {
       if (i + 1 >= args.size()) throw UserError("flag '--" + name + "' needs a value");

@@ -318,43 +318,40 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
   // 2. Only what the blamed node depends on. For a backward finding the loss moves to the blamed
   //    node's output, with a target that gives it the recorded incoming gradient.
   Case cur = original;
-  try {
-    Case c = original;
-    c.graph.outputs = blamed->outputs;
-    c.graph.types.clear();
-    c.graph = ir::remove_unused(c.graph);
-    below_loss(c, blamed->outputs[0]);
-    if (feed(c, original, recorded) && run.try_case(c, "ancestors of '" + blamed_node + "'")) cur = std::move(c);
-  } catch (const core::UserError&) {
-  }
+  // The original model cut at `outputs`: kept as `cur` when the finding shows there.
+  auto cut_at = [&](const std::vector<std::string>& outputs, const std::string& what) {
+    try {
+      Case c = original;
+      c.graph.outputs = outputs;
+      c.graph.types.clear();
+      c.graph = ir::remove_unused(c.graph);
+      below_loss(c, outputs[0]);
+      if (feed(c, original, recorded) && run.try_case(c, what)) {
+        cur = std::move(c);
+        return true;
+      }
+    } catch (const core::UserError&) {
+    }
+    return false;
+  };
+  cut_at(blamed->outputs, "ancestors of '" + blamed_node + "'");
   // 2b. Where the finding needs what follows the blamed node (a consumer that turns the node's NaN output
   //     into numbers whose gradient shows the fault), the model cut at the output of each node after it in
   //     turn, nearest first, at most kMaxCuts of them: the first that shows it is kept.
   if (cur.graph.nodes.size() == original.graph.nodes.size()) {
     constexpr int kMaxCuts = 4;
     int cuts = 0;
-    bool after = false;
+    // The values the blamed node's outputs reach (the nodes are in topological order).
+    std::set<std::string> reached(blamed->outputs.begin(), blamed->outputs.end());
     for (const auto& n : original.graph.nodes) {
-      if (n.name == blamed_node) {
-        after = true;
+      if (cuts >= kMaxCuts || r.runs >= opt.max_runs) break;
+      if (n.name == blamed_node ||
+          std::none_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& v) { return reached.count(v) > 0; }))
         continue;
-      }
-      if (!after || cuts >= kMaxCuts || r.runs >= opt.max_runs) continue;
-      if (!ir::ancestors(original.graph, n.name).count(blamed_node)) continue;
+      reached.insert(n.outputs.begin(), n.outputs.end());
       if (n.outputs[0] == original.graph.outputs[0]) break;  // the whole model: the original
       ++cuts;
-      try {
-        Case c = original;
-        c.graph.outputs = {n.outputs[0]};
-        c.graph.types.clear();
-        c.graph = ir::remove_unused(c.graph);
-        below_loss(c, n.outputs[0]);
-        if (feed(c, original, recorded) && run.try_case(c, "cut at '" + n.name + "' after '" + blamed_node + "'")) {
-          cur = std::move(c);
-          break;
-        }
-      } catch (const core::UserError&) {
-      }
+      if (cut_at({n.outputs[0]}, "cut at '" + n.name + "' after '" + blamed_node + "'")) break;
     }
   }
 
