@@ -54,6 +54,23 @@ bool explained_by(const Kernel& kernel, const std::vector<core::Tensor>& operand
   return differing > 0;
 }
 
+// Whether `run` gives the same NaN or infinity at every element where `got` is non-finite (at least one),
+// shapes alike.
+bool nonfinite_where(const std::vector<core::Tensor>& run, const std::vector<core::Tensor>& got) {
+  if (run.size() < got.size()) return false;
+  int64_t nonfinite = 0;
+  for (size_t k = 0; k < got.size(); ++k) {
+    if (run[k].numel() != got[k].numel()) return false;
+    for (int64_t i = 0; i < got[k].numel(); ++i) {
+      const double a = got[k].get(i), r = run[k].get(i);
+      if (std::isfinite(a)) continue;
+      if (!(a == r || (std::isnan(a) && std::isnan(r)))) return false;
+      ++nonfinite;
+    }
+  }
+  return nonfinite > 0;
+}
+
 }  // namespace
 
 ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kernel& kernel,
@@ -120,6 +137,16 @@ ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kerne
     return g;
   }
   if (kind == core::FindingKind::NaN) {
+    // The kernel's own float32 evaluation (ops::Float32Evaluation) gives NaN/Inf wherever the library does.
+    if (dtype == core::DType::F32)
+      for (const oracle::Float32Run& r : oracle::float32_runs(operands, ops::op(node.op).float32_orders, kernel))
+        if (nonfinite_where(r.out, got)) {
+          g.cls = "precision";
+          g.why = std::string("the kernel evaluated in ") + ops::float32_order_name(r.order) +
+                  " gives the library's NaN/Inf wherever it has one: an intermediate leaves float32's range "
+                  "although the exact result does not";
+          return g;
+        }
     double biggest = 0;
     for (const auto& o : operands)
       for (int64_t i = 0; i < o.numel(); ++i)
@@ -149,7 +176,8 @@ ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kerne
   // The oracle's float32 spread (oracle/spread.h), the one every verdict uses.
   const double u = oracle::unit_roundoff(dtype);
   std::vector<core::Tensor> spread =
-      oracle::spread(operands, want, dtype, oracle::perturbation_ulps(node, operands), node.op + "/classify", kernel);
+      oracle::spread(operands, want, dtype, oracle::perturbation_ulps(node, operands), node.op + "/classify", kernel,
+                     ops::op(node.op).float32_orders);
   if (spread.size() < got.size()) {
     spread.clear();
     for (size_t k = 0; k < got.size(); ++k) spread.emplace_back(core::DType::F64, want[k].shape());

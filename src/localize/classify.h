@@ -29,11 +29,14 @@ using Kernel = oracle::Kernel;
 // already beyond oracle::kMargin of it, so this asks whether it is a little or far beyond); else a
 // convention when the localized causes are all categorical attributes (a mode or flag: SAME
 // padding, align_corners); else a bug. NaN swallowed: a convention when the
-// number is the result with the NaN taken as -inf (maxNum semantics), else a bug. NaN/Inf made: a
-// bug, or float32's range when the operands reach kRangeEdge. Crashes: bugs. `kind` is the
-// finding's kind; `causes` the attributes whose change removed it (localize-fix).
-// A NaN/Inf finding whose operands reach kRangeEdge (about sqrt(FLT_MAX)/2) is float32's range (an
-// intermediate overflows), not a bug of the operator.
+// number is the result with the NaN taken as -inf (maxNum semantics), else a bug. NaN/Inf made:
+// precision when the operator's own float32 evaluation (ops::Float32Evaluation) gives the same NaN or
+// infinity at every such element, the order that does named; else float32's range when the operands reach
+// kRangeEdge; else a bug. Crashes: bugs. `kind` is the finding's kind; `causes` the attributes whose change
+// removed it (localize-fix).
+// A NaN/Inf finding whose operands reach kRangeEdge (1e18, a little below sqrt(FLT_MAX)) is float32's range
+// (an intermediate overflows), not a bug of the operator: the rule for operators without a float32
+// evaluation.
 constexpr double kPrecisionSpreads = 16;
 constexpr double kRangeEdge = 1e18;
 ClassGuess guess_class(core::FindingKind kind, const ir::Node& node, const Kernel& kernel,

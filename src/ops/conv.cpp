@@ -6,12 +6,17 @@
 // exact transpose of the forward by construction.
 #include <algorithm>
 #include <tuple>
+#include <type_traits>
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
 #include "ops/integer_form.h"
 #include "ops/quant_util.h"
 #include "ops/registry.h"
+
+// The kernels are written once for a scalar R (the float32 evaluation, ops::Float32Evaluation): a float widened
+// to double unseen is an error.
+#pragma GCC diagnostic error "-Wdouble-promotion"
 
 namespace quorum::ops {
 namespace {
@@ -191,48 +196,59 @@ void for_each_term(const ConvGeom& g, F f) {
         }
 }
 
-std::vector<Tensor> conv_forward(const ConvGeom& g, const Inputs& in) {
-  Tensor y(DType::F64, g.out_shape());
-  const double* x = in[0]->f64();
-  const double* w = in[1]->f64();
-  double* yp = y.f64();
-  SumRange range(y.numel());
+// Written once for a scalar R: the float64 kernel (its sums' float32 range marked, SumRange: a partial sum
+// overflows in some summation order) and its float32 evaluation (ops::Float32Evaluation: every product and
+// running sum a float32, in the order of for_each_term, or fused).
+template <class R>
+std::vector<Tensor> conv_forward(const ConvGeom& g, const Inputs& in, bool fused) {
+  const std::vector<R> x = values_as<R>(*in[0]), w = values_as<R>(*in[1]);
+  std::vector<R> y(static_cast<size_t>(core::numel(g.out_shape())), R(0));
+  SumRange range(static_cast<int64_t>(y.size()));
   for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) {
-    yp[yi] += x[xi] * w[wi];
-    range.add(yi, x[xi] * w[wi]);
+    add_product(y[static_cast<size_t>(yi)], x[static_cast<size_t>(xi)], w[static_cast<size_t>(wi)], fused);
+    range.add(yi, static_cast<double>(x[static_cast<size_t>(xi)] * w[static_cast<size_t>(wi)]));
   });
   if (g.has_bias) {
-    const double* b = in[2]->f64();
+    const std::vector<R> b = values_as<R>(*in[2]);
     const int64_t out_n = core::numel(g.out_sp);
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      yp[i] += b[(i / out_n) % g.out_ch];
-      range.add(i, b[(i / out_n) % g.out_ch]);
+    for (size_t i = 0; i < y.size(); ++i) {
+      const R bi = b[static_cast<size_t>((static_cast<int64_t>(i) / out_n) % g.out_ch)];
+      y[i] += bi;
+      range.add(static_cast<int64_t>(i), static_cast<double>(bi));
     }
   }
-  range.mark(y);
-  return {y};
+  Tensor out = widened(y, g.out_shape());
+  if constexpr (std::is_same_v<R, double>) range.mark(out);
+  return {out};
+}
+
+template <class R>
+std::vector<Tensor> conv_vjp(const ConvGeom& g, const Inputs& in, const Tensor& gy, bool fused) {
+  const std::vector<R> x = values_as<R>(*in[0]), w = values_as<R>(*in[1]), gyv = values_as<R>(gy);
+  std::vector<R> gx(x.size(), R(0)), gw(w.size(), R(0)), gb(static_cast<size_t>(g.out_ch), R(0));
+  // y[yi] += x[xi]*w[wi], so each term sends gy[yi]*w[wi] to x and gy[yi]*x[xi] to w.
+  for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    const R d = gyv[static_cast<size_t>(yi)];
+    add_product(gx[static_cast<size_t>(xi)], d, w[static_cast<size_t>(wi)], fused);
+    add_product(gw[static_cast<size_t>(wi)], d, x[static_cast<size_t>(xi)], fused);
+  });
+  std::vector<Tensor> grads{widened(gx, in[0]->shape()), widened(gw, in[1]->shape())};
+  if (g.has_bias) {
+    const int64_t out_n = core::numel(g.out_sp);
+    for (size_t i = 0; i < gyv.size(); ++i)
+      gb[static_cast<size_t>((static_cast<int64_t>(i) / out_n) % g.out_ch)] += gyv[i];
+    grads.push_back(widened(gb, {g.out_ch}));
+  }
+  return grads;
+}
+
+// The float64 kernel, or inside a Float32Evaluation scope its float32 evaluation.
+std::vector<Tensor> conv_forward(const ConvGeom& g, const Inputs& in) {
+  return in_evaluation_precision([&](auto zero, bool fused) { return conv_forward<decltype(zero)>(g, in, fused); });
 }
 
 std::vector<Tensor> conv_vjp(const ConvGeom& g, const Inputs& in, const Tensor& gy) {
-  Tensor gx(DType::F64, in[0]->shape()), gw(DType::F64, in[1]->shape());
-  const double* x = in[0]->f64();
-  const double* w = in[1]->f64();
-  const double* gyp = gy.f64();
-  double* gxp = gx.f64();
-  double* gwp = gw.f64();
-  // y[yi] += x[xi]*w[wi], so each term sends gy[yi]*w[wi] to x and gy[yi]*x[xi] to w.
-  for_each_term(g, [&](int64_t xi, int64_t wi, int64_t yi) {
-    gxp[xi] += gyp[yi] * w[wi];
-    gwp[wi] += gyp[yi] * x[xi];
-  });
-  std::vector<Tensor> grads{gx, gw};
-  if (g.has_bias) {
-    Tensor gb(DType::F64, {g.out_ch});
-    const int64_t out_n = core::numel(g.out_sp);
-    for (int64_t i = 0; i < gy.numel(); ++i) gb.f64()[(i / out_n) % g.out_ch] += gyp[i];
-    grads.push_back(gb);
-  }
-  return grads;
+  return in_evaluation_precision([&](auto zero, bool fused) { return conv_vjp<decltype(zero)>(g, in, gy, fused); });
 }
 
 Signature conv_signature(const ConvGeom& g, DType dtype) {
@@ -322,6 +338,7 @@ OpSpec make_conv(int rank) {
   s.vjp = [name, rank](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
     return conv_vjp(conv_geometry(name, in[0]->type(), a, rank, false), in, g[0]);
   };
+  s.float32_orders = {Float32Order::kInOrder, Float32Order::kFused};
   s.tol_f32 = {1e-5, 1e-4};
   s.reduction_length = conv_reduction_length;
   s.range = conv_range;
@@ -382,6 +399,7 @@ OpSpec make_conv_transpose2d() {
   s.vjp = [name](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
     return conv_vjp(conv_geometry(name, in[0]->type(), a, 2, true), in, g[0]);
   };
+  s.float32_orders = {Float32Order::kInOrder, Float32Order::kFused};
   s.tol_f32 = {1e-5, 1e-4};
   s.reduction_length = conv_reduction_length;
   s.range = conv_range;

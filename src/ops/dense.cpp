@@ -3,10 +3,15 @@
 // over broadcast batch dims through the same batch map the forward uses.
 #include <cfloat>
 #include <cmath>
+#include <type_traits>
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
 #include "ops/registry.h"
+
+// The kernels are written once for a scalar R (the float32 evaluation, ops::Float32Evaluation): a float widened
+// to double unseen is an error.
+#pragma GCC diagnostic error "-Wdouble-promotion"
 
 namespace quorum::ops {
 namespace {
@@ -57,55 +62,59 @@ OpSpec make_dense() {
     if (g.has_bias) sig.params.push_back(ParamSpec{"bias", TensorType{dt, {g.units}}, Init::Zeros});
     return sig;
   };
+  // Written once for a scalar R: the float64 kernel (its sums' float32 range marked, SumRange: a partial sum
+  // overflows in some summation order) and its float32 evaluation (ops::Float32Evaluation, every product and
+  // running sum a float32, in order or fused).
   s.forward = [](const Inputs& in, const Attrs& a) {
-    const DenseGeom g = dense_geometry(in[0]->type(), a);
-    Shape ys = in[0]->shape();
-    ys.back() = g.units;
-    Tensor y(DType::F64, ys);
-    const double* x = in[0]->f64();
-    const double* w = in[1]->f64();
-    const double* b = g.has_bias ? in[2]->f64() : nullptr;
-    double* yp = y.f64();
-    SumRange range(y.numel());
-    for (int64_t r = 0; r < g.rows; ++r)
-      for (int64_t u = 0; u < g.units; ++u) {
-        double acc = b ? b[u] : 0.0;
-        if (b) range.add(r * g.units + u, b[u]);
-        for (int64_t i = 0; i < g.in_features; ++i) {
-          const double term = x[r * g.in_features + i] * w[u * g.in_features + i];
-          acc += term;
-          range.add(r * g.units + u, term);
+    return in_evaluation_precision([&](auto zero, bool fused) {
+      using R = decltype(zero);
+      const DenseGeom g = dense_geometry(in[0]->type(), a);
+      Shape ys = in[0]->shape();
+      ys.back() = g.units;
+      const std::vector<R> x = values_as<R>(*in[0]), w = values_as<R>(*in[1]);
+      const std::vector<R> b = g.has_bias ? values_as<R>(*in[2]) : std::vector<R>();
+      std::vector<R> y(static_cast<size_t>(g.rows * g.units));
+      SumRange range(static_cast<int64_t>(y.size()));
+      for (int64_t r = 0; r < g.rows; ++r)
+        for (int64_t u = 0; u < g.units; ++u) {
+          R acc = g.has_bias ? b[static_cast<size_t>(u)] : R(0);
+          if (g.has_bias) range.add(r * g.units + u, static_cast<double>(b[static_cast<size_t>(u)]));
+          for (int64_t i = 0; i < g.in_features; ++i) {
+            const R xi = x[static_cast<size_t>(r * g.in_features + i)],
+                    wi = w[static_cast<size_t>(u * g.in_features + i)];
+            add_product(acc, xi, wi, fused);
+            range.add(r * g.units + u, static_cast<double>(xi * wi));
+          }
+          y[static_cast<size_t>(r * g.units + u)] = acc;
         }
-        yp[r * g.units + u] = acc;
-      }
-    range.mark(y);
-    return std::vector<Tensor>{y};
+      Tensor out = widened(y, ys);
+      if constexpr (std::is_same_v<R, double>) range.mark(out);
+      return std::vector<Tensor>{out};
+    });
   };
   s.vjp = [](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& grad) {
-    const DenseGeom g = dense_geometry(in[0]->type(), a);
-    Tensor gx(DType::F64, in[0]->shape()), gw(DType::F64, in[1]->shape());
-    const double* x = in[0]->f64();
-    const double* w = in[1]->f64();
-    const double* gy = grad[0].f64();
-    double* gxp = gx.f64();
-    double* gwp = gw.f64();
-    for (int64_t r = 0; r < g.rows; ++r)
-      for (int64_t u = 0; u < g.units; ++u) {
-        const double d = gy[r * g.units + u];
-        for (int64_t i = 0; i < g.in_features; ++i) {
-          gxp[r * g.in_features + i] += d * w[u * g.in_features + i];
-          gwp[u * g.in_features + i] += d * x[r * g.in_features + i];
-        }
-      }
-    std::vector<Tensor> grads{gx, gw};
-    if (g.has_bias) {
-      Tensor gb(DType::F64, {g.units});
+    return in_evaluation_precision([&](auto zero, bool fused) {
+      using R = decltype(zero);
+      const DenseGeom g = dense_geometry(in[0]->type(), a);
+      const std::vector<R> x = values_as<R>(*in[0]), w = values_as<R>(*in[1]), gy = values_as<R>(grad[0]);
+      std::vector<R> gx(x.size(), R(0)), gw(w.size(), R(0)), gb(static_cast<size_t>(g.units), R(0));
       for (int64_t r = 0; r < g.rows; ++r)
-        for (int64_t u = 0; u < g.units; ++u) gb.f64()[u] += gy[r * g.units + u];
-      grads.push_back(gb);
-    }
-    return grads;
+        for (int64_t u = 0; u < g.units; ++u) {
+          const R d = gy[static_cast<size_t>(r * g.units + u)];
+          gb[static_cast<size_t>(u)] += d;
+          for (int64_t i = 0; i < g.in_features; ++i) {
+            add_product(gx[static_cast<size_t>(r * g.in_features + i)], d,
+                        w[static_cast<size_t>(u * g.in_features + i)], fused);
+            add_product(gw[static_cast<size_t>(u * g.in_features + i)], d,
+                        x[static_cast<size_t>(r * g.in_features + i)], fused);
+          }
+        }
+      std::vector<Tensor> grads{widened(gx, in[0]->shape()), widened(gw, in[1]->shape())};
+      if (g.has_bias) grads.push_back(widened(gb, {g.units}));
+      return grads;
+    });
   };
+  s.float32_orders = {Float32Order::kInOrder, Float32Order::kFused};
   s.tol_f32 = {1e-5, 1e-4};
   s.reduction_length = [](const std::vector<TensorType>& in, const Attrs&) {
     return in[0].shape.empty() ? int64_t{1} : std::max<int64_t>(1, in[0].shape.back());
@@ -196,36 +205,41 @@ OpSpec make_matmul() {
     const DType dt = common_float_dtype(in);
     return Signature{{TensorType{dt, matmul_out_shape(matmul_geometry(in[0], in[1]))}}, {}};
   };
+  // Written once for a scalar R, as dense is.
   s.forward = [](const Inputs& in, const Attrs&) {
-    const MatmulGeom g = matmul_geometry(in[0]->type(), in[1]->type());
-    Tensor y(DType::F64, matmul_out_shape(g));
-    const double* a = in[0]->f64();
-    const double* b = in[1]->f64();
-    double* yp = y.f64();
-    SumRange range(y.numel());
-    for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) {
-      yp[yi] += a[ai] * b[bi];
-      range.add(yi, a[ai] * b[bi]);
+    return in_evaluation_precision([&](auto zero, bool fused) {
+      using R = decltype(zero);
+      const MatmulGeom g = matmul_geometry(in[0]->type(), in[1]->type());
+      const std::vector<R> a = values_as<R>(*in[0]), b = values_as<R>(*in[1]);
+      std::vector<R> y(static_cast<size_t>(core::numel(matmul_out_shape(g))), R(0));
+      SumRange range(static_cast<int64_t>(y.size()));
+      for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) {
+        const R av = a[static_cast<size_t>(ai)], bv = b[static_cast<size_t>(bi)];
+        add_product(y[static_cast<size_t>(yi)], av, bv, fused);
+        range.add(yi, static_cast<double>(av * bv));
+      });
+      Tensor out = widened(y, matmul_out_shape(g));
+      if constexpr (std::is_same_v<R, double>) range.mark(out);
+      return std::vector<Tensor>{out};
     });
-    range.mark(y);
-    return std::vector<Tensor>{y};
   };
   s.vjp = [](const Inputs& in, const Attrs&, const std::vector<Tensor>&, const std::vector<Tensor>& grad) {
-    const MatmulGeom g = matmul_geometry(in[0]->type(), in[1]->type());
-    Tensor ga(DType::F64, in[0]->shape()), gb(DType::F64, in[1]->shape());
-    const double* a = in[0]->f64();
-    const double* b = in[1]->f64();
-    const double* gy = grad[0].f64();
-    double* gap = ga.f64();
-    double* gbp = gb.f64();
-    // Accumulating into the mapped (un-broadcast) matrix sums the gradient over broadcast batch
-    // dims, as sum_to would on a materialised broadcast gradient.
-    for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) {
-      gap[ai] += gy[yi] * b[bi];
-      gbp[bi] += gy[yi] * a[ai];
+    return in_evaluation_precision([&](auto zero, bool fused) {
+      using R = decltype(zero);
+      const MatmulGeom g = matmul_geometry(in[0]->type(), in[1]->type());
+      const std::vector<R> a = values_as<R>(*in[0]), b = values_as<R>(*in[1]), gy = values_as<R>(grad[0]);
+      std::vector<R> ga(a.size(), R(0)), gb(b.size(), R(0));
+      // Accumulating into the mapped (un-broadcast) matrix sums the gradient over broadcast batch
+      // dims, as sum_to would on a materialised broadcast gradient.
+      for_each_matmul_term(g, [&](int64_t ai, int64_t bi, int64_t yi) {
+        const R d = gy[static_cast<size_t>(yi)];
+        add_product(ga[static_cast<size_t>(ai)], d, b[static_cast<size_t>(bi)], fused);
+        add_product(gb[static_cast<size_t>(bi)], d, a[static_cast<size_t>(ai)], fused);
+      });
+      return std::vector<Tensor>{widened(ga, in[0]->shape()), widened(gb, in[1]->shape())};
     });
-    return std::vector<Tensor>{ga, gb};
   };
+  s.float32_orders = {Float32Order::kInOrder, Float32Order::kFused};
   s.tol_f32 = {1e-5, 1e-4};
   s.reduction_length = [](const std::vector<TensorType>& in, const Attrs&) {
     return in[0].shape.empty() ? int64_t{1} : std::max<int64_t>(1, in[0].shape.back());
@@ -277,7 +291,7 @@ double exact_power_of_two(OnnxExport& e, const std::string& what, const Tensor* 
     const double v = t->get(i);
     if (!std::isfinite(v) || v == 0) continue;
     const double q = f32 ? static_cast<double>(static_cast<float>(v / s)) : v / s;
-    if (std::abs(q) < (f32 ? FLT_MIN : DBL_MIN) || q * s != v) return 1.0;
+    if (std::abs(q) < (f32 ? static_cast<double>(FLT_MIN) : DBL_MIN) || q * s != v) return 1.0;
   }
   return s;
 }

@@ -89,6 +89,34 @@ class SumRange {
   std::vector<double> magnitude_;
 };
 
+// The float32 evaluation (ops::Float32Evaluation) of a kernel written once for a scalar R: `kernel` is a
+// generic callable taking (R{}, fused); it runs with double and fused false outside a Float32Evaluation scope
+// (the float64 kernel, with its marks) and with float inside one, fused for Float32Order::kFused.
+template <class Kernel>
+auto in_evaluation_precision(Kernel&& kernel) {
+  if (const std::optional<Float32Order> order = float32_evaluation())
+    return kernel(float{}, *order == Float32Order::kFused);
+  return kernel(double{}, false);
+}
+// A tensor's values as R (float: as a float32 library holds them), and R values back in a float64 tensor.
+template <class R>
+std::vector<R> values_as(const Tensor& t) {
+  std::vector<R> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = static_cast<R>(t.get(i));
+  return v;
+}
+template <class R>
+Tensor widened(const std::vector<R>& v, const Shape& shape) {
+  Tensor t(DType::F64, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = static_cast<double>(v[static_cast<size_t>(i)]);
+  return t;
+}
+// sum + a * b, rounded once (fused) or twice.
+template <class R>
+void add_product(R& sum, R a, R b, bool fused) {
+  sum = fused ? std::fma(a, b, sum) : sum + a * b;
+}
+
 // Normalises a possibly negative axis; OpError "axis A out of range for rank R" otherwise.
 int norm_axis(int64_t axis, int rank);
 // The same for a rank held as a size (a shape's size()), as an index.

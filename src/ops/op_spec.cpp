@@ -46,6 +46,20 @@ StoredPrecision::StoredPrecision(bool round_to_f32, double unit, bool jitter, bo
 
 StoredPrecision::~StoredPrecision() { g_stored = nullptr; }
 
+namespace {
+thread_local std::optional<Float32Order> g_float32;
+}  // namespace
+
+const char* float32_order_name(Float32Order order) {
+  return order == Float32Order::kFused ? "float32, fused multiply-add" : "float32, products summed in order";
+}
+
+Float32Evaluation::Float32Evaluation(Float32Order order) { g_float32 = order; }
+
+Float32Evaluation::~Float32Evaluation() { g_float32.reset(); }
+
+std::optional<Float32Order> float32_evaluation() { return g_float32; }
+
 double rounded(double v) {
   return g_stored && g_stored->round_to_f32 ? static_cast<double>(static_cast<float>(v)) : v;
 }

@@ -213,6 +213,28 @@ double float32_underflow(double log_v);
 // (measured: a float32 sum in order of L equal values errs by up to 0.24 L units, L = 16..4096).
 double sum_units(int64_t terms);
 
+// A kernel's float32 evaluation: its own formula computed in float32 arithmetic, every intermediate a
+// float32 (a product or a running sum past FLT_MAX is inf, inf * 0 NaN, a sum of opposite infinities NaN),
+// in one of the evaluation orders libraries use where they differ: products summed in order, or each added
+// by a fused multiply-add (oneDNN's and XNNPACK's JIT kernels). Inside a Float32Evaluation scope, an
+// operator that lists the scope's order in OpSpec::float32_orders computes its forward and VJP that way:
+// operands read as float32, results widened into the usual float64 tensors; outside one, in float64 with
+// the marks above. The oracle's spread runs one such trial per listed order (oracle/spread.h), so a NaN,
+// Inf or value that the float32 evaluation reproduces is float32's without a mark on that intermediate.
+// Per thread; scopes do not nest.
+enum class Float32Order : int8_t { kInOrder, kFused };
+// "float32, products summed in order" / "float32, fused multiply-add".
+const char* float32_order_name(Float32Order order);
+class Float32Evaluation {
+ public:
+  explicit Float32Evaluation(Float32Order order);
+  ~Float32Evaluation();
+  Float32Evaluation(const Float32Evaluation&) = delete;
+  Float32Evaluation& operator=(const Float32Evaluation&) = delete;
+};
+// The order of the enclosing Float32Evaluation scope; nullopt outside one (the float64 kernel).
+std::optional<Float32Order> float32_evaluation();
+
 struct OpSpec {
   std::string name;
   std::string family;
@@ -222,6 +244,8 @@ struct OpSpec {
   InferFn infer;  // throws core::OpError(reason) through core::require
   ForwardFn forward;
   VjpFn vjp;  // null: not differentiable
+  // The orders its forward and VJP evaluate in float32 (Float32Evaluation); empty: float64 with marks only.
+  std::vector<Float32Order> float32_orders;
   std::vector<int> nondiff_inputs;  // e.g. a loss's target
   Tolerance tol_f32{1e-5, 1e-4};
   Tolerance tol_f64{1e-12, 1e-10};

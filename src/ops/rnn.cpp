@@ -10,11 +10,14 @@
 // input and hidden pre-activations gi = W_ih x + b_ih and gh = W_hh h + b_hh, and the cell turns
 // them into the new state; the VJP replays the forward and back-propagates through time. The
 // pre-activations, gates and states are marked stored (ops::stored): a float32 implementation
-// holds them in float32, and a gate that rounds to 1 there has a zero derivative.
+// holds them in float32, and a gate that rounds to 1 there has a zero derivative. The same code is
+// the layers' float32 evaluation (ops::Float32Evaluation), in order and with fused multiply-adds.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <type_traits>
 
 #include "ops/kernel_util.h"
 #include "ops/onnx_map.h"
@@ -27,7 +30,28 @@ enum class Cell { Rnn, Lstm, Gru };
 
 int gate_count(Cell k) { return k == Cell::Rnn ? 1 : k == Cell::Lstm ? 4 : 3; }
 
-double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+// The kernel is written once for a scalar R: double is the float64 kernel, whose intermediates carry the
+// float32 trials' marks (keep, keep_sum: ops::stored, ops::stored_sum); float is its float32 evaluation
+// (ops::Float32Evaluation), which holds every pre-activation, gate, state, product and running sum in float32
+// itself, so a per-step product past FLT_MAX is inf there, and inf * 0 NaN, as in a float32 library.
+// Every constant is written R(...): no float value is widened to double (-Wdouble-promotion, below).
+#pragma GCC diagnostic error "-Wdouble-promotion"
+
+template <class R>
+R keep(R v) {
+  if constexpr (std::is_same_v<R, double>) return stored(v);
+  else return v;
+}
+template <class R>
+R keep_sum(R sum, R magnitude, int64_t terms) {
+  if constexpr (std::is_same_v<R, double>) return stored_sum(sum, magnitude, terms);
+  else return sum;
+}
+
+template <class R>
+R sigmoid(R x) {
+  return x >= R(0) ? R(1) / (R(1) + std::exp(-x)) : std::exp(x) / (R(1) + std::exp(x));
+}
 
 // The cell's activation (ONNX's `activations`: Tanh by default, Relu, Sigmoid): simple_rnn's f; LSTM's g and h
 // (the cell input and the output's cell activation, ONNX's second and third) and GRU's g (the new gate n, its
@@ -42,17 +66,19 @@ Act act_of(const Attrs& a) {
 
 // ReLU keeps a NaN, as the catalogue's relu does: a float32 state whose sums overflowed (inf - inf) is
 // NaN, whatever a library's ReLU then makes of it.
-double activate(Act f, double x) {
-  return f == Act::Relu ? (x > 0 || std::isnan(x) ? x : 0.0) : f == Act::Sigmoid ? sigmoid(x) : std::tanh(x);
+template <class R>
+R activate(Act f, R x) {
+  return f == Act::Relu ? (x > R(0) || std::isnan(x) ? x : R(0)) : f == Act::Sigmoid ? sigmoid(x) : std::tanh(x);
 }
 
 // f'(x) from y = f(x): ReLU's derivative at 0 is 0, as libtorch takes it (NaN at a NaN).
-double activate_grad(Act f, double y) {
-  if (f == Act::Relu) return std::isnan(y) ? y : y > 0 ? 1.0 : 0.0;
-  return f == Act::Sigmoid ? y * (1.0 - y) : 1.0 - y * y;
+template <class R>
+R activate_grad(Act f, R y) {
+  if (f == Act::Relu) return std::isnan(y) ? y : y > R(0) ? R(1) : R(0);
+  return f == Act::Sigmoid ? y * (R(1) - y) : R(1) - y * y;
 }
 
-// One layer's cell: its kind and ONNX's cell options.
+// One layer's cell: its kind and ONNX's cell options, and how its sums are evaluated.
 struct Cfg {
   Cell k;
   Act act;
@@ -61,10 +87,21 @@ struct Cfg {
   bool lbr;       // GRU linear_before_reset: 1 (PyTorch) r * (W_hn h + b_hn); 0: W_hn (r * h) + b_hn
   bool peep;      // LSTM peepholes: p [D*3*H] (i, f, o) adds p_i * c and p_f * c to i and f, p_o * c' to o
   int h0 = -1, c0 = -1;  // initial_state 1: the inputs holding h0 and (LSTM) c0 [D*H]; -1: the zero state
-  double cl(double x) const { return clip > 0 && !std::isnan(x) ? std::clamp(x, -clip, clip) : x; }
+  bool fused = false;    // every product added to its sum by a fused multiply-add (a float32 evaluation order)
+  template <class R>
+  R cl(R x) const {
+    return clip > 0 && !std::isnan(x) ? std::clamp(x, R(-clip), R(clip)) : x;
+  }
   // d cl(x) / dx: 0 where the clamp holds x at a bound (strictly outside it), 1 elsewhere.
-  double cl_grad(double x) const { return clip > 0 && (x > clip || x < -clip) ? 0.0 : 1.0; }
+  template <class R>
+  R cl_grad(R x) const {
+    return clip > 0 && (x > R(clip) || x < R(-clip)) ? R(0) : R(1);
+  }
   bool lbr0() const { return k == Cell::Gru && !lbr; }
+  template <class R>
+  void add_product(R& sum, R a, R b) const {
+    ops::add_product(sum, a, b, fused);
+  }
 };
 
 Cfg cfg_of(Cell k, const Attrs& a) {
@@ -79,42 +116,40 @@ Cfg cfg_of(Cell k, const Attrs& a) {
              rnn_state_input(op, a, true)};
 }
 
-// A value a float32 implementation holds (a product, a state gradient): itself, and NaN in a float32
-// trial where it passes FLT_MAX (ops::float32_range), so that trial accepts what float32 makes of it.
-double held_in_f32(double v) { return v + float32_range(std::abs(v)); }
-
 // GRU's reset gate r_j of one step.
-double gru_reset(const Cfg& c, const double* gi, const double* gh, int64_t j) {
-  return stored(sigmoid(c.cl(gi[j] + gh[j])));
+template <class R>
+R gru_reset(const Cfg& c, const R* gi, const R* gh, int64_t j) {
+  return keep(sigmoid(c.cl(gi[j] + gh[j])));
 }
 
 // One step of one batch row. gi, gh hold G*H pre-activations (GRU with linear_before_reset 0: gh's n
 // rows are W_hn (r * h) + b_hn); c and p (the direction's peepholes, null without) are the LSTM's.
-void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh, const double* h_prev,
-                  const double* c_prev, const double* p, double* h, double* c) {
+template <class R>
+void cell_forward(const Cfg& cf, int64_t hs, const R* gi, const R* gh, const R* h_prev, const R* c_prev, const R* p,
+                  R* h, R* c) {
   for (int64_t j = 0; j < hs; ++j) {
     switch (cf.k) {
       case Cell::Rnn:
-        h[j] = stored(activate(cf.act, cf.cl(gi[j] + gh[j])));
+        h[j] = keep(activate(cf.act, cf.cl(gi[j] + gh[j])));
         break;
       case Cell::Lstm: {
-        const double i = stored(sigmoid(cf.cl(gi[j] + gh[j] + (p ? p[j] * c_prev[j] : 0.0))));
-        const double pf = gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : 0.0);
-        const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(pf)));
-        const double g = stored(activate(cf.act, cf.cl(gi[2 * hs + j] + gh[2 * hs + j])));
-        c[j] = stored(f * c_prev[j] + i * g);
-        const double o = stored(sigmoid(cf.cl(gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c[j] : 0.0))));
-        h[j] = stored(o * stored(activate(cf.act, c[j])));
+        const R i = keep(sigmoid(cf.cl(gi[j] + gh[j] + (p ? p[j] * c_prev[j] : R(0)))));
+        const R pf = gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : R(0));
+        const R f = cf.coupled ? keep(R(1) - i) : keep(sigmoid(cf.cl(pf)));
+        const R g = keep(activate(cf.act, cf.cl(gi[2 * hs + j] + gh[2 * hs + j])));
+        c[j] = keep(f * c_prev[j] + i * g);
+        const R o = keep(sigmoid(cf.cl(gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c[j] : R(0)))));
+        h[j] = keep(o * keep(activate(cf.act, c[j])));
         break;
       }
       case Cell::Gru: {
-        const double r = gru_reset(cf, gi, gh, j);
-        const double z = stored(sigmoid(cf.cl(gi[hs + j] + gh[hs + j])));
+        const R r = gru_reset(cf, gi, gh, j);
+        const R z = keep(sigmoid(cf.cl(gi[hs + j] + gh[hs + j])));
         // linear_before_reset 1 (PyTorch): the reset gate multiplies the hidden pre-activation
         // including b_hn; 0: gh's n rows already read r * h.
-        const double hn = cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j];
-        const double n = stored(activate(cf.act, cf.cl(gi[2 * hs + j] + hn)));
-        h[j] = stored((1.0 - z) * n + z * h_prev[j]);
+        const R hn = cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j];
+        const R n = keep(activate(cf.act, cf.cl(gi[2 * hs + j] + hn)));
+        h[j] = keep((R(1) - z) * n + z * h_prev[j]);
         break;
       }
     }
@@ -124,42 +159,41 @@ void cell_forward(const Cfg& cf, int64_t hs, const double* gi, const double* gh,
 // The backward of cell_forward. Given dL/dh and dL/dc of the new state, writes dL/dgi, dL/dgh,
 // the part of dL/dh_prev that bypasses W_hh (GRU's z*h term) and dL/dc_prev. A GRU with
 // linear_before_reset 0 leaves its reset gate's rows 0 here: they need W_hn (rnn_vjp_direction).
-void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh, const double* h_prev,
-                   const double* c_prev, const double* p, const double* dh, const double* dc, double* dgi,
-                   double* dgh, double* dh_direct, double* dc_prev, double* dp) {
+template <class R>
+void cell_backward(const Cfg& cf, int64_t hs, const R* gi, const R* gh, const R* h_prev, const R* c_prev, const R* p,
+                   const R* dh, const R* dc, R* dgi, R* dgh, R* dh_direct, R* dc_prev, R* dp) {
   for (int64_t j = 0; j < hs; ++j) {
     dh_direct[j] = 0;
     dc_prev[j] = 0;
     switch (cf.k) {
       case Cell::Rnn: {
-        const double pre = gi[j] + gh[j];
-        const double y = stored(activate(cf.act, cf.cl(pre)));
+        const R pre = gi[j] + gh[j];
+        const R y = keep(activate(cf.act, cf.cl(pre)));
         dgi[j] = dgh[j] = dh[j] * activate_grad(cf.act, y) * cf.cl_grad(pre);
         break;
       }
       case Cell::Lstm: {
-        const double pi = gi[j] + gh[j] + (p ? p[j] * c_prev[j] : 0.0),
-                     pf = gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : 0.0),
-                     pg = gi[2 * hs + j] + gh[2 * hs + j];
-        const double i = stored(sigmoid(cf.cl(pi)));
-        const double f = cf.coupled ? stored(1.0 - i) : stored(sigmoid(cf.cl(pf)));
-        const double g = stored(activate(cf.act, cf.cl(pg)));
-        const double c = stored(f * c_prev[j] + i * g);
-        const double po = gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c : 0.0);
-        const double o = stored(sigmoid(cf.cl(po)));
-        const double tc = stored(activate(cf.act, c));
-        const double dpo = dh[j] * tc * o * (1.0 - o) * cf.cl_grad(po);
+        const R pi = gi[j] + gh[j] + (p ? p[j] * c_prev[j] : R(0)),
+                pf = gi[hs + j] + gh[hs + j] + (p ? p[hs + j] * c_prev[j] : R(0)), pg = gi[2 * hs + j] + gh[2 * hs + j];
+        const R i = keep(sigmoid(cf.cl(pi)));
+        const R f = cf.coupled ? keep(R(1) - i) : keep(sigmoid(cf.cl(pf)));
+        const R g = keep(activate(cf.act, cf.cl(pg)));
+        const R c = keep(f * c_prev[j] + i * g);
+        const R po = gi[3 * hs + j] + gh[3 * hs + j] + (p ? p[2 * hs + j] * c : R(0));
+        const R o = keep(sigmoid(cf.cl(po)));
+        const R tc = keep(activate(cf.act, c));
+        const R dpo = dh[j] * tc * o * (R(1) - o) * cf.cl_grad(po);
         // The output gate's peephole reads the new cell state: its gradient flows into c too.
-        const double dct = dc[j] + dh[j] * o * activate_grad(cf.act, tc) + (p ? dpo * p[2 * hs + j] : 0.0);
+        const R dct = dc[j] + dh[j] * o * activate_grad(cf.act, tc) + (p ? dpo * p[2 * hs + j] : R(0));
         // A coupled forget gate f = 1 - i passes dL/df to i with the opposite sign.
-        const double di = dct * g - (cf.coupled ? dct * c_prev[j] : 0.0);
-        const double dpi = di * i * (1.0 - i) * cf.cl_grad(pi);
-        const double dpf = cf.coupled ? 0.0 : dct * c_prev[j] * f * (1.0 - f) * cf.cl_grad(pf);
+        const R di = dct * g - (cf.coupled ? dct * c_prev[j] : R(0));
+        const R dpi = di * i * (R(1) - i) * cf.cl_grad(pi);
+        const R dpf = cf.coupled ? R(0) : dct * c_prev[j] * f * (R(1) - f) * cf.cl_grad(pf);
         dgi[j] = dgh[j] = dpi;
         dgi[hs + j] = dgh[hs + j] = dpf;
         dgi[2 * hs + j] = dgh[2 * hs + j] = dct * i * activate_grad(cf.act, g) * cf.cl_grad(pg);
         dgi[3 * hs + j] = dgh[3 * hs + j] = dpo;
-        dc_prev[j] = dct * f + (p ? dpi * p[j] + dpf * p[hs + j] : 0.0);
+        dc_prev[j] = dct * f + (p ? dpi * p[j] + dpf * p[hs + j] : R(0));
         if (dp) {
           dp[j] += dpi * c_prev[j];
           dp[hs + j] += dpf * c_prev[j];
@@ -168,14 +202,14 @@ void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh
         break;
       }
       case Cell::Gru: {
-        const double r = gru_reset(cf, gi, gh, j);
-        const double pz = gi[hs + j] + gh[hs + j];
-        const double z = stored(sigmoid(cf.cl(pz)));
-        const double pn = gi[2 * hs + j] + (cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j]);
-        const double n = stored(activate(cf.act, cf.cl(pn)));
-        const double dan = dh[j] * (1.0 - z) * activate_grad(cf.act, n) * cf.cl_grad(pn);
-        const double dar = cf.lbr ? dan * gh[2 * hs + j] * r * (1.0 - r) * cf.cl_grad(gi[j] + gh[j]) : 0.0;
-        const double daz = dh[j] * (h_prev[j] - n) * z * (1.0 - z) * cf.cl_grad(pz);
+        const R r = gru_reset(cf, gi, gh, j);
+        const R pz = gi[hs + j] + gh[hs + j];
+        const R z = keep(sigmoid(cf.cl(pz)));
+        const R pn = gi[2 * hs + j] + (cf.lbr ? r * gh[2 * hs + j] : gh[2 * hs + j]);
+        const R n = keep(activate(cf.act, cf.cl(pn)));
+        const R dan = dh[j] * (R(1) - z) * activate_grad(cf.act, n) * cf.cl_grad(pn);
+        const R dar = cf.lbr ? dan * gh[2 * hs + j] * r * (R(1) - r) * cf.cl_grad(gi[j] + gh[j]) : R(0);
+        const R daz = dh[j] * (h_prev[j] - n) * z * (R(1) - z) * cf.cl_grad(pz);
         dgi[j] = dgh[j] = dar;
         dgi[hs + j] = dgh[hs + j] = daz;
         dgi[2 * hs + j] = dan;
@@ -187,69 +221,82 @@ void cell_backward(const Cfg& cf, int64_t hs, const double* gi, const double* gh
   }
 }
 
+// The layer's inputs (x, w_ih, w_hh, b_ih, b_hh, then p, h0, c0 where present) as R: the float32 evaluation
+// reads each operand as float32 holds it.
+template <class R>
+struct Values {
+  std::vector<std::vector<R>> in;
+  explicit Values(const Inputs& inputs) {
+    for (const Tensor* t : inputs) in.push_back(values_as<R>(*t));
+  }
+  const R* at(size_t i) const { return in.at(i).data(); }
+};
+
 // Everything one direction's forward computes, kept for the backward: per row and step (in the
 // order the direction walks the sequence) the pre-activations, and the states h_s, c_s for
 // s = 0..T (state 0 is the initial state: zero, or h0 and c0). Step s reads time index time(s).
+template <class R>
 struct Trace {
   int64_t n, t, f, hs, gh;  // batch, steps, features, hidden size, G*H
   bool back;                // walks the sequence from its last element (ONNX direction reverse)
-  std::vector<double> gi_all, gh_all, h_all, c_all;
+  std::vector<R> gi_all, gh_all, h_all, c_all;
   int64_t time(int64_t s) const { return back ? t - 1 - s : s; }
-  const double* gi(int64_t b, int64_t s) const { return &gi_all[static_cast<size_t>((b * t + s) * gh)]; }
-  const double* ghh(int64_t b, int64_t s) const { return &gh_all[static_cast<size_t>((b * t + s) * gh)]; }
-  const double* h(int64_t b, int64_t s) const { return &h_all[static_cast<size_t>((b * (t + 1) + s) * hs)]; }
-  const double* c(int64_t b, int64_t s) const { return &c_all[static_cast<size_t>((b * (t + 1) + s) * hs)]; }
+  const R* gi(int64_t b, int64_t s) const { return &gi_all[static_cast<size_t>((b * t + s) * gh)]; }
+  const R* ghh(int64_t b, int64_t s) const { return &gh_all[static_cast<size_t>((b * t + s) * gh)]; }
+  const R* h(int64_t b, int64_t s) const { return &h_all[static_cast<size_t>((b * (t + 1) + s) * hs)]; }
+  const R* c(int64_t b, int64_t s) const { return &c_all[static_cast<size_t>((b * (t + 1) + s) * hs)]; }
 };
 
-// Direction d's weights are rows [d*G*H, (d+1)*G*H) of each parameter.
-Trace run(const Cfg& cf, const Inputs& in, int64_t hs, int64_t d, bool back) {
-  const Tensor& x = *in[0];
+// Direction d's weights are rows [d*G*H, (d+1)*G*H) of each parameter. `x` is [N, T, F].
+template <class R>
+Trace<R> run(const Cfg& cf, const Values<R>& in, const Shape& x, int64_t hs, int64_t d, bool back) {
   const int64_t gh_rows = gate_count(cf.k) * hs;
-  const double* w_ih = in[1]->f64() + d * gh_rows * x.dim(2);
-  const double* w_hh = in[2]->f64() + d * gh_rows * hs;
-  const double* b_ih = in[3]->f64() + d * gh_rows;
-  const double* b_hh = in[4]->f64() + d * gh_rows;
-  const double* peep = cf.peep ? in[5]->f64() + d * 3 * hs : nullptr;
-  Trace tr{x.dim(0), x.dim(1), x.dim(2), hs, gh_rows, back, {}, {}, {}, {}};
-  tr.gi_all.assign(static_cast<size_t>(tr.n * tr.t * tr.gh), 0.0);
-  tr.gh_all.assign(tr.gi_all.size(), 0.0);
-  tr.h_all.assign(static_cast<size_t>(tr.n * (tr.t + 1) * hs), 0.0);
-  tr.c_all.assign(tr.h_all.size(), 0.0);
+  const R* xv = in.at(0);
+  const R* w_ih = in.at(1) + d * gh_rows * x[2];
+  const R* w_hh = in.at(2) + d * gh_rows * hs;
+  const R* b_ih = in.at(3) + d * gh_rows;
+  const R* b_hh = in.at(4) + d * gh_rows;
+  const R* peep = cf.peep ? in.at(5) + d * 3 * hs : nullptr;
+  Trace<R> tr{x[0], x[1], x[2], hs, gh_rows, back, {}, {}, {}, {}};
+  tr.gi_all.assign(static_cast<size_t>(tr.n * tr.t * tr.gh), R(0));
+  tr.gh_all.assign(tr.gi_all.size(), R(0));
+  tr.h_all.assign(static_cast<size_t>(tr.n * (tr.t + 1) * hs), R(0));
+  tr.c_all.assign(tr.h_all.size(), R(0));
   for (int64_t b = 0; b < tr.n; ++b)
     for (int64_t j = 0; j < hs; ++j) {
       const auto at = static_cast<size_t>(b * (tr.t + 1) * hs + j);
-      if (cf.h0 >= 0) tr.h_all[at] = in[static_cast<size_t>(cf.h0)]->f64()[d * hs + j];
-      if (cf.c0 >= 0) tr.c_all[at] = in[static_cast<size_t>(cf.c0)]->f64()[d * hs + j];
+      if (cf.h0 >= 0) tr.h_all[at] = in.at(static_cast<size_t>(cf.h0))[d * hs + j];
+      if (cf.c0 >= 0) tr.c_all[at] = in.at(static_cast<size_t>(cf.c0))[d * hs + j];
     }
-  std::vector<double> rh(static_cast<size_t>(hs));
+  std::vector<R> rh(static_cast<size_t>(hs));
   for (int64_t b = 0; b < tr.n; ++b)
     for (int64_t s = 0; s < tr.t; ++s) {
-      const double* xt = x.f64() + (b * tr.t + tr.time(s)) * tr.f;
-      const double* hp = tr.h(b, s);
-      double* gi = &tr.gi_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
-      double* gh = &tr.gh_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
+      const R* xt = xv + (b * tr.t + tr.time(s)) * tr.f;
+      const R* hp = tr.h(b, s);
+      R* gi = &tr.gi_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
+      R* gh = &tr.gh_all[static_cast<size_t>((b * tr.t + s) * tr.gh)];
       for (int64_t r = 0; r < tr.gh; ++r) {
         gi[r] = b_ih[r];
-        double mi = std::abs(b_ih[r]);
+        R mi = std::abs(b_ih[r]);
         for (int64_t q = 0; q < tr.f; ++q) {
-          gi[r] += w_ih[r * tr.f + q] * xt[q];
+          cf.add_product(gi[r], w_ih[r * tr.f + q], xt[q]);
           mi += std::abs(w_ih[r * tr.f + q] * xt[q]);
         }
-        gi[r] = stored_sum(gi[r], mi, tr.f + 1);
+        gi[r] = keep_sum(gi[r], mi, tr.f + 1);
       }
       // GRU with linear_before_reset 0: the n rows read r * h, so the reset gate comes first.
       const int64_t n_rows = cf.lbr0() ? 2 * hs : tr.gh;
       for (int64_t r = 0; r < tr.gh; ++r) {
         if (r == n_rows)
-          for (int64_t q = 0; q < hs; ++q) rh[static_cast<size_t>(q)] = stored(gru_reset(cf, gi, gh, q) * hp[q]);
-        const double* hv = r < n_rows ? hp : rh.data();
+          for (int64_t q = 0; q < hs; ++q) rh[static_cast<size_t>(q)] = keep(gru_reset(cf, gi, gh, q) * hp[q]);
+        const R* hv = r < n_rows ? hp : rh.data();
         gh[r] = b_hh[r];
-        double mh = std::abs(b_hh[r]);
+        R mh = std::abs(b_hh[r]);
         for (int64_t q = 0; q < hs; ++q) {
-          gh[r] += w_hh[r * hs + q] * hv[q];
+          cf.add_product(gh[r], w_hh[r * hs + q], hv[q]);
           mh += std::abs(w_hh[r * hs + q] * hv[q]);
         }
-        gh[r] = stored_sum(gh[r], mh, hs + 1);
+        gh[r] = keep_sum(gh[r], mh, hs + 1);
       }
       const size_t next = static_cast<size_t>((b * (tr.t + 1) + s + 1) * hs);
       cell_forward(cf, hs, gi, gh, hp, tr.c(b, s), peep, &tr.h_all[next], &tr.c_all[next]);
@@ -259,61 +306,65 @@ Trace run(const Cfg& cf, const Inputs& in, int64_t hs, int64_t d, bool back) {
 
 bool sequences(const Attrs& a) { return core::attr_i(a, "return_sequences") == 1; }
 
-std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
+template <class R>
+std::vector<Tensor> rnn_forward(const Cfg& cf, const Inputs& in, const Attrs& a) {
   const int64_t hs = core::attr_i(a, "hidden_size"), dirs = rnn_directions(a);
   const int64_t n = in[0]->dim(0), t = in[0]->dim(1), width = dirs * hs;
+  const Values<R> v(in);
   Tensor y(DType::F64, sequences(a) ? Shape{n, t, width} : Shape{n, width});
   for (int64_t d = 0; d < dirs; ++d) {
-    const Trace tr = run(cfg_of(k, a), in, hs, d, rnn_walks_back(a, d));
+    const Trace<R> tr = run(cf, v, in[0]->shape(), hs, d, rnn_walks_back(a, d));
+    auto put = [&](const R* h, int64_t at) {
+      for (int64_t j = 0; j < hs; ++j) y.f64()[at + j] = static_cast<double>(h[j]);
+    };
     for (int64_t b = 0; b < n; ++b) {
       if (sequences(a)) {
-        for (int64_t s = 0; s < t; ++s)
-          std::copy_n(tr.h(b, s + 1), hs, y.f64() + (b * t + tr.time(s)) * width + d * hs);
+        for (int64_t s = 0; s < t; ++s) put(tr.h(b, s + 1), (b * t + tr.time(s)) * width + d * hs);
       } else {
-        std::copy_n(tr.h(b, t), hs, y.f64() + b * width + d * hs);
+        put(tr.h(b, t), b * width + d * hs);
       }
     }
   }
   return {y};
 }
 
-// Back-propagation through time for direction d, accumulated into the five gradients.
-void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& grad, int64_t d,
-                       const std::vector<Tensor*>& out) {
+// Back-propagation through time for direction d, accumulated into the gradients `out` (one per input, each
+// the input's size).
+template <class R>
+void rnn_vjp_direction(const Cfg& cf, const Values<R>& in, const Shape& x, const Attrs& a, const R* gy, int64_t d,
+                       std::vector<std::vector<R>>& out) {
   const int64_t hs = core::attr_i(a, "hidden_size");
-  const Cfg cf = cfg_of(k, a);
-  const Trace tr = run(cf, in, hs, d, rnn_walks_back(a, d));
+  const Trace<R> tr = run(cf, in, x, hs, d, rnn_walks_back(a, d));
   const int64_t width = rnn_directions(a) * hs;
-  const double* xp = in[0]->f64();
-  const double* w_ih = in[1]->f64() + d * tr.gh * tr.f;
-  const double* w_hh = in[2]->f64() + d * tr.gh * hs;
-  const double* gy = grad.f64();
-  double* gx = out[0]->f64();
-  double* gw_ih = out[1]->f64() + d * tr.gh * tr.f;
-  double* gw_hh = out[2]->f64() + d * tr.gh * hs;
-  double* gb_ih = out[3]->f64() + d * tr.gh;
-  double* gb_hh = out[4]->f64() + d * tr.gh;
-  const double* peep = cf.peep ? in[5]->f64() + d * 3 * hs : nullptr;
-  double* gpeep = cf.peep ? out.at(5)->f64() + d * 3 * hs : nullptr;
-  double* gh0 = cf.h0 >= 0 ? out.at(static_cast<size_t>(cf.h0))->f64() + d * hs : nullptr;
-  double* gc0 = cf.c0 >= 0 ? out.at(static_cast<size_t>(cf.c0))->f64() + d * hs : nullptr;
+  const R* xp = in.at(0);
+  const R* w_ih = in.at(1) + d * tr.gh * tr.f;
+  const R* w_hh = in.at(2) + d * tr.gh * hs;
+  R* gx = out[0].data();
+  R* gw_ih = out[1].data() + d * tr.gh * tr.f;
+  R* gw_hh = out[2].data() + d * tr.gh * hs;
+  R* gb_ih = out[3].data() + d * tr.gh;
+  R* gb_hh = out[4].data() + d * tr.gh;
+  const R* peep = cf.peep ? in.at(5) + d * 3 * hs : nullptr;
+  R* gpeep = cf.peep ? out.at(5).data() + d * 3 * hs : nullptr;
+  R* gh0 = cf.h0 >= 0 ? out.at(static_cast<size_t>(cf.h0)).data() + d * hs : nullptr;
+  R* gc0 = cf.c0 >= 0 ? out.at(static_cast<size_t>(cf.c0)).data() + d * hs : nullptr;
   const auto h_sz = static_cast<size_t>(hs);
   const auto g_sz = static_cast<size_t>(tr.gh);
-  std::vector<double> dh(h_sz), dc(h_sz), dgi(g_sz), dgh(g_sz), dh_direct(h_sz), dc_prev(h_sz), rv(h_sz), rh(h_sz);
+  std::vector<R> dh(h_sz), dc(h_sz), dgi(g_sz), dgh(g_sz), dh_direct(h_sz), dc_prev(h_sz), rv(h_sz), rh(h_sz);
   for (int64_t b = 0; b < tr.n; ++b) {
-    std::fill(dh.begin(), dh.end(), 0.0);
-    std::fill(dc.begin(), dc.end(), 0.0);
+    std::fill(dh.begin(), dh.end(), R(0));
+    std::fill(dc.begin(), dc.end(), R(0));
     for (int64_t s = tr.t - 1; s >= 0; --s) {
       // The output gradient enters at every step (sequences) or only at the last.
       if (sequences(a)) {
-        const double* g = gy + (b * tr.t + tr.time(s)) * width + d * hs;
+        const R* g = gy + (b * tr.t + tr.time(s)) * width + d * hs;
         for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += g[j];
       } else if (s == tr.t - 1) {
         for (int64_t j = 0; j < hs; ++j) dh[static_cast<size_t>(j)] += gy[b * width + d * hs + j];
       }
-      const double* hp = tr.h(b, s);
-      const double* gis = tr.gi(b, s);
-      const double* ghs = tr.ghh(b, s);
+      const R* hp = tr.h(b, s);
+      const R* gis = tr.gi(b, s);
+      const R* ghs = tr.ghh(b, s);
       cell_backward(cf, hs, gis, ghs, hp, tr.c(b, s), peep, dh.data(), dc.data(), dgi.data(), dgh.data(),
                     dh_direct.data(), dc_prev.data(), gpeep);
       // GRU with linear_before_reset 0: the n rows' W_hn read r * h, so the reset gate's gradient is
@@ -323,40 +374,35 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
         for (int64_t q = 0; q < hs; ++q) {
           const auto uq = static_cast<size_t>(q);
           rv[uq] = gru_reset(cf, gis, ghs, q);
-          rh[uq] = stored(rv[uq] * hp[q]);
-          double u = 0;
-          for (int64_t r = n_rows; r < tr.gh; ++r) u += w_hh[r * hs + q] * dgh[static_cast<size_t>(r)];
-          dgi[uq] = dgh[uq] = u * hp[q] * rv[uq] * (1.0 - rv[uq]) * cf.cl_grad(gis[q] + ghs[q]);
+          rh[uq] = keep(rv[uq] * hp[q]);
+          R u = 0;
+          for (int64_t r = n_rows; r < tr.gh; ++r) cf.add_product(u, w_hh[r * hs + q], dgh[static_cast<size_t>(r)]);
+          dgi[uq] = dgh[uq] = u * hp[q] * rv[uq] * (R(1) - rv[uq]) * cf.cl_grad(gis[q] + ghs[q]);
         }
-      const double* xt = xp + (b * tr.t + tr.time(s)) * tr.f;
-      double* gxt = gx + (b * tr.t + tr.time(s)) * tr.f;
+      // Each step's products (dW_ih = sum_t dpre_t x_t^T, dx_t = W_ih^T dpre_t, dW_hh = sum_t dpre_t h_t^T) and
+      // the state gradients: the float32 evaluation holds them in float32, where one past FLT_MAX is inf, two
+      // of opposite signs NaN, and an overflowed state gradient times the next step's zero state NaN, although
+      // the exact sums fit (issue 39's recurrent class; seed 10371's dW_hh).
+      const R* xt = xp + (b * tr.t + tr.time(s)) * tr.f;
+      R* gxt = gx + (b * tr.t + tr.time(s)) * tr.f;
       for (int64_t r = 0; r < tr.gh; ++r) {
-        const double di = dgi[static_cast<size_t>(r)];
-        const double dhh = dgh[static_cast<size_t>(r)];
+        const R di = dgi[static_cast<size_t>(r)];
+        const R dhh = dgh[static_cast<size_t>(r)];
         gb_ih[r] += di;
         gb_hh[r] += dhh;
-        // Each step's products a float32 implementation sums (dW_ih = sum_t dpre_t x_t^T, dx_t = W_ih^T dpre_t,
-        // dW_hh = sum_t dpre_t h_t^T): one past FLT_MAX is inf, and two of them of opposite signs NaN, although
-        // the exact sum fits (held_in_f32).
         for (int64_t q = 0; q < tr.f; ++q) {
-          gw_ih[r * tr.f + q] += held_in_f32(di * xt[q]);
-          gxt[q] += held_in_f32(w_ih[r * tr.f + q] * di);
+          cf.add_product(gw_ih[r * tr.f + q], di, xt[q]);
+          cf.add_product(gxt[q], w_ih[r * tr.f + q], di);
         }
         const bool reads_rh = r >= n_rows;
         for (int64_t q = 0; q < hs; ++q) {
           const auto uq = static_cast<size_t>(q);
-          gw_hh[r * hs + q] += held_in_f32(dhh * (reads_rh ? rh[uq] : hp[q]));
-          dh_direct[uq] += w_hh[r * hs + q] * dhh * (reads_rh ? rv[uq] : 1.0);
+          cf.add_product(gw_hh[r * hs + q], dhh, reads_rh ? rh[uq] : hp[q]);
+          cf.add_product(dh_direct[uq], w_hh[r * hs + q] * dhh, reads_rh ? rv[uq] : R(1));
         }
       }
-      // The state gradients a float32 implementation holds: beyond FLT_MAX there (w_hh at FLT_MAX
-      // times a gate's gradient) the next step's products with a zero state are inf * 0 (seed 10371:
-      // libtorch's and oneDNN's dW_hh NaN where the exact one is 7e-43), so a float32 trial is NaN.
-      for (int64_t j = 0; j < hs; ++j) {
-        const auto uj = static_cast<size_t>(j);
-        dh[uj] = held_in_f32(dh_direct[uj]);
-        dc[uj] = held_in_f32(dc_prev[uj]);
-      }
+      std::copy(dh_direct.begin(), dh_direct.end(), dh.begin());
+      std::copy(dc_prev.begin(), dc_prev.end(), dc.begin());
     }
     // The initial state's gradient: what reaches state 0, summed over the samples that share it.
     for (int64_t j = 0; j < hs; ++j) {
@@ -366,19 +412,34 @@ void rnn_vjp_direction(Cell k, const Inputs& in, const Attrs& a, const Tensor& g
   }
 }
 
-std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std::vector<Tensor>& grad) {
-  const int64_t dirs = rnn_directions(a);
-  Tensor gx(DType::F64, in[0]->shape()), gw_ih(DType::F64, in[1]->shape()), gw_hh(DType::F64, in[2]->shape()),
-      gb_ih(DType::F64, in[3]->shape()), gb_hh(DType::F64, in[4]->shape());
-  // The parameters after the biases (peepholes p, h0, c0), each a gradient of its own shape.
-  std::vector<Tensor> rest;
-  for (size_t i = 5; i < in.size(); ++i) rest.emplace_back(DType::F64, in[i]->shape());
-  std::vector<Tensor*> outs = {&gx, &gw_ih, &gw_hh, &gb_ih, &gb_hh};
-  for (Tensor& t : rest) outs.push_back(&t);
-  for (int64_t d = 0; d < dirs; ++d) rnn_vjp_direction(k, in, a, grad[0], d, outs);
-  std::vector<Tensor> r = {gx, gw_ih, gw_hh, gb_ih, gb_hh};
-  r.insert(r.end(), rest.begin(), rest.end());
+template <class R>
+std::vector<Tensor> rnn_vjp(const Cfg& cf, const Inputs& in, const Attrs& a, const std::vector<Tensor>& grad) {
+  const Values<R> v(in);
+  const Values<R> g({&grad[0]});
+  // One gradient per input (x, w_ih, w_hh, b_ih, b_hh, then p, h0, c0 where present), each its input's shape.
+  std::vector<std::vector<R>> out;
+  for (const Tensor* t : in) out.emplace_back(static_cast<size_t>(t->numel()), R(0));
+  for (int64_t d = 0; d < rnn_directions(a); ++d) rnn_vjp_direction(cf, v, in[0]->shape(), a, g.at(0), d, out);
+  std::vector<Tensor> r;
+  for (size_t i = 0; i < in.size(); ++i) r.push_back(widened(out[i], in[i]->shape()));
   return r;
+}
+
+// The float64 kernel, or inside a Float32Evaluation scope its float32 evaluation in that scope's order.
+std::vector<Tensor> rnn_forward(Cell k, const Inputs& in, const Attrs& a) {
+  return in_evaluation_precision([&](auto zero, bool fused) {
+    Cfg cf = cfg_of(k, a);
+    cf.fused = fused;
+    return rnn_forward<decltype(zero)>(cf, in, a);
+  });
+}
+
+std::vector<Tensor> rnn_vjp(Cell k, const Inputs& in, const Attrs& a, const std::vector<Tensor>& grad) {
+  return in_evaluation_precision([&](auto zero, bool fused) {
+    Cfg cf = cfg_of(k, a);
+    cf.fused = fused;
+    return rnn_vjp<decltype(zero)>(cf, in, a, grad);
+  });
 }
 
 OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
@@ -455,6 +516,7 @@ OpSpec rnn_spec(Cell k, std::string name, std::string doc) {
   s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
     return (in[0].shape[2] + core::attr_i(a, "hidden_size")) * in[0].shape[1];
   };
+  s.float32_orders = {Float32Order::kInOrder, Float32Order::kFused};
   s.tags = {"rnn"};
   s.sample = [k](core::Rng& rng) {
     Case c;

@@ -338,7 +338,7 @@ struct PerNode {
     j.spread = [&, k] {
       if (sens.empty())
         sens = spread(operands, want, th.dtype, perturbation_ulps(n, operands), n.op + "#" + std::to_string(k),
-                      forward_kernel(n));
+                      forward_kernel(n), ops::op(n.op).float32_orders);
       return k < sens.size() ? sens[k] : Tensor();
     };
     j.bound = [&, k] { return sum_magnitude(n, operands, k); };
@@ -495,7 +495,8 @@ struct PerNode {
               std::vector<Tensor> y = spec.forward(pin, la);
               if (!grad) return std::vector<Tensor>{y[0].reshaped(exact.shape())};
               return std::vector<Tensor>{spec.vjp(pin, la, y, {Tensor::scalar(1.0).reshaped(y[0].shape())})[0]};
-            });
+            },
+            spec.float32_orders);
         return sens.empty() ? Tensor() : sens[0];
       };
       // A loss is a mean: its float32 sum of at least one term per sample (the prediction's first axis)
@@ -747,7 +748,8 @@ struct PerNode {
       std::vector<Tensor> operands = v.held;
       operands.insert(operands.end(), v.gy.begin(), v.gy.end());
       const std::vector<Tensor> s = spread(operands, {v.gin[k]}, th.dtype, perturbation_ulps(*c, v.held),
-                                           c->op + "/grad#" + std::to_string(k), gradient_kernel(*c, k));
+                                           c->op + "/grad#" + std::to_string(k), gradient_kernel(*c, k),
+                                           ops::op(c->op).float32_orders);
       if (s.empty() || s[0].shape() != total.shape()) return {};
       for (int64_t i = 0; i < total.numel(); ++i) total.f64()[i] += s[0].get(i);
     }

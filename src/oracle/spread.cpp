@@ -55,11 +55,47 @@ uint64_t spread_seed(const std::string& what, const std::vector<Tensor>& operand
 
 }  // namespace
 
+std::vector<Float32Run> float32_runs(const std::vector<Tensor>& operands, const std::vector<ops::Float32Order>& orders,
+                                    const SpreadKernel& f) {
+  std::vector<Float32Run> runs;
+  for (const ops::Float32Order order : orders) {
+    Float32Run r{order, {}};
+    try {
+      const ops::Float32Evaluation scope(order);
+      r.out = f(operands);
+    } catch (const std::exception&) {
+      r.out.clear();
+    }
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
 std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vector<Tensor>& base, DType dtype,
-                           double ulps, const std::string& what, const SpreadKernel& f) {
+                           double ulps, const std::string& what, const SpreadKernel& f,
+                           const std::vector<ops::Float32Order>& orders) {
   const double u = unit_roundoff(dtype);
   std::vector<Tensor> s;
   for (const auto& b : base) s.push_back(zeros_like(b));
+  // One trial's results against the base; false when they change shape.
+  auto take = [&](const std::vector<Tensor>& out) {
+    for (size_t k = 0; k < s.size() && k < out.size(); ++k) {
+      if (out[k].shape() != s[k].shape()) return false;
+      for (int64_t i = 0; i < s[k].numel(); ++i) {
+        const double d = std::abs(out[k].get(i) - base[k].get(i));
+        if (std::isfinite(base[k].get(i))) s[k].f64()[i] = std::max(s[k].f64()[i], std::isnan(d) ? INFINITY : d);
+        // An infinite kernel result that a trial makes anything else is not exact: NaN (a product
+        // whose partial products leave float32's range in some order, the float64 product itself
+        // overflowing) or a number (a discrete choice moved off an infinite operand: a nearest
+        // resize's tie beside an inf cell); nor is a NaN that a trial makes a number (the same
+        // choice moved off a NaN operand). (|trial - base| is NaN or inf there, so it is not taken.)
+        else if ((std::isinf(base[k].get(i)) && out[k].get(i) != base[k].get(i)) ||
+                 (std::isnan(base[k].get(i)) && !std::isnan(out[k].get(i))))
+          s[k].f64()[i] = INFINITY;
+      }
+    }
+    return true;
+  };
   core::Rng rng(spread_seed(what, operands));
   for (int t = 0; t < kTrials; ++t) {
     // 1: every stored value down; 2: up, statistics too; 3 and 4: the same with odd lanes the other way.
@@ -79,22 +115,12 @@ std::vector<Tensor> spread(const std::vector<Tensor>& operands, const std::vecto
     } catch (const std::exception&) {
       return {};
     }
-    for (size_t k = 0; k < s.size() && k < out.size(); ++k) {
-      if (out[k].shape() != s[k].shape()) return {};
-      for (int64_t i = 0; i < s[k].numel(); ++i) {
-        const double d = std::abs(out[k].get(i) - base[k].get(i));
-        if (std::isfinite(base[k].get(i))) s[k].f64()[i] = std::max(s[k].f64()[i], std::isnan(d) ? INFINITY : d);
-        // An infinite kernel result that a trial makes anything else is not exact: NaN (a product
-        // whose partial products leave float32's range in some order, the float64 product itself
-        // overflowing) or a number (a discrete choice moved off an infinite operand: a nearest
-        // resize's tie beside an inf cell); nor is a NaN that a trial makes a number (the same
-        // choice moved off a NaN operand). (|trial - base| is NaN or inf there, so it is not taken.)
-        else if ((std::isinf(base[k].get(i)) && out[k].get(i) != base[k].get(i)) ||
-                 (std::isnan(base[k].get(i)) && !std::isnan(out[k].get(i))))
-          s[k].f64()[i] = INFINITY;
-      }
-    }
+    if (!take(out)) return {};
   }
+  // The kernel's own float32 evaluations on the exact operands: what float32 arithmetic makes of the formula.
+  if (dtype == DType::F32)
+    for (const Float32Run& r : float32_runs(operands, orders, f))
+      if (!r.out.empty() && !take(r.out)) return {};
   return s;
 }
 

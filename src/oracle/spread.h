@@ -35,6 +35,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ops/op_spec.h"
 
 namespace quorum::oracle {
 
@@ -59,7 +60,19 @@ using SpreadKernel = std::function<std::vector<core::Tensor>(const std::vector<c
 // infinite, or a number where it is NaN). `what` names the operator and what is judged (never a
 // node's name): with the operands' values it seeds the random trials. Empty when the kernel throws
 // or changes shape.
+// The trials after kTrials, on a float32 run, are the kernel's own float32 evaluations (`orders`: the operator's
+// OpSpec::float32_orders; float32_runs).
 std::vector<core::Tensor> spread(const std::vector<core::Tensor>& operands, const std::vector<core::Tensor>& base,
-                                 core::DType dtype, double ulps, const std::string& what, const SpreadKernel& f);
+                                 core::DType dtype, double ulps, const std::string& what, const SpreadKernel& f,
+                                 const std::vector<ops::Float32Order>& orders);
+
+// The kernel `f` evaluated in float32 (ops::Float32Evaluation) on `operands` as they are, once per order in
+// `orders`; a run's results are empty where the kernel throws.
+struct Float32Run {
+  ops::Float32Order order;
+  std::vector<core::Tensor> out;
+};
+std::vector<Float32Run> float32_runs(const std::vector<core::Tensor>& operands,
+                                     const std::vector<ops::Float32Order>& orders, const SpreadKernel& f);
 
 }  // namespace quorum::oracle

@@ -85,6 +85,25 @@ TEST(Classify, NanFromOperandsAtFloat32sRangeIsPrecisionElseABug) {
   EXPECT_EQ(guess(core::FindingKind::NaN, node("softplus"), {t({89})}, {INFINITY}).cls, "bug");
 }
 
+// A recurrent layer's pre-activation summing 400 products 9.8e35 before 400 of the opposite sign: the exact
+// sum is 0 and relu(0) = 0, but the float32 evaluation's running sum passes FLT_MAX (inf, in either order).
+// With operands below kRangeEdge only the kernel's own float32 evaluation says so, and the guess names it;
+// a NaN it does not give stays a bug.
+TEST(Classify, NanTheKernelsFloat32EvaluationGivesTooIsPrecisionNamingTheOrder) {
+  const ir::Node n = node("simple_rnn", {{"hidden_size", int64_t{1}}, {"return_sequences", int64_t{0}},
+                                         {"activation", std::string("relu")}});
+  const double v = 9.9e17;
+  ASSERT_LT(v, kRangeEdge);
+  std::vector<double> x(800, v);
+  for (size_t i = 400; i < x.size(); ++i) x[i] = -v;
+  const std::vector<Tensor> in = {Tensor::f64({1, 1, 800}, x), Tensor::f64({1, 800}, std::vector<double>(800, v)),
+                                  Tensor::f64({1, 1}, {0}), Tensor::f64({1}, {0}), Tensor::f64({1}, {0})};
+  const ClassGuess g = guess(core::FindingKind::NaN, n, in, {INFINITY});
+  EXPECT_EQ(g.cls, "precision") << g.why;
+  EXPECT_NE(g.why.find("float32, products summed in order"), std::string::npos) << g.why;
+  EXPECT_EQ(guess(core::FindingKind::NaN, n, in, {kNan}).cls, "bug") << "the float32 evaluation gives inf, not NaN";
+}
+
 TEST(Classify, ACrashIsABug) { EXPECT_EQ(guess(core::FindingKind::Crash, node("relu"), {t({1})}, {1}).cls, "bug"); }
 
 }  // namespace

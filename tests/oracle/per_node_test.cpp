@@ -301,6 +301,35 @@ TEST(PerNode, ARecurrentWeightGradientWhoseStepProductsOverflowFloat32IsNotAFind
   EXPECT_EQ(found[0].kind, Kind::NaN);
 }
 
+// A saturated gate times an overflowed state gradient (issue 39's recurrent class): step 0's tanh(10) is
+// 1 - 8e-9, 1 in float32, so its derivative is 0 there, while the state gradient w_hh * dpre_1 = 10 * 3e38
+// passes FLT_MAX. Exactly, dpre_0 = 3e39 * 8.2e-9 = 2.5e31; a float32 library's inf * 0 is NaN, and so are
+// dx_0, dW_ih, dW_hh (NaN * the zero initial state) and the biases' gradients. The kernel marks none of
+// these intermediates: its float32 evaluation (ops::Float32Evaluation, a spread trial) gives the same NaN.
+// Not a finding; a NaN at dx_1 = w_ih * dpre_1 = 3e38, in range there, still is.
+TEST(PerNode, ASaturatedGateTimesAnOverflowedStateGradientIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 1]}], "outputs": ["h"],
+    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 1], "data": [1]},
+                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [10]},
+                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [0]},
+                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
+    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
+               "attrs": {"hidden_size": 1, "return_sequences": 1}}]})",
+                                          "rnn_saturated_overflow");
+  const Case c(g, {{"x", core::Tensor::f64({1, 2, 1}, {10, -10})}}, core::Tensor::f64({1, 2, 1}, {1, -3e38}));
+  BackendRun a = c.run("A");
+  ASSERT_NEAR(a.grads["x"].f64()[0], 2.47e31, 0.01e31);
+  for (const char* v : {"wi", "wh", "bi", "bh"}) a.grads[v].f64()[0] = NAN;
+  a.grads["x"].f64()[0] = NAN;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[1] = NAN;
+  const std::vector<Finding> found = c.judge_runs({c.run("ref"), a});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].op, "simple_rnn");
+  EXPECT_EQ(found[0].kind, Kind::NaN);
+}
+
 // A library in denormals-are-zero mode (OpenCV, XNNPACK) computes a dense layer's 1e-40 * 1e38 as 0: its
 // output 1 where the exact one is 1.01 is a finding the kernel explains with the subnormal operand read as
 // zero (Finding::subnormals_flushed, which the ledgers' denormals entries require); a value flushing does

@@ -1,0 +1,134 @@
+// The kernels' float32 evaluation (ops::Float32Evaluation): the recurrent layers' own formula computed in
+// float32, products summed in order or by fused multiply-adds. Where the numbers stay in range it agrees with
+// the float64 kernel to float32's accuracy and holds float32 values; where a per-step product or a state
+// gradient leaves float32's range it gives what a float32 library gives (NaN in order, inf fused) although
+// the float64 result is finite.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+
+#include "ops/registry.h"
+
+namespace quorum::ops {
+namespace {
+
+Tensor filled(const core::Shape& s, double phase, double scale) {
+  Tensor t(core::DType::F64, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = static_cast<float>(scale * std::sin(1.3 * i + phase));
+  return t;
+}
+
+struct Results {
+  std::vector<Tensor> y, grads;
+};
+
+Results evaluate(const OpSpec& s, const std::vector<Tensor>& in, const core::Attrs& a, const Tensor& gy) {
+  Inputs p;
+  for (const Tensor& t : in) p.push_back(&t);
+  Results r;
+  r.y = s.forward(p, a);
+  r.grads = s.vjp(p, a, r.y, {gy});
+  return r;
+}
+
+Results evaluate_in(std::optional<Float32Order> order, const OpSpec& s, const std::vector<Tensor>& in,
+                const core::Attrs& a, const Tensor& gy) {
+  if (!order) return evaluate(s, in, a, gy);
+  const Float32Evaluation scope(*order);
+  return evaluate(s, in, a, gy);
+}
+
+TEST(Float32Evaluation, RecurrentLayersListBothOrdersAndAgreeWithTheKernelInRange) {
+  for (const std::string op : {"simple_rnn", "lstm", "gru"}) {
+    const OpSpec& s = ops::op(op);
+    ASSERT_EQ(s.float32_orders.size(), 2u) << op;
+    const int64_t g = op == "lstm" ? 4 : op == "gru" ? 3 : 1, h = 3;
+    for (const std::string dir : {"forward", "bidirectional"}) {
+      core::Attrs a = canonical_attrs(s, {{"hidden_size", int64_t{h}}, {"direction", dir}});
+      if (op == "gru") a["linear_before_reset"] = int64_t{0};
+      const int64_t d = dir == "bidirectional" ? 2 : 1;
+      const std::vector<Tensor> in = {filled({2, 4, 3}, 0.1, 1.5), filled({d * g * h, 3}, 0.7, 0.8),
+                                      filled({d * g * h, h}, 1.9, 0.6), filled({d * g * h}, 2.3, 0.3),
+                                      filled({d * g * h}, 0.5, 0.3)};
+      const Tensor gy = filled({2, 4, d * h}, 1.1, 1.0);
+      const Results exact = evaluate_in(std::nullopt, s, in, a, gy);
+      for (const Float32Order order : s.float32_orders) {
+        const Results f = evaluate_in(order, s, in, a, gy);
+        ASSERT_EQ(f.grads.size(), exact.grads.size());
+        std::vector<std::pair<const Tensor*, const Tensor*>> pairs = {{&f.y[0], &exact.y[0]}};
+        for (size_t i = 0; i < f.grads.size(); ++i) pairs.push_back({&f.grads[i], &exact.grads[i]});
+        bool any_rounded = false;
+        for (const auto& [got, want] : pairs)
+          for (int64_t i = 0; i < want->numel(); ++i) {
+            const double v = got->get(i), w = want->get(i);
+            EXPECT_NEAR(v, w, 1e-5 + 1e-4 * std::abs(w)) << op << " " << dir << " " << float32_order_name(order);
+            EXPECT_EQ(static_cast<double>(static_cast<float>(v)), v) << "a float32 value";
+            any_rounded |= v != w;
+          }
+        EXPECT_TRUE(any_rounded) << op << ": the float32 evaluation computes in float32";
+      }
+    }
+  }
+}
+
+// dW_ih = sum_t dpre_t x_t^T with per-step products 3e40 and -2.99e40 whose exact sum 1e38 fits: summed in
+// order (the backward walks from the last step) the first is -inf and the second inf (NaN, as libtorch gives);
+// fused, the first rounds to -inf and the second adds to it exactly (-inf, as oneDNN's FMA kernels give).
+TEST(Float32Evaluation, ARecurrentWeightGradientWhoseStepProductsOverflowIsNaNInOrderAndInfFused) {
+  const OpSpec& s = ops::op("simple_rnn");
+  const core::Attrs a = canonical_attrs(s, {{"hidden_size", int64_t{1}}, {"return_sequences", int64_t{1}}});
+  const std::vector<Tensor> in = {Tensor::f64({1, 2, 2}, {100, -100, -100, 100}), Tensor::f64({1, 2}, {1, 1}),
+                                  Tensor::f64({1, 1}, {0}), Tensor::f64({1}, {0}), Tensor::f64({1}, {0})};
+  const Tensor gy = Tensor::f64({1, 2, 1}, {3e38, 2.99e38});
+  const double exact = evaluate_in(std::nullopt, s, in, a, gy).grads[1].get(0);
+  EXPECT_NEAR(exact, 1e38, 1e33);
+  EXPECT_TRUE(std::isnan(evaluate_in(Float32Order::kInOrder, s, in, a, gy).grads[1].get(0)));
+  EXPECT_EQ(evaluate_in(Float32Order::kFused, s, in, a, gy).grads[1].get(0), -INFINITY);
+}
+
+// A saturated gate times an overflowed state gradient: step 0's tanh(10) is 1 - 8e-9, 1 in float32, so its
+// derivative is 0 there; the state gradient w_hh * dpre_1 = 10 * 3e38 passes FLT_MAX. The exact dx_0 is
+// 3e39 * 8.2e-9 = 2.5e31; float32's inf * 0 is NaN, in either order. Step 1's dx_1 = w_ih * dpre_1 = 3e38
+// stays in range.
+TEST(Float32Evaluation, ASaturatedGateTimesAnOverflowedStateGradientIsNaN) {
+  const OpSpec& s = ops::op("simple_rnn");
+  const core::Attrs a = canonical_attrs(s, {{"hidden_size", int64_t{1}}, {"return_sequences", int64_t{1}}});
+  const std::vector<Tensor> in = {Tensor::f64({1, 2, 1}, {10, -10}), Tensor::f64({1, 1}, {1}),
+                                  Tensor::f64({1, 1}, {10}), Tensor::f64({1}, {0}), Tensor::f64({1}, {0})};
+  const Tensor gy = Tensor::f64({1, 2, 1}, {0, 3e38});
+  const Results exact = evaluate_in(std::nullopt, s, in, a, gy);
+  EXPECT_NEAR(exact.grads[0].get(0), 2.47e31, 0.01e31);
+  for (const Float32Order order : {Float32Order::kInOrder, Float32Order::kFused}) {
+    const Results f = evaluate_in(order, s, in, a, gy);
+    EXPECT_TRUE(std::isnan(f.grads[0].get(0))) << float32_order_name(order);
+    EXPECT_NEAR(f.grads[0].get(1), 3e38, 1e32) << float32_order_name(order);
+  }
+}
+
+// Dense: in range the float32 evaluation agrees with the kernel; an input gradient summing the products
+// 3e38 * 2 and 3e38 * -2 (exactly 0) is NaN in order and inf fused, as float32 libraries give it.
+TEST(Float32Evaluation, DenseAgreesInRangeAndItsInputGradientsProductsOverflow) {
+  const OpSpec& s = ops::op("dense");
+  ASSERT_EQ(s.float32_orders.size(), 2u);
+  const core::Attrs a = canonical_attrs(s, {{"units", int64_t{2}}, {"bias", int64_t{1}}});
+  const std::vector<Tensor> in = {filled({3, 5}, 0.2, 2.0), filled({2, 5}, 1.4, 0.7), filled({2}, 0.9, 0.5)};
+  const Tensor gy = filled({3, 2}, 2.2, 1.0);
+  const Results exact = evaluate_in(std::nullopt, s, in, a, gy);
+  for (const Float32Order order : s.float32_orders) {
+    const Results f = evaluate_in(order, s, in, a, gy);
+    for (int64_t i = 0; i < exact.y[0].numel(); ++i) EXPECT_NEAR(f.y[0].get(i), exact.y[0].get(i), 1e-5);
+    for (size_t k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < exact.grads[k].numel(); ++i)
+        EXPECT_NEAR(f.grads[k].get(i), exact.grads[k].get(i), 1e-5) << k << " " << i;
+  }
+  const std::vector<Tensor> big = {Tensor::f64({1, 1}, {1}), Tensor::f64({2, 1}, {2, -2})};
+  const core::Attrs nb = canonical_attrs(s, {{"units", int64_t{2}}, {"bias", int64_t{0}}});
+  const Tensor g2 = Tensor::f64({1, 2}, {3e38, 3e38});
+  EXPECT_EQ(evaluate_in(std::nullopt, s, big, nb, g2).grads[0].get(0), 0);
+  EXPECT_TRUE(std::isnan(evaluate_in(Float32Order::kInOrder, s, big, nb, g2).grads[0].get(0)));
+  EXPECT_EQ(evaluate_in(Float32Order::kFused, s, big, nb, g2).grads[0].get(0), INFINITY);
+}
+
+}  // namespace
+}  // namespace quorum::ops
