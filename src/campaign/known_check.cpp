@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "campaign/bundle.h"
-#include "core/cpu.h"
 #include "core/error.h"
 
 namespace quorum::campaign {
@@ -20,19 +19,6 @@ const char* to_string(KnownCheck::Status s) {
   }
   return "?";
 }
-
-namespace {
-// What of an entry's needed CPU features this machine lacks: "" when it has them all, otherwise
-// "needs F1, F2; here MODEL, without F2".
-std::string missing_cpu(const oracle::KnownEntry& e) {
-  std::string needs, lacks;
-  for (const auto& f : e.needs_cpu) {
-    needs += (needs.empty() ? "" : ", ") + f;
-    if (!core::cpu_flags().count(f)) lacks += (lacks.empty() ? "" : ", ") + f;
-  }
-  return lacks.empty() ? "" : "needs " + needs + "; here " + core::cpu_model() + ", without " + lacks;
-}
-}  // namespace
 
 std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownCheckOptions& opt) {
   const auto& backends = opt.backends;
@@ -84,7 +70,7 @@ std::vector<KnownCheck> check_known(const oracle::Ledger& ledger, const KnownChe
       const BundleContext ctx{m, ev, s, 0, 0, "quorum known --check (entry " + e.id + ")", versions, {}, {}};
       c.bundle = write_bundle(opt.out, labelled, ctx);
     }
-    const std::string lacks = hit ? "" : missing_cpu(e);
+    const std::string lacks = hit ? "" : e.cpu_unmet();
     c.status = hit               ? KnownCheck::Status::Reproduces
                : !lacks.empty()  ? KnownCheck::Status::NotHere
                : c.found.empty() ? KnownCheck::Status::Stale

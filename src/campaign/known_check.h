@@ -21,8 +21,8 @@ const char* to_string(KnownCheck::Status s);
 
 // Runs every entry with a case (only those whose backend is in `backends`, when given). An
 // entry whose backend was not built is skipped with the reason; one whose case needs a CPU feature
-// this machine lacks (KnownEntry::needs_cpu) is run and, where it does not reproduce, is NotHere, not
-// Stale: the library picked another implementation here.
+// this machine lacks, or one it has not (KnownEntry::cpu_unmet), is run and, where it does not reproduce, is
+// NotHere, not Stale: the library picked another implementation here.
 struct KnownCheckOptions {
   std::vector<std::string> backends;  // only entries of these backends (empty: all)
   std::string filter;                 // only entries whose id contains this

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "ir/json_io.h"
 #include "ops/registry.h"
@@ -67,6 +68,22 @@ std::string str(const json& e, const char* key, const std::string& where, bool r
 }
 
 }  // namespace
+
+std::string KnownEntry::cpu_unmet() const {
+  // The flags of `flags` this CPU has (`present`) or lacks, and all of them, comma-separated.
+  auto joined = [](const std::vector<std::string>& flags, int present) {
+    std::string out;
+    for (const auto& f : flags)
+      if (present < 0 || (core::cpu_flags().count(f) > 0) == (present > 0)) out += (out.empty() ? "" : ", ") + f;
+    return out;
+  };
+  const std::string missing = joined(needs_cpu, 0), present = joined(lacks_cpu, 1);
+  if (!missing.empty())
+    return "needs " + joined(needs_cpu, -1) + "; here " + core::cpu_model() + ", without " + missing;
+  if (!present.empty())
+    return "needs a CPU without " + joined(lacks_cpu, -1) + "; here " + core::cpu_model() + ", with " + present;
+  return "";
+}
 
 std::string base_signature(const std::string& signature) {
   // kind|stage|backend|...: drop the backend's ":options".
@@ -153,16 +170,24 @@ const KnownEntry* Ledger::match(const std::string& signature, const std::vector<
                                 bool subnormals_flushed) const {
   const std::string base = base_signature(signature);
   auto equal = [&](const std::string& s) { return s == compared(s, signature, base); };
+  // An entry whose case shows only on CPUs without some feature (lacks_cpu) labels nothing on a CPU with it:
+  // the library runs another kernel here.
+  auto excluded = [](const KnownEntry& e) {
+    return std::any_of(e.lacks_cpu.begin(), e.lacks_cpu.end(),
+                       [](const std::string& f) { return core::cpu_flags().count(f) > 0; });
+  };
   if (subnormals_flushed)
     for (const auto& e : entries)
       for (const auto& p : e.also)
-        if (p.subnormals_flushed && p.matches(signature, lowering, true)) return &e;
+        if (!excluded(e) && p.subnormals_flushed && p.matches(signature, lowering, true)) return &e;
   for (const auto& e : entries) {
+    if (excluded(e)) continue;
     if (e.lowering.empty() && equal(e.signature)) return &e;
     for (const auto& p : e.also)
       if (p.exact() && equal(p.signature)) return &e;
   }
   for (const auto& e : entries) {
+    if (excluded(e)) continue;
     if (!e.lowering.empty() && KnownPattern{e.signature, e.lowering}.matches(signature, lowering)) return &e;
     for (const auto& p : e.also)
       if (!p.exact() && p.matches(signature, lowering)) return &e;
@@ -262,7 +287,7 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
     const std::string where = path + ": entry '" + k.id + "'";
     if (!ids.insert(k.id).second) throw UserError(where + ": duplicate id");
     known_fields(e, {"id", "backend", "class", "signature", "lowering", "note", "also", "link", "case", "agreement",
-                     "needs_cpu"},
+                     "needs_cpu", "lacks_cpu"},
                  where);
     k.backend = e.contains("backend") ? str(e, "backend", where) : backend;
     k.cls = str(e, "class", where);
@@ -297,10 +322,12 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
       k.also.push_back(std::move(p));
     }
     k.link = str(e, "link", where, false);
-    for (const auto& f : e.value("needs_cpu", json::array())) {
-      if (!f.is_string()) throw UserError(where + ": \"needs_cpu\" lists CPU flags as /proc/cpuinfo names them");
-      k.needs_cpu.push_back(f.get<std::string>());
-    }
+    for (const char* field : {"needs_cpu", "lacks_cpu"})
+      for (const auto& f : e.value(field, json::array())) {
+        if (!f.is_string())
+          throw UserError(where + ": \"" + field + "\" lists CPU flags as /proc/cpuinfo names them");
+        (std::string(field) == "needs_cpu" ? k.needs_cpu : k.lacks_cpu).push_back(f.get<std::string>());
+      }
     if (e.contains("case") && !e.at("case").is_null()) {
       const json& c = e.at("case");
       k.has_case = true;

@@ -72,7 +72,15 @@ struct KnownEntry {
   // whose kernels are picked by instruction set (oneDNN's lrn_jit:avx512_core, ONNX Runtime's AVX-512 max
   // pooling) runs another implementation elsewhere. `known --check` says so on a CPU that lacks one.
   std::vector<std::string> needs_cpu;
+  // The CPU features with any of which the case does not show: a kernel the library picks only where the CPU
+  // lacks them (u8 x s8 products summed in int16 pairs without VNNI). On a CPU that has one the entry labels
+  // no finding, `known --check` says "not here", and the agreement tests apply none of its waivers.
+  std::vector<std::string> lacks_cpu;
   std::string file;  // the ledger it came from
+  // Why this machine's CPU is not one the case shows on: "" when it has every needs_cpu feature and no
+  // lacks_cpu one; else "needs F1, F2; here MODEL, without F2" or "needs a CPU without F1, F2; here MODEL,
+  // with F1".
+  std::string cpu_unmet() const;
 };
 
 struct Ledger {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "oracle/known.h"
 
@@ -359,6 +360,31 @@ TEST(Known, AnEntryThatNeedsACpuFeatureThisMachineLacksIsNotHereNotStale) {
   EXPECT_EQ(ok[0].status, KnownCheck::Status::Reproduces);
   fs::remove_all(dir);
   fs::remove_all(ok_dir);
+}
+
+// An entry whose case shows only on CPUs without a feature (lacks_cpu: u8 x s8 pair sums saturating without
+// VNNI), on a CPU with it: the check says what the case needs and what this CPU has instead of STALE, and the
+// entry labels no finding here; on a CPU without the feature it labels as any entry does.
+TEST(Known, AnEntryForCpusWithoutAFeatureThisMachineHasIsNotHereAndLabelsNothing) {
+  if (core::cpu_flags().empty()) GTEST_SKIP() << "no CPU flags readable here";
+  const std::string flag = *core::cpu_flags().begin();
+  const std::string dir = ledger_dir("lacks", "faulty", entry("faulty", R"("lacks_cpu": [")" + flag + R"("],)"));
+  const oracle::Ledger l = oracle::load_ledgers(dir);
+  ASSERT_EQ(l.entries.size(), 1u);
+  EXPECT_EQ(l.entries[0].lacks_cpu, std::vector<std::string>{flag});
+  const auto c = check_known(l, campaign::KnownCheckOptions{});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, KnownCheck::Status::NotHere);
+  EXPECT_NE(c[0].why.find("needs a CPU without " + flag + "; here "), std::string::npos) << c[0].why;
+  EXPECT_NE(c[0].why.find(", with " + flag), std::string::npos) << c[0].why;
+  EXPECT_EQ(l.match("nan-swallowed|FC|faulty|relu"), nullptr);
+  const std::string other =
+      ledger_dir("lacks_other", "faulty", entry("faulty", R"("lacks_cpu": ["quorum_no_such_flag"],)"));
+  const oracle::Ledger here = oracle::load_ledgers(other);
+  ASSERT_NE(here.match("nan-swallowed|FC|faulty|relu"), nullptr);
+  EXPECT_EQ(here.entries[0].cpu_unmet(), "");
+  fs::remove_all(dir);
+  fs::remove_all(other);
 }
 
 }  // namespace
