@@ -67,21 +67,27 @@ std::string str(const json& e, const char* key, const std::string& where, bool r
   return e.at(key).get<std::string>();
 }
 
+// The flags of `flags` this CPU has (`present`) or lacks, comma-separated.
+std::string flags_where(const std::vector<std::string>& flags, bool present) {
+  std::string out;
+  for (const auto& f : flags)
+    if ((core::cpu_flags().count(f) > 0) == present) out += (out.empty() ? "" : ", ") + f;
+  return out;
+}
+
+std::string listed(const std::vector<std::string>& flags) {
+  std::string out;
+  for (const auto& f : flags) out += (out.empty() ? "" : ", ") + f;
+  return out;
+}
+
 }  // namespace
 
 std::string KnownEntry::cpu_unmet() const {
-  // The flags of `flags` this CPU has (`present`) or lacks, and all of them, comma-separated.
-  auto joined = [](const std::vector<std::string>& flags, int present) {
-    std::string out;
-    for (const auto& f : flags)
-      if (present < 0 || (core::cpu_flags().count(f) > 0) == (present > 0)) out += (out.empty() ? "" : ", ") + f;
-    return out;
-  };
-  const std::string missing = joined(needs_cpu, 0), present = joined(lacks_cpu, 1);
-  if (!missing.empty())
-    return "needs " + joined(needs_cpu, -1) + "; here " + core::cpu_model() + ", without " + missing;
+  const std::string missing = flags_where(needs_cpu, false), present = flags_where(lacks_cpu, true);
+  if (!missing.empty()) return "needs " + listed(needs_cpu) + "; here " + core::cpu_model() + ", without " + missing;
   if (!present.empty())
-    return "needs a CPU without " + joined(lacks_cpu, -1) + "; here " + core::cpu_model() + ", with " + present;
+    return "needs a CPU without " + listed(lacks_cpu) + "; here " + core::cpu_model() + ", with " + present;
   return "";
 }
 
@@ -172,10 +178,7 @@ const KnownEntry* Ledger::match(const std::string& signature, const std::vector<
   auto equal = [&](const std::string& s) { return s == compared(s, signature, base); };
   // An entry whose case shows only on CPUs without some feature (lacks_cpu) labels nothing on a CPU with it:
   // the library runs another kernel here.
-  auto excluded = [](const KnownEntry& e) {
-    return std::any_of(e.lacks_cpu.begin(), e.lacks_cpu.end(),
-                       [](const std::string& f) { return core::cpu_flags().count(f) > 0; });
-  };
+  auto excluded = [](const KnownEntry& e) { return !flags_where(e.lacks_cpu, true).empty(); };
   if (subnormals_flushed)
     for (const auto& e : entries)
       for (const auto& p : e.also)
@@ -322,11 +325,11 @@ Ledger parse_ledger_json(const json& j, const std::string& path) {
       k.also.push_back(std::move(p));
     }
     k.link = str(e, "link", where, false);
-    for (const char* field : {"needs_cpu", "lacks_cpu"})
+    for (auto [field, flags] : {std::pair{"needs_cpu", &k.needs_cpu}, std::pair{"lacks_cpu", &k.lacks_cpu}})
       for (const auto& f : e.value(field, json::array())) {
         if (!f.is_string())
           throw UserError(where + ": \"" + field + "\" lists CPU flags as /proc/cpuinfo names them");
-        (std::string(field) == "needs_cpu" ? k.needs_cpu : k.lacks_cpu).push_back(f.get<std::string>());
+        flags->push_back(f.get<std::string>());
       }
     if (e.contains("case") && !e.at("case").is_null()) {
       const json& c = e.at("case");
