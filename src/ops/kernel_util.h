@@ -1,9 +1,11 @@
 // Helpers shared by the family files: broadcasting, axes, element maps and case sampling.
 // Kernels here favour clarity over speed: they are the float64 reference.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -101,6 +103,8 @@ auto in_evaluation_precision(Kernel&& kernel) {
 // A tensor's values as R (float: as a float32 library holds them), and R values back in a float64 tensor.
 template <class R>
 std::vector<R> values_as(const Tensor& t) {
+  if constexpr (std::is_same_v<R, double>)  // the float64 kernel's path: one copy
+    if (t.dtype() == DType::F64) return std::vector<double>(t.f64(), t.f64() + t.numel());
   std::vector<R> v(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = static_cast<R>(t.get(i));
   return v;
@@ -108,7 +112,10 @@ std::vector<R> values_as(const Tensor& t) {
 template <class R>
 Tensor widened(const std::vector<R>& v, const Shape& shape) {
   Tensor t(DType::F64, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = static_cast<double>(v[static_cast<size_t>(i)]);
+  if constexpr (std::is_same_v<R, double>)
+    std::copy(v.begin(), v.end(), t.f64());
+  else
+    for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = static_cast<double>(v[static_cast<size_t>(i)]);
   return t;
 }
 // sum + a * b, rounded once (fused) or twice.
