@@ -207,6 +207,23 @@ TEST(PerNode, ASummingOperatorsFloat32RoundingIsNotAFinding) {
   EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
 }
 
+// A one-unit simple_rnn h over x [1, steps, features] with w_ih [1, features], w_hh [1, 1], b_ih [1] and
+// b_hh = 0 (each given as JSON numbers), and attributes beside hidden_size (JSON members).
+ir::Graph one_unit_rnn(int steps, int features, const std::string& wi, const std::string& wh, const std::string& bi,
+                       const std::string& attrs, const std::string& name) {
+  const std::string f = std::to_string(features);
+  return ir::graph_from_json(
+      R"({"inputs": [{"name": "x", "dtype": "float32", "shape": [1, )" + std::to_string(steps) + ", " + f +
+          R"(]}], "outputs": ["h"], "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, )" + f +
+          R"(], "data": [)" + wi + R"(]}, {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [)" + wh +
+          R"(]}, {"name": "bi", "dtype": "float32", "shape": [1], "data": [)" + bi +
+          R"(]}, {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
+          "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
+                     "attrs": {"hidden_size": 1, )" +
+          attrs + "}}]}",
+      name);
+}
+
 // The trials of the spread run the kernel with its stored intermediates in float32 (ops::stored).
 // A simple_rnn whose pre-activation is 10 has tanh(10) = 1 - 4e-9, which float32 stores as 1, so
 // every float32 library's derivative 1 - y*y is 0 there (campaign findings blamed the reference:
@@ -214,15 +231,7 @@ TEST(PerNode, ASummingOperatorsFloat32RoundingIsNotAFinding) {
 // float64 gradients are 8.2e-3 (x) and 0.082 (w_ih): 0 is float32's answer (and so is 0.12, from
 // a tanh that returns 1 - 2^-24, within float32 tanh's accuracy), 1 at x is not.
 TEST(PerNode, ASaturatedGateThatFloat32StoresAsOneIsNotAFinding) {
-  const ir::Graph g = ir::graph_from_json(R"({
-    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 1, 1]}], "outputs": ["h"],
-    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 1], "data": [1]},
-                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [0]},
-                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [0]},
-                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
-    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
-               "attrs": {"hidden_size": 1, "return_sequences": 0}}]})",
-                                          "rnn");
+  const ir::Graph g = one_unit_rnn(1, 1, "1", "0", "0", R"("return_sequences": 0)", "rnn");
   const Case c(g, {{"x", core::Tensor::f64({1, 1, 1}, {10})}}, core::Tensor::f64({1, 1}, {0}));
   BackendRun a = c.run("A");
   a.values["h"].f64()[0] = 1.0;  // float32's tanh(10)
@@ -244,15 +253,8 @@ TEST(PerNode, ASaturatedGateThatFloat32StoresAsOneIsNotAFinding) {
 // overflowed state gradient times the zero initial state: NaN. Neither is a finding; a wrong gradient
 // of the second step (before the overflow) still is.
 TEST(PerNode, AReluCellsGradientAtAFloat32KinkAndPastFloat32sRangeIsNotAFinding) {
-  const ir::Graph g = ir::graph_from_json(R"({
-    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 2]}], "outputs": ["h"],
-    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 2], "data": [0.20460916, 1e-45]},
-                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [3.4028235e38]},
-                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [1e-45]},
-                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
-    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
-               "attrs": {"hidden_size": 1, "return_sequences": 1, "activation": "relu"}}]})",
-                                          "relu_cell");
+  const ir::Graph g = one_unit_rnn(2, 2, "0.20460916, 1e-45", "3.4028235e38", "1e-45",
+                                   R"("return_sequences": 1, "activation": "relu")", "relu_cell");
   const Case c(g, {{"x", core::Tensor::f64({1, 2, 2}, {-0.0, -0.50508046, 0, 0})}},
                core::Tensor::f64({1, 2, 1}, {0.4, -500}));
   BackendRun a = c.run("A");
@@ -278,15 +280,7 @@ TEST(PerNode, AReluCellsGradientAtAFloat32KinkAndPastFloat32sRangeIsNotAFinding)
 // its derivative 0 hides the products. Not a finding; a NaN in the input gradient (w_ih * dpre = 3e38,
 // in range) still is.
 TEST(PerNode, ARecurrentWeightGradientWhoseStepProductsOverflowFloat32IsNotAFinding) {
-  const ir::Graph g = ir::graph_from_json(R"({
-    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 2]}], "outputs": ["h"],
-    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 2], "data": [1, 1]},
-                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [0]},
-                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [0]},
-                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
-    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
-               "attrs": {"hidden_size": 1, "return_sequences": 1}}]})",
-                                          "rnn_dw_products");
+  const ir::Graph g = one_unit_rnn(2, 2, "1, 1", "0", "0", R"("return_sequences": 1)", "rnn_dw_products");
   const Case c(g, {{"x", core::Tensor::f64({1, 2, 2}, {100, -100, -100, 100})}},
                core::Tensor::f64({1, 2, 1}, {-3e38, -2.99e38}));
   BackendRun a = c.run("A");
@@ -308,15 +302,7 @@ TEST(PerNode, ARecurrentWeightGradientWhoseStepProductsOverflowFloat32IsNotAFind
 // these intermediates: its float32 evaluation (ops::Float32Evaluation, a spread trial) gives the same NaN.
 // Not a finding; a NaN at dx_1 = w_ih * dpre_1 = 3e38, in range there, still is.
 TEST(PerNode, ASaturatedGateTimesAnOverflowedStateGradientIsNotAFinding) {
-  const ir::Graph g = ir::graph_from_json(R"({
-    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 1]}], "outputs": ["h"],
-    "initializers": [{"name": "wi", "dtype": "float32", "shape": [1, 1], "data": [1]},
-                     {"name": "wh", "dtype": "float32", "shape": [1, 1], "data": [10]},
-                     {"name": "bi", "dtype": "float32", "shape": [1], "data": [0]},
-                     {"name": "bh", "dtype": "float32", "shape": [1], "data": [0]}],
-    "nodes": [{"name": "h", "op": "simple_rnn", "inputs": ["x", "wi", "wh", "bi", "bh"], "outputs": ["h"],
-               "attrs": {"hidden_size": 1, "return_sequences": 1}}]})",
-                                          "rnn_saturated_overflow");
+  const ir::Graph g = one_unit_rnn(2, 1, "1", "10", "0", R"("return_sequences": 1)", "rnn_saturated_overflow");
   const Case c(g, {{"x", core::Tensor::f64({1, 2, 1}, {10, -10})}}, core::Tensor::f64({1, 2, 1}, {1, -3e38}));
   BackendRun a = c.run("A");
   ASSERT_NEAR(a.grads["x"].f64()[0], 2.47e31, 0.01e31);
