@@ -64,8 +64,6 @@ int cmd_detect(const Options& o) {
 
 int fuzz_trained(const Options& o) {
   if (o.generator != "zoo") throw UserError("--trained: use --generator zoo (trained models are zoo architectures)");
-  if (o.given.count("mutation_rate"))  // the mutate generator's rate: zoo draws no mutants of that kind
-    throw UserError("fuzz --trained: '--mutation_rate' is now '--mutant_noise' (the weight mutants' noise)");
   campaign::DetectOptions opt = detect_options_of(o);
   opt.out = o.out.empty() ? "campaign" : o.out;
   campaign::TrainedCampaign tc;

@@ -100,17 +100,24 @@ double duration_seconds(const std::string& flag, const std::string& v) {
 
 namespace {
 
-// Flags whose spelling changed: the command, the old name, and the line that names the new one.
+// Flags whose spelling changed: the command, the old name, and the line that names the new one. An entry
+// with a mode (a flag of the command, such as fuzz's --trained) refuses the old name only with that flag:
+// the command still takes it for its other modes.
 struct Renamed {
   const char* command;
+  const char* mode;
   const char* old_name;
   const char* now;
 };
 constexpr Renamed kRenamed[] = {
-    {"search", "target", "is now '--expose library|model' (what GRIST exposes); '--target' is the loss target only"},
-    {"detect", "batch", "is now '--eval_batch N' (validation images per library call); '--batch' is a training step's"},
-    {"fuzz", "batch",
+    {"search", "", "target",
+     "is now '--expose library|model' (what GRIST exposes); '--target' is the loss target only"},
+    {"detect", "", "batch",
+     "is now '--eval_batch N' (validation images per library call); '--batch' is a training step's"},
+    {"fuzz", "", "batch",
      "is now '--eval_batch N' (--trained: validation images per library call); '--batch' is a training step's"},
+    {"fuzz", "trained", "mutation_rate",
+     "is now '--mutant_noise' (the weight mutants' noise; '--mutation_rate' is the mutate generator's)"},
 };
 
 }  // namespace
@@ -136,7 +143,7 @@ Options parse_flags(const std::vector<std::string>& args, const std::vector<std:
     const FlagDef* f = find(name);
     const bool takes = std::find(allowed.begin(), allowed.end(), name) != allowed.end();
     for (const Renamed& r : kRenamed)
-      if (!takes && command == r.command && name == r.old_name)
+      if (!takes && command == r.command && !*r.mode && name == r.old_name)
         throw UserError("'--" + name + "' of '" + command + "' " + r.now);
     if (!f || !takes)
       throw UserError("unknown flag '--" + name + "' for '" + command + "' (see quorum " + command + " --help)");
@@ -149,6 +156,9 @@ Options parse_flags(const std::vector<std::string>& args, const std::vector<std:
     f->set(o, value);
     o.given.insert(name);
   }
+  for (const Renamed& r : kRenamed)
+    if (*r.mode && command == r.command && o.given.count(r.mode) && o.given.count(r.old_name))
+      throw UserError("'--" + std::string(r.old_name) + "' of '" + command + " --" + r.mode + "' " + r.now);
   return o;
 }
 

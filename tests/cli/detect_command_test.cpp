@@ -45,7 +45,7 @@ TEST(DetectCommand, RenamedFlagsAreRefusedNamingTheNewOne) {
            {"detect " + kModel + " --backends faulty --batch 10", "is now '--eval_batch N'"},
            {"fuzz --generator zoo --trained " + kModel + " --backends faulty --batch 10", "is now '--eval_batch N'"},
            {"fuzz --generator zoo --trained " + kModel + " --backends faulty --mutation_rate 0.5",
-            "'--mutation_rate' is now '--mutant_noise'"}}) {
+            "'--mutation_rate' of 'fuzz --trained' is now '--mutant_noise'"}}) {
     const Result r = quorum(args);
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_TRUE(one_line(r.err)) << r.err;
