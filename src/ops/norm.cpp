@@ -99,6 +99,34 @@ void group_backward(const double* x, const double* dxhat, const std::vector<int6
   }
 }
 
+// ---- the float32 evaluation (ops::Float32Evaluation) of a normalisation's forward ------------------
+// The libraries' own float32 formula, not the catalogue's: the group's mean and (two-pass, biased)
+// variance summed in order in float32, rstd = 1 / sqrt(var + epsilon), and the affine map applied as they
+// apply it. batch_norm folds it (libtorch, oneDNN, OpenCV, ArmNN: a = scale * rstd, b = bias - mean * a,
+// y = x * a + b); layer_norm normalises first (libtorch: xhat = x * rstd + (-mean * rstd), y = xhat * scale +
+// bias). Each product-and-sum is rounded twice (in order) or once (fused). So a folded factor past FLT_MAX
+// gives the library's inf, and its NaN where x * a = inf meets b = -inf, although the float64 result fits.
+// The statistics' marks (group_stats) stay on the float64 kernel: a library's Welford or vectorised moments
+// round otherwise than this one order does, and the trials cover that.
+struct Float32Stats {
+  float mean = 0, rstd = 0;
+};
+
+Float32Stats float32_stats(const double* x, const std::vector<int64_t>& idx, double eps) {
+  const auto m = static_cast<float>(idx.size());
+  float sum = 0;
+  for (int64_t i : idx) sum += static_cast<float>(x[i]);
+  const float mean = sum / m;
+  float var = 0;
+  for (int64_t i : idx) {
+    const float d = static_cast<float>(x[i]) - mean;
+    var += d * d;
+  }
+  return {mean, 1.0f / std::sqrt(var / m + static_cast<float>(eps))};
+}
+
+float multiply_add(float a, float b, float c, bool fused) { return fused ? std::fma(a, b, c) : a * b + c; }
+
 // ---- batch_norm ----------------------------------------------------------------------------------
 
 int64_t spatial_size(const Shape& s) {
@@ -140,7 +168,29 @@ Signature batch_norm_infer(const std::vector<TensorType>& in, const Attrs& a) {
       {{"scale", p, Init::Ones}, {"bias", p, Init::Zeros}, {"mean", p, Init::Zeros}, {"var", p, Init::Positive}}};
 }
 
+// batch_norm in float32, folded (the evaluation above).
+std::vector<Tensor> batch_norm_float32(const Inputs& in, const Attrs& a, bool fused) {
+  const Tensor& x = *in[0];
+  const double eps = core::attr_f(a, "epsilon");
+  Tensor y(DType::F64, x.shape());
+  for (int64_t c = 0; c < x.dim(1); ++c) {
+    const auto idx = channel_indices(x.shape(), c);
+    const Float32Stats s =
+        core::attr_i(a, "training") == 1
+            ? float32_stats(x.f64(), idx, eps)
+            : Float32Stats{static_cast<float>(in[3]->f64()[c]),
+                           1.0f / std::sqrt(static_cast<float>(in[4]->f64()[c]) + static_cast<float>(eps))};
+    const float fold = static_cast<float>(in[1]->f64()[c]) * s.rstd;
+    const float shift = multiply_add(-s.mean, fold, static_cast<float>(in[2]->f64()[c]), fused);
+    for (int64_t i : idx)
+      y.f64()[i] = static_cast<double>(multiply_add(static_cast<float>(x.f64()[i]), fold, shift, fused));
+  }
+  return {y};
+}
+
 std::vector<Tensor> batch_norm_forward(const Inputs& in, const Attrs& a) {
+  if (const std::optional<Float32Order> order = float32_evaluation())
+    return batch_norm_float32(in, a, *order == Float32Order::kFused);
   const Tensor& x = *in[0];
   const double* scale = in[1]->f64();
   const double* bias = in[2]->f64();
@@ -229,6 +279,7 @@ OpSpec batch_norm_spec() {
   s.infer = batch_norm_infer;
   s.forward = batch_norm_forward;
   s.vjp = batch_norm_vjp;
+  s.float32_orders = {Float32Order::kInOrder, Float32Order::kFused};
   s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
     return core::attr_i(a, "training") == 1 ? in[0].shape[0] * spatial_size(in[0].shape) : 1;
   };
@@ -287,7 +338,26 @@ Signature layer_norm_infer(const std::vector<TensorType>& in, const Attrs& a) {
   return Signature{{in[0]}, {{"scale", p, Init::Ones}, {"bias", p, Init::Zeros}}};
 }
 
+// layer_norm in float32, normalised first (the evaluation above).
+std::vector<Tensor> layer_norm_float32(const Inputs& in, const Attrs& a, bool fused) {
+  const Tensor& x = *in[0];
+  const auto [rows, k] = ln_split(x.shape(), ln_axis(x.shape(), a));
+  Tensor y(DType::F64, x.shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    const Float32Stats s = float32_stats(x.f64(), row_indices(r, k), core::attr_f(a, "epsilon"));
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = r * k + j;
+      const float xhat = multiply_add(static_cast<float>(x.f64()[i]), s.rstd, -s.mean * s.rstd, fused);
+      y.f64()[i] = static_cast<double>(
+          multiply_add(xhat, static_cast<float>(in[1]->f64()[j]), static_cast<float>(in[2]->f64()[j]), fused));
+    }
+  }
+  return {y};
+}
+
 std::vector<Tensor> layer_norm_forward(const Inputs& in, const Attrs& a) {
+  if (const std::optional<Float32Order> order = float32_evaluation())
+    return layer_norm_float32(in, a, *order == Float32Order::kFused);
   const Tensor& x = *in[0];
   const double* scale = in[1]->f64();
   const double* bias = in[2]->f64();
@@ -347,6 +417,7 @@ OpSpec layer_norm_spec() {
   s.infer = layer_norm_infer;
   s.forward = layer_norm_forward;
   s.vjp = layer_norm_vjp;
+  s.float32_orders = {Float32Order::kInOrder, Float32Order::kFused};
   s.reduction_length = [](const std::vector<TensorType>& in, const Attrs& a) -> int64_t {
     return ln_split(in[0].shape, ln_axis(in[0].shape, a)).second;
   };

@@ -130,5 +130,60 @@ TEST(Float32Evaluation, DenseAgreesInRangeAndItsInputGradientsProductsOverflow) 
   EXPECT_EQ(evaluate_in(Float32Order::kFused, s, big, nb, g2).grads[0].get(0), INFINITY);
 }
 
+// Normalisations: in range the forward's float32 evaluation agrees with the kernel, in both modes of
+// batch_norm and for layer_norm.
+TEST(Float32Evaluation, NormalisationsAgreeWithTheKernelInRange) {
+  const Tensor x = filled({2, 3, 4}, 0.3, 2.0), p = filled({3}, 0.8, 1.0), var = filled({3}, 1.7, 0.4);
+  for (const int64_t training : {0, 1}) {
+    const OpSpec& s = ops::op("batch_norm");
+    ASSERT_EQ(s.float32_orders.size(), 2u);
+    const core::Attrs a = canonical_attrs(s, {{"training", training}, {"epsilon", 1e-3}});
+    Tensor v = var;
+    for (int64_t i = 0; i < 3; ++i) v.f64()[i] = 1 + std::abs(v.get(i));
+    const std::vector<Tensor> in = {x, p, filled({3}, 2.1, 0.5), filled({3}, 0.4, 0.5), v};
+    const Results exact = evaluate_in(std::nullopt, s, in, a, x);
+    for (const Float32Order order : s.float32_orders) {
+      const Results f = evaluate_in(order, s, in, a, x);
+      for (int64_t i = 0; i < x.numel(); ++i)
+        EXPECT_NEAR(f.y[0].get(i), exact.y[0].get(i), 1e-5) << "training " << training << " at " << i;
+    }
+  }
+  const OpSpec& s = ops::op("layer_norm");
+  const core::Attrs a = canonical_attrs(s, {{"axis", int64_t{-1}}});
+  const std::vector<Tensor> in = {x, filled({4}, 0.8, 1.0), filled({4}, 2.1, 0.5)};
+  const Results exact = evaluate_in(std::nullopt, s, in, a, x);
+  for (const Float32Order order : s.float32_orders) {
+    const Results f = evaluate_in(order, s, in, a, x);
+    for (int64_t i = 0; i < x.numel(); ++i) EXPECT_NEAR(f.y[0].get(i), exact.y[0].get(i), 1e-5) << i;
+  }
+}
+
+// An affine step with a FLT_MAX scale. batch_norm folds scale * rstd = FLT_MAX * 1.1 into one factor, inf
+// in float32, so y = 0.5 * a + (bias - mean * a) is NaN where the float64 value 1.9e38 fits. layer_norm over a
+// constant row of 1e6 has xhat = 0 exactly, and in order float32's x * rstd - mean * rstd is 0 too; fused,
+// x * rstd keeps the rounding error of mean * rstd (a few units), and times FLT_MAX that is inf (libtorch's
+// vectorised fmadd gives -inf there).
+TEST(Float32Evaluation, AnAffineStepWithAFloat32MaxScaleLeavesFloat32sRange) {
+  const OpSpec& bn = ops::op("batch_norm");
+  const std::vector<Tensor> in = {Tensor::f64({1, 1, 2}, {0.5, 0.25}), Tensor::f64({1}, {FLT_MAX}),
+                                  Tensor::f64({1}, {0}), Tensor::f64({1}, {0.25}), Tensor::f64({1}, {0.82})};
+  const core::Attrs a = canonical_attrs(bn, {{"training", int64_t{0}}, {"epsilon", 1e-5}});
+  const Tensor y = evaluate_in(std::nullopt, bn, in, a, in[0]).y[0];
+  EXPECT_NEAR(y.get(0), 9.4e37, 0.1e37);
+  EXPECT_EQ(y.get(1), 0);
+  for (const Float32Order order : bn.float32_orders)
+    EXPECT_TRUE(std::isnan(evaluate_in(order, bn, in, a, in[0]).y[0].get(0))) << float32_order_name(order);
+
+  const OpSpec& ln = ops::op("layer_norm");
+  const std::vector<Tensor> row = {Tensor::f64({1, 4}, {1e6, 1e6, 1e6, 1e6}),
+                                   Tensor::f64({4}, {FLT_MAX, 1, 1, 1}), Tensor::f64({4}, {0, 0, 0, 0})};
+  const core::Attrs la = canonical_attrs(ln, {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
+  EXPECT_EQ(evaluate_in(std::nullopt, ln, row, la, row[0]).y[0].get(0), 0);
+  EXPECT_EQ(evaluate_in(Float32Order::kInOrder, ln, row, la, row[0]).y[0].get(0), 0);
+  const Tensor fused = evaluate_in(Float32Order::kFused, ln, row, la, row[0]).y[0];
+  EXPECT_TRUE(std::isinf(fused.get(0))) << fused.get(0);
+  EXPECT_TRUE(std::isfinite(fused.get(1))) << "scale 1: xhat fits";
+}
+
 }  // namespace
 }  // namespace quorum::ops
