@@ -20,7 +20,7 @@
 
 #include "campaign/bundle.h"
 #include "campaign/coverage.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "campaign/transfer.h"
 #include "core/error.h"
 #include "data/values.h"
@@ -74,7 +74,7 @@ struct ModelRows {
     std::vector<std::string> ops;
   };
   std::vector<search::Fact> facts;
-  std::vector<StoredBackend> backends;
+  std::vector<store::StoredBackend> backends;
   std::vector<Refusal> refusals;
 };
 
@@ -87,7 +87,7 @@ struct FreshFinding {
 // record and reduce what is new, and share the counts in `sh`.
 class Run {
  public:
-  Run(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log, Store& store, uint64_t seed,
+  Run(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log, store::Store& store, uint64_t seed,
       std::map<std::string, std::string> versions, std::shared_ptr<search::Coverage> coverage)
       : opt_(opt),
         setup_(opt.setup),
@@ -99,10 +99,10 @@ class Run {
         cov_(std::move(coverage)) {
     // The refusals this campaign learned before (a resumed --out), then those it learns now.
     setup_.refusals = std::make_shared<LearnedRefusals>();
-    for (const StoredRefusal& r : store_.refusals())
+    for (const store::StoredRefusal& r : store_.refusals())
       if (auto parsed = learned_key(r.refusal) ? backends::parse_refusal("unsupported: " + r.refusal) : std::nullopt)
         setup_.refusals->learn(r.backend, *parsed);
-    for (const StoredFinding& f : store_.findings()) {
+    for (const store::StoredFinding& f : store_.findings()) {
       stored_.insert(f.signature);
       // A finding an earlier run recorded but did not reduce (it stopped first): reduced now.
       if (opt_.reduce_runs > 0 && f.root_cause.empty() && !f.bundle.empty())
@@ -425,14 +425,14 @@ class Run {
   static constexpr size_t kHitBatch = 16;
   static constexpr std::chrono::milliseconds kHitBatchAge{1000};
   bool batch(const Evaluation& ev, int64_t index, ModelRows& rows) {
-    KnownModel k{index, {}};
+    store::KnownModel k{index, {}};
     for (const auto& f : ev.findings) k.signatures.push_back(f.signature());
     std::lock_guard<std::mutex> lock(hb_mu_);
     for (const auto& sig : k.signatures)
       if (!stored_.count(sig)) return false;
     pending_.push_back(std::move(k));
     for (search::Fact& f : rows.facts) pending_rows_.facts.push_back(std::move(f));
-    for (StoredBackend& b : rows.backends) pending_rows_.backends.push_back(std::move(b));
+    for (store::StoredBackend& b : rows.backends) pending_rows_.backends.push_back(std::move(b));
     for (auto& r : rows.refusals) {  // summed per refusal over the batch
       auto same = std::find_if(pending_rows_.refusals.begin(), pending_rows_.refusals.end(), [&](const auto& p) {
         return p.backend == r.backend && p.key == r.key;
@@ -492,9 +492,9 @@ class Run {
   std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index, const Timing& t,
                                  ModelRows& rows) {
     std::vector<std::string> lines;
-    std::vector<StoredBackend> counts;
+    std::vector<store::StoredBackend> counts;
     for (const auto& spec : setup_.backends) {
-      StoredBackend b;
+      store::StoredBackend b;
       b.backend = spec.str();
       b.model = index;
       const auto c = t.compile.find(spec.name), r = t.run.find(spec.name);
@@ -617,7 +617,7 @@ class Run {
   Setup setup_;  // opt_.setup with the campaign's learned refusals
   const ModelFactory& factory_;
   std::ostream& log_;
-  Store& store_;
+  store::Store& store_;
   const uint64_t seed_;
   const std::map<std::string, std::string> versions_;
   const std::shared_ptr<search::Coverage> cov_;
@@ -632,14 +632,14 @@ class Run {
   bool rq_closed_ = false;
   std::mutex hb_mu_;              // the batched hits
   std::set<std::string> stored_;  // signatures the store holds
-  std::vector<KnownModel> pending_;
+  std::vector<store::KnownModel> pending_;
   ModelRows pending_rows_;  // the pending models' rows
   Clock::time_point pending_since_;
 };
 
 // The seed (given, or the one this --out already used, or a fresh one), checked with the other
 // settings against what the store already holds.
-uint64_t open_settings(Store& store, const CampaignOptions& opt) {
+uint64_t open_settings(store::Store& store, const CampaignOptions& opt) {
   uint64_t seed = opt.seed;
   if (seed == 0) {
     const auto stored = store.setting("seed");
@@ -668,7 +668,7 @@ uint64_t open_settings(Store& store, const CampaignOptions& opt) {
 
 // Library versions, for the bundles (and to fail early on a broken backend); on the same workers, the
 // operators each backend maps when the store does not hold them yet (coverage).
-std::map<std::string, std::string> library_versions(const CampaignOptions& opt, std::ostream& log, Store& store,
+std::map<std::string, std::string> library_versions(const CampaignOptions& opt, std::ostream& log, store::Store& store,
                                                     search::Coverage& cov) {
   std::map<std::string, std::string> versions;
   WorkerSet probe(opt.setup.backends, opt.setup.limits);
@@ -692,7 +692,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   if (opt.shards < 1 || opt.shard < 0 || opt.shard >= opt.shards)
     throw core::UserError("--shard: expected I/N with 0 <= I < N, got " + std::to_string(opt.shard) + "/" +
                           std::to_string(opt.shards));
-  const std::unique_ptr<Store> store = open_store(opt.store, opt.out);
+  const std::unique_ptr<store::Store> store = store::open_store(opt.store, opt.out);
   clean_partial_bundles(opt.out);
   const uint64_t seed = open_settings(*store, opt);
   if (opt.on_seed) opt.on_seed(seed);

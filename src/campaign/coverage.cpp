@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "ir/build.h"
 #include "ops/registry.h"
 
@@ -75,7 +75,7 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
   return facts;
 }
 
-void open_coverage(Store& store, search::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
+void open_coverage(store::Store& store, search::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
                    WorkerSet& workers) {
   cov.add(store.coverage());
   std::set<std::string> probed;

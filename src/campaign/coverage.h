@@ -8,9 +8,11 @@
 #include "campaign/evaluate.h"
 #include "search/coverage.h"
 
-namespace quorum::campaign {
-
+namespace quorum::store {
 class Store;
+}  // namespace quorum::store
+
+namespace quorum::campaign {
 
 // The catalogue operators and losses the worker's backend maps: one it accepts in any of a few
 // single-node cases drawn from the operator's domain (what `quorum backends` counts). `refused`
@@ -25,7 +27,7 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
 
 // Loads the store's coverage into `cov`, then probes every backend of `backends` whose mapped
 // operators the store does not hold yet (recording them, as model -1's facts).
-void open_coverage(Store& store, search::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
+void open_coverage(store::Store& store, search::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
                    WorkerSet& workers);
 
 }  // namespace quorum::campaign

@@ -196,7 +196,7 @@ std::optional<oracle::Finding> replay_detection(const ModelCase& m, const Evalua
 }
 
 Detection detect_model(const ir::Graph& g, const data::Validation& v, const DetectOptions& opt, WorkerSet& workers,
-                       Store* store, int64_t index, std::ostream* log) {
+                       store::Store* store, int64_t index, std::ostream* log) {
   Detection d;
   d.model = g.name;
   d.images = v.images.shape()[0];
@@ -421,7 +421,7 @@ int64_t run_trained_campaign(const TrainedCampaign& tc, const DetectOptions& opt
   if (tc.data != "fashion-mnist")
     throw UserError("--dataset " + tc.data + ": detection runs on fashion-mnist (the trained models' data)");
   DetectOptions opt = opt_in;
-  const std::unique_ptr<Store> store = open_store(tc.store, opt.out);
+  const std::unique_ptr<store::Store> store = store::open_store(tc.store, opt.out);
   clean_partial_bundles(opt.out);
   uint64_t seed = opt.seed;
   if (seed == 0) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "campaign/evaluate.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "data/dataset.h"
 #include "detect/cradle.h"
 #include "localize/rate_map.h"
@@ -73,7 +73,7 @@ ir::Graph rebatched(const ir::Graph& g, int64_t n);
 // Detection of one model on a validation set. `store`: where findings go (null: nowhere, no bundles);
 // `index`: the model's index in the store.
 Detection detect_model(const ir::Graph& g, const data::Validation& v, const DetectOptions& opt, WorkerSet& workers,
-                       Store* store, int64_t index, std::ostream* log);
+                       store::Store* store, int64_t index, std::ostream* log);
 
 // The detection finding of one case (a single input with its one-hot target) for the pair (a, b)
 // and `metric`: the blamed backend is the one whose output lies farther from the reference's (the

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -15,7 +15,7 @@ int cmd_coverage(const Options& o) {
   const search::CoverageOptions copt = coverage_options(o);
   if (o.store.empty() && !std::filesystem::exists(dir + "/findings.db"))
     throw core::UserError("coverage: " + dir + " holds no campaign (no findings.db)");
-  const std::unique_ptr<campaign::Store> store = campaign::open_store(o.store, dir);
+  const std::unique_ptr<store::Store> store = store::open_store(o.store, dir);
   std::vector<std::string> ops;
   std::stringstream in(o.ops);
   for (std::string item; std::getline(in, item, ',');)

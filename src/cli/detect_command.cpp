@@ -49,7 +49,7 @@ int cmd_detect(const Options& o) {
   if (g.inputs.empty()) throw UserError(opt.model_path + ": the model has no input");
   const data::Validation v =
       data::fashion_mnist_validation(data::fashion_mnist_dir(), static_cast<int64_t>(o.images), g.inputs[0].type.shape);
-  const std::unique_ptr<campaign::Store> store = campaign::open_store(o.store, opt.out);
+  const std::unique_ptr<store::Store> store = store::open_store(o.store, opt.out);
   campaign::clean_partial_bundles(opt.out);
   // Each run of detect is one model of the store: the next index.
   const int64_t index = store->models_done();
@@ -74,7 +74,7 @@ int fuzz_trained(const Options& o) {
   tc.mutation_rate = o.mutant_noise;
   tc.store = o.store;
   const int64_t ran = campaign::run_trained_campaign(tc, opt, std::cout);
-  const std::unique_ptr<campaign::Store> store = campaign::open_store(o.store, opt.out);
+  const std::unique_ptr<store::Store> store = store::open_store(o.store, opt.out);
   std::cout << "\nsummary: " << ran << " trained models and mutants through detection; " << store->findings().size()
             << " unique findings in " << store->where() << "\n";
   for (const auto& f : store->findings())

@@ -10,9 +10,9 @@
 #include "campaign/bundle.h"
 #include "campaign/replay.h"
 #include "campaign/campaign.h"
-#include "campaign/merge.h"
+#include "store/merge.h"
 #include "campaign/refusals.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "cli/commands.h"
 #include "ir/onnx_io.h"
 #include "report/html.h"
@@ -29,18 +29,18 @@ namespace {
 // Per backend, over the whole campaign (resumed runs too): the models it ran, refused (by reason) and
 // was not sent, its crashes and worker time; then what the campaign learned from the backends'
 // structured refusals (docs/findings.md).
-void print_backends(const campaign::Summary& s, campaign::Store& store) {
+void print_backends(const campaign::Summary& s, store::Store& store) {
   const auto counts = store.backend_counts();
   if (counts.empty()) return;
   std::cout << "backends (models of the campaign: ran = sent and not refused; crashed, failed among them):\n";
   for (const auto& c : counts) {
-    const campaign::StoredBackend& b = c.models;
+    const store::StoredBackend& b = c.models;
     const int64_t all = b.ran + c.refused + c.not_sent;
     std::cout << "  " << b.backend << ": ran " << b.ran << "/" << all << " (" << std::setprecision(1)
               << (all ? 100.0 * static_cast<double>(b.ran) / static_cast<double>(all) : 0.0) << "%), crashed "
               << b.crashed << ", failed " << b.failed << ", refused " << c.refused << ", not sent " << c.not_sent
               << ", worker " << b.seconds << " s\n";
-    std::vector<campaign::StoredRefusal> rows = c.refusals;
+    std::vector<store::StoredRefusal> rows = c.refusals;
     std::stable_sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
       return x.refused + x.not_sent > y.refused + y.not_sent;
     });
@@ -52,7 +52,7 @@ void print_backends(const campaign::Summary& s, campaign::Store& store) {
                 << ": " << rows[i].refusal << " (" << (rows[i].ops.empty() ? "?" : rows[i].ops) << ")\n";
     if (rows.size() > kShown) std::cout << "    ... and " << rows.size() - kShown << " other reasons\n";
   }
-  std::vector<campaign::StoredRefusal> learned;
+  std::vector<store::StoredRefusal> learned;
   for (const auto& r : store.refusals())
     if (campaign::learned_key(r.refusal)) learned.push_back(r);
   if (learned.empty()) return;
@@ -126,8 +126,8 @@ void print_coverage(const search::Coverage& cov) {
 
 void print_summary(const campaign::Summary& s, const std::string& out, const std::string& store_spec,
                    const search::Coverage& cov) {
-  const std::unique_ptr<campaign::Store> opened = campaign::open_store(store_spec, out);
-  campaign::Store& store = *opened;
+  const std::unique_ptr<store::Store> opened = store::open_store(store_spec, out);
+  store::Store& store = *opened;
   const auto all = store.findings();
   std::cout << "\nsummary: " << s.models_run << " models in " << std::fixed << std::setprecision(1) << s.seconds
             << " s (" << (s.seconds > 0 ? static_cast<double>(s.models_run) / s.seconds : 0.0) << "/s), "
@@ -264,7 +264,7 @@ int cmd_fuzz(const Options& o) {
   opt.out = o.out.empty() ? "campaign" : o.out;
   opt.store = o.store;
   // A shared store's rows name bundles other machines read: absolute paths.
-  if (campaign::is_postgres_url(opt.store)) opt.out = std::filesystem::absolute(opt.out).lexically_normal().string();
+  if (store::is_postgres_url(opt.store)) opt.out = std::filesystem::absolute(opt.out).lexically_normal().string();
   std::tie(opt.shard, opt.shards) = parse_shard(o.shard);
   opt.command_line = o.command_line;
   opt.reduce_runs = static_cast<int>(o.reduce);
@@ -289,7 +289,7 @@ int cmd_fuzz(const Options& o) {
 int cmd_merge(const Options& o) {
   if (o.positional.empty()) throw UserError("merge: expected the shards' campaign stores (merge A B ... -o C)");
   if (o.output.empty()) throw UserError("merge: -o C names the new campaign directory");
-  const campaign::MergeSummary m = campaign::merge_campaigns(o.positional, o.output);
+  const store::MergeSummary m = store::merge_campaigns(o.positional, o.output);
   std::cout << "merged " << o.positional.size() << " stores into " << o.output << "/findings.db: " << m.models
             << " models, " << m.findings << " unique findings (" << m.hits << " hits), " << m.root_causes
             << " root causes, " << m.bundles << " bundles\n"

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "campaign/bundle.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "campaign/transfer.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -32,7 +32,7 @@ int cmd_transfer(const Options& o) {
   opt.seed = o.seed == 0 ? 1 : o.seed;
   const std::string out = o.out.empty() ? "transfer" : o.out;
   std::filesystem::create_directories(out);
-  const auto store = campaign::open_store("", out);
+  const auto store = store::open_store("", out);
   std::string backends_list;
   for (const auto& b : opt.backends) backends_list += (backends_list.empty() ? "" : ",") + b.str();
   store->check_settings({{"command", "transfer"},

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "campaign/bundle.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "core/error.h"
 #include "core/fileio.h"
 #include "ir/onnx_io.h"
@@ -75,7 +75,7 @@ struct Group {
   bool optimized = false;  // an optimized-stage finding: its lowering's two runs side by side
   LoweringSides lowering;
   std::string note;  // why the case could not be loaded
-  std::vector<campaign::StoredFinding> findings;
+  std::vector<store::StoredFinding> findings;
   int64_t hits = 0;
   std::string first_seen;
 };
@@ -91,7 +91,7 @@ details { margin: 6px 0 14px; } summary { cursor: pointer; }
 )CSS";
 
 // Library versions as the first finding that records them says.
-std::map<std::string, std::string> library_versions(const std::vector<campaign::StoredFinding>& findings) {
+std::map<std::string, std::string> library_versions(const std::vector<store::StoredFinding>& findings) {
   std::map<std::string, std::string> versions;
   for (const auto& f : findings) {
     try {
@@ -107,7 +107,7 @@ std::map<std::string, std::string> library_versions(const std::vector<campaign::
 
 // Findings grouped by root cause (ledger entry, else root-cause key, else signature), each with its
 // first finding's case: title, largest differences, class (the ledger's, else Quorum's suggestion).
-std::map<std::string, Group> root_causes(const std::vector<campaign::StoredFinding>& findings) {
+std::map<std::string, Group> root_causes(const std::vector<store::StoredFinding>& findings) {
   const oracle::Ledger ledger = oracle::load_ledgers(oracle::default_ledger_dir());
   std::map<std::string, Group> groups;
   for (const auto& f : findings) {
@@ -122,7 +122,7 @@ std::map<std::string, Group> root_causes(const std::vector<campaign::StoredFindi
       if (const auto* e = ledger.find(f.known)) g.cls = e->cls;
   }
   for (auto& [key, g] : groups) {
-    const campaign::StoredFinding& f = g.findings.front();
+    const store::StoredFinding& f = g.findings.front();
     try {
       const backends::ReproCase c = load_repro_case(f.bundle);
       g.title = issue_title(c);
@@ -145,7 +145,7 @@ std::map<std::string, Group> root_causes(const std::vector<campaign::StoredFindi
 
 // The two plots: models per second, and unique findings and root causes (cumulative) over time.
 std::string over_time_plots(const std::vector<std::pair<std::string, int64_t>>& per_second,
-                            const std::vector<campaign::StoredFinding>& findings,
+                            const std::vector<store::StoredFinding>& findings,
                             const std::map<std::string, Group>& groups) {
   double t0 = per_second.empty() ? 0 : seconds_of(per_second.front().first);
   for (const auto& f : findings)
@@ -272,7 +272,7 @@ void write_reproducer(std::ostream& h, const std::string& bundle_dir, std::strin
 
 // One root cause: its case, reduction, maps, reproducer, replay and the findings it groups.
 void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor) {
-  const campaign::StoredFinding& f = g.findings.front();
+  const store::StoredFinding& f = g.findings.front();
   const std::string cls = class_of(g);
   h << "<h3 id=\"" << anchor << "\">" << escape(g.backend) << ": " << escape(g.key) << " <span class=\"" << cls
     << "\">[" << cls << (g.suggested ? ", suggested" : "") << "]</span></h3>\n";
@@ -362,8 +362,8 @@ std::string campaign_report_html(const std::string& campaign_dir, const std::str
   const fs::path dir(campaign_dir);
   if (store_spec.empty() && !fs::exists(dir / "findings.db"))
     throw core::UserError(campaign_dir + ": not a campaign directory (no findings.db)");
-  const std::unique_ptr<campaign::Store> opened = campaign::open_store(store_spec, campaign_dir);
-  campaign::Store& store = *opened;
+  const std::unique_ptr<store::Store> opened = store::open_store(store_spec, campaign_dir);
+  store::Store& store = *opened;
   const auto findings = store.findings();
   const std::map<std::string, Group> groups = root_causes(findings);
 

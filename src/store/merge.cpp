@@ -1,15 +1,15 @@
 // quorum merge: shards' stores into one.
-#include "campaign/merge.h"
+#include "store/merge.h"
 
 #include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "core/error.h"
 
-namespace quorum::campaign {
+namespace quorum::store {
 
 namespace fs = std::filesystem;
 
@@ -135,4 +135,4 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
   return sum;
 }
 
-}  // namespace quorum::campaign
+}  // namespace quorum::store

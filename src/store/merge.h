@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace quorum::campaign {
+namespace quorum::store {
 
 struct MergeSummary {
   int64_t models = 0, findings = 0, hits = 0, root_causes = 0, bundles = 0;
@@ -19,4 +19,4 @@ struct MergeSummary {
 // sources must have the same settings, and `out` must not hold a store yet (UserError).
 MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std::string& out);
 
-}  // namespace quorum::campaign
+}  // namespace quorum::store

@@ -1,6 +1,6 @@
 // The findings store's shared part (root causes, throughput, the choice of engine) and its SQLite
 // engine. PostgreSQL: store_postgres.cpp.
-#include "campaign/store.h"
+#include "store/store.h"
 
 #include <sqlite3.h>
 
@@ -14,8 +14,9 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "store/schema.h"
 
-namespace quorum::campaign {
+namespace quorum::store {
 
 std::string now_utc() {
   const std::time_t t = std::time(nullptr);
@@ -228,37 +229,18 @@ SqliteStore::SqliteStore(const std::string& dir) {
     sqlite3_busy_timeout(db_, 10000);
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
-    exec(
-        "CREATE TABLE IF NOT EXISTS findings ("
-        " signature TEXT PRIMARY KEY, kind TEXT NOT NULL, stage TEXT NOT NULL, backend TEXT NOT NULL,"
-        " op TEXT, node TEXT, params TEXT, message TEXT, detail TEXT, distance REAL, rate REAL,"
-        " hits INTEGER NOT NULL, first_model INTEGER NOT NULL, first_seen TEXT NOT NULL, last_seen TEXT NOT NULL,"
-        " bundle TEXT NOT NULL);"
-        "CREATE TABLE IF NOT EXISTS models (idx INTEGER PRIMARY KEY, findings INTEGER NOT NULL, done_at TEXT NOT NULL);"
-        "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);");
-    // The known-issue label (a ledger entry id) came later: stores written before get the column.
-    // Columns added after the first stores were written: older stores get them here.
-    auto has_column = [&](const std::string& name, const std::string& table = "findings") {
+    // Every table (schema.h); a store written before a column existed gets it.
+    auto has_column = [&](const std::string& table, const std::string& name) {
       Stmt cols(db_, ("PRAGMA table_info(" + table + ")").c_str());
       while (cols.step())
         if (cols.text(1) == name) return true;
       return false;
     };
-    if (!has_column("known")) exec("ALTER TABLE findings ADD COLUMN known TEXT");
-    if (!has_column("root_cause"))
-      exec("ALTER TABLE findings ADD COLUMN root_cause TEXT; ALTER TABLE findings ADD COLUMN reduced TEXT");
-    exec(
-        "CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
-        " first_model INTEGER NOT NULL, refused INTEGER NOT NULL, not_sent INTEGER NOT NULL, ops TEXT NOT NULL,"
-        " PRIMARY KEY (backend, refusal))");
-    exec(
-        "CREATE TABLE IF NOT EXISTS backend_models (model INTEGER NOT NULL, backend TEXT NOT NULL,"
-        " ran INTEGER NOT NULL, crashed INTEGER NOT NULL, failed INTEGER NOT NULL, seconds REAL NOT NULL,"
-        " PRIMARY KEY (model, backend))");
-    exec(
-        "CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
-        " first_model INTEGER NOT NULL, models INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (subject, kind, value))");
-    if (!has_column("models", "coverage")) exec("ALTER TABLE coverage ADD COLUMN models INTEGER NOT NULL DEFAULT 1");
+    for (const Table& t : tables()) {
+      exec(create_table(t, Engine::kSqlite));
+      for (const Column& c : t.columns)
+        if (c.added_later && !has_column(t.name, c.name)) exec(add_column(t, c, Engine::kSqlite));
+    }
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -567,4 +549,4 @@ std::vector<StoredFinding> SqliteStore::findings() {
 
 std::unique_ptr<Store> open_sqlite_store(const std::string& dir) { return std::make_unique<SqliteStore>(dir); }
 
-}  // namespace quorum::campaign
+}  // namespace quorum::store

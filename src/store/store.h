@@ -19,7 +19,7 @@
 #include "oracle/oracle.h"
 #include "search/coverage.h"
 
-namespace quorum::campaign {
+namespace quorum::store {
 
 struct StoredFinding {
   std::string signature;
@@ -167,4 +167,4 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& dir);
 // The PostgreSQL store at a libpq connection URL.
 std::unique_ptr<Store> open_postgres_store(const std::string& url);
 
-}  // namespace quorum::campaign
+}  // namespace quorum::store

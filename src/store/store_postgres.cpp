@@ -17,10 +17,11 @@
 #include <mutex>
 #include <numeric>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "core/error.h"
+#include "store/schema.h"
 
-namespace quorum::campaign {
+namespace quorum::store {
 
 namespace {
 
@@ -97,22 +98,11 @@ class PostgresStore final : public Store {
   void create_tables() {
     tx([&] {
       q("SELECT pg_advisory_xact_lock(7020826)");
-      q("CREATE TABLE IF NOT EXISTS findings ("
-        " signature TEXT PRIMARY KEY, kind TEXT NOT NULL, stage TEXT NOT NULL, backend TEXT NOT NULL,"
-        " op TEXT, node TEXT, params TEXT, message TEXT, detail TEXT, distance DOUBLE PRECISION,"
-        " rate DOUBLE PRECISION, hits BIGINT NOT NULL, first_model BIGINT NOT NULL, first_seen TEXT NOT NULL,"
-        " last_seen TEXT NOT NULL, bundle TEXT NOT NULL, known TEXT, root_cause TEXT, reduced TEXT)");
-      q("CREATE TABLE IF NOT EXISTS models (idx BIGINT PRIMARY KEY, findings BIGINT NOT NULL, done_at TEXT NOT NULL)");
-      q("CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
-      q("CREATE TABLE IF NOT EXISTS refusals (backend TEXT NOT NULL, refusal TEXT NOT NULL,"
-        " first_model BIGINT NOT NULL, refused BIGINT NOT NULL, not_sent BIGINT NOT NULL, ops TEXT NOT NULL,"
-        " PRIMARY KEY (backend, refusal))");
-      q("CREATE TABLE IF NOT EXISTS backend_models (model BIGINT NOT NULL, backend TEXT NOT NULL,"
-        " ran BIGINT NOT NULL, crashed BIGINT NOT NULL, failed BIGINT NOT NULL, seconds DOUBLE PRECISION NOT NULL,"
-        " PRIMARY KEY (model, backend))");
-      q("CREATE TABLE IF NOT EXISTS coverage (subject TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,"
-        " first_model BIGINT NOT NULL, models BIGINT NOT NULL DEFAULT 1, PRIMARY KEY (subject, kind, value))");
-      q("ALTER TABLE coverage ADD COLUMN IF NOT EXISTS models BIGINT NOT NULL DEFAULT 1");
+      for (const Table& t : tables()) {
+        q(create_table(t, Engine::kPostgres));
+        for (const Column& c : t.columns)
+          if (c.added_later) q(add_column(t, c, Engine::kPostgres));
+      }
     });
   }
 
@@ -408,4 +398,4 @@ class PostgresStore final : public Store {
 
 std::unique_ptr<Store> open_postgres_store(const std::string& url) { return std::make_unique<PostgresStore>(url); }
 
-}  // namespace quorum::campaign
+}  // namespace quorum::store

@@ -15,7 +15,7 @@
 
 #include "backends/backend.h"
 #include "backends/refusal.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "ir/build.h"
 #include "ops/registry.h"
 #include "run_quorum.h"
@@ -322,7 +322,7 @@ TEST(ExecBackend, FuzzCampaignRecordsTheRunnersCrashes) {
       "fuzz --generator unit --backends " + spec + " --models 5 --mode infer --seed 3 --out " + out.string(),
       "exec_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const auto store = campaign::open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   EXPECT_EQ(store->models_done(), 5);
   const auto findings = store->findings();
   ASSERT_EQ(findings.size(), 1u) << "one crash, deduplicated";
@@ -401,8 +401,8 @@ TEST(ExecBackend, FuzzCampaignLearnsRefusalsAndStopsSendingThem) {
   EXPECT_NE(r.out.find("learned: " + spec + " does not run Softmax (ONNX opset 13)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--skip_ops softmax"), std::string::npos) << r.out;
   {
-    const auto opened = campaign::open_sqlite_store(out.string());
-    campaign::Store& store = *opened;
+    const auto opened = store::open_sqlite_store(out.string());
+    store::Store& store = *opened;
     EXPECT_EQ(store.models_done(), 9);
     EXPECT_TRUE(store.findings().empty()) << "a refusal is not a finding";
     const auto refusals = store.refusals();
@@ -416,8 +416,8 @@ TEST(ExecBackend, FuzzCampaignLearnsRefusalsAndStopsSendingThem) {
   // Resumed: the refusal is still known, so the next softmax model is not sent either.
   const quorum::testing::Result again = quorum::testing::run_quorum(base + " --models 12", "exec_test");
   ASSERT_EQ(again.code, 0) << again.out << again.err;
-  const auto opened = campaign::open_sqlite_store(out.string());
-  campaign::Store& store = *opened;
+  const auto opened = store::open_sqlite_store(out.string());
+  store::Store& store = *opened;
   EXPECT_EQ(store.models_done(), 12);
   EXPECT_TRUE(store.findings().empty());
   ASSERT_EQ(store.refusals().size(), 1u);
@@ -465,8 +465,8 @@ TEST(ExecBackend, PersistentRunnerCrashIsOneFindingAndTheCampaignGoesOn) {
           " --models 9 --mode infer --seed 3 --reduce 0 --out " + out.string(),
       "exec_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const auto opened = campaign::open_sqlite_store(out.string());
-  campaign::Store& store = *opened;
+  const auto opened = store::open_sqlite_store(out.string());
+  store::Store& store = *opened;
   EXPECT_EQ(store.models_done(), 9);
   const auto findings = store.findings();
   ASSERT_EQ(findings.size(), 1u) << r.out;

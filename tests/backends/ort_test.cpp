@@ -13,7 +13,7 @@
 #include <fstream>
 
 #include "backends/backend.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "ir/build.h"
 #include "ir/json_io.h"
 #include "run_quorum.h"
@@ -158,7 +158,7 @@ TEST(OrtBackend, ShortCampaignReportsNothingTheLedgerDoesNotKnow) {
       "fuzz --generator muffin --backends ort,ort:level=all --models 40 --mode infer --seed 7 --out " + out.string(),
       "ort_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const auto store = campaign::open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   EXPECT_EQ(store->models_done(), 40);
   const auto findings = store->findings();
   EXPECT_FALSE(findings.empty()) << "the seed's models reach ORT's known defects";
@@ -197,7 +197,7 @@ TEST(OrtBackend, QuantizedUnitModelsAgreeExactly) {
   }
   EXPECT_TRUE(findings > 0 || r.out.find("no findings") != std::string::npos) << r.out;
   EXPECT_NE(r.out.find("has no QLinearConv or QLinearMatMul kernel"), std::string::npos) << r.out;
-  const auto store = campaign::open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   EXPECT_EQ(store->models_done(), 48);
   fs::remove_all(out);
 }

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "backends/torch/lower.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
 #include "run_quorum.h"
@@ -39,7 +39,7 @@ TEST(TorchInt8, QuantizedUnitModelsReportOnlyLedgerEntries) {
   // Each engine ran quantized models, and each refused what it cannot take, with the measured reason.
   EXPECT_NE(r.out.find("takes symmetric weights only"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("QNNPACK takes a requantization scale"), std::string::npos) << r.out;
-  const auto store = campaign::open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   EXPECT_EQ(store->models_done(), 120);
   for (const auto& f : store->findings())
     EXPECT_FALSE(f.known.empty()) << "not in the ledger: " << f.signature << " (root cause " << f.root_cause << ")";
@@ -58,7 +58,7 @@ TEST(TorchInt8, PerChannelWeightsReportOnlyLedgerEntries) {
                                                 "torch_int8_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("are not lowered"), std::string::npos) << r.out;
-  const auto store = campaign::open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   EXPECT_EQ(store->models_done(), 60);
   for (const auto& f : store->findings())
     EXPECT_FALSE(f.known.empty()) << "not in the ledger: " << f.signature << " (root cause " << f.root_cause << ")";
@@ -204,7 +204,7 @@ TEST(TorchInt8, QuantizedTwinCampaignReportsOnlyLedgerEntries) {
       "torch_int8_test");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("are not lowered"), std::string::npos) << r.out;
-  const auto store = campaign::open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   EXPECT_EQ(store->models_done(), 60);
   for (const auto& f : store->findings())
     EXPECT_FALSE(f.known.empty()) << "not in the ledger: " << f.signature << " (root cause " << f.root_cause << ")";

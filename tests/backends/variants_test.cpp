@@ -16,7 +16,7 @@
 #include "campaign/bundle.h"
 #include "campaign/replay.h"
 #include "campaign/campaign.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "core/fileio.h"
 #include "ir/json_io.h"
 #include "report/repro.h"
@@ -188,7 +188,7 @@ TEST(Variants, AFindingOnAVariantRecordsReplaysAndReproducesIt) {
         return m;
       },
       log);
-  const auto all = campaign::open_sqlite_store(opt.out)->findings();
+  const auto all = store::open_sqlite_store(opt.out)->findings();
   ASSERT_EQ(all.size(), 1u) << log.str();
   EXPECT_EQ(all[0].signature, "inconsistency|FC|torch:strided+threads=2|elu|{}");
   std::ifstream in(all[0].bundle + "/finding.json");

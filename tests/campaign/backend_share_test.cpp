@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "run_quorum.h"
 
 namespace quorum::campaign {
@@ -33,7 +33,7 @@ std::string fuzz(const std::string& dir, int models, const std::string& more = "
 }
 
 // ran / (ran + refused + not sent) of `backend`, and its counts as text.
-double share(Store& s, const std::string& backend, std::string* text = nullptr) {
+double share(store::Store& s, const std::string& backend, std::string* text = nullptr) {
   for (const auto& c : s.backend_counts()) {
     if (c.models.backend != backend) continue;
     const int64_t all = c.models.ran + c.refused + c.not_sent;
@@ -55,13 +55,13 @@ TEST(BackendShare, EveryBackendRunsAThirdOfTheModels) {
   auto r = run_quorum(fuzz(free_dir, 300, " --backend_share 0"), "share");
   ASSERT_EQ(r.code, 0) << r.err;
   std::string text;
-  const double free_share = share(*open_sqlite_store(free_dir), faulty(), &text);
+  const double free_share = share(*store::open_sqlite_store(free_dir), faulty(), &text);
   std::cout << "drawn freely: " << text;
   EXPECT_LT(free_share, 1.0 / 3) << "the planted backend must refuse most free models, or the test proves nothing";
   EXPECT_GE(free_share, 0);
   r = run_quorum(fuzz(policy_dir, 300), "share");
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto store = open_sqlite_store(policy_dir);
+  const auto store = store::open_sqlite_store(policy_dir);
   const double policy_share = share(*store, faulty(), &text);
   std::cout << "with the policy: " << text;
   EXPECT_GE(policy_share, 1.0 / 3);
@@ -87,8 +87,8 @@ TEST(BackendShare, AResumedCampaignKeepsTheCounts) {
   const auto r = run_quorum(fuzz(split, 30), "share_resume");
   ASSERT_EQ(r.code, 0) << r.err;
   std::string a, b;
-  share(*open_sqlite_store(whole), faulty(), &a);
-  share(*open_sqlite_store(split), faulty(), &b);
+  share(*store::open_sqlite_store(whole), faulty(), &a);
+  share(*store::open_sqlite_store(split), faulty(), &b);
   EXPECT_EQ(a, b);
   EXPECT_NE(a.find(" models 30\n"), std::string::npos) << a;
   fs::remove_all(d);

@@ -16,7 +16,7 @@
 
 #include "campaign/bundle.h"
 #include "campaign/replay.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "core/fileio.h"
 #include "ir/json_io.h"
 #include "ops/materialize.h"
@@ -167,7 +167,7 @@ TEST(Campaign, FindsEveryPlantedFaultAtTheRightStageOnce) {
   const Summary s = run_campaign(opt, trigger, log);
   EXPECT_EQ(s.models_run, 108);
   EXPECT_EQ(s.errors, 0);
-  const auto all = open_sqlite_store(opt.out)->findings();
+  const auto all = store::open_sqlite_store(opt.out)->findings();
   for (const auto& e : kExpected) {
     int unique = 0;
     int64_t hits = 0;
@@ -226,7 +226,7 @@ TEST(Campaign, ALibrarysNaNIsFoundWhenItIsTheOnlyLibrary) {
   opt.quiet = true;
   std::ostringstream log;
   run_campaign(opt, [](int64_t index, core::Rng& rng) { return trigger(4 + 9 * index, rng); }, log);
-  const auto all = open_sqlite_store(opt.out)->findings();
+  const auto all = store::open_sqlite_store(opt.out)->findings();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].signature, "nan|FC|faulty:softmax-no-max-sub|softmax");
   fs::remove_all(opt.out);
@@ -248,7 +248,7 @@ TEST(Campaign, AResumedCampaignReducesWhatAnEarlierRunLeftAndCountsTheSameHits) 
   opt.reduce_runs = 0;
   std::ostringstream log;
   run_campaign(opt, trigger, log);
-  const auto first = open_sqlite_store(opt.out)->findings();
+  const auto first = store::open_sqlite_store(opt.out)->findings();
   ASSERT_FALSE(first.empty());
   for (const auto& f : first) EXPECT_TRUE(f.reduced.empty()) << f.signature;
   opt.models = 40;
@@ -257,15 +257,15 @@ TEST(Campaign, AResumedCampaignReducesWhatAnEarlierRunLeftAndCountsTheSameHits) 
   CampaignOptions whole = opt;
   whole.out = scratch("resume_reduce_whole");
   run_campaign(whole, trigger, log);
-  const auto resumed = open_sqlite_store(opt.out)->findings();
-  const auto uninterrupted = open_sqlite_store(whole.out)->findings();
-  EXPECT_EQ(open_sqlite_store(opt.out)->models_done(), 40);
+  const auto resumed = store::open_sqlite_store(opt.out)->findings();
+  const auto uninterrupted = store::open_sqlite_store(whole.out)->findings();
+  EXPECT_EQ(store::open_sqlite_store(opt.out)->models_done(), 40);
   ASSERT_EQ(resumed.size(), uninterrupted.size());
-  std::map<std::string, StoredFinding> by_signature;  // (with two jobs the order of first models varies)
+  std::map<std::string, store::StoredFinding> by_signature;  // (with two jobs the order of first models varies)
   for (const auto& f : uninterrupted) by_signature[f.signature] = f;
   for (const auto& f : resumed) {
     ASSERT_TRUE(by_signature.count(f.signature)) << f.signature;
-    const StoredFinding& w = by_signature.at(f.signature);
+    const store::StoredFinding& w = by_signature.at(f.signature);
     EXPECT_EQ(f.hits, w.hits) << f.signature;
     EXPECT_EQ(f.root_cause, w.root_cause) << f.signature;
     EXPECT_EQ(f.reduced.empty(), w.reduced.empty()) << f.signature;
@@ -287,7 +287,7 @@ TEST(Campaign, ReplayReproducesABundle) {
   opt.quiet = true;
   std::ostringstream log;
   run_campaign(opt, trigger, log);
-  const auto all = open_sqlite_store(opt.out)->findings();
+  const auto all = store::open_sqlite_store(opt.out)->findings();
   ASSERT_FALSE(all.empty());
   for (const auto& f : all) {
     const Replayed r = replay(f.bundle);
@@ -312,12 +312,12 @@ TEST(Campaign, ResumesAfterSigkillWithoutLosingFindings) {
     ::execv(QUORUM_BINARY, argv.data());
     ::_exit(127);
   }
-  std::vector<StoredFinding> before;
+  std::vector<store::StoredFinding> before;
   for (int i = 0; i < 600 && before.size() < 3; ++i) {
     ::usleep(100000);
     if (!fs::exists(out + "/findings.db")) continue;
     try {
-      before = open_sqlite_store(out)->findings();
+      before = store::open_sqlite_store(out)->findings();
     } catch (const std::exception&) {
     }
   }
@@ -328,7 +328,7 @@ TEST(Campaign, ResumesAfterSigkillWithoutLosingFindings) {
   ASSERT_GE(before.size(), 3u) << "no findings recorded within a minute";
   int64_t done_before;
   {
-    const auto s = open_sqlite_store(out);
+    const auto s = store::open_sqlite_store(out);
     before = s->findings();
     done_before = s->models_done();
   }
@@ -337,12 +337,12 @@ TEST(Campaign, ResumesAfterSigkillWithoutLosingFindings) {
                              " fuzz --generator unit --backends faulty:all-numeric --models " +
                              std::to_string(done_before + 20) + " --out " + out + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(resume.c_str()), 0);
-  const auto s = open_sqlite_store(out);
+  const auto s = store::open_sqlite_store(out);
   const auto after = s->findings();
   EXPECT_GE(s->models_done(), done_before + 20);
   for (const auto& b : before) {
-    auto it =
-        std::find_if(after.begin(), after.end(), [&](const StoredFinding& a) { return a.signature == b.signature; });
+    auto it = std::find_if(after.begin(), after.end(),
+                           [&](const store::StoredFinding& a) { return a.signature == b.signature; });
     ASSERT_NE(it, after.end()) << "lost " << b.signature;
     EXPECT_GE(it->hits, b.hits);
   }

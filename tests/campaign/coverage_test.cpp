@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "run_quorum.h"
 
 namespace quorum::campaign {
@@ -17,7 +17,7 @@ using testing::run_quorum;
 
 std::string facts_of(const std::string& dir) {
   std::string out;
-  for (const auto& f : open_sqlite_store(dir)->coverage())
+  for (const auto& f : store::open_sqlite_store(dir)->coverage())
     out += f.subject + " " + search::to_string(f.kind) + " " + f.value + " " + std::to_string(f.model) + "\n";
   return out;
 }

@@ -15,7 +15,7 @@
 #include "campaign/replay.h"
 #include "campaign/campaign.h"
 #include "campaign/generators.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "core/fileio.h"
 #include "gen/generator.h"
 #include "ir/json_io.h"
@@ -62,7 +62,7 @@ TEST(Detect, APlantedSoftmaxFloorIsCaughtOnTheTrainedLeNet5ButNotPerNode) {
   const fs::path out = scratch("planted");
   const DetectOptions opt = options("ref," + kFault, out);
   WorkerSet workers(opt.setup.backends, opt.setup.limits);
-  const auto store = open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   const Detection d = detect_model(g, v, opt, workers, store.get(), 0, nullptr);
   ASSERT_TRUE(d.failed.empty());
   EXPECT_GE(d.correct.at(kReferenceName), 1000 * 80 / 100) << "the trained LeNet-5 should classify most images";
@@ -83,7 +83,7 @@ TEST(Detect, APlantedSoftmaxFloorIsCaughtOnTheTrainedLeNet5ButNotPerNode) {
   // The finding is in the store with a bundle that replays.
   const auto all = store->findings();
   const auto it = std::find_if(all.begin(), all.end(),
-                               [](const StoredFinding& f) { return f.kind == core::FindingKind::Detection; });
+                               [](const store::StoredFinding& f) { return f.kind == core::FindingKind::Detection; });
   ASSERT_NE(it, all.end());
   EXPECT_TRUE(fs::exists(fs::path(it->bundle) / "finding.json"));
   const Replayed r = replay(it->bundle);
@@ -100,7 +100,7 @@ TEST(Detect, APerNodeVerdictOnTheInputIsReducedLikeACampaignsFinding) {
   DetectOptions opt = options("faulty:band=relu@2.0..2.05", out);
   opt.reduce_runs = 30;
   WorkerSet workers(opt.setup.backends, opt.setup.limits);
-  const auto store = open_sqlite_store(out.string());
+  const auto store = store::open_sqlite_store(out.string());
   const Detection d = detect_model(g, v, opt, workers, store.get(), 0, nullptr);
   ASSERT_FALSE(d.cases.empty());
   const DetectedCase& c = d.cases[0];
@@ -160,7 +160,7 @@ TEST(Detect, TheRandomCampaignDoesNotSeeThePlantedFloor) {
     }
   }
   EXPECT_GE(softmax_models, 10) << "the campaign should run the faulty softmax";
-  for (const auto& f : open_sqlite_store(opt.out)->findings())
+  for (const auto& f : store::open_sqlite_store(opt.out)->findings())
     EXPECT_NE(f.op, "softmax") << f.signature << ": " << f.detail;
   fs::remove_all(opt.out);
 }

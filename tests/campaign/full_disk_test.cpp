@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "run_quorum.h"
 
 namespace quorum::campaign {
@@ -30,10 +30,10 @@ std::string full_disk(const std::string& match, long after = 0) {
 const std::string kFuzz = "fuzz --generator unit --backends faulty:all-numeric --seed 11 --reduce 0 ";
 
 // A campaign of `models` models into `out` that ends normally, and its findings.
-std::vector<StoredFinding> campaign(const std::string& out, int models, const std::string& tag) {
+std::vector<store::StoredFinding> campaign(const std::string& out, int models, const std::string& tag) {
   const Result r = run_quorum(kFuzz + "--models " + std::to_string(models) + " --out " + out, tag);
   EXPECT_EQ(r.code, 0) << r.err;
-  return open_sqlite_store(out)->findings();
+  return store::open_sqlite_store(out)->findings();
 }
 
 void expect_one_line(const Result& r, const std::string& what) {
@@ -45,11 +45,11 @@ void expect_one_line(const Result& r, const std::string& what) {
 
 // Every finding recorded before is still in the store (same bundle, at least as many hits), every
 // finding in the store has its complete bundle, and no partial bundle is left.
-void expect_kept(const std::string& out, const std::vector<StoredFinding>& before) {
-  const auto after = open_sqlite_store(out)->findings();
+void expect_kept(const std::string& out, const std::vector<store::StoredFinding>& before) {
+  const auto after = store::open_sqlite_store(out)->findings();
   for (const auto& b : before) {
-    const auto it =
-        std::find_if(after.begin(), after.end(), [&](const StoredFinding& a) { return a.signature == b.signature; });
+    const auto it = std::find_if(after.begin(), after.end(),
+                                 [&](const store::StoredFinding& a) { return a.signature == b.signature; });
     ASSERT_NE(it, after.end()) << "lost " << b.signature;
     EXPECT_EQ(it->bundle, b.bundle);
     EXPECT_GE(it->hits, b.hits);
@@ -66,14 +66,14 @@ TEST(FullDisk, WhileABundleIsWrittenTheCampaignStopsAndKeepsItsFindings) {
   const auto before = campaign(out, 10, "full_disk");
   ASSERT_FALSE(before.empty());
   int64_t done_before;
-  done_before = open_sqlite_store(out)->models_done();
+  done_before = store::open_sqlite_store(out)->models_done();
   // The disk is full for bundles from the first byte: the next new finding cannot be bundled.
   const Result r = run_quorum(kFuzz + "--models 400 --out " + out, "full_disk", full_disk("/bundles/"));
   expect_one_line(r, out + "/bundles/");
   EXPECT_NE(r.err.find("the campaign stopped"), std::string::npos) << r.err;
   expect_kept(out, before);
-  const auto store = open_sqlite_store(out);
-  Store& s = *store;
+  const auto store = store::open_sqlite_store(out);
+  store::Store& s = *store;
   EXPECT_LT(s.models_done(), 400) << "the campaign went on after the disk was full";
   EXPECT_GE(s.models_done(), done_before);
   EXPECT_GT(s.findings().size(), 0u);

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "campaign/campaign.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"
 
@@ -75,7 +75,7 @@ TEST(NonFiniteOperands, ALibrarysNaNForAnInfiniteOperandIsAFindingAtThatNode) {
   const std::string out = scratch("fault");
   const Summary s = run("faulty:tanh-inf-as-nan", out);
   EXPECT_EQ(s.errors, 0);
-  const auto all = open_sqlite_store(out)->findings();
+  const auto all = store::open_sqlite_store(out)->findings();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].signature, "nan|FC|faulty:tanh-inf-as-nan|tanh");
   EXPECT_EQ(all[0].node, "tanh1");
@@ -92,7 +92,7 @@ TEST(NonFiniteOperands, ALibrarysNaNAtAZeroLimitIsAFinding) {
   const std::string out = scratch("zero_limit");
   const Summary s = run("faulty:inf-as-nan=gelu", out, gelu_at_minus_inf);
   EXPECT_EQ(s.errors, 0);
-  const auto all = open_sqlite_store(out)->findings();
+  const auto all = store::open_sqlite_store(out)->findings();
   ASSERT_GE(all.size(), 1u);
   EXPECT_EQ(all[0].signature, "nan|FC|faulty:inf-as-nan=gelu|gelu");
   EXPECT_EQ(all[0].node, "gelu0");
@@ -106,7 +106,7 @@ TEST(NonFiniteOperands, TheLimitOnAnInfiniteOperandIsClean) {
   const Summary s = run("faulty:concat-drops-last", out);
   EXPECT_EQ(s.errors, 0);
   EXPECT_EQ(s.models_run, 6);
-  const auto all = open_sqlite_store(out)->findings();
+  const auto all = store::open_sqlite_store(out)->findings();
   for (const auto& f : all) ADD_FAILURE() << f.signature << ": " << f.detail;
   fs::remove_all(out);
 }

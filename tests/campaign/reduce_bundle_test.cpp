@@ -15,7 +15,7 @@
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
 #include "campaign/replay.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "ir/json_io.h"
 
 namespace quorum::campaign {
@@ -42,7 +42,8 @@ ir::Graph chain(const Planted& p) {
   return ir::graph_from_json(R"({"inputs": [{"name": "x", "dtype": "float32", "shape": )" + p.input_shape + R"(}],
     "outputs": ["s"],
     "nodes": [{"name": "n", "op": "neg", "inputs": ["x"], "outputs": ["n"]},
-              {"name": "faulty_layer", "op": ")" + p.op + R"(", "inputs": ["n"], "outputs": ["f"], "attrs": )" + p.attrs + R"(},
+              {"name": "faulty_layer", "op": ")" +
+                                 p.op + R"(", "inputs": ["n"], "outputs": ["f"], "attrs": )" + p.attrs + R"(},
               {"name": "t", "op": "tanh", "inputs": ["f"], "outputs": ["t"]},
               {"name": "s", "op": "sigmoid", "inputs": ["t"], "outputs": ["s"]}]})",
                              p.fault);
@@ -62,7 +63,7 @@ TEST(ReduceBundle, EveryConditionalPlantedFaultIsReducedToItsLayerWithItsParamet
     opt.quiet = true;
     std::ostringstream log;
     run_campaign(opt, [&](int64_t, core::Rng&) { return ModelCase{chain(p), {}, {}}; }, log);
-    const auto all = open_sqlite_store(opt.out)->findings();
+    const auto all = store::open_sqlite_store(opt.out)->findings();
     ASSERT_EQ(all.size(), 1u) << (all.empty() ? "no finding" : all[0].signature);
     EXPECT_EQ(all[0].op, p.op);
     // The map: the faulty layer is the first highlighted one.
@@ -93,7 +94,7 @@ namespace quorum::campaign {
 namespace {
 
 // A campaign of `models` copies of `graph_json` on `backends`, each new finding reduced with 40 runs.
-std::vector<StoredFinding> campaign_of(const std::string& name, const std::string& graph_json,
+std::vector<store::StoredFinding> campaign_of(const std::string& name, const std::string& graph_json,
                                        const std::string& backends, Mode mode, int64_t models,
                                        const std::string& loss = "") {
   CampaignOptions opt;
@@ -110,7 +111,7 @@ std::vector<StoredFinding> campaign_of(const std::string& name, const std::strin
   std::ostringstream log;
   run_campaign(opt, [&](int64_t, core::Rng&) { return ModelCase{ir::graph_from_json(graph_json, name), {}, {}}; },
                log);
-  return open_sqlite_store(opt.out)->findings();
+  return store::open_sqlite_store(opt.out)->findings();
 }
 
 TEST(ReduceBundle, APlantedBackwardFaultReducesToItsNodeAndHalvesItsShapes) {

@@ -4,7 +4,7 @@
 // (the campaign option)
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
-#include "campaign/store.h"
+#include "store/store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -126,7 +126,7 @@ TEST(Transfer, ACampaignWithTransferRecordsTheVariantsAsModelsOfItsOwn) {
   const Summary s = run_campaign(opt, none, log);
   EXPECT_GT(s.transfer_variants, 1);
   EXPECT_EQ(s.transfer_new, 1);
-  const auto findings = open_sqlite_store(opt.out)->findings();
+  const auto findings = store::open_sqlite_store(opt.out)->findings();
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings[0].signature, "inconsistency|FC|faulty:elu-alpha-ignored|elu|{}");
   EXPECT_LT(findings[0].first_model, 0);

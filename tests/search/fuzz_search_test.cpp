@@ -12,7 +12,7 @@
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
 #include "campaign/replay.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "report/issue.h"
 
 namespace quorum::campaign {
@@ -46,7 +46,7 @@ TEST(FuzzSearch, RecordsTheMethodOfWhatTheSearchFound) {
   const Summary s = run_campaign(opt, factory, log);
   EXPECT_EQ(s.searched, 2) << log.str();
   EXPECT_GE(s.search_found, 1);
-  const auto store = open_store("", opt.out);
+  const auto store = store::open_store("", opt.out);
   const auto findings = store->findings();
   ASSERT_EQ(findings.size(), 1u) << log.str();
   EXPECT_EQ(findings[0].op, "relu");
@@ -89,7 +89,7 @@ TEST(FuzzSearch, GristInACampaignFindsWhatTheModelsOwnDrawMisses) {
   const Summary s = run_campaign(opt, factory, log);
   EXPECT_EQ(s.searched, 1) << log.str();  // the model's own draw ran clean
   EXPECT_EQ(s.search_found, 1) << log.str();
-  const auto findings = open_store("", opt.out)->findings();
+  const auto findings = store::open_store("", opt.out)->findings();
   ASSERT_EQ(findings.size(), 1u) << log.str();
   EXPECT_EQ(findings[0].signature, "nan|FC|faulty:exp-overflow-early|exp");
   EXPECT_EQ(read_finding(findings[0].bundle).value("method", ""), "grist");

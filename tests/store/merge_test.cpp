@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <map>
 
-#include "campaign/store.h"
+#include "store/store.h"
 #include "run_quorum.h"
 
-namespace quorum::campaign {
+namespace quorum::store {
 namespace {
 
 namespace fs = std::filesystem;
@@ -114,4 +114,4 @@ TEST(Shard, BadShardsAreOneLineAndExitTwo) {
 }
 
 }  // namespace
-}  // namespace quorum::campaign
+}  // namespace quorum::store

@@ -17,11 +17,11 @@
 
 #include "campaign/postgres_server.h"
 #include "campaign/slurm_cluster.h"
-#include "campaign/store.h"
+#include "store/store.h"
 #include "core/error.h"
 #include "run_quorum.h"
 
-namespace quorum::campaign {
+namespace quorum::store {
 namespace {
 
 namespace fs = std::filesystem;
@@ -414,4 +414,4 @@ TEST(PostgresCampaign, TheSlurmExampleRunsAsAJobArrayOnASingleNodeSlurm) {
 }
 
 }  // namespace
-}  // namespace quorum::campaign
+}  // namespace quorum::store
