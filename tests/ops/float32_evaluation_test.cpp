@@ -146,6 +146,11 @@ TEST(Float32Evaluation, NormalisationsAgreeWithTheKernelInRange) {
       const Results f = evaluate_in(order, s, in, a, x);
       for (int64_t i = 0; i < x.numel(); ++i)
         EXPECT_NEAR(f.y[0].get(i), exact.y[0].get(i), 1e-5) << "training " << training << " at " << i;
+      ASSERT_EQ(f.grads.size(), exact.grads.size());
+      for (size_t k = 0; k < 3; ++k)
+        for (int64_t i = 0; i < exact.grads[k].numel(); ++i)
+          EXPECT_NEAR(f.grads[k].get(i), exact.grads[k].get(i), 1e-4 * (1 + std::abs(exact.grads[k].get(i))))
+              << "training " << training << " gradient " << k << " at " << i;
     }
   }
   const OpSpec& s = ops::op("layer_norm");
@@ -183,6 +188,25 @@ TEST(Float32Evaluation, AnAffineStepWithAFloat32MaxScaleLeavesFloat32sRange) {
   const Tensor fused = evaluate_in(Float32Order::kFused, ln, row, la, row[0]).y[0];
   EXPECT_TRUE(std::isinf(fused.get(0))) << fused.get(0);
   EXPECT_TRUE(std::isfinite(fused.get(1))) << "scale 1: xhat fits";
+}
+
+// batch_norm's training backward as libtorch writes it multiplies the centred gradient by invstd before the scale:
+// 15 zeros have var 0 and invstd 316, and dy = -6e37 at every other element makes (dy - mean(dy)) * invstd pass
+// FLT_MAX, so dx is +-inf in float32 although with a scale of 1e-3 the exact 1.1e37 fits (seed 14201: libtorch's
+// +-inf, which the operand-magnitude bound missed, x and the mean being 0).
+TEST(Float32Evaluation, ABatchNormGradientCentredAndScaledByInvstdBeforeTheScaleOverflows) {
+  const OpSpec& s = ops::op("batch_norm");
+  const core::Attrs a = canonical_attrs(s, {{"training", int64_t{1}}, {"epsilon", 1e-5}});
+  const std::vector<Tensor> in = {Tensor(core::DType::F64, {1, 1, 15}), Tensor::f64({1}, {1e-3}),
+                                  Tensor::f64({1}, {0}), Tensor::f64({1}, {0}), Tensor::f64({1}, {1})};
+  Tensor gy(core::DType::F64, {1, 1, 15});
+  for (int64_t i = 0; i < 15; i += 2) gy.f64()[i] = -6e37;
+  const double exact = evaluate_in(std::nullopt, s, in, a, gy).grads[0].get(0);
+  EXPECT_TRUE(std::isfinite(exact));
+  EXPECT_GT(std::abs(exact), 1e36);
+  EXPECT_LT(std::abs(exact), FLT_MAX);
+  for (const Float32Order order : s.float32_orders)
+    EXPECT_TRUE(std::isinf(evaluate_in(order, s, in, a, gy).grads[0].get(0))) << float32_order_name(order);
 }
 
 }  // namespace

@@ -495,6 +495,45 @@ TEST(PerNode, AFoldedScaleTimesRstdThatOverflowsFloat32IsNotAFinding) {
   EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
 }
 
+// Training batch_norm's input gradient as libtorch computes it, (dy - mean(dy) - (x - mean) * k) * invstd * scale:
+// seed 14201's channel of 15 zeros has var 0 and invstd 316, and dy = -6e37 at every other element, so the centred
+// gradient times invstd passes FLT_MAX before the scale 1e-3 brings it back (exactly +-1e37): every element +-inf.
+// The operand-magnitude bound saw nothing (x and the mean are 0); the kernel's float32 evaluation of that formula
+// gives the same infinities. A NaN in the other, ordinary channel is still found.
+TEST(PerNode, ABatchNormGradientThatOverflowsBeforeItsScaleIsNotAFinding) {
+  const ir::Graph g = ir::graph_from_json(R"({
+    "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 2, 15]}], "outputs": ["y"],
+    "initializers": [{"name": "s", "dtype": "float32", "shape": [2], "data": [1e-3, 1]},
+                     {"name": "b", "dtype": "float32", "shape": [2], "data": [0, 0]},
+                     {"name": "m", "dtype": "float32", "shape": [2], "data": [0, 0]},
+                     {"name": "v", "dtype": "float32", "shape": [2], "data": [1, 1]}],
+    "nodes": [{"name": "y", "op": "batch_norm", "inputs": ["x", "s", "b", "m", "v"], "outputs": ["y"],
+               "attrs": {"epsilon": 1e-5, "training": 1}}]})",
+                                          "bn_centred_overflow");
+  core::Tensor x(core::DType::F64, {1, 2, 15}), gy(core::DType::F64, {1, 2, 15});
+  for (int64_t i = 0; i < 15; ++i) {
+    x.f64()[15 + i] = static_cast<float>(0.1 * i - 0.6);
+    gy.f64()[i] = i % 2 == 0 ? -6e37 : 0;
+    gy.f64()[15 + i] = static_cast<float>(0.05 * (i % 4) - 0.1);
+  }
+  const Case c(g, {{"x", x}}, core::Tensor(core::DType::F64, {1, 2, 15}));
+  BackendRun a = c.run("A");
+  a.trained = true;
+  a.grads["y"] = gy;
+  // The exact input gradient for that incoming gradient (float32 values in the ordinary channel).
+  const core::Tensor s = core::Tensor::f64({2}, {1e-3f, 1}), zero = core::Tensor::f64({2}, {0, 0}),
+                     one = core::Tensor::f64({2}, {1, 1});
+  const core::Attrs attrs = g.nodes[0].attrs;
+  a.grads["x"] = ops::op("batch_norm").vjp({&x, &s, &zero, &zero, &one}, attrs, {}, {gy})[0];
+  for (int64_t i = 0; i < 15; ++i) ASSERT_LT(std::abs(a.grads["x"].get(i)), FLT_MAX);
+  for (int64_t i = 15; i < 30; ++i) a.grads["x"].f64()[i] = static_cast<float>(a.grads["x"].get(i));
+  for (const char* w : {"s", "b", "m", "v"}) a.grads.erase(w);  // only the input's gradient is judged here
+  for (int64_t i = 0; i < 15; ++i) a.grads["x"].f64()[i] = i % 2 == 0 ? -INFINITY : INFINITY;
+  for (const auto& f : c.judge_runs({c.run("ref"), a})) ADD_FAILURE() << f.signature() << ": " << f.detail;
+  a.grads["x"].f64()[20] = NAN;  // a value beside 1e37s is judged at their scale: a NaN stands out
+  EXPECT_EQ(c.judge_runs({c.run("ref"), a}).size(), 1u);
+}
+
 // An input cell in several overlapping pooling windows gets the sum of their gradients; where they
 // cancel, float32's sum keeps its rounding error: the windows' gradients -4.78e16, 9.92e15 and
 // 3.79e16 sum to 3.22e9 exactly and to 4.29e9 (one unit of 4.78e16) in float32 in order, as
