@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "campaign/campaign.h"
-#include "campaign/generators.h"
+#include "campaign/model_source.h"
 #include "worker/supervisor.h"
 
 namespace {

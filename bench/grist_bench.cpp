@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "campaign/campaign.h"
-#include "campaign/generators.h"
 #include "campaign/grist_library.h"
+#include "campaign/model_source.h"
 #include "gen/generator.h"
 #include "ir/edit.h"
 #include "ref/ranges.h"

@@ -10,7 +10,7 @@
 
 #include "campaign/bundle.h"
 #include "campaign/campaign.h"
-#include "campaign/generators.h"
+#include "campaign/model_source.h"
 #include "campaign/reduce_bundle.h"
 
 namespace {

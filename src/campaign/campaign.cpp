@@ -73,7 +73,7 @@ struct ModelRows {
     int64_t model = 0, refused = 0, not_sent = 0;
     std::vector<std::string> ops;
   };
-  std::vector<search::Fact> facts;
+  std::vector<coverage::Fact> facts;
   std::vector<store::StoredBackend> backends;
   std::vector<Refusal> refusals;
 };
@@ -88,7 +88,7 @@ struct FreshFinding {
 class Run {
  public:
   Run(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log, store::Store& store, uint64_t seed,
-      std::map<std::string, std::string> versions, std::shared_ptr<search::Coverage> coverage)
+      std::map<std::string, std::string> versions, std::shared_ptr<coverage::Coverage> coverage)
       : opt_(opt),
         setup_(opt.setup),
         factory_(factory),
@@ -431,7 +431,7 @@ class Run {
     for (const auto& sig : k.signatures)
       if (!stored_.count(sig)) return false;
     pending_.push_back(std::move(k));
-    for (search::Fact& f : rows.facts) pending_rows_.facts.push_back(std::move(f));
+    for (coverage::Fact& f : rows.facts) pending_rows_.facts.push_back(std::move(f));
     for (store::StoredBackend& b : rows.backends) pending_rows_.backends.push_back(std::move(b));
     for (auto& r : rows.refusals) {  // summed per refusal over the batch
       auto same = std::find_if(pending_rows_.refusals.begin(), pending_rows_.refusals.end(), [&](const auto& p) {
@@ -620,7 +620,7 @@ class Run {
   store::Store& store_;
   const uint64_t seed_;
   const std::map<std::string, std::string> versions_;
-  const std::shared_ptr<search::Coverage> cov_;
+  const std::shared_ptr<coverage::Coverage> cov_;
   const Clock::time_point start_ = Clock::now();
   std::atomic<int64_t> next_{0};
   std::atomic<bool> stopped_{false};
@@ -669,7 +669,7 @@ uint64_t open_settings(store::Store& store, const CampaignOptions& opt) {
 // Library versions, for the bundles (and to fail early on a broken backend); on the same workers, the
 // operators each backend maps when the store does not hold them yet (coverage).
 std::map<std::string, std::string> library_versions(const CampaignOptions& opt, std::ostream& log, store::Store& store,
-                                                    search::Coverage& cov) {
+                                                    coverage::Coverage& cov) {
   std::map<std::string, std::string> versions;
   WorkerSet probe(opt.setup.backends, opt.setup.limits);
   for (size_t i = 0; i < probe.size(); ++i) {
@@ -702,9 +702,9 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
     log << "shard " << opt.shard << "/" << opt.shards << ": model indices i with i % " << opt.shards
         << " == " << opt.shard << "\n";
   if (already) log << "resuming: " << already << " models already done in " << store->where() << "\n";
-  const std::shared_ptr<search::Coverage> cov = opt.coverage ? opt.coverage : std::make_shared<search::Coverage>();
+  const std::shared_ptr<coverage::Coverage> cov = opt.coverage ? opt.coverage : std::make_shared<coverage::Coverage>();
   std::map<std::string, std::string> versions = library_versions(opt, log, *store, *cov);
-  if (already) log << "coverage: " << search::parts_line(cov->parts()) << "\n";
+  if (already) log << "coverage: " << coverage::parts_line(cov->parts()) << "\n";
   Run run(opt, factory, log, *store, seed, std::move(versions), cov);
   if (opt.transfer && opt.shard == 0) run.transfer();  // once per campaign: by its first shard
   std::thread reducer([&run] { run.reducer(); });

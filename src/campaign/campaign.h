@@ -9,7 +9,7 @@
 
 #include "campaign/evaluate.h"
 #include "campaign/search_case.h"
-#include "search/coverage.h"
+#include "coverage/coverage.h"
 
 namespace quorum::campaign {
 
@@ -50,16 +50,16 @@ struct CampaignOptions {
   // A search (ga, diverge) from every model that ran clean, with its budget of evaluations (none: off).
   // Its findings go into the store with the method in their bundles.
   SearchOptions search;
-  // The campaign's coverage (search/coverage.h), loaded from the store and grown model by model (none:
+  // The campaign's coverage (coverage/coverage.h), loaded from the store and grown model by model (none:
   // run_campaign makes one with default options). A coverage-guided generator (mcts) reads the same one.
-  std::shared_ptr<search::Coverage> coverage;
+  std::shared_ptr<coverage::Coverage> coverage;
   // Told after each generated model whether it found a new root cause (with reduce_runs 0: a new
-  // finding), for a generator that learns from it (mcts; campaign/generators.h sets it).
+  // finding), for a generator that learns from it (mcts; campaign/model_source.h sets it).
   std::function<void(int64_t index, bool success)> on_model;
   // Told the campaign's seed (given, stored or fresh) before the first model, for a factory whose
-  // models depend on other models of the same seed (muffin's campaign-wide counts; generators.h sets it).
+  // models depend on other models of the same seed (muffin's campaign-wide counts; model_source.h sets it).
   std::function<void(uint64_t seed)> on_seed;
-  // Settings of how the factory draws models (generators.h's DrawOptions), checked like the others
+  // Settings of how the factory draws models (model_source.h's DrawOptions), checked like the others
   // when the campaign resumes.
   std::map<std::string, std::string> draw_settings;
 };
@@ -78,7 +78,7 @@ struct Summary {
   int64_t refused = 0, not_sent = 0;
   // Known-bug transfer (CampaignOptions::transfer): ledger variants run, and their findings no entry explains.
   int64_t transfer_variants = 0, transfer_new = 0;
-  search::Parts coverage;  // operator-level coverage of the campaign's models so far (resumed runs too)
+  coverage::Parts coverage;  // operator-level coverage of the campaign's models so far (resumed runs too)
 };
 
 Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, std::ostream& log);

@@ -34,15 +34,15 @@ std::vector<std::string> mapped_operators(worker::Worker& w,
   return mapped;
 }
 
-std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, const std::string& loss,
+std::vector<coverage::Fact> run_facts(const ModelCase& m, const Evaluation& ev, const std::string& loss,
                                     int64_t index) {
-  std::vector<search::Fact> facts = search::model_facts(m.graph, index);
+  std::vector<coverage::Fact> facts = coverage::model_facts(m.graph, index);
   std::set<std::string> ops;
   for (const auto& n : m.graph.nodes) ops.insert(n.op);
   for (const auto& r : ev.runs) {
     if (r.is_reference || r.unsupported || r.outcome.status == worker::Status::Unsupported) continue;
-    for (const auto& op : ops) facts.push_back({r.backend, search::FactKind::Ran, op, index});
-    if (r.trained && !loss.empty()) facts.push_back({r.backend, search::FactKind::Ran, loss, index});
+    for (const auto& op : ops) facts.push_back({r.backend, coverage::FactKind::Ran, op, index});
+    if (r.trained && !loss.empty()) facts.push_back({r.backend, coverage::FactKind::Ran, loss, index});
   }
   // What each optimizer did in the optimized run ("fused ..." entries of its lowering), once per model.
   for (const auto& r : ev.runs) {
@@ -51,7 +51,7 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
     for (const auto& [node, list] : r.optimized.lowering)
       for (const auto& x : list)
         if (const std::string f = backends::fused_entry(x); !f.empty()) fused.insert(f);
-    for (const auto& f : fused) facts.push_back({r.backend, search::FactKind::Fused, f, index});
+    for (const auto& f : fused) facts.push_back({r.backend, coverage::FactKind::Fused, f, index});
   }
   // Exchange forms: "onnx opset N" and "onnx form what=form,..." per node, as the backend read them.
   for (const auto& [backend, nodes] : ev.exchange) {
@@ -59,13 +59,14 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
       const ir::Node* n = m.graph.find_node(node);
       for (const auto& x : list) {
         if (x.rfind("onnx opset ", 0) == 0) {
-          facts.push_back({backend, search::FactKind::Opset, x.substr(11), index});
+          facts.push_back({backend, coverage::FactKind::Opset, x.substr(11), index});
         } else if (x.rfind("onnx form ", 0) == 0 && n) {
           const std::string forms = x.substr(10);
           for (size_t p = 0; p <= forms.size();) {
             size_t q = forms.find(',', p);
             if (q == std::string::npos) q = forms.size();
-            if (q > p) facts.push_back({backend, search::FactKind::Form, n->op + " " + forms.substr(p, q - p), index});
+            if (q > p)
+              facts.push_back({backend, coverage::FactKind::Form, n->op + " " + forms.substr(p, q - p), index});
             p = q + 1;
           }
         }
@@ -75,7 +76,7 @@ std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, co
   return facts;
 }
 
-void open_coverage(store::Store& store, search::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
+void open_coverage(store::Store& store, coverage::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
                    WorkerSet& workers) {
   cov.add(store.coverage());
   std::set<std::string> probed;
@@ -83,8 +84,8 @@ void open_coverage(store::Store& store, search::Coverage& cov, const std::vector
   for (size_t i = 0; i < backends.size() && i < workers.size(); ++i) {
     const std::string name = backends[i].str();
     if (probed.count(name)) continue;
-    std::vector<search::Fact> facts;
-    for (const auto& op : mapped_operators(workers.at(i))) facts.push_back({name, search::FactKind::Maps, op, -1});
+    std::vector<coverage::Fact> facts;
+    for (const auto& op : mapped_operators(workers.at(i))) facts.push_back({name, coverage::FactKind::Maps, op, -1});
     store.record_coverage(cov.add(facts));
   }
 }

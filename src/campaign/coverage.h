@@ -1,4 +1,4 @@
-// A campaign's coverage (search/coverage.h): the facts of each model it ran, and the operators and
+// A campaign's coverage (coverage/coverage.h): the facts of each model it ran, and the operators and
 // losses each backend maps (its supports() answers), kept in the store so a resumed campaign goes on
 // from what it covered.
 #pragma once
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "campaign/evaluate.h"
-#include "search/coverage.h"
+#include "coverage/coverage.h"
 
 namespace quorum::store {
 class Store;
@@ -22,12 +22,12 @@ std::vector<std::string> mapped_operators(worker::Worker& w,
 
 // The coverage facts of one evaluated model: its operator facts, and for every backend that ran it
 // (not refused, not kept from it) the operators it invoked there, with the loss when it trained.
-std::vector<search::Fact> run_facts(const ModelCase& m, const Evaluation& ev, const std::string& loss,
+std::vector<coverage::Fact> run_facts(const ModelCase& m, const Evaluation& ev, const std::string& loss,
                                     int64_t index);
 
 // Loads the store's coverage into `cov`, then probes every backend of `backends` whose mapped
 // operators the store does not hold yet (recording them, as model -1's facts).
-void open_coverage(store::Store& store, search::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
+void open_coverage(store::Store& store, coverage::Coverage& cov, const std::vector<worker::BackendSpec>& backends,
                    WorkerSet& workers);
 
 }  // namespace quorum::campaign

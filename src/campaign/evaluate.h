@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "campaign/refusals.h"
+#include "campaign/learned_refusals.h"
 #include "core/rng.h"
 #include "oracle/known.h"
 #include "oracle/oracle.h"

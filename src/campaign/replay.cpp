@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "campaign/bundle.h"
-#include "campaign/detect.h"
+#include "campaign/trained_detection.h"
 #include "core/npy.h"
 #include "ir/json_io.h"
 

@@ -48,10 +48,10 @@ void restrict_ops(const Options& o, gen::GenOptions& opt);
 // their float parts in float32); UserError naming the choices otherwise. `quantized`: whether it is int8.
 core::DType compute_dtype(const Options& o, bool* quantized = nullptr);
 // The model factory of the generator named by --generator (with --max_nodes, --dataset, ...).
-// `campaign`: the campaign it is for (a learning generator, mcts, reads its coverage: generators.h).
+// `campaign`: the campaign it is for (a learning generator, mcts, reads its coverage: campaign/model_source.h).
 campaign::ModelFactory model_factory(const Options& o, campaign::CampaignOptions* campaign = nullptr);
 // --olc_weights and --n_maxspc.
-search::CoverageOptions coverage_options(const Options& o);
+coverage::CoverageOptions coverage_options(const Options& o);
 // --mcts_visits and --mcts_depth into the generator options.
 void mcts_options(const Options& o, gen::GenOptions& opt);
 // `quorum coverage CAMPAIGN` (coverage_command.cpp).

@@ -1,9 +1,9 @@
-// quorum detect: CRADLE's detection on one trained model (campaign/detect.h), and fuzz --trained.
+// quorum detect: CRADLE's detection on one trained model (campaign/trained_detection.h), and fuzz --trained.
 #include <filesystem>
 #include <iostream>
 
 #include "campaign/bundle.h"
-#include "campaign/detect.h"
+#include "campaign/trained_detection.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "ir/json_io.h"

@@ -8,17 +8,17 @@
 
 #include "backends/refusal.h"
 #include "campaign/bundle.h"
-#include "campaign/replay.h"
 #include "campaign/campaign.h"
-#include "store/merge.h"
-#include "campaign/refusals.h"
-#include "store/store.h"
+#include "campaign/learned_refusals.h"
+#include "campaign/replay.h"
 #include "cli/commands.h"
-#include "ir/onnx_io.h"
-#include "report/html.h"
 #include "core/error.h"
 #include "ir/build.h"
+#include "ir/onnx_io.h"
 #include "ops/registry.h"
+#include "report/html.h"
+#include "store/merge.h"
+#include "store/store.h"
 
 namespace quorum::cli {
 
@@ -91,9 +91,9 @@ std::pair<int64_t, int64_t> parse_shard(const std::string& v) {
 
 // The campaign's coverage: OLC and its parts, OLC over the models (ten points), each backend's
 // functionality coverage with the operators and losses it maps that no model invoked on it.
-void print_coverage(const search::Coverage& cov) {
-  std::cout << "coverage: " << search::parts_line(cov.parts()) << "\n";
-  const auto curve = search::coverage_curve(cov.facts(), cov.options(), 10);
+void print_coverage(const coverage::Coverage& cov) {
+  std::cout << "coverage: " << coverage::parts_line(cov.parts()) << "\n";
+  const auto curve = coverage::coverage_curve(cov.facts(), cov.options(), 10);
   if (curve.size() > 1) {
     std::cout << "OLC over models:";
     for (const auto& [models, p] : curve)
@@ -117,7 +117,7 @@ void print_coverage(const search::Coverage& cov) {
     if (!f.opsets.empty()) {
       std::cout << "exchange forms " << f.backend << ": " << f.forms.size() << " forms read at opsets";
       for (int o : f.opsets) std::cout << " " << o;
-      const std::string missing = search::missing_opsets(f.opsets, ir::kOnnxMinOpset, ir::kOnnxMaxOpset);
+      const std::string missing = coverage::missing_opsets(f.opsets, ir::kOnnxMinOpset, ir::kOnnxMaxOpset);
       if (!missing.empty()) std::cout << "; opsets never read: " << missing;
       std::cout << "\n";
     }
@@ -125,7 +125,7 @@ void print_coverage(const search::Coverage& cov) {
 }
 
 void print_summary(const campaign::Summary& s, const std::string& out, const std::string& store_spec,
-                   const search::Coverage& cov) {
+                   const coverage::Coverage& cov) {
   const std::unique_ptr<store::Store> opened = store::open_store(store_spec, out);
   store::Store& store = *opened;
   const auto all = store.findings();
@@ -269,7 +269,7 @@ int cmd_fuzz(const Options& o) {
   opt.command_line = o.command_line;
   opt.reduce_runs = static_cast<int>(o.reduce);
   opt.transfer = o.transfer;
-  opt.coverage = std::make_shared<search::Coverage>(coverage_options(o));
+  opt.coverage = std::make_shared<coverage::Coverage>(coverage_options(o));
   const campaign::ModelFactory factory = model_factory(o, &opt);
   const campaign::Summary s = campaign::run_campaign(opt, factory, std::cout);
   print_summary(s, opt.out, opt.store, *opt.coverage);

@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "campaign/campaign.h"
-#include "campaign/generators.h"
+#include "campaign/model_source.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -103,7 +103,7 @@ int cmd_gen(const Options& o) {
   opt.seed = core::Rng::resolve_seed(o.seed);
   mcts_options(o, opt);
   // Coverage of the models written (and the mcts generator's guide): a property of the models alone.
-  search::Coverage coverage(coverage_options(o));
+  coverage::Coverage coverage(coverage_options(o));
   opt.feedback = &coverage;
   gen::Stream stream(opt, *source);  // an unknown generator or a bad rate fails here, before any file
 
@@ -118,11 +118,11 @@ int cmd_gen(const Options& o) {
     gen::Generated g = stream.next();
     const gen::Verdict v = gen::check_model(g.graph, g.inputs);
     summary.add(g, v);
-    coverage.add(search::model_facts(g.graph, static_cast<int64_t>(i)));
+    coverage.add(coverage::model_facts(g.graph, static_cast<int64_t>(i)));
     write_model(model_stem(o.out, i), g.graph, g.inputs, g.target);
   }
   std::cout << summary.text(stream.generator().operators());
-  std::cout << "coverage: " << search::parts_line(coverage.parts()) << "\n";
+  std::cout << "coverage: " << coverage::parts_line(coverage.parts()) << "\n";
   std::cout << "written: " << o.out << "/model_NNNNN.json (+ .data/ with the inputs and target)\n";
   return 0;
 }

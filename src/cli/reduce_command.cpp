@@ -19,6 +19,9 @@ void report(const campaign::BundleReduction& r) {
   std::cout << "reduced " << r.signature << ": " << r.nodes_before << " -> " << r.nodes_after << " node"
             << (r.nodes_after == 1 ? "" : "s") << " in "
             << r.culprit.runs + r.reduction.runs + r.fix.runs + r.inputs.tried << " runs, " << r.seconds << " s\n";
+  if (r.reduction.intermittent)
+    std::cout << "  intermittent: the original model showed it only on a later run (the library's result varies "
+                 "from run to run; steps judged gone may have missed it)\n";
   if (!r.culprit.node.empty())
     std::cout << "  culprit: '" << r.culprit.node << "' (" << r.culprit.op << ") alone: " << r.culprit.evidence
               << "\n";

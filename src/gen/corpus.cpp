@@ -1,7 +1,7 @@
 // The block corpus and its instantiation.
 #include "gen/corpus.h"
 
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {

@@ -1,5 +1,5 @@
 // What a coverage-guided generator (mcts) learns from whoever runs its models, without depending on
-// them: src/search/coverage.h implements it from the models seen so far, src/campaign and the
+// them: src/coverage/coverage.h implements it from the models seen so far, src/campaign and the
 // `quorum gen` command feed it. Keeps gen below search and campaign in the layering.
 #pragma once
 #include <cstddef>

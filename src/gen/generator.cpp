@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "data/values.h"
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "gen/quantize.h"
 #include "ops/materialize.h"
 #include "ops/registry.h"

@@ -35,7 +35,7 @@ struct GenOptions {
   int mcts_depth = 10;
   // muffin: the layer-type counts its fitness-proportionate choice starts from (by operator name; none:
   // every type at 0). A campaign gives each model the counts of the models before its epoch
-  // (campaign/generators.h), so that the choice counts over the whole campaign.
+  // (campaign/model_source.h), so that the choice counts over the whole campaign.
   std::map<std::string, int64_t> layer_counts;
   // --dtype int8: every model quantized (gen/quantize.h) once its weights and batch are drawn; the unit
   // generator cycles the quantized operators instead of the float ones.

@@ -7,7 +7,7 @@
 
 #include "gen/corpus.h"
 #include "gen/dag.h"
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "gen/dag.h"
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {

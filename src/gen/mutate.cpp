@@ -10,7 +10,7 @@
 #include <cmath>
 #include <set>
 
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {

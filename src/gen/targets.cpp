@@ -7,7 +7,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "ir/graph.h"
 #include "ops/registry.h"
 

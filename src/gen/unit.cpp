@@ -7,7 +7,7 @@
 #include <cmath>
 #include <optional>
 
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "ops/quant_util.h"
 #include "ops/registry.h"
 

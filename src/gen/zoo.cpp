@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <set>
 
-#include "gen/generators.h"
+#include "gen/factories.h"
 #include "ops/registry.h"
 
 namespace quorum::gen {

@@ -262,7 +262,13 @@ Reduced reduce(const Case& original, const std::string& blamed_node, bool backwa
   r.reduced = original;
   r.elements_before = r.elements = elements(original);
   Runner run{holds, opt, r};
-  if (!run.try_case(original, "original model")) return r;
+  // A library that reads memory it should not (past its buffers, another sample's rows) shows a finding on
+  // some runs only: the original is tried up to kOriginalTries times before the finding counts as gone.
+  bool shown = false;
+  for (int t = 0; t < kOriginalTries && !shown; ++t)
+    shown = run.try_case(original, t == 0 ? "original model" : "original model, again");
+  if (!shown) return r;
+  r.intermittent = r.runs > 1;
   r.reproduced = true;
   const RemoveFn remove = [&](const Case& from, const std::vector<std::string>& drop, Case& out) {
     return remove_nodes(from, drop, original, recorded, out);

@@ -50,6 +50,7 @@ struct ReduceOptions {
 struct Reduced {
   Case reduced;
   bool reproduced = false;  // the original shows the finding at all
+  bool intermittent = false;  // ... but not on its first run (the reduction's steps may then miss it too)
   bool one_node = false;    // reduced to the blamed node alone
   int runs = 0;             // predicate runs spent
   int64_t elements_before = 0, elements = 0;  // graph input elements, original and reduced
@@ -77,6 +78,9 @@ struct Culprit {
 };
 Culprit find_culprit(const Case& c, const backends::ValueMap& reference, const NodeVerdict& wrong, int max_runs,
                      std::ostream* log = nullptr);
+
+// Runs of the original model before a finding that does not show counts as gone (reduce()).
+inline constexpr int kOriginalTries = 3;
 
 // `recorded`: the blamed backend's value of every node output (and `recorded_grads` its gradients,
 // for backward findings), used to feed what a removed part of the model computed.

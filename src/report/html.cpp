@@ -310,17 +310,17 @@ void write_root_cause(std::ostream& h, const Group& g, const std::string& anchor
   }
 }
 
-// The campaign's coverage (search/coverage.h): OLC and its five parts over the models as a plot, and
+// The campaign's coverage (coverage/coverage.h): OLC and its five parts over the models as a plot, and
 // per backend its functionality coverage with the operators and losses it maps that no model invoked.
-std::string coverage_section(const std::vector<search::Fact>& facts, const search::CoverageOptions& opt) {
+std::string coverage_section(const std::vector<coverage::Fact>& facts, const coverage::CoverageOptions& opt) {
   if (facts.empty()) return "";
-  search::Coverage cov(opt);
+  coverage::Coverage cov(opt);
   cov.add(facts);
   std::ostringstream h;
   h << "<h2>Coverage</h2>\n<p>Operator-level coverage of the campaign's models: "
-    << escape(search::parts_line(cov.parts())) << " (n_maxspc " << opt.n_maxspc << "; <code>quorum coverage</code> "
+    << escape(coverage::parts_line(cov.parts())) << " (n_maxspc " << opt.n_maxspc << "; <code>quorum coverage</code> "
     << "prints it per operator).</p>\n";
-  const auto curve = search::coverage_curve(facts, opt, 60);
+  const auto curve = coverage::coverage_curve(facts, opt, 60);
   if (!curve.empty()) {
     std::vector<Series> series = {{"OLC", "#000000", {}}, {"OTC", "#3366cc", {}}, {"IDC", "#cc3333", {}},
                                   {"ODC", "#228833", {}}, {"SEC", "#aa7700", {}}, {"SPC", "#884499", {}}};
@@ -343,7 +343,7 @@ std::string coverage_section(const std::vector<search::Fact>& facts, const searc
       if (!f.opsets.empty()) {
         forms = std::to_string(f.forms.size()) + " forms, opsets";
         for (int o : f.opsets) forms += " " + std::to_string(o);
-        const std::string missing = search::missing_opsets(f.opsets, ir::kOnnxMinOpset, ir::kOnnxMaxOpset);
+        const std::string missing = coverage::missing_opsets(f.opsets, ir::kOnnxMinOpset, ir::kOnnxMaxOpset);
         if (!missing.empty()) forms += " (never " + missing + ")";
       }
       h << "<tr><td>" << escape(f.backend) << "</td><td>" << f.invoked << "/" << f.mapped << " ("
@@ -358,7 +358,7 @@ std::string coverage_section(const std::vector<search::Fact>& facts, const searc
 }  // namespace
 
 std::string campaign_report_html(const std::string& campaign_dir, const std::string& store_spec,
-                                 const search::CoverageOptions& coverage) {
+                                 const coverage::CoverageOptions& coverage) {
   const fs::path dir(campaign_dir);
   if (store_spec.empty() && !fs::exists(dir / "findings.db"))
     throw core::UserError(campaign_dir + ": not a campaign directory (no findings.db)");
@@ -425,7 +425,7 @@ std::string campaign_report_html(const std::string& campaign_dir, const std::str
 }
 
 void write_campaign_report(const std::string& campaign_dir, const std::string& out_path, const std::string& store,
-                           const search::CoverageOptions& coverage) {
+                           const coverage::CoverageOptions& coverage) {
   core::write_file_atomic(out_path, campaign_report_html(campaign_dir, store, coverage));
 }
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "search/coverage.h"
+#include "coverage/coverage.h"
 
 namespace quorum::report {
 
@@ -14,8 +14,8 @@ namespace quorum::report {
 // `store` names the findings store as --store does (empty: CAMPAIGN/findings.db). The coverage
 // section (OLC and its parts over the models, functionality per library) uses `coverage`'s weights.
 std::string campaign_report_html(const std::string& campaign_dir, const std::string& store = "",
-                                 const search::CoverageOptions& coverage = {});
+                                 const coverage::CoverageOptions& coverage = {});
 void write_campaign_report(const std::string& campaign_dir, const std::string& out_path,
-                           const std::string& store = "", const search::CoverageOptions& coverage = {});
+                           const std::string& store = "", const coverage::CoverageOptions& coverage = {});
 
 }  // namespace quorum::report

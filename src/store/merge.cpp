@@ -44,7 +44,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
   std::map<int64_t, std::pair<ModelRecord, std::string>> models;  // index -> record, its source
   std::map<std::string, Merged> merged;
   std::vector<StoredRefusal> refusals;  // every shard's learned refusals, summed into the merged store
-  std::vector<search::Fact> coverage;   // every shard's coverage facts, their union (earliest model each)
+  std::vector<coverage::Fact> coverage;   // every shard's coverage facts, their union (earliest model each)
   std::vector<StoredBackend> backend_models;  // every shard's per-model backend rows (shards hold other models)
   for (const std::string& src : sources) {
     if (!is_postgres_url(src) && !fs::exists(fs::path(src) / "findings.db"))
@@ -74,7 +74,7 @@ MergeSummary merge_campaigns(const std::vector<std::string>& sources, const std:
                               std::to_string(m.index) + " (each shard's store once, shards without overlap)");
     }
     for (StoredRefusal& r : store->refusals()) refusals.push_back(std::move(r));
-    for (search::Fact& f : store->coverage()) coverage.push_back(std::move(f));
+    for (coverage::Fact& f : store->coverage()) coverage.push_back(std::move(f));
     for (StoredBackend& b : store->backend_models()) backend_models.push_back(std::move(b));
     for (StoredFinding& f : store->findings()) {
       const fs::path from = bundle_source(src, f.bundle);

@@ -190,8 +190,8 @@ class SqliteStore final : public Store {
   std::vector<StoredRefusal> refusals() override;
   void record_backend_models(const std::vector<StoredBackend>& rows) override;
   std::vector<StoredBackend> backend_models() override;
-  void record_coverage(const std::vector<search::Fact>& facts) override;
-  std::vector<search::Fact> coverage() override;
+  void record_coverage(const std::vector<coverage::Fact>& facts) override;
+  std::vector<coverage::Fact> coverage() override;
 
  private:
   void exec(const std::string& sql);
@@ -485,7 +485,7 @@ std::vector<StoredBackend> SqliteStore::backend_models() {
   return out;
 }
 
-void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
+void SqliteStore::record_coverage(const std::vector<coverage::Fact>& facts) {
   if (facts.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   tx([&] {
@@ -494,20 +494,20 @@ void SqliteStore::record_coverage(const std::vector<search::Fact>& facts) {
             " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = MIN(first_model, excluded.first_model),"
             " models = models + excluded.models");
     for (const auto& f : facts) {
-      up.bind(1, f.subject).bind(2, std::string(search::to_string(f.kind))).bind(3, f.value);
+      up.bind(1, f.subject).bind(2, std::string(coverage::to_string(f.kind))).bind(3, f.value);
       up.bind(4, f.model).bind(5, f.models).step();
       up.reset();
     }
   });
 }
 
-std::vector<search::Fact> SqliteStore::coverage() {
+std::vector<coverage::Fact> SqliteStore::coverage() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<search::Fact> out;
+  std::vector<coverage::Fact> out;
   Stmt s(db_,
          "SELECT subject, kind, value, first_model, models FROM coverage ORDER BY first_model, subject, kind, value");
   while (s.step())  // a kind this version does not know (a later version's row) is skipped
-    if (const auto kind = search::fact_kind_from_string(s.text(1)))
+    if (const auto kind = coverage::fact_kind_from_string(s.text(1)))
       out.push_back({s.text(0), *kind, s.text(2), s.i64(3), s.i64(4)});
   return out;
 }

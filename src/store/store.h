@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "coverage/coverage.h"
 #include "oracle/oracle.h"
-#include "search/coverage.h"
 
 namespace quorum::store {
 
@@ -146,11 +146,11 @@ class Store {
   virtual void record_backend_models(const std::vector<StoredBackend>& rows) = 0;
   virtual std::vector<StoredBackend> backend_models() = 0;  // by model, then backend
 
-  // Coverage facts (search/coverage.h): added in one transaction; a fact already stored keeps the
+  // Coverage facts (coverage/coverage.h): added in one transaction; a fact already stored keeps the
   // earlier of its two first models. A campaign records a model's new facts before the model itself,
   // so a model interrupted between the two is redone and its facts stay.
-  virtual void record_coverage(const std::vector<search::Fact>& facts) = 0;
-  virtual std::vector<search::Fact> coverage() = 0;  // by first model, then subject, kind, value
+  virtual void record_coverage(const std::vector<coverage::Fact>& facts) = 0;
+  virtual std::vector<coverage::Fact> coverage() = 0;  // by first model, then subject, kind, value
 };
 
 // True for a PostgreSQL connection URL (postgresql://... or postgres://...).

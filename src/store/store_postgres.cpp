@@ -329,7 +329,7 @@ class PostgresStore final : public Store {
     return out;
   }
 
-  void record_coverage(const std::vector<search::Fact>& facts) override {
+  void record_coverage(const std::vector<coverage::Fact>& facts) override {
     if (facts.empty()) return;
     std::lock_guard<std::mutex> lock(mu_);
     tx([&] {
@@ -337,18 +337,18 @@ class PostgresStore final : public Store {
         q("INSERT INTO coverage (subject, kind, value, first_model, models) VALUES ($1, $2, $3, $4, $5)"
           " ON CONFLICT (subject, kind, value) DO UPDATE SET first_model = LEAST(coverage.first_model,"
           " excluded.first_model), models = coverage.models + excluded.models",
-          {f.subject, search::to_string(f.kind), f.value, std::to_string(f.model), std::to_string(f.models)});
+          {f.subject, coverage::to_string(f.kind), f.value, std::to_string(f.model), std::to_string(f.models)});
     });
   }
 
-  std::vector<search::Fact> coverage() override {
+  std::vector<coverage::Fact> coverage() override {
     std::lock_guard<std::mutex> lock(mu_);
     const Result r = q(
         "SELECT subject, kind, value, first_model, models FROM coverage"
         " ORDER BY first_model, subject COLLATE \"C\", kind COLLATE \"C\", value COLLATE \"C\"");
-    std::vector<search::Fact> out;
+    std::vector<coverage::Fact> out;
     for (int i = 0; i < r.rows(); ++i)  // a kind this version does not know (a later version's row) is skipped
-      if (const auto kind = search::fact_kind_from_string(r.text(i, 1)))
+      if (const auto kind = coverage::fact_kind_from_string(r.text(i, 1)))
         out.push_back({r.text(i, 0), *kind, r.text(i, 2), r.i64(i, 3), r.i64(i, 4)});
     return out;
   }

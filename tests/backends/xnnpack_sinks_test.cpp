@@ -13,7 +13,7 @@
 
 #include "backends/xnnpack/lower.h"
 #include "campaign/campaign.h"
-#include "campaign/generators.h"
+#include "campaign/model_source.h"
 #include "ir/build.h"
 #include "ir/json_io.h"
 #include "ops/registry.h"

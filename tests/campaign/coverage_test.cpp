@@ -18,7 +18,7 @@ using testing::run_quorum;
 std::string facts_of(const std::string& dir) {
   std::string out;
   for (const auto& f : store::open_sqlite_store(dir)->coverage())
-    out += f.subject + " " + search::to_string(f.kind) + " " + f.value + " " + std::to_string(f.model) + "\n";
+    out += f.subject + " " + coverage::to_string(f.kind) + " " + f.value + " " + std::to_string(f.model) + "\n";
   return out;
 }
 

@@ -2,15 +2,15 @@
 // sees it when it runs — weights drawn and every value typed, graph inputs and weights included
 // (backends' support rules read the operands' types) — and what a target refuses is drawn again
 // without the refused operator.
-#include "gen/generators.h"
 #include "gen/targets.h"
-#include "ops/registry.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "gen/factories.h"
 #include "gen/generator.h"
+#include "ops/registry.h"
 
 namespace quorum::gen {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "campaign/campaign.h"
 #include "campaign/evaluate.h"
-#include "campaign/generators.h"
+#include "campaign/model_source.h"
 #include "worker/supervisor.h"
 #include "worker/worker_set.h"
 

@@ -100,14 +100,14 @@ std::string exercise(Store& s) {
            " failed " + std::to_string(c.models.failed) + " " + std::to_string(c.models.seconds) + " s, refused " +
            std::to_string(c.refused) + " not sent " + std::to_string(c.not_sent) + " in " +
            std::to_string(c.refusals.size()) + " rows\n";
-  using search::FactKind;
+  using coverage::FactKind;
   s.record_coverage(
       {{"relu", FactKind::Op, "", 4}, {"relu", FactKind::Spc, "ab", 4}, {"exec:a", FactKind::Maps, "relu", -1}});
   s.record_coverage({{"relu", FactKind::Op, "", 2}, {"add", FactKind::Succ, "relu", 6}});
   s.record_coverage({{"exec:a", FactKind::Fused, "Conv+ReLU", 5}, {"exec:a", FactKind::Fused, "Conv+ReLU", 3, 2}});
   s.record_coverage({});
   for (const auto& f : s.coverage())
-    out += f.subject + " " + search::to_string(f.kind) + " " + f.value + " " + std::to_string(f.model) +
+    out += f.subject + " " + coverage::to_string(f.kind) + " " + f.value + " " + std::to_string(f.model) +
            (f.kind == FactKind::Fused ? " in " + std::to_string(f.models) + " models" : "") + "\n";
   EXPECT_THROW(s.check_settings({{"seed", "8"}}), core::UserError);
   EXPECT_THROW(s.insert({s.findings()[0]}, {}), core::UserError);

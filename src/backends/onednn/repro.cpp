@@ -3,7 +3,7 @@
 // (inputs, weights, incoming gradients) and the expected float64 values are embedded as exact hex
 // literals. Each operator is run through the same primitives, algorithms, memory formats and
 // attributes as Quorum's backend: the forward steps come from oneDNN's lowering (lower.h), which
-// also drives the backend, and Gen is its text sink (it prints the call of the matching helper
+// also drives the backend, and CallPrinter is its text sink (it prints the call of the matching helper
 // block); so do the backward steps (lower_backward), printed as the helper blocks' backward calls
 // after the forward (training) each needs (rnn_bwd after rnn_fwd, for the RNN's one backward step):
 //  - forward findings (FC, crash) run the model's nodes in order from the graph inputs and compare
@@ -1141,9 +1141,9 @@ void check_supported(const ir::Graph& g, const ir::Node& n) {
 // backward steps: each family's step as its helper's forward (training) and backward calls (an
 // eltwise chain's forward is replayed first, keeping each step's input), and the gradient names
 // bound to the helper's results; bn_bwd's text holds the dmean/dvar steps that follow it.
-class Gen : public lw::StepSink {
+class CallPrinter : public lw::StepSink {
  public:
-  Gen(const ReproCase& c) : c_(c) {}
+  CallPrinter(const ReproCase& c) : c_(c) {}
 
   ReproProgram write(const std::string& dir);
 
@@ -1851,7 +1851,7 @@ class Gen : public lw::StepSink {
   const Applied* fusing_ = nullptr;                // the producer being lowered with its post-ops
 };
 
-void Gen::forward_node(const ir::Node& n) {
+void CallPrinter::forward_node(const ir::Node& n) {
   if (n.outputs.size() != 1) throw ReproUnsupported("operator " + n.op + " with several outputs is not mapped");
   if (!lw::forward_mapped(n.op))
     throw ReproUnsupported("operator '" + n.op + "' is not mapped by the oneDNN reproducer writer");
@@ -1860,7 +1860,7 @@ void Gen::forward_node(const ir::Node& n) {
   flush();
 }
 
-void Gen::backward_node(const ir::Node& n) {
+void CallPrinter::backward_node(const ir::Node& n) {
   body_ << "  // node '" << n.name << "': " << n.op << " " << core::to_string(n.attrs)
         << ", forward (training) then backward\n";
   // name of the input -> C++ expression holding the library's gradient
@@ -1900,7 +1900,7 @@ void Gen::backward_node(const ir::Node& n) {
   if (!any) throw ReproUnsupported("the bundle holds no float64 gradient for an input of node '" + n.name + "'");
 }
 
-ReproProgram Gen::write(const std::string& dir) {
+ReproProgram CallPrinter::write(const std::string& dir) {
   const bool crash = c_.crash() || c_.stage == core::Stage::Compile;
   if (c_.stage == core::Stage::Loss)
     throw ReproUnsupported("loss-stage (LC) findings are judged on Quorum's training loss; the oneDNN reproducer "
@@ -2071,7 +2071,7 @@ ReproProgram Gen::write(const std::string& dir) {
 }  // namespace
 
 ReproProgram write_repro_onednn(const ReproCase& c, const std::string& dir) {
-  Gen g(c);
+  CallPrinter g(c);
   return g.write(dir);
 }
 
@@ -2085,7 +2085,7 @@ std::vector<std::string> writer_sink_calls(const ir::Graph& g) {
     ReproCase rc;
     rc.model = g;
     rc.train = p == Prop::forward_training;
-    Gen gen(rc);
+    CallPrinter gen(rc);
     RecordingSink rec(gen);
     try {
       for (const auto& n : g.nodes) {
@@ -2104,7 +2104,7 @@ std::vector<std::string> writer_sink_calls(const ir::Graph& g) {
   ReproCase rc;
   rc.model = g;
   rc.train = true;
-  Gen gen(rc);
+  CallPrinter gen(rc);
   gen.judge_ = false;
   for (size_t k = g.nodes.size(); k-- > 0;) {
     const ir::Node& n = g.nodes[k];

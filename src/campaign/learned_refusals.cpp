@@ -1,5 +1,5 @@
 // Learned refusals.
-#include "campaign/refusals.h"
+#include "campaign/learned_refusals.h"
 
 #include <algorithm>
 #include <cctype>

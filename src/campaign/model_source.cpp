@@ -1,5 +1,5 @@
 // Generator glue.
-#include "campaign/generators.h"
+#include "campaign/model_source.h"
 
 #include <atomic>
 #include <deque>
@@ -31,7 +31,7 @@ struct Draw {
   gen::GenOptions opt;
   std::shared_ptr<const data::Source> source;
   DrawOptions draw;
-  std::shared_ptr<search::Coverage> coverage;  // the campaign's (its backends' probe), or none
+  std::shared_ptr<coverage::Coverage> coverage;  // the campaign's (its backends' probe), or none
   std::atomic<uint64_t> seed{0};
 
   std::once_flag targets_once;
@@ -55,7 +55,7 @@ struct Draw {
     std::map<std::string, std::vector<std::string>> stored;
     if (coverage)
       for (const auto& f : coverage->facts())
-        if (f.kind == search::FactKind::Maps) stored[f.subject].push_back(f.value);
+        if (f.kind == coverage::FactKind::Maps) stored[f.subject].push_back(f.value);
     for (size_t i = 0; i < draw.backends.size(); ++i) {
       gen::Target t;
       t.name = draw.backends[i].str();
@@ -162,9 +162,9 @@ ModelFactory generator_factory(const gen::GenOptions& opt, const std::string& da
   gen::make_generator(opt, *source);  // validates the name and options now
   if (generator_learns(opt.generator)) {
     gen::GenOptions o = opt;
-    std::shared_ptr<search::Coverage> cov;
+    std::shared_ptr<coverage::Coverage> cov;
     if (campaign) {
-      if (!campaign->coverage) campaign->coverage = std::make_shared<search::Coverage>();
+      if (!campaign->coverage) campaign->coverage = std::make_shared<coverage::Coverage>();
       cov = campaign->coverage;
       o.feedback = cov.get();
     }

@@ -24,7 +24,7 @@
 #include "gen/feedback.h"
 #include "ir/graph.h"
 
-namespace quorum::search {
+namespace quorum::coverage {
 
 // What a fact records (the header above); its text form (to_string: "op", "maps", ...) is what the
 // stores keep. Listed in the alphabetical order of those names, so facts keyed by kind sort as their
@@ -150,4 +150,4 @@ std::string coverage_text(const Coverage& c, const std::vector<std::string>& ops
 // One line: "OLC 63.1% (OTC 97.0 IDC 80.2 ODC 55.0 SEC 30.3 SPC 52.8)".
 std::string parts_line(const Parts& p);
 
-}  // namespace quorum::search
+}  // namespace quorum::coverage

@@ -1,6 +1,6 @@
 // CRADLE's detection on trained models: the validation set on every backend, the pairs judged by
 // src/detect/, each unique inconsistency's most inconsistent input through evaluate().
-#include "campaign/detect.h"
+#include "campaign/trained_detection.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,8 +15,8 @@
 #include "campaign/reduce_bundle.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "gen/factories.h"
 #include "gen/generator.h"
-#include "gen/generators.h"
 #include "ir/json_io.h"
 #include "ref/interpreter.h"
 

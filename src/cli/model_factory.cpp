@@ -1,13 +1,13 @@
 // The model factory behind --generator: the generators of src/gen/ with the command's options.
-#include "campaign/generators.h"
+#include <algorithm>
+#include <sstream>
+
+#include "campaign/model_source.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "ir/json_io.h"
 #include "ops/registry.h"
 #include "worker/supervisor.h"
-
-#include <algorithm>
-#include <sstream>
 
 namespace quorum::cli {
 
@@ -41,9 +41,9 @@ core::DType compute_dtype(const Options& o, bool* quantized) {
   return core::dtype_from_string(o.dtype);
 }
 
-search::CoverageOptions coverage_options(const Options& o) {
-  search::CoverageOptions c;
-  search::parse_weights(o.olc_weights, c);
+coverage::CoverageOptions coverage_options(const Options& o) {
+  coverage::CoverageOptions c;
+  coverage::parse_weights(o.olc_weights, c);
   if (o.n_maxspc == 0 || o.n_maxspc > 1000000) throw core::UserError("--n_maxspc: from 1 to 1000000");
   c.n_maxspc = static_cast<int64_t>(o.n_maxspc);
   return c;

@@ -1,12 +1,12 @@
 // Operator-level coverage of a small hand-built model set equals the values computed by hand; the
 // shape-and-parameter cap, the weights, the gain a model would bring and functionality coverage.
-#include "search/coverage.h"
+#include "coverage/coverage.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 
-namespace quorum::search {
+namespace quorum::coverage {
 namespace {
 
 ir::Node node(const std::string& name, const std::string& op, std::vector<std::string> in) {
@@ -202,4 +202,4 @@ TEST(FactKinds, EachNameReadsBackAndTheNamesSortAsTheKinds) {
 }
 
 }  // namespace
-}  // namespace quorum::search
+}  // namespace quorum::coverage

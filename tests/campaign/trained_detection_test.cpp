@@ -4,7 +4,7 @@
 // distance, a unique inconsistency with a bundle that replays — while the per-node rule passes every
 // node on the most inconsistent input, and a random campaign with the same fault finds nothing.
 // Without the fault the same pair is consistent.
-#include "campaign/detect.h"
+#include "campaign/trained_detection.h"
 
 #include <gtest/gtest.h>
 
@@ -12,13 +12,13 @@
 #include <sstream>
 
 #include "campaign/bundle.h"
-#include "campaign/replay.h"
 #include "campaign/campaign.h"
-#include "campaign/generators.h"
-#include "store/store.h"
+#include "campaign/model_source.h"
+#include "campaign/replay.h"
 #include "core/fileio.h"
 #include "gen/generator.h"
 #include "ir/json_io.h"
+#include "store/store.h"
 
 namespace quorum::campaign {
 namespace {

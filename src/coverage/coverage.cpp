@@ -1,5 +1,5 @@
 // Operator-level and functionality coverage.
-#include "search/coverage.h"
+#include "coverage/coverage.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "ops/registry.h"
 
-namespace quorum::search {
+namespace quorum::coverage {
 
 void parse_weights(const std::string& text, CoverageOptions& opt) {
   std::vector<double> w;
@@ -409,4 +409,4 @@ std::string coverage_text(const Coverage& c, const std::vector<std::string>& ops
   return os.str();
 }
 
-}  // namespace quorum::search
+}  // namespace quorum::coverage

@@ -5,12 +5,12 @@
 
 #include <map>
 
+#include "coverage/coverage.h"
 #include "data/dataset.h"
 #include "gen/generator.h"
 #include "ir/json_io.h"
-#include "search/coverage.h"
 
-namespace quorum::search {
+namespace quorum::coverage {
 namespace {
 
 struct Generated {
@@ -63,4 +63,4 @@ TEST(Mcts, KeepsModelsThatRaiseCoverageAndCoversMoreThanRandomGraphs) {
 }
 
 }  // namespace
-}  // namespace quorum::search
+}  // namespace quorum::coverage
