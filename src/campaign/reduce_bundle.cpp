@@ -71,6 +71,61 @@ void genetic_input_search(BundleReduction& out, const Setup& setup, WorkerSet& w
          << (out.inputs.search_shown ? "found inputs that show it" : "nothing else shows it") << "\n";
 }
 
+// The reduced case as a bundle of its own, beside the original (BUNDLE/reduced, with reduction.json), when its
+// evaluation shows the finding `j` again. Returns that finding's parameters (for the optimized stage, what the
+// optimizer did), empty when it did not show.
+std::string write_reduced_bundle(BundleReduction& out, const Setup& rsetup, WorkerSet& workers, const json& j,
+                                 const std::string& bundle_dir) {
+  const fs::path dir(bundle_dir);
+  std::string params;
+  ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
+  core::Rng rng(1);
+  complete_case(m, rsetup.loss, rng);
+  // An intermittent finding (the library's result varies from run to run) gets as many evaluations as the
+  // original had before its bundle is given up.
+  const int tries = out.reduction.intermittent ? localize::kOriginalTries : 1;
+  for (int t = 0; t < tries && out.reduced_dir.empty(); ++t) {
+    const Evaluation ev = evaluate(m, rsetup, workers);
+    for (const auto& f : ev.findings) {
+      if (!same_finding(f, j)) continue;
+      params = f.params;
+      std::map<std::string, std::string> versions;
+      BundleContext ctx{m, ev, rsetup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
+                        "quorum reduce " + bundle_dir, versions, {}, j.value("method", std::string())};
+      ctx.origin = j.value("origin", "");
+      out.reduced_dir = write_bundle_at((dir / "reduced").string(), f, ctx);
+      json causes = json::array();
+      for (const auto& c : out.fix.causes)
+        causes.push_back({{"attribute", c.attribute}, {"value", c.value}, {"fixed_by", c.fixed_by}});
+      json red = {{"nodes_before", out.nodes_before},
+                  {"nodes_after", out.nodes_after},
+                  {"input_elements_before", out.reduction.elements_before},
+                  {"input_elements_after", out.reduction.elements},
+                  {"input_nonzero_after", out.reduction.nonzero},
+                  {"one_node", out.reduction.one_node},
+                  {"intermittent", out.reduction.intermittent},
+                  {"predicate_runs",
+                   out.culprit.runs + out.reduction.runs + out.fix.runs + out.inputs.tried + out.inputs.searched},
+                  {"steps", out.reduction.steps},
+                  {"causes", causes},
+                  {"localize_fix_tried", out.fix.tried},
+                  {"random_inputs",
+                   {{"tried", out.inputs.tried},
+                    {"shown", out.inputs.shown},
+                    {"genetic_search", {{"evaluations", out.inputs.searched}, {"found", out.inputs.search_shown}}},
+                    {"verdict", out.inputs.verdict()}}}};
+      if (!out.culprit.node.empty())
+        red["culprit"] = {{"node", out.culprit.node},
+                          {"op", out.culprit.op},
+                          {"alone", out.culprit.evidence},
+                          {"runs", out.culprit.runs}};
+      core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
+      break;
+    }
+  }
+  return params;
+}
+
 }  // namespace
 
 BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::ostream* log, WorkerSet* shared,
@@ -294,46 +349,7 @@ BundleReduction reduce_bundle(const std::string& bundle_dir, int max_runs, std::
         localize::ReduceOptions{max_runs - out.culprit.runs - out.fix.runs - out.inputs.tried - out.inputs.searched,
                                 log});
     // The reduced case as a bundle of its own, beside the original.
-    const Setup rsetup = setup_for(out.reduction.reduced);
-    ModelCase m{out.reduction.reduced.graph, out.reduction.reduced.inputs, out.reduction.reduced.target};
-    core::Rng rng(1);
-    complete_case(m, rsetup.loss, rng);
-    const Evaluation ev = evaluate(m, rsetup, workers);
-    for (const auto& f : ev.findings) {
-      if (!same_finding(f, j)) continue;
-      reduced_params = f.params;
-      std::map<std::string, std::string> versions;
-      BundleContext ctx{m, ev, rsetup, j.value("seed", uint64_t{0}), j.value("model_index", int64_t{0}),
-                        "quorum reduce " + bundle_dir, versions, {}, j.value("method", std::string())};
-      ctx.origin = j.value("origin", "");
-      out.reduced_dir = write_bundle_at((dir / "reduced").string(), f, ctx);
-      json causes = json::array();
-      for (const auto& c : out.fix.causes)
-        causes.push_back({{"attribute", c.attribute}, {"value", c.value}, {"fixed_by", c.fixed_by}});
-      json red = {{"nodes_before", out.nodes_before},
-                  {"nodes_after", out.nodes_after},
-                  {"input_elements_before", out.reduction.elements_before},
-                  {"input_elements_after", out.reduction.elements},
-                  {"input_nonzero_after", out.reduction.nonzero},
-                  {"one_node", out.reduction.one_node},
-                  {"predicate_runs",
-                   out.culprit.runs + out.reduction.runs + out.fix.runs + out.inputs.tried + out.inputs.searched},
-                  {"steps", out.reduction.steps},
-                  {"causes", causes},
-                  {"localize_fix_tried", out.fix.tried},
-                  {"random_inputs",
-                   {{"tried", out.inputs.tried},
-                    {"shown", out.inputs.shown},
-                    {"genetic_search", {{"evaluations", out.inputs.searched}, {"found", out.inputs.search_shown}}},
-                    {"verdict", out.inputs.verdict()}}}};
-      if (!out.culprit.node.empty())
-        red["culprit"] = {{"node", out.culprit.node},
-                          {"op", out.culprit.op},
-                          {"alone", out.culprit.evidence},
-                          {"runs", out.culprit.runs}};
-      core::write_file_atomic((fs::path(out.reduced_dir) / "reduction.json").string(), red.dump(1) + "\n");
-      break;
-    }
+    reduced_params = write_reduced_bundle(out, setup_for(out.reduction.reduced), workers, j, bundle_dir);
   }
   // The root cause's key.
   std::string op = j.at("op").get<std::string>();

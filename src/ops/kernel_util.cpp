@@ -190,4 +190,23 @@ int64_t resize_round_nearest(const std::string& mode, double x) {
   return static_cast<int64_t>(std::round(x));
 }
 
+std::vector<double> float32_slot_sums(const Tensor& x, const std::vector<int64_t>& slot, int64_t count,
+                                      Float32Order order) {
+  const size_t n = static_cast<size_t>(count);
+  const size_t lanes = order == Float32Order::kLanes ? kSumLanes : 1;
+  std::vector<float> partial(n * lanes, 0.0f);
+  std::vector<size_t> taken(n, 0);  // terms each sum has taken so far
+  for (size_t i = 0; i < slot.size(); ++i) {
+    const size_t k = static_cast<size_t>(slot[i]);
+    partial[k * lanes + taken[k]++ % lanes] += static_cast<float>(x.get(static_cast<int64_t>(i)));
+  }
+  std::vector<double> out(n);
+  for (size_t k = 0; k < n; ++k) {
+    float sum = 0.0f;
+    for (size_t l = 0; l < lanes; ++l) sum += partial[k * lanes + l];
+    out[k] = static_cast<double>(sum);
+  }
+  return out;
+}
+
 }  // namespace quorum::ops

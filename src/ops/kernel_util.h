@@ -118,6 +118,11 @@ Tensor widened(const std::vector<R>& v, const Shape& shape) {
     for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = static_cast<double>(v[static_cast<size_t>(i)]);
   return t;
 }
+// Float32 sums (the float32 evaluation of a plain sum): term i, a float32 operand, into sum slot[i] (terms
+// taken in index order), in `order`: Float32Order::kLanes deals each sum's terms in turn to kSumLanes running
+// sums, then adds the lanes in order; any other order adds each term in turn. Widened to double.
+std::vector<double> float32_slot_sums(const Tensor& x, const std::vector<int64_t>& slot, int64_t count,
+                                      Float32Order order);
 // sum + a * b, rounded once (fused) or twice.
 template <class R>
 void add_product(R& sum, R a, R b, bool fused) {

@@ -51,7 +51,15 @@ thread_local std::optional<Float32Order> g_float32;
 }  // namespace
 
 const char* float32_order_name(Float32Order order) {
-  return order == Float32Order::kFused ? "float32, fused multiply-add" : "float32, products summed in order";
+  switch (order) {
+    case Float32Order::kFused:
+      return "float32, fused multiply-add";
+    case Float32Order::kLanes:
+      return "float32, 16 lanes then a horizontal sum";
+    case Float32Order::kInOrder:
+      break;
+  }
+  return "float32, products summed in order";
 }
 
 Float32Evaluation::Float32Evaluation(Float32Order order) { g_float32 = order; }

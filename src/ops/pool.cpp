@@ -228,13 +228,19 @@ OpSpec make_window_pool(int d, bool is_max) {
     const int64_t planes = x.dim(0) * x.dim(1);
     const int64_t in_plane = x.numel() / std::max<int64_t>(planes, 1);
     const auto out_plane = static_cast<int64_t>(ws.size());
+    const bool in_float32 = float32_evaluation().has_value();  // the window's sum in float32, in order
     for (int64_t p = 0; p < planes; ++p) {
       const double* xp = x.f64() + p * in_plane;
       double* yp = y.f64() + p * out_plane;
       for (size_t o = 0; o < ws.size(); ++o) {
         const Window& w = ws[o];
+        const auto divisor = include_pad ? w.with_pad : static_cast<int64_t>(w.cells.size());
         if (is_max) {
           yp[o] = xp[w.cells[first_max(xp, w)]];
+        } else if (in_float32) {
+          float sum = 0.0f;
+          for (int64_t c : w.cells) sum += static_cast<float>(xp[c]);
+          yp[o] = static_cast<double>(sum / static_cast<float>(divisor));
         } else {
           // A float32 sum, as the global pool's (ops::stored_sum): beyond float32's range where it may
           // round past FLT_MAX although the exact sum fits.
@@ -243,8 +249,7 @@ OpSpec make_window_pool(int d, bool is_max) {
             sum += xp[c];
             if (std::isfinite(xp[c])) magnitude += std::abs(xp[c]);
           }
-          const auto terms = static_cast<int64_t>(w.cells.size());
-          yp[o] = stored_sum(sum, magnitude, terms) / static_cast<double>(include_pad ? w.with_pad : terms);
+          yp[o] = stored_sum(sum, magnitude, static_cast<int64_t>(w.cells.size())) / static_cast<double>(divisor);
         }
       }
     }
@@ -269,14 +274,20 @@ OpSpec make_window_pool(int d, bool is_max) {
         if (is_max) {
           gp[w.cells[first_max(xp, w)]] += gy[o];
         } else {
-          const double share =
-              gy[o] / static_cast<double>(include_pad ? w.with_pad : static_cast<int64_t>(w.cells.size()));
+          const auto divisor = include_pad ? w.with_pad : static_cast<int64_t>(w.cells.size());
+          if (float32_evaluation()) {  // each share added to its cell's float32 gradient
+            const float share = static_cast<float>(gy[o]) / static_cast<float>(divisor);
+            for (int64_t c : w.cells) gp[c] = static_cast<double>(static_cast<float>(gp[c]) + share);
+            continue;
+          }
+          const double share = gy[o] / static_cast<double>(divisor);
           for (int64_t c : w.cells) gp[c] += share;
         }
       }
     }
     return std::vector<Tensor>{gx};
   };
+  if (!is_max) s.float32_orders = {Float32Order::kInOrder};
   if (is_max) {
     // The cells equal to their window's maximum: sole, or tied when two or more are.
     s.extremes = [name, d](const Inputs& in, const Attrs& a, size_t) {
@@ -384,6 +395,15 @@ OpSpec make_global_pool(bool is_max) {
     Tensor y(DType::F64, global_shape(x.shape()));
     const int64_t planes = x.dim(0) * x.dim(1);
     const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
+    if (const std::optional<Float32Order> order = float32_evaluation(); order && !is_max) {
+      // The float32 evaluation: each plane's sum in float32, in order or in lanes, then the division.
+      std::vector<int64_t> slot(static_cast<size_t>(x.numel()));
+      for (int64_t i = 0; i < x.numel(); ++i) slot[static_cast<size_t>(i)] = i / std::max<int64_t>(plane, 1);
+      const std::vector<double> sums = float32_slot_sums(x, slot, planes, *order);
+      for (int64_t p = 0; p < planes; ++p)
+        y.f64()[p] = static_cast<double>(static_cast<float>(sums[static_cast<size_t>(p)]) / static_cast<float>(plane));
+      return std::vector<Tensor>{y};
+    }
     for (int64_t p = 0; p < planes; ++p) {
       const double* xp = x.f64() + p * plane;
       double acc = is_max ? -kInf : 0.0, magnitude = 0;
@@ -410,11 +430,15 @@ OpSpec make_global_pool(bool is_max) {
       if (is_max) {
         gp[first_max(xp, plane)] = gy;
       } else {
-        for (int64_t i = 0; i < plane; ++i) gp[i] = gy / static_cast<double>(plane);
+        const double share = float32_evaluation()
+                                 ? static_cast<double>(static_cast<float>(gy) / static_cast<float>(plane))
+                                 : gy / static_cast<double>(plane);
+        for (int64_t i = 0; i < plane; ++i) gp[i] = share;
       }
     }
     return std::vector<Tensor>{gx};
   };
+  if (!is_max) s.float32_orders = {Float32Order::kInOrder, Float32Order::kLanes};
   if (is_max) {
     // The cells equal to their plane's maximum: sole, or tied when two or more are.
     s.extremes = [](const Inputs& in, const Attrs&, size_t) {

@@ -107,6 +107,17 @@ Tensor reduce_forward(Kind kind, const Tensor& x, const Attrs& a) {
   switch (kind) {
     case Kind::Sum:
     case Kind::Mean: {
+      if (const std::optional<Float32Order> order = float32_evaluation()) {
+        // The float32 evaluation: each slot's sum in float32, in order or in lanes, the mean's division too.
+        const std::vector<double> sums = float32_slot_sums(x, sl.of, sl.count, *order);
+        for (int64_t k = 0; k < sl.count; ++k) {
+          const double sum = sums[static_cast<size_t>(k)];
+          yp[k] = kind == Kind::Sum
+                      ? sum
+                      : static_cast<double>(static_cast<float>(sum) / static_cast<float>(sl.per_slot));
+        }
+        break;
+      }
       // Each slot's sum is a float32 sum in a float32 implementation (ops::stored_sum): rounded and moved by
       // its rounding error, which grows with its terms' magnitude, not its result's (a slot holding -1e6 and
       // 1e6 beside small values: ONNX Runtime's ReduceMean sums in an order set by the row's alignment, so a
@@ -180,7 +191,10 @@ Tensor reduce_vjp(Kind kind, const Tensor& x, const Attrs& a, const Tensor& g) {
       for (size_t i = 0; i < sl.of.size(); ++i) gxp[i] = gy[sl.of[i]];
       break;
     case Kind::Mean:
-      for (size_t i = 0; i < sl.of.size(); ++i) gxp[i] = gy[sl.of[i]] / static_cast<double>(sl.per_slot);
+      for (size_t i = 0; i < sl.of.size(); ++i)
+        gxp[i] = float32_evaluation() ? static_cast<double>(static_cast<float>(gy[sl.of[i]]) /
+                                                            static_cast<float>(sl.per_slot))
+                                      : gy[sl.of[i]] / static_cast<double>(sl.per_slot);
       break;
     case Kind::Max:
     case Kind::Min: {
@@ -218,6 +232,7 @@ OpSpec make_reduce(const std::string& name, Kind kind, const std::string& doc) {
     return Signature{{TensorType{dt, out_shape(in[0].shape, a)}}, {}};
   };
   s.forward = [kind](const Inputs& in, const Attrs& a) { return std::vector<Tensor>{reduce_forward(kind, *in[0], a)}; };
+  if (kind == Kind::Sum || kind == Kind::Mean) s.float32_orders = {Float32Order::kInOrder, Float32Order::kLanes};
   s.vjp = [kind](const Inputs& in, const Attrs& a, const std::vector<Tensor>&, const std::vector<Tensor>& g) {
     return std::vector<Tensor>{reduce_vjp(kind, *in[0], a, g[0])};
   };

@@ -7,6 +7,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <string>
 
 #include "ops/registry.h"
 
@@ -128,6 +129,55 @@ TEST(Float32Evaluation, DenseAgreesInRangeAndItsInputGradientsProductsOverflow) 
   EXPECT_EQ(evaluate_in(std::nullopt, s, big, nb, g2).grads[0].get(0), 0);
   EXPECT_TRUE(std::isnan(evaluate_in(Float32Order::kInOrder, s, big, nb, g2).grads[0].get(0)));
   EXPECT_EQ(evaluate_in(Float32Order::kFused, s, big, nb, g2).grads[0].get(0), INFINITY);
+}
+
+// Plain sums (global_avg_pool, reduce_sum, reduce_mean): in range every order agrees with the kernel, the
+// forward and the gradient; 60 copies of FLT_MAX / 60 sum to exactly FLT_MAX, which float32 in order keeps
+// and 16 lanes then a horizontal sum round past FLT_MAX to inf (seed 14201's torch global_avg_pool).
+TEST(Float32Evaluation, APlainSumInLanesRoundsPastFloat32MaxWhereInOrderItDoesNot) {
+  struct Sum {
+    const char* op;
+    core::Attrs attrs;
+    core::Shape out;
+  };
+  for (const Sum& c : {Sum{"global_avg_pool", {}, {1, 2, 1}},
+                       Sum{"reduce_mean", {{"axes", std::vector<int64_t>{2}}}, {1, 2, 1}},
+                       Sum{"reduce_sum", {{"axes", std::vector<int64_t>{2}}}, {1, 2, 1}}}) {
+    const OpSpec& s = ops::op(c.op);
+    ASSERT_EQ(s.float32_orders.size(), 2u) << c.op;
+    const core::Attrs a = canonical_attrs(s, c.attrs);
+    const Tensor gy = filled(c.out, 0.4, 1.0);
+    const std::vector<Tensor> in = {filled({1, 2, 60}, 0.3, 3.0)};
+    const Results exact = evaluate_in(std::nullopt, s, in, a, gy);
+    for (const Float32Order order : s.float32_orders) {
+      const Results f = evaluate_in(order, s, in, a, gy);
+      for (int64_t i = 0; i < exact.y[0].numel(); ++i) EXPECT_NEAR(f.y[0].get(i), exact.y[0].get(i), 1e-5) << c.op;
+      for (int64_t i = 0; i < exact.grads[0].numel(); ++i)
+        EXPECT_NEAR(f.grads[0].get(i), exact.grads[0].get(i), 1e-6) << c.op << " " << i;
+    }
+    Tensor x(core::DType::F64, {1, 2, 60});
+    for (int64_t i = 0; i < 120; ++i) x.f64()[i] = static_cast<double>(FLT_MAX / 60);
+    const double terms = std::string(c.op) == "reduce_sum" ? 1.0 : 60.0;
+    EXPECT_DOUBLE_EQ(evaluate_in(std::nullopt, s, {x}, a, gy).y[0].get(0), static_cast<double>(FLT_MAX) / terms)
+        << c.op;
+    EXPECT_TRUE(std::isfinite(evaluate_in(Float32Order::kInOrder, s, {x}, a, gy).y[0].get(0))) << c.op;
+    EXPECT_EQ(evaluate_in(Float32Order::kLanes, s, {x}, a, gy).y[0].get(1), INFINITY) << c.op;
+  }
+  // A window's average sums its few cells in order; padded cells counted or not.
+  const OpSpec& ap = ops::op("avg_pool1d");
+  ASSERT_EQ(ap.float32_orders.size(), 1u);
+  for (const int64_t include : {0, 1}) {
+    const core::Attrs a = canonical_attrs(ap, {{"kernel_shape", std::vector<int64_t>{4}},
+                                               {"strides", std::vector<int64_t>{2}},
+                                               {"pads", std::vector<int64_t>{1, 1}},
+                                               {"count_include_pad", include}});
+    const std::vector<Tensor> in = {filled({1, 2, 9}, 0.7, 2.0)};
+    const Tensor gy = filled({1, 2, 4}, 1.1, 1.0);
+    const Results exact = evaluate_in(std::nullopt, ap, in, a, gy);
+    const Results f = evaluate_in(Float32Order::kInOrder, ap, in, a, gy);
+    for (int64_t i = 0; i < exact.y[0].numel(); ++i) EXPECT_NEAR(f.y[0].get(i), exact.y[0].get(i), 1e-5) << i;
+    for (int64_t i = 0; i < exact.grads[0].numel(); ++i) EXPECT_NEAR(f.grads[0].get(i), exact.grads[0].get(i), 1e-6);
+  }
 }
 
 // Normalisations: in range the forward's float32 evaluation agrees with the kernel, in both modes of
