@@ -413,8 +413,44 @@ std::vector<Tensor> layer_norm_forward(const Inputs& in, const Attrs& a) {
   return {y};
 }
 
+// layer_norm's backward in float32, in libtorch's order: per row, with dyg = dy * scale, ds = sum(dyg * x),
+// db = sum(dyg), b = (db * mean - ds) * rstd * rstd * rstd / N, c = -b * mean - db * rstd / N and
+// dx = rstd * dyg + b * x + c; dscale += dy * (rstd * x - rstd * mean), dbias += dy. The raw sum times rstd three
+// times overflows where dx fits (x = {0, 2e-3}, dy = {1e36, -1e36}: libtorch's NaN, the float64 gradient
+// +-2.74e38).
+std::vector<Tensor> layer_norm_vjp_float32(const Inputs& in, const Attrs& a, const Tensor& gy, bool fused) {
+  const Tensor& x = *in[0];
+  const auto [rows, k] = ln_split(x.shape(), ln_axis(x.shape(), a));
+  Tensor gx(DType::F64, x.shape());
+  std::vector<float> gscale(static_cast<size_t>(k), 0.0f), gbias(static_cast<size_t>(k), 0.0f);
+  const auto at = [](const Tensor& t, int64_t i) { return static_cast<float>(t.f64()[i]); };
+  const float inv_n = 1.0f / static_cast<float>(k);
+  for (int64_t r = 0; r < rows; ++r) {
+    const Float32Stats s = float32_stats(x.f64(), row_indices(r, k), core::attr_f(a, "epsilon"));
+    float ds = 0, db = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = r * k + j;
+      const float dyg = at(gy, i) * at(*in[1], j);
+      ds = multiply_add(dyg, at(x, i), ds, fused);
+      db += dyg;
+    }
+    const float b = (db * s.mean - ds) * s.rstd * s.rstd * s.rstd * inv_n;
+    const float c = -b * s.mean - db * s.rstd * inv_n;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t i = r * k + j;
+      const auto jj = static_cast<size_t>(j);
+      gx.f64()[i] = static_cast<double>(multiply_add(b, at(x, i), s.rstd * (at(gy, i) * at(*in[1], j)), fused) + c);
+      gscale[jj] = multiply_add(at(gy, i), multiply_add(s.rstd, at(x, i), -s.rstd * s.mean, fused), gscale[jj], fused);
+      gbias[jj] += at(gy, i);
+    }
+  }
+  return {gx, widened(gscale, in[1]->shape()), widened(gbias, in[2]->shape())};
+}
+
 std::vector<Tensor> layer_norm_vjp(const Inputs& in, const Attrs& a, const std::vector<Tensor>&,
                                    const std::vector<Tensor>& g) {
+  if (const std::optional<Float32Order> order = float32_evaluation())
+    return layer_norm_vjp_float32(in, a, g[0], *order == Float32Order::kFused);
   const Tensor& x = *in[0];
   const double* xp = x.f64();
   const double* scale = in[1]->f64();

@@ -210,6 +210,31 @@ TEST(Float32Evaluation, NormalisationsAgreeWithTheKernelInRange) {
   for (const Float32Order order : s.float32_orders) {
     const Results f = evaluate_in(order, s, in, a, x);
     for (int64_t i = 0; i < x.numel(); ++i) EXPECT_NEAR(f.y[0].get(i), exact.y[0].get(i), 1e-5) << i;
+    ASSERT_EQ(f.grads.size(), 3u);
+    for (size_t k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < exact.grads[k].numel(); ++i)
+        EXPECT_NEAR(f.grads[k].get(i), exact.grads[k].get(i), 1e-4 * (1 + std::abs(exact.grads[k].get(i))))
+            << "layer_norm gradient " << k << " at " << i;
+  }
+}
+
+// layer_norm's backward in libtorch's order multiplies the row's raw sum db * mean - ds by rstd three times
+// before dividing by N: x = {0, 2e-3} (rstd 301.5) under dy = {1e36, -1e36} takes 2e33 to 5.5e40, inf in
+// float32, and dx = rstd * dy + b * x + c is NaN (libtorch 1.13's float32 NaN) where the float64 gradient is
+// +-2.74e38.
+TEST(Float32Evaluation, ALayerNormGradientWhoseRawSumTimesRstdCubedOverflowsIsNaN) {
+  const OpSpec& s = ops::op("layer_norm");
+  const core::Attrs a = canonical_attrs(s, {{"axis", int64_t{-1}}, {"epsilon", 1e-5}});
+  const std::vector<Tensor> in = {Tensor::f64({1, 2}, {0, static_cast<float>(2e-3)}), Tensor::f64({2}, {1, 1}),
+                                  Tensor::f64({2}, {0, 0})};
+  const Tensor dy = Tensor::f64({1, 2}, {1e36, -1e36});
+  const Results exact = evaluate_in(std::nullopt, s, in, a, dy);
+  EXPECT_NEAR(exact.grads[0].get(0), 2.741e38, 1e35);
+  EXPECT_NEAR(exact.grads[0].get(1), -2.741e38, 1e35);
+  for (const Float32Order order : s.float32_orders) {
+    const Results f = evaluate_in(order, s, in, a, dy);
+    EXPECT_TRUE(std::isnan(f.grads[0].get(0))) << float32_order_name(order) << ": " << f.grads[0].get(0);
+    EXPECT_TRUE(std::isnan(f.grads[0].get(1))) << float32_order_name(order);
   }
 }
 
