@@ -1,10 +1,6 @@
 // The campaign loop.
 #include "campaign/campaign.h"
 
-#include <set>
-
-#include "campaign/reduce_bundle.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,15 +12,19 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "campaign/bundle.h"
 #include "campaign/coverage.h"
-#include "store/store.h"
+#include "campaign/fresh_findings.h"
+#include "campaign/model_rows.h"
 #include "campaign/transfer.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "data/values.h"
 #include "gen/generator.h"
+#include "store/store.h"
 
 namespace quorum::campaign {
 
@@ -65,24 +65,6 @@ struct Shared {
   int64_t transfer_variants = 0, transfer_new = 0;  // ledger variants run, and their findings no entry explains
 };
 
-// What a model adds to the store beside its findings: its new coverage facts, each backend's row,
-// and the refusals it counted (refused by, or not sent to, a backend).
-struct ModelRows {
-  struct Refusal {
-    std::string backend, key;
-    int64_t model = 0, refused = 0, not_sent = 0;
-    std::vector<std::string> ops;
-  };
-  std::vector<coverage::Fact> facts;
-  std::vector<store::StoredBackend> backends;
-  std::vector<Refusal> refusals;
-};
-
-// A new finding's bundle: its path, signature and ledger entry, and the line the log shows.
-struct FreshFinding {
-  std::string signature, bundle, known, line;
-};
-
 // One campaign's run: its jobs draw model indices from `next`, evaluate them on their own workers,
 // record and reduce what is new, and share the counts in `sh`.
 class Run {
@@ -96,14 +78,15 @@ class Run {
         store_(store),
         seed_(seed),
         versions_(std::move(versions)),
-        cov_(std::move(coverage)) {
+        cov_(std::move(coverage)),
+        hits_(store) {
     // The refusals this campaign learned before (a resumed --out), then those it learns now.
     setup_.refusals = std::make_shared<LearnedRefusals>();
     for (const store::StoredRefusal& r : store_.refusals())
       if (auto parsed = learned_key(r.refusal) ? backends::parse_refusal("unsupported: " + r.refusal) : std::nullopt)
         setup_.refusals->learn(r.backend, *parsed);
     for (const store::StoredFinding& f : store_.findings()) {
-      stored_.insert(f.signature);
+      hits_.stored(f.signature);
       // A finding an earlier run recorded but did not reduce (it stopped first): reduced now.
       if (opt_.reduce_runs > 0 && f.root_cause.empty() && !f.bundle.empty())
         rq_.push_back({f.signature, f.bundle, f.known, "reduced (left by an earlier run): " + f.signature});
@@ -131,7 +114,7 @@ class Run {
         if (!workers) workers = std::make_unique<WorkerSet>(setup_.backends, setup_.limits);
         Timing t;
         std::vector<FreshFinding> one{std::move(f)};
-        const std::vector<std::string> roots = reduce(one, *workers, t);
+        const std::vector<std::string> roots = reduce_fresh(one, reduction(), store_, *workers, t);
         std::lock_guard<std::mutex> lock(sh_.mu);
         for (const auto& r : roots) sh_.roots.insert(r);
         sh_.timing.add(t);
@@ -158,10 +141,7 @@ class Run {
   }
 
   // Writes the batched hits (after the jobs end, before the summary).
-  void flush_hits() {
-    std::lock_guard<std::mutex> lock(hb_mu_);
-    flush_hits_locked();
-  }
+  void flush_hits() { hits_.flush(); }
 
   // One job: models until the budget is spent, or until the machine refuses (a full disk, no fork):
   // then every job stops and run_campaign throws that SystemError.
@@ -201,11 +181,17 @@ class Run {
     return system_error_;
   }
 
-  // The progress line, once a second until `done`.
+  // The progress line, once a second until `done`; the heap's free pages returned to the system every
+  // kReleaseEvery (core::release_free_memory), so that the process's resident memory stays flat.
+  static constexpr std::chrono::seconds kReleaseEvery{30};
   void progress(const std::atomic<bool>& done, int64_t already) {
-    auto last = Clock::now();
+    auto last = Clock::now(), released = last;
     while (!done) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (Clock::now() - released >= kReleaseEvery) {
+        core::release_free_memory();
+        released = Clock::now();
+      }
       if (done || opt_.quiet || Clock::now() - last < std::chrono::seconds(1)) continue;
       last = Clock::now();
       std::lock_guard<std::mutex> lock(sh_.mu);
@@ -309,7 +295,11 @@ class Run {
     try {
       Evaluation ev = evaluate(m, setup, workers, &t);
       ModelRows rows;
-      const std::vector<std::string> learned = learn(m, ev, index, t, rows);
+      const BackendRows backend = backend_rows(setup_, m, ev, index, t, rows);
+      if (backend.refused) {
+        std::lock_guard<std::mutex> lock(sh_.mu);
+        sh_.refused += backend.refused;
+      }
       // A model that ran clean: the search (--search) from its inputs and weights, on these workers.
       std::string method;
       bool searched = false, search_found = false;
@@ -333,14 +323,14 @@ class Run {
       rows.facts = cov_->add(run_facts(m, ev, setup.loss, index));
       std::vector<FreshFinding> fresh;
       int count = 0;
-      if (!batch(ev, index, rows)) {
-        write(rows);
+      if (!hits_.add(ev, index, rows)) {
+        write_rows(store_, rows);
         count = record(m, ev, index, fresh, &setup, "", method);
       }
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       std::vector<std::string> new_roots;
       if (reduce_in_background()) hand_over(fresh);
-      else new_roots = reduce(fresh, workers, t);
+      else new_roots = reduce_fresh(fresh, reduction(), store_, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
       if (opt_.on_model) {  // a root cause new to this run (with --reduce 0: a new finding)
         bool found = opt_.reduce_runs <= 0 && count > 0;
@@ -359,7 +349,7 @@ class Run {
         }
       sh_.not_sent += static_cast<int64_t>(ev.not_sent.size());
       if (!opt_.quiet)
-        for (const auto& l : learned) log_ << l << "\n";
+        for (const auto& l : backend.learned) log_ << l << "\n";
       if (!opt_.quiet)
         for (const auto& f : fresh) log_ << f.line << "\n";
     } catch (const core::SystemError&) {
@@ -390,7 +380,7 @@ class Run {
       Timing tm;
       std::vector<FreshFinding> fresh;
       const int count = record(v.model, v.evaluation, index, fresh, &v.setup, v.origin());
-      const std::vector<std::string> new_roots = reduce(fresh, workers, tm);
+      const std::vector<std::string> new_roots = reduce_fresh(fresh, reduction(), store_, workers, tm);
       std::lock_guard<std::mutex> lock(sh_.mu);
       tally(v.evaluation, count, new_roots, tm);
       ++sh_.transfer_variants;
@@ -416,55 +406,6 @@ class Run {
     rq_cv_.notify_one();
   }
 
-  // The common case batched: a model whose findings the store holds already (or that showed none)
-  // is kept in memory with its rows (coverage facts, backend rows, refusal counts summed) and written
-  // with the others every kHitBatch models or kHitBatchAge, and when the jobs end: the rows, then the
-  // models in one transaction (Store::record_known). Models still in memory when a run is killed are
-  // run again on resume, like a model interrupted before its record, and give their rows again.
-  // False: the model shows a signature this run has not seen stored; the caller writes it at once.
-  static constexpr size_t kHitBatch = 16;
-  static constexpr std::chrono::milliseconds kHitBatchAge{1000};
-  bool batch(const Evaluation& ev, int64_t index, ModelRows& rows) {
-    store::KnownModel k{index, {}};
-    for (const auto& f : ev.findings) k.signatures.push_back(f.signature());
-    std::lock_guard<std::mutex> lock(hb_mu_);
-    for (const auto& sig : k.signatures)
-      if (!stored_.count(sig)) return false;
-    pending_.push_back(std::move(k));
-    for (coverage::Fact& f : rows.facts) pending_rows_.facts.push_back(std::move(f));
-    for (store::StoredBackend& b : rows.backends) pending_rows_.backends.push_back(std::move(b));
-    for (auto& r : rows.refusals) {  // summed per refusal over the batch
-      auto same = std::find_if(pending_rows_.refusals.begin(), pending_rows_.refusals.end(), [&](const auto& p) {
-        return p.backend == r.backend && p.key == r.key;
-      });
-      if (same == pending_rows_.refusals.end()) {
-        pending_rows_.refusals.push_back(std::move(r));
-        continue;
-      }
-      same->model = std::min(same->model, r.model);
-      same->refused += r.refused;
-      same->not_sent += r.not_sent;
-      for (auto& op : r.ops)
-        if (std::find(same->ops.begin(), same->ops.end(), op) == same->ops.end()) same->ops.push_back(std::move(op));
-    }
-    if (pending_.size() == 1) pending_since_ = Clock::now();
-    if (pending_.size() >= kHitBatch || Clock::now() - pending_since_ >= kHitBatchAge) flush_hits_locked();
-    return true;
-  }
-  void flush_hits_locked() {
-    write(pending_rows_);
-    pending_rows_ = {};
-    store_.record_known(pending_);
-    pending_.clear();
-  }
-
-  // A model's (or a batch's) rows besides its findings, written before the model itself.
-  void write(const ModelRows& rows) {
-    if (!rows.facts.empty()) store_.record_coverage(rows.facts);
-    store_.record_backend_models(rows.backends);
-    for (const auto& r : rows.refusals) store_.record_refusal(r.backend, r.key, r.model, r.refused, r.not_sent, r.ops);
-  }
-
   // One evaluated model's share of the counts (under sh_.mu): its new findings and their root causes,
   // its hits by kind, its time.
   void tally(const Evaluation& ev, int new_findings, const std::vector<std::string>& new_roots, const Timing& t) {
@@ -483,57 +424,6 @@ class Run {
     sh_.timing.add(t);
   }
 
-  // What each backend did with the model, counted in the store (StoredBackend, StoredRefusal): sent and
-  // run (crashed, failed otherwise), refused with a reason, or not sent because of a refusal learned
-  // before; its worker's time. A refusal that is a structured backends::Refusal is learned, so that models
-  // holding it are no longer sent to that backend. Returns the lines to show for the refusals new to the
-  // campaign.
-  // The counts go to `rows`, written with the model (or its batch).
-  std::vector<std::string> learn(const ModelCase& m, const Evaluation& ev, int64_t index, const Timing& t,
-                                 ModelRows& rows) {
-    std::vector<std::string> lines;
-    std::vector<store::StoredBackend> counts;
-    for (const auto& spec : setup_.backends) {
-      store::StoredBackend b;
-      b.backend = spec.str();
-      b.model = index;
-      const auto c = t.compile.find(spec.name), r = t.run.find(spec.name);
-      b.seconds = (c == t.compile.end() ? 0 : c->second) + (r == t.run.end() ? 0 : r->second);
-      counts.push_back(b);
-    }
-    for (const auto& r : ev.runs) {
-      if (r.is_reference) continue;
-      const bool kept = std::any_of(ev.not_sent.begin(), ev.not_sent.end(),
-                                    [&](const NotSent& n) { return n.backend == r.backend; });
-      if (kept) continue;  // recorded below
-      if (r.outcome.status != worker::Status::Unsupported) {
-        for (auto& b : counts) {
-          if (b.backend != r.backend) continue;
-          b.ran = 1;
-          const worker::Status st = r.outcome.status;
-          b.crashed = st == worker::Status::Crash || st == worker::Status::Timeout || st == worker::Status::OutOfMemory;
-          b.failed = st == worker::Status::ConversionFailure || st == worker::Status::LibraryError;
-        }
-        continue;
-      }
-      const CountedRefusal refusal = counted_refusal(m.graph, r.outcome.message);
-      rows.refusals.push_back({r.backend, refusal.key, index, 1, 0, refusal.ops});
-      {
-        std::lock_guard<std::mutex> lock(sh_.mu);
-        ++sh_.refused;
-      }
-      if (!refusal.learned || !setup_.refusals->learn(r.backend, *refusal.learned)) continue;
-      std::string names;
-      for (const auto& op : refusal.ops) names += (names.empty() ? "" : ",") + op;
-      lines.push_back("learned: " + r.backend + " does not run " + refusal.key +
-                      ": models holding it are no longer sent to it (catalogue operators: " +
-                      (names.empty() ? "?" : names) + ")");
-    }
-    for (const NotSent& n : ev.not_sent) rows.refusals.push_back({n.backend, n.refusal.key(), index, 0, 1, n.ops});
-    rows.backends = std::move(counts);
-    return lines;
-  }
-
   // Records the model's findings in the store; each new one gets a bundle (listed in `fresh`).
   // Returns how many were new.
   // `setup` and `origin`: the model's own when it is not the campaign's generated model (a transfer variant).
@@ -545,56 +435,15 @@ class Run {
     ctx.defer_layout = reduce_in_background();
     const int count = store_.record(index, ev.findings, [&](const oracle::Finding& f) {
       const std::string path = write_bundle(opt_.out, f, ctx);
-      fresh.push_back({f.signature(), path, f.known,
-                       "new " + std::string(oracle::to_string(f.kind)) + " [" + oracle::to_string(f.stage) + "] " +
-                           f.backend + " " + (f.op.empty() ? "" : f.op + " ") +
-                           (f.node.empty() ? "" : "at '" + f.node + "' ") +
-                           (f.known.empty() ? "" : "(known: " + f.known + ") ") +
-                           (method.empty() ? "" : "(search " + method + ") ") + "- " + f.detail +
-                           (origin.empty() ? "" : "\n  from: " + origin) + "\n  replay: " + replay_command(path)});
+      fresh.push_back(fresh_finding(f, path, origin, method));
       return path;
     });
-    std::lock_guard<std::mutex> lock(hb_mu_);
-    for (const auto& f : ev.findings) stored_.insert(f.signature());
+    hits_.stored(ev.findings);
     return count;
   }
 
-  // Each new finding reduced (bounded by opt.reduce_runs model runs) on `workers` (the background
-  // reducer's, or a job's): its root cause is the key of its reduced case. Returns the root causes.
-  std::vector<std::string> reduce(std::vector<FreshFinding>& fresh, WorkerSet& workers, Timing& t) {
-    std::vector<std::string> roots;
-    for (FreshFinding& f : fresh) {
-      if (opt_.reduce_runs <= 0) break;
-      const auto t0 = Clock::now();
-      try {
-        lay_out_map(f.bundle);  // a map record() left for Graphviz (BundleContext::defer_layout)
-        const BundleReduction r = reduce_bundle(f.bundle, opt_.reduce_runs, nullptr, &workers, hang_timeout());
-        // A finding the ledger does not know, or a crash naming no node, whose reduced case it knows is that
-        // entry's (oracle::Ledger::match_reduced).
-        std::string through_reduced;
-        if (setup_.known)
-          if (const oracle::KnownEntry* e = setup_.known->match_reduced(f.signature, f.known, r.root_cause))
-            through_reduced = e->id;
-        store_.set_root_cause(f.signature, r.root_cause, r.reduced_dir, through_reduced);
-        if (!through_reduced.empty()) f.known = through_reduced;
-        // A finding the ledger knows belongs to that entry's root cause (one entry per cause).
-        roots.push_back(f.known.empty() ? r.root_cause : "known:" + f.known);
-        if (!r.reduced_dir.empty())
-          f.line +=
-              "\n  reduced: " + std::to_string(r.nodes_before) + " -> " + std::to_string(r.nodes_after) + " nodes" +
-              (r.fix.causes.empty() ? "" : ", caused by " + r.fix.causes[0].attribute + " = " + r.fix.causes[0].value) +
-              (r.culprit.node.empty() ? "" : ", culprit '" + r.culprit.node + "' (" + r.culprit.op + ")") + " (" +
-              r.reduced_dir + ")";
-        if (!through_reduced.empty()) f.line += "\n  known: " + through_reduced + " (through its reduced case)";
-      } catch (const core::SystemError&) {
-        throw;
-      } catch (const std::exception& e) {
-        roots.push_back(f.signature);
-      }
-      t.reduce += std::chrono::duration<double>(Clock::now() - t0).count();
-    }
-    return roots;
-  }
+  // How the new findings are reduced (reduce_fresh).
+  FreshReduction reduction() { return {opt_.reduce_runs, setup_.known.get(), hang_timeout()}; }
 
   // The time limit of each run while reducing a hang: kHangFactor times the slowest library's mean
   // compile-and-run time per model so far (at least kMinHangLimit seconds, at most the worker
@@ -630,11 +479,7 @@ class Run {
   std::condition_variable rq_cv_;
   std::deque<FreshFinding> rq_;
   bool rq_closed_ = false;
-  std::mutex hb_mu_;              // the batched hits
-  std::set<std::string> stored_;  // signatures the store holds
-  std::vector<store::KnownModel> pending_;
-  ModelRows pending_rows_;  // the pending models' rows
-  Clock::time_point pending_since_;
+  HitBatch hits_;  // the batched models that show nothing new
 };
 
 // The seed (given, or the one this --out already used, or a fresh one), checked with the other

@@ -118,6 +118,11 @@ Tensor widened(const std::vector<R>& v, const Shape& shape) {
     for (int64_t i = 0; i < t.numel(); ++i) t.f64()[i] = static_cast<double>(v[static_cast<size_t>(i)]);
   return t;
 }
+// a / n as the evaluation computes it: both read as float32 and divided in float32 inside a float32
+// evaluation (`in_float32`, read once before a loop from float32_evaluation()), else in float64.
+inline double quotient(double a, int64_t n, bool in_float32) {
+  return in_float32 ? static_cast<double>(static_cast<float>(a) / static_cast<float>(n)) : a / static_cast<double>(n);
+}
 // Float32 sums (the float32 evaluation of a plain sum): term i, a float32 operand, into sum slot[i] (terms
 // taken in index order), in `order`: Float32Order::kLanes deals each sum's terms in turn to kSumLanes running
 // sums, then adds the lanes in order; any other order adds each term in turn. Widened to double.

@@ -425,21 +425,23 @@ std::vector<Tensor> layer_norm_vjp_float32(const Inputs& in, const Attrs& a, con
   std::vector<float> gscale(static_cast<size_t>(k), 0.0f), gbias(static_cast<size_t>(k), 0.0f);
   const auto at = [](const Tensor& t, int64_t i) { return static_cast<float>(t.f64()[i]); };
   const float inv_n = 1.0f / static_cast<float>(k);
+  std::vector<float> dyg(static_cast<size_t>(k));  // the row's dy * scale
   for (int64_t r = 0; r < rows; ++r) {
     const Float32Stats s = float32_stats(x.f64(), row_indices(r, k), core::attr_f(a, "epsilon"));
     float ds = 0, db = 0;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t i = r * k + j;
-      const float dyg = at(gy, i) * at(*in[1], j);
-      ds = multiply_add(dyg, at(x, i), ds, fused);
-      db += dyg;
+      const auto jj = static_cast<size_t>(j);
+      dyg[jj] = at(gy, i) * at(*in[1], j);
+      ds = multiply_add(dyg[jj], at(x, i), ds, fused);
+      db += dyg[jj];
     }
     const float b = (db * s.mean - ds) * s.rstd * s.rstd * s.rstd * inv_n;
     const float c = -b * s.mean - db * s.rstd * inv_n;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t i = r * k + j;
       const auto jj = static_cast<size_t>(j);
-      gx.f64()[i] = static_cast<double>(multiply_add(b, at(x, i), s.rstd * (at(gy, i) * at(*in[1], j)), fused) + c);
+      gx.f64()[i] = static_cast<double>(multiply_add(b, at(x, i), s.rstd * dyg[jj], fused) + c);
       gscale[jj] = multiply_add(at(gy, i), multiply_add(s.rstd, at(x, i), -s.rstd * s.mean, fused), gscale[jj], fused);
       gbias[jj] += at(gy, i);
     }

@@ -240,7 +240,7 @@ OpSpec make_window_pool(int d, bool is_max) {
         } else if (in_float32) {
           float sum = 0.0f;
           for (int64_t c : w.cells) sum += static_cast<float>(xp[c]);
-          yp[o] = static_cast<double>(sum / static_cast<float>(divisor));
+          yp[o] = quotient(static_cast<double>(sum), divisor, true);
         } else {
           // A float32 sum, as the global pool's (ops::stored_sum): beyond float32's range where it may
           // round past FLT_MAX although the exact sum fits.
@@ -265,6 +265,7 @@ OpSpec make_window_pool(int d, bool is_max) {
     const int64_t planes = x.dim(0) * x.dim(1);
     const int64_t in_plane = x.numel() / std::max<int64_t>(planes, 1);
     const auto out_plane = static_cast<int64_t>(ws.size());
+    const bool in_float32 = float32_evaluation().has_value();
     for (int64_t p = 0; p < planes; ++p) {
       const double* xp = x.f64() + p * in_plane;
       const double* gy = grad[0].f64() + p * out_plane;
@@ -275,12 +276,12 @@ OpSpec make_window_pool(int d, bool is_max) {
           gp[w.cells[first_max(xp, w)]] += gy[o];
         } else {
           const auto divisor = include_pad ? w.with_pad : static_cast<int64_t>(w.cells.size());
-          if (float32_evaluation()) {  // each share added to its cell's float32 gradient
-            const float share = static_cast<float>(gy[o]) / static_cast<float>(divisor);
-            for (int64_t c : w.cells) gp[c] = static_cast<double>(static_cast<float>(gp[c]) + share);
+          const double share = quotient(gy[o], divisor, in_float32);
+          if (in_float32) {  // each share added to its cell's float32 gradient
+            for (int64_t c : w.cells)
+              gp[c] = static_cast<double>(static_cast<float>(gp[c]) + static_cast<float>(share));
             continue;
           }
-          const double share = gy[o] / static_cast<double>(divisor);
           for (int64_t c : w.cells) gp[c] += share;
         }
       }
@@ -401,7 +402,7 @@ OpSpec make_global_pool(bool is_max) {
       for (int64_t i = 0; i < x.numel(); ++i) slot[static_cast<size_t>(i)] = i / std::max<int64_t>(plane, 1);
       const std::vector<double> sums = float32_slot_sums(x, slot, planes, *order);
       for (int64_t p = 0; p < planes; ++p)
-        y.f64()[p] = static_cast<double>(static_cast<float>(sums[static_cast<size_t>(p)]) / static_cast<float>(plane));
+        y.f64()[p] = quotient(sums[static_cast<size_t>(p)], plane, true);
       return std::vector<Tensor>{y};
     }
     for (int64_t p = 0; p < planes; ++p) {
@@ -423,6 +424,7 @@ OpSpec make_global_pool(bool is_max) {
     Tensor gx(DType::F64, x.shape());
     const int64_t planes = x.dim(0) * x.dim(1);
     const int64_t plane = x.numel() / std::max<int64_t>(planes, 1);
+    const bool in_float32 = float32_evaluation().has_value();
     for (int64_t p = 0; p < planes; ++p) {
       const double* xp = x.f64() + p * plane;
       double* gp = gx.f64() + p * plane;
@@ -430,9 +432,7 @@ OpSpec make_global_pool(bool is_max) {
       if (is_max) {
         gp[first_max(xp, plane)] = gy;
       } else {
-        const double share = float32_evaluation()
-                                 ? static_cast<double>(static_cast<float>(gy) / static_cast<float>(plane))
-                                 : gy / static_cast<double>(plane);
+        const double share = quotient(gy, plane, in_float32);
         for (int64_t i = 0; i < plane; ++i) gp[i] = share;
       }
     }

@@ -112,9 +112,7 @@ Tensor reduce_forward(Kind kind, const Tensor& x, const Attrs& a) {
         const std::vector<double> sums = float32_slot_sums(x, sl.of, sl.count, *order);
         for (int64_t k = 0; k < sl.count; ++k) {
           const double sum = sums[static_cast<size_t>(k)];
-          yp[k] = kind == Kind::Sum
-                      ? sum
-                      : static_cast<double>(static_cast<float>(sum) / static_cast<float>(sl.per_slot));
+          yp[k] = kind == Kind::Sum ? sum : quotient(sum, sl.per_slot, true);
         }
         break;
       }
@@ -190,12 +188,11 @@ Tensor reduce_vjp(Kind kind, const Tensor& x, const Attrs& a, const Tensor& g) {
     case Kind::Sum:
       for (size_t i = 0; i < sl.of.size(); ++i) gxp[i] = gy[sl.of[i]];
       break;
-    case Kind::Mean:
-      for (size_t i = 0; i < sl.of.size(); ++i)
-        gxp[i] = float32_evaluation() ? static_cast<double>(static_cast<float>(gy[sl.of[i]]) /
-                                                            static_cast<float>(sl.per_slot))
-                                      : gy[sl.of[i]] / static_cast<double>(sl.per_slot);
+    case Kind::Mean: {
+      const bool in_float32 = float32_evaluation().has_value();
+      for (size_t i = 0; i < sl.of.size(); ++i) gxp[i] = quotient(gy[sl.of[i]], sl.per_slot, in_float32);
       break;
+    }
     case Kind::Max:
     case Kind::Min: {
       const auto arg = first_extreme(x, sl, kind == Kind::Max);
