@@ -4,10 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <future>
-#include <iomanip>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -19,6 +16,7 @@
 #include "campaign/coverage.h"
 #include "campaign/fresh_findings.h"
 #include "campaign/model_rows.h"
+#include "campaign/run_counts.h"
 #include "campaign/transfer.h"
 #include "core/error.h"
 #include "core/memory.h"
@@ -46,25 +44,6 @@ ModelCase draw_case(const ModelFactory& factory, uint64_t seed, int64_t index, c
 
 namespace {
 
-struct Shared {
-  std::mutex mu;
-  std::map<core::FindingKind, int64_t> by_kind;  // hits per finding kind
-  int64_t optimized = 0;  // hits of the optimized stage (OC), among them
-  int64_t batched = 0;    // hits of the batch relation (BR), among them
-  int64_t widened = 0;    // models the batch relation ran at a wider batch
-  int64_t formed = 0;     // hits of the form relation (FR), among them
-  int64_t positioned = 0;  // hits of the position relation (PR), among them
-  int64_t placed = 0;      // models the position relation ran with a wider axis
-  int64_t models_run = 0, invalid = 0, errors = 0, new_findings = 0, hits = 0;
-  int64_t recycled = 0;  // worker processes replaced by fresh ones (worker::Limits::recycle_*)
-  std::string first_invalid;
-  Timing timing;
-  std::set<std::string> roots;  // root causes of the findings new in this run
-  int64_t searched = 0, search_found = 0;  // clean models searched (--search) / where it found a failure
-  int64_t refused = 0, not_sent = 0;  // models a backend refused with a refusal it named / was not sent
-  int64_t transfer_variants = 0, transfer_new = 0;  // ledger variants run, and their findings no entry explains
-};
-
 // One campaign's run: its jobs draw model indices from `next`, evaluate them on their own workers,
 // record and reduce what is new, and share the counts in `sh`.
 class Run {
@@ -85,12 +64,14 @@ class Run {
     for (const store::StoredRefusal& r : store_.refusals())
       if (auto parsed = learned_key(r.refusal) ? backends::parse_refusal("unsupported: " + r.refusal) : std::nullopt)
         setup_.refusals->learn(r.backend, *parsed);
+    std::vector<FreshFinding> left;
     for (const store::StoredFinding& f : store_.findings()) {
       hits_.stored(f.signature);
       // A finding an earlier run recorded but did not reduce (it stopped first): reduced now.
       if (opt_.reduce_runs > 0 && f.root_cause.empty() && !f.bundle.empty())
-        rq_.push_back({f.signature, f.bundle, f.known, "reduced (left by an earlier run): " + f.signature});
+        left.push_back({f.signature, f.bundle, f.known, "reduced (left by an earlier run): " + f.signature});
     }
+    queue_.push(left);
   }
 
   // The background reducer (docs/ARCHITECTURE.md, "Where the time goes"): the new findings the jobs
@@ -103,17 +84,11 @@ class Run {
     try {
       std::unique_ptr<WorkerSet> workers;
       for (;;) {
-        FreshFinding f;
-        {
-          std::unique_lock<std::mutex> lock(rq_mu_);
-          rq_cv_.wait(lock, [&] { return !rq_.empty() || rq_closed_; });
-          if (rq_.empty() || stopped_) break;
-          f = std::move(rq_.front());
-          rq_.pop_front();
-        }
+        std::optional<FreshFinding> f = queue_.pop();
+        if (!f || stopped_) break;
         if (!workers) workers = std::make_unique<WorkerSet>(setup_.backends, setup_.limits);
         Timing t;
-        std::vector<FreshFinding> one{std::move(f)};
+        std::vector<FreshFinding> one{std::move(*f)};
         const std::vector<std::string> roots = reduce_fresh(one, reduction(), store_, *workers, t);
         std::lock_guard<std::mutex> lock(sh_.mu);
         for (const auto& r : roots) sh_.roots.insert(r);
@@ -132,13 +107,7 @@ class Run {
   }
 
   // No more findings will be handed over: the reducer finishes the queue and returns.
-  void close_reducer() {
-    {
-      std::lock_guard<std::mutex> lock(rq_mu_);
-      rq_closed_ = true;
-    }
-    rq_cv_.notify_all();
-  }
+  void close_reducer() { queue_.close(); }
 
   // Writes the batched hits (after the jobs end, before the summary).
   void flush_hits() { hits_.flush(); }
@@ -195,45 +164,20 @@ class Run {
       if (done || opt_.quiet || Clock::now() - last < std::chrono::seconds(1)) continue;
       last = Clock::now();
       std::lock_guard<std::mutex> lock(sh_.mu);
-      const double el = std::chrono::duration<double>(last - start_).count();
-      log_ << "[" << std::fixed << std::setprecision(0) << el << "s] models " << sh_.models_run << " ("
-           << std::setprecision(1) << (el > 0 ? static_cast<double>(sh_.models_run) / el : 0.0) << "/s)";
-      log_ << " findings:";
-      for (const auto& k : core::finding_kinds()) log_ << " " << k.name << " " << sh_.by_kind[k.kind];
-      if (setup_.optimized) log_ << " (optimized stage " << sh_.optimized << ")";
-      if (setup_.batch_relation.on)
-        log_ << " (batch relation " << sh_.batched << ", on " << sh_.widened << " models widened)";
-      if (setup_.form_relation.on) log_ << " (form relation " << sh_.formed << ")";
-      if (setup_.position_relation.on)
-        log_ << " (position relation " << sh_.positioned << ", on " << sh_.placed << " models widened)";
-      log_ << " | unique " << sh_.new_findings << (already ? " new" : "");
-      if (opt_.reduce_runs > 0) log_ << " | root causes " << sh_.roots.size();
-      log_ << " | OLC " << std::setprecision(1) << 100.0 * cov_->parts().olc << "%";
-      if (const size_t learned = setup_.refusals->size())
-        log_ << " | refusals " << learned << " (models refused " << sh_.refused << ", not sent " << sh_.not_sent << ")";
-      log_ << std::endl;
+      sh_.progress_line(log_, std::chrono::duration<double>(last - start_).count(), setup_, opt_.reduce_runs > 0,
+                        already > 0, cov_->parts().olc);
     }
   }
 
   Summary summary() {
     Summary s;
+    {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      s = sh_.summary();
+    }
     s.seed = seed_;
-    s.models_run = sh_.models_run;
-    s.invalid_models = sh_.invalid;
-    s.first_invalid = sh_.first_invalid;
-    s.errors = sh_.errors;
-    s.new_findings = sh_.new_findings;
-    s.hits = sh_.hits;
     s.models_total = store_.models_done();
     s.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-    s.timing = sh_.timing;
-    s.workers_recycled = sh_.recycled;
-    s.refused = sh_.refused;
-    s.searched = sh_.searched;
-    s.search_found = sh_.search_found;
-    s.not_sent = sh_.not_sent;
-    s.transfer_variants = sh_.transfer_variants;
-    s.transfer_new = sh_.transfer_new;
     s.coverage = cov_->parts();
     return s;
   }
@@ -337,7 +281,7 @@ class Run {
         for (const auto& r : new_roots) found = found || !sh_.roots.count(r);
         opt_.on_model(index, found);
       }
-      tally(ev, count, new_roots, t);
+      sh_.tally(ev, count, new_roots, t);
       ++sh_.models_run;
       sh_.searched += searched ? 1 : 0;
       sh_.search_found += search_found ? 1 : 0;
@@ -382,7 +326,7 @@ class Run {
       const int count = record(v.model, v.evaluation, index, fresh, &v.setup, v.origin());
       const std::vector<std::string> new_roots = reduce_fresh(fresh, reduction(), store_, workers, tm);
       std::lock_guard<std::mutex> lock(sh_.mu);
-      tally(v.evaluation, count, new_roots, tm);
+      sh_.tally(v.evaluation, count, new_roots, tm);
       ++sh_.transfer_variants;
       sh_.transfer_new += static_cast<int64_t>(v.fresh.size());
       if (!opt_.quiet)
@@ -396,33 +340,7 @@ class Run {
   bool reduce_in_background() const { return opt_.reduce_runs > 0 && !opt_.on_model; }
 
   // New findings to the background reducer, which logs each line once it is reduced.
-  void hand_over(std::vector<FreshFinding>& fresh) {
-    if (fresh.empty()) return;
-    {
-      std::lock_guard<std::mutex> lock(rq_mu_);
-      for (FreshFinding& f : fresh) rq_.push_back(std::move(f));
-    }
-    fresh.clear();
-    rq_cv_.notify_one();
-  }
-
-  // One evaluated model's share of the counts (under sh_.mu): its new findings and their root causes,
-  // its hits by kind, its time.
-  void tally(const Evaluation& ev, int new_findings, const std::vector<std::string>& new_roots, const Timing& t) {
-    for (const auto& r : new_roots) sh_.roots.insert(r);
-    sh_.new_findings += new_findings;
-    sh_.hits += static_cast<int64_t>(ev.findings.size());
-    for (const auto& f : ev.findings) {
-      ++sh_.by_kind[f.kind];
-      sh_.optimized += f.stage == core::Stage::Optimized;
-      sh_.batched += f.stage == core::Stage::Batch;
-      sh_.formed += f.stage == core::Stage::Form;
-      sh_.positioned += f.stage == core::Stage::Position;
-    }
-    sh_.widened += ev.batch > 0;
-    sh_.placed += ev.positioned.length > 0;
-    sh_.timing.add(t);
-  }
+  void hand_over(std::vector<FreshFinding>& fresh) { queue_.push(fresh); }
 
   // Records the model's findings in the store; each new one gets a bundle (listed in `fresh`).
   // Returns how many were new.
@@ -474,11 +392,8 @@ class Run {
   std::atomic<int64_t> next_{0};
   std::atomic<bool> stopped_{false};
   std::exception_ptr system_error_;  // under sh_.mu
-  Shared sh_;
-  std::mutex rq_mu_;  // the reducer's queue
-  std::condition_variable rq_cv_;
-  std::deque<FreshFinding> rq_;
-  bool rq_closed_ = false;
+  RunCounts sh_;
+  FreshQueue queue_;  // the background reducer's
   HitBatch hits_;  // the batched models that show nothing new
 };
 

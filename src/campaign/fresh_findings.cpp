@@ -18,6 +18,33 @@ FreshFinding fresh_finding(const oracle::Finding& f, const std::string& bundle, 
               (origin.empty() ? "" : "\n  from: " + origin) + "\n  replay: " + replay_command(bundle)};
 }
 
+void FreshQueue::push(std::vector<FreshFinding>& fresh) {
+  if (fresh.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (FreshFinding& f : fresh) q_.push_back(std::move(f));
+  }
+  fresh.clear();
+  cv_.notify_one();
+}
+
+std::optional<FreshFinding> FreshQueue::pop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !q_.empty() || closed_; });
+  if (q_.empty()) return std::nullopt;
+  FreshFinding f = std::move(q_.front());
+  q_.pop_front();
+  return f;
+}
+
+void FreshQueue::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
 namespace {
 
 // The line's addition for a reduced finding.

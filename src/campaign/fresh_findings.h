@@ -1,6 +1,10 @@
 // A campaign's new findings: each one's bundle and the line the log shows for it, and their reduction,
 // whose root causes go to the store.
 #pragma once
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +24,23 @@ struct FreshFinding {
 // `method` the search that found its case (empty: none).
 FreshFinding fresh_finding(const oracle::Finding& f, const std::string& bundle, const std::string& origin,
                            const std::string& method);
+
+// The new findings a campaign's jobs hand to its background reducer, in order. Thread-safe.
+class FreshQueue {
+ public:
+  // Appends `fresh` (emptied).
+  void push(std::vector<FreshFinding>& fresh);
+  // The next finding, waiting for one; nullopt once the queue is closed and empty.
+  std::optional<FreshFinding> pop();
+  // No more findings will be pushed.
+  void close();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<FreshFinding> q_;
+  bool closed_ = false;
+};
 
 // How a campaign reduces its new findings.
 struct FreshReduction {

@@ -221,8 +221,9 @@ double sum_units(int64_t terms);
 // 60 copies of FLT_MAX / 60, whose exact sum is FLT_MAX, give inf there and FLT_MAX in order). Inside a
 // Float32Evaluation scope, an operator that lists the scope's order in OpSpec::float32_orders computes its
 // forward and VJP that way: operands read as float32, results widened into the usual float64 tensors;
-// outside one, in float64 with the marks above. The oracle's spread runs one such trial per listed order (oracle/spread.h), so a NaN,
-// Inf or value that the float32 evaluation reproduces is float32's without a mark on that intermediate.
+// outside one, in float64 with the marks above. The oracle's spread runs one such trial per listed order
+// (oracle/spread.h), so a NaN, Inf or value that the float32 evaluation reproduces is float32's without a
+// mark on that intermediate.
 // Per thread; scopes do not nest.
 enum class Float32Order : int8_t { kInOrder, kFused, kLanes };
 inline constexpr int kSumLanes = 16;  // an AVX-512 register of floats
