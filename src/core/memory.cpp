@@ -1,5 +1,7 @@
 #include "core/memory.h"
 
+#include <cstdlib>  // defines __GLIBC__ on glibc, which the check below needs
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
