@@ -151,7 +151,8 @@ class Run {
   }
 
   // The progress line, once a second until `done`; the heap's free pages returned to the system every
-  // kReleaseEvery (core::release_free_memory), so that the process's resident memory stays flat.
+  // kReleaseEvery (core::release_free_memory). This trims what the allocator holds; it does not bound the
+  // heap's high-water mark, which follows the largest model's working set (docs/ARCHITECTURE.md).
   static constexpr std::chrono::seconds kReleaseEvery{30};
   void progress(const std::atomic<bool>& done, int64_t already) {
     auto last = Clock::now(), released = last;
@@ -274,7 +275,7 @@ class Run {
       t.store += std::chrono::duration<double>(Clock::now() - t0).count();
       std::vector<std::string> new_roots;
       if (reduce_in_background()) hand_over(fresh);
-      else new_roots = reduce_fresh(fresh, reduction(), store_, workers, t);
+      else if (!fresh.empty()) new_roots = reduce_fresh(fresh, reduction(), store_, workers, t);
       std::lock_guard<std::mutex> lock(sh_.mu);
       if (opt_.on_model) {  // a root cause new to this run (with --reduce 0: a new finding)
         bool found = opt_.reduce_runs <= 0 && count > 0;
