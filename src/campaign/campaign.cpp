@@ -151,8 +151,8 @@ class Run {
   }
 
   // The progress line, once a second until `done`; the heap's free pages returned to the system every
-  // kReleaseEvery (core::release_free_memory). This trims what the allocator holds; it does not bound the
-  // heap's high-water mark, which follows the largest model's working set (docs/ARCHITECTURE.md).
+  // kReleaseEvery (core::release_free_memory). The large tensors of a model's working set are unmapped
+  // when freed (core::map_large_blocks at the campaign's start); this trims the small blocks' free pages.
   static constexpr std::chrono::seconds kReleaseEvery{30};
   void progress(const std::atomic<bool>& done, int64_t already) {
     auto last = Clock::now(), released = last;
@@ -466,6 +466,7 @@ Summary run_campaign(const CampaignOptions& opt, const ModelFactory& factory, st
   const std::shared_ptr<coverage::Coverage> cov = opt.coverage ? opt.coverage : std::make_shared<coverage::Coverage>();
   std::map<std::string, std::string> versions = library_versions(opt, log, *store, *cov);
   if (already) log << "coverage: " << coverage::parts_line(cov->parts()) << "\n";
+  core::map_large_blocks();  // every model's large tensors unmapped when freed: the heap stays bounded
   Run run(opt, factory, log, *store, seed, std::move(versions), cov);
   if (opt.transfer && opt.shard == 0) run.transfer();  // once per campaign: by its first shard
   std::thread reducer([&run] { run.reducer(); });
