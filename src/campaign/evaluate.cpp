@@ -435,7 +435,8 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
 // The position relation (Setup::position_relation): the model with one more axis widened (positioned_case) on
 // every library that ran it, its positions of the model's values judged (stage PR) wherever the float64
 // reference shows them decided by those values alone: per value that keeps the widened axis (the one axis
-// longer than in the model's run), at the offset where the most of its nonzero elements equal the model's run,
+// longer than in the model's run), at the offset where its operands put its positions (a value as long as an
+// operand along that axis in both runs) or else where the most of its nonzero elements equal the model's run,
 // per element, the reference's value there equals its run of the model bit for bit (not NaN) and no element of
 // a judged operand that is not decided reaches it (max(1e4, x) is 1e4 in both runs while x, a convolution over
 // fresh values, is not the model's: the node's float64 kernel on the wider reference's operands with every
@@ -495,6 +496,32 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       return {};
     }
   };
+  // The offset along `axis` that a node's operands put its positions at, for an output of length `here` there
+  // in the model's run and `length` in the wider one: that of every operand with those lengths on that axis
+  // (a widened graph input is at the case's position, a judged value at its own offset), -1 where no operand
+  // has them, -2 where two went to different offsets (the parts of a concatenation along the widened axis).
+  auto operands_offset = [&](const ir::Node& n, size_t axis, int64_t here, int64_t length) -> int64_t {
+    int64_t at = -1;
+    for (const auto& i : n.inputs) {
+      const core::Shape* mine = nullptr;
+      const core::Shape* wide = nullptr;
+      int64_t its = position;
+      if (const auto j = judged.find(i); j != judged.end()) {
+        if (j->second.axis != axis) continue;
+        mine = &own.at(i).shape();
+        wide = &reference.at(i).shape();
+        its = j->second.at;
+      } else if (const auto w = wc->inputs.find(i); w != wc->inputs.end() && inputs.count(i)) {
+        mine = &inputs.at(i).shape();
+        wide = &w->second.shape();
+      }
+      if (!mine || axis >= mine->size() || axis >= wide->size() || (*mine)[axis] != here || (*wide)[axis] != length)
+        continue;
+      if (at >= 0 && at != its) return -2;
+      at = its;
+    }
+    return at;
+  };
   std::set<std::string> operands;
   for (const auto& in : g.inputs) operands.insert(in.name);
   for (const auto& [name, w] : g.initializers) operands.insert(name);
@@ -516,12 +543,18 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       for (size_t k = 0; k < wide.size(); ++k)
         if (wide[k] != mine[k]) differ.push_back(k);
       if (differ.size() != 1 || wide[differ[0]] <= mine[differ[0]]) continue;
-      // Where the model's positions went (a convolution without padding moves them, a stride divides the
-      // offset): the offset of the value's own positions that the most nonzero elements match, the input's own
-      // offset where that is one of them; a value that matches as well at two other offsets (x / -x is -1
-      // wherever x is not 0) is not judged.
+      // Where the model's positions went. A value as long as an operand along the same axis, in both runs, has
+      // them where that operand's went (an elementwise node, a padded convolution); one whose operands went to
+      // different offsets is not judged. Otherwise (a convolution without padding moves them, a stride divides
+      // the offset): the offset of the value's own positions that the most nonzero elements match, the input's
+      // own offset where that is one of them; a value that matches as well at two other offsets (x / -x is -1
+      // wherever x is not 0) is not judged. (Seed 14501: concat(a, b, c) along the widened axis matched best
+      // where b's part went, its gelu where a's went, -inf in b then met a position of c where both runs' gelu
+      // was 0, and a library's gelu(-inf) = NaN was judged against the model's gelu(-92) = 0.)
       const core::Tensor y = b->second.to(core::DType::F64);
       const int64_t here = mine[differ[0]];
+      const int64_t kept = operands_offset(n, differ[0], here, wide[differ[0]]);
+      if (kept == -2) continue;
       std::vector<int64_t> matches;  // per offset
       for (int64_t at = 0; at + here <= wide[differ[0]]; ++at) {
         const core::Tensor x = slab(a->second, differ[0], at, here);
@@ -530,10 +563,13 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
         matches.push_back(same);
       }
       const int64_t most = *std::max_element(matches.begin(), matches.end());
-      int64_t best = position < static_cast<int64_t>(matches.size()) && matches[position] == most ? position : -1;
-      if (best < 0 && std::count(matches.begin(), matches.end(), most) == 1)
+      const auto offsets = static_cast<int64_t>(matches.size());
+      int64_t best = kept >= 0 ? (kept < offsets ? kept : -1)
+                     : position < offsets && matches[position] == most ? position
+                                                                       : -1;
+      if (best < 0 && kept < 0 && std::count(matches.begin(), matches.end(), most) == 1)
         best = std::max_element(matches.begin(), matches.end()) - matches.begin();
-      if (most == 0 || best < 0) continue;
+      if (best < 0 || matches[best] == 0) continue;
       const core::Tensor x = slab(a->second, differ[0], best, here);
       Judged j{differ[0], best, std::vector<bool>(static_cast<size_t>(y.numel()))};
       if (reads_judged && taint.empty()) taint = tainted(n);

@@ -5,6 +5,7 @@
 // bundle fixes the draw and its reproducer runs the wider model.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "campaign/bundle.h"
@@ -120,6 +121,41 @@ TEST(PositionRelation, AnElementAnUndecidedOperandReachesIsNotJudgedWhateverItEq
   ASSERT_TRUE(ev.runs[1].positioned.ran);
   EXPECT_TRUE(of_stage(ev, core::Stage::Forward).empty());
   EXPECT_TRUE(of_stage(ev, core::Stage::Position).empty()) << of_stage(ev, core::Stage::Position)[0].detail;
+}
+
+// A value as long as its operand along the widened axis, in both runs, is judged where that operand's positions
+// went (campaign seed 14501). concat(a, b, c) along the widened axis puts each part's positions at its own
+// offset; the concatenation matches best where b's part went (offset 29), its gelu where a's went (12), since
+// b's gelu is mostly 0. Judged at 12, the gelu's element of c's row 5 (gelu(-92) = 0) sat where the wider run
+// holds b's -inf: the reference's gelu(-inf) is its limit 0 too, so the element looked decided, and faulty's
+// gelu(-inf) = NaN (inf-as-nan, like torch's) was a finding against the model's 0.
+TEST(PositionRelation, AValueAsLongAsItsOperandIsJudgedWhereTheOperandsPositionsWent) {
+  ModelCase m;
+  m.graph = ir::graph_from_json(R"({"inputs": [{"name": "a", "dtype": "float32", "shape": [1, 1, 15, 4]},
+      {"name": "b", "dtype": "float32", "shape": [1, 1, 15, 4]},
+      {"name": "c", "dtype": "float32", "shape": [1, 1, 15, 4]}],
+    "outputs": ["g"], "initializers": [],
+    "nodes": [{"name": "cat", "op": "concat", "inputs": ["a", "b", "c"], "outputs": ["cat"], "attrs": {"axis": 2}},
+              {"name": "g", "op": "gelu", "inputs": ["cat"], "outputs": ["g"], "attrs": {"approximate": "none"}}]})",
+                                "parts");
+  core::Tensor a(core::DType::F64, {1, 1, 15, 4}), b = a, c = a;
+  for (int64_t i = 0; i < 60; ++i) {
+    a.f64()[i] = i < 10 ? 0 : 1;      // 50 nonzero, gelu 0.84
+    b.f64()[i] = i % 2 ? -50 : 1.5;   // 60 nonzero, half of them gelu 0
+    c.f64()[i] = i < 20 ? 0 : 2;      // 40 nonzero
+  }
+  b.f64()[3 * 4 + 1] = -INFINITY;  // b's row 3: the wider run's row 32 + 12 + 3 = 47 = 12 + c's row 5 in the model
+  c.f64()[5 * 4 + 1] = -92;        // gelu 0 in float64
+  m.inputs = {{"a", a}, {"b", b}, {"c", c}};
+  const campaign::Setup setup = relation_setup("faulty:inf-as-nan=gelu", 2, 32, 12);
+  WorkerSet workers(setup.backends, setup.limits);
+  const Evaluation ev = evaluate(m, setup, workers);
+  ASSERT_EQ(ev.positioned.length, 32) << ev.runs[1].outcome.str();
+  ASSERT_TRUE(ev.runs[1].positioned.ran);
+  EXPECT_FALSE(of_stage(ev, core::Stage::Forward).empty()) << "the model's own gelu(-inf) of b's row 3";
+  EXPECT_TRUE(of_stage(ev, core::Stage::Position).empty()) << of_stage(ev, core::Stage::Position)[0].detail;
+  EXPECT_TRUE(ev.runs[1].positioned.values.count("cat"));
+  EXPECT_TRUE(ev.runs[1].positioned.values.count("g")) << "judged, at the concatenation's offset";
 }
 
 TEST(PositionRelation, TheDrawSkipsAnAxisTiedToItsLengthAndIsAFunctionOfTheCase) {
