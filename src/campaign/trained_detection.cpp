@@ -72,12 +72,6 @@ std::optional<std::vector<double>> output_row(const oracle::BackendRun* r, const
   return std::vector<double>(t.f64(), t.f64() + t.numel());
 }
 
-double mean_abs(const std::vector<double>& x, const std::vector<double>& y) {
-  double s = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) s += std::abs(x[i] - y[i]);
-  return x.empty() ? 0 : s / static_cast<double>(x.size());
-}
-
 std::string detection_json(const std::string& a, const std::string& b, Metric m, const detect::Thresholds& th,
                            const DetectedCase& c, const DetectOptions& opt, int64_t images) {
   nlohmann::ordered_json j = {{"pair", {a, b}},
@@ -147,7 +141,10 @@ std::optional<oracle::Finding> detection_finding(const ModelCase& m, const Evalu
   const double threshold = metric == Metric::Class ? th.class_t : th.mad_t;
   if (!(d > threshold) && !std::isnan(d)) return std::nullopt;
   // The library farther from the reference is blamed; against the reference, the library.
-  bool blame_a = mean_abs(*ya, *yr) >= mean_abs(*yb, *yr);
+  const auto from_reference = [&](const std::vector<double>& y) {
+    return y.size() == yr->size() ? core::mean_abs_difference(y.data(), yr->data(), static_cast<int64_t>(y.size())) : 0;
+  };
+  bool blame_a = from_reference(*ya) >= from_reference(*yb);
   if (a == kReferenceName) blame_a = false;
   if (b == kReferenceName) blame_a = true;
   const oracle::BackendRun* blamed = blame_a ? ra : rb;

@@ -39,4 +39,14 @@ int64_t top1(const double* y, int64_t classes) {
   return best;
 }
 
+double mean_abs_difference(const double* a, const double* b, int64_t n) {
+  if (n <= 0) return 0;
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = std::fabs(a[i] - b[i]);
+    s += std::isfinite(d) ? d : a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])) ? 0.0 : kFar;
+  }
+  return s / static_cast<double>(n);
+}
+
 }  // namespace quorum::core

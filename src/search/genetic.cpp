@@ -232,13 +232,7 @@ const oracle::BackendRun* reference(const Trial& t) {
 
 double mean_abs_diff(const Tensor& a, const Tensor& b) {
   const Tensor x = a.to(core::DType::F64), y = b.to(core::DType::F64);
-  if (x.numel() != y.numel() || x.numel() == 0) return 0;
-  double s = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const double d = std::fabs(x.f64()[i] - y.f64()[i]);
-    s += std::isfinite(d) ? d : (std::isnan(x.f64()[i]) && std::isnan(y.f64()[i]) ? 0.0 : 1e30);
-  }
-  return s / static_cast<double>(x.numel());
+  return x.numel() == y.numel() ? core::mean_abs_difference(x.f64(), y.f64(), x.numel()) : 0;
 }
 
 // Top-1 label per row over the last axis.
