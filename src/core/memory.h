@@ -7,6 +7,8 @@ namespace quorum::core {
 
 // The size from which map_large_blocks() serves a block from a mapping of its own (1 MiB).
 inline constexpr size_t kLargeBlock = size_t{1} << 20;
+// The free memory at the heap's top that map_large_blocks() lets the heap keep between releases (32 MiB).
+inline constexpr size_t kTrimAbove = size_t{32} << 20;
 
 // Serves every block of kLargeBlock or more from its own mapping, unmapped when freed (glibc's mallopt
 // M_MMAP_THRESHOLD; nothing elsewhere). glibc otherwise raises that threshold to the largest block freed so
