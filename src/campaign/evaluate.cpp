@@ -432,6 +432,44 @@ void batch_relation(const ModelCase& m, const Setup& setup, WorkerSet& workers, 
   t.compare += since(t0);
 }
 
+// Per value the position relation judges: the axis that holds the widened one, and which of its elements the
+// model's values decide.
+struct Judged {
+  size_t axis = 0;
+  int64_t at = 0;  // the offset of the model's positions along it
+  std::vector<bool> decided;
+};
+
+// The offset along `axis` that a node's operands put its positions at, for an output of length `here` there in
+// the model's run and `length` in the wider one: that of every operand with those lengths on that axis (a
+// widened graph input is at the case's position, a judged value at its own offset), -1 where no operand has
+// them, -2 where two went to different offsets (the parts of a concatenation along the widened axis). `own` and
+// `reference` hold the values of the model's run and of the wider one, `inputs` the model's own inputs.
+int64_t operands_offset(const ir::Node& n, size_t axis, int64_t here, int64_t length,
+                        const std::map<std::string, Judged>& judged, const backends::ValueMap& own,
+                        const backends::ValueMap& reference, const backends::ValueMap& inputs, const WideCase& wc) {
+  int64_t at = -1;
+  for (const auto& i : n.inputs) {
+    const core::Shape* mine = nullptr;
+    const core::Shape* wide = nullptr;
+    int64_t its = wc.position;
+    if (const auto j = judged.find(i); j != judged.end()) {
+      if (j->second.axis != axis) continue;
+      mine = &own.at(i).shape();
+      wide = &reference.at(i).shape();
+      its = j->second.at;
+    } else if (const auto w = wc.inputs.find(i); w != wc.inputs.end() && inputs.count(i)) {
+      mine = &inputs.at(i).shape();
+      wide = &w->second.shape();
+    }
+    if (!mine || axis >= mine->size() || axis >= wide->size() || (*mine)[axis] != here || (*wide)[axis] != length)
+      continue;
+    if (at >= 0 && at != its) return -2;
+    at = its;
+  }
+  return at;
+}
+
 // The position relation (Setup::position_relation): the model with one more axis widened (positioned_case) on
 // every library that ran it, its positions of the model's values judged (stage PR) wherever the float64
 // reference shows them decided by those values alone: per value that keeps the widened axis (the one axis
@@ -458,12 +496,6 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
   } catch (const std::exception&) {
     return;
   }
-  // Per judged value: the axis that holds the widened one, and which of its elements the model's values decide.
-  struct Judged {
-    size_t axis = 0;
-    int64_t at = 0;  // the offset of the model's positions along it
-    std::vector<bool> decided;
-  };
   std::map<std::string, Judged> judged;
   const backends::ValueMap& own = ev.runs[0].values;
   // The node's outputs on the wider reference's operands, every element of a judged operand it does not decide
@@ -496,32 +528,6 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       return {};
     }
   };
-  // The offset along `axis` that a node's operands put its positions at, for an output of length `here` there
-  // in the model's run and `length` in the wider one: that of every operand with those lengths on that axis
-  // (a widened graph input is at the case's position, a judged value at its own offset), -1 where no operand
-  // has them, -2 where two went to different offsets (the parts of a concatenation along the widened axis).
-  auto operands_offset = [&](const ir::Node& n, size_t axis, int64_t here, int64_t length) -> int64_t {
-    int64_t at = -1;
-    for (const auto& i : n.inputs) {
-      const core::Shape* mine = nullptr;
-      const core::Shape* wide = nullptr;
-      int64_t its = position;
-      if (const auto j = judged.find(i); j != judged.end()) {
-        if (j->second.axis != axis) continue;
-        mine = &own.at(i).shape();
-        wide = &reference.at(i).shape();
-        its = j->second.at;
-      } else if (const auto w = wc->inputs.find(i); w != wc->inputs.end() && inputs.count(i)) {
-        mine = &inputs.at(i).shape();
-        wide = &w->second.shape();
-      }
-      if (!mine || axis >= mine->size() || axis >= wide->size() || (*mine)[axis] != here || (*wide)[axis] != length)
-        continue;
-      if (at >= 0 && at != its) return -2;
-      at = its;
-    }
-    return at;
-  };
   std::set<std::string> operands;
   for (const auto& in : g.inputs) operands.insert(in.name);
   for (const auto& [name, w] : g.initializers) operands.insert(name);
@@ -553,7 +559,7 @@ void position_relation(const ModelCase& m, const Setup& setup, WorkerSet& worker
       // was 0, and a library's gelu(-inf) = NaN was judged against the model's gelu(-92) = 0.)
       const core::Tensor y = b->second.to(core::DType::F64);
       const int64_t here = mine[differ[0]];
-      const int64_t kept = operands_offset(n, differ[0], here, wide[differ[0]]);
+      const int64_t kept = operands_offset(n, differ[0], here, wide[differ[0]], judged, own, reference, inputs, *wc);
       if (kept == -2) continue;
       std::vector<int64_t> matches;  // per offset
       for (int64_t at = 0; at + here <= wide[differ[0]]; ++at) {
