@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "campaign/campaign.h"
 #include "campaign/evaluate.h"
+#include "campaign/summary.h"
 
 namespace quorum::campaign {
 
