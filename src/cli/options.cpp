@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -25,9 +26,12 @@ struct FlagDef {
   std::function<void(Options&, const std::string&)> set;
 };
 
+// Every uint64_t value (a bundle's form seed is a 64-bit hash, often of 20 digits); anything else is refused.
 uint64_t parse_uint(const std::string& flag, const std::string& v) {
-  if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }) || v.size() > 19)
-    throw UserError("--" + flag + ": expected a non-negative integer, got '" + v + "'");
+  const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const std::string most = std::to_string(std::numeric_limits<uint64_t>::max());
+  if (!digits || v.size() > most.size() || (v.size() == most.size() && v > most))
+    throw UserError("--" + flag + ": expected an integer from 0 to " + most + ", got '" + v + "'");
   return std::stoull(v);
 }
 

@@ -141,7 +141,8 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
       {"run " + bad_attr, "node 'n' (elu): attribute 'alpha' must be float"},
       {"run " + bad_shape, "node 'n' (relu): output 'y' is declared float32[3]"},
       {"run " + example("lenet5.json") + " --bogus", "unknown flag '--bogus'"},
-      {"run " + example("lenet5.json") + " --seed abc", "--seed: expected a non-negative integer"},
+      {"run " + example("lenet5.json") + " --seed abc", "--seed: expected an integer from 0 to 18446744073709551615"},
+      {"run " + example("lenet5.json") + " --seed 18446744073709551616", "--seed: expected an integer from 0"},
       {"run " + example("lenet5.json") + " --loss relu", "is not a loss"},
       {"run " + example("lenet5.json") + " --loss nope", "unknown operator 'nope'"},
       {"run " + example("lenet5.json") + " --inputs /nonexistent", "missing input file"},
@@ -231,6 +232,15 @@ TEST(Cli, ExportedOnnxRunsLikeTheJson) {
   const Result bad = quorum("run " + write_temp("junk.onnx", "not a protobuf"));
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
+// A bundle's form seed is a 64-bit hash: one of 20 digits is written in the form it names.
+TEST(Cli, ExportTakesEveryFormSeed) {
+  const std::string onnx = (scratch() / "lenet5-form.onnx").string();
+  const Result e = quorum("export " + example("lenet5.json") + " -o " + onnx + " --form_seed 18446744073709551615");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("forms: opset"), std::string::npos) << e.out;
+  EXPECT_EQ(quorum("run " + onnx + " --seed 4").code, 0);
 }
 
 }  // namespace
