@@ -80,6 +80,9 @@ void read_finding_fields(const nlohmann::ordered_json& top_j, const nlohmann::or
     c.known = top_j.value("known", "");
     c.lowering = j.value("lowering", std::vector<std::string>{});
     c.quorum_version = top_j.value("quorum_version", "");
+    for (const char* key : {"seed", "model_index"})  // a number beyond an integer is no index (converting it: UB)
+      if (top_j.contains(key) && !top_j.at(key).is_number_integer())
+        throw core::UserError(std::string(key) + " is not an integer");
     c.seed = top_j.value("seed", uint64_t{0});
     c.model_index = top_j.value("model_index", int64_t{0});
     c.method = top_j.value("method", "random");
